@@ -1,0 +1,43 @@
+//! The contract between the SDT library linked into a program (`sdt-lib`) and the capture
+//! side (`sdt-daemon`).
+//!
+//! ```no_run
+//! use sdt_abi::{Filter, Site};
+//!
+//! let filter = Filter::decode("sdt1;L2;C1,3;I10-19").unwrap();
+//! let site = Site { level: 1, class: 3, id: 12, attrs: b"phase=solve" };
+//! assert!(filter.matches_site(&site));
+//! ```
+//!
+//! Three things cross that line, and all three live here so that both sides agree:
+//!
+//! - the [`Filter`]: which breakpoints capture (level, class, ids, attributes, hit numbers),
+//!   checked inside the program so that a filtered-out breakpoint makes no system call;
+//! - its wire form ([`Filter::encode`] / [`Filter::decode`]), handed to the program in the
+//!   [`ENV_CAPTURE`] environment variable;
+//! - the [`TrapRecord`], which the breaking thread fills in before it stops for the tracer.
+//!
+//! # Design constraints
+//!
+//! Matching runs on the breaking thread inside the user's program: [`Filter::matches_site`]
+//! and [`Filter::matches_hit`] never allocate, lock or make system calls. Decoding allocates,
+//! once, when the library starts.
+//!
+//! This crate does no I/O and knows nothing of TOML; the capture config file is parsed on the
+//! capture side and lowered to a [`Filter`].
+
+#![deny(missing_docs)]
+#![deny(unsafe_code)]
+
+mod filter;
+mod glob;
+mod trap;
+mod wire;
+
+pub use filter::{Filter, Site, Span, SpanError};
+pub use glob::glob_match;
+pub use trap::{
+    ENV_CAPTURE, ENV_TRACER, PROTOCOL_VERSION, RESULT_DECLINED, RESULT_FILTERED, RESULT_OFF, RESULT_PENDING,
+    STATE_OFF, STATE_ON, STATE_UNINIT, TRAP_MAGIC, TRAP_RECORD_SIZE, TrapRecord,
+};
+pub use wire::WireError;

@@ -1,0 +1,159 @@
+//! The trap: how a breaking thread hands its breakpoint to the tracer.
+//!
+//! When a breakpoint passes the filter, the library fills a [`TrapRecord`] on the breaking
+//! thread's stack, loads [`TRAP_MAGIC`] into `rax` and the record's address into `rdi`, and
+//! executes `int3`. The tracer (`sdt run`) sees the `SIGTRAP` stop, recognises the magic,
+//! reads the record with `process_vm_readv`, freezes every other thread, captures, writes
+//! [`TrapRecord::result`] back, and resumes the thread without delivering the signal.
+//!
+//! Bump [`PROTOCOL_VERSION`] whenever the record, the magic, the state values or the wire
+//! form of the filter change.
+
+/// Version of this protocol; carried in the record and in the [`ENV_CAPTURE`] value.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Value of `rax` at the `int3` of an SDT trap: `"SDTTRAP"` followed by the protocol version.
+pub const TRAP_MAGIC: u64 = u64::from_le_bytes(*b"SDTTRAP\x01");
+
+/// Environment variable holding the tracer's pid. The library turns itself on only when
+/// `/proc/self/status` names that pid as its tracer, so a child that inherits the
+/// environment but is not traced never traps.
+pub const ENV_TRACER: &str = "SDT_TRACER";
+
+/// Environment variable holding the [`Filter`](crate::Filter) in its wire form.
+pub const ENV_CAPTURE: &str = "SDT_CAPTURE";
+
+/// Library state word: breakpoints cost one predictable branch and do nothing.
+pub const STATE_OFF: i32 = 0;
+/// Library state word: not yet looked at the environment; the next breakpoint does.
+pub const STATE_UNINIT: i32 = 1;
+/// Library state word: running under `sdt run`; breakpoints are checked against the filter.
+pub const STATE_ON: i32 = 2;
+
+/// Breakpoint result: the program is not running under `sdt run`.
+pub const RESULT_OFF: i64 = -1;
+/// Breakpoint result: the capture config filtered this breakpoint out.
+pub const RESULT_FILTERED: i64 = -2;
+/// Breakpoint result: passed the filter, but the capture side took no snapshot
+/// (`max_snapshots` reached, or the capture failed).
+pub const RESULT_DECLINED: i64 = -3;
+/// Breakpoint result as written before the trap; still there afterwards only if no tracer
+/// answered.
+pub const RESULT_PENDING: i64 = -4;
+
+/// What the breaking thread tells the tracer. Lives on the thread's stack for the duration
+/// of the trap.
+///
+/// Constraints the tracer checks: `version == PROTOCOL_VERSION`,
+/// `size == size_of::<TrapRecord>()`, `attrs_len <= 4096`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TrapRecord {
+    /// [`PROTOCOL_VERSION`].
+    pub version: u32,
+    /// `size_of::<TrapRecord>()`, so that a newer tracer can tell an older record.
+    pub size: u32,
+    /// The breakpoint's level.
+    pub level: i32,
+    /// The breakpoint's class.
+    pub class: i32,
+    /// The breakpoint's id.
+    pub id: i32,
+    /// 0: only the first arrival captures; 1: every arrival may.
+    pub multiple_mark: i32,
+    /// Which arrival at this breakpoint this is, counting from 1 (0: not counted).
+    pub hit: u64,
+    /// Address of the attribute string in the target (not NUL-terminated here).
+    pub attrs_ptr: u64,
+    /// Length in bytes of the attribute string.
+    pub attrs_len: u64,
+    /// `CLOCK_MONOTONIC` in nanoseconds when the breakpoint was reached.
+    pub trigger_ns: u64,
+    /// Address of the library's state word, which the tracer may set to [`STATE_OFF`] once
+    /// no more snapshots will be taken.
+    pub state_ptr: u64,
+    /// Written by the tracer: the snapshot number taken, or [`RESULT_DECLINED`].
+    pub result: i64,
+}
+
+/// Size of [`TrapRecord`] in bytes; part of the protocol.
+pub const TRAP_RECORD_SIZE: usize = 72;
+const _: () = assert!(size_of::<TrapRecord>() == TRAP_RECORD_SIZE);
+
+impl TrapRecord {
+    /// Byte offset of [`TrapRecord::result`], which the tracer writes.
+    pub const RESULT_OFFSET: usize = 64;
+
+    /// Decodes a record read from the target; `None` if the bytes are too short or the
+    /// version or size do not match.
+    pub fn from_bytes(bytes: &[u8]) -> Option<TrapRecord> {
+        if bytes.len() < TRAP_RECORD_SIZE {
+            return None;
+        }
+        let u32_at = |o: usize| u32::from_le_bytes(bytes[o..o + 4].try_into().unwrap());
+        let u64_at = |o: usize| u64::from_le_bytes(bytes[o..o + 8].try_into().unwrap());
+        let record = TrapRecord {
+            version: u32_at(0),
+            size: u32_at(4),
+            level: u32_at(8) as i32,
+            class: u32_at(12) as i32,
+            id: u32_at(16) as i32,
+            multiple_mark: u32_at(20) as i32,
+            hit: u64_at(24),
+            attrs_ptr: u64_at(32),
+            attrs_len: u64_at(40),
+            trigger_ns: u64_at(48),
+            state_ptr: u64_at(56),
+            result: u64_at(Self::RESULT_OFFSET) as i64,
+        };
+        (record.version == PROTOCOL_VERSION && record.size as usize == TRAP_RECORD_SIZE).then_some(record)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_matches_from_bytes() {
+        let record = TrapRecord {
+            version: PROTOCOL_VERSION,
+            size: TRAP_RECORD_SIZE as u32,
+            level: -1,
+            class: 2,
+            id: 3,
+            multiple_mark: 1,
+            hit: 5,
+            attrs_ptr: 0x7fff_0000,
+            attrs_len: 11,
+            trigger_ns: 123_456,
+            state_ptr: 0x5555_0000,
+            result: RESULT_PENDING,
+        };
+        // The record as the library lays it out in memory, field by field.
+        let mut bytes = Vec::new();
+        for v in [record.version, record.size] {
+            bytes.extend_from_slice(&v.to_le_bytes());
+        }
+        for v in [record.level, record.class, record.id, record.multiple_mark] {
+            bytes.extend_from_slice(&v.to_le_bytes());
+        }
+        for v in [record.hit, record.attrs_ptr, record.attrs_len, record.trigger_ns, record.state_ptr] {
+            bytes.extend_from_slice(&v.to_le_bytes());
+        }
+        bytes.extend_from_slice(&record.result.to_le_bytes());
+        assert_eq!(bytes.len(), TRAP_RECORD_SIZE);
+        assert_eq!(TrapRecord::from_bytes(&bytes), Some(record));
+        assert_eq!(std::mem::offset_of!(TrapRecord, result), TrapRecord::RESULT_OFFSET);
+    }
+
+    #[test]
+    fn rejects_other_versions_and_short_input() {
+        let mut bytes = vec![0u8; TRAP_RECORD_SIZE];
+        bytes[4..8].copy_from_slice(&(TRAP_RECORD_SIZE as u32).to_le_bytes());
+        assert_eq!(TrapRecord::from_bytes(&bytes), None, "version 0");
+        bytes[0..4].copy_from_slice(&PROTOCOL_VERSION.to_le_bytes());
+        assert!(TrapRecord::from_bytes(&bytes).is_some());
+        assert_eq!(TrapRecord::from_bytes(&bytes[..TRAP_RECORD_SIZE - 1]), None);
+    }
+}

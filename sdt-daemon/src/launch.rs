@@ -1,0 +1,114 @@
+//! Finding the program and building what `execve` gets.
+
+use std::ffi::{CString, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use sdt_abi::{ENV_CAPTURE, ENV_TRACER, Filter};
+use sdt_sys::spawn::Command;
+
+/// Why the program cannot be launched.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    /// No such file, or not found in `PATH`.
+    #[error("program not found: {0}{hint}", hint = if .0.contains('/') { "" } else { " (looked in PATH)" })]
+    NotFound(String),
+    /// A directory was named.
+    #[error("{0} is a directory, not a program")]
+    IsDirectory(String),
+    /// The file has no execute permission.
+    #[error("{0} is not executable (no execute permission; try chmod +x)")]
+    NotExecutable(String),
+    /// An argument or environment variable holds a NUL byte.
+    #[error("argument or environment variable holds a NUL byte: {0:?}")]
+    Nul(String),
+    /// No program was given.
+    #[error("no program given (usage: sdt run -- PROG ARGS...)")]
+    Empty,
+}
+
+/// Looks `program` up the way a shell does: as a path if it holds a `/`, else in `PATH`.
+pub fn resolve(program: &str) -> Result<PathBuf, LaunchError> {
+    if program.is_empty() {
+        return Err(LaunchError::Empty);
+    }
+    if program.contains('/') {
+        let path = PathBuf::from(program);
+        return match std::fs::metadata(&path) {
+            Err(_) => Err(LaunchError::NotFound(program.to_owned())),
+            Ok(m) if m.is_dir() => Err(LaunchError::IsDirectory(program.to_owned())),
+            Ok(m) if m.permissions().mode() & 0o111 == 0 => {
+                Err(LaunchError::NotExecutable(program.to_owned()))
+            }
+            Ok(_) => Ok(path),
+        };
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| OsString::from("/usr/local/bin:/usr/bin:/bin"));
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|candidate| is_executable_file(candidate))
+        .ok_or_else(|| LaunchError::NotFound(program.to_owned()))
+}
+
+fn is_executable_file(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// The `execve` arguments: `argv` as given (the program's name first), this process's environment plus the two
+/// variables that turn the program's library on.
+pub(crate) fn command(
+    program: &Path,
+    args: &[String],
+    filter: &Filter,
+    ptrace_options: u32,
+) -> Result<Command, LaunchError> {
+    let cstring = |bytes: &[u8]| {
+        CString::new(bytes).map_err(|_| LaunchError::Nul(String::from_utf8_lossy(bytes).into_owned()))
+    };
+    let mut env = Vec::new();
+    for (key, value) in std::env::vars_os() {
+        if key == ENV_TRACER || key == ENV_CAPTURE {
+            continue;
+        }
+        let mut pair = key.as_bytes().to_vec();
+        pair.push(b'=');
+        pair.extend_from_slice(value.as_bytes());
+        env.push(cstring(&pair)?);
+    }
+    env.push(cstring(format!("{ENV_TRACER}={}", std::process::id()).as_bytes())?);
+    env.push(cstring(format!("{ENV_CAPTURE}={}", filter.encode()).as_bytes())?);
+    Ok(Command {
+        program: cstring(program.as_os_str().as_bytes())?,
+        args: args.iter().map(|a| cstring(a.as_bytes())).collect::<Result<_, _>>()?,
+        env,
+        ptrace_options,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolves_like_a_shell() {
+        assert!(resolve("sh").unwrap().ends_with("sh"));
+        assert!(matches!(resolve("no-such-program-sdt"), Err(LaunchError::NotFound(_))));
+        assert!(matches!(resolve("./no/such/file"), Err(LaunchError::NotFound(_))));
+        assert!(matches!(resolve("/"), Err(LaunchError::IsDirectory(_))));
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("data");
+        std::fs::write(&file, "x").unwrap();
+        assert!(matches!(resolve(file.to_str().unwrap()), Err(LaunchError::NotExecutable(_))));
+        assert!(matches!(resolve(""), Err(LaunchError::Empty)));
+    }
+
+    #[test]
+    fn errors_read_well() {
+        assert_eq!(
+            LaunchError::NotFound("foo".into()).to_string(),
+            "program not found: foo (looked in PATH)"
+        );
+        assert_eq!(LaunchError::NotFound("./foo".into()).to_string(), "program not found: ./foo");
+    }
+}

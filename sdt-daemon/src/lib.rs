@@ -1,0 +1,314 @@
+//! SDT's capture service: runs a program under ptrace and, at every breakpoint that
+//! passes the capture config (and every timer tick), freezes all of its threads, reads
+//! their registers and the pages that hold content, resumes them, and hands the capture
+//! to a writer thread that stores it incrementally.
+//!
+//! ```no_run
+//! use sdt_daemon::{CaptureConfig, RunOptions};
+//!
+//! let outcome = sdt_daemon::run(&RunOptions {
+//!     command: vec!["./prog".into(), "--size".into(), "4".into()],
+//!     store: ".sdt".into(),
+//!     config: CaptureConfig::parse("max_level = 2", "inline").unwrap(),
+//!     verify: false,
+//!     quiet: false,
+//! })?;
+//! println!("run {} took {} snapshots", outcome.run, outcome.totals.snapshots);
+//! # Ok::<(), sdt_daemon::Error>(())
+//! ```
+//!
+//! # Design constraints
+//!
+//! - The pause holds only what must happen with every thread stopped: the freeze,
+//!   registers, the mappings, and the copy of the pages. Diffing, compression and writing
+//!   happen on the writer thread while the program runs.
+//! - The freeze sits behind [`freeze::Freezer`], so another way of stopping threads (the
+//!   kernel module) replaces ptrace without touching the capture.
+//! - The program behaves as without SDT: its stdio, signals and exit status are its own,
+//!   and `sdt` forwards signals sent to it.
+
+#![deny(missing_docs)]
+#![deny(unsafe_code)]
+
+mod capture;
+pub mod config;
+mod freeze;
+pub mod human;
+pub mod launch;
+mod procfs;
+mod ptrace;
+mod writer;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use sdt_abi::RESULT_DECLINED;
+use sdt_store::{CaptureStats, RunId, RunInfo, RunStatus, SnapshotMeta, SnapshotTime, Store, Trigger};
+use sdt_sys::events::{Event, Events};
+use sdt_sys::monotonic_ns;
+use sdt_sys::ptrace::options;
+
+pub use config::{CaptureConfig, ConfigError};
+pub use freeze::ProgramExit;
+pub use launch::LaunchError;
+pub use writer::{WriteTotals, WriterStopped};
+
+use capture::Capturer;
+use freeze::{BreakpointHit, FreezeError, Freezer, TargetEvent};
+use ptrace::Tracer;
+use writer::{Job, StoreWriter};
+
+/// What `sdt run` was asked to do.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// The program and its arguments.
+    pub command: Vec<String>,
+    /// The store directory.
+    pub store: PathBuf,
+    /// Which breakpoints capture, timed snapshots, limits.
+    pub config: CaptureConfig,
+    /// Compare every stored snapshot with the live process's memory (slow; for tests).
+    pub verify: bool,
+    /// No line per snapshot.
+    pub quiet: bool,
+}
+
+/// How a run went.
+#[derive(Clone, Debug)]
+pub struct RunOutcome {
+    /// The run's id in the store.
+    pub run: RunId,
+    /// How the program ended.
+    pub exit: ProgramExit,
+    /// What was stored.
+    pub totals: WriteTotals,
+    /// Captures that failed or were refused, with why.
+    pub problems: Vec<String>,
+}
+
+/// Why a run could not be made.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The program cannot be launched.
+    #[error(transparent)]
+    Launch(#[from] LaunchError),
+    /// `execve` failed, or launching it did.
+    #[error(transparent)]
+    Spawn(#[from] sdt_sys::spawn::SpawnError),
+    /// The store cannot be opened or written.
+    #[error(transparent)]
+    Store(#[from] sdt_store::Error),
+    /// A system call failed.
+    #[error(transparent)]
+    Sys(#[from] sdt_sys::Error),
+}
+
+/// Runs the program to its end, capturing snapshots into a new run of the store.
+pub fn run(opts: &RunOptions) -> Result<RunOutcome, Error> {
+    let program = opts.command.first().ok_or(LaunchError::Empty)?;
+    let path = launch::resolve(program)?;
+    // Signals are blocked from here on: before any thread exists, so every thread
+    // inherits the mask; the program's child unblocks them before execve.
+    let mut events = Events::new(&[libc::SIGCHLD, libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT])?;
+    let store = Store::open_or_create(&opts.store)?;
+    let command = launch::command(
+        &path,
+        &opts.command,
+        &opts.config.filter,
+        options::TRACECLONE | options::TRACEEXIT | options::EXITKILL,
+    )?;
+    let started_ns = monotonic_ns();
+    let started_wall_ns = wall_ns();
+    let pid = sdt_sys::spawn::spawn_seized(&command)?;
+    let run = match store.create_run(RunInfo {
+        id: RunId(0),
+        command: opts.command.clone(),
+        cwd: std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default(),
+        started_wall_ns,
+        sdt_pid: std::process::id(),
+        config: opts.config.text.clone(),
+        status: RunStatus::Running,
+    }) {
+        Ok(run) => run,
+        Err(e) => {
+            sdt_sys::kill_process(pid, libc::SIGKILL).ok();
+            return Err(e.into());
+        }
+    };
+    let run_id = run.id();
+    let writer = StoreWriter::start(run, store.root().to_owned(), opts.quiet);
+    let mut session = Session {
+        tracer: Tracer::start(pid)?,
+        capturer: Capturer::new(pid)?,
+        writer,
+        opts,
+        started_ns,
+        next_seq: 0,
+        capturing: true,
+        problems: Vec::new(),
+    };
+    events.set_interval(opts.config.every_ms.map(Duration::from_millis))?;
+    let exit = session.run_to_end(&mut events);
+    let Session { writer, mut problems, .. } = session;
+    let exit = match exit {
+        Ok(exit) => exit,
+        Err(e) => {
+            let (_, error) = writer.finish(RunStatus::Failed { message: human::error_chain(&e) });
+            problems.extend(error);
+            return Err(e);
+        }
+    };
+    let status = match exit {
+        ProgramExit::Code(code) => RunStatus::Exited { code },
+        ProgramExit::Signal(signal, _) => RunStatus::Signaled { signal },
+    };
+    let (totals, error) = writer.finish(status);
+    problems.extend(error);
+    Ok(RunOutcome { run: run_id, exit, totals, problems })
+}
+
+/// Wall-clock time in nanoseconds since the Unix epoch.
+fn wall_ns() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64)
+}
+
+/// One run in progress.
+struct Session<'a> {
+    tracer: Tracer,
+    capturer: Capturer,
+    writer: StoreWriter,
+    opts: &'a RunOptions,
+    started_ns: u64,
+    next_seq: u32,
+    /// False once `max_snapshots` is reached or the writer stopped.
+    capturing: bool,
+    problems: Vec<String>,
+}
+
+impl Session<'_> {
+    /// The daemon loop: breakpoints and program exit from the tracer; timer ticks and
+    /// signals from `events`.
+    fn run_to_end(&mut self, events: &mut Events) -> Result<ProgramExit, Error> {
+        loop {
+            while let Some(event) = self.tracer.poll()? {
+                let exit = match event {
+                    TargetEvent::Breakpoint(hit) => self.snapshot(Some(hit))?,
+                    TargetEvent::Exited(exit) => Some(exit),
+                };
+                if let Some(exit) = exit {
+                    return Ok(exit);
+                }
+            }
+            for event in events.wait(None)? {
+                match event {
+                    Event::Signal { signo: libc::SIGCHLD, .. } => {}
+                    // Sent to sdt by another process (`kill`): pass it on. Signals from
+                    // the terminal (SI_KERNEL) reached the program's group already.
+                    Event::Signal { signo, code, .. } if code <= 0 => {
+                        log::info!("forwarding signal {signo} to the program");
+                        self.tracer.signal(signo).ok();
+                    }
+                    Event::Signal { .. } => {}
+                    Event::Timer if self.capturing => {
+                        if let Some(exit) = self.snapshot(None)? {
+                            return Ok(exit);
+                        }
+                    }
+                    Event::Timer => {}
+                }
+            }
+        }
+    }
+
+    /// Takes one snapshot: for a breakpoint, or (with `None`) for a timer tick. Returns
+    /// the program's exit if it ended meanwhile.
+    fn snapshot(&mut self, hit: Option<BreakpointHit>) -> Result<Option<ProgramExit>, Error> {
+        let trigger_ns = hit.as_ref().map_or_else(monotonic_ns, |h| h.record.trigger_ns);
+        let declined = hit.as_ref().map(|h| (h, RESULT_DECLINED));
+        if !self.capturing {
+            return self.thaw(declined, true).map(|()| None);
+        }
+        let wait_from = monotonic_ns();
+        let mut buffer = match self.writer.take_buffer() {
+            Ok(buffer) => buffer,
+            Err(e) => {
+                self.capturing = false;
+                self.problems.push(e.to_string());
+                return self.thaw(declined, true).map(|()| None);
+            }
+        };
+        let wait_ns = monotonic_ns() - wait_from;
+        let frozen = match self.tracer.freeze(hit.as_ref().map(|h| h.tid)) {
+            Ok(frozen) => frozen,
+            Err(FreezeError::TargetGone(exit)) => return Ok(Some(exit)),
+            Err(FreezeError::Sys(e)) => return Err(e.into()),
+        };
+        let seq = self.next_seq;
+        let collected = match self.capturer.collect(&mut buffer, self.opts.verify) {
+            Ok(collected) => collected,
+            Err(e) => {
+                let message = format!("capture of S{seq} failed: {}", human::error_chain(&e));
+                log::warn!("{message}");
+                self.problems.push(message);
+                return self.thaw(declined, false).map(|()| None);
+            }
+        };
+        self.next_seq += 1;
+        let last = self.opts.config.max_snapshots.is_some_and(|max| self.next_seq >= max);
+        self.thaw(hit.as_ref().map(|h| (h, i64::from(seq))), last)?;
+        let resumed_ns = monotonic_ns();
+        if last {
+            self.capturing = false;
+            log::info!("max_snapshots reached: no more snapshots");
+        }
+
+        let meta = SnapshotMeta {
+            name: format!("S{seq}"),
+            seq,
+            trigger: match &hit {
+                Some(h) => Trigger::Breakpoint {
+                    level: h.record.level,
+                    class: h.record.class,
+                    id: h.record.id,
+                    multiple_mark: h.record.multiple_mark,
+                    attrs: h.attrs.clone(),
+                    hit: h.record.hit,
+                    tid: h.tid.raw(),
+                },
+                None => Trigger::Timer,
+            },
+            time: SnapshotTime {
+                wall_ns: wall_ns() - (resumed_ns - trigger_ns) as i64,
+                since_start_ns: trigger_ns.saturating_sub(self.started_ns),
+            },
+            process: collected.process,
+            threads: frozen.threads,
+            mappings: collected.mappings,
+            auxv: collected.auxv,
+            stats: CaptureStats {
+                mode: "full-copy".into(),
+                pause_ns: resumed_ns.saturating_sub(trigger_ns),
+                deviation_ns: frozen.all_stopped_ns.saturating_sub(trigger_ns),
+                wait_ns,
+                ..CaptureStats::default()
+            },
+        };
+        let job = Job { meta, pages: collected.pages, data: buffer, live: collected.live };
+        if let Err(e) = self.writer.submit(job) {
+            self.capturing = false;
+            self.problems.push(e.to_string());
+        }
+        Ok(None)
+    }
+
+    fn thaw(&mut self, breakpoint: Option<(&BreakpointHit, i64)>, turn_off: bool) -> Result<(), Error> {
+        match self.tracer.thaw(breakpoint, turn_off) {
+            Ok(()) => Ok(()),
+            // The program is ending; its exit report comes next.
+            Err(FreezeError::TargetGone(_)) => Ok(()),
+            Err(FreezeError::Sys(e)) if e.is_gone() => Ok(()),
+            Err(FreezeError::Sys(e)) => Err(e.into()),
+        }
+    }
+}

@@ -1,0 +1,50 @@
+//! ELF core files from SDT snapshots, so that gdb can look at any snapshot as it looks at a
+//! crash dump: every thread, its registers and backtrace, and the memory the program had.
+//!
+//! ```no_run
+//! use sdt_store::Store;
+//!
+//! let store = Store::open(".sdt".as_ref())?;
+//! let run = store.open_run(&store.latest_run()?)?;
+//! let snap = run.open_snapshot("S3")?;
+//! let report = sdt_gdb::export_core(&snap, "S3.core".as_ref())?;
+//! println!("{} threads, {} mappings, {} bytes", report.threads, report.mappings, report.bytes);
+//!
+//! let exe = &snap.meta().process.exe;
+//! let extra = ["-batch".to_owned(), "-ex".to_owned(), "thread apply all bt".to_owned()];
+//! sdt_gdb::frontend::gdb_command(exe.as_ref(), "S3.core".as_ref(), &extra).status()?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Design constraints
+//!
+//! - The layout follows Linux's `fs/binfmt_elf.c` and gdb's `gcore`; [`core`] lists it,
+//!   and each note has its own `gen_*` function. gdb itself is the test of the output.
+//! - [`core::write_core`] does no I/O of its own: it reads through a [`core::CoreSource`]
+//!   and writes to a [`std::io::Write`], front to back, holding at most 1 MiB of memory
+//!   contents at a time, so cores of multi-GiB processes stream. Only [`export_core`]
+//!   touches the file system.
+//! - The `NT_X86_XSTATE` note is cut to what gdb 13 understands (up to PKRU), since gdb
+//!   rejects a size it does not expect.
+//!
+//! # What it does not do
+//!
+//! - x86_64 only; no 32-bit or x32 processes.
+//! - No `coredump_filter`: every readable mapping's contents are written, file-backed text
+//!   included, so cores are as large as the process's readable memory.
+//! - No pending signals, CPU times or `NT_PRPSINFO` scheduling fields: the snapshot does
+//!   not capture them, so they are zero.
+//! - It does not start gdb: [`frontend::gdb_command`] builds the command for the CLI.
+
+#![deny(missing_docs)]
+#![deny(unsafe_code)]
+
+pub mod core;
+mod error;
+mod export;
+#[cfg(test)]
+mod fake;
+pub mod frontend;
+
+pub use error::Error;
+pub use export::export_core;

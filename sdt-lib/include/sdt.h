@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/*
+ * sdt.h - offline breakpoints for SDT, the snapshot debugger.
+ *
+ *   #include <sdt.h>
+ *   SetBreakpoint(1, 2, 10, 0, "phase=solve,iter=3");
+ *
+ * Link with the library `cargo build --release` leaves in target/release:
+ *   cc prog.c -I sdt-lib/include -L target/release -l:libsdt.a -lpthread -ldl -lm   (static)
+ *   cc prog.c -I sdt-lib/include -L target/release -lsdt -Wl,-rpath,$PWD/target/release
+ *
+ * Run the program under `sdt run -- ./prog`: every breakpoint that passes the capture
+ * config stops all of the program's threads while a snapshot is taken. Run it on its own
+ * and SetBreakpoint costs one load and one predictable branch.
+ *
+ * Arguments:
+ *   level          depth of detail; the config's max_level cuts deeper breakpoints
+ *   class          the user's category (e.g. an I/O phase, a solver)
+ *   id             the breakpoint's own number
+ *   multiple_mark  0: across the whole run only the first thread to arrive captures;
+ *                  1: every arrival may capture
+ *   attrs          "key=value,key=value", matched by the config's [attrs] globs; may be NULL
+ *
+ * A breakpoint is identified by (level, class, id): hit counts and multiple_mark = 0
+ * apply to that triple, wherever it is written in the source.
+ *
+ * Return values of SetBreakpoint() and sdt_breakpoint():
+ *   n >= 0          snapshot S<n> was taken here
+ *   SDT_OFF         not running under `sdt run`
+ *   SDT_FILTERED    the capture config filtered this breakpoint out (no system call made)
+ *   SDT_DECLINED    passed the config, but no snapshot was taken (max_snapshots reached,
+ *                   or the capture failed; `sdt run` says why)
+ *
+ * Thread-safe. Not async-signal-safe on the first call of a process (it reads the
+ * environment); afterwards it allocates nothing and takes no locks. When a snapshot is
+ * taken, the calling thread stops inside SetBreakpoint() itself, so the snapshot's top
+ * frame is the line that called it.
+ */
+#ifndef SDT_H
+#define SDT_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SDT_VERSION_MAJOR 0
+#define SDT_VERSION_MINOR 1
+#define SDT_VERSION_PATCH 0
+
+#define SDT_OFF (-1)
+#define SDT_FILTERED (-2)
+#define SDT_DECLINED (-3)
+
+#if defined(__GNUC__) || defined(__clang__)
+#define SDT_MUST_CHECK __attribute__((warn_unused_result))
+#else
+#define SDT_MUST_CHECK
+#endif
+
+/* 0: off; anything else: look at the breakpoint. Read with a relaxed atomic load. */
+extern int sdt_state;
+
+/*
+ * The trap record: what a breaking thread hands to `sdt run`. SetBreakpoint() fills it
+ * through sdt_arm() and stops in its caller's own frame (so gdb's current frame is the
+ * user's code) with `int3`, rax = SDT_TRAP_MAGIC and rdi = the record. `sdt run` captures
+ * the snapshot while the thread is stopped and writes `result` back.
+ * Protocol version 1: bump SDT_TRAP_MAGIC's last byte when this changes.
+ */
+struct sdt_trap {
+	unsigned int version;		/* SDT_PROTOCOL_VERSION */
+	unsigned int size;		/* sizeof(struct sdt_trap) */
+	int level, class_, id, multiple_mark;
+	unsigned long long hit;		/* arrival number at this breakpoint, from 1 */
+	unsigned long long attrs_ptr, attrs_len;
+	unsigned long long trigger_ns;	/* CLOCK_MONOTONIC at the call */
+	unsigned long long state_ptr;	/* &sdt_state, which sdt may switch off */
+	long long result;		/* written by sdt: the snapshot number, or SDT_DECLINED */
+};
+
+#define SDT_PROTOCOL_VERSION 1
+/* "SDTTRAP" and the protocol version, little-endian. */
+#define SDT_TRAP_MAGIC 0x0150415254544453ULL
+
+#ifdef __cplusplus
+static_assert(sizeof(struct sdt_trap) == 72, "struct sdt_trap is part of the protocol");
+#else
+_Static_assert(sizeof(struct sdt_trap) == 72, "struct sdt_trap is part of the protocol");
+#endif
+
+/*
+ * Checks a breakpoint against the capture config. Returns 0 when it passes and `trap` is
+ * filled for the caller to stop with; SDT_OFF or SDT_FILTERED otherwise.
+ */
+SDT_MUST_CHECK int sdt_arm(struct sdt_trap *trap, int level, int class_, int id,
+			   int multiple_mark, const char *attrs);
+
+/* The whole breakpoint as one call, for callers that cannot use SetBreakpoint(). */
+int sdt_breakpoint(int level, int class_, int id, int multiple_mark, const char *attrs);
+
+/* The library's version: MAJOR << 16 | MINOR << 8 | PATCH. */
+SDT_MUST_CHECK unsigned int sdt_version(void);
+
+static inline int SetBreakpoint(int level, int class_, int id, int multiple_mark,
+				const char *attrs)
+{
+	struct sdt_trap trap;
+	int armed;
+
+	if (__builtin_expect(__atomic_load_n(&sdt_state, __ATOMIC_RELAXED) == 0, 1))
+		return SDT_OFF;
+	armed = sdt_arm(&trap, level, class_, id, multiple_mark, attrs);
+	if (armed != 0)
+		return armed;
+#if defined(__x86_64__)
+	__asm__ volatile("int3" : : "a"(SDT_TRAP_MAGIC), "D"(&trap) : "memory");
+#else
+#error "SDT supports x86_64 only"
+#endif
+	return (int)trap.result;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SDT_H */

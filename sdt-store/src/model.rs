@@ -1,0 +1,335 @@
+//! What a snapshot holds, apart from page contents: the process, its threads, its mappings
+//! and how the capture went. Stored as JSON inside each snapshot file, so it is readable
+//! with `sdt show --raw`.
+
+use serde::{Deserialize, Serialize};
+
+/// Page size of every supported target (x86_64 Linux).
+pub const PAGE_SIZE: u64 = 4096;
+
+/// Everything about one snapshot except page contents.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SnapshotMeta {
+    /// The snapshot's name in its run: `S0`, `S1`, … (refinement: `S1.0`, `S2.new`).
+    pub name: String,
+    /// Position in the run, from 0; snapshot files are ordered by it.
+    pub seq: u32,
+    /// What took the snapshot.
+    pub trigger: Trigger,
+    /// When it was taken.
+    pub time: SnapshotTime,
+    /// The process as a whole.
+    pub process: ProcessInfo,
+    /// Every thread, the triggering thread first.
+    pub threads: Vec<ThreadState>,
+    /// Every mapping, sorted by start address, not overlapping.
+    pub mappings: Vec<Mapping>,
+    /// The process's auxiliary vector (`/proc/PID/auxv`), as raw bytes.
+    #[serde(with = "hex_bytes")]
+    pub auxv: Vec<u8>,
+    /// How the capture went.
+    pub stats: CaptureStats,
+}
+
+/// What took a snapshot.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Trigger {
+    /// A `SetBreakpoint` call that passed the capture config.
+    Breakpoint {
+        /// The breakpoint's level.
+        level: i32,
+        /// The breakpoint's class.
+        class: i32,
+        /// The breakpoint's id.
+        id: i32,
+        /// 0: only the first arrival captures; 1: every arrival may.
+        multiple_mark: i32,
+        /// The attribute string, `key=value,…` (lossy UTF-8).
+        attrs: String,
+        /// Which arrival at this breakpoint it was, from 1 (0: not counted).
+        hit: u64,
+        /// The thread that reached it.
+        tid: i32,
+    },
+    /// A timed snapshot (`every_ms`).
+    Timer,
+}
+
+impl Trigger {
+    /// The thread that triggered the snapshot, if a thread did.
+    pub fn tid(&self) -> Option<i32> {
+        match self {
+            Trigger::Breakpoint { tid, .. } => Some(*tid),
+            Trigger::Timer => None,
+        }
+    }
+}
+
+/// When a snapshot was taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotTime {
+    /// Wall-clock time of the trigger, nanoseconds since the Unix epoch.
+    pub wall_ns: i64,
+    /// Nanoseconds from the start of the run to the trigger.
+    pub since_start_ns: u64,
+}
+
+/// The process as a whole, as the ELF core's `NT_PRPSINFO` and gdb want it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessInfo {
+    /// Thread-group id. Must be > 0.
+    pub pid: i32,
+    /// Parent's pid.
+    pub ppid: i32,
+    /// Process group.
+    pub pgrp: i32,
+    /// Session.
+    pub sid: i32,
+    /// Real user id.
+    pub uid: u32,
+    /// Real group id.
+    pub gid: u32,
+    /// `/proc/PID/comm`.
+    pub comm: String,
+    /// Path of the executable (`/proc/PID/exe`).
+    pub exe: String,
+    /// Command line, one string per argument.
+    pub cmdline: Vec<String>,
+    /// Working directory.
+    pub cwd: String,
+}
+
+/// One thread, stopped.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadState {
+    /// Kernel thread id. Must be > 0.
+    pub tid: i32,
+    /// `/proc/PID/task/TID/comm`.
+    pub name: String,
+    /// Where the thread was when it stopped.
+    pub state: ThreadRunState,
+    /// `struct user_regs_struct` (`NT_PRSTATUS` regset, 27 × u64, includes `fs_base` and
+    /// `gs_base`), as `PTRACE_GETREGSET` returned it. Must be [`GPREGS_SIZE`] bytes.
+    #[serde(with = "hex_bytes")]
+    pub gpregs: Vec<u8>,
+    /// `struct user_fpregs_struct` (`NT_PRFPREG`, the FXSAVE area). Must be
+    /// [`FPREGS_SIZE`] bytes.
+    #[serde(with = "hex_bytes")]
+    pub fpregs: Vec<u8>,
+    /// The XSAVE area (`NT_X86_XSTATE`) in standard (non-compacted) format, as long as the
+    /// kernel returned it.
+    #[serde(with = "hex_bytes")]
+    pub xstate: Vec<u8>,
+    /// Blocked signals, bit `n-1` for signal `n`.
+    pub sigmask: u64,
+}
+
+/// Size of `struct user_regs_struct` on x86_64.
+pub const GPREGS_SIZE: usize = 27 * 8;
+/// Size of `struct user_fpregs_struct` on x86_64.
+pub const FPREGS_SIZE: usize = 512;
+
+/// Where a thread was when it stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThreadRunState {
+    /// In user code, or in a system call that resumes transparently.
+    Running,
+    /// Already in `exit`: it will not run user code again.
+    Exiting,
+}
+
+/// Names of the `user_regs_struct` fields, in order.
+pub const GPREG_NAMES: [&str; 27] = [
+    "r15", "r14", "r13", "r12", "rbp", "rbx", "r11", "r10", "r9", "r8", "rax", "rcx", "rdx", "rsi", "rdi",
+    "orig_rax", "rip", "cs", "eflags", "rsp", "ss", "fs_base", "gs_base", "ds", "es", "fs", "gs",
+];
+
+impl ThreadState {
+    /// A general register by its `user_regs_struct` name (`"rip"`, `"fs_base"`, …).
+    pub fn reg(&self, name: &str) -> Option<u64> {
+        let i = GPREG_NAMES.iter().position(|&n| n == name)?;
+        let bytes = self.gpregs.get(i * 8..i * 8 + 8)?;
+        Some(u64::from_le_bytes(bytes.try_into().ok()?))
+    }
+
+    /// The instruction pointer.
+    pub fn pc(&self) -> u64 {
+        self.reg("rip").unwrap_or(0)
+    }
+
+    /// The stack pointer.
+    pub fn sp(&self) -> u64 {
+        self.reg("rsp").unwrap_or(0)
+    }
+}
+
+/// One line of `/proc/PID/maps`, and how its pages are kept.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mapping {
+    /// First address. Page-aligned.
+    pub start: u64,
+    /// One past the last address. Page-aligned, > `start`.
+    pub end: u64,
+    /// Protection and sharing.
+    pub perms: Perms,
+    /// Offset into the mapped file (0 for anonymous mappings).
+    pub offset: u64,
+    /// Device of the mapped file, `major:minor` as in maps.
+    pub dev: String,
+    /// Inode of the mapped file (0 for anonymous mappings).
+    pub inode: u64,
+    /// Path or pseudo-path as in maps (`/usr/lib/…`, `[heap]`, `[stack]`, empty).
+    pub path: String,
+    /// Where the pages the snapshot did not store come from.
+    pub content: Content,
+}
+
+impl Mapping {
+    /// Size in bytes.
+    pub fn len(&self) -> u64 {
+        self.end - self.start
+    }
+
+    /// Whether the mapping is empty (never true for a valid mapping).
+    pub fn is_empty(&self) -> bool {
+        self.end == self.start
+    }
+
+    /// Whether `addr` lies inside the mapping.
+    pub fn contains(&self, addr: u64) -> bool {
+        self.start <= addr && addr < self.end
+    }
+}
+
+/// Checks what [`SnapshotMeta::mappings`] promises: each mapping page-aligned and
+/// non-empty, its file range not overflowing, all sorted by start and not overlapping.
+/// Returns what is wrong, naming the mapping.
+pub(crate) fn check_mappings(mappings: &[Mapping]) -> Result<(), String> {
+    let mut prev_end = 0;
+    for (i, m) in mappings.iter().enumerate() {
+        if m.start % PAGE_SIZE != 0 || m.end % PAGE_SIZE != 0 || m.end <= m.start {
+            return Err(format!("mapping {i} ({:#x}-{:#x}) is empty or not page-aligned", m.start, m.end));
+        }
+        if m.start < prev_end {
+            return Err(format!(
+                "mapping {i} ({:#x}-{:#x}) starts before the previous one ends ({prev_end:#x})",
+                m.start, m.end
+            ));
+        }
+        if m.offset.checked_add(m.len()).is_none() {
+            return Err(format!(
+                "mapping {i} ({:#x}-{:#x}): file offset {:#x} overflows",
+                m.start, m.end, m.offset
+            ));
+        }
+        prev_end = m.end;
+    }
+    Ok(())
+}
+
+/// Protection and sharing of a mapping.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Perms {
+    /// PROT_READ.
+    pub read: bool,
+    /// PROT_WRITE.
+    pub write: bool,
+    /// PROT_EXEC.
+    pub exec: bool,
+    /// MAP_SHARED (else private).
+    pub shared: bool,
+}
+
+impl std::fmt::Display for Perms {
+    /// `rw-p` as in `/proc/PID/maps`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let c = |on: bool, ch: char| if on { ch } else { '-' };
+        write!(
+            f,
+            "{}{}{}{}",
+            c(self.read, 'r'),
+            c(self.write, 'w'),
+            c(self.exec, 'x'),
+            if self.shared { 's' } else { 'p' }
+        )
+    }
+}
+
+/// Where the pages of a mapping that the snapshot did not store come from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Content {
+    /// Pages not stored are zero (anonymous memory, or a whole-captured mapping).
+    Zero,
+    /// Pages not stored are the file's bytes at `offset + (addr - start)`; the file must
+    /// still be the one that was mapped.
+    File(FileRef),
+    /// The mapping could not be read (`PROT_NONE`, `[vvar]`): it has no contents.
+    Unreadable,
+}
+
+/// A file a mapping refers to, with what identifies its version.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct FileRef {
+    /// Path of the file.
+    pub path: String,
+    /// Device number (`st_dev`).
+    pub dev: u64,
+    /// Inode number.
+    pub inode: u64,
+    /// Size in bytes when captured.
+    pub size: u64,
+    /// Modification time in nanoseconds since the Unix epoch when captured.
+    pub mtime_ns: i64,
+}
+
+/// How a capture went.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CaptureStats {
+    /// How changed pages were found: `"full-copy"` (every page read, compared by hash).
+    pub mode: String,
+    /// Trigger to the last thread resumed, in nanoseconds.
+    pub pause_ns: u64,
+    /// Trigger to the last thread stopped (the capture deviation), in nanoseconds.
+    pub deviation_ns: u64,
+    /// Pages with content in the snapshot (not counting zero and by-reference pages).
+    pub pages: u64,
+    /// Of those, pages stored in this snapshot's file (new or changed).
+    pub pages_stored: u64,
+    /// Bytes the snapshot would take stored whole: `pages * PAGE_SIZE`.
+    pub full_bytes: u64,
+    /// Nanoseconds the capture waited for the writer before it could start.
+    pub wait_ns: u64,
+}
+
+/// Serde helper: `Vec<u8>` as a lowercase hex string.
+pub(crate) mod hex_bytes {
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut out = String::with_capacity(bytes.len() * 2);
+        for &b in bytes {
+            out.push(DIGITS[usize::from(b >> 4)] as char);
+            out.push(DIGITS[usize::from(b & 15)] as char);
+        }
+        s.serialize_str(&out)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let text = String::deserialize(d)?;
+        if text.len() % 2 != 0 {
+            return Err(D::Error::custom("hex string of odd length"));
+        }
+        text.as_bytes()
+            .chunks(2)
+            .map(|pair| {
+                let digit = |c: u8| (c as char).to_digit(16).ok_or_else(|| D::Error::custom("bad hex digit"));
+                Ok((digit(pair[0])? << 4 | digit(pair[1])?) as u8)
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,329 @@
+//! Writing a run: each snapshot as the pages that changed since the previous one.
+//!
+//! The writer remembers, for every page of the previous snapshot that has content, where
+//! its bytes are stored and an `xxh3_128` hash of them; never the bytes themselves. A page
+//! whose hash did not change is stored nowhere new: the index points at the old slot.
+
+use std::io;
+use std::num::NonZero;
+use std::path::PathBuf;
+
+use xxhash_rust::xxh3::xxh3_128;
+use zstd::bulk::Compressor;
+
+use crate::dir::{RunId, RunInfo, RunStatus, SnapshotFile, io_error, snapshot_path, write_run_info};
+use crate::format::{self, Footer, MAX_BLOCK_PAGES, ZSTD_LEVEL};
+use crate::index::{BlockEntry, BlockTable, Index, push_page};
+use crate::model::{PAGE_SIZE, SnapshotMeta, check_mappings};
+use crate::{Error, Result};
+
+/// Most compression threads.
+const MAX_THREADS: usize = 8;
+/// Blocks each thread compresses per batch; a batch is held in memory before writing.
+const BLOCKS_PER_THREAD: usize = 8;
+const BLOCK_PAGES: usize = MAX_BLOCK_PAGES as usize;
+
+/// Where a page's bytes come from when handed to [`RunWriter::write_snapshot`].
+#[derive(Clone, Copy, Debug)]
+pub enum PageSource<'a> {
+    /// The page's bytes as captured (exactly `PAGE_SIZE` of them).
+    Data(&'a [u8]),
+    /// The page is known to be the same as in the previous snapshot (dirty tracking said
+    /// it was not written); the writer reuses the previous snapshot's entry.
+    Unchanged,
+}
+
+/// What writing one snapshot added.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriteReport {
+    /// Pages with content in the snapshot.
+    pub pages: u64,
+    /// Pages stored in this snapshot's file.
+    pub pages_stored: u64,
+    /// Bytes the snapshot would take stored whole.
+    pub full_bytes: u64,
+    /// Size of the snapshot's file.
+    pub file_bytes: u64,
+}
+
+/// Writes the snapshots of one run, in order.
+pub struct RunWriter {
+    id: RunId,
+    dir: PathBuf,
+    info: RunInfo,
+    next_seq: u32,
+    /// The previous snapshot's pages with content, ascending.
+    prev: Vec<PageEntry>,
+    /// One per compression thread, at least one.
+    workers: Vec<Worker>,
+}
+
+/// A page with content: where its bytes are stored, and their hash.
+#[derive(Clone, Copy, Debug)]
+struct PageEntry {
+    page: u64,
+    source_seq: u32,
+    slot: u32,
+    hash: u128,
+}
+
+/// A compression context and the buffer a block is gathered in.
+struct Worker {
+    cctx: Compressor<'static>,
+    block: Vec<u8>,
+}
+
+impl Worker {
+    fn compress(&mut self, pages: &[&[u8]]) -> io::Result<Vec<u8>> {
+        self.block.clear();
+        for page in pages {
+            self.block.extend_from_slice(page);
+        }
+        self.cctx.compress(&self.block)
+    }
+}
+
+impl std::fmt::Debug for RunWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunWriter")
+            .field("id", &self.id)
+            .field("dir", &self.dir)
+            .field("next_seq", &self.next_seq)
+            .field("pages", &self.prev.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RunWriter {
+    /// A writer for the run in `dir`, whose `run.json` says `info`.
+    pub(crate) fn new(dir: PathBuf, info: RunInfo) -> Result<RunWriter> {
+        let threads = std::thread::available_parallelism().map_or(1, NonZero::get).clamp(1, MAX_THREADS);
+        let workers = (0..threads)
+            .map(|_| {
+                let cctx = Compressor::new(ZSTD_LEVEL)?;
+                Ok(Worker { cctx, block: Vec::with_capacity(BLOCK_PAGES * PAGE_SIZE as usize) })
+            })
+            .collect::<io::Result<_>>()
+            .map_err(|e| io_error(&dir, e))?;
+        Ok(RunWriter { id: info.id, dir, info, next_seq: 0, prev: Vec::new(), workers })
+    }
+
+    /// The run's id.
+    pub fn id(&self) -> RunId {
+        self.id
+    }
+
+    /// Writes the next snapshot. `pages` lists, in ascending address order, every page of
+    /// the snapshot that has content of its own (not zero-by-absence, not provided by a
+    /// file reference); all-zero pages may be passed and cost nothing. `meta.seq` must be
+    /// the next sequence number. Fills in `meta.stats.pages`, `pages_stored` and
+    /// `full_bytes`.
+    ///
+    /// If it fails, the run stays as it was before the call (a `.incomplete` file may be
+    /// left) and the same seq may be written again.
+    pub fn write_snapshot<'a>(
+        &mut self,
+        mut meta: SnapshotMeta,
+        pages: impl IntoIterator<Item = (u64, PageSource<'a>)>,
+    ) -> Result<WriteReport> {
+        let seq = meta.seq;
+        if seq != self.next_seq {
+            return Err(Error::BadInput(format!(
+                "snapshot {} has seq {seq}, expected {}",
+                meta.name, self.next_seq
+            )));
+        }
+        check_mappings(&meta.mappings)
+            .map_err(|e| Error::BadInput(format!("snapshot {}: {e}", meta.name)))?;
+        let (entries, new_pages) = self.diff(seq, pages)?;
+        if u32::try_from(entries.len()).is_err() {
+            return Err(Error::BadInput(format!("snapshot {}: more than 2^32 pages", meta.name)));
+        }
+
+        let page_count = entries.len() as u64;
+        meta.stats.pages = page_count;
+        meta.stats.pages_stored = new_pages.len() as u64;
+        meta.stats.full_bytes = page_count * PAGE_SIZE;
+        let mut runs = Vec::new();
+        for e in &entries {
+            push_page(&mut runs, e.page, e.source_seq, e.slot);
+        }
+        let compress_error = |e| io_error(&snapshot_path(&self.dir, seq), e);
+        let json =
+            serde_json::to_vec(&meta).map_err(|e| Error::BadInput(format!("snapshot {}: {e}", meta.name)))?;
+        let meta_frame = zstd::bulk::compress(&json, ZSTD_LEVEL).map_err(compress_error)?;
+        let meta_len = u32::try_from(meta_frame.len())
+            .map_err(|_| Error::BadInput(format!("snapshot {}: metadata over 4 GiB", meta.name)))?;
+
+        let mut file = SnapshotFile::create(&self.dir, seq)?;
+        file.write(&format::encode_header(seq))?;
+        let mut blocks = Vec::with_capacity(new_pages.len().div_ceil(BLOCK_PAGES));
+        for batch in new_pages.chunks(BLOCK_PAGES * BLOCKS_PER_THREAD * self.workers.len()) {
+            let frames = compress_batch(&mut self.workers, batch).map_err(compress_error)?;
+            for (frame, pages) in frames.iter().zip(batch.chunks(BLOCK_PAGES)) {
+                let page_count = pages.len() as u32;
+                blocks.push(BlockEntry { offset: file.len(), page_count });
+                file.write(&format::encode_block_header(frame, page_count))?;
+                file.write(frame)?;
+            }
+        }
+        let index_offset = file.len();
+        let index = Index { blocks: BlockTable::new(blocks, index_offset), runs }.encode();
+        let index_frame = zstd::bulk::compress(&index, ZSTD_LEVEL).map_err(compress_error)?;
+        file.write(&index_frame)?;
+        let meta_offset = file.len();
+        file.write(&meta_frame)?;
+        let footer = Footer {
+            seq,
+            index_offset,
+            index_len: index_frame.len() as u64,
+            index_checksum: xxhash_rust::xxh3::xxh3_64(&index_frame),
+            meta_offset,
+            meta_len,
+            meta_checksum: format::meta_checksum(&meta_frame),
+        };
+        file.write(&footer.encode())?;
+        let file_bytes = file.finish()?;
+
+        let report = WriteReport {
+            pages: page_count,
+            pages_stored: new_pages.len() as u64,
+            full_bytes: page_count * PAGE_SIZE,
+            file_bytes,
+        };
+        self.prev = entries;
+        self.next_seq += 1;
+        Ok(report)
+    }
+
+    /// Compares `pages` with the previous snapshot: every page with content, and the
+    /// bytes of those this snapshot's file must store, in slot order.
+    fn diff<'a>(
+        &self,
+        seq: u32,
+        pages: impl IntoIterator<Item = (u64, PageSource<'a>)>,
+    ) -> Result<(Vec<PageEntry>, Vec<&'a [u8]>)> {
+        let mut entries = Vec::with_capacity(self.prev.len());
+        let mut new_pages = Vec::new();
+        let mut prev = self.prev.iter().peekable();
+        let mut last_addr = None;
+        for (addr, source) in pages {
+            if addr % PAGE_SIZE != 0 {
+                return Err(Error::BadInput(format!("page address {addr:#x} is not page-aligned")));
+            }
+            if let Some(last) = last_addr.filter(|&last| addr <= last) {
+                return Err(Error::BadInput(format!(
+                    "page {addr:#x} comes after page {last:#x}: pages must ascend without repeats"
+                )));
+            }
+            last_addr = Some(addr);
+            let page = addr / PAGE_SIZE;
+            while prev.next_if(|e| e.page < page).is_some() {}
+            let before = prev.next_if(|e| e.page == page);
+            let bytes = match source {
+                PageSource::Unchanged => {
+                    entries.extend(before.copied());
+                    continue;
+                }
+                PageSource::Data(bytes) => bytes,
+            };
+            if bytes.len() as u64 != PAGE_SIZE {
+                return Err(Error::BadInput(format!(
+                    "page {addr:#x} has {} bytes, expected {PAGE_SIZE}",
+                    bytes.len()
+                )));
+            }
+            if is_zero(bytes) {
+                continue;
+            }
+            let hash = xxh3_128(bytes);
+            match before {
+                Some(e) if e.hash == hash => entries.push(*e),
+                _ => {
+                    let slot = u32::try_from(new_pages.len())
+                        .map_err(|_| Error::BadInput("more than 2^32 changed pages".into()))?;
+                    new_pages.push(bytes);
+                    entries.push(PageEntry { page, source_seq: seq, slot, hash });
+                }
+            }
+        }
+        Ok((entries, new_pages))
+    }
+
+    /// Records how the run ended in its `run.json`.
+    pub fn finish(mut self, status: RunStatus) -> Result<()> {
+        self.info.status = status;
+        write_run_info(&self.dir, &self.info)
+    }
+}
+
+fn is_zero(page: &[u8]) -> bool {
+    // OR-ing fixed chunks vectorizes; `iter().all()` would not.
+    page.chunks(64).all(|chunk| chunk.iter().fold(0, |acc, &b| acc | b) == 0)
+}
+
+/// Compresses `pages` as blocks of up to 64 pages, spread over the workers' threads.
+fn compress_batch(workers: &mut [Worker], pages: &[&[u8]]) -> io::Result<Vec<Vec<u8>>> {
+    let blocks: Vec<&[&[u8]]> = pages.chunks(BLOCK_PAGES).collect();
+    let threads = workers.len().min(blocks.len());
+    if threads <= 1 {
+        let Some(worker) = workers.first_mut() else {
+            return Ok(Vec::new());
+        };
+        return blocks.iter().map(|block| worker.compress(block)).collect();
+    }
+    let per_thread = blocks.len().div_ceil(threads);
+    let mut frames = vec![Vec::new(); blocks.len()];
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = workers
+            .iter_mut()
+            .zip(blocks.chunks(per_thread).zip(frames.chunks_mut(per_thread)))
+            .map(|(worker, (blocks, frames))| {
+                scope.spawn(move || {
+                    for (block, frame) in blocks.iter().zip(frames) {
+                        *frame = worker.compress(block)?;
+                    }
+                    Ok::<(), io::Error>(())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .try_for_each(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+    })?;
+    Ok(frames)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zero_pages() {
+        let mut page = vec![0u8; PAGE_SIZE as usize];
+        assert!(is_zero(&page));
+        page[4095] = 1;
+        assert!(!is_zero(&page));
+    }
+
+    #[test]
+    fn batch_keeps_block_order() {
+        let pages: Vec<Vec<u8>> = (0..200u32).map(|i| vec![i as u8; PAGE_SIZE as usize]).collect();
+        let refs: Vec<&[u8]> = pages.iter().map(Vec::as_slice).collect();
+        let mut workers: Vec<Worker> =
+            (0..3).map(|_| Worker { cctx: Compressor::new(3).unwrap(), block: Vec::new() }).collect();
+        let frames = compress_batch(&mut workers, &refs).unwrap();
+        assert_eq!(frames.len(), 4);
+        for (frame, chunk) in frames.iter().zip(refs.chunks(BLOCK_PAGES)) {
+            assert_eq!(zstd::bulk::decompress(frame, 1 << 20).unwrap(), chunk.concat());
+        }
+        assert!(compress_batch(&mut workers, &[]).unwrap().is_empty());
+    }
+
+    #[test]
+    fn send() {
+        fn is_send<T: Send>() {}
+        is_send::<RunWriter>();
+        is_send::<crate::Snapshot>();
+    }
+}

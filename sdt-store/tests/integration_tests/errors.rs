@@ -1,0 +1,118 @@
+//! Each error the API promises, and writer misuse.
+
+use std::collections::BTreeMap;
+
+use sdt_store::{Error, PageSource, RunId, Store};
+
+use crate::common::*;
+
+#[test]
+fn store_and_run_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("nope");
+    let e = Store::open(&missing).unwrap_err();
+    assert!(matches!(e, Error::NoStore { .. }), "{e:?}");
+    assert!(e.to_string().starts_with("no SDT store at"), "{e}");
+
+    // An existing path with no runs (a directory, or even a file) is an empty store.
+    let store = Store::open_or_create(&tmp.path().join("s")).unwrap();
+    assert!(store.run_ids().unwrap().is_empty());
+    assert!(matches!(store.latest_run(), Err(Error::EmptyStore { .. })));
+    let file = tmp.path().join("plain");
+    std::fs::write(&file, b"x").unwrap();
+    let e = Store::open(&file).unwrap().latest_run().unwrap_err();
+    assert!(e.to_string().contains("holds no runs yet"), "{e}");
+
+    let e = store.open_run(&RunId(1)).unwrap_err();
+    assert!(e.to_string().ends_with("(runs: none)"), "{e}");
+    store.create_run(run_info()).unwrap();
+    store.create_run(run_info()).unwrap();
+    // Directories that are not runs are not listed.
+    std::fs::create_dir(store.root().join("runs/tmp")).unwrap();
+    std::fs::create_dir(store.root().join("runs/007")).unwrap();
+    let e = store.open_run(&RunId(9)).unwrap_err();
+    assert!(matches!(e, Error::NoSuchRun { .. }), "{e:?}");
+    assert!(e.to_string().starts_with("no run 9 in") && e.to_string().ends_with("(runs: 1, 2)"), "{e}");
+    assert_eq!(store.latest_run().unwrap(), RunId(2));
+
+    std::fs::write(store.root().join("runs/2/run.json"), b"{\"id\": ").unwrap();
+    let e = store.open_run(&RunId(2)).unwrap_err();
+    assert!(matches!(e, Error::BadRunInfo { .. }), "{e:?}");
+}
+
+#[test]
+fn snapshot_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::open_or_create(tmp.path()).unwrap();
+    let mut writer = store.create_run(run_info()).unwrap();
+    let maps = vec![anon(0x1000, 2)];
+    let pages: BTreeMap<u64, Vec<u8>> = [(0x1000, page(1, 0x1000))].into();
+    for seq in 0..2 {
+        writer.write_snapshot(meta(seq, maps.clone()), sources(&pages, &[])).unwrap();
+    }
+    let run = store.open_run(&writer.id()).unwrap();
+    for name in ["S2", "S01", "s1", "", "1", "S1.0"] {
+        let e = run.open_snapshot(name).unwrap_err();
+        assert!(matches!(e, Error::NoSuchSnapshot { .. }), "{name}: {e:?}");
+        assert_eq!(e.to_string(), format!("no snapshot {name} in run 1 (snapshots: S0, S1)"));
+    }
+    std::fs::rename(run.dir().join("S1.snap"), run.dir().join("S1.snap.incomplete")).unwrap();
+    assert!(matches!(run.open_snapshot("S1"), Err(Error::Incomplete { .. })));
+
+    // A file from a later format version: version 2 with a valid header checksum.
+    let path = run.dir().join("S0.snap");
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[8] = 2;
+    let sum = xxhash_rust::xxh3::xxh3_64(&bytes[..24]);
+    bytes[24..32].copy_from_slice(&sum.to_le_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+    let e = run.open_snapshot("S0").unwrap_err();
+    assert!(matches!(e, Error::UnsupportedVersion { found: 2, supported: 1, .. }), "{e:?}");
+    assert_eq!(e.to_string(), "snapshot S0 has format version 2; this sdt reads version 1");
+}
+
+#[test]
+fn writer_misuse_is_bad_input_and_changes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::open_or_create(tmp.path()).unwrap();
+    let mut writer = store.create_run(run_info()).unwrap();
+    let maps = vec![anon(0x1000, 4)];
+    let (p1, p2) = (page(1, 0x1000), page(2, 0x2000));
+    let short = vec![1u8; 100];
+    let bad_inputs: Vec<(u32, Vec<(u64, PageSource)>)> = vec![
+        (1, vec![]),                                                                 // wrong seq
+        (0, vec![(0x2000, PageSource::Data(&p2)), (0x1000, PageSource::Data(&p1))]), // unsorted
+        (0, vec![(0x1000, PageSource::Data(&p1)), (0x1000, PageSource::Data(&p1))]), // repeated
+        (0, vec![(0x1001, PageSource::Data(&p1))]),                                  // unaligned
+        (0, vec![(0x1000, PageSource::Data(&short))]),                               // short page
+    ];
+    for (seq, pages) in bad_inputs {
+        let e = writer.write_snapshot(meta(seq, maps.clone()), pages).unwrap_err();
+        assert!(matches!(e, Error::BadInput(_)), "{e:?}");
+    }
+    let mut overlapping = maps.clone();
+    overlapping.push(anon(0x2000, 1));
+    let e = writer.write_snapshot(meta(0, overlapping), []).unwrap_err();
+    assert!(e.to_string().contains("starts before the previous one ends"), "{e}");
+    let mut unaligned = maps.clone();
+    unaligned[0].end += 1;
+    assert!(matches!(writer.write_snapshot(meta(0, unaligned), []), Err(Error::BadInput(_))));
+
+    // None of it wrote anything: S0 is still next, and S1 must follow it.
+    let pages = [(0x1000, PageSource::Data(&p1)), (0x2000, PageSource::Data(&p2))];
+    assert_eq!(writer.write_snapshot(meta(0, maps.clone()), pages).unwrap().pages_stored, 2);
+    let e = writer.write_snapshot(meta(0, maps.clone()), []).unwrap_err();
+    assert_eq!(e.to_string(), "store writer misuse: snapshot S0 has seq 0, expected 1");
+    // A late bad page fails the snapshot without touching the writer's state.
+    let late = [(0x2000, PageSource::Unchanged), (0x1000, PageSource::Unchanged)];
+    assert!(matches!(writer.write_snapshot(meta(1, maps.clone()), late), Err(Error::BadInput(_))));
+    let r = writer.write_snapshot(meta(1, maps.clone()), [(0x2000, PageSource::Unchanged)]).unwrap();
+    assert_eq!((r.pages, r.pages_stored), (1, 0));
+    let run = store.open_run(&writer.id()).unwrap();
+    assert_eq!(run.snapshots().unwrap().len(), 2);
+    let snap = run.open_snapshot("S1").unwrap();
+    assert_eq!(snap.stored_pages(), [0x2000]);
+    let mut buf = vec![0; 8192];
+    snap.read(0x1000, &mut buf).unwrap();
+    assert!(buf[..4096].iter().all(|&b| b == 0) && buf[4096..] == p2[..]);
+}

@@ -1,0 +1,9 @@
+//! Integration tests of the snapshot store: write runs to a temporary directory, read them
+//! back through the public API.
+
+mod chain;
+mod common;
+mod damage;
+mod errors;
+mod props;
+mod roundtrip;

@@ -1,0 +1,101 @@
+//! Random runs over a small address space against a shadow model: every snapshot reads
+//! back what was written for it, and each file stores exactly the pages that changed.
+
+use proptest::prelude::*;
+use sdt_store::{PageSource, Store};
+
+use crate::common::*;
+
+const BASE: u64 = 0x7000_0000;
+const PAGES: usize = 12;
+
+/// What a snapshot does with one page.
+#[derive(Clone, Copy, Debug)]
+enum Action {
+    /// Not listed: zero.
+    Absent,
+    /// Data, all zero.
+    Zero,
+    /// Data, the same bytes as the previous snapshot had.
+    Same,
+    /// `Unchanged`: whatever the previous snapshot had.
+    Unchanged,
+    /// Data with this pattern (few patterns, so a page often gets its old bytes back).
+    Fill(u8),
+}
+
+fn action() -> impl Strategy<Value = Action> {
+    prop_oneof![
+        1 => Just(Action::Absent),
+        1 => Just(Action::Zero),
+        1 => Just(Action::Same),
+        2 => Just(Action::Unchanged),
+        3 => (1u8..4).prop_map(Action::Fill),
+    ]
+}
+
+fn addr(i: usize) -> u64 {
+    BASE + i as u64 * 4096
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn snapshots_read_back_and_store_only_changes(
+        run in prop::collection::vec(prop::collection::vec(action(), PAGES), 1..6)
+    ) {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open_or_create(tmp.path()).unwrap();
+        let mut writer = store.create_run(run_info()).unwrap();
+        let maps = vec![anon(BASE, PAGES as u64)];
+        let zero = vec![0u8; PAGE];
+        let mut prev: Vec<Vec<u8>> = vec![zero.clone(); PAGES];
+        let mut expected = Vec::new();
+        for (seq, actions) in run.iter().enumerate() {
+            let mut now = prev.clone();
+            // Per page: not listed, `Unchanged` (None), or these bytes.
+            let mut given: Vec<Option<Option<Vec<u8>>>> = vec![None; PAGES];
+            let mut stored = 0;
+            for (i, a) in actions.iter().enumerate() {
+                let bytes = match *a {
+                    Action::Absent => {
+                        now[i] = zero.clone();
+                        continue;
+                    }
+                    Action::Unchanged => {
+                        given[i] = Some(None);
+                        continue;
+                    }
+                    Action::Zero => zero.clone(),
+                    Action::Same => prev[i].clone(),
+                    Action::Fill(tag) => page(tag, addr(i)),
+                };
+                if bytes != zero && bytes != prev[i] {
+                    stored += 1;
+                }
+                now[i] = bytes.clone();
+                given[i] = Some(Some(bytes));
+            }
+            let pages = given.iter().enumerate().filter_map(|(i, g)| {
+                let source = match g.as_ref()? {
+                    None => PageSource::Unchanged,
+                    Some(bytes) => PageSource::Data(bytes),
+                };
+                Some((addr(i), source))
+            });
+            let r = writer.write_snapshot(meta(seq as u32, maps.clone()), pages).unwrap();
+            let with_content = now.iter().filter(|p| **p != zero).count() as u64;
+            prop_assert_eq!(r.pages_stored, stored, "S{}", seq);
+            prop_assert_eq!(r.pages, with_content, "S{}", seq);
+            expected.push((now.concat(), stored));
+            prev = now;
+        }
+        let run = store.open_run(&writer.id()).unwrap();
+        for (seq, (bytes, stored)) in expected.iter().enumerate() {
+            let snap = run.open_snapshot_seq(seq as u32).unwrap();
+            prop_assert_eq!(snap.meta().stats.pages_stored, *stored);
+            prop_assert!(read_mapping(&snap, &maps[0]).unwrap() == *bytes, "S{} reads wrong bytes", seq);
+        }
+    }
+}

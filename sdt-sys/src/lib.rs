@@ -1,0 +1,167 @@
+//! The system calls SDT makes, and nothing else.
+//!
+//! ```no_run
+//! use sdt_sys::{ptrace, Tid};
+//!
+//! let tid = Tid::new(1234).unwrap();
+//! ptrace::interrupt(tid)?;
+//! # Ok::<(), sdt_sys::Error>(())
+//! ```
+//!
+//! Each module wraps one topic: [`ptrace`] (seize, interrupt, resume, register sets),
+//! [`wait`] (ptrace stops and exits, decoded without losing real-time signals),
+//! [`memory`] (`process_vm_readv`/`writev`), [`pagemap`] (`/proc/PID/pagemap`),
+//! [`events`] (signalfd + timerfd + poll for the tracer's loop), [`spawn`] (launch a program
+//! already seized by the caller).
+//!
+//! # Design constraints
+//!
+//! - Wrappers are thin: one system call each, named for what it does, with the C call on
+//!   the first doc line. Policy (which threads to stop, what to read) lives in
+//!   `sdt-daemon`.
+//! - Failures carry the call and the thread: [`Error`] and its source print as
+//!   `PTRACE_INTERRUPT on thread 1234: No such process`.
+//! - Signals are raw numbers: programs use real-time signals (glibc's own `SIGCANCEL` is
+//!   33), which an enum of named signals cannot carry.
+//!
+//! # Safety
+//!
+//! This is the only crate of SDT that calls `unsafe` system-call functions. Each module
+//! opts in with `#![allow(unsafe_code)]` and explains there what its calls rely on.
+
+#![deny(missing_docs)]
+#![deny(unsafe_code)]
+#![cfg(all(target_os = "linux", target_arch = "x86_64"))]
+
+pub mod events;
+pub mod memory;
+pub mod pagemap;
+pub mod ptrace;
+pub mod spawn;
+pub mod wait;
+
+use std::fmt;
+use std::num::NonZeroI32;
+
+/// A kernel thread id (a pid is the id of a process's first thread).
+///
+/// Like any pid, it could disappear at any time and be replaced by an unrelated thread:
+/// ours stay valid because the tracer is told of every exit of a traced thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Tid(NonZeroI32);
+
+impl Tid {
+    /// `Some` for a positive id.
+    pub fn new(raw: i32) -> Option<Tid> {
+        (raw > 0).then(|| Tid(NonZeroI32::new(raw).unwrap()))
+    }
+
+    /// The raw id.
+    pub fn raw(self) -> i32 {
+        self.0.get()
+    }
+}
+
+impl fmt::Display for Tid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// A failed system call: which call, on which thread, and the errno.
+#[derive(Debug, thiserror::Error)]
+#[error("{call} on thread {tid}")]
+pub struct Error {
+    /// The call, as the man page names it (`PTRACE_SEIZE`, `process_vm_readv`).
+    pub call: &'static str,
+    /// The thread or process it was made on (0: none).
+    pub tid: i32,
+    /// The errno.
+    #[source]
+    pub source: std::io::Error,
+}
+
+impl Error {
+    /// The error of the call just made (from `errno`).
+    pub(crate) fn last(call: &'static str, tid: i32) -> Error {
+        Error { call, tid, source: std::io::Error::last_os_error() }
+    }
+
+    /// The errno number.
+    pub fn errno(&self) -> i32 {
+        self.source.raw_os_error().unwrap_or(0)
+    }
+
+    /// `EPERM`: the kernel refused (ptrace restrictions, another tracer, credentials).
+    pub fn is_permission_denied(&self) -> bool {
+        self.errno() == libc::EPERM
+    }
+
+    /// `ESRCH`: the thread is gone, or not in a ptrace-stop. An ordinary outcome for a
+    /// thread that exits while being stopped.
+    pub fn is_gone(&self) -> bool {
+        self.errno() == libc::ESRCH
+    }
+}
+
+/// Result type of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// `kill(pid, sig)`: sends a signal to a process.
+#[doc(alias = "kill")]
+pub fn kill_process(pid: Tid, signal: i32) -> Result<()> {
+    #[allow(unsafe_code)]
+    // SAFETY: kill has no memory-safety preconditions.
+    let rc = unsafe { libc::kill(pid.raw(), signal) };
+    if rc == 0 { Ok(()) } else { Err(Error::last("kill", pid.raw())) }
+}
+
+/// `clock_gettime(CLOCK_MONOTONIC)` in nanoseconds: the clock the target's library stamps
+/// its breakpoints with, so that the two can be subtracted.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    #[allow(unsafe_code)]
+    // SAFETY: `ts` is a valid, writable timespec.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Ends this process the way a program killed by `signal` ends, so that a shell sees the
+/// same status: default action restored, no core file, `raise(signal)`; exits with
+/// `128 + signal` if the signal does not kill.
+pub fn exit_like_signal(signal: i32) -> ! {
+    #[allow(unsafe_code)]
+    // SAFETY: plain system calls on local, initialised values.
+    unsafe {
+        let no_core = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        libc::setrlimit(libc::RLIMIT_CORE, &no_core);
+        libc::signal(signal, libc::SIG_DFL);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, signal);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        libc::raise(signal);
+    }
+    std::process::exit(128 + signal)
+}
+
+/// `signal(SIGPIPE, SIG_DFL)`: a command-line tool whose output pipe closes (`sdt ls |
+/// head`) ends quietly, as Unix tools do, instead of failing its next write.
+pub fn default_sigpipe() {
+    #[allow(unsafe_code)]
+    // SAFETY: resets one signal's disposition; no handler is involved.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+/// Whether a process with this pid exists (`kill(pid, 0)`).
+pub fn process_exists(pid: u32) -> bool {
+    let Some(pid) = i32::try_from(pid).ok().and_then(Tid::new) else { return false };
+    match kill_process(pid, 0) {
+        Ok(()) => true,
+        Err(e) => e.errno() == libc::EPERM,
+    }
+}

@@ -1,0 +1,129 @@
+//! ptrace requests on seized threads.
+//!
+//! # Safety
+//!
+//! Every request passes either no pointer or a pointer to a local buffer whose length the
+//! kernel is told (`iovec` for register sets), so the kernel never writes past it.
+
+#![allow(unsafe_code)]
+
+use crate::{Error, Result, Tid};
+
+/// `PTRACE_O_*` options SDT sets when seizing.
+pub mod options {
+    /// Stop at `clone` and attach the new thread automatically.
+    pub const TRACECLONE: u32 = libc::PTRACE_O_TRACECLONE as u32;
+    /// Stop after `execve` succeeds.
+    pub const TRACEEXEC: u32 = libc::PTRACE_O_TRACEEXEC as u32;
+    /// Stop a thread as it starts to exit, before the kernel clears its tid word.
+    pub const TRACEEXIT: u32 = libc::PTRACE_O_TRACEEXIT as u32;
+    /// Kill every tracee if the tracer dies: a tracee that runs on alone would die of
+    /// its next breakpoint's `SIGTRAP` anyway.
+    pub const EXITKILL: u32 = libc::PTRACE_O_EXITKILL as u32;
+}
+
+/// `PTRACE_EVENT_*` values reported in stops.
+pub mod event {
+    /// A traced thread called `clone`; the new thread's id is the event message.
+    pub const CLONE: i32 = libc::PTRACE_EVENT_CLONE;
+    /// `execve` succeeded; the old thread id is the event message.
+    pub const EXEC: i32 = libc::PTRACE_EVENT_EXEC;
+    /// The thread is exiting; its exit status is the event message.
+    pub const EXIT: i32 = libc::PTRACE_EVENT_EXIT;
+    /// A group-stop or a `PTRACE_INTERRUPT` stop.
+    pub const STOP: i32 = libc::PTRACE_EVENT_STOP;
+}
+
+/// A register set, by its `NT_*` note type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Regset {
+    /// `NT_PRSTATUS`: `struct user_regs_struct`.
+    General = 1,
+    /// `NT_PRFPREG`: `struct user_fpregs_struct` (FXSAVE area).
+    Fp = 2,
+    /// `NT_X86_XSTATE`: the XSAVE area.
+    Xstate = 0x202,
+}
+
+fn request(call: &'static str, req: libc::c_uint, tid: Tid, addr: usize, data: usize) -> Result<i64> {
+    // SAFETY: callers pass addr/data that are integers or point to buffers valid for the
+    // request (see the module's safety note).
+    let rc = unsafe { libc::ptrace(req, tid.raw(), addr, data) };
+    if rc == -1 { Err(Error::last(call, tid.raw())) } else { Ok(rc) }
+}
+
+/// `ptrace(PTRACE_SEIZE, tid, 0, options)`: traces a thread without stopping it.
+#[doc(alias = "PTRACE_SEIZE")]
+pub fn seize(tid: Tid, options: u32) -> Result<()> {
+    request("PTRACE_SEIZE", libc::PTRACE_SEIZE, tid, 0, options as usize).map(drop)
+}
+
+/// `ptrace(PTRACE_INTERRUPT, tid)`: makes a running seized thread stop
+/// (reported as a [`event::STOP`] stop; the kernel kicks it off its CPU with an IPI).
+#[doc(alias = "PTRACE_INTERRUPT")]
+pub fn interrupt(tid: Tid) -> Result<()> {
+    request("PTRACE_INTERRUPT", libc::PTRACE_INTERRUPT, tid, 0, 0).map(drop)
+}
+
+/// `ptrace(PTRACE_CONT, tid, 0, signal)`: resumes a stopped thread, delivering `signal`
+/// (0: none).
+#[doc(alias = "PTRACE_CONT")]
+pub fn resume(tid: Tid, signal: i32) -> Result<()> {
+    request("PTRACE_CONT", libc::PTRACE_CONT, tid, 0, signal as usize).map(drop)
+}
+
+/// `ptrace(PTRACE_LISTEN, tid)`: lets a thread in group-stop wait for `SIGCONT` while
+/// staying traced.
+#[doc(alias = "PTRACE_LISTEN")]
+pub fn listen(tid: Tid) -> Result<()> {
+    request("PTRACE_LISTEN", libc::PTRACE_LISTEN, tid, 0, 0).map(drop)
+}
+
+/// `ptrace(PTRACE_GETEVENTMSG, tid)`: the message of the last `PTRACE_EVENT_*` stop.
+#[doc(alias = "PTRACE_GETEVENTMSG")]
+pub fn event_message(tid: Tid) -> Result<u64> {
+    let mut msg: libc::c_ulong = 0;
+    request("PTRACE_GETEVENTMSG", libc::PTRACE_GETEVENTMSG, tid, 0, &raw mut msg as usize)?;
+    Ok(msg)
+}
+
+/// What `PTRACE_GETSIGINFO` tells of a signal-delivery-stop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SigInfo {
+    /// Signal number.
+    pub signo: i32,
+    /// `si_code` (`SI_KERNEL` for an `int3`, `SI_USER` for `kill`, …).
+    pub code: i32,
+    /// `si_errno`.
+    pub errno: i32,
+    /// The raw 128-byte `siginfo_t`.
+    pub raw: [u8; 128],
+}
+
+/// `ptrace(PTRACE_GETSIGINFO, tid)`: the signal a thread stopped for.
+#[doc(alias = "PTRACE_GETSIGINFO")]
+pub fn siginfo(tid: Tid) -> Result<SigInfo> {
+    let mut raw = [0u8; 128];
+    request("PTRACE_GETSIGINFO", libc::PTRACE_GETSIGINFO, tid, 0, raw.as_mut_ptr() as usize)?;
+    let int_at = |o: usize| i32::from_le_bytes(raw[o..o + 4].try_into().unwrap());
+    Ok(SigInfo { signo: int_at(0), errno: int_at(4), code: int_at(8), raw })
+}
+
+/// `ptrace(PTRACE_GETREGSET, tid, kind, iov)`: copies a register set into `buf` and
+/// returns its length (at most `buf.len()`).
+#[doc(alias = "PTRACE_GETREGSET")]
+pub fn get_regset(tid: Tid, kind: Regset, buf: &mut [u8]) -> Result<usize> {
+    let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+    request("PTRACE_GETREGSET", libc::PTRACE_GETREGSET, tid, kind as usize, &raw mut iov as usize)?;
+    Ok(iov.iov_len)
+}
+
+/// `ptrace(PTRACE_GETSIGMASK, tid, 8, &mask)`: the thread's blocked signals, bit `n-1`
+/// for signal `n`.
+#[doc(alias = "PTRACE_GETSIGMASK")]
+pub fn sigmask(tid: Tid) -> Result<u64> {
+    let mut mask = 0u64;
+    request("PTRACE_GETSIGMASK", libc::PTRACE_GETSIGMASK, tid, 8, &raw mut mask as usize)?;
+    Ok(mask)
+}

@@ -1,0 +1,180 @@
+//! The command line: one `Action` per subcommand, shared option groups flattened in.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+const EXAMPLES: &str = "\
+Examples:
+  sdt run --config capture.toml -- ./prog args   run once, capturing snapshots
+  sdt ls                                          the latest run's snapshots
+  sdt show S3                                     threads and mappings of S3
+  sdt gdb S3                                      open S3 in gdb
+  sdt export core S3 -o core.S3                   an ELF core file for any tool
+  sdt runs                                        every run in the store";
+
+/// SDT, a snapshot debugger for multithreaded programs: run a program once, capture every
+/// thread and page at the breakpoints you marked, then inspect any snapshot in gdb.
+#[derive(Debug, Parser)]
+#[command(name = "sdt", version, after_help = EXAMPLES)]
+pub struct Opt {
+    #[command(subcommand)]
+    pub action: Action,
+}
+
+/// The store, shared by every subcommand.
+#[derive(Debug, Args)]
+pub struct StoreArgs {
+    /// Snapshot store directory.
+    #[arg(long, env = "SDT_STORE", default_value = ".sdt")]
+    pub store: PathBuf,
+}
+
+/// Which run of the store to read.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Run to read (default: the latest).
+    #[arg(long = "run", value_name = "ID")]
+    pub run: Option<u32>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Action {
+    /// Run a program, capturing a snapshot at every breakpoint that passes the config.
+    ///
+    /// The program's stdin, stdout, stderr, signals and exit code are its own; sdt's
+    /// exit code is the program's.
+    #[command(after_help = "Example:\n  sdt run --config capture.toml --every 100 -- ./prog --threads 4")]
+    Run(RunOpt),
+    /// List the snapshots of a run.
+    Ls(LsOpt),
+    /// List the runs in the store.
+    Runs(RunsOpt),
+    /// Show a snapshot: trigger, timing, threads with pc/sp, mappings.
+    Show(ShowOpt),
+    /// Write a snapshot in another tool's format.
+    #[command(subcommand)]
+    Export(ExportAction),
+    /// Open a snapshot in gdb (exports an ELF core and runs `gdb PROG CORE`).
+    Gdb(GdbOpt),
+}
+
+#[derive(Debug, Args)]
+pub struct RunOpt {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Capture config (TOML): max_level, classes, ids, [attrs], hits, every_ms,
+    /// max_snapshots.
+    #[arg(long, short = 'c', value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Also take a timed snapshot every MS milliseconds (overrides every_ms).
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub every: Option<u64>,
+    /// Compare every stored snapshot with the live process's memory (slow).
+    #[arg(long)]
+    pub verify: bool,
+    /// No line per snapshot, no summary.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// The program and its arguments.
+    #[arg(trailing_var_arg = true, required = true, value_name = "PROG ARGS")]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct LsOpt {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Print a JSON array, one object per snapshot.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RunsOpt {
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ShowOpt {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Snapshot name (S3, or 3; default: the run's last snapshot).
+    pub snapshot: Option<String>,
+    /// Print the stored metadata as JSON.
+    #[arg(long)]
+    pub raw: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ExportAction {
+    /// An ELF core file that gdb (and any core tool) opens with the program.
+    Core(ExportCoreOpt),
+}
+
+#[derive(Debug, Args)]
+pub struct ExportCoreOpt {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Snapshot name (S3, or 3).
+    pub snapshot: String,
+    /// Core file to write.
+    #[arg(long, short, value_name = "FILE")]
+    pub output: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct GdbOpt {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Snapshot name (S3, or 3; default: the run's last snapshot).
+    pub snapshot: Option<String>,
+    /// Extra arguments for gdb (after --), e.g. -- -batch -ex bt.
+    #[arg(last = true, value_name = "GDB ARGS")]
+    pub gdb_args: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_consistent() {
+        Opt::command().debug_assert();
+    }
+
+    #[test]
+    fn run_takes_the_program_after_dashes() {
+        let opt = Opt::parse_from(["sdt", "run", "--every", "50", "--", "./prog", "-x", "--y"]);
+        let Action::Run(run) = opt.action else { panic!("not run") };
+        assert_eq!(run.command, ["./prog", "-x", "--y"]);
+        assert_eq!(run.every, Some(50));
+        assert!(Opt::try_parse_from(["sdt", "run"]).is_err());
+        assert!(Opt::try_parse_from(["sdt", "run", "--every", "0", "--", "x"]).is_err());
+    }
+
+    #[test]
+    fn store_and_run_options() {
+        let opt = Opt::parse_from(["sdt", "ls", "--store", "/tmp/s", "--run", "3", "--json"]);
+        let Action::Ls(ls) = opt.action else { panic!("not ls") };
+        assert_eq!(ls.store.store, PathBuf::from("/tmp/s"));
+        assert_eq!(ls.run.run, Some(3));
+        assert!(ls.json);
+        let opt = Opt::parse_from(["sdt", "export", "core", "S2", "-o", "c"]);
+        let Action::Export(ExportAction::Core(core)) = opt.action else { panic!("not export") };
+        assert_eq!(core.snapshot, "S2");
+        let opt = Opt::parse_from(["sdt", "gdb", "S1", "--", "-batch", "-ex", "bt"]);
+        let Action::Gdb(gdb) = opt.action else { panic!("not gdb") };
+        assert_eq!(gdb.gdb_args, ["-batch", "-ex", "bt"]);
+    }
+}

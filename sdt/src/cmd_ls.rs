@@ -1,0 +1,172 @@
+//! `sdt ls` (a run's snapshots) and `sdt runs` (the store's runs).
+
+use anyhow::Result;
+use sdt_daemon::human;
+use sdt_store::{Run, RunInfo, RunStatus, SnapshotEntry, SnapshotMeta, Store, Trigger};
+use serde_json::{Value, json};
+
+use crate::cli::{LsOpt, RunsOpt};
+use crate::select;
+
+/// One snapshot file as `ls` sees it.
+enum Row {
+    Ok { meta: Box<SnapshotMeta>, file_bytes: u64 },
+    Broken { name: String, why: String },
+}
+
+fn rows(run: &Run) -> Result<Vec<Row>> {
+    Ok(run
+        .snapshots()?
+        .into_iter()
+        .map(|entry: SnapshotEntry| {
+            if !entry.complete {
+                return Row::Broken {
+                    name: entry.name,
+                    why: "incomplete: its capture did not finish".into(),
+                };
+            }
+            match run.open_snapshot(&entry.name) {
+                Ok(snap) => Row::Ok { meta: Box::new(snap.meta().clone()), file_bytes: entry.file_bytes },
+                Err(e) => Row::Broken { name: entry.name, why: human::error_chain(&e) },
+            }
+        })
+        .collect())
+}
+
+pub fn ls(opt: LsOpt) -> Result<()> {
+    let (_, run) = select::open_run(&opt.store, &opt.run)?;
+    let rows = rows(&run)?;
+    if opt.json {
+        let array: Vec<Value> = rows.iter().map(row_json).collect();
+        println!("{}", serde_json::to_string_pretty(&array)?);
+        return Ok(());
+    }
+    println!("{}", run_line(run.info(), &rows));
+    if rows.is_empty() {
+        return Ok(());
+    }
+    println!(
+        "{:<6} {:<14} {:>4} {:<20} {:>7} {:>9} {:>4} {:>9} {:>15} {:>10}",
+        "NAME", "TRIGGER", "HIT", "ATTRS", "TID", "TIME", "THR", "PAUSE", "PAGES STORED", "BYTES"
+    );
+    for row in &rows {
+        match row {
+            Row::Ok { meta, file_bytes } => {
+                let (trigger, hit, attrs, tid) = match &meta.trigger {
+                    Trigger::Breakpoint { level, class, id, attrs, hit, tid, .. } => {
+                        (format!("bp {level}/{class}/{id}"), hit.to_string(), attrs.clone(), tid.to_string())
+                    }
+                    Trigger::Timer => ("timer".into(), "-".into(), "-".into(), "-".into()),
+                };
+                println!(
+                    "{:<6} {:<14} {:>4} {:<20} {:>7} {:>9} {:>4} {:>9} {:>15} {:>10}",
+                    meta.name,
+                    trigger,
+                    hit,
+                    truncate(&attrs, 20),
+                    tid,
+                    format!("+{:.3}s", meta.time.since_start_ns as f64 / 1e9),
+                    meta.threads.len(),
+                    human::duration_ns(meta.stats.pause_ns),
+                    format!("{}/{}", meta.stats.pages_stored, meta.stats.pages),
+                    human::bytes(*file_bytes),
+                );
+            }
+            Row::Broken { name, why } => println!("{name:<6} ({why})"),
+        }
+    }
+    Ok(())
+}
+
+fn truncate(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        text.to_owned()
+    } else {
+        text.chars().take(width - 1).chain(std::iter::once('…')).collect()
+    }
+}
+
+fn row_json(row: &Row) -> Value {
+    match row {
+        Row::Broken { name, why } => json!({ "name": name, "complete": false, "error": why }),
+        Row::Ok { meta, file_bytes } => {
+            let mut v = json!({
+                "name": meta.name,
+                "complete": true,
+                "time": human::utc_timestamp(meta.time.wall_ns),
+                "since_start_ms": meta.time.since_start_ns as f64 / 1e6,
+                "threads": meta.threads.len(),
+                "pages": meta.stats.pages,
+                "pages_stored": meta.stats.pages_stored,
+                "stored_bytes": file_bytes,
+                "full_bytes": meta.stats.full_bytes,
+                "pause_us": meta.stats.pause_ns / 1000,
+                "deviation_us": meta.stats.deviation_ns / 1000,
+                "wait_us": meta.stats.wait_ns / 1000,
+                "mode": meta.stats.mode,
+            });
+            let trigger = match &meta.trigger {
+                Trigger::Breakpoint { level, class, id, multiple_mark, attrs, hit, tid } => json!({
+                    "trigger": "breakpoint", "level": level, "class": class, "id": id,
+                    "multiple_mark": multiple_mark, "attrs": attrs, "hit": hit, "tid": tid,
+                }),
+                Trigger::Timer => json!({
+                    "trigger": "timer", "level": null, "class": null, "id": null,
+                    "multiple_mark": null, "attrs": null, "hit": null, "tid": null,
+                }),
+            };
+            v.as_object_mut().unwrap().extend(trigger.as_object().unwrap().clone());
+            v
+        }
+    }
+}
+
+/// `run 3: ./prog 4 — exited 0, 10 snapshots, stored 1.2 MiB of 40.0 MiB`.
+fn run_line(info: &RunInfo, rows: &[Row]) -> String {
+    let (stored, full) = rows.iter().fold((0, 0), |(s, f), row| match row {
+        Row::Ok { meta, file_bytes } => (s + file_bytes, f + meta.stats.full_bytes),
+        Row::Broken { .. } => (s, f),
+    });
+    format!(
+        "run {}: {} — {}, {} snapshot{}, stored {} (full {})",
+        info.id,
+        info.command.join(" "),
+        status_text(info),
+        rows.len(),
+        if rows.len() == 1 { "" } else { "s" },
+        human::bytes(stored),
+        human::bytes(full)
+    )
+}
+
+fn status_text(info: &RunInfo) -> String {
+    match &info.status {
+        RunStatus::Running if sdt_sys::process_exists(info.sdt_pid) => "running".into(),
+        RunStatus::Running => "ended abnormally (sdt was killed)".into(),
+        RunStatus::Exited { code } => format!("exited {code}"),
+        RunStatus::Signaled { signal } => format!("killed by signal {signal}"),
+        RunStatus::Failed { message } => format!("failed: {message}"),
+    }
+}
+
+pub fn runs(opt: RunsOpt) -> Result<()> {
+    let store = Store::open(&opt.store.store)?;
+    let ids = store.run_ids()?;
+    if ids.is_empty() {
+        println!("no runs in {}", store.root().display());
+    }
+    for id in ids {
+        match store.open_run(&id) {
+            Ok(run) => {
+                let rows = rows(&run)?;
+                println!(
+                    "{}  started {}",
+                    run_line(run.info(), &rows),
+                    human::utc_timestamp(run.info().started_wall_ns)
+                );
+            }
+            Err(e) => println!("run {id}: {e}"),
+        }
+    }
+    Ok(())
+}

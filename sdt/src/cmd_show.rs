@@ -1,0 +1,76 @@
+//! `sdt show`: one snapshot as text, or its stored metadata as JSON.
+
+use anyhow::Result;
+use sdt_daemon::human;
+use sdt_store::{Content, Trigger};
+
+use crate::cli::ShowOpt;
+use crate::select;
+
+pub fn show(opt: ShowOpt) -> Result<()> {
+    let (_, run) = select::open_run(&opt.store, &opt.run)?;
+    let snap = select::open_snapshot(&run, opt.snapshot.as_deref())?;
+    let m = snap.meta();
+    if opt.raw {
+        println!("{}", serde_json::to_string_pretty(m)?);
+        return Ok(());
+    }
+    println!("{} of run {} ({})", m.name, run.id(), run.info().command.join(" "));
+    match &m.trigger {
+        Trigger::Breakpoint { level, class, id, multiple_mark, attrs, hit, tid } => println!(
+            "trigger:  breakpoint level {level} class {class} id {id} (multiple_mark {multiple_mark}), hit {hit}, thread {tid}{}",
+            if attrs.is_empty() { String::new() } else { format!(", attrs {attrs}") }
+        ),
+        Trigger::Timer => println!("trigger:  timer"),
+    }
+    println!(
+        "time:     {} (+{:.3} s into the run)",
+        human::utc_timestamp(m.time.wall_ns),
+        m.time.since_start_ns as f64 / 1e9
+    );
+    let s = &m.stats;
+    println!(
+        "capture:  {} mode, paused {} (all threads stopped after {}, waited {}), {} of {} pages stored here, file {} (full {})",
+        s.mode,
+        human::duration_ns(s.pause_ns),
+        human::duration_ns(s.deviation_ns),
+        human::duration_ns(s.wait_ns),
+        s.pages_stored,
+        s.pages,
+        human::bytes(snap.file_bytes()),
+        human::bytes(s.full_bytes)
+    );
+    let p = &m.process;
+    println!("process:  pid {} ({}), exe {}, args {:?}", p.pid, p.comm, p.exe, p.cmdline);
+    println!("\nthreads ({}):", m.threads.len());
+    println!("  {:>7}  {:<16} {:<8} {:>18} {:>18}", "TID", "NAME", "STATE", "PC", "SP");
+    for t in &m.threads {
+        println!(
+            "  {:>7}  {:<16} {:<8} {:>#18x} {:>#18x}",
+            t.tid,
+            t.name,
+            format!("{:?}", t.state).to_lowercase(),
+            t.pc(),
+            t.sp()
+        );
+    }
+    println!("\nmappings ({}):", m.mappings.len());
+    println!("  {:>16}-{:<16} {:<5} {:>8} {:<10} PATH", "START", "END", "PERMS", "OFFSET", "CONTENT");
+    for map in &m.mappings {
+        let content = match map.content {
+            Content::Zero => "stored",
+            Content::File(_) => "file+diff",
+            Content::Unreadable => "none",
+        };
+        println!(
+            "  {:>16x}-{:<16x} {:<5} {:>8x} {:<10} {}",
+            map.start,
+            map.end,
+            map.perms.to_string(),
+            map.offset,
+            content,
+            map.path
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,68 @@
+//! `sdt`: the command-line front of SDT. Each subcommand lives in its own module and
+//! turns options into calls on the library crates.
+
+#![deny(unsafe_code)]
+
+mod cli;
+mod cmd_export;
+mod cmd_ls;
+mod cmd_run;
+mod cmd_show;
+mod select;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use cli::{Action, ExportAction, Opt};
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
+        .format_timestamp_nanos()
+        .init();
+    sdt_sys::default_sigpipe();
+    let opt = Opt::parse();
+    match real_main(opt) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("sdt: error: {err:#}");
+            if let Some(hint) = hint(&err) {
+                eprintln!("sdt: hint: {hint}");
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn real_main(opt: Opt) -> anyhow::Result<ExitCode> {
+    match opt.action {
+        Action::Run(o) => cmd_run::run(o),
+        Action::Ls(o) => cmd_ls::ls(o).map(|()| ExitCode::SUCCESS),
+        Action::Runs(o) => cmd_ls::runs(o).map(|()| ExitCode::SUCCESS),
+        Action::Show(o) => cmd_show::show(o).map(|()| ExitCode::SUCCESS),
+        Action::Export(ExportAction::Core(o)) => cmd_export::core(o).map(|()| ExitCode::SUCCESS),
+        Action::Gdb(o) => cmd_export::gdb(o),
+    }
+}
+
+/// Turns known causes into the fix, py-spy style.
+fn hint(err: &anyhow::Error) -> Option<String> {
+    let eperm = err.chain().any(|cause| {
+        cause.downcast_ref::<sdt_sys::Error>().is_some_and(sdt_sys::Error::is_permission_denied)
+            || cause
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied)
+    });
+    if !eperm {
+        return None;
+    }
+    match std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope").map(|s| s.trim().to_owned()) {
+        Ok(scope) if scope != "0" && scope != "1" => Some(format!(
+            "ptrace is restricted (kernel.yama.ptrace_scope = {scope}); run as root, or: sudo sysctl kernel.yama.ptrace_scope=1"
+        )),
+        _ => Some(
+            "ptrace was refused; inside a container, start it with --cap-add SYS_PTRACE (and a seccomp profile that allows ptrace)"
+                .into(),
+        ),
+    }
+}

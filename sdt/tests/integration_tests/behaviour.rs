@@ -1,0 +1,105 @@
+//! The program behaves under `sdt run` as without it: stdio, exit codes, signals, forks.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::ExitStatusExt;
+use std::process::Stdio;
+
+use crate::harness::{Sdt, describe, program, run, stdout, wait_with_timeout};
+
+#[test]
+fn exit_code_is_the_programs() {
+    let sdt = Sdt::new();
+    let prog = program("behave");
+    let out = sdt.output(&["run", "--", prog.to_str().unwrap(), "exit", "7"]);
+    assert_eq!(out.status.code(), Some(7), "{}", describe(&out));
+    assert_eq!(sdt.snapshots().len(), 1);
+    let ls = stdout(&sdt.ok(&["ls"]));
+    assert!(ls.lines().next().unwrap().contains("exited 7"), "{ls}");
+}
+
+#[test]
+fn stdin_and_stdout_pass_through() {
+    let sdt = Sdt::new();
+    let prog = program("behave");
+    let mut child = sdt
+        .command(&["run", "-q", "--", prog.to_str().unwrap(), "echo"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"hello, snapshots\n").unwrap();
+    let out = wait_with_timeout(child);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(stdout(&out), "HELLO, SNAPSHOTS\n");
+}
+
+#[test]
+fn signals_reach_the_program() {
+    let sdt = Sdt::new();
+    let prog = program("behave");
+    let out = sdt.ok(&["run", "--", prog.to_str().unwrap(), "signals"]);
+    assert_eq!(stdout(&out), "usr1=1 rt=2\n", "{}", describe(&out));
+    assert_eq!(sdt.snapshots().len(), 1);
+}
+
+#[test]
+fn a_fatal_signal_ends_sdt_the_same_way_and_keeps_snapshots() {
+    let sdt = Sdt::new();
+    let prog = program("behave");
+    let out = sdt.output(&["run", "--", prog.to_str().unwrap(), "segv"]);
+    assert_eq!(out.status.signal(), Some(libc_sigsegv()), "{}", describe(&out));
+    assert_eq!(sdt.snapshots().len(), 1);
+    let ls = stdout(&sdt.ok(&["ls"]));
+    assert!(ls.contains("killed by signal 11"), "{ls}");
+}
+
+fn libc_sigsegv() -> i32 {
+    11
+}
+
+#[test]
+fn sigterm_sent_to_sdt_is_forwarded() {
+    let sdt = Sdt::new();
+    let prog = program("behave");
+    let mut child = sdt
+        .command(&["run", "-q", "--", prog.to_str().unwrap(), "wait-term"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    lines.read_line(&mut first).unwrap();
+    assert_eq!(first, "ready\n");
+    let status = run(std::process::Command::new("kill").args(["-TERM", &child.id().to_string()])).status;
+    assert!(status.success());
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut lines, &mut rest).unwrap();
+    let out = wait_with_timeout(child);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(rest, "got SIGTERM\n");
+}
+
+#[test]
+fn forked_and_execed_children_do_not_trap() {
+    let sdt = Sdt::new();
+    let prog = program("behave");
+    let out = sdt.ok(&["run", "--", prog.to_str().unwrap(), "fork"]);
+    assert_eq!(stdout(&out), "parent 0\nforked child -1\nchild exit 5\n", "{}", describe(&out));
+    assert_eq!(sdt.snapshots().len(), 1);
+}
+
+#[test]
+fn without_sdt_breakpoints_do_nothing() {
+    let out = run(&mut std::process::Command::new(program("states")));
+    assert!(out.status.success());
+    let text = stdout(&out);
+    assert!(
+        text.contains("bp 1: result -1\n") && text.contains("bp 2: result -1\n"),
+        "SDT_OFF is -1: {text}"
+    );
+    let out = run(std::process::Command::new(program("breakpoints")).args(["2", "2", "1/1/1/0"]));
+    assert_eq!(stdout(&out), "done\n");
+}

@@ -1,0 +1,160 @@
+//! What gets captured: filters, hits, multiple_mark, timers, limits, memory read back.
+
+use crate::harness::{Sdt, config, describe, int, program, stderr, stdout};
+
+/// `(level, class, id)` of every snapshot, in order.
+fn triggers(sdt: &Sdt) -> Vec<(i64, i64, i64)> {
+    sdt.snapshots()
+        .iter()
+        .map(|s| (int(s, "level").unwrap(), int(s, "class").unwrap(), int(s, "id").unwrap()))
+        .collect()
+}
+
+#[test]
+fn config_filters_by_level_class_id_and_attrs() {
+    let sdt = Sdt::new();
+    let cfg =
+        config(&sdt, "max_level = 2\nclasses = [1, 2]\nids = [1, \"10-12\"]\n[attrs]\nphase = \"solve*\"\n");
+    let prog = program("breakpoints");
+    let out = sdt.ok(&[
+        "run",
+        "--config",
+        &cfg,
+        "--",
+        prog.to_str().unwrap(),
+        "1",
+        "1",
+        "1/1/1/1/phase=solve",          // passes
+        "3/1/1/1/phase=solve",          // level 3 > 2
+        "1/3/1/1/phase=solve",          // class 3
+        "1/1/5/1/phase=solve",          // id 5
+        "2/2/11/1/iter=3,phase=solver", // passes
+        "1/1/12/1/phase=setup",         // attr value
+        "2/1/10/1",                     // attr missing
+    ]);
+    assert_eq!(triggers(&sdt), [(1, 1, 1), (2, 2, 11)], "{}", describe(&out));
+    let s = sdt.snapshots();
+    assert_eq!(s[1]["attrs"], "iter=3,phase=solver");
+    assert_eq!(s[0]["name"], "S0");
+    assert_eq!(s[1]["name"], "S1");
+    let printed = stdout(&out);
+    assert!(
+        printed.contains("captured 1/1/1 -> S0\n") && printed.contains("captured 2/2/11 -> S1\n"),
+        "{printed}"
+    );
+    assert_eq!(printed.matches("captured").count(), 2, "{printed}");
+}
+
+#[test]
+fn hits_select_arrivals() {
+    let sdt = Sdt::new();
+    let cfg = config(&sdt, "hits = [2, \"4-5\"]\n");
+    let prog = program("breakpoints");
+    sdt.ok(&["run", "-c", &cfg, "--", prog.to_str().unwrap(), "1", "6", "1/1/1/1", "1/1/2/1"]);
+    let hits: Vec<(i64, i64)> =
+        sdt.snapshots().iter().map(|s| (int(s, "id").unwrap(), int(s, "hit").unwrap())).collect();
+    assert_eq!(hits, [(1, 2), (2, 2), (1, 4), (2, 4), (1, 5), (2, 5)]);
+}
+
+#[test]
+fn multiple_mark_zero_captures_once_across_threads() {
+    let sdt = Sdt::new();
+    let prog = program("breakpoints");
+    let out = sdt.ok(&["run", "--", prog.to_str().unwrap(), "4", "3", "1/1/1/0", "1/1/2/1"]);
+    let t = triggers(&sdt);
+    assert_eq!(t.iter().filter(|t| t.2 == 1).count(), 1, "multiple_mark 0: {t:?}");
+    assert_eq!(
+        t.iter().filter(|t| t.2 == 2).count(),
+        12,
+        "multiple_mark 1, 4 threads x 3: {t:?}\n{}",
+        describe(&out)
+    );
+    // Every snapshot holds the breaking thread and the main thread, at least; threads
+    // that finished their rounds may be gone.
+    for s in sdt.snapshots() {
+        let threads = int(&s, "threads").unwrap();
+        assert!((2..=5).contains(&threads), "{s}");
+        assert!(int(&s, "tid").unwrap() > 0);
+    }
+}
+
+#[test]
+fn timed_snapshots() {
+    let sdt = Sdt::new();
+    let prog = program("spin");
+    let out = sdt.ok(&["run", "--every", "50", "--", prog.to_str().unwrap(), "400"]);
+    let snaps = sdt.snapshots();
+    assert!(snaps.len() >= 4, "expected a snapshot every 50 ms over 400 ms: {}", describe(&out));
+    let mut last = -1.0;
+    for s in &snaps {
+        assert_eq!(s["trigger"], "timer");
+        assert!(s["level"].is_null() && s["tid"].is_null());
+        let t = s["since_start_ms"].as_f64().unwrap();
+        assert!(t > last, "times increase: {snaps:?}");
+        last = t;
+    }
+}
+
+#[test]
+fn max_snapshots_stops_capturing_and_the_program_runs_on() {
+    let sdt = Sdt::new();
+    let cfg = config(&sdt, "max_snapshots = 3\n");
+    let prog = program("breakpoints");
+    let out = sdt.ok(&["run", "-c", &cfg, "--", prog.to_str().unwrap(), "2", "5", "1/1/1/1"]);
+    assert_eq!(sdt.snapshots().len(), 3);
+    assert_eq!(stdout(&out).matches("captured").count(), 3, "{}", describe(&out));
+    assert!(stdout(&out).ends_with("done\n"));
+}
+
+#[test]
+fn stored_memory_equals_live_memory_through_thread_churn() {
+    let sdt = Sdt::new();
+    let prog = program("churn");
+    let out = sdt.ok(&["run", "--verify", "--", prog.to_str().unwrap(), "20"]);
+    let err = stderr(&out);
+    let snaps = sdt.snapshots();
+    assert!(!snaps.is_empty(), "{}", describe(&out));
+    assert_eq!(err.matches("matches the live process").count(), snaps.len(), "{err}");
+    assert!(!err.contains("MISMATCH"), "{err}");
+    // Threads come and go between snapshots; every capture saw the two long-lived ones.
+    let counts: Vec<i64> = snaps.iter().map(|s| int(s, "threads").unwrap()).collect();
+    assert!(counts.iter().all(|&c| c >= 3), "{counts:?}");
+    assert!(stdout(&out).contains("churn done: 20 rounds"));
+}
+
+#[test]
+fn incremental_snapshots_store_only_changes() {
+    let sdt = Sdt::new();
+    let prog = program("states");
+    sdt.ok(&["run", "--", prog.to_str().unwrap()]);
+    let s = sdt.snapshots();
+    assert_eq!(s.len(), 2);
+    let stored = |i: usize, key: &str| int(&s[i], key).unwrap();
+    assert_eq!(stored(0, "pages_stored"), stored(0, "pages"), "S0 stores every page");
+    assert!(stored(1, "pages_stored") * 4 < stored(1, "pages"), "S1 stores only what changed: {:?}", s[1]);
+    assert!(stored(1, "stored_bytes") * 2 < stored(0, "stored_bytes"));
+    for snap in &s {
+        assert!(
+            int(snap, "pause_us").unwrap() > 0
+                && int(snap, "deviation_us").unwrap() <= int(snap, "pause_us").unwrap()
+        );
+        assert_eq!(snap["mode"], "full-copy");
+        assert!(snap["time"].as_str().unwrap().ends_with('Z'));
+    }
+}
+
+#[test]
+fn rust_programs_use_the_macro() {
+    let sdt = Sdt::new();
+    let example = crate::harness::target_dir().join("examples/rust_threads");
+    assert!(example.exists(), "{} missing: build with `cargo build --release --examples`", example.display());
+    let out = sdt.ok(&["run", "--", example.to_str().unwrap()]);
+    let t = triggers(&sdt);
+    assert_eq!(t, [(1, 1, 1), (2, 1, 2)], "{}", describe(&out));
+    assert_eq!(int(&sdt.snapshots()[1], "threads"), Some(4));
+    assert!(
+        stdout(&out).contains("Captured(0)") && stdout(&out).contains("Captured(1)"),
+        "{}",
+        describe(&out)
+    );
+}

@@ -1,0 +1,188 @@
+//! Building test programs, running `sdt` with a private store, reading its output.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// How long any one command may take before the test fails.
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+/// `target/<profile>`, where `sdt` and `libsdt.a` are.
+pub fn target_dir() -> PathBuf {
+    Path::new(env!("CARGO_BIN_EXE_sdt")).parent().unwrap().to_owned()
+}
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
+}
+
+/// Compiles `tests/programs/<name>.c` against libsdt.a (once per test run).
+pub fn program(name: &str) -> PathBuf {
+    static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
+    let mut built = BUILT.get_or_init(Default::default).lock().unwrap();
+    if let Some(path) = built.get(name) {
+        return path.clone();
+    }
+    let lib = target_dir().join("libsdt.a");
+    assert!(
+        lib.exists(),
+        "{} is missing: run `cargo build --release` first (scripts/test does)",
+        lib.display()
+    );
+    let out_dir = target_dir().join("test-programs");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let out = out_dir.join(name);
+    let tmp = out_dir.join(format!("{name}.{}.tmp", std::process::id()));
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs").join(format!("{name}.c"));
+    let status = Command::new("gcc")
+        .args(["-g", "-O0", "-pthread", "-Wall", "-Werror"])
+        .arg(&source)
+        .arg("-I")
+        .arg(workspace().join("sdt-lib/include"))
+        .arg(&lib)
+        .args(["-ldl", "-lm", "-o"])
+        .arg(&tmp)
+        .status()
+        .expect("running gcc");
+    assert!(status.success(), "gcc failed on {}", source.display());
+    std::fs::rename(&tmp, &out).unwrap();
+    built.insert(name.to_owned(), out.clone());
+    out
+}
+
+/// A private store in a temporary directory, and commands that use it.
+pub struct Sdt {
+    pub dir: tempfile::TempDir,
+}
+
+impl Sdt {
+    pub fn new() -> Sdt {
+        Sdt { dir: tempfile::tempdir().unwrap() }
+    }
+
+    pub fn store(&self) -> PathBuf {
+        self.dir.path().join(".sdt")
+    }
+
+    /// `sdt ARGS` in the temp directory, with `SDT_STORE` pointing at the private store.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sdt"));
+        cmd.args(args).current_dir(self.dir.path()).env("SDT_STORE", self.store()).env_remove("RUST_LOG");
+        cmd
+    }
+
+    /// Runs `sdt ARGS` to completion (with a timeout), stdin empty.
+    pub fn output(&self, args: &[&str]) -> Output {
+        run(self.command(args).stdin(Stdio::null()))
+    }
+
+    /// Runs `sdt ARGS` and asserts it succeeded.
+    pub fn ok(&self, args: &[&str]) -> Output {
+        let out = self.output(args);
+        assert!(out.status.success(), "sdt {args:?} failed: {}", describe(&out));
+        out
+    }
+
+    /// `sdt ls --json` of the latest run.
+    pub fn snapshots(&self) -> Vec<Value> {
+        let out = self.ok(&["ls", "--json"]);
+        serde_json::from_slice::<Value>(&out.stdout).unwrap().as_array().unwrap().clone()
+    }
+
+    /// Exports a snapshot's core into the temp directory.
+    pub fn core(&self, snapshot: &str) -> PathBuf {
+        let path = self.dir.path().join(format!("{snapshot}.core"));
+        self.ok(&["export", "core", snapshot, "-o", path.to_str().unwrap()]);
+        path
+    }
+}
+
+/// Runs a command with the harness's timeout, collecting its output.
+pub fn run(cmd: &mut Command) -> Output {
+    let child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawning");
+    wait_with_timeout(child)
+}
+
+/// Waits for a child, killing it (and failing the test) after the timeout.
+pub fn wait_with_timeout(mut child: Child) -> Output {
+    let mut stdout = child.stdout.take();
+    let mut stderr = child.stderr.take();
+    let out_thread = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        if let Some(s) = stdout.as_mut() {
+            s.read_to_end(&mut buf).ok();
+        }
+        buf
+    });
+    let err_thread = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        if let Some(s) = stderr.as_mut() {
+            s.read_to_end(&mut buf).ok();
+        }
+        buf
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > TIMEOUT {
+            child.kill().ok();
+            child.wait().ok();
+            panic!("command timed out after {TIMEOUT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    Output { status, stdout: out_thread.join().unwrap(), stderr: err_thread.join().unwrap() }
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+pub fn describe(out: &Output) -> String {
+    format!("{}\n--- stdout:\n{}--- stderr:\n{}", out.status, stdout(out), stderr(out))
+}
+
+/// Runs gdb in batch mode on a program and core with the given commands; returns its
+/// whole output (stdout and stderr).
+pub fn gdb(program: &Path, core: &Path, commands: &[&str]) -> String {
+    let mut cmd = Command::new("gdb");
+    cmd.args(["-batch", "-nx", "-ex", "set pagination off", "-ex", "set width 0"]);
+    for c in commands {
+        cmd.args(["-ex", c]);
+    }
+    cmd.arg(program).arg(core);
+    let out = run(&mut cmd);
+    format!("{}{}", stdout(&out), stderr(&out))
+}
+
+/// The value gdb prints for `print EXPR` in `output` (`$1 = 42` → `42`), by order.
+pub fn gdb_values(output: &str) -> Vec<String> {
+    output
+        .lines()
+        .filter_map(|l| l.strip_prefix('$'))
+        .filter_map(|l| l.split_once(" = ").map(|(_, v)| v.trim().to_owned()))
+        .collect()
+}
+
+/// A capture config file in the temp directory.
+pub fn config(sdt: &Sdt, text: &str) -> String {
+    let path = sdt.dir.path().join("capture.toml");
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+/// Field of a snapshot object as i64 (None for null or absent).
+pub fn int(v: &Value, key: &str) -> Option<i64> {
+    v.get(key).and_then(Value::as_i64)
+}

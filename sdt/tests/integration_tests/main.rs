@@ -1,0 +1,11 @@
+//! End-to-end tests of `sdt`: real multithreaded C programs under `sdt run`, real ptrace,
+//! real gdb reading the cores. Build first: `cargo build --release` (scripts/test does),
+//! so that libsdt.a sits beside the `sdt` binary.
+
+mod harness;
+
+mod behaviour;
+mod capture;
+mod damage;
+mod errors;
+mod gdb;

@@ -1,0 +1,88 @@
+/*
+ * Behaves like a program should under `sdt run` as without it.
+ *   behave echo         copy stdin to stdout, upper-cased
+ *   behave exit N       SetBreakpoint, then exit with N
+ *   behave signals      handle SIGUSR1 and SIGRTMIN+1 sent to itself, print what arrived
+ *   behave segv         SetBreakpoint, then die of SIGSEGV
+ *   behave wait-term    print "ready", then wait for SIGTERM and exit 0 when it comes
+ *   behave fork         SetBreakpoint; fork a child that calls SetBreakpoint (untraced:
+ *                       must return SDT_OFF) and exec a child that does the same
+ */
+#include <ctype.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <sdt.h>
+
+static volatile sig_atomic_t got_usr1, got_rt, got_term;
+
+static void on_signal(int sig)
+{
+	if (sig == SIGUSR1)
+		got_usr1++;
+	else if (sig == SIGTERM)
+		got_term = 1;
+	else
+		got_rt++;
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "";
+	if (!strcmp(mode, "echo")) {
+		int c;
+		SetBreakpoint(1, 1, 1, 0, "mode=echo");
+		while ((c = getchar()) != EOF)
+			putchar(toupper(c));
+		return 0;
+	}
+	if (!strcmp(mode, "exit") && argc > 2) {
+		SetBreakpoint(1, 1, 1, 0, "mode=exit");
+		return atoi(argv[2]);
+	}
+	if (!strcmp(mode, "signals")) {
+		signal(SIGUSR1, on_signal);
+		signal(SIGRTMIN + 1, on_signal);
+		kill(getpid(), SIGUSR1);
+		SetBreakpoint(1, 1, 1, 0, "mode=signals");
+		kill(getpid(), SIGRTMIN + 1);
+		kill(getpid(), SIGRTMIN + 1);
+		printf("usr1=%d rt=%d\n", (int)got_usr1, (int)got_rt);
+		return 0;
+	}
+	if (!strcmp(mode, "segv")) {
+		SetBreakpoint(1, 1, 1, 0, "mode=segv");
+		volatile int *p = NULL;
+		return *p;
+	}
+	if (!strcmp(mode, "wait-term")) {
+		signal(SIGTERM, on_signal);
+		printf("ready\n");
+		fflush(stdout);
+		while (!got_term)
+			pause();
+		printf("got SIGTERM\n");
+		return 0;
+	}
+	if (!strcmp(mode, "fork")) {
+		printf("parent %d\n", SetBreakpoint(1, 1, 1, 0, "mode=fork"));
+		fflush(stdout);
+		pid_t child = fork();
+		if (child == 0) {
+			printf("forked child %d\n", SetBreakpoint(1, 1, 2, 1, "mode=forked"));
+			fflush(stdout);
+			execl("/proc/self/exe", argv[0], "exit", "5", (char *)NULL);
+			_exit(99);
+		}
+		int status;
+		waitpid(child, &status, 0);
+		printf("child exit %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status));
+		return 0;
+	}
+	fprintf(stderr, "usage: behave echo|exit N|signals|segv|wait-term|fork\n");
+	return 2;
+}

@@ -1,0 +1,116 @@
+/* Threads in every state when a snapshot is taken, and values gdb must show. */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sdt.h>
+
+long counter_global = 0;
+int arr[16];
+char message[64] = "hello from states";
+struct point {
+	int x;
+	int y;
+} origin = { 3, 4 };
+__thread int tls_value;
+
+static int pipe_fds[2];
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+static int released;
+static volatile int stop_spinning;
+static pthread_barrier_t started;
+
+static void *worker_spin(void *arg)
+{
+	(void)arg;
+	tls_value = 101;
+	pthread_barrier_wait(&started);
+	volatile unsigned long spins = 0;
+	while (!stop_spinning)
+		spins++;
+	return NULL;
+}
+
+static void *worker_read(void *arg)
+{
+	(void)arg;
+	tls_value = 102;
+	pthread_barrier_wait(&started);
+	char byte;
+	if (read(pipe_fds[0], &byte, 1) != 1)
+		perror("read");
+	return NULL;
+}
+
+static void *worker_sleep(void *arg)
+{
+	(void)arg;
+	tls_value = 103;
+	pthread_barrier_wait(&started);
+	struct timespec ts = { 0, 300 * 1000 * 1000 };
+	nanosleep(&ts, NULL);
+	return NULL;
+}
+
+static void *worker_wait(void *arg)
+{
+	(void)arg;
+	tls_value = 104;
+	pthread_barrier_wait(&started);
+	pthread_mutex_lock(&lock);
+	while (!released)
+		pthread_cond_wait(&cond, &lock);
+	pthread_mutex_unlock(&lock);
+	return NULL;
+}
+
+static void report(int snapshot_id)
+{
+	printf("bp %d: counter_global=%ld arr[5]=%d message=%s origin=%d,%d\n", snapshot_id,
+	       counter_global, arr[5], message, origin.x, origin.y);
+	fflush(stdout);
+	int r = SetBreakpoint(1, 1, snapshot_id, 0, "test=states");
+	printf("bp %d: result %d\n", snapshot_id, r);
+	fflush(stdout);
+}
+
+int main(void)
+{
+	pthread_t threads[4];
+	void *(*bodies[4])(void *) = { worker_spin, worker_read, worker_sleep, worker_wait };
+
+	tls_value = 100;
+	if (pipe(pipe_fds) != 0)
+		return 2;
+	pthread_barrier_init(&started, NULL, 5);
+	for (int i = 0; i < 4; i++)
+		pthread_create(&threads[i], NULL, bodies[i], NULL);
+	pthread_barrier_wait(&started);
+	usleep(20 * 1000); /* let them reach spin / read / nanosleep / cond wait */
+
+	counter_global = 42;
+	for (int i = 0; i < 16; i++)
+		arr[i] = i * i;
+	report(1);
+
+	counter_global = 4242;
+	arr[5] = -7;
+	strcpy(message, "changed between snapshots");
+	origin.y = 40;
+	report(2);
+
+	stop_spinning = 1;
+	if (write(pipe_fds[1], "x", 1) != 1)
+		return 3;
+	pthread_mutex_lock(&lock);
+	released = 1;
+	pthread_cond_broadcast(&cond);
+	pthread_mutex_unlock(&lock);
+	for (int i = 0; i < 4; i++)
+		pthread_join(threads[i], NULL);
+	printf("done: tls_value=%d\n", tls_value);
+	return 0;
+}
