@@ -46,6 +46,19 @@ fn config_filters_by_level_class_id_and_attrs() {
 }
 
 #[test]
+fn filtered_breakpoints_make_no_system_call() {
+    // The program runs a million filtered breakpoints in seccomp strict mode, where any
+    // system call but read/write/_exit kills it.
+    let sdt = Sdt::new();
+    let cfg = config(&sdt, "max_level = 1\n");
+    let prog = program("filtered");
+    let out = sdt.output(&["run", "-c", &cfg, "--", prog.to_str().unwrap(), "1000000"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(stdout(&out), "first 0\nfiltered 1000000\n");
+    assert_eq!(sdt.snapshots().len(), 1);
+}
+
+#[test]
 fn hits_select_arrivals() {
     let sdt = Sdt::new();
     let cfg = config(&sdt, "hits = [2, \"4-5\"]\n");

@@ -1,9 +1,11 @@
 //! A damaged store, and a run killed mid-capture, lose nothing written before the damage.
 
-use std::process::Stdio;
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::harness::{Sdt, program, stderr, stdout};
+use crate::harness::{Sdt, describe, program, run, stderr, stdout, wait_with_timeout};
 
 #[test]
 fn a_truncated_snapshot_is_named_and_earlier_ones_still_read() {
@@ -21,6 +23,31 @@ fn a_truncated_snapshot_is_named_and_earlier_ones_still_read() {
     let out = sdt.output(&["export", "core", "S1", "-o", "s1.core"]);
     assert!(!out.status.success());
     assert!(stderr(&out).contains("snapshot S1 is corrupt"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_program_killed_during_a_capture_ends_the_run_cleanly() {
+    let sdt = Sdt::new();
+    let prog = program("behave");
+    let mut child = sdt
+        .command(&["run", "-q", "--", prog.to_str().unwrap(), "big", "256"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    let pid = line.trim().strip_prefix("pid ").expect("pid line").to_owned();
+    // Each capture copies 256 MiB: a kill now lands in one, or between two.
+    std::thread::sleep(Duration::from_millis(30));
+    assert!(run(Command::new("kill").args(["-KILL", &pid])).status.success());
+    let out = wait_with_timeout(child);
+    assert_eq!(out.status.signal(), Some(9), "{}", describe(&out));
+    let ls = stdout(&sdt.ok(&["ls"]));
+    assert!(ls.lines().next().unwrap().contains("killed by signal 9"), "{ls}");
+    assert!(ls.lines().any(|l| l.starts_with("S0 ")), "{ls}");
+    sdt.core("S0");
 }
 
 #[test]

@@ -7,6 +7,8 @@
  *   behave wait-term    print "ready", then wait for SIGTERM and exit 0 when it comes
  *   behave fork         SetBreakpoint; fork a child that calls SetBreakpoint (untraced:
  *                       must return SDT_OFF) and exec a child that does the same
+ *   behave big MB       fill MB of heap, SetBreakpoint, print "pid N", then keep changing
+ *                       the heap and taking snapshots (for killing it mid-capture)
  */
 #include <ctype.h>
 #include <signal.h>
@@ -83,6 +85,22 @@ int main(int argc, char **argv)
 		printf("child exit %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status));
 		return 0;
 	}
-	fprintf(stderr, "usage: behave echo|exit N|signals|segv|wait-term|fork\n");
+	if (!strcmp(mode, "big") && argc > 2) {
+		size_t len = (size_t)atol(argv[2]) << 20;
+		unsigned char *heap = malloc(len);
+		if (!heap)
+			return 3;
+		memset(heap, 0x5a, len);
+		SetBreakpoint(1, 1, 1, 0, "mode=big");
+		printf("pid %d\n", (int)getpid());
+		fflush(stdout);
+		for (int round = 0; round < 1000; round++) {
+			for (size_t i = 0; i < len; i += 4096)
+				heap[i] = (unsigned char)round;
+			SetBreakpoint(1, 1, 2, 1, "mode=big");
+		}
+		return 0;
+	}
+	fprintf(stderr, "usage: behave echo|exit N|signals|segv|wait-term|fork|big MB\n");
 	return 2;
 }
