@@ -66,11 +66,16 @@ impl Capturer {
     }
 
     /// Reads everything the snapshot stores into `buf` (grown if needed, never shrunk, so
-    /// a reused buffer costs no page faults). Every thread must be stopped.
-    pub(crate) fn collect(&mut self, buf: &mut Vec<u8>, verify: bool) -> Result<Collected, CaptureError> {
-        let pid = self.pid;
+    /// a reused buffer costs no page faults). Every thread must be stopped; `via` is one of
+    /// them that has not exited, through which the memory is read.
+    pub(crate) fn collect(
+        &mut self,
+        via: Tid,
+        buf: &mut Vec<u8>,
+        verify: bool,
+    ) -> Result<Collected, CaptureError> {
         let mut mappings =
-            procfs::parse_maps(&procfs::read_text(pid, "maps").map_err(CaptureError::proc("maps"))?);
+            procfs::parse_maps(&procfs::read_text(via, "maps").map_err(CaptureError::proc("maps"))?);
         let mut pages = Vec::new();
         for mapping in &mut mappings {
             let (content, which) = classify(mapping);
@@ -85,7 +90,7 @@ impl Capturer {
             *buf = vec![0; need + need / 4];
         }
         let ranges = merge_into_ranges(&pages);
-        let failed = memory::read_ranges(pid, &ranges, &mut buf[..need])?;
+        let failed = memory::read_ranges(via, &ranges, &mut buf[..need])?;
         if !failed.is_empty() {
             log::warn!(
                 "{} page(s) could not be read and are stored as zero, first at {:#x}",
@@ -94,12 +99,12 @@ impl Capturer {
             );
         }
 
-        let live = verify.then(|| read_live(pid, &mappings)).transpose()?;
+        let live = verify.then(|| read_live(via, &mappings)).transpose()?;
         Ok(Collected {
             mappings,
             pages,
-            auxv: procfs::read(pid, "auxv").map_err(CaptureError::proc("auxv"))?,
-            process: procfs::process_info(pid).map_err(CaptureError::proc("stat"))?,
+            auxv: procfs::read(via, "auxv").map_err(CaptureError::proc("auxv"))?,
+            process: procfs::process_info(self.pid, via).map_err(CaptureError::proc("stat"))?,
             live,
         })
     }

@@ -35,6 +35,8 @@ pub enum ProgramExit {
 pub(crate) enum TargetEvent {
     /// A breakpoint passed; its thread is stopped until [`Freezer::thaw`].
     Breakpoint(BreakpointHit),
+    /// The program called `execve`: a new image, the same pid.
+    Exec,
     /// The program ended.
     Exited(ProgramExit),
 }

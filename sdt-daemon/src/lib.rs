@@ -43,10 +43,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use sdt_abi::RESULT_DECLINED;
-use sdt_store::{CaptureStats, RunId, RunInfo, RunStatus, SnapshotMeta, SnapshotTime, Store, Trigger};
+use sdt_store::{
+    CaptureStats, RunId, RunInfo, RunStatus, SnapshotMeta, SnapshotTime, Store, ThreadRunState, Trigger,
+};
 use sdt_sys::events::{Event, Events};
-use sdt_sys::monotonic_ns;
 use sdt_sys::ptrace::options;
+use sdt_sys::{Tid, monotonic_ns};
 
 pub use config::{CaptureConfig, ConfigError};
 pub use freeze::ProgramExit;
@@ -139,6 +141,7 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, Error> {
     let run_id = run.id();
     let writer = StoreWriter::start(run, store.root().to_owned(), opts.quiet);
     let mut session = Session {
+        pid,
         tracer: Tracer::start(pid)?,
         capturer: Capturer::new(pid)?,
         writer,
@@ -175,6 +178,7 @@ fn wall_ns() -> i64 {
 
 /// One run in progress.
 struct Session<'a> {
+    pid: Tid,
     tracer: Tracer,
     capturer: Capturer,
     writer: StoreWriter,
@@ -194,6 +198,11 @@ impl Session<'_> {
             while let Some(event) = self.tracer.poll()? {
                 let exit = match event {
                     TargetEvent::Breakpoint(hit) => self.snapshot(Some(hit))?,
+                    TargetEvent::Exec => {
+                        // The pagemap of the old image is stale.
+                        self.capturer = Capturer::new(self.pid)?;
+                        None
+                    }
                     TargetEvent::Exited(exit) => Some(exit),
                 };
                 if let Some(exit) = exit {
@@ -241,14 +250,27 @@ impl Session<'_> {
         let wait_ns = monotonic_ns() - wait_from;
         let frozen = match self.tracer.freeze(hit.as_ref().map(|h| h.tid)) {
             Ok(frozen) => frozen,
-            Err(FreezeError::TargetGone(exit)) => return Ok(Some(exit)),
-            Err(FreezeError::Sys(e)) => return Err(e.into()),
+            Err(e) => {
+                self.writer.return_buffer(buffer);
+                return match e {
+                    FreezeError::TargetGone(exit) => Ok(Some(exit)),
+                    FreezeError::Sys(e) => Err(e.into()),
+                };
+            }
         };
         let seq = self.next_seq;
-        let collected = match self.capturer.collect(&mut buffer, self.opts.verify) {
-            Ok(collected) => collected,
-            Err(e) => {
-                let message = format!("capture of S{seq} failed: {}", human::error_chain(&e));
+        // Memory is read through a thread that has not exited (the leader may have).
+        let via =
+            frozen.threads.iter().find(|t| t.state == ThreadRunState::Running).and_then(|t| Tid::new(t.tid));
+        let collected = match via.map(|via| self.capturer.collect(via, &mut buffer, self.opts.verify)) {
+            Some(Ok(collected)) => collected,
+            failed => {
+                self.writer.return_buffer(buffer);
+                let why = match failed {
+                    Some(Err(e)) => human::error_chain(&e),
+                    _ => "every thread is exiting".to_owned(),
+                };
+                let message = format!("capture of S{seq} failed: {why}");
                 log::warn!("{message}");
                 self.problems.push(message);
                 return self.thaw(declined, false).map(|()| None);

@@ -54,12 +54,12 @@ fn parse_maps_line(line: &str) -> Option<Mapping> {
     })
 }
 
-/// `/proc/PID/<name>` as bytes.
+/// `/proc/TID/<name>` as bytes (`TID` may be any thread of a process).
 pub(crate) fn read(pid: Tid, name: &str) -> std::io::Result<Vec<u8>> {
     std::fs::read(format!("/proc/{pid}/{name}"))
 }
 
-/// `/proc/PID/<name>` as text.
+/// `/proc/TID/<name>` as text.
 pub(crate) fn read_text(pid: Tid, name: &str) -> std::io::Result<String> {
     std::fs::read_to_string(format!("/proc/{pid}/{name}"))
 }
@@ -69,11 +69,13 @@ pub(crate) fn thread_name(pid: Tid, tid: Tid) -> String {
     read_text(pid, &format!("task/{tid}/comm")).map(|s| s.trim_end().to_owned()).unwrap_or_default()
 }
 
-/// The process's identity, from `stat`, `status`, `comm`, `cmdline`, `exe` and `cwd`.
-pub(crate) fn process_info(pid: Tid) -> std::io::Result<ProcessInfo> {
-    let stat = read_text(pid, "stat")?;
+/// The process's identity, from `stat`, `status`, `cmdline`, `exe` and `cwd` read through
+/// `via`, a live thread (a leader that exited first has no memory left to show), and the
+/// leader's `comm`.
+pub(crate) fn process_info(pid: Tid, via: Tid) -> std::io::Result<ProcessInfo> {
+    let stat = read_text(via, "stat")?;
     let (ppid, pgrp, sid) = parse_stat_ids(&stat).unwrap_or_default();
-    let status = read_text(pid, "status")?;
+    let status = read_text(via, "status")?;
     let first_id = |key: &str| {
         status
             .lines()
@@ -81,7 +83,7 @@ pub(crate) fn process_info(pid: Tid) -> std::io::Result<ProcessInfo> {
             .and_then(|v| v.split_whitespace().next()?.parse().ok())
     };
     let link = |name: &str| {
-        std::fs::read_link(format!("/proc/{pid}/{name}"))
+        std::fs::read_link(format!("/proc/{via}/{name}"))
             .map(|p: PathBuf| p.display().to_string())
             .unwrap_or_default()
     };
@@ -94,7 +96,7 @@ pub(crate) fn process_info(pid: Tid) -> std::io::Result<ProcessInfo> {
         gid: first_id("Gid:").unwrap_or(0),
         comm: read_text(pid, "comm")?.trim_end().to_owned(),
         exe: link("exe"),
-        cmdline: parse_cmdline(&read(pid, "cmdline")?),
+        cmdline: parse_cmdline(&read(via, "cmdline")?),
         cwd: link("cwd"),
     })
 }

@@ -37,7 +37,8 @@ struct Thread {
     signal: i32,
     /// In group-stop: resumed with `PTRACE_LISTEN`.
     group_stop: bool,
-    /// Stopped at `PTRACE_EVENT_EXIT`.
+    /// Reached `PTRACE_EVENT_EXIT`: once resumed it never runs user code again (a leader
+    /// that exits first lingers as a zombie until the last thread is gone).
     exiting: bool,
     /// Stopped at a breakpoint whose capture is queued.
     at_breakpoint: bool,
@@ -101,13 +102,15 @@ impl Tracer {
             Stop::Event(event::EXEC, _) => {
                 // execve ended every other thread; the caller's id is now the pid.
                 let pid = self.pid;
-                self.threads.retain(|&t, _| t == pid);
+                self.threads.clear();
                 let leader = self.threads.entry(pid).or_default();
                 leader.stopped = true;
-                if !freezing {
-                    resume_thread(pid, leader)?;
+                if freezing {
+                    self.queued.push_back(TargetEvent::Exec);
+                    return Ok(None);
                 }
-                return Ok(None);
+                resume_thread(pid, leader)?;
+                return Ok(Some(TargetEvent::Exec));
             }
             Stop::Event(event::CLONE, _) => {
                 if let Some(child) = Tid::new(ptrace::event_message(tid)? as i32) {
@@ -122,8 +125,8 @@ impl Tracer {
         let thread = self.threads.entry(tid).or_default();
         thread.stopped = true;
         match stop {
-            Stop::Signal(libc::SIGTRAP) => {
-                if let Some(hit) = breakpoint_at(tid)? {
+            Stop::Signal(libc::SIGTRAP) => match trap_at(tid)? {
+                Trap::Sdt(hit) => {
                     thread.at_breakpoint = true;
                     let event = TargetEvent::Breakpoint(hit);
                     if freezing {
@@ -132,8 +135,10 @@ impl Tracer {
                     }
                     return Ok(Some(event));
                 }
-                thread.signal = libc::SIGTRAP;
-            }
+                // Resumed without the signal: the call returns RESULT_PENDING.
+                Trap::Unreadable => {}
+                Trap::Foreign => thread.signal = libc::SIGTRAP,
+            },
             Stop::Signal(sig) => thread.signal = sig,
             Stop::Event(event::EXIT, _) => thread.exiting = true,
             Stop::Event(event::STOP, sig) => {
@@ -167,10 +172,20 @@ fn resume_thread(tid: Tid, thread: &mut Thread) -> Result<(), sdt_sys::Error> {
     }
 }
 
-/// If `tid`'s `SIGTRAP` is an SDT trap, the breakpoint it reports.
-fn breakpoint_at(tid: Tid) -> Result<Option<BreakpointHit>, sdt_sys::Error> {
+/// What a `SIGTRAP` stop is.
+enum Trap {
+    /// An SDT breakpoint.
+    Sdt(BreakpointHit),
+    /// An SDT trap whose record cannot be read (another protocol version, a bad pointer).
+    Unreadable,
+    /// The program's own (a debugger's breakpoint, `raise(SIGTRAP)`): delivered as is.
+    Foreign,
+}
+
+/// Tells an SDT trap from the program's own `SIGTRAP`s, and reads its record.
+fn trap_at(tid: Tid) -> Result<Trap, sdt_sys::Error> {
     if ptrace::siginfo(tid)?.code != SI_KERNEL {
-        return Ok(None);
+        return Ok(Trap::Foreign);
     }
     let mut regs = [0u8; sdt_store::GPREGS_SIZE];
     ptrace::get_regset(tid, Regset::General, &mut regs)?;
@@ -179,35 +194,46 @@ fn breakpoint_at(tid: Tid) -> Result<Option<BreakpointHit>, sdt_sys::Error> {
         u64::from_le_bytes(regs[i * 8..i * 8 + 8].try_into().unwrap())
     };
     if reg("rax") != TRAP_MAGIC {
-        return Ok(None);
+        return Ok(Trap::Foreign);
     }
     let record_addr = reg("rdi");
     let mut bytes = [0u8; TRAP_RECORD_SIZE];
-    memory::read_exact(tid, record_addr, &mut bytes)?;
-    let Some(record) = TrapRecord::from_bytes(&bytes) else {
+    let record =
+        memory::read_exact(tid, record_addr, &mut bytes).ok().and_then(|()| TrapRecord::from_bytes(&bytes));
+    let Some(record) = record else {
         log::warn!(
-            "thread {tid} trapped with a breakpoint record of another protocol version; \
-             rebuild the program against this sdt's libsdt"
+            "thread {tid} trapped with an unreadable breakpoint record (another protocol \
+             version? rebuild the program against this sdt's libsdt); no snapshot"
         );
-        return Ok(None);
+        return Ok(Trap::Unreadable);
     };
     let mut attrs = vec![0u8; record.attrs_len.min(4096) as usize];
-    memory::read_exact(tid, record.attrs_ptr, &mut attrs)?;
-    Ok(Some(BreakpointHit { tid, record, record_addr, attrs: String::from_utf8_lossy(&attrs).into_owned() }))
+    if let Err(e) = memory::read_exact(tid, record.attrs_ptr, &mut attrs) {
+        log::warn!("thread {tid}: breakpoint attributes unreadable ({e}); recorded as empty");
+        attrs.clear();
+    }
+    Ok(Trap::Sdt(BreakpointHit {
+        tid,
+        record,
+        record_addr,
+        attrs: String::from_utf8_lossy(&attrs).into_owned(),
+    }))
 }
 
 impl Freezer for Tracer {
     fn freeze(&mut self, breaking: Option<Tid>) -> Result<Frozen, FreezeError> {
+        // A thread resumed from its exit stop will not run user code again: not waited for.
+        let must_stop = |t: &Thread| !t.stopped && !t.exiting;
         for (&tid, thread) in &self.threads {
-            if !thread.stopped {
+            if must_stop(thread) {
                 match ptrace::interrupt(tid) {
-                    // Exiting or dead: its report is on its way.
+                    // Dying: its report is on its way.
                     Err(e) if e.is_gone() => {}
                     other => other?,
                 }
             }
         }
-        while self.threads.values().any(|t| !t.stopped) {
+        while self.threads.values().any(must_stop) {
             let (tid, stop) = wait::wait_any()?;
             if let Some(TargetEvent::Exited(exit)) = self.on_stop(tid, stop, true)? {
                 return Err(FreezeError::TargetGone(exit));
@@ -215,9 +241,9 @@ impl Freezer for Tracer {
         }
         let all_stopped_ns = monotonic_ns();
         let mut threads = Vec::with_capacity(self.threads.len());
-        let order = breaking.into_iter().chain(self.threads.keys().copied().filter(|&t| Some(t) != breaking));
-        for tid in order.collect::<Vec<_>>() {
-            let exiting = self.threads.get(&tid).is_some_and(|t| t.exiting);
+        let held = self.threads.iter().filter(|(_, t)| t.stopped).map(|(&tid, t)| (tid, t.exiting));
+        let (first, rest): (Vec<_>, Vec<_>) = held.partition(|&(tid, _)| Some(tid) == breaking);
+        for (tid, exiting) in first.into_iter().chain(rest) {
             match read_thread(self.pid, tid, exiting) {
                 Ok(state) => threads.push(state),
                 Err(e) if e.is_gone() => log::warn!("thread {tid} vanished while stopped"),

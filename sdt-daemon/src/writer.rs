@@ -54,6 +54,8 @@ pub struct WriterStopped(pub String);
 pub(crate) struct StoreWriter {
     jobs: Option<SyncSender<Job>>,
     free: Receiver<Vec<u8>>,
+    /// For buffers whose capture failed.
+    free_tx: SyncSender<Vec<u8>>,
     thread: Option<JoinHandle<(RunWriter, WriteTotals, Option<String>)>>,
 }
 
@@ -65,6 +67,7 @@ impl StoreWriter {
         for _ in 0..BUFFERS {
             free_tx.send(Vec::new()).expect("room for every buffer");
         }
+        let returns = free_tx.clone();
         let thread = std::thread::Builder::new()
             .name("sdt-writer".into())
             .spawn(move || {
@@ -89,12 +92,18 @@ impl StoreWriter {
                 (run, totals, None)
             })
             .expect("spawning the writer thread");
-        StoreWriter { jobs: Some(jobs_tx), free: free_rx, thread: Some(thread) }
+        StoreWriter { jobs: Some(jobs_tx), free: free_rx, free_tx: returns, thread: Some(thread) }
     }
 
     /// A page buffer for the next capture; blocks while the writer holds them all.
     pub(crate) fn take_buffer(&self) -> Result<Vec<u8>, WriterStopped> {
         self.free.recv().map_err(|_| WriterStopped("see the message above".into()))
+    }
+
+    /// Gives back a buffer whose capture was abandoned.
+    pub(crate) fn return_buffer(&self, buffer: Vec<u8>) {
+        // Room is guaranteed: there are never more buffers than the channel holds.
+        self.free_tx.try_send(buffer).ok();
     }
 
     /// Queues a capture for writing.

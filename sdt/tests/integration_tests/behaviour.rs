@@ -92,6 +92,38 @@ fn forked_and_execed_children_do_not_trap() {
 }
 
 #[test]
+fn the_main_thread_may_exit_first() {
+    let sdt = Sdt::new();
+    let prog = program("behave");
+    let out = sdt.output(&["run", "--verify", "--", prog.to_str().unwrap(), "leader-exits"]);
+    assert_eq!(out.status.code(), Some(4), "{}", describe(&out));
+    assert_eq!(stdout(&out), "worker done\n");
+    let snaps = sdt.snapshots();
+    assert_eq!(snaps.len(), 3, "{}", describe(&out));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("MISMATCH"), "{}", describe(&out));
+    // The zombie leader does not run and is not a thread of the snapshot.
+    assert!(snaps.iter().all(|s| s["threads"] == 1), "{snaps:?}");
+}
+
+#[test]
+fn a_program_that_execs_keeps_being_captured() {
+    let sdt = Sdt::new();
+    let prog = program("behave");
+    let out = sdt.output(&["run", "--verify", "--", prog.to_str().unwrap(), "exec"]);
+    assert_eq!(out.status.code(), Some(6), "{}", describe(&out));
+    assert_eq!(stdout(&out), "before exec 0\n");
+    let snaps = sdt.snapshots();
+    assert_eq!(snaps.len(), 2, "one snapshot before the exec, one after: {}", describe(&out));
+    assert_eq!(snaps[1]["attrs"], "mode=exit");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).matches("matches the live process").count(),
+        2,
+        "{}",
+        describe(&out)
+    );
+}
+
+#[test]
 fn without_sdt_breakpoints_do_nothing() {
     let out = run(&mut std::process::Command::new(program("states")));
     assert!(out.status.success());

@@ -9,8 +9,12 @@
  *                       must return SDT_OFF) and exec a child that does the same
  *   behave big MB       fill MB of heap, SetBreakpoint, print "pid N", then keep changing
  *                       the heap and taking snapshots (for killing it mid-capture)
+ *   behave leader-exits the main thread calls pthread_exit; a worker takes snapshots and
+ *                       ends the process with exit(4)
+ *   behave exec         SetBreakpoint, then execve itself as "behave exit 6"
  */
 #include <ctype.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +25,17 @@
 #include <sdt.h>
 
 static volatile sig_atomic_t got_usr1, got_rt, got_term;
+
+static void *outlive_main(void *arg)
+{
+	(void)arg;
+	usleep(50 * 1000); /* main is gone by now */
+	for (int i = 0; i < 3; i++)
+		SetBreakpoint(1, 1, 1, 1, "mode=leader-exits");
+	printf("worker done\n");
+	fflush(stdout);
+	exit(4);
+}
 
 static void on_signal(int sig)
 {
@@ -84,6 +99,17 @@ int main(int argc, char **argv)
 		waitpid(child, &status, 0);
 		printf("child exit %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status));
 		return 0;
+	}
+	if (!strcmp(mode, "leader-exits")) {
+		pthread_t worker;
+		pthread_create(&worker, NULL, outlive_main, NULL);
+		pthread_exit(NULL);
+	}
+	if (!strcmp(mode, "exec")) {
+		printf("before exec %d\n", SetBreakpoint(1, 1, 1, 0, "mode=exec"));
+		fflush(stdout);
+		execl("/proc/self/exe", argv[0], "exit", "6", (char *)NULL);
+		return 99;
 	}
 	if (!strcmp(mode, "big") && argc > 2) {
 		size_t len = (size_t)atol(argv[2]) << 20;
