@@ -57,10 +57,12 @@ pub fn show(opt: ShowOpt) -> Result<()> {
     println!("\nmappings ({}):", m.mappings.len());
     println!("  {:>16}-{:<16} {:<5} {:>8} {:<10} PATH", "START", "END", "PERMS", "OFFSET", "CONTENT");
     for map in &m.mappings {
+        // memory: its pages are stored; file: written pages stored, the rest from the
+        // file; -: no contents.
         let content = match map.content {
-            Content::Zero => "stored",
-            Content::File(_) => "file+diff",
-            Content::Unreadable => "none",
+            Content::Zero => "memory",
+            Content::File(_) => "file",
+            Content::Unreadable => "-",
         };
         println!(
             "  {:>16x}-{:<16x} {:<5} {:>8x} {:<10} {}",

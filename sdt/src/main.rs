@@ -17,9 +17,7 @@ use clap::Parser;
 use cli::{Action, ExportAction, Opt};
 
 fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
-        .format_timestamp_nanos()
-        .init();
+    init_logging();
     sdt_sys::default_sigpipe();
     let opt = Opt::parse();
     match real_main(opt) {
@@ -43,6 +41,21 @@ fn real_main(opt: Opt) -> anyhow::Result<ExitCode> {
         Action::Export(ExportAction::Core(o)) => cmd_export::core(o).map(|()| ExitCode::SUCCESS),
         Action::Gdb(o) => cmd_export::gdb(o),
     }
+}
+
+/// Warnings read as `sdt: warning: ...`; with `RUST_LOG` set, every record gets a
+/// nanosecond timestamp and its module, for debugging.
+fn init_logging() {
+    let mut builder = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"));
+    if std::env::var("RUST_LOG").is_ok_and(|v| !v.is_empty()) {
+        builder.format_timestamp_nanos();
+    } else {
+        builder.format(|out, record| {
+            use std::io::Write;
+            writeln!(out, "sdt: {}: {}", record.level().as_str().to_lowercase(), record.args())
+        });
+    }
+    builder.init();
 }
 
 /// Turns known causes into the fix, py-spy style.
