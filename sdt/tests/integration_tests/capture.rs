@@ -129,9 +129,11 @@ fn stored_memory_equals_live_memory_through_thread_churn() {
     assert!(!snaps.is_empty(), "{}", describe(&out));
     assert_eq!(err.matches("matches the live process").count(), snaps.len(), "{err}");
     assert!(!err.contains("MISMATCH"), "{err}");
-    // Threads come and go between snapshots; every capture saw the two long-lived ones.
+    // Threads come and go between snapshots: every capture holds the main thread and the
+    // breaking one, and some caught short-lived threads besides the three permanent ones.
     let counts: Vec<i64> = snaps.iter().map(|s| int(s, "threads").unwrap()).collect();
-    assert!(counts.iter().all(|&c| c >= 3), "{counts:?}");
+    assert!(counts.iter().all(|&c| c >= 2), "{counts:?}");
+    assert!(counts.iter().any(|&c| c > 3), "{counts:?}");
     assert!(stdout(&out).contains("churn done: 20 rounds"));
 }
 
