@@ -2,6 +2,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -19,9 +20,10 @@ __thread int tls_value;
 static int pipe_fds[2];
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
-static int released;
+static volatile int released;
 static volatile int stop_spinning;
 static pthread_barrier_t started;
+static pid_t blocker_tids[3];
 
 static void *worker_spin(void *arg)
 {
@@ -38,6 +40,7 @@ static void *worker_read(void *arg)
 {
 	(void)arg;
 	tls_value = 102;
+	blocker_tids[0] = syscall(SYS_gettid);
 	pthread_barrier_wait(&started);
 	char byte;
 	if (read(pipe_fds[0], &byte, 1) != 1)
@@ -49,9 +52,11 @@ static void *worker_sleep(void *arg)
 {
 	(void)arg;
 	tls_value = 103;
+	blocker_tids[1] = syscall(SYS_gettid);
 	pthread_barrier_wait(&started);
-	struct timespec ts = { 0, 300 * 1000 * 1000 };
-	nanosleep(&ts, NULL);
+	struct timespec ts = { 0, 50 * 1000 * 1000 };
+	while (!released)
+		nanosleep(&ts, NULL);
 	return NULL;
 }
 
@@ -59,12 +64,36 @@ static void *worker_wait(void *arg)
 {
 	(void)arg;
 	tls_value = 104;
+	blocker_tids[2] = syscall(SYS_gettid);
 	pthread_barrier_wait(&started);
 	pthread_mutex_lock(&lock);
 	while (!released)
 		pthread_cond_wait(&cond, &lock);
 	pthread_mutex_unlock(&lock);
 	return NULL;
+}
+
+/* Waits until every blocking worker sleeps in its system call (state S). */
+static void wait_until_blocked(void)
+{
+	for (int tries = 0; tries < 5000; tries++) {
+		int sleeping = 0;
+		for (int i = 0; i < 3; i++) {
+			char path[64], stat[256];
+			snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)blocker_tids[i]);
+			FILE *f = fopen(path, "r");
+			if (f && fgets(stat, sizeof(stat), f)) {
+				char *state = strrchr(stat, ')');
+				sleeping += state && state[2] == 'S';
+			}
+			if (f)
+				fclose(f);
+		}
+		if (sleeping == 3)
+			return;
+		usleep(1000);
+	}
+	fprintf(stderr, "workers did not block\n");
 }
 
 static void report(int snapshot_id)
@@ -89,13 +118,14 @@ int main(void)
 	for (int i = 0; i < 4; i++)
 		pthread_create(&threads[i], NULL, bodies[i], NULL);
 	pthread_barrier_wait(&started);
-	usleep(20 * 1000); /* let them reach spin / read / nanosleep / cond wait */
+	wait_until_blocked();
 
 	counter_global = 42;
 	for (int i = 0; i < 16; i++)
 		arr[i] = i * i;
 	report(1);
 
+	wait_until_blocked();
 	counter_global = 4242;
 	arr[5] = -7;
 	strcpy(message, "changed between snapshots");
