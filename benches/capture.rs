@@ -1,15 +1,16 @@
-//! Capture benchmark: pause per snapshot, capture deviation, throughput and storage of
-//! `sdt run` (ptrace backend) on a workload of N threads over an H MiB heap that writes
-//! D% of its pages between snapshots, and gdb's `gcore` of the same workload in the same
-//! run.
+//! Capture benchmark: pause per snapshot, capture deviation, copy throughput and storage
+//! of `sdt run` (ptrace backend) on a workload of N threads over an H MiB heap of random
+//! bytes that writes D% of its pages between snapshots while its threads compute, and
+//! gdb's `gcore` of the same workload in the same run.
 //!
 //! ```sh
-//! scripts/bench                                    # default matrix
-//! scripts/bench --threads 4 --heap-mb 256 --dirty 10 --snapshots 10
+//! scripts/bench                                  # 2/4/8 threads x 4/64/400 MiB x 1/10/100 %
+//! scripts/bench --threads 4 --heap-mb 400 --dirty 1,10 --tracking page-hash
 //! ```
 //!
 //! Needs `target/release/sdt` and `libsdt.a` (scripts/bench builds them), gcc and gdb.
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -22,22 +23,35 @@ struct Options {
     heap_mb: Vec<u32>,
     dirty: Vec<u32>,
     snapshots: u32,
+    gap_ms: u32,
+    tracking: String,
 }
 
 fn parse_options() -> Options {
-    let mut opts = Options { threads: vec![2, 4, 8], heap_mb: vec![256], dirty: vec![1, 10], snapshots: 10 };
+    let mut opts = Options {
+        threads: vec![2, 4, 8],
+        heap_mb: vec![4, 64, 400],
+        dirty: vec![1, 10, 100],
+        snapshots: 10,
+        gap_ms: 100,
+        tracking: "auto".into(),
+    };
     let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
     while let Some(flag) = args.next() {
-        let mut list = || -> Vec<u32> {
-            let v = args.next().unwrap_or_else(|| panic!("{flag} needs a value"));
-            v.split(',').map(|n| n.parse().unwrap_or_else(|_| panic!("{flag}: bad number {n}"))).collect()
+        let value = args.next().unwrap_or_else(|| panic!("{flag} needs a value"));
+        let list = || -> Vec<u32> {
+            value.split(',').map(|n| n.parse().unwrap_or_else(|_| panic!("{flag}: bad number {n}"))).collect()
         };
         match flag.as_str() {
             "--threads" => opts.threads = list(),
             "--heap-mb" => opts.heap_mb = list(),
             "--dirty" => opts.dirty = list(),
             "--snapshots" => opts.snapshots = list()[0],
-            other => panic!("unknown option {other} (--threads, --heap-mb, --dirty, --snapshots)"),
+            "--gap-ms" => opts.gap_ms = list()[0],
+            "--tracking" => opts.tracking = value,
+            other => panic!(
+                "unknown option {other} (--threads, --heap-mb, --dirty, --snapshots, --gap-ms, --tracking)"
+            ),
         }
     }
     opts
@@ -69,21 +83,25 @@ fn build_workload(out: &Path) -> PathBuf {
     exe
 }
 
-fn median(values: &mut [f64]) -> f64 {
+fn sorted(mut values: Vec<f64>) -> Vec<f64> {
     values.sort_by(f64::total_cmp);
-    if values.is_empty() { 0.0 } else { values[values.len() / 2] }
+    values
 }
 
-fn percentile(values: &mut [f64], p: f64) -> f64 {
-    values.sort_by(f64::total_cmp);
-    if values.is_empty() { 0.0 } else { values[((values.len() - 1) as f64 * p).round() as usize] }
+fn median(values: &[f64]) -> f64 {
+    let v = sorted(values.to_vec());
+    if v.is_empty() { 0.0 } else { v[v.len() / 2] }
 }
 
-/// Seconds gcore takes to dump the workload (waiting, filled, with `threads` threads not
-/// started: gcore's cost is the memory), and the core's size.
-fn gcore(exe: &Path, dir: &Path, heap_mb: u32) -> (f64, u64) {
+fn p90(values: &[f64]) -> f64 {
+    let v = sorted(values.to_vec());
+    if v.is_empty() { 0.0 } else { v[((v.len() - 1) as f64 * 0.9).round() as usize] }
+}
+
+/// Seconds gcore takes to dump the workload (filled heap, waiting) and the core's size.
+fn gcore(exe: &Path, dir: &Path, threads: u32, heap_mb: u32) -> (f64, u64) {
     let mut child = Command::new(exe)
-        .args(["1", &heap_mb.to_string(), "0", "0"])
+        .args([threads.to_string(), heap_mb.to_string(), "0".into(), "0".into()])
         .stdout(Stdio::piped())
         .spawn()
         .expect("workload");
@@ -99,84 +117,85 @@ fn gcore(exe: &Path, dir: &Path, heap_mb: u32) -> (f64, u64) {
     let core = PathBuf::from(format!("{}.{}", prefix.display(), child.id()));
     let size = std::fs::metadata(&core).map(|m| m.len()).unwrap_or(0);
     std::fs::remove_file(&core).ok();
-    terminate(child.id());
+    Command::new("kill").args(["-TERM", &child.id().to_string()]).status().ok();
     child.wait().ok();
     (secs, size)
 }
 
-fn terminate(pid: u32) {
-    Command::new("kill").args(["-TERM", &pid.to_string()]).status().ok();
-}
-
+/// One configuration's figures.
 struct Row {
-    threads: u32,
-    heap_mb: u32,
-    dirty: u32,
-    snapshots: usize,
-    pause_median_us: f64,
-    pause_p90_us: f64,
+    mode: String,
+    /// Pause of each snapshot after the first, in µs (the first registers and copies all).
+    pauses: Vec<f64>,
     first_pause_us: f64,
-    deviation_median_us: f64,
+    waits: Vec<f64>,
+    deviations: Vec<f64>,
+    copied: Vec<f64>,
     stored: u64,
     full: u64,
+    /// How long the workload's rounds took under `sdt run`, and without it.
+    rounds_ms: f64,
+    plain_rounds_ms: f64,
+    /// `sdt run` from start to end, writing included.
     run_secs: f64,
-    plain_secs: f64,
     gcore_secs: f64,
     gcore_bytes: u64,
 }
 
-fn measure(exe: &Path, dir: &Path, threads: u32, heap_mb: u32, dirty: u32, snapshots: u32) -> Row {
+fn measure(exe: &Path, dir: &Path, opts: &Options, threads: u32, heap_mb: u32, dirty: u32) -> Row {
     let sdt = workspace().join("target/release/sdt");
     let store = dir.join(format!("store-{threads}-{heap_mb}-{dirty}"));
     std::fs::remove_dir_all(&store).ok();
-    let args = [threads.to_string(), heap_mb.to_string(), dirty.to_string(), snapshots.to_string()];
+    let args = [threads, heap_mb, dirty, opts.snapshots, opts.gap_ms].map(|n| n.to_string());
 
+    let plain = Command::new(exe).args(&args).output().expect("workload");
+    assert!(plain.status.success());
     let start = Instant::now();
-    let status = Command::new(exe).args(&args).status().expect("workload");
-    let plain_secs = start.elapsed().as_secs_f64();
-    assert!(status.success());
-
-    let start = Instant::now();
-    let status = Command::new(&sdt)
-        .arg("run")
-        .arg("-q")
-        .arg("--store")
+    let traced = Command::new(&sdt)
+        .args(["run", "-q", "--tracking", &opts.tracking, "--store"])
         .arg(&store)
         .arg("--")
         .arg(exe)
         .args(&args)
-        .status()
+        .output()
         .expect("sdt");
     let run_secs = start.elapsed().as_secs_f64();
-    assert!(status.success(), "sdt run failed");
+    assert!(traced.status.success(), "sdt run failed: {}", String::from_utf8_lossy(&traced.stderr));
     let ls = Command::new(&sdt).args(["ls", "--json", "--store"]).arg(&store).output().expect("sdt ls");
     let snaps: Vec<Value> = serde_json::from_slice(&ls.stdout).expect("ls --json");
-    let field = |key: &str| snaps.iter().map(|s| s[key].as_f64().unwrap_or(0.0)).collect::<Vec<f64>>();
-    let mut pauses = field("pause_us");
-    let first_pause_us = pauses.first().copied().unwrap_or(0.0);
-    let mut later: Vec<f64> = pauses.iter().skip(1).copied().collect();
-    let (gcore_secs, gcore_bytes) = gcore(exe, dir, heap_mb);
+    assert_eq!(snaps.len() as u32, opts.snapshots, "every breakpoint should have captured");
+    let field =
+        |key: &str| snaps.iter().skip(1).map(|s| s[key].as_f64().unwrap_or(0.0)).collect::<Vec<f64>>();
+    let total = |key: &str| snaps.iter().map(|s| s[key].as_u64().unwrap_or(0)).sum::<u64>();
+    let (gcore_secs, gcore_bytes) = gcore(exe, dir, threads, heap_mb);
     std::fs::remove_dir_all(&store).ok();
     Row {
-        threads,
-        heap_mb,
-        dirty,
-        snapshots: snaps.len(),
-        pause_median_us: median(&mut later),
-        pause_p90_us: percentile(&mut pauses, 0.9),
-        first_pause_us,
-        deviation_median_us: median(&mut field("deviation_us")),
-        stored: field("stored_bytes").iter().sum::<f64>() as u64,
-        full: field("full_bytes").iter().sum::<f64>() as u64,
+        mode: snaps[0]["mode"].as_str().unwrap_or("?").to_owned(),
+        pauses: field("pause_us"),
+        first_pause_us: snaps[0]["pause_us"].as_f64().unwrap_or(0.0),
+        waits: field("wait_us"),
+        deviations: field("deviation_us"),
+        copied: field("copied_bytes"),
+        stored: total("stored_bytes"),
+        full: total("full_bytes"),
+        rounds_ms: rounds_ms(&traced.stdout),
+        plain_rounds_ms: rounds_ms(&plain.stdout),
         run_secs,
-        plain_secs,
         gcore_secs,
         gcore_bytes,
     }
 }
 
-fn mib(bytes: u64) -> String {
-    format!("{:.1}", bytes as f64 / (1 << 20) as f64)
+/// The workload's own timing line, `rounds_ms N`.
+fn rounds_ms(stdout: &[u8]) -> f64 {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("rounds_ms ")?.trim().parse().ok())
+        .expect("the workload prints rounds_ms")
+}
+
+fn mib(bytes: f64) -> f64 {
+    bytes / (1u64 << 20) as f64
 }
 
 fn main() {
@@ -184,40 +203,59 @@ fn main() {
     let dir = workspace().join("target/bench-capture");
     std::fs::create_dir_all(&dir).unwrap();
     let exe = build_workload(&dir);
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!(
-        "capture benchmark: ptrace backend, full-copy mode, {} snapshots per run, {cores} CPUs",
-        opts.snapshots
+        "capture benchmark: ptrace backend, {} snapshots per run, {} ms of computing between them, {cpus} CPUs",
+        opts.snapshots, opts.gap_ms
     );
+    println!("pause, wait, deviation and copy are per snapshot after the first (median; p90 for pause);");
+    println!("slowdown: the workload's own running time under sdt run against without it");
     println!();
     println!(
-        "| threads | heap MiB | dirty % | pause S0 ms | pause S1+ median ms | p90 ms | deviation µs | stored / full MiB | stored % | run s (plain s) | gcore s | gcore MiB | gcore / pause |"
+        "| threads | heap MiB | dirty % | mode | pause S0 ms | pause ms | p90 ms | waited ms | deviation µs | copied MiB | copy GB/s | stored / full MiB | stored % | slowdown % | sdt run s | gcore s | gcore MiB | gcore / pause |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let mut medians = BTreeMap::new();
     for &heap_mb in &opts.heap_mb {
         for &dirty in &opts.dirty {
             for &threads in &opts.threads {
-                let r = measure(&exe, &dir, threads, heap_mb, dirty, opts.snapshots);
-                let over = if r.threads as usize + 1 > cores { " (oversubscribed)" } else { "" };
+                let r = measure(&exe, &dir, &opts, threads, heap_mb, dirty);
+                let pause = median(&r.pauses);
+                medians.insert((heap_mb, dirty, threads), pause);
+                let copied = median(&r.copied);
+                let over = if threads as usize + 1 > cpus { "*" } else { "" };
                 println!(
-                    "| {}{over} | {} | {} | {:.2} | {:.2} | {:.2} | {:.0} | {} / {} | {:.1} | {:.2} ({:.2}) | {:.2} | {} | {:.0}× |",
-                    r.threads,
-                    r.heap_mb,
-                    r.dirty,
+                    "| {threads}{over} | {heap_mb} | {dirty} | {} | {:.2} | {:.3} | {:.3} | {:.2} | {:.0} | {:.1} | {:.1} | {:.1} / {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.1} | {:.0}× |",
+                    r.mode,
                     r.first_pause_us / 1e3,
-                    r.pause_median_us / 1e3,
-                    r.pause_p90_us / 1e3,
-                    r.deviation_median_us,
-                    mib(r.stored),
-                    mib(r.full),
+                    pause / 1e3,
+                    p90(&r.pauses) / 1e3,
+                    median(&r.waits) / 1e3,
+                    median(&r.deviations),
+                    mib(copied),
+                    copied / (pause * 1e3).max(1.0),
+                    mib(r.stored as f64),
+                    mib(r.full as f64),
                     100.0 * r.stored as f64 / r.full.max(1) as f64,
+                    100.0 * (r.rounds_ms / r.plain_rounds_ms - 1.0),
                     r.run_secs,
-                    r.plain_secs,
                     r.gcore_secs,
-                    mib(r.gcore_bytes),
-                    r.gcore_secs * 1e6 / r.pause_median_us.max(1.0),
+                    mib(r.gcore_bytes as f64),
+                    r.gcore_secs * 1e6 / pause.max(1.0),
                 );
-                assert_eq!(r.snapshots as u32, opts.snapshots, "every breakpoint should have captured");
+            }
+        }
+    }
+    println!();
+    println!("`*`: more threads than CPUs (oversubscribed).");
+    let (lo, hi) = (opts.threads.iter().min().unwrap(), opts.threads.iter().max().unwrap());
+    if lo != hi {
+        println!();
+        println!("pause growth from {lo} to {hi} threads (median pause):");
+        for &heap_mb in &opts.heap_mb {
+            for &dirty in &opts.dirty {
+                let (a, b) = (medians[&(heap_mb, dirty, *lo)], medians[&(heap_mb, dirty, *hi)]);
+                println!("  {heap_mb} MiB, {dirty}%: {:+.1}%", 100.0 * (b / a.max(1.0) - 1.0));
             }
         }
     }

@@ -1,16 +1,23 @@
 /*
- * Capture benchmark workload: THREADS threads share a HEAP_MB heap, filled with
- * random data; between snapshots each writes DIRTY_PCT percent of its pages; the main
- * thread then reaches a breakpoint. With SNAPSHOTS = 0 it fills the heap, prints
- * "ready", and waits for SIGTERM (for gdb's gcore to dump it).
+ * Capture benchmark workload. THREADS threads share a HEAP_MB heap of random bytes
+ * (incompressible: storage figures are not flattered). Each of SNAPSHOTS rounds, every
+ * thread writes DIRTY_PCT percent of its slice of the heap (a contiguous run from a
+ * random page, one word per page) and then computes for GAP_MS; halfway through, while
+ * the workers are busy on their CPUs, the main thread reaches a breakpoint.
  *
- *   usage: heap THREADS HEAP_MB DIRTY_PCT SNAPSHOTS
+ * It prints how long its rounds took ("rounds_ms N"), so that a run under sdt can be
+ * compared with a run without it. With SNAPSHOTS = 0 it fills the heap, prints "ready"
+ * and waits for SIGTERM (for gdb's gcore to dump the same memory).
+ *
+ *   usage: heap THREADS HEAP_MB DIRTY_PCT SNAPSHOTS [GAP_MS]
  */
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <sdt.h>
@@ -19,8 +26,16 @@
 
 static unsigned char *heap;
 static size_t pages;
-static int nthreads, dirty_pct, snapshots;
-static pthread_barrier_t start_round, end_round;
+static int nthreads, dirty_pct, snapshots, gap_ms = 100;
+static pthread_barrier_t round_start, round_end;
+static atomic_int dirtied;
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
 
 static void *worker(void *arg)
 {
@@ -29,33 +44,39 @@ static void *worker(void *arg)
 	size_t span = last - first;
 	size_t dirty = span * dirty_pct / 100;
 	unsigned seed = 17 + k;
+	volatile double sink = 0;
 	for (int round = 0; round < snapshots; round++) {
-		pthread_barrier_wait(&start_round);
-		/* Dirty a contiguous run starting at a random page, as arrays do. */
+		pthread_barrier_wait(&round_start);
+		double start = now_ms();
 		size_t at = span ? rand_r(&seed) % span : 0;
 		for (size_t i = 0; i < dirty; i++) {
 			size_t page = first + (at + i) % span;
-			heap[page * PAGE + (round * 64) % PAGE] += 1 + round;
+			((unsigned long long *)(heap + page * PAGE))[round % 512] += round + 1;
 		}
-		pthread_barrier_wait(&end_round);
+		atomic_fetch_add(&dirtied, 1);
+		while (now_ms() - start < gap_ms)
+			for (int i = 0; i < 1000; i++)
+				sink += i * 0.5;
+		pthread_barrier_wait(&round_end);
 	}
 	return NULL;
 }
 
 int main(int argc, char **argv)
 {
-	if (argc != 5) {
-		fprintf(stderr, "usage: heap THREADS HEAP_MB DIRTY_PCT SNAPSHOTS\n");
+	if (argc < 5) {
+		fprintf(stderr, "usage: heap THREADS HEAP_MB DIRTY_PCT SNAPSHOTS [GAP_MS]\n");
 		return 2;
 	}
 	nthreads = atoi(argv[1]);
 	pages = (size_t)atol(argv[2]) * 1024 * 1024 / PAGE;
 	dirty_pct = atoi(argv[3]);
 	snapshots = atoi(argv[4]);
+	if (argc > 5)
+		gap_ms = atoi(argv[5]);
 	heap = malloc(pages * PAGE);
 	if (!heap)
 		return 3;
-	/* Random bytes: the worst case for compression, so storage figures are honest. */
 	unsigned long long x = 0x9e3779b97f4a7c15ull;
 	for (size_t i = 0; i < pages * PAGE / 8; i++) {
 		x ^= x << 13;
@@ -74,21 +95,22 @@ int main(int argc, char **argv)
 		sigwait(&set, &sig);
 		return 0;
 	}
-	pthread_barrier_init(&start_round, NULL, nthreads + 1);
-	pthread_barrier_init(&end_round, NULL, nthreads + 1);
+	pthread_barrier_init(&round_start, NULL, nthreads + 1);
+	pthread_barrier_init(&round_end, NULL, nthreads + 1);
 	pthread_t *threads = calloc(nthreads, sizeof(*threads));
 	for (long k = 0; k < nthreads; k++)
 		pthread_create(&threads[k], NULL, worker, (void *)k);
-	SetBreakpoint(1, 1, 1, 1, "round=0");
-	for (int round = 0; round < snapshots - 1; round++) {
-		pthread_barrier_wait(&start_round);
-		pthread_barrier_wait(&end_round);
-		SetBreakpoint(1, 1, 1, 1, "round=next");
+	double start = now_ms();
+	for (int round = 0; round < snapshots; round++) {
+		pthread_barrier_wait(&round_start);
+		while (atomic_load(&dirtied) < nthreads * (round + 1))
+			usleep(100);
+		usleep(gap_ms * 1000 / 2);
+		SetBreakpoint(1, 1, 1, 1, "bench=heap");
+		pthread_barrier_wait(&round_end);
 	}
-	/* Release the workers' last round. */
-	pthread_barrier_wait(&start_round);
-	pthread_barrier_wait(&end_round);
 	for (int k = 0; k < nthreads; k++)
 		pthread_join(threads[k], NULL);
+	printf("rounds_ms %.1f\n", now_ms() - start);
 	return 0;
 }

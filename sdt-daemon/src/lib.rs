@@ -12,6 +12,8 @@
 //!     config: CaptureConfig::parse("max_level = 2", "inline").unwrap(),
 //!     verify: false,
 //!     quiet: false,
+//!     tracking: Default::default(),
+//!     queue_bytes: 1 << 30,
 //! })?;
 //! println!("run {} took {} snapshots", outcome.run, outcome.totals.snapshots);
 //! # Ok::<(), sdt_daemon::Error>(())
@@ -37,6 +39,7 @@ pub mod human;
 pub mod launch;
 mod procfs;
 mod ptrace;
+mod tracking;
 mod writer;
 
 use std::path::PathBuf;
@@ -44,7 +47,8 @@ use std::time::Duration;
 
 use sdt_abi::RESULT_DECLINED;
 use sdt_store::{
-    CaptureStats, RunId, RunInfo, RunStatus, SnapshotMeta, SnapshotTime, Store, ThreadRunState, Trigger,
+    CaptureStats, PAGE_SIZE, ProcessInfo, RunId, RunInfo, RunStatus, SnapshotMeta, SnapshotTime, Store,
+    ThreadRunState, Trigger,
 };
 use sdt_sys::events::{Event, Events};
 use sdt_sys::ptrace::options;
@@ -53,6 +57,7 @@ use sdt_sys::{Tid, monotonic_ns};
 pub use config::{CaptureConfig, ConfigError};
 pub use freeze::ProgramExit;
 pub use launch::LaunchError;
+pub use tracking::Tracking;
 pub use writer::{WriteTotals, WriterStopped};
 
 use capture::Capturer;
@@ -73,6 +78,10 @@ pub struct RunOptions {
     pub verify: bool,
     /// No line per snapshot.
     pub quiet: bool,
+    /// How changed pages are found.
+    pub tracking: Tracking,
+    /// Bytes of copied pages that may wait for the writer before a capture waits too.
+    pub queue_bytes: usize,
 }
 
 /// How a run went.
@@ -104,6 +113,9 @@ pub enum Error {
     /// A system call failed.
     #[error(transparent)]
     Sys(#[from] sdt_sys::Error),
+    /// Write tracking was asked for and cannot be had.
+    #[error("userfaultfd write tracking is unavailable: {0}")]
+    Tracking(String),
 }
 
 /// Runs the program to its end, capturing snapshots into a new run of the store.
@@ -139,11 +151,19 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, Error> {
         }
     };
     let run_id = run.id();
-    let writer = StoreWriter::start(run, store.root().to_owned(), opts.quiet);
+    // The tracer handles a breakpoint the moment it traps, and program threads it resumes
+    // do not preempt it mid-thaw. (Started after the program, which must not inherit it.)
+    if let Err(e) = sdt_sys::set_thread_urgency(None, sdt_sys::Urgency::Immediate) {
+        log::debug!("tracer stays at normal priority: {e}");
+    }
+    let writer = StoreWriter::start(run, store.root().to_owned(), opts.quiet, opts.queue_bytes);
     let mut session = Session {
         pid,
         tracer: Tracer::start(pid)?,
         capturer: Capturer::new(pid)?,
+        tracking_failed: false,
+        process: ProcessInfo::default(),
+        auxv: Vec::new(),
         writer,
         opts,
         started_ns,
@@ -181,6 +201,12 @@ struct Session<'a> {
     pid: Tid,
     tracer: Tracer,
     capturer: Capturer,
+    /// Tracking could not be set up for this program image.
+    tracking_failed: bool,
+    /// The process as last read.
+    process: ProcessInfo,
+    /// The auxiliary vector of the current program image.
+    auxv: Vec<u8>,
     writer: StoreWriter,
     opts: &'a RunOptions,
     started_ns: u64,
@@ -199,8 +225,10 @@ impl Session<'_> {
                 let exit = match event {
                     TargetEvent::Breakpoint(hit) => self.snapshot(Some(hit))?,
                     TargetEvent::Exec => {
-                        // The pagemap of the old image is stale.
+                        // A new image: new pagemap, new tracking, new auxv.
                         self.capturer = Capturer::new(self.pid)?;
+                        self.tracking_failed = false;
+                        self.auxv.clear();
                         None
                     }
                     TargetEvent::Exited(exit) => Some(exit),
@@ -238,16 +266,14 @@ impl Session<'_> {
         if !self.capturing {
             return self.thaw(declined, true).map(|()| None);
         }
-        let wait_from = monotonic_ns();
-        let mut buffer = match self.writer.take_buffer() {
-            Ok(buffer) => buffer,
-            Err(e) => {
+        let (mut buffer, wait_ns) = match self.writer.take_buffer() {
+            Ok(taken) => taken,
+            // The writer stopped; `finish` reports why.
+            Err(_) => {
                 self.capturing = false;
-                self.problems.push(e.to_string());
                 return self.thaw(declined, true).map(|()| None);
             }
         };
-        let wait_ns = monotonic_ns() - wait_from;
         let frozen = match self.tracer.freeze(hit.as_ref().map(|h| h.tid)) {
             Ok(frozen) => frozen,
             Err(e) => {
@@ -262,6 +288,9 @@ impl Session<'_> {
         // Memory is read through a thread that has not exited (the leader may have).
         let via =
             frozen.threads.iter().find(|t| t.state == ThreadRunState::Running).and_then(|t| Tid::new(t.tid));
+        if let Some(via) = via {
+            self.start_tracking(via, hit.as_ref().map(|h| h.tid))?;
+        }
         let collected = match via.map(|via| self.capturer.collect(via, &mut buffer, self.opts.verify)) {
             Some(Ok(collected)) => collected,
             failed => {
@@ -285,6 +314,23 @@ impl Session<'_> {
             log::info!("max_snapshots reached: no more snapshots");
         }
 
+        // What need not be read with the program stopped is read now.
+        let mut threads = frozen.threads;
+        for t in &mut threads {
+            if let Some(tid) = Tid::new(t.tid) {
+                t.name = procfs::thread_name(self.pid, tid);
+            }
+        }
+        let via = via.expect("a capture was made through a thread");
+        if let Ok(process) =
+            procfs::process_info(self.pid, via).or_else(|_| procfs::process_info(self.pid, self.pid))
+        {
+            self.process = process;
+        }
+        if self.auxv.is_empty() {
+            self.auxv = procfs::read(via, "auxv").unwrap_or_default();
+        }
+
         let meta = SnapshotMeta {
             name: format!("S{seq}"),
             seq,
@@ -304,24 +350,59 @@ impl Session<'_> {
                 wall_ns: wall_ns() - (resumed_ns - trigger_ns) as i64,
                 since_start_ns: trigger_ns.saturating_sub(self.started_ns),
             },
-            process: collected.process,
-            threads: frozen.threads,
+            process: self.process.clone(),
+            threads,
             mappings: collected.mappings,
-            auxv: collected.auxv,
+            auxv: self.auxv.clone(),
             stats: CaptureStats {
-                mode: "full-copy".into(),
+                mode: Tracking::mode_name(self.capturer.tracking()).into(),
                 pause_ns: resumed_ns.saturating_sub(trigger_ns),
                 deviation_ns: frozen.all_stopped_ns.saturating_sub(trigger_ns),
                 wait_ns,
+                copied_bytes: collected.copied.iter().map(|r| r.pages).sum::<u64>() * PAGE_SIZE,
+                copy_ns: collected.copy_ns,
                 ..CaptureStats::default()
             },
         };
-        let job = Job { meta, pages: collected.pages, data: buffer, live: collected.live };
-        if let Err(e) = self.writer.submit(job) {
+        let job = Job {
+            meta,
+            copied: collected.copied,
+            unchanged: collected.unchanged,
+            data: buffer,
+            live: collected.live,
+        };
+        let copied = job
+            .data
+            .len()
+            .min(job.copied.iter().map(|r| r.pages as usize).sum::<usize>() * PAGE_SIZE as usize);
+        if self.writer.submit(job).is_err() {
+            // The writer stopped; `finish` reports why.
             self.capturing = false;
-            self.problems.push(e.to_string());
         }
+        // The next capture likely copies about as much: have a buffer ready for it.
+        self.writer.prepare(copied + copied / 4);
         Ok(None)
+    }
+
+    /// Sets write tracking up on the first capture of a program image, if the run wants
+    /// it and the kernel has it.
+    fn start_tracking(&mut self, via: Tid, breaking: Option<Tid>) -> Result<(), Error> {
+        if self.capturer.tracking() || self.tracking_failed || self.opts.tracking == Tracking::PageHash {
+            return Ok(());
+        }
+        let thread = self.tracer.injection_thread(breaking).unwrap_or(via);
+        match tracking::start(&mut self.tracer, self.pid, thread, self.capturer.pagemap()) {
+            Ok(uffd) => {
+                self.capturer.track_with(uffd);
+                Ok(())
+            }
+            Err(why) if self.opts.tracking == Tracking::UffdWp => Err(Error::Tracking(why)),
+            Err(why) => {
+                self.tracking_failed = true;
+                log::warn!("dirty-page tracking is off ({why}); comparing page hashes instead");
+                Ok(())
+            }
+        }
     }
 
     fn thaw(&mut self, breakpoint: Option<(&BreakpointHit, i64)>, turn_off: bool) -> Result<(), Error> {

@@ -16,13 +16,12 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use sdt_abi::{STATE_OFF, TRAP_MAGIC, TRAP_RECORD_SIZE, TrapRecord};
-use sdt_store::{ThreadRunState, ThreadState};
+use sdt_store::{ThreadRunState, ThreadState, gpreg, set_gpreg};
 use sdt_sys::ptrace::{self, Regset, event};
 use sdt_sys::wait::{self, Stop};
 use sdt_sys::{Tid, memory, monotonic_ns};
 
 use crate::freeze::{BreakpointHit, FreezeError, Freezer, Frozen, ProgramExit, TargetEvent};
-use crate::procfs;
 
 /// `si_code` of a `SIGTRAP` raised by `int3`.
 const SI_KERNEL: i32 = 0x80;
@@ -50,6 +49,8 @@ pub(crate) struct Tracer {
     threads: BTreeMap<Tid, Thread>,
     /// Breakpoints reached while other work was under way.
     queued: VecDeque<TargetEvent>,
+    /// Signals that arrived for a thread already holding one, sent again at the thaw.
+    resend: Vec<(Tid, i32)>,
 }
 
 impl Tracer {
@@ -59,7 +60,7 @@ impl Tracer {
         ptrace::resume(pid, 0)?;
         let mut threads = BTreeMap::new();
         threads.insert(pid, Thread::default());
-        Ok(Tracer { pid, threads, queued: VecDeque::new() })
+        Ok(Tracer { pid, threads, queued: VecDeque::new(), resend: Vec::new() })
     }
 
     /// The next breakpoint or the program's end, if one is ready; handles (and resumes
@@ -139,7 +140,8 @@ impl Tracer {
                 Trap::Unreadable => {}
                 Trap::Foreign => thread.signal = libc::SIGTRAP,
             },
-            Stop::Signal(sig) => thread.signal = sig,
+            Stop::Signal(sig) if thread.signal == 0 => thread.signal = sig,
+            Stop::Signal(sig) => self.resend.push((tid, sig)),
             Stop::Event(event::EXIT, _) => thread.exiting = true,
             Stop::Event(event::STOP, sig) => {
                 if sig != libc::SIGTRAP {
@@ -155,6 +157,19 @@ impl Tracer {
         }
         Ok(None)
     }
+}
+
+/// Waits, briefly, until a leader resumed from its exit stop has finished exiting (its
+/// state in `/proc/PID/stat` is `Z`): until then the kernel may still write its memory.
+fn wait_until_zombie(pid: Tid) {
+    for _ in 0..1000 {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return };
+        if stat.rfind(')').and_then(|i| stat.get(i + 2..i + 3)) == Some("Z") {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(50));
+    }
+    log::warn!("the exiting main thread {pid} is taking long to exit; capturing anyway");
 }
 
 /// Resumes one stopped thread the way its state asks.
@@ -189,10 +204,7 @@ fn trap_at(tid: Tid) -> Result<Trap, sdt_sys::Error> {
     }
     let mut regs = [0u8; sdt_store::GPREGS_SIZE];
     ptrace::get_regset(tid, Regset::General, &mut regs)?;
-    let reg = |name: &str| {
-        let i = sdt_store::GPREG_NAMES.iter().position(|&n| n == name).unwrap();
-        u64::from_le_bytes(regs[i * 8..i * 8 + 8].try_into().unwrap())
-    };
+    let reg = |name: &str| gpreg(&regs, name).unwrap_or(0);
     if reg("rax") != TRAP_MAGIC {
         return Ok(Trap::Foreign);
     }
@@ -222,10 +234,17 @@ fn trap_at(tid: Tid) -> Result<Trap, sdt_sys::Error> {
 
 impl Freezer for Tracer {
     fn freeze(&mut self, breaking: Option<Tid>) -> Result<Frozen, FreezeError> {
-        // A thread resumed from its exit stop will not run user code again: not waited for.
-        let must_stop = |t: &Thread| !t.stopped && !t.exiting;
+        // Every thread must stop, or finish dying: a thread resumed from its exit stop
+        // still writes its tid word (CLONE_CHILD_CLEARTID) on the way out, so the capture
+        // waits for its exit report. The leader is the exception: once past its exit stop
+        // it lingers as a zombie, reported only when the whole process ends.
+        let pid = self.pid;
+        if self.threads.get(&pid).is_some_and(|t| t.exiting && !t.stopped) {
+            wait_until_zombie(pid);
+        }
+        let must_stop = |(&tid, t): (&Tid, &Thread)| !t.stopped && !(t.exiting && tid == pid);
         for (&tid, thread) in &self.threads {
-            if must_stop(thread) {
+            if must_stop((&tid, thread)) && !thread.exiting {
                 match ptrace::interrupt(tid) {
                     // Dying: its report is on its way.
                     Err(e) if e.is_gone() => {}
@@ -233,7 +252,7 @@ impl Freezer for Tracer {
                 }
             }
         }
-        while self.threads.values().any(must_stop) {
+        while self.threads.iter().any(must_stop) {
             let (tid, stop) = wait::wait_any()?;
             if let Some(TargetEvent::Exited(exit)) = self.on_stop(tid, stop, true)? {
                 return Err(FreezeError::TargetGone(exit));
@@ -244,7 +263,7 @@ impl Freezer for Tracer {
         let held = self.threads.iter().filter(|(_, t)| t.stopped).map(|(&tid, t)| (tid, t.exiting));
         let (first, rest): (Vec<_>, Vec<_>) = held.partition(|&(tid, _)| Some(tid) == breaking);
         for (tid, exiting) in first.into_iter().chain(rest) {
-            match read_thread(self.pid, tid, exiting) {
+            match read_thread(tid, exiting) {
                 Ok(state) => threads.push(state),
                 Err(e) if e.is_gone() => log::warn!("thread {tid} vanished while stopped"),
                 Err(e) => return Err(e.into()),
@@ -277,12 +296,83 @@ impl Freezer for Tracer {
                 resume_thread(tid, thread)?;
             }
         }
+        for (tid, signal) in self.resend.drain(..) {
+            sdt_sys::kill_thread(self.pid, tid, signal).ok();
+        }
         Ok(())
     }
 }
 
-/// Registers, signal mask and name of a stopped thread.
-fn read_thread(pid: Tid, tid: Tid, exiting: bool) -> Result<ThreadState, sdt_sys::Error> {
+impl Tracer {
+    /// A held thread to run injected system calls on: the breaking thread if there is
+    /// one (it stopped in user code), else any held thread that is not exiting.
+    pub(crate) fn injection_thread(&self, breaking: Option<Tid>) -> Option<Tid> {
+        let usable = |t: &Thread| t.stopped && !t.exiting;
+        breaking
+            .filter(|tid| self.threads.get(tid).is_some_and(usable))
+            .or_else(|| self.threads.iter().find(|(_, t)| usable(t)).map(|(&tid, _)| tid))
+    }
+
+    /// Runs one system call on `tid`, a thread the current freeze holds: points it at the
+    /// `syscall` instruction at `syscall_at` with the arguments in place and
+    /// single-steps it. Returns the raw result (`-errno` on failure). The thread's
+    /// registers are restored afterwards, so a system call it was stopped in restarts as
+    /// before.
+    pub(crate) fn inject_syscall(
+        &mut self,
+        tid: Tid,
+        syscall_at: u64,
+        nr: u64,
+        args: &[u64],
+    ) -> Result<i64, sdt_sys::Error> {
+        let mut saved = [0u8; sdt_store::GPREGS_SIZE];
+        ptrace::get_regset(tid, Regset::General, &mut saved)?;
+        let mut regs = saved;
+        set_gpreg(&mut regs, "rax", nr);
+        for (name, &value) in ["rdi", "rsi", "rdx", "r10", "r8", "r9"].iter().zip(args) {
+            set_gpreg(&mut regs, name, value);
+        }
+        set_gpreg(&mut regs, "rip", syscall_at);
+        // Not "inside a system call": no restart logic may touch the injected one.
+        set_gpreg(&mut regs, "orig_rax", u64::MAX);
+        ptrace::set_regset(tid, Regset::General, &regs)?;
+        let result = loop {
+            ptrace::single_step(tid)?;
+            match wait::wait_for(tid)?.1 {
+                Stop::Signal(libc::SIGTRAP) => {
+                    ptrace::get_regset(tid, Regset::General, &mut regs)?;
+                    // A trap before the instruction ran (a pending interrupt) steps again.
+                    if gpreg(&regs, "rip") == Some(syscall_at + 2) {
+                        break gpreg(&regs, "rax").unwrap_or(0) as i64;
+                    }
+                }
+                // The program's signal, about to be delivered: hold it for the thaw.
+                Stop::Signal(sig) => {
+                    let thread = self.threads.entry(tid).or_default();
+                    if thread.signal == 0 {
+                        thread.signal = sig;
+                    } else {
+                        self.resend.push((tid, sig));
+                    }
+                }
+                Stop::Event(..) => {}
+                Stop::Exited(_) | Stop::Killed(..) => {
+                    self.threads.remove(&tid);
+                    return Err(sdt_sys::Error {
+                        call: "injected system call",
+                        tid: tid.raw(),
+                        source: std::io::Error::from_raw_os_error(libc::ESRCH),
+                    });
+                }
+            }
+        };
+        ptrace::set_regset(tid, Regset::General, &saved)?;
+        Ok(result)
+    }
+}
+
+/// Registers and signal mask of a stopped thread (its name is read after the thaw).
+fn read_thread(tid: Tid, exiting: bool) -> Result<ThreadState, sdt_sys::Error> {
     let mut gpregs = vec![0u8; sdt_store::GPREGS_SIZE];
     let n = ptrace::get_regset(tid, Regset::General, &mut gpregs)?;
     gpregs.truncate(n);
@@ -294,7 +384,7 @@ fn read_thread(pid: Tid, tid: Tid, exiting: bool) -> Result<ThreadState, sdt_sys
     xstate.truncate(n);
     Ok(ThreadState {
         tid: tid.raw(),
-        name: procfs::thread_name(pid, tid),
+        name: String::new(),
         state: if exiting { ThreadRunState::Exiting } else { ThreadRunState::Running },
         gpregs,
         fpregs,

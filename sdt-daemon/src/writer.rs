@@ -2,34 +2,49 @@
 //! while the program runs on.
 //!
 //! ```text
-//!  daemon loop                          writer thread
-//!  take_buffer() ◀── free buffers ◀──── (buffer back after writing)
-//!  freeze, read pages into buffer, thaw
-//!  submit(job) ─────── jobs (1) ──────▶ write_snapshot → verify → report line
+//!  daemon loop                           writer thread (SCHED_IDLE)
+//!  take_buffer() ◀── recycled buffers ◀── (buffer back after writing)
+//!  freeze, copy pages into buffer, thaw
+//!  submit(job) ──────── queue ──────────▶ write_snapshot → verify → report line
 //! ```
 //!
-//! Two buffers circulate, so memory stays bounded: when the writer falls behind, the
-//! next capture waits for a buffer (and records how long in `stats.wait_ns`).
+//! The writer runs on CPU time the program leaves idle, so it never slows the program or
+//! the tracer. Captures may queue up behind it, up to a budget of copied pages
+//! (`sdt run --queue-mb`); beyond that, the next capture waits for the writer (back-pressure, recorded in
+//! `stats.wait_ns`), so a fast-writing program cannot make the daemon's memory grow
+//! without limit. Written-out buffers are kept for reuse (up to `RECYCLE_BUDGET`), and
+//! one is made ready, faulted in, after each capture, so the copy never page-faults.
 
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
 use sdt_store::{PAGE_SIZE, PageSource, RunStatus, RunWriter, SnapshotMeta, Store, Trigger};
 
+use crate::capture::PageRun;
 use crate::human;
 
-/// Page buffers in circulation.
-const BUFFERS: usize = 2;
+/// Bytes of written-out buffers kept for reuse.
+const RECYCLE_BUDGET: usize = 256 << 20;
 
 /// One capture on its way to the store.
 pub(crate) struct Job {
     pub meta: SnapshotMeta,
-    /// Page addresses, ascending; page `i` is at `i * PAGE_SIZE` in `data`.
-    pub pages: Vec<u64>,
+    /// Pages copied, ascending, back to back at the start of `data`.
+    pub copied: Vec<PageRun>,
+    /// Pages unchanged since the previous snapshot, ascending.
+    pub unchanged: Vec<PageRun>,
     pub data: Vec<u8>,
     /// Live bytes to compare with the stored snapshot (`--verify`).
     pub live: Option<Vec<(u64, Vec<u8>)>>,
+}
+
+impl Job {
+    /// Memory the job holds until it is written.
+    fn bytes(&self) -> usize {
+        self.data.len() + self.live.iter().flatten().map(|(_, bytes)| bytes.len()).sum::<usize>()
+    }
 }
 
 /// What the writer did over the whole run.
@@ -50,73 +65,111 @@ pub struct WriteTotals {
 #[error("the store writer stopped: {0}")]
 pub struct WriterStopped(pub String);
 
+/// Buffers shared by the daemon loop and the writer thread.
+#[derive(Default)]
+struct Pool {
+    /// Buffers written out, for the next captures.
+    free: Vec<Vec<u8>>,
+    /// Bytes of buffers queued for the writer.
+    queued: usize,
+    /// Why the writer stopped, once it has.
+    stopped: Option<String>,
+    /// The writer thread, once it has started.
+    writer: Option<sdt_sys::Tid>,
+}
+
 /// Handle on the writer thread.
 pub(crate) struct StoreWriter {
-    jobs: Option<SyncSender<Job>>,
-    free: Receiver<Vec<u8>>,
-    /// For buffers whose capture failed.
-    free_tx: SyncSender<Vec<u8>>,
-    thread: Option<JoinHandle<(RunWriter, WriteTotals, Option<String>)>>,
+    jobs: Option<Sender<Job>>,
+    /// Bytes of queued captures beyond which the next capture waits.
+    budget: usize,
+    pool: Arc<(Mutex<Pool>, Condvar)>,
+    thread: Option<JoinHandle<(RunWriter, WriteTotals)>>,
 }
 
 impl StoreWriter {
     /// Starts the thread. `store_root` is where `--verify` reads snapshots back from.
-    pub(crate) fn start(run: RunWriter, store_root: PathBuf, quiet: bool) -> StoreWriter {
-        let (jobs_tx, jobs_rx) = sync_channel::<Job>(1);
-        let (free_tx, free_rx) = sync_channel::<Vec<u8>>(BUFFERS);
-        for _ in 0..BUFFERS {
-            free_tx.send(Vec::new()).expect("room for every buffer");
-        }
-        let returns = free_tx.clone();
+    pub(crate) fn start(run: RunWriter, store_root: PathBuf, quiet: bool, budget: usize) -> StoreWriter {
+        let (jobs_tx, jobs_rx) = channel::<Job>();
+        let pool = Arc::new((Mutex::new(Pool::default()), Condvar::new()));
+        let shared = Arc::clone(&pool);
         let thread = std::thread::Builder::new()
             .name("sdt-writer".into())
-            .spawn(move || {
-                let mut run = run;
-                let mut totals = WriteTotals::default();
-                for job in jobs_rx {
-                    let name = job.meta.name.clone();
-                    match write_one(&mut run, &store_root, job, quiet, &mut totals) {
-                        Ok(data) => {
-                            // The loop may have stopped waiting for buffers; that's fine.
-                            free_tx.send(data).ok();
-                        }
-                        Err(e) => {
-                            return (
-                                run,
-                                totals,
-                                Some(format!("could not store {name}: {}", human::error_chain(&e))),
-                            );
-                        }
-                    }
-                }
-                (run, totals, None)
-            })
+            .spawn(move || write_loop(run, &store_root, quiet, &jobs_rx, &shared))
             .expect("spawning the writer thread");
-        StoreWriter { jobs: Some(jobs_tx), free: free_rx, free_tx: returns, thread: Some(thread) }
+        StoreWriter { jobs: Some(jobs_tx), budget, pool, thread: Some(thread) }
     }
 
-    /// A page buffer for the next capture; blocks while the writer holds them all.
-    pub(crate) fn take_buffer(&self) -> Result<Vec<u8>, WriterStopped> {
-        self.free.recv().map_err(|_| WriterStopped("see the message above".into()))
+    /// A page buffer for the next capture, and the nanoseconds spent waiting for it: it
+    /// blocks while the queue is over its budget.
+    pub(crate) fn take_buffer(&self) -> Result<(Vec<u8>, u64), WriterStopped> {
+        let (lock, cond) = &*self.pool;
+        let full = |p: &mut Pool| p.queued >= self.budget && p.stopped.is_none();
+        let mut pool = lock.lock().unwrap();
+        let mut waited = 0;
+        if full(&mut pool) {
+            // The program is stopped now: the writer must not wait for idle CPU time. It
+            // goes back to idle time itself once the queue is empty.
+            if let Some(writer) = pool.writer {
+                sdt_sys::set_thread_urgency(Some(writer), sdt_sys::Urgency::Normal).ok();
+            }
+            let start = sdt_sys::monotonic_ns();
+            pool = cond.wait_while(pool, full).unwrap();
+            waited = sdt_sys::monotonic_ns() - start;
+        }
+        if let Some(why) = &pool.stopped {
+            return Err(WriterStopped(why.clone()));
+        }
+        // The largest: it is the most likely to hold the next capture without growing.
+        let largest = pool.free.iter().enumerate().max_by_key(|(_, b)| b.len()).map(|(i, _)| i);
+        Ok((largest.map(|i| pool.free.swap_remove(i)).unwrap_or_default(), waited))
+    }
+
+    /// Makes sure a recycled buffer of at least `bytes` waits for the next capture, its
+    /// pages already faulted in, so that the copy in the pause does not fault. Called
+    /// while the program runs; does nothing if the queue is at its budget.
+    pub(crate) fn prepare(&self, bytes: usize) {
+        let pool = self.pool.0.lock().unwrap();
+        let pooled: usize = pool.free.iter().map(Vec::len).sum();
+        if bytes == 0 || pool.free.iter().any(|b| b.len() >= bytes) || pooled + bytes > RECYCLE_BUDGET {
+            return;
+        }
+        drop(pool);
+        let mut buffer = vec![0u8; bytes];
+        // calloc'd memory is mapped on first write: write to every page now (a non-zero
+        // byte, which the compiler cannot drop as a no-op on zeroed memory).
+        for page in buffer.chunks_mut(PAGE_SIZE as usize) {
+            page[0] = 1;
+        }
+        let buffer = std::hint::black_box(buffer);
+        self.pool.0.lock().unwrap().free.push(buffer);
     }
 
     /// Gives back a buffer whose capture was abandoned.
     pub(crate) fn return_buffer(&self, buffer: Vec<u8>) {
-        // Room is guaranteed: there are never more buffers than the channel holds.
-        self.free_tx.try_send(buffer).ok();
+        self.pool.0.lock().unwrap().free.push(buffer);
     }
 
     /// Queues a capture for writing.
     pub(crate) fn submit(&self, job: Job) -> Result<(), WriterStopped> {
-        let jobs = self.jobs.as_ref().expect("submit after finish");
-        jobs.send(job).map_err(|_| WriterStopped("see the message above".into()))
+        let mut pool = self.pool.0.lock().unwrap();
+        if let Some(why) = &pool.stopped {
+            return Err(WriterStopped(why.clone()));
+        }
+        pool.queued += job.bytes();
+        drop(pool);
+        self.jobs
+            .as_ref()
+            .expect("submit after finish")
+            .send(job)
+            .map_err(|_| WriterStopped("the writer thread is gone".into()))
     }
 
     /// Waits for every queued capture to be written and records how the run ended.
     pub(crate) fn finish(mut self, status: RunStatus) -> (WriteTotals, Option<String>) {
         drop(self.jobs.take());
-        let (run, totals, error) =
-            self.thread.take().expect("finish once").join().expect("writer thread panicked");
+        let (run, totals) = self.thread.take().expect("finish once").join().expect("writer thread panicked");
+        let error = self.pool.0.lock().unwrap().stopped.clone();
         let status = match &error {
             Some(message) => RunStatus::Failed { message: message.clone() },
             None => status,
@@ -129,6 +182,50 @@ impl StoreWriter {
     }
 }
 
+/// The writer thread: writes each job, hands its buffer back, stops at the first error.
+fn write_loop(
+    mut run: RunWriter,
+    store_root: &Path,
+    quiet: bool,
+    jobs: &Receiver<Job>,
+    pool: &(Mutex<Pool>, Condvar),
+) -> (RunWriter, WriteTotals) {
+    let background = || {
+        if let Err(e) = sdt_sys::set_thread_urgency(None, sdt_sys::Urgency::Background) {
+            log::debug!("writer stays at normal priority: {e}");
+        }
+    };
+    background();
+    let (lock, cond) = pool;
+    lock.lock().unwrap().writer = Some(sdt_sys::current_tid());
+    let mut totals = WriteTotals::default();
+    for job in jobs {
+        let name = job.meta.name.clone();
+        let len = job.bytes();
+        let result = write_one(&mut run, store_root, job, quiet, &mut totals);
+        let mut pool = lock.lock().unwrap();
+        pool.queued -= len;
+        if pool.queued == 0 {
+            background();
+        }
+        match result {
+            Ok(data) => {
+                if pool.free.iter().map(Vec::len).sum::<usize>() + data.len() <= RECYCLE_BUDGET {
+                    pool.free.push(data);
+                }
+            }
+            Err(e) => pool.stopped = Some(format!("could not store {name}: {}", human::error_chain(&e))),
+        }
+        let stop = pool.stopped.is_some();
+        drop(pool);
+        cond.notify_all();
+        if stop {
+            break;
+        }
+    }
+    (run, totals)
+}
+
 fn write_one(
     run: &mut RunWriter,
     store_root: &Path,
@@ -136,18 +233,11 @@ fn write_one(
     quiet: bool,
     totals: &mut WriteTotals,
 ) -> Result<Vec<u8>, sdt_store::Error> {
-    let Job { meta, pages, data, live } = job;
+    let Job { meta, copied, unchanged, data, live } = job;
     let summary = describe(&meta);
     let pause = meta.stats.pause_ns;
     let name = meta.name.clone();
-    let page_bytes = PAGE_SIZE as usize;
-    let report = run.write_snapshot(
-        meta,
-        pages
-            .iter()
-            .enumerate()
-            .map(|(i, &addr)| (addr, PageSource::Data(&data[i * page_bytes..(i + 1) * page_bytes]))),
-    )?;
+    let report = run.write_snapshot(meta, page_sources(&copied, &unchanged, &data))?;
     totals.snapshots += 1;
     totals.stored_bytes += report.file_bytes;
     totals.full_bytes += report.full_bytes;
@@ -171,6 +261,41 @@ fn write_one(
         }
     }
     Ok(data)
+}
+
+/// The pages of a capture in address order: each copied page with its bytes from `data`,
+/// each unchanged run as one item.
+fn page_sources<'a>(
+    copied: &'a [PageRun],
+    unchanged: &'a [PageRun],
+    data: &'a [u8],
+) -> impl Iterator<Item = (u64, PageSource<'a>)> + 'a {
+    let page = PAGE_SIZE as usize;
+    let mut offset = 0;
+    let copied = copied.iter().flat_map(move |run| {
+        let start = offset;
+        offset += run.pages as usize * page;
+        (0..run.pages as usize).map(move |i| {
+            let at = start + i * page;
+            (run.addr + (i * page) as u64, PageSource::Data(&data[at..at + page]))
+        })
+    });
+    let unchanged = unchanged.iter().map(|run| (run.addr, PageSource::Unchanged(run.pages)));
+    merge_by_address(copied, unchanged)
+}
+
+/// Merges two address-ordered sequences into one.
+fn merge_by_address<'a>(
+    a: impl Iterator<Item = (u64, PageSource<'a>)>,
+    b: impl Iterator<Item = (u64, PageSource<'a>)>,
+) -> impl Iterator<Item = (u64, PageSource<'a>)> {
+    let (mut a, mut b) = (a.peekable(), b.peekable());
+    std::iter::from_fn(move || match (a.peek(), b.peek()) {
+        (Some(x), Some(y)) if x.0 <= y.0 => a.next(),
+        (Some(_), Some(_)) => b.next(),
+        (Some(_), None) => a.next(),
+        (None, _) => b.next(),
+    })
 }
 
 /// `breakpoint 1/2/10 hit 3 on thread 1234` or `timer`.

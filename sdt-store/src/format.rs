@@ -72,7 +72,7 @@ pub(crate) const MAX_BLOCK_PAGES: u32 = 64;
 /// this many times its own length.
 pub(crate) const MAX_ZSTD_RATIO: u64 = 32 * 1024;
 /// zstd level for blocks, index and metadata.
-pub(crate) const ZSTD_LEVEL: i32 = 3;
+pub(crate) const ZSTD_LEVEL: i32 = 1;
 
 /// Why a snapshot file cannot be read, before the caller names the snapshot.
 #[derive(Debug, PartialEq, Eq)]

@@ -149,9 +149,7 @@ pub const GPREG_NAMES: [&str; 27] = [
 impl ThreadState {
     /// A general register by its `user_regs_struct` name (`"rip"`, `"fs_base"`, …).
     pub fn reg(&self, name: &str) -> Option<u64> {
-        let i = GPREG_NAMES.iter().position(|&n| n == name)?;
-        let bytes = self.gpregs.get(i * 8..i * 8 + 8)?;
-        Some(u64::from_le_bytes(bytes.try_into().ok()?))
+        gpreg(&self.gpregs, name)
     }
 
     /// The instruction pointer.
@@ -163,6 +161,24 @@ impl ThreadState {
     pub fn sp(&self) -> u64 {
         self.reg("rsp").unwrap_or(0)
     }
+}
+
+/// A register by name from a `user_regs_struct` as bytes; `None` for an unknown name or
+/// short bytes.
+pub fn gpreg(gpregs: &[u8], name: &str) -> Option<u64> {
+    let i = GPREG_NAMES.iter().position(|&n| n == name)?;
+    let bytes = gpregs.get(i * 8..i * 8 + 8)?;
+    Some(u64::from_le_bytes(bytes.try_into().ok()?))
+}
+
+/// Sets a register by name in a `user_regs_struct` as bytes.
+///
+/// # Panics
+///
+/// On a name not in [`GPREG_NAMES`] or bytes shorter than [`GPREGS_SIZE`]: a caller bug.
+pub fn set_gpreg(gpregs: &mut [u8], name: &str, value: u64) {
+    let i = GPREG_NAMES.iter().position(|&n| n == name).unwrap_or_else(|| panic!("no register {name}"));
+    gpregs[i * 8..i * 8 + 8].copy_from_slice(&value.to_le_bytes());
 }
 
 /// One line of `/proc/PID/maps`, and how its pages are kept.
@@ -289,7 +305,8 @@ pub struct FileRef {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct CaptureStats {
-    /// How changed pages were found: `"full-copy"` (every page read, compared by hash).
+    /// How changed pages were found: `"uffd-wp"` (written pages tracked by the kernel, only
+    /// those copied) or `"page-hash"` (every resident page copied, compared by hash).
     pub mode: String,
     /// Trigger to the last thread resumed, in nanoseconds.
     pub pause_ns: u64,
@@ -303,6 +320,10 @@ pub struct CaptureStats {
     pub full_bytes: u64,
     /// Nanoseconds the capture waited for the writer before it could start.
     pub wait_ns: u64,
+    /// Bytes copied from the program while it was stopped.
+    pub copied_bytes: u64,
+    /// Nanoseconds that copy took.
+    pub copy_ns: u64,
 }
 
 /// Serde helper: `Vec<u8>` as a lowercase hex string.

@@ -28,9 +28,10 @@ const BLOCK_PAGES: usize = MAX_BLOCK_PAGES as usize;
 pub enum PageSource<'a> {
     /// The page's bytes as captured (exactly `PAGE_SIZE` of them).
     Data(&'a [u8]),
-    /// The page is known to be the same as in the previous snapshot (dirty tracking said
-    /// it was not written); the writer reuses the previous snapshot's entry.
-    Unchanged,
+    /// This page and the next `n - 1` are known to be as in the previous snapshot (dirty
+    /// tracking said they were not written); the writer reuses the previous snapshot's
+    /// entries for them, if it had any.
+    Unchanged(u64),
 }
 
 /// What writing one snapshot added.
@@ -216,17 +217,23 @@ impl RunWriter {
                     "page {addr:#x} comes after page {last:#x}: pages must ascend without repeats"
                 )));
             }
-            last_addr = Some(addr);
             let page = addr / PAGE_SIZE;
             while prev.next_if(|e| e.page < page).is_some() {}
-            let before = prev.next_if(|e| e.page == page);
             let bytes = match source {
-                PageSource::Unchanged => {
-                    entries.extend(before.copied());
+                PageSource::Unchanged(count) => {
+                    let end = page.checked_add(count).filter(|_| count > 0).ok_or_else(|| {
+                        Error::BadInput(format!("unchanged run of {count} pages at {addr:#x}"))
+                    })?;
+                    while let Some(e) = prev.next_if(|e| e.page < end) {
+                        entries.push(*e);
+                    }
+                    last_addr = Some((end - 1) * PAGE_SIZE);
                     continue;
                 }
                 PageSource::Data(bytes) => bytes,
             };
+            last_addr = Some(addr);
+            let before = prev.next_if(|e| e.page == page);
             if bytes.len() as u64 != PAGE_SIZE {
                 return Err(Error::BadInput(format!(
                     "page {addr:#x} has {} bytes, expected {PAGE_SIZE}",

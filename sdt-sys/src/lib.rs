@@ -12,7 +12,8 @@
 //! [`wait`] (ptrace stops and exits, decoded without losing real-time signals),
 //! [`memory`] (`process_vm_readv`/`writev`), [`pagemap`] (`/proc/PID/pagemap`),
 //! [`events`] (signalfd + timerfd + poll for the tracer's loop), [`spawn`] (launch a program
-//! already seized by the caller).
+//! already seized by the caller), [`uffd`] (userfaultfd write-protect, pidfds), with the
+//! kernel definitions Debian's headers lack in [`uapi`].
 //!
 //! # Design constraints
 //!
@@ -38,6 +39,8 @@ pub mod memory;
 pub mod pagemap;
 pub mod ptrace;
 pub mod spawn;
+pub mod uapi;
+pub mod uffd;
 pub mod wait;
 
 use std::fmt;
@@ -114,6 +117,52 @@ pub fn kill_process(pid: Tid, signal: i32) -> Result<()> {
     // SAFETY: kill has no memory-safety preconditions.
     let rc = unsafe { libc::kill(pid.raw(), signal) };
     if rc == 0 { Ok(()) } else { Err(Error::last("kill", pid.raw())) }
+}
+
+/// How urgently the calling thread runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Urgency {
+    /// `SCHED_IDLE`: only on CPU time nothing else wants (anyone may ask for it).
+    Background,
+    /// `SCHED_OTHER`: shares the CPUs with everything else.
+    Normal,
+    /// `SCHED_FIFO` priority 1: runs as soon as it wakes, ahead of every normal thread
+    /// (needs `CAP_SYS_NICE`). Threads and processes it creates start as normal ones
+    /// (`SCHED_RESET_ON_FORK`).
+    Immediate,
+}
+
+/// `sched_setscheduler(tid, policy, …)`: how urgently thread `tid` of this process runs
+/// (`None`: the calling thread).
+#[doc(alias = "sched_setscheduler")]
+pub fn set_thread_urgency(tid: Option<Tid>, urgency: Urgency) -> Result<()> {
+    let (policy, priority) = match urgency {
+        Urgency::Background => (libc::SCHED_IDLE, 0),
+        Urgency::Normal => (libc::SCHED_OTHER, 0),
+        Urgency::Immediate => (libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, 1),
+    };
+    let param = libc::sched_param { sched_priority: priority };
+    #[allow(unsafe_code)]
+    // SAFETY: `param` is a valid sched_param; pid 0 is the calling thread.
+    let rc = unsafe { libc::sched_setscheduler(tid.map_or(0, Tid::raw), policy, &param) };
+    if rc == 0 { Ok(()) } else { Err(Error::last("sched_setscheduler", tid.map_or(0, Tid::raw))) }
+}
+
+/// `gettid()`: the calling thread's id.
+pub fn current_tid() -> Tid {
+    #[allow(unsafe_code)]
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() };
+    Tid::new(tid).expect("gettid returns a positive id")
+}
+
+/// `tgkill(pid, tid, sig)`: sends a signal to one thread of a process.
+#[doc(alias = "tgkill")]
+pub fn kill_thread(pid: Tid, tid: Tid, signal: i32) -> Result<()> {
+    #[allow(unsafe_code)]
+    // SAFETY: tgkill has no memory-safety preconditions.
+    let rc = unsafe { libc::syscall(libc::SYS_tgkill, pid.raw(), tid.raw(), signal) };
+    if rc == 0 { Ok(()) } else { Err(Error::last("tgkill", tid.raw())) }
 }
 
 /// `clock_gettime(CLOCK_MONOTONIC)` in nanoseconds: the clock the target's library stamps

@@ -1,8 +1,13 @@
 //! `/proc/PID/pagemap`: which pages of a process are present, swapped, or file pages.
 
 use std::fs::File;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 
+use crate::uapi::{
+    PAGE_IS_FILE, PAGE_IS_PRESENT, PAGE_IS_SWAPPED, PAGE_IS_WRITTEN, PAGEMAP_SCAN, PM_SCAN_CHECK_WPASYNC,
+    PM_SCAN_WP_MATCHING, PageRegion, PmScanArg,
+};
 use crate::{Error, Result, Tid};
 
 /// Page is present in RAM.
@@ -45,6 +50,107 @@ impl Pagemap {
         })?;
         for entry in out.iter_mut() {
             *entry = u64::from_le(*entry);
+        }
+        Ok(())
+    }
+}
+
+/// What a [`Pagemap::scan`] asks for: `PAGE_IS_*` categories and `PM_SCAN_*` flags.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ScanQuery {
+    /// `PM_SCAN_*` flags.
+    pub flags: u64,
+    /// Pages must have every one of these.
+    pub all_of: u64,
+    /// Pages must have at least one of these (0: no condition).
+    pub any_of: u64,
+    /// Categories that count as present when clear.
+    pub inverted: u64,
+    /// Categories to report in each region.
+    pub report: u64,
+}
+
+impl ScanQuery {
+    /// Pages written since they were last write-protected, protected again in the same
+    /// pass; fails with `EPERM` on a mapping not registered for async write-protect.
+    pub const TAKE_WRITTEN: ScanQuery = ScanQuery {
+        flags: PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC,
+        all_of: PAGE_IS_WRITTEN,
+        any_of: 0,
+        inverted: 0,
+        report: PAGE_IS_WRITTEN,
+    };
+
+    /// Pages present or swapped out, reporting which are file pages.
+    pub const RESIDENT: ScanQuery = ScanQuery {
+        flags: 0,
+        all_of: 0,
+        any_of: PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
+        inverted: 0,
+        report: PAGE_IS_PRESENT | PAGE_IS_SWAPPED | PAGE_IS_FILE,
+    };
+}
+
+impl Pagemap {
+    /// `ioctl(PAGEMAP_SCAN)`: appends to `out` the regions of `[start, end)` that match
+    /// `query`, merged where neighbours share their reported categories. With
+    /// [`ScanQuery::TAKE_WRITTEN`], pages dropped since (`MADV_DONTNEED`) count as
+    /// written. Fails with `ENOTTY` before Linux 6.7.
+    ///
+    /// `regions` is scratch space; its capacity bounds the regions one call returns.
+    #[doc(alias = "PAGEMAP_SCAN")]
+    pub fn scan(
+        &self,
+        start: u64,
+        end: u64,
+        query: ScanQuery,
+        regions: &mut Vec<PageRegion>,
+        out: &mut Vec<PageRegion>,
+    ) -> Result<()> {
+        if regions.capacity() == 0 {
+            regions.reserve(4096);
+        }
+        let mut from = start;
+        while from < end {
+            regions.clear();
+            let mut arg = PmScanArg {
+                size: size_of::<PmScanArg>() as u64,
+                flags: query.flags,
+                start: from,
+                end,
+                vec: regions.as_mut_ptr() as u64,
+                vec_len: regions.capacity() as u64,
+                category_inverted: query.inverted,
+                category_mask: query.all_of,
+                category_anyof_mask: query.any_of,
+                return_mask: query.report,
+                ..PmScanArg::default()
+            };
+            #[allow(unsafe_code)]
+            // SAFETY: `arg` is a valid pm_scan_arg and `vec` points to `vec_len` writable
+            // page_regions (the Vec's spare capacity); the kernel writes at most that many.
+            let n = unsafe { libc::ioctl(self.file.as_raw_fd(), PAGEMAP_SCAN as _, &raw mut arg) };
+            if n < 0 {
+                return Err(Error::last("PAGEMAP_SCAN", self.pid.raw()));
+            }
+            #[allow(unsafe_code)]
+            // SAFETY: the kernel initialised the first `n` regions.
+            unsafe {
+                regions.set_len(n as usize)
+            };
+            for r in regions.iter() {
+                match out.last_mut() {
+                    Some(last) if last.end == r.start && last.categories == r.categories => last.end = r.end,
+                    _ => out.push(*r),
+                }
+            }
+            // The walk can stop short of `end` after reporting (and protecting) pages
+            // beyond `walk_end`: go on after whichever reaches further.
+            let reached = regions.last().map_or(arg.walk_end, |r| r.end.max(arg.walk_end));
+            if reached <= from {
+                break;
+            }
+            from = reached;
         }
         Ok(())
     }

@@ -2,8 +2,9 @@
 //!
 //! # Safety
 //!
-//! Every request passes either no pointer or a pointer to a local buffer whose length the
-//! kernel is told (`iovec` for register sets), so the kernel never writes past it.
+//! Every request passes either no pointer or a pointer to a buffer whose length the
+//! kernel is told (`iovec` for register sets), so the kernel never reads or writes past
+//! it.
 
 #![allow(unsafe_code)]
 
@@ -117,6 +118,20 @@ pub fn get_regset(tid: Tid, kind: Regset, buf: &mut [u8]) -> Result<usize> {
     let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
     request("PTRACE_GETREGSET", libc::PTRACE_GETREGSET, tid, kind as usize, &raw mut iov as usize)?;
     Ok(iov.iov_len)
+}
+
+/// `ptrace(PTRACE_SETREGSET, tid, kind, iov)`: replaces a register set.
+#[doc(alias = "PTRACE_SETREGSET")]
+pub fn set_regset(tid: Tid, kind: Regset, regs: &[u8]) -> Result<()> {
+    let mut iov = libc::iovec { iov_base: regs.as_ptr() as *mut libc::c_void, iov_len: regs.len() };
+    request("PTRACE_SETREGSET", libc::PTRACE_SETREGSET, tid, kind as usize, &raw mut iov as usize).map(drop)
+}
+
+/// `ptrace(PTRACE_SINGLESTEP, tid, 0, 0)`: runs one instruction, then stops with
+/// `SIGTRAP`.
+#[doc(alias = "PTRACE_SINGLESTEP")]
+pub fn single_step(tid: Tid) -> Result<()> {
+    request("PTRACE_SINGLESTEP", libc::PTRACE_SINGLESTEP, tid, 0, 0).map(drop)
 }
 
 /// `ptrace(PTRACE_GETSIGMASK, tid, 8, &mask)`: the thread's blocked signals, bit `n-1`

@@ -73,12 +73,29 @@ pub struct RunOpt {
     /// Compare every stored snapshot with the live process's memory (slow).
     #[arg(long)]
     pub verify: bool,
+    /// Memory for captures waiting to be written, in MiB; when it is full, the next
+    /// capture waits for the writer.
+    #[arg(long, value_name = "MB", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
+    pub queue_mb: u64,
+    /// How changed pages are found: `uffd-wp` (the kernel tracks writes; Linux 6.7),
+    /// `page-hash` (copy every resident page, compare hashes), or `auto` (the first that
+    /// works).
+    #[arg(long, value_enum, default_value_t = TrackingArg::Auto)]
+    pub tracking: TrackingArg,
     /// No line per snapshot, no summary.
     #[arg(long, short)]
     pub quiet: bool,
     /// The program and its arguments.
     #[arg(trailing_var_arg = true, required = true, value_name = "PROG ARGS")]
     pub command: Vec<String>,
+}
+
+/// `--tracking` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum TrackingArg {
+    Auto,
+    UffdWp,
+    PageHash,
 }
 
 #[derive(Debug, Args)]

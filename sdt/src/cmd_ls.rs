@@ -46,8 +46,8 @@ pub fn ls(opt: LsOpt) -> Result<()> {
         return Ok(());
     }
     println!(
-        "{:<6} {:<14} {:>4} {:<20} {:>7} {:>9} {:>4} {:>9} {:>15} {:>10}",
-        "NAME", "TRIGGER", "HIT", "ATTRS", "TID", "TIME", "THR", "PAUSE", "PAGES STORED", "BYTES"
+        "{:<6} {:<14} {:>4} {:<20} {:>7} {:>9} {:>4} {:>9} {:>9} {:>15} {:>10}",
+        "NAME", "TRIGGER", "HIT", "ATTRS", "TID", "TIME", "THR", "PAUSE", "WAIT", "PAGES STORED", "BYTES"
     );
     for row in &rows {
         match row {
@@ -58,8 +58,12 @@ pub fn ls(opt: LsOpt) -> Result<()> {
                     }
                     Trigger::Timer => ("timer".into(), "-".into(), "-".into(), "-".into()),
                 };
+                let wait = match meta.stats.wait_ns {
+                    0 => "-".to_owned(),
+                    ns => human::duration_ns(ns),
+                };
                 println!(
-                    "{:<6} {:<14} {:>4} {:<20} {:>7} {:>9} {:>4} {:>9} {:>15} {:>10}",
+                    "{:<6} {:<14} {:>4} {:<20} {:>7} {:>9} {:>4} {:>9} {:>9} {:>15} {:>10}",
                     meta.name,
                     trigger,
                     hit,
@@ -68,6 +72,7 @@ pub fn ls(opt: LsOpt) -> Result<()> {
                     format!("+{:.3}s", meta.time.since_start_ns as f64 / 1e9),
                     meta.threads.len(),
                     human::duration_ns(meta.stats.pause_ns),
+                    wait,
                     format!("{}/{}", meta.stats.pages_stored, meta.stats.pages),
                     human::bytes(*file_bytes),
                 );
@@ -103,6 +108,8 @@ fn row_json(row: &Row) -> Value {
                 "pause_us": meta.stats.pause_ns / 1000,
                 "deviation_us": meta.stats.deviation_ns / 1000,
                 "wait_us": meta.stats.wait_ns / 1000,
+                "copied_bytes": meta.stats.copied_bytes,
+                "copy_us": meta.stats.copy_ns / 1000,
                 "mode": meta.stats.mode,
             });
             let trigger = match &meta.trigger {
@@ -121,14 +128,33 @@ fn row_json(row: &Row) -> Value {
     }
 }
 
-/// `run 3: ./prog 4 — exited 0, 10 snapshots, stored 1.2 MiB of 40.0 MiB`.
+/// `run 3: ./prog 4 — exited 0, 10 snapshots, stored 1.2 MiB (full 40.0 MiB), uffd-wp`.
 fn run_line(info: &RunInfo, rows: &[Row]) -> String {
-    let (stored, full) = rows.iter().fold((0, 0), |(s, f), row| match row {
-        Row::Ok { meta, file_bytes } => (s + file_bytes, f + meta.stats.full_bytes),
-        Row::Broken { .. } => (s, f),
-    });
+    let metas: Vec<&SnapshotMeta> = rows
+        .iter()
+        .filter_map(|row| match row {
+            Row::Ok { meta, .. } => Some(&**meta),
+            Row::Broken { .. } => None,
+        })
+        .collect();
+    let stored: u64 =
+        rows.iter().map(|row| if let Row::Ok { file_bytes, .. } = row { *file_bytes } else { 0 }).sum();
+    let full: u64 = metas.iter().map(|m| m.stats.full_bytes).sum();
+    let mut modes: Vec<&str> = metas.iter().map(|m| m.stats.mode.as_str()).collect();
+    modes.dedup();
+    let waited = metas.iter().filter(|m| m.stats.wait_ns > 0).count();
+    let mut notes = String::new();
+    if !modes.is_empty() {
+        notes.push_str(&format!(", {}", modes.join("+")));
+    }
+    if waited > 0 {
+        notes.push_str(&format!(
+            ", {waited} capture{} waited for the writer (see sdt run --queue-mb)",
+            if waited == 1 { "" } else { "s" }
+        ));
+    }
     format!(
-        "run {}: {} — {}, {} snapshot{}, stored {} (full {})",
+        "run {}: {} — {}, {} snapshot{}, stored {} (full {}){notes}",
         info.id,
         info.command.join(" "),
         status_text(info),

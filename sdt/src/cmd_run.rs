@@ -3,9 +3,9 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
-use sdt_daemon::{CaptureConfig, ProgramExit, RunOptions, human};
+use sdt_daemon::{CaptureConfig, ProgramExit, RunOptions, Tracking, human};
 
-use crate::cli::RunOpt;
+use crate::cli::{RunOpt, TrackingArg};
 
 pub fn run(opt: RunOpt) -> Result<ExitCode> {
     let mut config = match &opt.config {
@@ -21,6 +21,12 @@ pub fn run(opt: RunOpt) -> Result<ExitCode> {
         config,
         verify: opt.verify,
         quiet: opt.quiet,
+        queue_bytes: (opt.queue_mb as usize) << 20,
+        tracking: match opt.tracking {
+            TrackingArg::Auto => Tracking::Auto,
+            TrackingArg::UffdWp => Tracking::UffdWp,
+            TrackingArg::PageHash => Tracking::PageHash,
+        },
     })?;
     for problem in &outcome.problems {
         eprintln!("sdt: warning: {problem}");

@@ -52,7 +52,11 @@ fn init_logging() {
     } else {
         builder.format(|out, record| {
             use std::io::Write;
-            writeln!(out, "sdt: {}: {}", record.level().as_str().to_lowercase(), record.args())
+            let level = match record.level() {
+                log::Level::Warn => "warning".to_owned(),
+                other => other.as_str().to_lowercase(),
+            };
+            writeln!(out, "sdt: {level}: {}", record.args())
         });
     }
     builder.init();

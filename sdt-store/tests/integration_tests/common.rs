@@ -84,7 +84,7 @@ pub fn sources<'a>(current: &'a BTreeMap<u64, Vec<u8>>, unchanged: &[u64]) -> Ve
         .iter()
         .map(|(&addr, bytes)| {
             let source =
-                if unchanged.contains(&addr) { PageSource::Unchanged } else { PageSource::Data(bytes) };
+                if unchanged.contains(&addr) { PageSource::Unchanged(1) } else { PageSource::Data(bytes) };
             (addr, source)
         })
         .collect()

@@ -104,9 +104,13 @@ fn writer_misuse_is_bad_input_and_changes_nothing() {
     let e = writer.write_snapshot(meta(0, maps.clone()), []).unwrap_err();
     assert_eq!(e.to_string(), "store writer misuse: snapshot S0 has seq 0, expected 1");
     // A late bad page fails the snapshot without touching the writer's state.
-    let late = [(0x2000, PageSource::Unchanged), (0x1000, PageSource::Unchanged)];
+    let empty_run = [(0x1000, PageSource::Unchanged(0))];
+    assert!(matches!(writer.write_snapshot(meta(1, maps.clone()), empty_run), Err(Error::BadInput(_))));
+    let overlapping = [(0x1000, PageSource::Unchanged(2)), (0x2000, PageSource::Unchanged(1))];
+    assert!(matches!(writer.write_snapshot(meta(1, maps.clone()), overlapping), Err(Error::BadInput(_))));
+    let late = [(0x2000, PageSource::Unchanged(1)), (0x1000, PageSource::Unchanged(1))];
     assert!(matches!(writer.write_snapshot(meta(1, maps.clone()), late), Err(Error::BadInput(_))));
-    let r = writer.write_snapshot(meta(1, maps.clone()), [(0x2000, PageSource::Unchanged)]).unwrap();
+    let r = writer.write_snapshot(meta(1, maps.clone()), [(0x2000, PageSource::Unchanged(1))]).unwrap();
     assert_eq!((r.pages, r.pages_stored), (1, 0));
     let run = store.open_run(&writer.id()).unwrap();
     assert_eq!(run.snapshots().unwrap().len(), 2);

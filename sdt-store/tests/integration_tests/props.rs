@@ -77,13 +77,16 @@ proptest! {
                 now[i] = bytes.clone();
                 given[i] = Some(Some(bytes));
             }
-            let pages = given.iter().enumerate().filter_map(|(i, g)| {
-                let source = match g.as_ref()? {
-                    None => PageSource::Unchanged,
-                    Some(bytes) => PageSource::Data(bytes),
-                };
-                Some((addr(i), source))
-            });
+            // Neighbouring unchanged pages go as one run, as dirty tracking hands them.
+            let mut pages: Vec<(u64, PageSource)> = Vec::new();
+            for (i, g) in given.iter().enumerate() {
+                match (g, pages.last_mut()) {
+                    (None, _) => {}
+                    (Some(None), Some((start, PageSource::Unchanged(n)))) if *start + *n * 4096 == addr(i) => *n += 1,
+                    (Some(None), _) => pages.push((addr(i), PageSource::Unchanged(1))),
+                    (Some(Some(bytes)), _) => pages.push((addr(i), PageSource::Data(bytes))),
+                }
+            }
             let r = writer.write_snapshot(meta(seq as u32, maps.clone()), pages).unwrap();
             let with_content = now.iter().filter(|p| **p != zero).count() as u64;
             prop_assert_eq!(r.pages_stored, stored, "S{}", seq);

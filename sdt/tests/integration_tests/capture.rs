@@ -123,7 +123,9 @@ fn max_snapshots_stops_capturing_and_the_program_runs_on() {
 fn stored_memory_equals_live_memory_through_thread_churn() {
     let sdt = Sdt::new();
     let prog = program("churn");
-    let out = sdt.ok(&["run", "--verify", "--", prog.to_str().unwrap(), "20"]);
+    // Each verified capture copies the whole address space twice: 40 of them suffice.
+    let cfg = config(&sdt, "max_snapshots = 40\n");
+    let out = sdt.ok(&["run", "--verify", "-c", &cfg, "--", prog.to_str().unwrap(), "20"]);
     let err = stderr(&out);
     let snaps = sdt.snapshots();
     assert!(!snaps.is_empty(), "{}", describe(&out));
@@ -153,7 +155,7 @@ fn incremental_snapshots_store_only_changes() {
             int(snap, "pause_us").unwrap() > 0
                 && int(snap, "deviation_us").unwrap() <= int(snap, "pause_us").unwrap()
         );
-        assert_eq!(snap["mode"], "full-copy");
+        assert!(snap["mode"] == "uffd-wp" || snap["mode"] == "page-hash", "{snap}");
         assert!(snap["time"].as_str().unwrap().ends_with('Z'));
     }
 }

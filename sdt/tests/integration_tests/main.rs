@@ -9,3 +9,4 @@ mod capture;
 mod damage;
 mod errors;
 mod gdb;
+mod tracking;

@@ -1,0 +1,94 @@
+//! Dirty-page tracking: userfaultfd write-protect in async mode plus `PAGEMAP_SCAN`.
+//!
+//! ```text
+//!  first capture of a mapping          every later capture
+//!  ───────────────────────────         ──────────────────────────────────────────────
+//!  UFFDIO_REGISTER (WP)                PAGEMAP_SCAN(WRITTEN, WP_MATCHING): the pages
+//!  UFFDIO_WRITEPROTECT whole range     written since the last scan, protected again
+//!  copy every resident page            copy those; every other page is unchanged
+//! ```
+//!
+//! The kernel clears a page's write-protect bit on the first write after a scan, itself,
+//! without a fault message (async mode: about half a microsecond per page), so the
+//! program never waits for SDT between captures. A page dropped with `MADV_DONTNEED`
+//! counts as written. A mapping the scan refuses (`EPERM`: created, moved or replaced
+//! since the last capture) is registered and read whole, once.
+//!
+//! The userfaultfd must belong to the target: one thread of the frozen target runs an
+//! injected `userfaultfd(2)`, SDT takes the descriptor with `pidfd_getfd(2)` and closes
+//! the target's copy with an injected `close(2)`, so the program's descriptor table is
+//! as it was.
+
+use sdt_sys::Tid;
+use sdt_sys::memory;
+use sdt_sys::pagemap::{Pagemap, ScanQuery};
+use sdt_sys::uapi::UFFD_USER_MODE_ONLY;
+use sdt_sys::uffd::{self, Userfaultfd};
+
+use crate::procfs;
+use crate::ptrace::Tracer;
+
+/// How a run finds the pages that changed since the previous snapshot.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Tracking {
+    /// userfaultfd write-protect where the kernel has it (Linux 6.7), else page hashes.
+    #[default]
+    Auto,
+    /// userfaultfd write-protect, or fail.
+    UffdWp,
+    /// Copy every resident page at every capture and compare page hashes afterwards.
+    PageHash,
+}
+
+impl Tracking {
+    /// The name `sdt ls` and `sdt show` use for a snapshot's mode.
+    pub fn mode_name(tracked: bool) -> &'static str {
+        if tracked { "uffd-wp" } else { "page-hash" }
+    }
+}
+
+/// Sets tracking up on a frozen target through its held thread `via`. `Err` says why the
+/// kernel or the target cannot have it.
+pub(crate) fn start(
+    tracer: &mut Tracer,
+    pid: Tid,
+    via: Tid,
+    pagemap: &Pagemap,
+) -> Result<Userfaultfd, String> {
+    let maps = procfs::parse_maps(&procfs::read_text(via, "maps").map_err(|e| format!("reading maps: {e}"))?);
+    let vdso = maps.iter().find(|m| m.path == "[vdso]").ok_or("the program has no vDSO")?;
+    // PAGEMAP_SCAN came with async write-protect; a kernel without it fails here.
+    pagemap.scan(vdso.start, vdso.end, ScanQuery::RESIDENT, &mut Vec::new(), &mut Vec::new()).map_err(
+        |e| format!("the kernel lacks PAGEMAP_SCAN (Linux 6.7): {}", crate::human::error_chain(&e)),
+    )?;
+    let syscall_at = find_syscall(via, vdso.start, vdso.end).ok_or("no syscall instruction in the vDSO")?;
+
+    let flags = (libc::O_CLOEXEC | libc::O_NONBLOCK | UFFD_USER_MODE_ONLY) as u64;
+    let fd = tracer
+        .inject_syscall(via, syscall_at, libc::SYS_userfaultfd as u64, &[flags])
+        .map_err(|e| crate::human::error_chain(&e))?;
+    if fd < 0 {
+        return Err(format!(
+            "userfaultfd(2) in the program failed: {}",
+            std::io::Error::from_raw_os_error(-fd as i32)
+        ));
+    }
+    let taken = uffd::pidfd_open(pid).and_then(|pidfd| uffd::pidfd_getfd(&pidfd, pid, fd as i32));
+    // The program's descriptor table goes back to what it was, whatever happened above.
+    match tracer.inject_syscall(via, syscall_at, libc::SYS_close as u64, &[fd as u64]) {
+        Ok(0) => {}
+        Ok(rc) => log::warn!("closing the program's copy of the userfaultfd (fd {fd}) failed: errno {}", -rc),
+        Err(e) => return Err(crate::human::error_chain(&e)),
+    }
+    let taken = taken.map_err(|e| crate::human::error_chain(&e))?;
+    Userfaultfd::enable_wp_async(taken).map_err(|e| {
+        format!("the kernel lacks async write-protect (Linux 6.7): {}", crate::human::error_chain(&e))
+    })
+}
+
+/// Address of a `syscall` instruction (`0f 05`) in the vDSO.
+fn find_syscall(via: Tid, start: u64, end: u64) -> Option<u64> {
+    let mut bytes = vec![0u8; (end - start) as usize];
+    memory::read_exact(via, start, &mut bytes).ok()?;
+    bytes.windows(2).position(|w| w == [0x0f, 0x05]).map(|i| start + i as u64)
+}

@@ -1,0 +1,109 @@
+//! Dirty-page tracking: what it captures equals a full copy, it copies only what was
+//! written, and without userfaultfd SDT falls back to page hashes and says so.
+
+use crate::harness::{Sdt, describe, int, program, stderr, stdout};
+
+/// Runs `mutate` under `--verify` with a tracking mode: every snapshot read back from the
+/// store must equal the whole live memory at the capture, byte for byte.
+fn mutate_verified(tracking: &str) -> Sdt {
+    let sdt = Sdt::new();
+    let prog = program("mutate");
+    let out = sdt.ok(&["run", "--verify", "--tracking", tracking, "--", prog.to_str().unwrap(), "4"]);
+    let err = stderr(&out);
+    let snaps = sdt.snapshots();
+    assert_eq!(snaps.len(), 1 + 4 * 5, "{}", describe(&out));
+    assert_eq!(err.matches("matches the live process").count(), snaps.len(), "{err}");
+    assert!(!err.contains("MISMATCH"), "{err}");
+    assert!(stdout(&out).starts_with("mutate done: 4 rounds"));
+    for s in &snaps {
+        assert_eq!(s["mode"], tracking, "{s}");
+    }
+    sdt
+}
+
+#[test]
+fn tracked_snapshots_equal_a_full_copy_through_every_kind_of_change() {
+    mutate_verified("uffd-wp");
+}
+
+#[test]
+fn page_hash_snapshots_equal_a_full_copy_too() {
+    mutate_verified("page-hash");
+}
+
+/// Bytes copied in the pause for each snapshot after the first.
+fn copied_after_first(sdt: &Sdt) -> Vec<i64> {
+    sdt.snapshots().iter().skip(1).map(|s| int(s, "copied_bytes").unwrap()).collect()
+}
+
+#[test]
+fn tracking_copies_only_the_pages_written() {
+    let heap = 32 << 20;
+    let prog = program("dirty");
+    let tracked = Sdt::new();
+    tracked.ok(&["run", "--tracking", "uffd-wp", "--", prog.to_str().unwrap(), "32", "1", "4"]);
+    let hashed = Sdt::new();
+    hashed.ok(&["run", "--tracking", "page-hash", "--", prog.to_str().unwrap(), "32", "1", "4"]);
+    for copied in copied_after_first(&tracked) {
+        // 1% of the heap, plus stacks, globals and libraries' data.
+        assert!(copied < heap / 50, "uffd-wp copied {copied} bytes for 1% of {heap}");
+    }
+    for copied in copied_after_first(&hashed) {
+        assert!(copied >= heap, "page-hash copies every resident page: {copied}");
+    }
+    // Both store the same: only what changed.
+    let stored = |sdt: &Sdt| {
+        sdt.snapshots().iter().skip(1).map(|s| int(s, "pages_stored").unwrap()).collect::<Vec<_>>()
+    };
+    let (a, b) = (stored(&tracked), stored(&hashed));
+    for (x, y) in a.iter().zip(&b) {
+        assert!((x - y).abs() <= 4, "tracked {a:?} vs hashed {b:?} pages stored");
+    }
+}
+
+#[test]
+fn without_userfaultfd_it_falls_back_to_page_hashes() {
+    let sdt = Sdt::new();
+    let noufd = program("noufd");
+    let prog = program("dirty");
+    let out = sdt.ok(&["run", "--", noufd.to_str().unwrap(), prog.to_str().unwrap(), "4", "10", "3"]);
+    assert!(
+        stderr(&out)
+            .contains("sdt: warning: dirty-page tracking is off (userfaultfd(2) in the program failed"),
+        "{}",
+        describe(&out)
+    );
+    let snaps = sdt.snapshots();
+    assert_eq!(snaps.len(), 3);
+    assert!(snaps.iter().all(|s| s["mode"] == "page-hash"));
+    let show = stdout(&sdt.ok(&["show", "S1"]));
+    assert!(show.contains("page-hash mode"), "{show}");
+
+    let out = sdt.output(&[
+        "run",
+        "--tracking",
+        "uffd-wp",
+        "--",
+        noufd.to_str().unwrap(),
+        prog.to_str().unwrap(),
+        "4",
+        "10",
+        "3",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(stderr(&out).contains("userfaultfd write tracking is unavailable"), "{}", describe(&out));
+}
+
+#[test]
+fn a_full_queue_makes_the_next_capture_wait_and_says_so() {
+    let sdt = Sdt::new();
+    let prog = program("dirty");
+    // 16 MiB of changes per snapshot against a 1 MiB queue: every capture after the
+    // first waits for the writer.
+    sdt.ok(&["run", "--queue-mb", "1", "--", prog.to_str().unwrap(), "16", "100", "4"]);
+    let snaps = sdt.snapshots();
+    assert!(snaps.iter().skip(1).all(|s| int(s, "wait_us").unwrap() > 0), "{snaps:?}");
+    let ls = stdout(&sdt.ok(&["ls"]));
+    assert!(ls.lines().next().unwrap().contains("3 captures waited for the writer"), "{ls}");
+    assert!(ls.lines().nth(1).unwrap().contains("WAIT"), "{ls}");
+}
