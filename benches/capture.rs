@@ -4,8 +4,8 @@
 //! gdb's `gcore` of the same workload in the same run.
 //!
 //! ```sh
-//! scripts/bench                                  # 2/4/8 threads x 4/64/400 MiB x 1/10/100 %
-//! scripts/bench --threads 4 --heap-mb 400 --dirty 1,10 --tracking page-hash
+//! scripts/bench capture                          # 2/4/8 threads x 4/64/400 MiB x 1/10/100 %
+//! scripts/bench capture --threads 4 --heap-mb 400 --dirty 1,10 --tracking page-hash
 //! ```
 //!
 //! Needs `target/release/sdt` and `libsdt.a` (scripts/bench builds them), gcc and gdb.

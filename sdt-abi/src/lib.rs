@@ -38,6 +38,6 @@ pub use filter::{Filter, Site, Span, SpanError};
 pub use glob::glob_match;
 pub use trap::{
     ENV_CAPTURE, ENV_TRACER, PROTOCOL_VERSION, RESULT_DECLINED, RESULT_FILTERED, RESULT_OFF, RESULT_PENDING,
-    STATE_OFF, STATE_ON, STATE_UNINIT, TRAP_MAGIC, TRAP_RECORD_SIZE, TrapRecord,
+    STATE_OFF, STATE_ON, STATE_UNINIT, TRAP_MAGIC, TRAP_RECORD_SIZE, TrapRecord, level_may_pass, state_for,
 };
 pub use wire::WireError;

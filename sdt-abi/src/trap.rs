@@ -27,8 +27,28 @@ pub const ENV_CAPTURE: &str = "SDT_CAPTURE";
 pub const STATE_OFF: i32 = 0;
 /// Library state word: not yet looked at the environment; the next breakpoint does.
 pub const STATE_UNINIT: i32 = 1;
-/// Library state word: running under `sdt run`; breakpoints are checked against the filter.
+/// Library state word, at least this: running under `sdt run`; breakpoints are checked
+/// against the filter. The word is `STATE_ON + max_level` (`i32::MAX` without a
+/// `max_level`), so that `SetBreakpoint` drops too-deep breakpoints inline, without a
+/// call: see [`state_for`].
 pub const STATE_ON: i32 = 2;
+
+/// The state word for a session whose filter has `max_level`: deeper breakpoints are
+/// filtered where `SetBreakpoint` is inlined. A negative `max_level` is left to the full
+/// check.
+pub fn state_for(max_level: Option<i32>) -> i32 {
+    match max_level {
+        Some(level) => STATE_ON.saturating_add(level.max(0)),
+        None => i32::MAX,
+    }
+}
+
+/// Whether a breakpoint at `level` gets past the inline check of state word `state`
+/// (which must be at least [`STATE_ON`]).
+#[inline(always)]
+pub fn level_may_pass(state: i32, level: i32) -> bool {
+    level <= state - STATE_ON
+}
 
 /// Breakpoint result: the program is not running under `sdt run`.
 pub const RESULT_OFF: i64 = -1;

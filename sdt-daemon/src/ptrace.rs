@@ -242,7 +242,10 @@ impl Freezer for Tracer {
         if self.threads.get(&pid).is_some_and(|t| t.exiting && !t.stopped) {
             wait_until_zombie(pid);
         }
-        let must_stop = |(&tid, t): (&Tid, &Thread)| !t.stopped && !(t.exiting && tid == pid);
+        let must_stop = |(&tid, t): (&Tid, &Thread)| {
+            let zombie_leader = t.exiting && tid == pid;
+            !t.stopped && !zombie_leader
+        };
         for (&tid, thread) in &self.threads {
             if must_stop((&tid, thread)) && !thread.exiting {
                 match ptrace::interrupt(tid) {

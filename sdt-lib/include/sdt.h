@@ -11,7 +11,8 @@
  *
  * Run the program under `sdt run -- ./prog`: every breakpoint that passes the capture
  * config stops all of the program's threads while a snapshot is taken. Run it on its own
- * and SetBreakpoint costs one load and one predictable branch.
+ * and SetBreakpoint costs one load and one predictable branch. Build with -DSDT_DISABLE
+ * and it costs nothing and needs no library.
  *
  * Arguments:
  *   level          depth of detail; the config's max_level cuts deeper breakpoints
@@ -27,7 +28,8 @@
  * Return values of SetBreakpoint() and sdt_breakpoint():
  *   n >= 0          snapshot S<n> was taken here
  *   SDT_OFF         not running under `sdt run`
- *   SDT_FILTERED    the capture config filtered this breakpoint out (no system call made)
+ *   SDT_FILTERED    the capture config filtered this breakpoint out (no system call made;
+ *                   a breakpoint deeper than max_level not even a function call)
  *   SDT_DECLINED    passed the config, but no snapshot was taken (max_snapshots reached,
  *                   or the capture failed; `sdt run` says why)
  *
@@ -57,8 +59,14 @@ extern "C" {
 #define SDT_MUST_CHECK
 #endif
 
-/* 0: off; anything else: look at the breakpoint. Read with a relaxed atomic load. */
+/*
+ * 0: off. 1: not set up yet (the next breakpoint looks at the environment). From
+ * SDT_STATE_ON up: running under `sdt run`, and the config's max_level is
+ * sdt_state - SDT_STATE_ON, so deeper breakpoints are dropped inline. Read with a relaxed
+ * atomic load.
+ */
 extern int sdt_state;
+#define SDT_STATE_ON 2
 
 /*
  * The trap record: what a breaking thread hands to `sdt run`. SetBreakpoint() fills it
@@ -101,14 +109,26 @@ int sdt_breakpoint(int level, int class_, int id, int multiple_mark, const char 
 /* The library's version: MAJOR << 16 | MINOR << 8 | PATCH. */
 SDT_MUST_CHECK unsigned int sdt_version(void);
 
+#ifdef SDT_DISABLE
+/* Compiled out: no reference to the library at all. */
+static inline int SetBreakpoint(int level, int class_, int id, int multiple_mark,
+				const char *attrs)
+{
+	(void)level, (void)class_, (void)id, (void)multiple_mark, (void)attrs;
+	return SDT_OFF;
+}
+#else
 static inline int SetBreakpoint(int level, int class_, int id, int multiple_mark,
 				const char *attrs)
 {
 	struct sdt_trap trap;
 	int armed;
+	int state = __atomic_load_n(&sdt_state, __ATOMIC_RELAXED);
 
-	if (__builtin_expect(__atomic_load_n(&sdt_state, __ATOMIC_RELAXED) == 0, 1))
+	if (__builtin_expect(state == 0, 1))
 		return SDT_OFF;
+	if (state >= SDT_STATE_ON && level > state - SDT_STATE_ON)
+		return SDT_FILTERED;
 	armed = sdt_arm(&trap, level, class_, id, multiple_mark, attrs);
 	if (armed != 0)
 		return armed;
@@ -119,6 +139,7 @@ static inline int SetBreakpoint(int level, int class_, int id, int multiple_mark
 #endif
 	return (int)trap.result;
 }
+#endif /* SDT_DISABLE */
 
 #ifdef __cplusplus
 }

@@ -37,11 +37,12 @@ mod trap;
 use std::ffi::{CStr, c_char, c_int, c_uint};
 use std::sync::atomic::{AtomicI32, Ordering};
 
-use sdt_abi::{RESULT_FILTERED, RESULT_OFF, STATE_OFF, STATE_UNINIT, TrapRecord};
+use sdt_abi::{RESULT_FILTERED, RESULT_OFF, STATE_OFF, STATE_ON, STATE_UNINIT, TrapRecord, level_may_pass};
 
 /// The library's state word (`sdt_state` in `sdt.h`): [`sdt_abi::STATE_OFF`] means every
-/// breakpoint returns at once. Starts as [`sdt_abi::STATE_UNINIT`] so that the first
-/// breakpoint looks at the environment.
+/// breakpoint returns at once; from [`sdt_abi::STATE_ON`] up it also carries the
+/// config's `max_level`. Starts as [`sdt_abi::STATE_UNINIT`] so that the first breakpoint
+/// looks at the environment.
 #[allow(unsafe_code)]
 #[unsafe(no_mangle)]
 #[allow(non_upper_case_globals)]
@@ -89,8 +90,12 @@ macro_rules! breakpoint {
 /// taken, the thread stops here, inlined into the caller.
 #[inline(always)]
 pub fn set_breakpoint(level: i32, class: i32, id: i32, multiple_mark: i32, attrs: &str) -> Outcome {
-    if sdt_state.load(Ordering::Relaxed) == STATE_OFF {
+    let state = sdt_state.load(Ordering::Relaxed);
+    if state == STATE_OFF {
         return Outcome::Off;
+    }
+    if state >= STATE_ON && !level_may_pass(state, level) {
+        return Outcome::Filtered;
     }
     let mut record = TrapRecord::default();
     let result = match session::arm(&mut record, level, class, id, multiple_mark, || attrs.as_bytes()) {

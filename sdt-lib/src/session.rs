@@ -4,7 +4,7 @@ use std::sync::OnceLock;
 use std::sync::atomic::Ordering;
 
 use sdt_abi::{
-    ENV_CAPTURE, ENV_TRACER, Filter, RESULT_FILTERED, RESULT_OFF, STATE_OFF, STATE_ON, Site, TrapRecord,
+    ENV_CAPTURE, ENV_TRACER, Filter, RESULT_FILTERED, RESULT_OFF, STATE_OFF, Site, TrapRecord, state_for,
 };
 
 use crate::{sdt_state, sites, trap};
@@ -21,7 +21,8 @@ fn get() -> Option<&'static Session> {
     SESSION
         .get_or_init(|| {
             let session = start();
-            sdt_state.store(if session.is_some() { STATE_ON } else { STATE_OFF }, Ordering::Release);
+            let state = session.as_ref().map_or(STATE_OFF, |s| state_for(s.filter.max_level));
+            sdt_state.store(state, Ordering::Release);
             session
         })
         .as_ref()

@@ -1,0 +1,125 @@
+//! Overhead benchmark: what SDT costs a program whose breakpoints do not capture.
+//!
+//! The same workload (`workloads/annotated.c`: threads computing, passing a breakpoint
+//! per iteration and about a million per second per thread in the inner loop) built
+//! three ways and timed by itself over repetitions:
+//!
+//! - `compiled out`: `-DSDT_DISABLE`, no trace of SDT (the baseline);
+//! - `built in, run alone`: linked with libsdt, run without `sdt run`;
+//! - `under sdt run, filtered by level`: under `sdt run` with `max_level = 0`, which no
+//!   breakpoint passes (dropped inline in `SetBreakpoint`);
+//! - `under sdt run, filtered by class`: with `classes = [9]` (one call into libsdt per
+//!   breakpoint, no system call).
+//!
+//! ```sh
+//! scripts/bench overhead
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
+}
+
+fn build(out: &Path, name: &str, extra: &[&str]) -> PathBuf {
+    let release = workspace().join("target/release");
+    let exe = out.join(name);
+    let status = Command::new("gcc")
+        .args(["-O2", "-g", "-pthread"])
+        .args(extra)
+        .arg(workspace().join("benches/workloads/annotated.c"))
+        .arg("-I")
+        .arg(workspace().join("sdt-lib/include"))
+        .arg(release.join("libsdt.a"))
+        .args(["-ldl", "-lm", "-o"])
+        .arg(&exe)
+        .status()
+        .expect("gcc");
+    assert!(status.success(), "building the workload failed");
+    exe
+}
+
+/// The workload's own timing line, `run_ms N`.
+fn run_ms(cmd: &mut Command) -> f64 {
+    let out = cmd.output().expect("running the workload");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("run_ms ")?.trim().parse().ok())
+        .expect("the workload prints run_ms")
+}
+
+fn main() {
+    let dir = workspace().join("target/bench-overhead");
+    std::fs::create_dir_all(&dir).unwrap();
+    let sdt = workspace().join("target/release/sdt");
+    assert!(sdt.exists(), "build first: cargo build --release (scripts/bench does)");
+    let plain = build(&dir, "compiled-out", &["-DSDT_DISABLE"]);
+    let built = build(&dir, "built-in", &[]);
+    let by_level = dir.join("filter-by-level.toml");
+    std::fs::write(&by_level, "max_level = 0\n").unwrap();
+    let by_class = dir.join("filter-by-class.toml");
+    std::fs::write(&by_class, "classes = [9]\n").unwrap();
+    let store = dir.join("store");
+    let (threads, iterations, reps) = ("4", "100000", 9);
+
+    let under_sdt = |config: PathBuf| {
+        let (sdt, store, built) = (sdt.clone(), store.clone(), built.clone());
+        Box::new(move || {
+            let mut c = Command::new(&sdt);
+            c.args(["run", "-q", "--store"]).arg(&store).arg("--config").arg(&config).arg("--").arg(&built);
+            c.args([threads, iterations]);
+            c
+        }) as Box<dyn Fn() -> Command>
+    };
+    let variants: [(&str, Box<dyn Fn() -> Command>); 4] = [
+        (
+            "compiled out",
+            Box::new(|| {
+                let mut c = Command::new(&plain);
+                c.args([threads, iterations]);
+                c
+            }),
+        ),
+        (
+            "built in, run alone",
+            Box::new(|| {
+                let mut c = Command::new(&built);
+                c.args([threads, iterations]);
+                c
+            }),
+        ),
+        ("under sdt run, filtered by level", under_sdt(by_level)),
+        ("under sdt run, filtered by class", under_sdt(by_class)),
+    ];
+    // Interleave the variants so that drift in the machine's speed hits all alike.
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
+    for _ in 0..reps {
+        for (i, (_, cmd)) in variants.iter().enumerate() {
+            times[i].push(run_ms(&mut cmd()));
+        }
+    }
+    std::fs::remove_dir_all(&store).ok();
+    let median = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let base = median(&times[0]);
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!(
+        "overhead benchmark: {threads} threads x {iterations} iterations, 65 breakpoints per iteration (one per 64 elements), {reps} runs each (median), {cpus} CPUs"
+    );
+    println!();
+    println!("| variant | median ms | min ms | max ms | vs compiled out |");
+    println!("|---|---|---|---|---|");
+    for ((name, _), t) in variants.iter().zip(&times) {
+        let (lo, hi) = (t.iter().copied().fold(f64::MAX, f64::min), t.iter().copied().fold(0.0, f64::max));
+        println!(
+            "| {name} | {:.1} | {lo:.1} | {hi:.1} | {:+.2}% |",
+            median(t),
+            100.0 * (median(t) / base - 1.0)
+        );
+    }
+}
