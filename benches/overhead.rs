@@ -15,6 +15,7 @@
 //! scripts/bench overhead
 //! ```
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -64,40 +65,29 @@ fn main() {
     let store = dir.join("store");
     let (threads, iterations, reps) = ("4", "100000", 9);
 
-    let under_sdt = |config: PathBuf| {
-        let (sdt, store, built) = (sdt.clone(), store.clone(), built.clone());
-        Box::new(move || {
-            let mut c = Command::new(&sdt);
-            c.args(["run", "-q", "--store"]).arg(&store).arg("--config").arg(&config).arg("--").arg(&built);
-            c.args([threads, iterations]);
-            c
-        }) as Box<dyn Fn() -> Command>
+    let workload = [threads, iterations].map(OsString::from);
+    let under_sdt = |config: &Path| -> Vec<OsString> {
+        let mut args: Vec<OsString> = ["run", "-q", "--store"].map(OsString::from).into();
+        args.push(store.clone().into());
+        args.push("--config".into());
+        args.push(config.into());
+        args.push("--".into());
+        args.push(built.clone().into());
+        args.extend(workload.iter().cloned());
+        args
     };
-    let variants: [(&str, Box<dyn Fn() -> Command>); 4] = [
-        (
-            "compiled out",
-            Box::new(|| {
-                let mut c = Command::new(&plain);
-                c.args([threads, iterations]);
-                c
-            }),
-        ),
-        (
-            "built in, run alone",
-            Box::new(|| {
-                let mut c = Command::new(&built);
-                c.args([threads, iterations]);
-                c
-            }),
-        ),
-        ("under sdt run, filtered by level", under_sdt(by_level)),
-        ("under sdt run, filtered by class", under_sdt(by_class)),
+    // (name, program, arguments)
+    let variants: Vec<(&str, &Path, Vec<OsString>)> = vec![
+        ("compiled out", &plain, workload.to_vec()),
+        ("built in, run alone", &built, workload.to_vec()),
+        ("under sdt run, filtered by level", &sdt, under_sdt(&by_level)),
+        ("under sdt run, filtered by class", &sdt, under_sdt(&by_class)),
     ];
     // Interleave the variants so that drift in the machine's speed hits all alike.
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
     for _ in 0..reps {
-        for (i, (_, cmd)) in variants.iter().enumerate() {
-            times[i].push(run_ms(&mut cmd()));
+        for (i, (_, program, args)) in variants.iter().enumerate() {
+            times[i].push(run_ms(Command::new(program).args(args)));
         }
     }
     std::fs::remove_dir_all(&store).ok();
@@ -114,7 +104,7 @@ fn main() {
     println!();
     println!("| variant | median ms | min ms | max ms | vs compiled out |");
     println!("|---|---|---|---|---|");
-    for ((name, _), t) in variants.iter().zip(&times) {
+    for ((name, _, _), t) in variants.iter().zip(&times) {
         let (lo, hi) = (t.iter().copied().fold(f64::MAX, f64::min), t.iter().copied().fold(0.0, f64::max));
         println!(
             "| {name} | {:.1} | {lo:.1} | {hi:.1} | {:+.2}% |",
