@@ -98,8 +98,14 @@ fn p90(values: &[f64]) -> f64 {
     if v.is_empty() { 0.0 } else { v[((v.len() - 1) as f64 * 0.9).round() as usize] }
 }
 
-/// Seconds gcore takes to dump the workload (filled heap, waiting) and the core's size.
+/// Seconds gcore takes to dump the workload (filled heap, its threads waiting), median of
+/// three, and the core's size.
 fn gcore(exe: &Path, dir: &Path, threads: u32, heap_mb: u32) -> (f64, u64) {
+    let runs: Vec<(f64, u64)> = (0..3).map(|_| gcore_once(exe, dir, threads, heap_mb)).collect();
+    (median(&runs.iter().map(|r| r.0).collect::<Vec<_>>()), runs[0].1)
+}
+
+fn gcore_once(exe: &Path, dir: &Path, threads: u32, heap_mb: u32) -> (f64, u64) {
     let mut child = Command::new(exe)
         .args([threads.to_string(), heap_mb.to_string(), "0".into(), "0".into()])
         .stdout(Stdio::piped())
@@ -209,7 +215,8 @@ fn main() {
         opts.snapshots, opts.gap_ms
     );
     println!("pause, wait, deviation and copy are per snapshot after the first (median; p90 for pause);");
-    println!("slowdown: the workload's own running time under sdt run against without it");
+    println!("slowdown: the workload's own running time under sdt run against without it;");
+    println!("gcore: median of three dumps of the same workload, threads waiting");
     println!();
     println!(
         "| threads | heap MiB | dirty % | mode | pause S0 ms | pause ms | p90 ms | waited ms | deviation µs | copied MiB | copy GB/s | stored / full MiB | stored % | slowdown % | sdt run s | gcore s | gcore MiB | gcore / pause |"
@@ -223,7 +230,7 @@ fn main() {
                 let pause = median(&r.pauses);
                 medians.insert((heap_mb, dirty, threads), pause);
                 let copied = median(&r.copied);
-                let over = if threads as usize + 1 > cpus { "*" } else { "" };
+                let over = if threads as usize > cpus { "*" } else { "" };
                 println!(
                     "| {threads}{over} | {heap_mb} | {dirty} | {} | {:.2} | {:.3} | {:.3} | {:.2} | {:.0} | {:.1} | {:.1} | {:.1} / {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.1} | {:.0}× |",
                     r.mode,

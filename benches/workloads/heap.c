@@ -6,8 +6,9 @@
  * the workers are busy on their CPUs, the main thread reaches a breakpoint.
  *
  * It prints how long its rounds took ("rounds_ms N"), so that a run under sdt can be
- * compared with a run without it. With SNAPSHOTS = 0 it fills the heap, prints "ready"
- * and waits for SIGTERM (for gdb's gcore to dump the same memory).
+ * compared with a run without it. With SNAPSHOTS = 0 it fills the heap, starts its
+ * threads (which wait), prints "ready" and waits for SIGTERM: the same process for gdb's
+ * gcore to dump.
  *
  *   usage: heap THREADS HEAP_MB DIRTY_PCT SNAPSHOTS [GAP_MS]
  */
@@ -35,6 +36,13 @@ static double now_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static void *parked(void *arg)
+{
+	(void)arg;
+	pthread_barrier_wait(&round_start);
+	return NULL;
 }
 
 static void *worker(void *arg)
@@ -90,6 +98,12 @@ int main(int argc, char **argv)
 		sigemptyset(&set);
 		sigaddset(&set, SIGTERM);
 		sigprocmask(SIG_BLOCK, &set, NULL);
+		/* Workers with zero rounds wait at no barrier: park them on one instead. */
+		pthread_barrier_init(&round_start, NULL, nthreads + 1);
+		for (long k = 0; k < nthreads; k++) {
+			pthread_t t;
+			pthread_create(&t, NULL, parked, NULL);
+		}
 		printf("ready\n");
 		fflush(stdout);
 		sigwait(&set, &sig);

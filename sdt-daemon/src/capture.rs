@@ -42,6 +42,8 @@ enum Pages {
     /// Present and no longer the file's page, or swapped.
     Written,
     All,
+    /// Written since the previous capture, by the tracker's account.
+    Tracked,
 }
 
 /// `pages` consecutive pages from `addr`.
@@ -54,6 +56,11 @@ pub(crate) struct PageRun {
 impl PageRun {
     fn end(&self) -> u64 {
         self.addr + self.pages * PAGE_SIZE
+    }
+
+    /// Length in bytes.
+    pub(crate) fn bytes(&self) -> usize {
+        (self.pages * PAGE_SIZE) as usize
     }
 }
 
@@ -73,6 +80,25 @@ pub(crate) struct Collected {
     pub live: Option<Vec<(u64, Vec<u8>)>>,
 }
 
+/// A mapping (index into the capture's mappings) and which of its pages to take.
+#[derive(Clone, Copy, Debug)]
+struct Task {
+    mapping: usize,
+    start: u64,
+    end: u64,
+    pages: Pages,
+}
+
+/// The pages a capture takes.
+#[derive(Default)]
+struct Found {
+    /// Pages to copy.
+    copy: Vec<PageRun>,
+    unchanged: Vec<PageRun>,
+    /// Mappings the tracker does not know yet: registered after the copy.
+    unregistered: Vec<usize>,
+}
+
 /// Reads mappings and pages of one stopped process.
 pub(crate) struct Capturer {
     pagemap: Pagemap,
@@ -80,28 +106,16 @@ pub(crate) struct Capturer {
     tracker: Option<Userfaultfd>,
     /// `PAGEMAP_SCAN` works (Linux 6.7): residency comes by region, not page by page.
     scan: bool,
-    /// Threads that copy pages (the program is stopped: its CPUs are free).
-    copy_threads: usize,
-    entries: Vec<u64>,
-    regions: Vec<PageRegion>,
-    found: Vec<PageRegion>,
+    /// Threads that copy (the program is stopped: its CPUs are free).
+    copiers: usize,
 }
 
 impl Capturer {
     pub(crate) fn new(pid: Tid) -> Result<Capturer, sdt_sys::Error> {
         let pagemap = Pagemap::open(pid)?;
-        let mut regions = Vec::new();
-        let scan = pagemap.scan(0, PAGE_SIZE, ScanQuery::RESIDENT, &mut regions, &mut Vec::new()).is_ok();
-        let copy_threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
-        Ok(Capturer {
-            pagemap,
-            tracker: None,
-            scan,
-            copy_threads,
-            entries: Vec::new(),
-            regions,
-            found: Vec::new(),
-        })
+        let scan = pagemap.scan(0, PAGE_SIZE, ScanQuery::RESIDENT, &mut Vec::new(), &mut Vec::new()).is_ok();
+        let copiers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
+        Ok(Capturer { pagemap, tracker: None, scan, copiers })
     }
 
     /// The pagemap, for setting tracking up.
@@ -120,42 +134,43 @@ impl Capturer {
         self.tracker.is_some()
     }
 
-    /// Reads everything the snapshot stores into `buf` (grown if needed, never shrunk, so
-    /// a reused buffer costs no page faults). Every thread must be stopped; `via` is one of
-    /// them that has not exited, through which the memory is read.
-    pub(crate) fn collect(
+    /// Reads everything the snapshot stores into `buffer` (grown if needed, never shrunk,
+    /// so a reused buffer costs no page faults). Every thread must be stopped; `via` is
+    /// one of them that has not exited, through which memory is read. While a worker
+    /// finds the pages to copy, `meanwhile` runs on this thread (the tracer's: it reads
+    /// the registers) and its result is returned too. The copy is then spread over one
+    /// thread per CPU.
+    ///
+    /// (Finding is one thread's work: the scans write-protect as they go and contend
+    /// when run side by side.)
+    pub(crate) fn collect<T>(
         &mut self,
         via: Tid,
-        buf: &mut Vec<u8>,
+        buffer: &mut Vec<u8>,
         verify: bool,
-    ) -> Result<Collected, CaptureError> {
+        meanwhile: impl FnOnce() -> T,
+    ) -> Result<(Collected, T), CaptureError> {
         let mut mappings =
             procfs::parse_maps(&procfs::read_text(via, "maps").map_err(CaptureError::proc("maps"))?);
-        let mut files = HashMap::new();
-        let mut copied = Vec::new();
-        let mut unchanged = Vec::new();
-        for mapping in &mut mappings {
-            let (content, which) = classify(mapping, &mut files);
-            mapping.content = content;
-            if which == Pages::Present && self.tracker.is_some() && trackable(mapping) {
-                self.tracked_pages(mapping, &mut copied, &mut unchanged)?;
-            } else {
-                self.select_pages(mapping, which, &mut copied)?;
-            }
-        }
+        let tasks = self.plan(&mut mappings);
+        let (found, extra) = std::thread::scope(|scope| {
+            let this = &*self;
+            let worker = scope.spawn(|| this.find(&tasks));
+            let extra = meanwhile();
+            (worker.join().expect("capture worker panicked"), extra)
+        });
+        let Found { copy: copied, unchanged, unregistered } = found?;
 
-        let need = copied.iter().map(|r| r.pages).sum::<u64>() as usize * PAGE_SIZE as usize;
-        if buf.len() < need {
+        let need: usize = copied.iter().map(PageRun::bytes).sum();
+        if buffer.len() < need {
             // A fresh zeroed allocation is calloc'd pages the kernel zeroes on first touch:
             // no memset of memory that the copy overwrites anyway.
-            *buf = vec![0; need];
+            *buffer = vec![0; need];
         }
-        let ranges: Vec<RemoteRange> = copied
-            .iter()
-            .map(|r| RemoteRange { addr: r.addr, len: (r.pages * PAGE_SIZE) as usize })
-            .collect();
+        let ranges: Vec<RemoteRange> =
+            copied.iter().map(|r| RemoteRange { addr: r.addr, len: r.bytes() }).collect();
         let copy_start = sdt_sys::monotonic_ns();
-        let failed = memory::read_ranges_parallel(via, &ranges, &mut buf[..need], self.copy_threads)?;
+        let failed = memory::read_ranges_parallel(via, &ranges, &mut buffer[..need], self.copiers)?;
         let copy_ns = sdt_sys::monotonic_ns() - copy_start;
         if !failed.is_empty() {
             log::warn!(
@@ -164,63 +179,102 @@ impl Capturer {
                 failed[0]
             );
         }
-        let live = verify.then(|| read_live(via, &mappings)).transpose()?;
-        Ok(Collected { mappings, copied, unchanged, copy_ns, live })
-    }
-
-    /// A tracked mapping: the pages written since the last capture, or, the first time,
-    /// every resident page after registering and protecting the mapping.
-    fn tracked_pages(
-        &mut self,
-        m: &Mapping,
-        copied: &mut Vec<PageRun>,
-        unchanged: &mut Vec<PageRun>,
-    ) -> Result<(), sdt_sys::Error> {
-        self.found.clear();
-        match self.pagemap.scan(m.start, m.end, ScanQuery::TAKE_WRITTEN, &mut self.regions, &mut self.found) {
-            Ok(()) => {
-                let mut at = m.start;
-                for r in &self.found {
-                    push_run(unchanged, at, r.start);
-                    push_run(copied, r.start, r.end);
-                    at = r.end;
-                }
-                push_run(unchanged, at, m.end);
-                Ok(())
-            }
-            // Not registered: new since the last capture, or moved. Read it whole this
-            // once, then register and protect it; from then on the scan answers for it.
-            // (In that order: protected unpopulated pages hold markers that residency
-            // scans count as swapped.)
-            Err(e) if e.errno() == libc::EPERM => {
-                self.select_pages(m, Pages::Present, copied)?;
-                let tracker = self.tracker.as_ref().expect("tracked_pages without a tracker");
+        // Mappings new to the tracker were read whole above; from now on it answers for
+        // them. (Protecting after reading: protected unpopulated pages hold markers that
+        // residency scans would count as swapped.)
+        if let Some(tracker) = &self.tracker {
+            for m in unregistered.iter().map(|&i| &mappings[i]) {
                 let len = m.end - m.start;
                 if let Err(e) =
                     tracker.register_wp(m.start, len).and_then(|()| tracker.write_protect(m.start, len))
                 {
                     log::debug!("{:#x}-{:#x} {}: not tracked ({e})", m.start, m.end, m.path);
                 }
-                Ok(())
             }
-            Err(e) => Err(e),
         }
+        let live = verify.then(|| read_live(via, &mappings)).transpose()?;
+        Ok((Collected { mappings, copied, unchanged, copy_ns, live }, extra))
     }
 
-    /// Appends the runs of pages of `m` that `which` asks for.
-    fn select_pages(
-        &mut self,
-        m: &Mapping,
+    /// Classifies the mappings: a task for each whose pages the snapshot takes.
+    fn plan(&self, mappings: &mut [Mapping]) -> Vec<Task> {
+        let mut files = HashMap::new();
+        let mut tasks = Vec::new();
+        for (i, m) in mappings.iter_mut().enumerate() {
+            let (content, mut pages) = classify(m, &mut files);
+            m.content = content;
+            if pages == Pages::Present && self.tracker.is_some() && trackable(m) {
+                pages = Pages::Tracked;
+            }
+            if pages != Pages::None {
+                tasks.push(Task { mapping: i, start: m.start, end: m.end, pages });
+            }
+        }
+        tasks
+    }
+
+    /// Finds the pages of every task.
+    fn find(&self, tasks: &[Task]) -> Result<Found, sdt_sys::Error> {
+        let mut out = Found::default();
+        let mut scratch = Scratch::default();
+        for task in tasks {
+            match task.pages {
+                Pages::Tracked => match self.written(task, &mut scratch) {
+                    Ok(()) => {
+                        let mut at = task.start;
+                        for r in &scratch.found {
+                            push_run(&mut out.unchanged, at, r.start);
+                            push_run(&mut out.copy, r.start, r.end);
+                            at = r.end;
+                        }
+                        push_run(&mut out.unchanged, at, task.end);
+                    }
+                    // Not registered: new since the last capture, or moved. Read it all.
+                    Err(e) if e.errno() == libc::EPERM => {
+                        out.unregistered.push(task.mapping);
+                        self.select(task, Pages::Present, &mut scratch, &mut out.copy)?;
+                    }
+                    Err(e) => return Err(e),
+                },
+                which => self.select(task, which, &mut scratch, &mut out.copy)?,
+            }
+        }
+        Ok(out)
+    }
+
+    /// The written pages of a tracked task's range, protected again, into `scratch.found`.
+    fn written(&self, task: &Task, scratch: &mut Scratch) -> Result<(), sdt_sys::Error> {
+        scratch.found.clear();
+        self.pagemap.scan(
+            task.start,
+            task.end,
+            ScanQuery::TAKE_WRITTEN,
+            &mut scratch.regions,
+            &mut scratch.found,
+        )
+    }
+
+    /// Appends the runs of pages of the task's range that `which` asks for.
+    fn select(
+        &self,
+        task: &Task,
         which: Pages,
+        scratch: &mut Scratch,
         out: &mut Vec<PageRun>,
     ) -> Result<(), sdt_sys::Error> {
         match which {
-            Pages::None => {}
-            Pages::All => push_run(out, m.start, m.end),
+            Pages::None | Pages::Tracked => {}
+            Pages::All => push_run(out, task.start, task.end),
             Pages::Present | Pages::Written if self.scan => {
-                self.found.clear();
-                self.pagemap.scan(m.start, m.end, ScanQuery::RESIDENT, &mut self.regions, &mut self.found)?;
-                for r in &self.found {
+                scratch.found.clear();
+                self.pagemap.scan(
+                    task.start,
+                    task.end,
+                    ScanQuery::RESIDENT,
+                    &mut scratch.regions,
+                    &mut scratch.found,
+                )?;
+                for r in &scratch.found {
                     // A private file mapping's pages still shared with the file are the
                     // file's: stored by reference.
                     let file_page = r.categories & PAGE_IS_FILE != 0 && r.categories & PAGE_IS_SWAPPED == 0;
@@ -230,15 +284,15 @@ impl Capturer {
                 }
             }
             Pages::Present | Pages::Written => {
-                let npages = ((m.end - m.start) / PAGE_SIZE) as usize;
-                self.pagemap.read(m.start, npages, &mut self.entries)?;
-                for (i, &e) in self.entries.iter().enumerate() {
+                let npages = ((task.end - task.start) / PAGE_SIZE) as usize;
+                self.pagemap.read(task.start, npages, &mut scratch.entries)?;
+                for (i, &e) in scratch.entries.iter().enumerate() {
                     let keep = match which {
                         Pages::Present => e & (PM_PRESENT | PM_SWAPPED) != 0,
                         _ => (e & PM_PRESENT != 0 && e & PM_FILE == 0) || e & PM_SWAPPED != 0,
                     };
                     if keep {
-                        let addr = m.start + i as u64 * PAGE_SIZE;
+                        let addr = task.start + i as u64 * PAGE_SIZE;
                         push_run(out, addr, addr + PAGE_SIZE);
                     }
                 }
@@ -246,6 +300,14 @@ impl Capturer {
         }
         Ok(())
     }
+}
+
+/// A worker's reusable space for pagemap answers.
+#[derive(Default)]
+struct Scratch {
+    entries: Vec<u64>,
+    regions: Vec<PageRegion>,
+    found: Vec<PageRegion>,
 }
 
 /// Appends `[start, end)` to `runs`, merging with the last run if they touch.

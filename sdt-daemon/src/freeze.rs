@@ -44,10 +44,11 @@ pub(crate) enum TargetEvent {
 /// Every thread stopped.
 #[derive(Debug)]
 pub(crate) struct Frozen {
-    /// Every thread's state, the breaking thread (if any) first.
-    pub threads: Vec<ThreadState>,
     /// `CLOCK_MONOTONIC` when the last thread stopped.
     pub all_stopped_ns: u64,
+    /// A stopped thread that has not exited, through which memory can be read (the
+    /// leader may have exited); `None` if every thread is exiting.
+    pub via: Option<Tid>,
 }
 
 /// Why a capture could not be made.
@@ -64,9 +65,11 @@ pub(crate) enum FreezeError {
 /// Stops and resumes every thread of the target.
 pub(crate) trait Freezer {
     /// Stops every thread, including ones blocked in system calls, just created or
-    /// exiting, and reads their registers. A thread already stopped at a breakpoint stays
-    /// stopped.
+    /// exiting. A thread already stopped at a breakpoint stays stopped.
     fn freeze(&mut self, breaking: Option<Tid>) -> Result<Frozen, FreezeError>;
+
+    /// Every stopped thread's registers and signal mask, the breaking thread first.
+    fn read_threads(&mut self, breaking: Option<Tid>) -> Result<Vec<ThreadState>, FreezeError>;
 
     /// Resumes every thread `freeze` stopped, the breaking thread last. If a breakpoint
     /// caused the capture, its thread's call returns `result`; with `turn_off`, the

@@ -47,8 +47,7 @@ use std::time::Duration;
 
 use sdt_abi::RESULT_DECLINED;
 use sdt_store::{
-    CaptureStats, PAGE_SIZE, ProcessInfo, RunId, RunInfo, RunStatus, SnapshotMeta, SnapshotTime, Store,
-    ThreadRunState, Trigger,
+    CaptureStats, ProcessInfo, RunId, RunInfo, RunStatus, SnapshotMeta, SnapshotTime, Store, Trigger,
 };
 use sdt_sys::events::{Event, Events};
 use sdt_sys::ptrace::options;
@@ -274,7 +273,8 @@ impl Session<'_> {
                 return self.thaw(declined, true).map(|()| None);
             }
         };
-        let frozen = match self.tracer.freeze(hit.as_ref().map(|h| h.tid)) {
+        let breaking = hit.as_ref().map(|h| h.tid);
+        let frozen = match self.tracer.freeze(breaking) {
             Ok(frozen) => frozen,
             Err(e) => {
                 self.writer.return_buffer(buffer);
@@ -285,20 +285,24 @@ impl Session<'_> {
             }
         };
         let seq = self.next_seq;
-        // Memory is read through a thread that has not exited (the leader may have).
-        let via =
-            frozen.threads.iter().find(|t| t.state == ThreadRunState::Running).and_then(|t| Tid::new(t.tid));
-        if let Some(via) = via {
-            self.start_tracking(via, hit.as_ref().map(|h| h.tid))?;
-        }
-        let collected = match via.map(|via| self.capturer.collect(via, &mut buffer, self.opts.verify)) {
-            Some(Ok(collected)) => collected,
-            failed => {
+        let captured = match frozen.via {
+            Some(via) => {
+                self.start_tracking(via, breaking)?;
+                // The workers copy pages while this thread, the tracer, reads registers.
+                let (capturer, tracer) = (&mut self.capturer, &mut self.tracer);
+                capturer
+                    .collect(via, &mut buffer, self.opts.verify, || tracer.read_threads(breaking))
+                    .map_err(|e| human::error_chain(&e))
+                    .and_then(|(collected, threads)| {
+                        threads.map(|t| (via, collected, t)).map_err(|e| human::error_chain(&e))
+                    })
+            }
+            None => Err("every thread is exiting".to_owned()),
+        };
+        let (via, collected, threads) = match captured {
+            Ok(captured) => captured,
+            Err(why) => {
                 self.writer.return_buffer(buffer);
-                let why = match failed {
-                    Some(Err(e)) => human::error_chain(&e),
-                    _ => "every thread is exiting".to_owned(),
-                };
                 let message = format!("capture of S{seq} failed: {why}");
                 log::warn!("{message}");
                 self.problems.push(message);
@@ -315,13 +319,12 @@ impl Session<'_> {
         }
 
         // What need not be read with the program stopped is read now.
-        let mut threads = frozen.threads;
+        let mut threads = threads;
         for t in &mut threads {
             if let Some(tid) = Tid::new(t.tid) {
                 t.name = procfs::thread_name(self.pid, tid);
             }
         }
-        let via = via.expect("a capture was made through a thread");
         if let Ok(process) =
             procfs::process_info(self.pid, via).or_else(|_| procfs::process_info(self.pid, self.pid))
         {
@@ -359,11 +362,12 @@ impl Session<'_> {
                 pause_ns: resumed_ns.saturating_sub(trigger_ns),
                 deviation_ns: frozen.all_stopped_ns.saturating_sub(trigger_ns),
                 wait_ns,
-                copied_bytes: collected.copied.iter().map(|r| r.pages).sum::<u64>() * PAGE_SIZE,
+                copied_bytes: collected.copied.iter().map(|r| r.bytes() as u64).sum(),
                 copy_ns: collected.copy_ns,
                 ..CaptureStats::default()
             },
         };
+        let copied = meta.stats.copied_bytes as usize;
         let job = Job {
             meta,
             copied: collected.copied,
@@ -371,10 +375,6 @@ impl Session<'_> {
             data: buffer,
             live: collected.live,
         };
-        let copied = job
-            .data
-            .len()
-            .min(job.copied.iter().map(|r| r.pages as usize).sum::<usize>() * PAGE_SIZE as usize);
         if self.writer.submit(job).is_err() {
             // The writer stopped; `finish` reports why.
             self.capturing = false;

@@ -262,6 +262,11 @@ impl Freezer for Tracer {
             }
         }
         let all_stopped_ns = monotonic_ns();
+        let via = self.threads.iter().find(|(_, t)| t.stopped && !t.exiting).map(|(&tid, _)| tid);
+        Ok(Frozen { all_stopped_ns, via: breaking.or(via) })
+    }
+
+    fn read_threads(&mut self, breaking: Option<Tid>) -> Result<Vec<ThreadState>, FreezeError> {
         let mut threads = Vec::with_capacity(self.threads.len());
         let held = self.threads.iter().filter(|(_, t)| t.stopped).map(|(&tid, t)| (tid, t.exiting));
         let (first, rest): (Vec<_>, Vec<_>) = held.partition(|&(tid, _)| Some(tid) == breaking);
@@ -272,7 +277,7 @@ impl Freezer for Tracer {
                 Err(e) => return Err(e.into()),
             }
         }
-        Ok(Frozen { threads, all_stopped_ns })
+        Ok(threads)
     }
 
     fn thaw(&mut self, breakpoint: Option<(&BreakpointHit, i64)>, turn_off: bool) -> Result<(), FreezeError> {

@@ -127,7 +127,7 @@ impl StoreWriter {
 
     /// Makes sure a recycled buffer of at least `bytes` waits for the next capture, its
     /// pages already faulted in, so that the copy in the pause does not fault. Called
-    /// while the program runs; does nothing if the queue is at its budget.
+    /// while the program runs; stays within the recycling budget.
     pub(crate) fn prepare(&self, bytes: usize) {
         let pool = self.pool.0.lock().unwrap();
         let pooled: usize = pool.free.iter().map(Vec::len).sum();
@@ -209,9 +209,9 @@ fn write_loop(
             background();
         }
         match result {
-            Ok(data) => {
-                if pool.free.iter().map(Vec::len).sum::<usize>() + data.len() <= RECYCLE_BUDGET {
-                    pool.free.push(data);
+            Ok(buffer) => {
+                if pool.free.iter().map(Vec::len).sum::<usize>() + buffer.len() <= RECYCLE_BUDGET {
+                    pool.free.push(buffer);
                 }
             }
             Err(e) => pool.stopped = Some(format!("could not store {name}: {}", human::error_chain(&e))),
@@ -271,15 +271,9 @@ fn page_sources<'a>(
     data: &'a [u8],
 ) -> impl Iterator<Item = (u64, PageSource<'a>)> + 'a {
     let page = PAGE_SIZE as usize;
-    let mut offset = 0;
-    let copied = copied.iter().flat_map(move |run| {
-        let start = offset;
-        offset += run.pages as usize * page;
-        (0..run.pages as usize).map(move |i| {
-            let at = start + i * page;
-            (run.addr + (i * page) as u64, PageSource::Data(&data[at..at + page]))
-        })
-    });
+    let pages = data.chunks_exact(page);
+    let addrs = copied.iter().flat_map(|run| (0..run.pages).map(move |i| run.addr + i * PAGE_SIZE));
+    let copied = addrs.zip(pages).map(|(addr, bytes)| (addr, PageSource::Data(bytes)));
     let unchanged = unchanged.iter().map(|run| (run.addr, PageSource::Unchanged(run.pages)));
     merge_by_address(copied, unchanged)
 }
