@@ -75,6 +75,8 @@ pub(crate) struct Collected {
     pub unchanged: Vec<PageRun>,
     /// Nanoseconds the copy took.
     pub copy_ns: u64,
+    /// Bytes copied from mappings the tracker met for the first time (read whole, once).
+    pub first_sight_bytes: u64,
     /// With `verify`: every readable mapping's bytes as read live, to compare with the
     /// store's copy once written.
     pub live: Option<Vec<(u64, Vec<u8>)>>,
@@ -97,6 +99,8 @@ struct Found {
     unchanged: Vec<PageRun>,
     /// Mappings the tracker does not know yet: registered after the copy.
     unregistered: Vec<usize>,
+    /// Bytes to copy from those.
+    first_sight_bytes: u64,
 }
 
 /// Reads mappings and pages of one stopped process.
@@ -159,7 +163,7 @@ impl Capturer {
             let extra = meanwhile();
             (worker.join().expect("capture worker panicked"), extra)
         });
-        let Found { copy: copied, unchanged, unregistered } = found?;
+        let Found { copy: copied, unchanged, unregistered, first_sight_bytes } = found?;
 
         let need: usize = copied.iter().map(PageRun::bytes).sum();
         if buffer.len() < need {
@@ -193,7 +197,7 @@ impl Capturer {
             }
         }
         let live = verify.then(|| read_live(via, &mappings)).transpose()?;
-        Ok((Collected { mappings, copied, unchanged, copy_ns, live }, extra))
+        Ok((Collected { mappings, copied, unchanged, copy_ns, first_sight_bytes, live }, extra))
     }
 
     /// Classifies the mappings: a task for each whose pages the snapshot takes.
@@ -232,7 +236,10 @@ impl Capturer {
                     // Not registered: new since the last capture, or moved. Read it all.
                     Err(e) if e.errno() == libc::EPERM => {
                         out.unregistered.push(task.mapping);
+                        let before: u64 = out.copy.iter().map(|r| r.bytes() as u64).sum();
                         self.select(task, Pages::Present, &mut scratch, &mut out.copy)?;
+                        out.first_sight_bytes +=
+                            out.copy.iter().map(|r| r.bytes() as u64).sum::<u64>() - before;
                     }
                     Err(e) => return Err(e),
                 },

@@ -367,7 +367,8 @@ impl Session<'_> {
                 ..CaptureStats::default()
             },
         };
-        let copied = meta.stats.copied_bytes as usize;
+        // Mappings read whole on first sight will not be next time.
+        let copied = (meta.stats.copied_bytes - collected.first_sight_bytes) as usize;
         let job = Job {
             meta,
             copied: collected.copied,

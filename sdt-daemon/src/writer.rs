@@ -12,8 +12,8 @@
 //! the tracer. Captures may queue up behind it, up to a budget of copied pages
 //! (`sdt run --queue-mb`); beyond that, the next capture waits for the writer (back-pressure, recorded in
 //! `stats.wait_ns`), so a fast-writing program cannot make the daemon's memory grow
-//! without limit. Written-out buffers are kept for reuse (up to `RECYCLE_BUDGET`), and
-//! one is made ready, faulted in, after each capture, so the copy never page-faults.
+//! without limit. Written-out buffers are kept for reuse (up to the same budget), and one
+//! is made ready, faulted in, after each capture, so the copy never page-faults.
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, Sender, channel};
@@ -24,9 +24,6 @@ use sdt_store::{PAGE_SIZE, PageSource, RunStatus, RunWriter, SnapshotMeta, Store
 
 use crate::capture::PageRun;
 use crate::human;
-
-/// Bytes of written-out buffers kept for reuse.
-const RECYCLE_BUDGET: usize = 256 << 20;
 
 /// One capture on its way to the store.
 pub(crate) struct Job {
@@ -95,7 +92,7 @@ impl StoreWriter {
         let shared = Arc::clone(&pool);
         let thread = std::thread::Builder::new()
             .name("sdt-writer".into())
-            .spawn(move || write_loop(run, &store_root, quiet, &jobs_rx, &shared))
+            .spawn(move || write_loop(run, &store_root, quiet, budget, &jobs_rx, &shared))
             .expect("spawning the writer thread");
         StoreWriter { jobs: Some(jobs_tx), budget, pool, thread: Some(thread) }
     }
@@ -126,12 +123,18 @@ impl StoreWriter {
     }
 
     /// Makes sure a recycled buffer of at least `bytes` waits for the next capture, its
-    /// pages already faulted in, so that the copy in the pause does not fault. Called
-    /// while the program runs; stays within the recycling budget.
+    /// pages already faulted in, so that the copy in the pause does not fault. Called on
+    /// the tracer's thread while the program runs, so only for buffers that take a few
+    /// milliseconds to fault in; larger captures rely on recycled buffers.
     pub(crate) fn prepare(&self, bytes: usize) {
+        /// Faulting in this much takes about 15 ms here.
+        const MAX_PREPARE: usize = 64 << 20;
+        if bytes > MAX_PREPARE {
+            return;
+        }
         let pool = self.pool.0.lock().unwrap();
         let pooled: usize = pool.free.iter().map(Vec::len).sum();
-        if bytes == 0 || pool.free.iter().any(|b| b.len() >= bytes) || pooled + bytes > RECYCLE_BUDGET {
+        if bytes == 0 || pool.free.iter().any(|b| b.len() >= bytes) || pooled + bytes > self.budget {
             return;
         }
         drop(pool);
@@ -187,6 +190,7 @@ fn write_loop(
     mut run: RunWriter,
     store_root: &Path,
     quiet: bool,
+    budget: usize,
     jobs: &Receiver<Job>,
     pool: &(Mutex<Pool>, Condvar),
 ) -> (RunWriter, WriteTotals) {
@@ -210,7 +214,7 @@ fn write_loop(
         }
         match result {
             Ok(buffer) => {
-                if pool.free.iter().map(Vec::len).sum::<usize>() + buffer.len() <= RECYCLE_BUDGET {
+                if pool.free.iter().map(Vec::len).sum::<usize>() + buffer.len() <= budget {
                     pool.free.push(buffer);
                 }
             }
