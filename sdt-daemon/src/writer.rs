@@ -78,6 +78,8 @@ struct Pool {
 /// Handle on the writer thread.
 pub(crate) struct StoreWriter {
     jobs: Option<Sender<Job>>,
+    /// Sizes of buffers to fault in ahead of the next capture.
+    prefault: Option<Sender<usize>>,
     /// Bytes of queued captures beyond which the next capture waits.
     budget: usize,
     pool: Arc<(Mutex<Pool>, Condvar)>,
@@ -94,7 +96,13 @@ impl StoreWriter {
             .name("sdt-writer".into())
             .spawn(move || write_loop(run, &store_root, quiet, budget, &jobs_rx, &shared))
             .expect("spawning the writer thread");
-        StoreWriter { jobs: Some(jobs_tx), budget, pool, thread: Some(thread) }
+        let (prefault_tx, prefault_rx) = channel::<usize>();
+        let shared = Arc::clone(&pool);
+        std::thread::Builder::new()
+            .name("sdt-prefault".into())
+            .spawn(move || prefault_loop(&prefault_rx, &shared))
+            .expect("spawning the prefault thread");
+        StoreWriter { jobs: Some(jobs_tx), prefault: Some(prefault_tx), budget, pool, thread: Some(thread) }
     }
 
     /// A page buffer for the next capture, and the nanoseconds spent waiting for it: it
@@ -122,30 +130,19 @@ impl StoreWriter {
         Ok((largest.map(|i| pool.free.swap_remove(i)).unwrap_or_default(), waited))
     }
 
-    /// Makes sure a recycled buffer of at least `bytes` waits for the next capture, its
-    /// pages already faulted in, so that the copy in the pause does not fault. Called on
-    /// the tracer's thread while the program runs, so only for buffers that take a few
-    /// milliseconds to fault in; larger captures rely on recycled buffers.
+    /// Makes sure a recycled buffer of at least `bytes` will wait for the next capture, its
+    /// pages already faulted in, so that the copy in the pause does not fault. The
+    /// faulting happens on a helper thread while the program runs.
     pub(crate) fn prepare(&self, bytes: usize) {
-        /// Faulting in this much takes about 15 ms here.
-        const MAX_PREPARE: usize = 64 << 20;
-        if bytes > MAX_PREPARE {
-            return;
-        }
         let pool = self.pool.0.lock().unwrap();
         let pooled: usize = pool.free.iter().map(Vec::len).sum();
         if bytes == 0 || pool.free.iter().any(|b| b.len() >= bytes) || pooled + bytes > self.budget {
             return;
         }
         drop(pool);
-        let mut buffer = vec![0u8; bytes];
-        // calloc'd memory is mapped on first write: write to every page now (a non-zero
-        // byte, which the compiler cannot drop as a no-op on zeroed memory).
-        for page in buffer.chunks_mut(PAGE_SIZE as usize) {
-            page[0] = 1;
+        if let Some(prefault) = &self.prefault {
+            prefault.send(bytes).ok();
         }
-        let buffer = std::hint::black_box(buffer);
-        self.pool.0.lock().unwrap().free.push(buffer);
     }
 
     /// Gives back a buffer whose capture was abandoned.
@@ -171,6 +168,7 @@ impl StoreWriter {
     /// Waits for every queued capture to be written and records how the run ended.
     pub(crate) fn finish(mut self, status: RunStatus) -> (WriteTotals, Option<String>) {
         drop(self.jobs.take());
+        drop(self.prefault.take());
         let (run, totals) = self.thread.take().expect("finish once").join().expect("writer thread panicked");
         let error = self.pool.0.lock().unwrap().stopped.clone();
         let status = match &error {
@@ -182,6 +180,22 @@ impl StoreWriter {
             Err(e) => error.or(Some(format!("could not record the run's end: {}", human::error_chain(&e)))),
         };
         (totals, error)
+    }
+}
+
+/// The prefault thread: makes buffers of the sizes asked for, faulted in, for the pool.
+/// It runs as urgently as the tracer (where allowed): the faults cost the program the
+/// same CPU time now as they would in the next pause, where they would stop every thread.
+fn prefault_loop(sizes: &Receiver<usize>, pool: &(Mutex<Pool>, Condvar)) {
+    sdt_sys::set_thread_urgency(None, sdt_sys::Urgency::Immediate).ok();
+    for bytes in sizes {
+        let mut buffer = vec![0u8; bytes];
+        // calloc'd memory is mapped on first write: write to every page now (a non-zero
+        // byte, which the compiler cannot drop as a no-op on zeroed memory).
+        for page in buffer.chunks_mut(PAGE_SIZE as usize) {
+            page[0] = 1;
+        }
+        pool.0.lock().unwrap().free.push(std::hint::black_box(buffer));
     }
 }
 
