@@ -184,10 +184,9 @@ impl StoreWriter {
 }
 
 /// The prefault thread: makes buffers of the sizes asked for, faulted in, for the pool.
-/// It runs as urgently as the tracer (where allowed): the faults cost the program the
-/// same CPU time now as they would in the next pause, where they would stop every thread.
+/// It runs at normal priority: the faults cost the program CPU time now rather than in
+/// the next pause, where they would stop every thread.
 fn prefault_loop(sizes: &Receiver<usize>, pool: &(Mutex<Pool>, Condvar)) {
-    sdt_sys::set_thread_urgency(None, sdt_sys::Urgency::Immediate).ok();
     for bytes in sizes {
         let mut buffer = vec![0u8; bytes];
         // calloc'd memory is mapped on first write: write to every page now (a non-zero

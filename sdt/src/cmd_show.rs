@@ -30,11 +30,20 @@ pub fn show(opt: ShowOpt) -> Result<()> {
     );
     let s = &m.stats;
     println!(
-        "capture:  {} mode, paused {} (all threads stopped after {}, waited {}), {} of {} pages stored here, file {} (full {})",
+        "capture:  {} mode, paused {} (all threads stopped after {}{}), copied {} in {}",
         s.mode,
         human::duration_ns(s.pause_ns),
         human::duration_ns(s.deviation_ns),
-        human::duration_ns(s.wait_ns),
+        if s.wait_ns > 0 {
+            format!(", waited {} for the writer", human::duration_ns(s.wait_ns))
+        } else {
+            String::new()
+        },
+        human::bytes(s.copied_bytes),
+        human::duration_ns(s.copy_ns),
+    );
+    println!(
+        "store:    {} of {} pages stored here, file {} (full {})",
         s.pages_stored,
         s.pages,
         human::bytes(snap.file_bytes()),
