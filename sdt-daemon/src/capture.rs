@@ -21,7 +21,7 @@ use sdt_store::{Content, FileRef, Mapping, PAGE_SIZE};
 use sdt_sys::Tid;
 use sdt_sys::memory::{self, RemoteRange};
 use sdt_sys::pagemap::{PM_FILE, PM_PRESENT, PM_SWAPPED, Pagemap, ScanQuery};
-use sdt_sys::uapi::{PAGE_IS_FILE, PAGE_IS_SWAPPED, PageRegion};
+use sdt_sys::uapi::{PAGE_IS_FILE, PAGE_IS_PRESENT, PAGE_IS_SWAPPED, PageRegion};
 use sdt_sys::uffd::Userfaultfd;
 
 use crate::procfs;
@@ -228,7 +228,11 @@ impl Capturer {
                         let mut at = task.start;
                         for r in &scratch.found {
                             push_run(&mut out.unchanged, at, r.start);
-                            push_run(&mut out.copy, r.start, r.end);
+                            // Written pages no longer resident were dropped (MADV_DONTNEED,
+                            // a freed thread stack): they read as zero, nothing to copy.
+                            if r.categories & (PAGE_IS_PRESENT | PAGE_IS_SWAPPED) != 0 {
+                                push_run(&mut out.copy, r.start, r.end);
+                            }
                             at = r.end;
                         }
                         push_run(&mut out.unchanged, at, task.end);

@@ -72,13 +72,14 @@ pub struct ScanQuery {
 
 impl ScanQuery {
     /// Pages written since they were last write-protected, protected again in the same
-    /// pass; fails with `EPERM` on a mapping not registered for async write-protect.
+    /// pass, reporting which are resident (the others were dropped, and read as zero);
+    /// fails with `EPERM` on a mapping not registered for async write-protect.
     pub const TAKE_WRITTEN: ScanQuery = ScanQuery {
         flags: PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC,
         all_of: PAGE_IS_WRITTEN,
         any_of: 0,
         inverted: 0,
-        report: PAGE_IS_WRITTEN,
+        report: PAGE_IS_WRITTEN | PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
     };
 
     /// Pages present or swapped out, reporting which are file pages.
