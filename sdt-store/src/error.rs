@@ -54,13 +54,13 @@ pub enum Error {
         detail: String,
     },
     /// A snapshot file written by a newer or older, incompatible format version.
-    #[error("snapshot {snapshot} has format version {found}; this sdt reads version {supported}")]
+    #[error("snapshot {snapshot} has format version {found}; this sdt reads versions 1 to {supported}")]
     UnsupportedVersion {
         /// The snapshot's name.
         snapshot: String,
         /// The version in the file.
         found: u32,
-        /// The version this build reads.
+        /// The newest version this build reads (it reads every one from 1 up).
         supported: u32,
     },
     /// An address outside every mapping of the snapshot.

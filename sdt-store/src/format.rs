@@ -1,14 +1,15 @@
 //! File header, blocks, footer: encoding and checking a snapshot file held as a byte slice.
 //! No I/O here (`dir` maps and writes the files).
 //!
-//! # `S<seq>.snap`, format version 1 (all integers little-endian)
+//! # `S<seq>.snap`, format version 2 (all integers little-endian)
 //!
 //! ```text
 //! offset          size      field                                  readers check
 //! 0               32        FileHeader
 //!   +0            8           magic = b"SDTSNAP\0"                 # must match
-//!   +8            4           version u32 = 1                      # checked after the checksum:
-//!                                                                  #   other → UnsupportedVersion
+//!   +8            4           version u32 = 2                      # checked after the checksum:
+//!                                                                  #   1 or 2 read, other
+//!                                                                  #   → UnsupportedVersion
 //!   +12           4           seq u32                              # = <seq> of the file name
 //!   +16           8           reserved u64                         # = 0
 //!   +24           8           checksum u64 = xxh3_64(bytes 0..24)  # must match
@@ -17,7 +18,9 @@
 //!   +0            4           compressed_len u32                   # = that distance - 16
 //!   +4            4           page_count u32                       # = the index's count, 1..=64
 //!   +8            8           checksum u64 = xxh3_64(frame)        # must match
-//!   +16           comp_len    one zstd frame                       # → page_count * 4096 bytes
+//!   +16           comp_len    one zstd frame                       # → page_count * 4096 bytes:
+//!                                                                  #   each slot's page, whole or
+//!                                                                  #   as a patch (`index.rs`)
 //! index_offset    index_len   zstd frame of the index (`index.rs`) # checksum in the footer;
 //!                                                                  #   frame records its size
 //! meta_offset     meta_len    zstd frame of serde_json(SnapshotMeta) # likewise; meta.seq = seq
@@ -45,7 +48,8 @@
 //!
 //! Every version keeps the header's 32 bytes as above (magic, version, checksum at 24),
 //! so a reader tells a newer file from a damaged one. Changed the layout? Bump
-//! [`VERSION`].
+//! [`VERSION`]. Version 1 differs only in its index, which has no patch table: every slot
+//! holds its page whole. This build reads both and writes version 2.
 
 use xxhash_rust::xxh3::xxh3_64;
 use zstd::bulk::Decompressor;
@@ -58,8 +62,10 @@ use crate::model::{PAGE_SIZE, SnapshotMeta, check_mappings};
 pub(crate) const MAGIC: [u8; 8] = *b"SDTSNAP\0";
 /// First bytes of every footer.
 pub(crate) const FOOTER_MAGIC: [u8; 8] = *b"SDTFOOT\0";
-/// The format version this build writes and reads. Not the crate version.
-pub(crate) const VERSION: u32 = 1;
+/// The format version this build writes, and the newest it reads. Not the crate version.
+pub(crate) const VERSION: u32 = 2;
+/// The oldest format version this build reads.
+pub(crate) const OLDEST_VERSION: u32 = 1;
 /// Size of the file header.
 pub(crate) const HEADER_LEN: u64 = 32;
 /// Size of a block header.
@@ -195,7 +201,8 @@ pub(crate) fn meta_checksum(frame: &[u8]) -> u32 {
     xxh3_64(frame) as u32
 }
 
-fn check_header(file: &[u8], seq: u32) -> Result<(), Bad> {
+/// Checks the header of snapshot file `seq`; returns its format version.
+fn check_header(file: &[u8], seq: u32) -> Result<u32, Bad> {
     let Some(h) = file.get(..HEADER_LEN as usize) else {
         return Err(Bad::Corrupt(format!(
             "truncated: file is {} bytes, header needs {HEADER_LEN}",
@@ -214,7 +221,7 @@ fn check_header(file: &[u8], seq: u32) -> Result<(), Bad> {
         return Err(Bad::Corrupt(format!("header checksum {got:#018x}, expected {expected:#018x}")));
     }
     let version = u32_at(h, 8);
-    if version != VERSION {
+    if !(OLDEST_VERSION..=VERSION).contains(&version) {
         return Err(Bad::Version(version));
     }
     let file_seq = u32_at(h, 12);
@@ -225,10 +232,11 @@ fn check_header(file: &[u8], seq: u32) -> Result<(), Bad> {
     if reserved != 0 {
         return Err(Bad::Corrupt(format!("header reserved field {reserved:#x}, expected 0")));
     }
-    Ok(())
+    Ok(version)
 }
 
-fn check_footer(file: &[u8], seq: u32) -> Result<Footer, Bad> {
+/// Checks the footer of snapshot file `seq`, whose header says format `version`.
+fn check_footer(file: &[u8], seq: u32, version: u32) -> Result<Footer, Bad> {
     let len = file.len() as u64;
     if len < HEADER_LEN + FOOTER_LEN {
         return Err(Bad::Corrupt(format!(
@@ -247,9 +255,9 @@ fn check_footer(file: &[u8], seq: u32) -> Result<Footer, Bad> {
     if got != expected {
         return Err(Bad::Corrupt(format!("footer checksum {got:#018x}, expected {expected:#018x}")));
     }
-    let version = u32_at(f, 8);
-    if version != VERSION {
-        return Err(Bad::Corrupt(format!("footer version {version}, header says {VERSION}")));
+    let footer_version = u32_at(f, 8);
+    if footer_version != version {
+        return Err(Bad::Corrupt(format!("footer version {footer_version}, header says {version}")));
     }
     let footer = Footer {
         seq: u32_at(f, 12),
@@ -316,8 +324,8 @@ fn decompress_frame(frame: &[u8], what: &str) -> Result<Vec<u8>, Bad> {
 
 /// Checks the header and footer of snapshot file `seq` and decodes its index.
 pub(crate) fn open(file: &[u8], seq: u32) -> Result<Opened, Bad> {
-    check_header(file, seq)?;
-    let footer = check_footer(file, seq)?;
+    let version = check_header(file, seq)?;
+    let footer = check_footer(file, seq, version)?;
     let frame = range(file, footer.index_offset, footer.index_len, "index")?;
     let got = xxh3_64(frame);
     if got != footer.index_checksum {
@@ -327,7 +335,7 @@ pub(crate) fn open(file: &[u8], seq: u32) -> Result<Opened, Bad> {
         )));
     }
     let bytes = decompress_frame(frame, "index")?;
-    let index = Index::decode(&bytes, seq, footer.index_offset)?;
+    let index = Index::decode(&bytes, seq, footer.index_offset, version)?;
     Ok(Opened { footer, index })
 }
 
@@ -404,9 +412,9 @@ mod tests {
     #[test]
     fn header_bytes() {
         let h = encode_header(7);
-        assert_eq!(&h[..16], b"SDTSNAP\0\x01\0\0\0\x07\0\0\0");
+        assert_eq!(&h[..16], b"SDTSNAP\0\x02\0\0\0\x07\0\0\0");
         assert_eq!(&h[16..24], &[0; 8]);
-        assert_eq!(check_header(&h, 7), Ok(()));
+        assert_eq!(check_header(&h, 7), Ok(2));
         assert_eq!(check_header(&h, 8), Err(Bad::Corrupt("header says seq 7, the file name says 8".into())));
         assert!(
             matches!(check_header(&h[..31], 7), Err(Bad::Corrupt(d)) if d.starts_with("truncated: file is 31 bytes"))
@@ -415,14 +423,19 @@ mod tests {
 
     #[test]
     fn header_other_version() {
-        let mut h = encode_header(0);
-        h[8] = 2;
-        let sum = xxh3_64(&h[..24]);
-        h[24..].copy_from_slice(&sum.to_le_bytes());
-        assert_eq!(check_header(&h, 0), Err(Bad::Version(2)));
+        let with_version = |version: u8| {
+            let mut h = encode_header(0);
+            h[8] = version;
+            let sum = xxh3_64(&h[..24]);
+            h[24..].copy_from_slice(&sum.to_le_bytes());
+            h
+        };
+        assert_eq!(check_header(&with_version(1), 0), Ok(1));
+        assert_eq!(check_header(&with_version(3), 0), Err(Bad::Version(3)));
+        assert_eq!(check_header(&with_version(0), 0), Err(Bad::Version(0)));
         // The same change without a matching checksum is damage, not a version.
         let mut h = encode_header(0);
-        h[8] = 2;
+        h[8] = 3;
         assert!(matches!(check_header(&h, 0), Err(Bad::Corrupt(d)) if d.starts_with("header checksum")));
     }
 
@@ -457,20 +470,23 @@ mod tests {
             meta_checksum: 9,
         };
         let file = file_with_footer(&footer, &[0; 7]);
-        assert_eq!(check_footer(&file, 3), Ok(footer));
+        assert_eq!(check_footer(&file, 3, VERSION), Ok(footer));
+        assert!(
+            matches!(check_footer(&file, 3, 1), Err(Bad::Corrupt(d)) if d == "footer version 2, header says 1")
+        );
         let short = file_with_footer(&footer, &[0; 6]);
         assert!(
-            matches!(check_footer(&short, 3), Err(Bad::Corrupt(d)) if d.contains("does not end at the footer"))
+            matches!(check_footer(&short, 3, VERSION), Err(Bad::Corrupt(d)) if d.contains("does not end at the footer"))
         );
         let gap = Footer { meta_offset: 38, ..footer };
         let file = file_with_footer(&gap, &[0; 8]);
         assert!(
-            matches!(check_footer(&file, 3), Err(Bad::Corrupt(d)) if d.contains("does not end at the metadata"))
+            matches!(check_footer(&file, 3, VERSION), Err(Bad::Corrupt(d)) if d.contains("does not end at the metadata"))
         );
         let huge = Footer { index_len: u64::MAX, ..footer };
-        assert!(check_footer(&file_with_footer(&huge, &[0; 7]), 3).is_err());
+        assert!(check_footer(&file_with_footer(&huge, &[0; 7]), 3, VERSION).is_err());
         assert!(
-            matches!(check_footer(&[0; 95], 3), Err(Bad::Corrupt(d)) if d.starts_with("truncated: file is 95 bytes"))
+            matches!(check_footer(&[0; 95], 3, VERSION), Err(Bad::Corrupt(d)) if d.starts_with("truncated: file is 95 bytes"))
         );
     }
 

@@ -19,42 +19,54 @@
 //!   latest -> runs/3          symlink to the newest run
 //!   runs/3/run.json           RunInfo: command, start, status (rewritten at the end)
 //!   runs/3/S0.snap            snapshot 0: every page with content
-//!   runs/3/S1.snap            snapshot 1: pages changed since S0, plus a full page index
+//!   runs/3/S1.snap            snapshot 1: pages changed since S0 (whole or as patches),
+//!                             plus a full page index
 //!   runs/3/S2.snap.incomplete being written (or the writer died): ignored by readers
 //! ```
 //!
 //! Run ids are allocated by creating `runs/<n>`, so concurrent runs never share one. The
 //! bytes of a snapshot file (header, zstd blocks of up to 64 pages, index, metadata,
 //! footer), with the checks readers make beside each field, are laid out at the top of
-//! `src/format.rs`; the page index at the top of `src/index.rs`.
+//! `src/format.rs`; the index (page runs, patch runs) at the top of `src/index.rs`.
 //!
-//! # Incremental chain (the paper's Algorithm 1, with random access)
+//! # Incremental chain (the paper's Algorithm 1: a patch per modified page, random access)
 //!
 //! ```text
-//!   page:      A    B    C    D    E
-//!   S0.snap   [a0] [b0] [c0]  .    .      stores a0 b0 c0  (D, E zero: nothing stored)
-//!   S1.snap    ^S0 [b1]  ^S0 [d1]  .      stores b1 d1; index points A, C at S0
-//!   S2.snap   [a2]  ^S1  ^S0  ^S1  .      stores a2; index points B, D at S1 and C at S0
+//!   page:      A          B          C       D
+//!   S0.snap   [a0]       [b0]       [c0]     .        stores a0 b0 c0 whole (D zero: nothing)
+//!   S1.snap   ->S0       [b1^b0]    ->S0    [d1]      stores b1 as a patch on S0's b0; d1 whole
+//!   S2.snap   [a2^a0]    [b2^b1]    ->S0    ->S1      stores patches on S0's a0 and S1's b1
+//!
+//!   reading B in S2:  b2 = (b2^b1) ^ (b1^b0) ^ b0     S2 -> S1 -> S0, then a whole page
 //! ```
 //!
 //! Each snapshot file holds the pages that changed since the previous snapshot and an
-//! index of *every* page of its snapshot, naming the file that holds the bytes. Reading
-//! snapshot k therefore opens at most the files its index names and never replays a chain
-//! of patches. Pages that are zero, or that a read-only file mapping provides unchanged,
-//! are stored nowhere.
+//! index of *every* page of its snapshot, naming the file and slot that holds its bytes
+//! (`->S0`). A changed page whose previous version is stored goes in as a *patch*
+//! (`^`): the page XOR its previous version, mostly zero bytes that zstd shrinks to
+//! almost nothing, and the index names the previous version's slot as its *base*. A page
+//! goes in whole when it is new, when its patch would have many nonzero bytes, or when
+//! its previous version already heads a chain of 8 patches: reading a page of any
+//! snapshot follows at most 8 bases, so it XORs at most 9 stored pages from at most 9
+//! files, and never replays the run. Pages that are zero, or that a read-only file mapping provides
+//! unchanged, are stored nowhere.
 //!
 //! # Design constraints
 //!
 //! - Every file starts with a magic number and a format version that is not the crate
-//!   version; every block, the index, the metadata and the footer carry a checksum.
+//!   version (2; version-1 files, which hold no patches, still read); every block, the
+//!   index, the metadata and the footer carry a checksum.
 //! - A snapshot file is written as `S<n>.snap.incomplete` and renamed when complete, so a
 //!   writer killed mid-write leaves every earlier snapshot readable.
-//! - Damage to one file is reported naming that snapshot; snapshots that do not refer to
-//!   the damaged file still read.
+//! - Damage to one file is reported naming that snapshot, also when a later snapshot
+//!   reaches it as a patch's base; snapshots that do not refer to the damaged file still
+//!   read.
 //! - File I/O lives in `dir` (and the reader's reads of files that mappings refer to);
 //!   encoding and decoding (`format`, `index`) work on byte slices.
 //! - The writer keeps no page contents between snapshots: only, per page, where its bytes
-//!   are stored and their `xxh3_128` hash, which decides whether a page changed.
+//!   are stored, their `xxh3_128` hash, which decides whether a page changed, and the
+//!   length of its patch chain. It reads a changed page's previous version back from the
+//!   store, through the reader's code and a small cache of decoded blocks.
 //!
 //! It does not: lock a run against a second writer, delete or compact runs, or share
 //! pages between addresses with equal contents.

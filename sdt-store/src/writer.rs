@@ -1,27 +1,48 @@
 //! Writing a run: each snapshot as the pages that changed since the previous one.
 //!
 //! The writer remembers, for every page of the previous snapshot that has content, where
-//! its bytes are stored and an `xxh3_128` hash of them; never the bytes themselves. A page
-//! whose hash did not change is stored nowhere new: the index points at the old slot.
+//! its bytes are stored, an `xxh3_128` hash of them and how many patches its slot's chain
+//! holds; never the bytes themselves. A page whose hash did not change is stored nowhere
+//! new: the index points at the old slot. A changed page is stored as a patch (the page
+//! XOR its previous version) when the previous version's chain holds fewer than
+//! [`MAX_PATCH_DEPTH`] patches, the previous version reads back from the store with the
+//! remembered hash, and the patch has few nonzero bytes (at most [`MAX_PATCH_BYTES`], and
+//! fewer than the page); else whole.
+//!
+//! Previous versions are read back through the reader's [`Slots`], one per worker
+//! thread, each keeping [`WORKER_BLOCKS`] decoded blocks. The changed pages are shared
+//! among the threads in address order, so a run of them decodes each old block about
+//! once.
 
 use std::io;
 use std::num::NonZero;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use xxhash_rust::xxh3::xxh3_128;
 use zstd::bulk::Compressor;
 
 use crate::dir::{RunId, RunInfo, RunStatus, SnapshotFile, io_error, snapshot_path, write_run_info};
 use crate::format::{self, Footer, MAX_BLOCK_PAGES, ZSTD_LEVEL};
-use crate::index::{BlockEntry, BlockTable, Index, push_page};
+use crate::index::{BlockEntry, BlockTable, Index, MAX_PATCH_DEPTH, push_run};
 use crate::model::{PAGE_SIZE, SnapshotMeta, check_mappings};
+use crate::reader::{Slots, xor_into};
 use crate::{Error, Result};
 
-/// Most compression threads.
+/// Most worker threads (compression, patches).
 const MAX_THREADS: usize = 8;
 /// Blocks each thread compresses per batch; a batch is held in memory before writing.
 const BLOCKS_PER_THREAD: usize = 8;
+/// Fewest changed pages worth a thread of their own when making patches.
+const PATCHES_PER_THREAD: usize = 256;
 const BLOCK_PAGES: usize = MAX_BLOCK_PAGES as usize;
+const PAGE: usize = PAGE_SIZE as usize;
+/// A patch with more nonzero bytes than this is not worth its place in a chain.
+const MAX_PATCH_BYTES: usize = PAGE / 4;
+/// Decoded blocks of earlier files each worker keeps (4 MiB): more than a chain of
+/// patches spans, so that neighbouring pages share them.
+const WORKER_BLOCKS: usize = 16;
+/// Earlier snapshot files each worker keeps mapped.
+const WORKER_FILES: usize = 64;
 
 /// Where a page's bytes come from when handed to [`RunWriter::write_snapshot`].
 #[derive(Clone, Copy, Debug)]
@@ -39,8 +60,10 @@ pub enum PageSource<'a> {
 pub struct WriteReport {
     /// Pages with content in the snapshot.
     pub pages: u64,
-    /// Pages stored in this snapshot's file.
+    /// Pages stored in this snapshot's file, whole or as patches.
     pub pages_stored: u64,
+    /// Of those, pages stored as a patch on their previous version.
+    pub pages_patched: u64,
     /// Bytes the snapshot would take stored whole.
     pub full_bytes: u64,
     /// Size of the snapshot's file.
@@ -55,32 +78,98 @@ pub struct RunWriter {
     next_seq: u32,
     /// The previous snapshot's pages with content, ascending.
     prev: Vec<PageEntry>,
-    /// One per compression thread, at least one.
+    /// One per thread, at least one.
     workers: Vec<Worker>,
 }
 
-/// A page with content: where its bytes are stored, and their hash.
+/// A page with content: where its bytes are stored, their hash, and the patches in its
+/// slot's chain (0: stored whole).
 #[derive(Clone, Copy, Debug)]
 struct PageEntry {
     page: u64,
     source_seq: u32,
     slot: u32,
     hash: u128,
+    depth: u32,
 }
 
-/// A compression context and the buffer a block is gathered in.
+/// A snapshot compared with the previous one.
+struct Diff<'a> {
+    /// Every page with content.
+    entries: Vec<PageEntry>,
+    /// The changed pages, whole, in slot order.
+    changed: Vec<&'a [u8]>,
+    /// The changed pages that may be stored as patches, in slot order.
+    candidates: Vec<Candidate<'a>>,
+}
+
+/// A changed page whose previous version may serve as its base.
+#[derive(Clone, Copy, Debug)]
+struct Candidate<'a> {
+    /// Its slot in this snapshot's file.
+    slot: u32,
+    /// Its place in [`Diff::entries`].
+    entry: usize,
+    bytes: &'a [u8],
+    /// The previous version.
+    base: PageEntry,
+}
+
+/// A thread's contexts: a compressor and the buffer a block is gathered in, and a reader
+/// of earlier files.
 struct Worker {
     cctx: Compressor<'static>,
     block: Vec<u8>,
+    slots: Slots,
 }
 
 impl Worker {
+    /// A worker for the run in `dir`.
+    fn new(dir: &Path) -> io::Result<Worker> {
+        Ok(Worker {
+            cctx: Compressor::new(ZSTD_LEVEL)?,
+            block: Vec::with_capacity(BLOCK_PAGES * PAGE),
+            slots: Slots::new(dir.to_owned(), WORKER_BLOCKS, WORKER_FILES)?,
+        })
+    }
+
     fn compress(&mut self, pages: &[&[u8]]) -> io::Result<Vec<u8>> {
         self.block.clear();
         for page in pages {
             self.block.extend_from_slice(page);
         }
         self.cctx.compress(&self.block)
+    }
+
+    /// The patches worth storing for `candidates`, back to back, and which candidates got
+    /// one. `needed_by` names the snapshot being written.
+    fn patch(&mut self, candidates: &[Candidate<'_>], needed_by: &str) -> (Vec<u8>, Vec<bool>) {
+        let mut patches = Vec::new();
+        let made = candidates.iter().map(|c| self.try_patch(c, needed_by, &mut patches)).collect();
+        (patches, made)
+    }
+
+    /// Appends the patch of `c` on its base to `patches` if it is worth storing; returns
+    /// whether it did.
+    fn try_patch(&mut self, c: &Candidate<'_>, needed_by: &str, patches: &mut Vec<u8>) -> bool {
+        let base = &c.base;
+        // A previous version that does not read back (its file damaged or gone since) or
+        // not as remembered is no base: the page is stored whole.
+        let Ok(old) = self.slots.page(base.source_seq, base.slot, base.page, needed_by) else {
+            return false;
+        };
+        if xxh3_128(old) != base.hash {
+            return false;
+        }
+        let at = patches.len();
+        patches.extend_from_slice(c.bytes);
+        xor_into(&mut patches[at..], old);
+        let changed = nonzero_bytes(&patches[at..]);
+        if changed <= MAX_PATCH_BYTES && changed < nonzero_bytes(c.bytes) {
+            return true;
+        }
+        patches.truncate(at);
+        false
     }
 }
 
@@ -100,10 +189,7 @@ impl RunWriter {
     pub(crate) fn new(dir: PathBuf, info: RunInfo) -> Result<RunWriter> {
         let threads = std::thread::available_parallelism().map_or(1, NonZero::get).clamp(1, MAX_THREADS);
         let workers = (0..threads)
-            .map(|_| {
-                let cctx = Compressor::new(ZSTD_LEVEL)?;
-                Ok(Worker { cctx, block: Vec::with_capacity(BLOCK_PAGES * PAGE_SIZE as usize) })
-            })
+            .map(|_| Worker::new(&dir))
             .collect::<io::Result<_>>()
             .map_err(|e| io_error(&dir, e))?;
         Ok(RunWriter { id: info.id, dir, info, next_seq: 0, prev: Vec::new(), workers })
@@ -136,10 +222,28 @@ impl RunWriter {
         }
         check_mappings(&meta.mappings)
             .map_err(|e| Error::BadInput(format!("snapshot {}: {e}", meta.name)))?;
-        let (entries, new_pages) = self.diff(seq, pages)?;
+        let Diff { mut entries, changed, candidates } = self.diff(seq, pages)?;
         if u32::try_from(entries.len()).is_err() {
             return Err(Error::BadInput(format!("snapshot {}: more than 2^32 pages", meta.name)));
         }
+        let name = meta.name.as_str();
+        let patched =
+            on_threads(&mut self.workers, &candidates, PATCHES_PER_THREAD, |w, chunk| w.patch(chunk, name));
+        // What the file stores: the changed pages, some replaced by their patches.
+        let mut new_pages = changed;
+        let mut patch_runs = Vec::new();
+        let mut candidates = candidates.iter();
+        for (patches, made) in &patched {
+            let mut at = 0;
+            // `made` first: `zip` stops at its end without taking one more candidate.
+            for (_, c) in made.iter().zip(candidates.by_ref()).filter(|(made, _)| **made) {
+                new_pages[c.slot as usize] = &patches[at..at + PAGE];
+                at += PAGE;
+                push_run(&mut patch_runs, c.slot.into(), c.base.source_seq, c.base.slot);
+                entries[c.entry].depth = c.base.depth + 1;
+            }
+        }
+        let pages_patched = patched.iter().map(|(patches, _)| (patches.len() / PAGE) as u64).sum();
 
         let page_count = entries.len() as u64;
         meta.stats.pages = page_count;
@@ -147,7 +251,7 @@ impl RunWriter {
         meta.stats.full_bytes = page_count * PAGE_SIZE;
         let mut runs = Vec::new();
         for e in &entries {
-            push_page(&mut runs, e.page, e.source_seq, e.slot);
+            push_run(&mut runs, e.page, e.source_seq, e.slot);
         }
         let compress_error = |e| io_error(&snapshot_path(&self.dir, seq), e);
         let json =
@@ -169,7 +273,8 @@ impl RunWriter {
             }
         }
         let index_offset = file.len();
-        let index = Index { blocks: BlockTable::new(blocks, index_offset), runs }.encode();
+        let index = Index { blocks: BlockTable::new(blocks, index_offset), pages: runs, patches: patch_runs }
+            .encode();
         let index_frame = zstd::bulk::compress(&index, ZSTD_LEVEL).map_err(compress_error)?;
         file.write(&index_frame)?;
         let meta_offset = file.len();
@@ -189,6 +294,7 @@ impl RunWriter {
         let report = WriteReport {
             pages: page_count,
             pages_stored: new_pages.len() as u64,
+            pages_patched,
             full_bytes: page_count * PAGE_SIZE,
             file_bytes,
         };
@@ -197,15 +303,11 @@ impl RunWriter {
         Ok(report)
     }
 
-    /// Compares `pages` with the previous snapshot: every page with content, and the
-    /// bytes of those this snapshot's file must store, in slot order.
-    fn diff<'a>(
-        &self,
-        seq: u32,
-        pages: impl IntoIterator<Item = (u64, PageSource<'a>)>,
-    ) -> Result<(Vec<PageEntry>, Vec<&'a [u8]>)> {
+    /// Compares `pages`, snapshot `seq`, with the previous snapshot.
+    fn diff<'a>(&self, seq: u32, pages: impl IntoIterator<Item = (u64, PageSource<'a>)>) -> Result<Diff<'a>> {
         let mut entries = Vec::with_capacity(self.prev.len());
-        let mut new_pages = Vec::new();
+        let mut changed = Vec::new();
+        let mut candidates = Vec::new();
         let mut prev = self.prev.iter().peekable();
         let mut last_addr = None;
         for (addr, source) in pages {
@@ -244,17 +346,19 @@ impl RunWriter {
                 continue;
             }
             let hash = xxh3_128(bytes);
-            match before {
-                Some(e) if e.hash == hash => entries.push(*e),
-                _ => {
-                    let slot = u32::try_from(new_pages.len())
-                        .map_err(|_| Error::BadInput("more than 2^32 changed pages".into()))?;
-                    new_pages.push(bytes);
-                    entries.push(PageEntry { page, source_seq: seq, slot, hash });
-                }
+            if let Some(e) = before.filter(|e| e.hash == hash) {
+                entries.push(*e);
+                continue;
             }
+            let slot = u32::try_from(changed.len())
+                .map_err(|_| Error::BadInput("more than 2^32 changed pages".into()))?;
+            if let Some(&base) = before.filter(|e| e.depth < MAX_PATCH_DEPTH) {
+                candidates.push(Candidate { slot, entry: entries.len(), bytes, base });
+            }
+            changed.push(bytes);
+            entries.push(PageEntry { page, source_seq: seq, slot, hash, depth: 0 });
         }
-        Ok((entries, new_pages))
+        Ok(Diff { entries, changed, candidates })
     }
 
     /// Records how the run ended in its `run.json`.
@@ -262,6 +366,11 @@ impl RunWriter {
         self.info.status = status;
         write_run_info(&self.dir, &self.info)
     }
+}
+
+fn nonzero_bytes(bytes: &[u8]) -> usize {
+    // Counting into a u8 per 255 bytes vectorizes; counting into a usize would not.
+    bytes.chunks(255).map(|c| usize::from(c.iter().fold(0u8, |n, &b| n + u8::from(b != 0)))).sum()
 }
 
 fn is_zero(page: &[u8]) -> bool {
@@ -272,33 +381,41 @@ fn is_zero(page: &[u8]) -> bool {
 /// Compresses `pages` as blocks of up to 64 pages, spread over the workers' threads.
 fn compress_batch(workers: &mut [Worker], pages: &[&[u8]]) -> io::Result<Vec<Vec<u8>>> {
     let blocks: Vec<&[&[u8]]> = pages.chunks(BLOCK_PAGES).collect();
-    let threads = workers.len().min(blocks.len());
-    if threads <= 1 {
-        let Some(worker) = workers.first_mut() else {
-            return Ok(Vec::new());
-        };
-        return blocks.iter().map(|block| worker.compress(block)).collect();
+    let mut frames = Vec::with_capacity(blocks.len());
+    for chunk in on_threads(workers, &blocks, 1, |worker, blocks| {
+        blocks.iter().map(|block| worker.compress(block)).collect::<io::Result<Vec<_>>>()
+    }) {
+        frames.extend(chunk?);
     }
-    let per_thread = blocks.len().div_ceil(threads);
-    let mut frames = vec![Vec::new(); blocks.len()];
+    Ok(frames)
+}
+
+/// Splits `items` into contiguous chunks of at least `min_chunk` items, at most one per
+/// worker, and runs `work` on each chunk with its own worker, on its own thread when
+/// there is more than one chunk. Returns the chunks' results in order.
+fn on_threads<T: Sync, R: Send>(
+    workers: &mut [Worker],
+    items: &[T],
+    min_chunk: usize,
+    work: impl Fn(&mut Worker, &[T]) -> R + Sync,
+) -> Vec<R> {
+    let threads = workers.len().min(items.len().div_ceil(min_chunk.max(1)));
+    if threads <= 1 {
+        return workers.first_mut().map(|worker| work(worker, items)).into_iter().collect();
+    }
+    let per_thread = items.len().div_ceil(threads);
+    let work = &work;
     std::thread::scope(|scope| {
         let handles: Vec<_> = workers
             .iter_mut()
-            .zip(blocks.chunks(per_thread).zip(frames.chunks_mut(per_thread)))
-            .map(|(worker, (blocks, frames))| {
-                scope.spawn(move || {
-                    for (block, frame) in blocks.iter().zip(frames) {
-                        *frame = worker.compress(block)?;
-                    }
-                    Ok::<(), io::Error>(())
-                })
-            })
+            .zip(items.chunks(per_thread))
+            .map(|(worker, chunk)| scope.spawn(move || work(worker, chunk)))
             .collect();
         handles
             .into_iter()
-            .try_for_each(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
-    })?;
-    Ok(frames)
+            .map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+            .collect()
+    })
 }
 
 #[cfg(test)]
@@ -317,8 +434,8 @@ mod tests {
     fn batch_keeps_block_order() {
         let pages: Vec<Vec<u8>> = (0..200u32).map(|i| vec![i as u8; PAGE_SIZE as usize]).collect();
         let refs: Vec<&[u8]> = pages.iter().map(Vec::as_slice).collect();
-        let mut workers: Vec<Worker> =
-            (0..3).map(|_| Worker { cctx: Compressor::new(3).unwrap(), block: Vec::new() }).collect();
+        let dir = tempfile::tempdir().unwrap();
+        let mut workers: Vec<Worker> = (0..3).map(|_| Worker::new(dir.path()).unwrap()).collect();
         let frames = compress_batch(&mut workers, &refs).unwrap();
         assert_eq!(frames.len(), 4);
         for (frame, chunk) in frames.iter().zip(refs.chunks(BLOCK_PAGES)) {

@@ -112,3 +112,27 @@ pub fn expected_anon(m: &Mapping, pages: &BTreeMap<u64, Vec<u8>>) -> Vec<u8> {
     }
     out
 }
+
+/// `bytes` with 8 bytes changed, at an offset that depends on `k`: a page stored as a
+/// small patch on its previous version.
+pub fn tweak(bytes: &[u8], k: u64) -> Vec<u8> {
+    let mut p = bytes.to_vec();
+    let at = (k as usize * 8 * 61) % PAGE;
+    for b in &mut p[at..at + 8] {
+        *b ^= 0x5a;
+    }
+    p
+}
+
+/// A page of pseudo-random bytes (xorshift from `seed`): incompressible.
+pub fn random_page(seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut p = vec![0; PAGE];
+    for word in p.chunks_mut(8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        word.copy_from_slice(&x.to_le_bytes());
+    }
+    p
+}

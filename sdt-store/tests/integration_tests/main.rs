@@ -5,5 +5,6 @@ mod chain;
 mod common;
 mod damage;
 mod errors;
+mod patches;
 mod props;
 mod roundtrip;
