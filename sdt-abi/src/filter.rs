@@ -93,6 +93,9 @@ pub struct Filter {
     pub attrs: Vec<(String, String)>,
     /// Only these arrivals (1 = first) at a breakpoint capture.
     pub hits: Option<Vec<Span>>,
+    /// Breakpoints (level, class, id) that trap whatever the other conditions say: a
+    /// refinement must see the breakpoint it refines up to.
+    pub always: Vec<(i32, i32, i32)>,
 }
 
 impl Filter {
@@ -150,6 +153,22 @@ impl Filter {
                 spans.iter().any(|s| s.contains(hit))
             }
         }
+    }
+
+    /// Whether the breakpoint is one of [`Filter::always`], which pass every condition.
+    ///
+    /// # Signal Safe Methods
+    ///
+    /// Never allocates, locks or makes system calls.
+    pub fn forces(&self, level: i32, class: i32, id: i32) -> bool {
+        self.always.iter().any(|&site| site == (level, class, id))
+    }
+
+    /// The deepest level that can pass: `max_level`, or deeper if an [`Filter::always`]
+    /// breakpoint is; `None` when every level can.
+    pub fn deepest_level(&self) -> Option<i32> {
+        let max = self.max_level?;
+        Some(self.always.iter().map(|&(level, _, _)| level).fold(max, i32::max))
     }
 
     /// Whether [`Filter::matches_hit`] depends on the hit number, i.e. arrivals must be
@@ -210,6 +229,7 @@ mod tests {
             ids: Some(vec![Span::single(1), Span { first: 10, last: 19 }]),
             attrs: vec![("phase".into(), "solve*".into())],
             hits: Some(vec![Span::single(1), Span { first: 3, last: 4 }]),
+            always: vec![(5, 9, 9)],
         };
         assert!(f.matches_site(&site(2, 3, 12, "phase=solver")));
         assert!(f.matches_site(&site(0, 1, 1, " iter = 3 , phase = solve ")));
@@ -219,6 +239,10 @@ mod tests {
         assert!(!f.matches_site(&site(1, 1, 1, "phase=setup")), "attr value");
         assert!(!f.matches_site(&site(1, 1, 1, "iter=3")), "attr missing");
         assert!(f.matches_hit(1) && f.matches_hit(3) && f.matches_hit(4));
+        // A forced breakpoint passes whatever the rest says, and deepens the inline cut.
+        assert!(f.forces(5, 9, 9) && !f.forces(5, 9, 8));
+        assert_eq!(f.deepest_level(), Some(5));
+        assert_eq!(Filter::default().deepest_level(), None);
         assert!(!f.matches_hit(2) && !f.matches_hit(5));
         assert!(f.counts_hits());
     }

@@ -23,6 +23,19 @@ pub const ENV_TRACER: &str = "SDT_TRACER";
 /// Environment variable holding the [`Filter`](crate::Filter) in its wire form.
 pub const ENV_CAPTURE: &str = "SDT_CAPTURE";
 
+/// Symbol of the library's state word (an `int`), which the tracer finds in the program's
+/// ELF symbols to switch breakpoints off or make the library look for a new filter.
+pub const SYMBOL_STATE: &str = "sdt_state";
+
+/// Symbol of the library's reconfiguration buffer ([`RECONFIG_SIZE`] bytes): a tracer
+/// that takes over a program (a restored one) writes a new filter there, little-endian
+/// `u32` length then the wire form, and sets the state word to [`STATE_UNINIT`]; the
+/// next breakpoint adopts it.
+pub const SYMBOL_RECONFIG: &str = "sdt_reconfig";
+
+/// Size of the reconfiguration buffer.
+pub const RECONFIG_SIZE: usize = 4096;
+
 /// Library state word: breakpoints cost one predictable branch and do nothing.
 pub const STATE_OFF: i32 = 0;
 /// Library state word: not yet looked at the environment; the next breakpoint does.
@@ -33,11 +46,11 @@ pub const STATE_UNINIT: i32 = 1;
 /// call: see [`state_for`].
 pub const STATE_ON: i32 = 2;
 
-/// The state word for a session whose filter has `max_level`: deeper breakpoints are
-/// filtered where `SetBreakpoint` is inlined. A negative `max_level` is left to the full
+/// The state word for a session with `filter`: breakpoints deeper than it lets through
+/// are filtered where `SetBreakpoint` is inlined. A negative level is left to the full
 /// check.
-pub fn state_for(max_level: Option<i32>) -> i32 {
-    match max_level {
+pub fn state_for(filter: &crate::Filter) -> i32 {
+    match filter.deepest_level() {
         Some(level) => STATE_ON.saturating_add(level.max(0)),
         None => i32::MAX,
     }

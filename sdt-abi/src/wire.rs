@@ -1,8 +1,9 @@
 //! The wire form of a [`Filter`], carried in the `SDT_CAPTURE` environment variable.
 //!
 //! ```text
-//! sdt1;L2;C1,3;I1,10-19;H1-3;Aphase=solve*
+//! sdt1;L2;C1,3;I1,10-19;H1-3;Aphase=solve*;S3/1/12
 //! ^^^^ version   L max_level   C classes   I ids   H hits   A attribute rule (one each)
+//!                S level/class/id of a breakpoint that always traps (one each)
 //! ```
 //!
 //! Fields are separated by `;`. In `A` fields, `%`, `;` and `=` inside the key or glob are
@@ -55,6 +56,9 @@ impl Filter {
             out.push('=');
             escape_into(&mut out, glob);
         }
+        for (level, class, id) in &self.always {
+            write!(out, ";S{level}/{class}/{id}").unwrap();
+        }
         out
     }
 
@@ -80,6 +84,15 @@ impl Filter {
                 "I" => filter.ids = Some(parse_list(body, |s| Span::parse(s).ok()).ok_or_else(|| bad("id"))?),
                 "H" => {
                     filter.hits = Some(parse_list(body, |s| Span::parse(s).ok()).ok_or_else(|| bad("hit"))?)
+                }
+                "S" => {
+                    let mut numbers = body.split('/').map(|n| n.parse::<i32>().ok());
+                    let (Some(Some(level)), Some(Some(class)), Some(Some(id)), None) =
+                        (numbers.next(), numbers.next(), numbers.next(), numbers.next())
+                    else {
+                        return Err(bad("breakpoint"));
+                    };
+                    filter.always.push((level, class, id));
                 }
                 "A" => {
                     let (key, glob) = body.split_once('=').ok_or_else(|| bad("attribute"))?;
@@ -165,6 +178,9 @@ mod tests {
         assert!(Filter::decode("sdt1;Anovalue").is_err());
         assert!(Filter::decode("sdt1;Aa=%4").is_err());
         assert!(Filter::decode("sdt1;Q").is_err());
+        assert!(Filter::decode("sdt1;S1/2").is_err());
+        assert!(Filter::decode("sdt1;S1/2/3/4").is_err());
+        assert_eq!(Filter::decode("sdt1;S-1/2/30").unwrap().always, vec![(-1, 2, 30)]);
         assert!(Filter::decode("").is_err());
     }
 
@@ -179,13 +195,15 @@ mod tests {
             proptest::option::of(proptest::collection::vec(span(), 0..4)),
             proptest::collection::vec(("[a-z%;=]{1,6}", "[a-z*?%;=\\[\\]]{0,8}"), 0..3),
             proptest::option::of(proptest::collection::vec(span(), 0..3)),
+            proptest::collection::vec((-3i32..9, -3i32..9, -100i32..100), 0..3),
         )
-            .prop_map(|(max_level, classes, ids, attrs, hits)| Filter {
+            .prop_map(|(max_level, classes, ids, attrs, hits, always)| Filter {
                 max_level,
                 classes,
                 ids,
                 attrs,
                 hits,
+                always,
             })
     }
 

@@ -144,6 +144,7 @@ impl CaptureConfig {
                 ids: spans(raw.ids),
                 attrs: raw.attrs.unwrap_or_default().into_iter().collect(),
                 hits: spans(raw.hits),
+                always: Vec::new(),
             },
             every_ms: raw.every_ms,
             max_snapshots: raw.max_snapshots,

@@ -31,6 +31,8 @@
 #![deny(unsafe_code)]
 
 mod session;
+
+pub use session::sdt_reconfig;
 mod sites;
 mod trap;
 

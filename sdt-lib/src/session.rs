@@ -1,10 +1,12 @@
-//! The library's view of `sdt run`: set up on the first breakpoint, read-only afterwards.
+//! The library's view of `sdt run`: set up on the first breakpoint, and again whenever a
+//! tracer asks (a restored program adopting a new filter).
 
-use std::sync::OnceLock;
-use std::sync::atomic::Ordering;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
 
 use sdt_abi::{
-    ENV_CAPTURE, ENV_TRACER, Filter, RESULT_FILTERED, RESULT_OFF, STATE_OFF, Site, TrapRecord, state_for,
+    ENV_CAPTURE, ENV_TRACER, Filter, RECONFIG_SIZE, RESULT_FILTERED, RESULT_OFF, STATE_OFF, STATE_UNINIT,
+    Site, TrapRecord, state_for,
 };
 
 use crate::{sdt_state, sites, trap};
@@ -14,18 +16,85 @@ pub(crate) struct Session {
     filter: Filter,
 }
 
-static SESSION: OnceLock<Option<Session>> = OnceLock::new();
+/// The current session; null before the first breakpoint looked, or when off. Sessions
+/// are never freed (a replaced one may still be in use on another thread).
+static SESSION: AtomicPtr<Session> = AtomicPtr::new(std::ptr::null_mut());
 
-/// The session, set up on first use; `None` when not under `sdt run`.
+/// Serialises setting up: only the first breakpoint after `sdt_state` became
+/// `STATE_UNINIT` does it.
+static SETUP: Mutex<()> = Mutex::new(());
+
+/// `sdt_reconfig` (see [`sdt_abi::SYMBOL_RECONFIG`]): a new filter from a tracer that took
+/// the program over, little-endian `u32` length then the wire form.
+#[allow(unsafe_code)]
+#[unsafe(no_mangle)]
+#[allow(non_upper_case_globals)]
+pub static sdt_reconfig: [AtomicU8; RECONFIG_SIZE] = [const { AtomicU8::new(0) }; RECONFIG_SIZE];
+
+/// The session; `None` when not under `sdt run`.
 fn get() -> Option<&'static Session> {
-    SESSION
-        .get_or_init(|| {
-            let session = start();
-            let state = session.as_ref().map_or(STATE_OFF, |s| state_for(s.filter.max_level));
+    if sdt_state.load(Ordering::Acquire) == STATE_UNINIT {
+        return set_up();
+    }
+    let session = SESSION.load(Ordering::Acquire);
+    #[allow(unsafe_code)]
+    // SAFETY: a non-null pointer came from `Box::leak` in `set_up` and is never freed.
+    (!session.is_null()).then(|| unsafe { &*session })
+}
+
+/// Looks for a filter, the first time in the environment, later in `sdt_reconfig`, and
+/// publishes the session and the state word.
+#[cold]
+fn set_up() -> Option<&'static Session> {
+    let _one_at_a_time = SETUP.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if sdt_state.load(Ordering::Acquire) == STATE_UNINIT {
+        let session = match take_reconfig() {
+            Some(filter) => Some(Session { filter }),
+            None if SESSION.load(Ordering::Acquire).is_null() => start(),
+            None => None,
+        };
+        if let Some(session) = session {
+            let state = state_for(&session.filter);
+            SESSION.store(Box::leak(Box::new(session)), Ordering::Release);
             sdt_state.store(state, Ordering::Release);
-            session
-        })
-        .as_ref()
+        } else if SESSION.load(Ordering::Acquire).is_null() {
+            sdt_state.store(STATE_OFF, Ordering::Release);
+        } else {
+            // Asked to look again, with nothing new: go on as before.
+            let current = SESSION.load(Ordering::Acquire);
+            #[allow(unsafe_code)]
+            // SAFETY: non-null, leaked by an earlier `set_up`, never freed.
+            sdt_state.store(state_for(unsafe { &(*current).filter }), Ordering::Release);
+        }
+    }
+    let session = SESSION.load(Ordering::Acquire);
+    #[allow(unsafe_code)]
+    // SAFETY: a non-null pointer came from `Box::leak` above and is never freed.
+    (!session.is_null()).then(|| unsafe { &*session })
+}
+
+/// A filter a tracer wrote into `sdt_reconfig` (which is then emptied). The tracer wrote
+/// it while the program was stopped, so it is whole.
+fn take_reconfig() -> Option<Filter> {
+    let byte = |i: usize| sdt_reconfig[i].load(Ordering::Acquire);
+    let len = u32::from_le_bytes([byte(0), byte(1), byte(2), byte(3)]) as usize;
+    if len == 0 || len > RECONFIG_SIZE - 4 {
+        return None;
+    }
+    let wire: Vec<u8> = (4..4 + len).map(byte).collect();
+    for b in &sdt_reconfig[..4] {
+        b.store(0, Ordering::Release);
+    }
+    match std::str::from_utf8(&wire)
+        .map_err(|e| e.to_string())
+        .and_then(|w| Filter::decode(w).map_err(|e| e.to_string()))
+    {
+        Ok(filter) => Some(filter),
+        Err(e) => {
+            eprintln!("sdt: the filter sdt handed over does not decode ({e}); keeping the old one");
+            None
+        }
+    }
 }
 
 fn start() -> Option<Session> {
@@ -82,16 +151,18 @@ pub(crate) fn arm<'a>(
     attrs: impl FnOnce() -> &'a [u8],
 ) -> Option<i64> {
     let Some(Session { filter }) = get() else { return Some(RESULT_OFF) };
-    if !filter.matches_numbers(level, class, id) {
+    // A forced breakpoint (the end of a refinement) passes every condition.
+    let forced = filter.forces(level, class, id);
+    if !forced && !filter.matches_numbers(level, class, id) {
         return Some(RESULT_FILTERED);
     }
     let site = Site { level, class, id, attrs: attrs() };
-    if !filter.matches_attrs(site.attrs) {
+    if !forced && !filter.matches_attrs(site.attrs) {
         return Some(RESULT_FILTERED);
     }
     let entry = sites::lookup(level, class, id);
     let hit = entry.map_or(0, |e| e.hits.fetch_add(1, Ordering::Relaxed) + 1);
-    if hit != 0 && !filter.matches_hit(hit) {
+    if !forced && hit != 0 && !filter.matches_hit(hit) {
         return Some(RESULT_FILTERED);
     }
     if multiple_mark == 0 && entry.is_some_and(|e| e.taken.swap(true, Ordering::AcqRel)) {
