@@ -161,7 +161,7 @@ impl Filter {
     ///
     /// Never allocates, locks or makes system calls.
     pub fn forces(&self, level: i32, class: i32, id: i32) -> bool {
-        self.always.iter().any(|&site| site == (level, class, id))
+        self.always.contains(&(level, class, id))
     }
 
     /// The deepest level that can pass: `max_level`, or deeper if an [`Filter::always`]

@@ -9,4 +9,5 @@ mod capture;
 mod damage;
 mod errors;
 mod gdb;
+mod guest;
 mod tracking;
