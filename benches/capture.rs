@@ -17,6 +17,9 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use serde_json::Value;
+use workloads::workspace;
+
+mod workloads;
 
 struct Options {
     threads: Vec<u32>,
@@ -55,32 +58,6 @@ fn parse_options() -> Options {
         }
     }
     opts
-}
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
-}
-
-fn build_workload(out: &Path) -> PathBuf {
-    let release = workspace().join("target/release");
-    let lib = release.join("libsdt.a");
-    assert!(
-        lib.exists() && release.join("sdt").exists(),
-        "build first: cargo build --release (scripts/bench does)"
-    );
-    let exe = out.join("heap");
-    let status = Command::new("gcc")
-        .args(["-O2", "-g", "-pthread"])
-        .arg(workspace().join("benches/workloads/heap.c"))
-        .arg("-I")
-        .arg(workspace().join("sdt-lib/include"))
-        .arg(&lib)
-        .args(["-ldl", "-lm", "-o"])
-        .arg(&exe)
-        .status()
-        .expect("gcc");
-    assert!(status.success(), "building the workload failed");
-    exe
 }
 
 fn sorted(mut values: Vec<f64>) -> Vec<f64> {
@@ -149,7 +126,7 @@ struct Row {
 }
 
 fn measure(exe: &Path, dir: &Path, opts: &Options, threads: u32, heap_mb: u32, dirty: u32) -> Row {
-    let sdt = workspace().join("target/release/sdt");
+    let sdt = workloads::release().join("sdt");
     let store = dir.join(format!("store-{threads}-{heap_mb}-{dirty}"));
     std::fs::remove_dir_all(&store).ok();
     let args = [threads, heap_mb, dirty, opts.snapshots, opts.gap_ms].map(|n| n.to_string());
@@ -208,7 +185,7 @@ fn main() {
     let opts = parse_options();
     let dir = workspace().join("target/bench-capture");
     std::fs::create_dir_all(&dir).unwrap();
-    let exe = build_workload(&dir);
+    let exe = workloads::build("heap", &dir, "heap", &[]);
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!(
         "capture benchmark: ptrace backend, {} snapshots per run, {} ms of computing between them, {cpus} CPUs",

@@ -16,30 +16,12 @@
 //! ```
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
-}
+use workloads::workspace;
 
-fn build(out: &Path, name: &str, extra: &[&str]) -> PathBuf {
-    let release = workspace().join("target/release");
-    let exe = out.join(name);
-    let status = Command::new("gcc")
-        .args(["-O2", "-g", "-pthread"])
-        .args(extra)
-        .arg(workspace().join("benches/workloads/annotated.c"))
-        .arg("-I")
-        .arg(workspace().join("sdt-lib/include"))
-        .arg(release.join("libsdt.a"))
-        .args(["-ldl", "-lm", "-o"])
-        .arg(&exe)
-        .status()
-        .expect("gcc");
-    assert!(status.success(), "building the workload failed");
-    exe
-}
+mod workloads;
 
 /// The workload's own timing line, `run_ms N`.
 fn run_ms(cmd: &mut Command) -> f64 {
@@ -54,10 +36,9 @@ fn run_ms(cmd: &mut Command) -> f64 {
 fn main() {
     let dir = workspace().join("target/bench-overhead");
     std::fs::create_dir_all(&dir).unwrap();
-    let sdt = workspace().join("target/release/sdt");
-    assert!(sdt.exists(), "build first: cargo build --release (scripts/bench does)");
-    let plain = build(&dir, "compiled-out", &["-DSDT_DISABLE"]);
-    let built = build(&dir, "built-in", &[]);
+    let sdt = workloads::release().join("sdt");
+    let plain = workloads::build("annotated", &dir, "compiled-out", &["-DSDT_DISABLE"]);
+    let built = workloads::build("annotated", &dir, "built-in", &[]);
     let by_level = dir.join("filter-by-level.toml");
     std::fs::write(&by_level, "max_level = 0\n").unwrap();
     let by_class = dir.join("filter-by-class.toml");
