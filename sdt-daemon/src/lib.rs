@@ -39,6 +39,7 @@ pub mod human;
 pub mod launch;
 mod procfs;
 mod ptrace;
+mod signals;
 mod tracking;
 mod writer;
 
@@ -47,7 +48,8 @@ use std::time::Duration;
 
 use sdt_abi::RESULT_DECLINED;
 use sdt_store::{
-    CaptureStats, ProcessInfo, RunId, RunInfo, RunStatus, SnapshotMeta, SnapshotTime, Store, Trigger,
+    CaptureStats, MemoryLayout, ProcessInfo, RunId, RunInfo, RunStatus, SnapshotMeta, SnapshotTime, Store,
+    Trigger,
 };
 use sdt_sys::events::{Event, Events};
 use sdt_sys::ptrace::options;
@@ -62,6 +64,7 @@ pub use writer::{WriteTotals, WriterStopped};
 use capture::Capturer;
 use freeze::{BreakpointHit, FreezeError, Freezer, TargetEvent};
 use ptrace::Tracer;
+use tracking::Vdso;
 use writer::{Job, StoreWriter};
 
 /// What `sdt run` was asked to do.
@@ -163,6 +166,8 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, Error> {
         tracking_failed: false,
         process: ProcessInfo::default(),
         auxv: Vec::new(),
+        layout: None,
+        vdso: None,
         writer,
         opts,
         started_ns,
@@ -206,6 +211,10 @@ struct Session<'a> {
     process: ProcessInfo,
     /// The auxiliary vector of the current program image.
     auxv: Vec<u8>,
+    /// The memory layout of the current program image (its `brk` aside).
+    layout: Option<MemoryLayout>,
+    /// The vDSO of the current program image, for injected system calls.
+    vdso: Option<Vdso>,
     writer: StoreWriter,
     opts: &'a RunOptions,
     started_ns: u64,
@@ -228,6 +237,8 @@ impl Session<'_> {
                         self.capturer = Capturer::new(self.pid)?;
                         self.tracking_failed = false;
                         self.auxv.clear();
+                        self.layout = None;
+                        self.vdso = None;
                         None
                     }
                     TargetEvent::Exited(exit) => Some(exit),
@@ -288,18 +299,25 @@ impl Session<'_> {
         let captured = match frozen.via {
             Some(via) => {
                 self.start_tracking(via, breaking)?;
-                // The workers copy pages while this thread, the tracer, reads registers.
+                // The workers copy pages while this thread, the tracer, reads registers,
+                // open files and signal sets.
                 let (capturer, tracer) = (&mut self.capturer, &mut self.tracer);
                 capturer
-                    .collect(via, &mut buffer, self.opts.verify, || tracer.read_threads(breaking))
+                    .collect(via, &mut buffer, self.opts.verify, || {
+                        (tracer.read_threads(breaking), procfs::open_files(via), procfs::signal_sets(via))
+                    })
                     .map_err(|e| human::error_chain(&e))
-                    .and_then(|(collected, threads)| {
-                        threads.map(|t| (via, collected, t)).map_err(|e| human::error_chain(&e))
+                    .and_then(|(collected, (threads, files, signal_sets))| {
+                        let threads = threads.map_err(|e| human::error_chain(&e))?;
+                        let files = files.map_err(|e| format!("reading open files: {e}"))?;
+                        let (caught, ignored) = signal_sets.map_err(|e| format!("reading signal sets: {e}"))?;
+                        let signals = self.signal_actions(via, breaking, caught, ignored)?;
+                        Ok((via, collected, threads, files, signals))
                     })
             }
             None => Err("every thread is exiting".to_owned()),
         };
-        let (via, collected, threads) = match captured {
+        let (via, collected, threads, files, signals) = match captured {
             Ok(captured) => captured,
             Err(why) => {
                 self.writer.return_buffer(buffer);
@@ -333,6 +351,16 @@ impl Session<'_> {
         if self.auxv.is_empty() {
             self.auxv = procfs::read(via, "auxv").unwrap_or_default();
         }
+        if self.layout.is_none() {
+            self.layout = procfs::memory_layout(via, &collected.mappings)
+                .inspect_err(|e| log::warn!("reading the memory layout: {e}"))
+                .ok();
+        }
+        // Only the break moves during an image's life: it is the heap mapping's end.
+        let layout = self.layout.map(|l| MemoryLayout {
+            brk: collected.mappings.iter().find(|m| m.path == "[heap]").map_or(l.start_brk, |m| m.end),
+            ..l
+        });
 
         let meta = SnapshotMeta {
             name: format!("S{seq}"),
@@ -366,6 +394,9 @@ impl Session<'_> {
                 copy_ns: collected.copy_ns,
                 ..CaptureStats::default()
             },
+            files,
+            signals,
+            layout: layout.unwrap_or_default(),
         };
         // Mappings read whole on first sight will not be next time.
         let copied = (meta.stats.copied_bytes - collected.first_sight_bytes) as usize;
@@ -385,6 +416,29 @@ impl Session<'_> {
         Ok(None)
     }
 
+    /// The program image's vDSO, found on first use.
+    fn vdso(&mut self, via: Tid) -> Result<Vdso, String> {
+        match self.vdso {
+            Some(vdso) => Ok(vdso),
+            None => Ok(*self.vdso.insert(Vdso::find(via)?)),
+        }
+    }
+
+    /// The dispositions of the caught and ignored signals, read by injected calls on a
+    /// held thread. Only caught signals cost a call.
+    fn signal_actions(
+        &mut self,
+        via: Tid,
+        breaking: Option<Tid>,
+        caught: u64,
+        ignored: u64,
+    ) -> Result<Vec<sdt_store::SignalAction>, String> {
+        let syscall_at = if caught == 0 { 0 } else { self.vdso(via)?.syscall_at };
+        let thread = self.tracer.injection_thread(breaking).unwrap_or(via);
+        signals::read_actions(&mut self.tracer, thread, syscall_at, caught, ignored)
+            .map_err(|e| format!("reading signal handlers: {}", human::error_chain(&e)))
+    }
+
     /// Sets write tracking up on the first capture of a program image, if the run wants
     /// it and the kernel has it.
     fn start_tracking(&mut self, via: Tid, breaking: Option<Tid>) -> Result<(), Error> {
@@ -392,7 +446,10 @@ impl Session<'_> {
             return Ok(());
         }
         let thread = self.tracer.injection_thread(breaking).unwrap_or(via);
-        match tracking::start(&mut self.tracer, self.pid, thread, self.capturer.pagemap()) {
+        let started = self
+            .vdso(via)
+            .and_then(|vdso| tracking::start(&mut self.tracer, self.pid, thread, vdso, self.capturer.pagemap()));
+        match started {
             Ok(uffd) => {
                 self.capturer.track_with(uffd);
                 Ok(())

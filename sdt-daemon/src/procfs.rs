@@ -1,8 +1,10 @@
-//! Reading a stopped process's facts from `/proc`: mappings, identity, auxv, command line.
+//! Reading a stopped process's facts from `/proc`: mappings, identity, auxv, command line,
+//! open files, signal dispositions, memory layout.
 
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::PathBuf;
 
-use sdt_store::{Content, Mapping, Perms, ProcessInfo};
+use sdt_store::{Content, FileKind, FileRef, Mapping, MemoryLayout, OpenFile, Perms, ProcessInfo};
 use sdt_sys::Tid;
 
 /// Parses `/proc/PID/maps`; lines that do not parse are skipped with a warning. The
@@ -110,6 +112,115 @@ fn parse_stat_ids(stat: &str) -> Option<(i32, i32, i32)> {
     Some((next()?, next()?, next()?))
 }
 
+/// The process's open file descriptors, ascending. A descriptor closed while the
+/// directory is read is left out.
+pub(crate) fn open_files(pid: Tid) -> std::io::Result<Vec<OpenFile>> {
+    let dir = format!("/proc/{pid}/fd");
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(&dir)? {
+        let Some(fd) = entry?.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        let link = format!("{dir}/{fd}");
+        let (Ok(target), Ok(info)) = (std::fs::read_link(&link), read_text(pid, &format!("fdinfo/{fd}"))) else {
+            continue;
+        };
+        let target = target.display().to_string();
+        let meta = std::fs::metadata(&link).ok();
+        let kind = file_kind(&target, meta.as_ref());
+        let file = match (&meta, kind) {
+            (Some(m), FileKind::Regular) => Some(FileRef {
+                path: target.clone(),
+                dev: m.dev(),
+                inode: m.ino(),
+                size: m.size(),
+                mtime_ns: m.mtime() * 1_000_000_000 + m.mtime_nsec(),
+            }),
+            _ => None,
+        };
+        let (pos, flags) = parse_fdinfo(&info);
+        files.push(OpenFile { fd, target, kind, flags, pos, file });
+    }
+    files.sort_unstable_by_key(|f| f.fd);
+    Ok(files)
+}
+
+/// What a descriptor refers to, from its link text and the file's type.
+fn file_kind(target: &str, meta: Option<&std::fs::Metadata>) -> FileKind {
+    if target.starts_with("anon_inode:") {
+        return FileKind::AnonInode;
+    }
+    if target.starts_with("socket:[") {
+        return FileKind::Socket;
+    }
+    if target.starts_with("pipe:[") {
+        return FileKind::Pipe;
+    }
+    let Some(t) = meta.map(|m| m.file_type()) else { return FileKind::Other };
+    if t.is_file() {
+        FileKind::Regular
+    } else if t.is_dir() {
+        FileKind::Directory
+    } else if t.is_char_device() {
+        FileKind::CharDevice
+    } else if t.is_block_device() {
+        FileKind::BlockDevice
+    } else if t.is_fifo() {
+        FileKind::Pipe
+    } else if t.is_socket() {
+        FileKind::Socket
+    } else {
+        FileKind::Other
+    }
+}
+
+/// `pos` (decimal) and `flags` (octal) of an fdinfo file.
+fn parse_fdinfo(info: &str) -> (u64, u32) {
+    let field = |key: &str| info.lines().find_map(|l| l.strip_prefix(key)).map(str::trim);
+    let pos = field("pos:").and_then(|v| v.parse().ok()).unwrap_or(0);
+    let flags = field("flags:").and_then(|v| u32::from_str_radix(v, 8).ok()).unwrap_or(0);
+    (pos, flags)
+}
+
+/// The caught and the ignored signals (`SigCgt`, `SigIgn` of `status`), bit `n-1` for
+/// signal `n`.
+pub(crate) fn signal_sets(pid: Tid) -> std::io::Result<(u64, u64)> {
+    let status = read_text(pid, "status")?;
+    let mask = |key: &str| {
+        status.lines().find_map(|l| l.strip_prefix(key)).and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+    };
+    Ok((mask("SigCgt:").unwrap_or(0), mask("SigIgn:").unwrap_or(0)))
+}
+
+/// The memory descriptor's fields from `/proc/PID/stat`; `brk` is the end of the heap
+/// mapping among `mappings` (or `start_brk` without one).
+pub(crate) fn memory_layout(pid: Tid, mappings: &[Mapping]) -> std::io::Result<MemoryLayout> {
+    let stat = read_text(pid, "stat")?;
+    let bad = || std::io::Error::new(std::io::ErrorKind::InvalidData, "unexpected /proc/PID/stat");
+    let layout = parse_stat_layout(&stat).ok_or_else(bad)?;
+    let brk = mappings.iter().find(|m| m.path == "[heap]").map_or(layout.start_brk, |m| m.end);
+    Ok(MemoryLayout { brk, ..layout })
+}
+
+/// Fields 26–28 and 45–51 of `stat` (1-based, as proc(5) numbers them).
+fn parse_stat_layout(stat: &str) -> Option<MemoryLayout> {
+    // Field 3 (state) is the first after the command's closing parenthesis.
+    let fields: Vec<u64> =
+        stat[stat.rfind(')')? + 1..].split_whitespace().map(|f| f.parse().unwrap_or(0)).collect();
+    let field = |n: usize| fields.get(n - 3).copied();
+    Some(MemoryLayout {
+        start_code: field(26)?,
+        end_code: field(27)?,
+        start_stack: field(28)?,
+        start_data: field(45)?,
+        end_data: field(46)?,
+        start_brk: field(47)?,
+        brk: 0,
+        arg_start: field(48)?,
+        arg_end: field(49)?,
+        env_start: field(50)?,
+        env_end: field(51)?,
+    })
+}
+
 fn parse_cmdline(raw: &[u8]) -> Vec<String> {
     let raw = raw.strip_suffix(&[0]).unwrap_or(raw);
     if raw.is_empty() {
@@ -148,6 +259,48 @@ mod tests {
         assert_eq!(parse_stat_ids("83 (Thread.(<lambda>)) S 1 19 19 0 -1"), Some((1, 19, 19)));
         assert_eq!(parse_stat_ids("83 (a) b) R 7 8 9"), Some((7, 8, 9)));
         assert_eq!(parse_stat_ids("83 (a"), None);
+    }
+
+    #[test]
+    fn stat_layout_fields() {
+        // A real line: `cat` at rest (fields past 51 cut).
+        let stat = "4242 (c a)t) S 1 4242 4242 0 -1 4194304 100 0 0 0 0 0 0 0 20 0 1 0 \
+                    5 2273280 200 18446744073709551615 94000000000000 94000000016000 \
+                    140730000000000 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 94000000030000 \
+                    94000000031000 94000001000000 140730000001000 140730000001100 \
+                    140730000001100 140730000002000 0";
+        let layout = parse_stat_layout(stat).unwrap();
+        assert_eq!(layout.start_code, 94000000000000);
+        assert_eq!(layout.end_code, 94000000016000);
+        assert_eq!(layout.start_stack, 140730000000000);
+        assert_eq!(layout.start_data, 94000000030000);
+        assert_eq!(layout.end_data, 94000000031000);
+        assert_eq!(layout.start_brk, 94000001000000);
+        assert_eq!((layout.arg_start, layout.arg_end), (140730000001000, 140730000001100));
+        assert_eq!((layout.env_start, layout.env_end), (140730000001100, 140730000002000));
+        assert_eq!(parse_stat_layout("1 (x) S 1 2 3"), None);
+    }
+
+    #[test]
+    fn fdinfo_fields() {
+        assert_eq!(parse_fdinfo("pos:\t4096\nflags:\t02100002\nmnt_id:\t25\nino:\t7\n"), (4096, 0o2100002));
+        assert_eq!(parse_fdinfo("garbage"), (0, 0));
+    }
+
+    #[test]
+    fn own_files_and_signals() {
+        let me = Tid::new(std::process::id() as i32).unwrap();
+        let file = tempfile::tempfile().unwrap();
+        use std::io::Write;
+        (&file).write_all(b"hello").unwrap();
+        let files = open_files(me).unwrap();
+        let ours = files.iter().find(|f| f.target.contains("(deleted)") && f.pos == 5).expect("the temp file");
+        assert_eq!(ours.kind, FileKind::Regular);
+        assert_eq!(ours.flags & libc::O_ACCMODE as u32, libc::O_RDWR as u32);
+        assert!(files.windows(2).all(|w| w[0].fd < w[1].fd));
+        let (_caught, ignored) = signal_sets(me).unwrap();
+        // Rust's runtime ignores SIGPIPE.
+        assert_ne!(ignored & (1 << (libc::SIGPIPE - 1)), 0);
     }
 
     #[test]

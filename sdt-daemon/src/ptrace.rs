@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use sdt_abi::{STATE_OFF, TRAP_MAGIC, TRAP_RECORD_SIZE, TrapRecord};
-use sdt_store::{ThreadRunState, ThreadState, gpreg, set_gpreg};
+use sdt_store::{Rseq, ThreadRunState, ThreadState, gpreg};
 use sdt_sys::ptrace::{self, Regset, event};
 use sdt_sys::wait::{self, Stop};
 use sdt_sys::{Tid, memory, monotonic_ns};
@@ -321,11 +321,9 @@ impl Tracer {
             .or_else(|| self.threads.iter().find(|(_, t)| usable(t)).map(|(&tid, _)| tid))
     }
 
-    /// Runs one system call on `tid`, a thread the current freeze holds: points it at the
-    /// `syscall` instruction at `syscall_at` with the arguments in place and
-    /// single-steps it. Returns the raw result (`-errno` on failure). The thread's
-    /// registers are restored afterwards, so a system call it was stopped in restarts as
-    /// before.
+    /// Runs one system call on `tid`, a thread the current freeze holds (see
+    /// [`ptrace::inject_syscall`]). A signal that arrives for it meanwhile is held for
+    /// the thaw.
     pub(crate) fn inject_syscall(
         &mut self,
         tid: Tid,
@@ -333,49 +331,22 @@ impl Tracer {
         nr: u64,
         args: &[u64],
     ) -> Result<i64, sdt_sys::Error> {
-        let mut saved = [0u8; sdt_store::GPREGS_SIZE];
-        ptrace::get_regset(tid, Regset::General, &mut saved)?;
-        let mut regs = saved;
-        set_gpreg(&mut regs, "rax", nr);
-        for (name, &value) in ["rdi", "rsi", "rdx", "r10", "r8", "r9"].iter().zip(args) {
-            set_gpreg(&mut regs, name, value);
-        }
-        set_gpreg(&mut regs, "rip", syscall_at);
-        // Not "inside a system call": no restart logic may touch the injected one.
-        set_gpreg(&mut regs, "orig_rax", u64::MAX);
-        ptrace::set_regset(tid, Regset::General, &regs)?;
-        let result = loop {
-            ptrace::single_step(tid)?;
-            match wait::wait_for(tid)?.1 {
-                Stop::Signal(libc::SIGTRAP) => {
-                    ptrace::get_regset(tid, Regset::General, &mut regs)?;
-                    // A trap before the instruction ran (a pending interrupt) steps again.
-                    if gpreg(&regs, "rip") == Some(syscall_at + 2) {
-                        break gpreg(&regs, "rax").unwrap_or(0) as i64;
-                    }
-                }
-                // The program's signal, about to be delivered: hold it for the thaw.
-                Stop::Signal(sig) => {
-                    let thread = self.threads.entry(tid).or_default();
-                    if thread.signal == 0 {
-                        thread.signal = sig;
-                    } else {
-                        self.resend.push((tid, sig));
-                    }
-                }
-                Stop::Event(..) => {}
-                Stop::Exited(_) | Stop::Killed(..) => {
-                    self.threads.remove(&tid);
-                    return Err(sdt_sys::Error {
-                        call: "injected system call",
-                        tid: tid.raw(),
-                        source: std::io::Error::from_raw_os_error(libc::ESRCH),
-                    });
+        let (threads, resend) = (&mut self.threads, &mut self.resend);
+        ptrace::inject_syscall(tid, syscall_at, nr, args, |stop| match stop {
+            // The program's signal, about to be delivered: hold it for the thaw.
+            Stop::Signal(sig) => {
+                let thread = threads.entry(tid).or_default();
+                if thread.signal == 0 {
+                    thread.signal = sig;
+                } else {
+                    resend.push((tid, sig));
                 }
             }
-        };
-        ptrace::set_regset(tid, Regset::General, &saved)?;
-        Ok(result)
+            Stop::Exited(_) | Stop::Killed(..) => {
+                threads.remove(&tid);
+            }
+            Stop::Event(..) => {}
+        })
     }
 }
 
@@ -398,5 +369,6 @@ fn read_thread(tid: Tid, exiting: bool) -> Result<ThreadState, sdt_sys::Error> {
         fpregs,
         xstate,
         sigmask: ptrace::sigmask(tid)?,
+        rseq: ptrace::rseq_config(tid)?.map(|c| Rseq { addr: c.addr, len: c.len, sig: c.sig }),
     })
 }

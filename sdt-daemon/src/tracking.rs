@@ -47,21 +47,42 @@ impl Tracking {
     }
 }
 
+/// The program's vDSO, and a `syscall` instruction in it for injected system calls.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Vdso {
+    pub start: u64,
+    pub end: u64,
+    /// Address of a `syscall` instruction (`0f 05`).
+    pub syscall_at: u64,
+}
+
+impl Vdso {
+    /// Finds the vDSO of the frozen program through its held thread `via`.
+    pub(crate) fn find(via: Tid) -> Result<Vdso, String> {
+        let maps =
+            procfs::parse_maps(&procfs::read_text(via, "maps").map_err(|e| format!("reading maps: {e}"))?);
+        let vdso = maps.iter().find(|m| m.path == "[vdso]").ok_or("the program has no vDSO")?;
+        let mut bytes = vec![0u8; (vdso.end - vdso.start) as usize];
+        memory::read_exact(via, vdso.start, &mut bytes).map_err(|e| format!("reading the vDSO: {e}"))?;
+        let at = bytes.windows(2).position(|w| w == [0x0f, 0x05]).ok_or("no syscall instruction in the vDSO")?;
+        Ok(Vdso { start: vdso.start, end: vdso.end, syscall_at: vdso.start + at as u64 })
+    }
+}
+
 /// Sets tracking up on a frozen target through its held thread `via`. `Err` says why the
 /// kernel or the target cannot have it.
 pub(crate) fn start(
     tracer: &mut Tracer,
     pid: Tid,
     via: Tid,
+    vdso: Vdso,
     pagemap: &Pagemap,
 ) -> Result<Userfaultfd, String> {
-    let maps = procfs::parse_maps(&procfs::read_text(via, "maps").map_err(|e| format!("reading maps: {e}"))?);
-    let vdso = maps.iter().find(|m| m.path == "[vdso]").ok_or("the program has no vDSO")?;
     // PAGEMAP_SCAN came with async write-protect; a kernel without it fails here.
     pagemap.scan(vdso.start, vdso.end, ScanQuery::RESIDENT, &mut Vec::new(), &mut Vec::new()).map_err(
         |e| format!("the kernel lacks PAGEMAP_SCAN (Linux 6.7): {}", crate::human::error_chain(&e)),
     )?;
-    let syscall_at = find_syscall(via, vdso.start, vdso.end).ok_or("no syscall instruction in the vDSO")?;
+    let syscall_at = vdso.syscall_at;
 
     let flags = (libc::O_CLOEXEC | libc::O_NONBLOCK | UFFD_USER_MODE_ONLY) as u64;
     let fd = tracer
@@ -84,11 +105,4 @@ pub(crate) fn start(
     Userfaultfd::enable_wp_async(taken).map_err(|e| {
         format!("the kernel lacks async write-protect (Linux 6.7): {}", crate::human::error_chain(&e))
     })
-}
-
-/// Address of a `syscall` instruction (`0f 05`) in the vDSO.
-fn find_syscall(via: Tid, start: u64, end: u64) -> Option<u64> {
-    let mut bytes = vec![0u8; (end - start) as usize];
-    memory::read_exact(via, start, &mut bytes).ok()?;
-    bytes.windows(2).position(|w| w == [0x0f, 0x05]).map(|i| start + i as u64)
 }

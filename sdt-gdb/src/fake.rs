@@ -76,6 +76,7 @@ pub fn thread(tid: i32, xstate: Vec<u8>) -> ThreadState {
         fpregs: (0..512).map(|i| (i * 3) as u8 ^ tid as u8).collect(),
         xstate,
         sigmask: 0x1_0000_0000 | tid as u64,
+        rseq: None,
     }
 }
 
@@ -128,6 +129,9 @@ pub fn sample() -> FakeSource {
         ],
         auxv: (0..48u8).collect(),
         stats: CaptureStats::default(),
+        files: Vec::new(),
+        signals: Vec::new(),
+        layout: Default::default(),
     };
     let mut memory = HashMap::new();
     for m in &meta.mappings {

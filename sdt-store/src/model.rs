@@ -29,6 +29,113 @@ pub struct SnapshotMeta {
     pub auxv: Vec<u8>,
     /// How the capture went.
     pub stats: CaptureStats,
+    /// The open file descriptors, ascending (empty in snapshots from before they were
+    /// recorded).
+    #[serde(default)]
+    pub files: Vec<OpenFile>,
+    /// Signals whose disposition is not the default, ascending.
+    #[serde(default)]
+    pub signals: Vec<SignalAction>,
+    /// Where the kernel's memory descriptor says the program's parts are (all zero when
+    /// unknown).
+    #[serde(default)]
+    pub layout: MemoryLayout,
+}
+
+/// One open file descriptor, as `/proc/PID/fd` and `/proc/PID/fdinfo` tell it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpenFile {
+    /// The descriptor number. Must be >= 0.
+    pub fd: i32,
+    /// What the descriptor's link says: a path, `pipe:[N]`, `socket:[N]`,
+    /// `anon_inode:[eventfd]`, …
+    pub target: String,
+    /// What kind of object it is.
+    pub kind: FileKind,
+    /// `open(2)` flags (`O_ACCMODE`, `O_APPEND`, `O_NONBLOCK`, …; `O_CLOEXEC` for the
+    /// descriptor's close-on-exec flag).
+    pub flags: u32,
+    /// The file position.
+    pub pos: u64,
+    /// For a regular file: which file, with what identifies its version.
+    pub file: Option<FileRef>,
+}
+
+/// The kind of object an open file descriptor refers to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FileKind {
+    /// A regular file.
+    Regular,
+    /// A directory.
+    Directory,
+    /// A character device (a terminal, `/dev/null`, …).
+    CharDevice,
+    /// A block device.
+    BlockDevice,
+    /// A pipe or FIFO.
+    Pipe,
+    /// A socket.
+    Socket,
+    /// An anonymous inode: eventfd, epoll, timerfd, signalfd, userfaultfd, pidfd, …
+    AnonInode,
+    /// Anything else.
+    Other,
+}
+
+/// A signal's disposition (`struct kernel_sigaction`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SignalAction {
+    /// The signal number, 1..=64.
+    pub signo: i32,
+    /// The handler's address, or `SIG_IGN` (1).
+    pub handler: u64,
+    /// `SA_*` flags.
+    pub flags: u64,
+    /// `sa_restorer` (with `SA_RESTORER`).
+    pub restorer: u64,
+    /// Signals blocked while the handler runs, bit `n-1` for signal `n`.
+    pub mask: u64,
+}
+
+/// `SIG_IGN` as a [`SignalAction::handler`].
+pub const SIG_IGN: u64 = 1;
+
+/// The program's parts as the kernel's memory descriptor records them (`/proc/PID/stat`
+/// fields 26–28 and 45–51; `brk` is the end of the heap mapping). `prctl(PR_SET_MM_MAP)`
+/// takes the same fields.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct MemoryLayout {
+    /// Start of the program's text.
+    pub start_code: u64,
+    /// End of the program's text.
+    pub end_code: u64,
+    /// Start of the program's initialised data.
+    pub start_data: u64,
+    /// End of the program's initialised data.
+    pub end_data: u64,
+    /// Start of the heap (`brk` area).
+    pub start_brk: u64,
+    /// The program break, page-aligned up.
+    pub brk: u64,
+    /// Bottom of the main thread's stack (where argv and the environment lie).
+    pub start_stack: u64,
+    /// Start of the command-line arguments.
+    pub arg_start: u64,
+    /// End of the command-line arguments.
+    pub arg_end: u64,
+    /// Start of the environment.
+    pub env_start: u64,
+    /// End of the environment.
+    pub env_end: u64,
+}
+
+impl MemoryLayout {
+    /// Whether the layout was recorded.
+    pub fn is_known(&self) -> bool {
+        self.start_code != 0 || self.start_stack != 0
+    }
 }
 
 /// What took a snapshot.
@@ -123,6 +230,20 @@ pub struct ThreadState {
     pub xstate: Vec<u8>,
     /// Blocked signals, bit `n-1` for signal `n`.
     pub sigmask: u64,
+    /// The thread's restartable-sequences area, if it registered one (glibc does).
+    #[serde(default)]
+    pub rseq: Option<Rseq>,
+}
+
+/// A thread's `rseq(2)` registration (`PTRACE_GET_RSEQ_CONFIGURATION`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rseq {
+    /// Address of the `struct rseq` area.
+    pub addr: u64,
+    /// Its registered length.
+    pub len: u32,
+    /// The signature that abort handlers carry.
+    pub sig: u32,
 }
 
 /// Size of `struct user_regs_struct` on x86_64.

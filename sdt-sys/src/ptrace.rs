@@ -142,3 +142,107 @@ pub fn sigmask(tid: Tid) -> Result<u64> {
     request("PTRACE_GETSIGMASK", libc::PTRACE_GETSIGMASK, tid, 8, &raw mut mask as usize)?;
     Ok(mask)
 }
+
+/// `ptrace(PTRACE_SETSIGMASK, tid, 8, &mask)`: replaces the thread's blocked signals.
+#[doc(alias = "PTRACE_SETSIGMASK")]
+pub fn set_sigmask(tid: Tid, mask: u64) -> Result<()> {
+    request("PTRACE_SETSIGMASK", libc::PTRACE_SETSIGMASK, tid, 8, &raw const mask as usize).map(drop)
+}
+
+/// A thread's `rseq(2)` registration: the area's address, its length and the abort
+/// signature.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RseqConfig {
+    /// Address of the registered `struct rseq`.
+    pub addr: u64,
+    /// Its registered length.
+    pub len: u32,
+    /// The signature abort handlers carry.
+    pub sig: u32,
+}
+
+/// `ptrace(PTRACE_GET_RSEQ_CONFIGURATION, tid, sizeof, &conf)`: the thread's `rseq`
+/// registration, `None` if it has none (or the kernel predates Linux 5.13).
+#[doc(alias = "PTRACE_GET_RSEQ_CONFIGURATION")]
+pub fn rseq_config(tid: Tid) -> Result<Option<RseqConfig>> {
+    const PTRACE_GET_RSEQ_CONFIGURATION: libc::c_uint = 0x420f;
+    // struct ptrace_rseq_configuration { u64 rseq_abi_pointer; u32 rseq_abi_size;
+    // u32 signature; u32 flags; u32 pad; }
+    let mut conf = [0u8; 24];
+    match request("PTRACE_GET_RSEQ_CONFIGURATION", PTRACE_GET_RSEQ_CONFIGURATION, tid, 24, conf.as_mut_ptr() as usize)
+    {
+        Ok(_) => {}
+        Err(e) if e.errno() == libc::EIO => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let addr = u64::from_le_bytes(conf[..8].try_into().unwrap());
+    let len = u32::from_le_bytes(conf[8..12].try_into().unwrap());
+    let sig = u32::from_le_bytes(conf[12..16].try_into().unwrap());
+    Ok((addr != 0).then_some(RseqConfig { addr, len, sig }))
+}
+
+/// Offsets in `struct user_regs_struct` of the registers an injected system call uses.
+mod user_regs {
+    pub const RAX: usize = 10 * 8;
+    pub const ORIG_RAX: usize = 15 * 8;
+    pub const RIP: usize = 16 * 8;
+    /// `rdi, rsi, rdx, r10, r8, r9`: the system-call arguments in order.
+    pub const ARGS: [usize; 6] = [14 * 8, 13 * 8, 12 * 8, 7 * 8, 9 * 8, 8 * 8];
+    /// Size of the structure.
+    pub const SIZE: usize = 27 * 8;
+}
+
+/// Runs one system call on `tid`, a thread in a ptrace-stop: points it at a `syscall`
+/// instruction (`0f 05`) at `syscall_at` with `nr` and `args` in place and single-steps
+/// it. Returns the raw result (`-errno` on failure). The thread's registers are put back
+/// afterwards, so a system call it was stopped in restarts as before.
+///
+/// Other stops that arrive on the way (a signal about to be delivered, a `clone` event
+/// of the call itself) go to `on_stop`; the caller decides what becomes of them. A thread
+/// that dies meanwhile gives `ESRCH`.
+pub fn inject_syscall(
+    tid: Tid,
+    syscall_at: u64,
+    nr: u64,
+    args: &[u64],
+    mut on_stop: impl FnMut(crate::wait::Stop),
+) -> Result<i64> {
+    use crate::wait::{self, Stop};
+    let put = |regs: &mut [u8], at: usize, value: u64| regs[at..at + 8].copy_from_slice(&value.to_le_bytes());
+    let get = |regs: &[u8], at: usize| u64::from_le_bytes(regs[at..at + 8].try_into().unwrap());
+    let mut saved = [0u8; user_regs::SIZE];
+    get_regset(tid, Regset::General, &mut saved)?;
+    let mut regs = saved;
+    put(&mut regs, user_regs::RAX, nr);
+    for (&at, &value) in user_regs::ARGS.iter().zip(args) {
+        put(&mut regs, at, value);
+    }
+    put(&mut regs, user_regs::RIP, syscall_at);
+    // Not "inside a system call": no restart logic may touch the injected one.
+    put(&mut regs, user_regs::ORIG_RAX, u64::MAX);
+    set_regset(tid, Regset::General, &regs)?;
+    let result = loop {
+        single_step(tid)?;
+        let stop = wait::wait_for(tid)?.1;
+        match stop {
+            Stop::Signal(libc::SIGTRAP) => {
+                get_regset(tid, Regset::General, &mut regs)?;
+                // A trap before the instruction ran (a pending interrupt) steps again.
+                if get(&regs, user_regs::RIP) == syscall_at + 2 {
+                    break get(&regs, user_regs::RAX) as i64;
+                }
+            }
+            Stop::Exited(_) | Stop::Killed(..) => {
+                on_stop(stop);
+                return Err(Error {
+                    call: "injected system call",
+                    tid: tid.raw(),
+                    source: std::io::Error::from_raw_os_error(libc::ESRCH),
+                });
+            }
+            other => on_stop(other),
+        }
+    };
+    set_regset(tid, Regset::General, &saved)?;
+    Ok(result)
+}

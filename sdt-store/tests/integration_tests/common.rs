@@ -62,10 +62,14 @@ pub fn meta(seq: u32, mappings: Vec<Mapping>) -> SnapshotMeta {
             fpregs: vec![0; sdt_store::FPREGS_SIZE],
             xstate: Vec::new(),
             sigmask: 0,
+            rseq: None,
         }],
         mappings,
         auxv: vec![1, 2, 3],
         stats: CaptureStats { mode: "full-copy".into(), ..CaptureStats::default() },
+        files: Vec::new(),
+        signals: Vec::new(),
+        layout: Default::default(),
     }
 }
 
