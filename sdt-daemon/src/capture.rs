@@ -15,7 +15,6 @@
 //! mtime are recorded so that a later change is caught when the snapshot is read.
 
 use std::collections::HashMap;
-use std::os::unix::fs::MetadataExt;
 
 use sdt_store::{Content, FileRef, Mapping, PAGE_SIZE};
 use sdt_sys::Tid;
@@ -376,13 +375,7 @@ fn file_ref(path: &str) -> Option<FileRef> {
     if !meta.is_file() {
         return None;
     }
-    Some(FileRef {
-        path: path.to_owned(),
-        dev: meta.dev(),
-        inode: meta.ino(),
-        size: meta.size(),
-        mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
-    })
+    Some(FileRef::of(path, &meta))
 }
 
 /// Every byte of every readable mapping, as the process has it now.
@@ -461,7 +454,7 @@ mod tests {
             (Content::Zero, Pages::All)
         );
         let exe = std::env::current_exe().unwrap();
-        let ino = std::fs::metadata(&exe).unwrap().ino();
+        let ino = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&exe).unwrap());
         let path = exe.to_str().unwrap();
         let (content, pages) = classify(&entry("r-xp", ino, path), &mut HashMap::new());
         assert!(matches!(content, Content::File(ref f) if f.inode == ino && f.path == path));

@@ -28,6 +28,8 @@ pub enum ProgramExit {
     Code(i32),
     /// Killed by this signal (and dumped core if the flag is set).
     Signal(i32, bool),
+    /// Ended by `sdt` itself: a refinement that reached the breakpoint it was for.
+    Stopped,
 }
 
 /// Something the daemon loop must act on.

@@ -7,7 +7,7 @@
 //! use sdt_daemon::{CaptureConfig, RunOptions};
 //!
 //! let outcome = sdt_daemon::run(&RunOptions {
-//!     command: vec!["./prog".into(), "--size".into(), "4".into()],
+//!     target: sdt_daemon::Target::Launch(vec!["./prog".into(), "--size".into(), "4".into()]),
 //!     store: ".sdt".into(),
 //!     config: CaptureConfig::parse("max_level = 2", "inline").unwrap(),
 //!     verify: false,
@@ -32,6 +32,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
+mod adopt;
 mod capture;
 pub mod config;
 mod freeze;
@@ -39,14 +40,16 @@ pub mod human;
 pub mod launch;
 mod procfs;
 mod ptrace;
+mod resume;
 mod signals;
 mod tracking;
 mod writer;
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use sdt_abi::RESULT_DECLINED;
+use sdt_abi::{RESULT_DECLINED, RESULT_FILTERED};
 use sdt_store::{
     CaptureStats, MemoryLayout, ProcessInfo, RunId, RunInfo, RunStatus, SnapshotMeta, SnapshotTime, Store,
     Trigger,
@@ -58,6 +61,7 @@ use sdt_sys::{Tid, monotonic_ns};
 pub use config::{CaptureConfig, ConfigError};
 pub use freeze::ProgramExit;
 pub use launch::LaunchError;
+pub use resume::{Resumed, resume_detached};
 pub use tracking::Tracking;
 pub use writer::{WriteTotals, WriterStopped};
 
@@ -67,11 +71,11 @@ use ptrace::Tracer;
 use tracking::Vdso;
 use writer::{Job, StoreWriter};
 
-/// What `sdt run` was asked to do.
+/// What `sdt run` (or `sdt restore`, `sdt refine`) was asked to do.
 #[derive(Clone, Debug)]
 pub struct RunOptions {
-    /// The program and its arguments.
-    pub command: Vec<String>,
+    /// Where the program comes from.
+    pub target: Target,
     /// The store directory.
     pub store: PathBuf,
     /// Which breakpoints capture, timed snapshots, limits.
@@ -84,6 +88,56 @@ pub struct RunOptions {
     pub tracking: Tracking,
     /// Bytes of copied pages that may wait for the writer before a capture waits too.
     pub queue_bytes: usize,
+}
+
+/// Where a run's program comes from.
+#[derive(Clone, Debug)]
+pub enum Target {
+    /// Launch this program with these arguments.
+    Launch(Vec<String>),
+    /// Resume the process of a stored snapshot; the run is a refinement of the
+    /// snapshot's run.
+    Restore(RestoreFrom),
+}
+
+/// The snapshot a run resumes, and where it ends.
+#[derive(Clone, Debug)]
+pub struct RestoreFrom {
+    /// The run the snapshot is in.
+    pub run: RunId,
+    /// The snapshot's name in it.
+    pub snapshot: String,
+    /// The breakpoint that ends the run, if any.
+    pub until: Option<Until>,
+}
+
+/// A breakpoint arrival that ends a refinement: that of snapshot `name`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Until {
+    /// The snapshot whose breakpoint it is (`S2`); the new one is named `S2.new`.
+    pub name: String,
+    /// Its level.
+    pub level: i32,
+    /// Its class.
+    pub class: i32,
+    /// Its id.
+    pub id: i32,
+    /// Which arrival at it, from 1.
+    pub hit: u64,
+}
+
+impl Until {
+    /// Whether `hit` is the arrival the run waits for.
+    fn reached_by(&self, hit: &BreakpointHit) -> bool {
+        let r = &hit.record;
+        (r.level, r.class, r.id, r.hit) == (self.level, self.class, self.id, self.hit)
+    }
+
+    /// Whether `hit` is at the breakpoint waited for (at any arrival).
+    fn same_breakpoint(&self, hit: &BreakpointHit) -> bool {
+        let r = &hit.record;
+        (r.level, r.class, r.id) == (self.level, self.class, self.id)
+    }
 }
 
 /// How a run went.
@@ -109,6 +163,9 @@ pub enum Error {
     /// `execve` failed, or launching it did.
     #[error(transparent)]
     Spawn(#[from] sdt_sys::spawn::SpawnError),
+    /// The snapshot's process cannot be restored.
+    #[error(transparent)]
+    Restore(#[from] sdt_restore::Error),
     /// The store cannot be opened or written.
     #[error(transparent)]
     Store(#[from] sdt_store::Error),
@@ -118,41 +175,41 @@ pub enum Error {
     /// Write tracking was asked for and cannot be had.
     #[error("userfaultfd write tracking is unavailable: {0}")]
     Tracking(String),
+    /// A restored process could not be taken over.
+    #[error("taking over the restored process: {0}")]
+    Adopt(String),
+}
+
+/// The program, started and stopped, and the run it goes into.
+struct Started {
+    pid: Tid,
+    tracer: Tracer,
+    info: RunInfo,
+    /// For a restored process: its namespace's init.
+    init: Option<Tid>,
 }
 
 /// Runs the program to its end, capturing snapshots into a new run of the store.
 pub fn run(opts: &RunOptions) -> Result<RunOutcome, Error> {
-    let program = opts.command.first().ok_or(LaunchError::Empty)?;
-    let path = launch::resolve(program)?;
     // Signals are blocked from here on: before any thread exists, so every thread
     // inherits the mask; the program's child unblocks them before execve.
     let mut events = Events::new(&[libc::SIGCHLD, libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT])?;
     let store = Store::open_or_create(&opts.store)?;
-    let command = launch::command(
-        &path,
-        &opts.command,
-        &opts.config.filter,
-        options::TRACECLONE | options::TRACEEXIT | options::EXITKILL,
-    )?;
     let started_ns = monotonic_ns();
-    let started_wall_ns = wall_ns();
-    let pid = sdt_sys::spawn::spawn_seized(&command)?;
-    let run = match store.create_run(RunInfo {
-        id: RunId(0),
-        command: opts.command.clone(),
-        cwd: std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default(),
-        started_wall_ns,
-        sdt_pid: std::process::id(),
-        config: opts.config.text.clone(),
-        status: RunStatus::Running,
-    }) {
+    let started = match &opts.target {
+        Target::Launch(command) => launch(command, opts)?,
+        Target::Restore(from) => resume::start(&store, from, opts)?,
+    };
+    let Started { pid, tracer, info, init } = started;
+    let run = match store.create_run(info) {
         Ok(run) => run,
         Err(e) => {
-            sdt_sys::kill_process(pid, libc::SIGKILL).ok();
+            sdt_sys::kill_process(init.unwrap_or(pid), libc::SIGKILL).ok();
             return Err(e.into());
         }
     };
     let run_id = run.id();
+    let info = run.info().clone();
     // The tracer handles a breakpoint the moment it traps, and program threads it resumes
     // do not preempt it mid-thaw. (Started after the program, which must not inherit it.)
     if let Err(e) = sdt_sys::set_thread_urgency(None, sdt_sys::Urgency::Immediate) {
@@ -161,7 +218,7 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, Error> {
     let writer = StoreWriter::start(run, store.root().to_owned(), opts.quiet, opts.queue_bytes);
     let mut session = Session {
         pid,
-        tracer: Tracer::start(pid)?,
+        tracer,
         capturer: Capturer::new(pid)?,
         tracking_failed: false,
         process: ProcessInfo::default(),
@@ -170,14 +227,27 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, Error> {
         vdso: None,
         writer,
         opts,
+        info,
+        init,
+        ns_tids: init.map(|_| HashMap::new()),
         started_ns,
         next_seq: 0,
         capturing: true,
         problems: Vec::new(),
     };
+    // A restored program's threads are all stopped: they go now.
+    session.thaw(None, false)?;
     events.set_interval(opts.config.every_ms.map(Duration::from_millis))?;
     let exit = session.run_to_end(&mut events);
-    let Session { writer, mut problems, .. } = session;
+    let Session { writer, mut problems, init, .. } = session;
+    if let Some(init) = init {
+        // A restored program's namespace ends with it; after an error it may still run.
+        if exit.is_ok() {
+            sdt_sys::reap(init);
+        } else {
+            sdt_sys::kill_namespace(init);
+        }
+    }
     let exit = match exit {
         Ok(exit) => exit,
         Err(e) => {
@@ -189,10 +259,45 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, Error> {
     let status = match exit {
         ProgramExit::Code(code) => RunStatus::Exited { code },
         ProgramExit::Signal(signal, _) => RunStatus::Signaled { signal },
+        ProgramExit::Stopped => RunStatus::Stopped { reason: "the refinement reached its end".into() },
     };
     let (totals, error) = writer.finish(status);
     problems.extend(error);
     Ok(RunOutcome { run: run_id, exit, totals, problems })
+}
+
+/// Launches `command` seized, stopped at its `execve`.
+fn launch(command: &[String], opts: &RunOptions) -> Result<Started, Error> {
+    let program = command.first().ok_or(LaunchError::Empty)?;
+    let path = launch::resolve(program)?;
+    let spawn = launch::command(&path, command, &opts.config.filter, TRACE_OPTIONS)?;
+    let started_wall_ns = wall_ns();
+    let pid = sdt_sys::spawn::spawn_seized(&spawn)?;
+    Ok(Started {
+        pid,
+        tracer: Tracer::start(pid)?,
+        info: RunInfo {
+            id: RunId(0),
+            command: command.to_vec(),
+            cwd: std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default(),
+            started_wall_ns,
+            sdt_pid: std::process::id(),
+            config: opts.config.text.clone(),
+            status: RunStatus::Running,
+            parent: None,
+        },
+        init: None,
+    })
+}
+
+/// The ptrace options every traced program gets.
+const TRACE_OPTIONS: u32 = options::TRACECLONE | options::TRACEEXIT | options::EXITKILL;
+
+/// Whether a breakpoint passes the capture filter by its own numbers, attributes and hit
+/// (a forced one traps whatever the filter says).
+fn passes(filter: &sdt_abi::Filter, hit: &BreakpointHit) -> bool {
+    let r = &hit.record;
+    filter.matches_numbers(r.level, r.class, r.id) && filter.matches_attrs(hit.attrs.as_bytes()) && filter.matches_hit(r.hit)
 }
 
 /// Wall-clock time in nanoseconds since the Unix epoch.
@@ -217,6 +322,12 @@ struct Session<'a> {
     vdso: Option<Vdso>,
     writer: StoreWriter,
     opts: &'a RunOptions,
+    /// The run, as created.
+    info: RunInfo,
+    /// For a restored process: its namespace's init.
+    init: Option<Tid>,
+    /// For a restored process: thread ids in its namespace, by ids in ours.
+    ns_tids: Option<HashMap<Tid, i32>>,
     started_ns: u64,
     next_seq: u32,
     /// False once `max_snapshots` is reached or the writer stopped.
@@ -273,6 +384,17 @@ impl Session<'_> {
     fn snapshot(&mut self, hit: Option<BreakpointHit>) -> Result<Option<ProgramExit>, Error> {
         let trigger_ns = hit.as_ref().map_or_else(monotonic_ns, |h| h.record.trigger_ns);
         let declined = hit.as_ref().map(|h| (h, RESULT_DECLINED));
+        let until = match &self.opts.target {
+            Target::Restore(from) => from.until.clone(),
+            Target::Launch(_) => None,
+        };
+        let ends = matches!((&until, &hit), (Some(u), Some(h)) if u.reached_by(h));
+        if let (Some(u), Some(h)) = (&until, &hit) {
+            if !ends && u.same_breakpoint(h) && !passes(&self.opts.config.filter, h) {
+                // It trapped only because the refinement forces the breakpoint it ends at.
+                return self.thaw(Some((h, RESULT_FILTERED)), false).map(|()| None);
+            }
+        }
         if !self.capturing {
             return self.thaw(declined, true).map(|()| None);
         }
@@ -362,8 +484,18 @@ impl Session<'_> {
             ..l
         });
 
+        // A restored program's threads are known by their ids in its namespace.
+        for t in &mut threads {
+            t.tid = self.ns_tid(t.tid);
+        }
+        let mut process = self.process.clone();
+        process.pid = self.ns_tid(process.pid);
+
         let meta = SnapshotMeta {
-            name: format!("S{seq}"),
+            name: match &until {
+                Some(u) if ends => format!("{}.new", u.name),
+                _ => self.info.snapshot_name(seq),
+            },
             seq,
             trigger: match &hit {
                 Some(h) => Trigger::Breakpoint {
@@ -373,7 +505,7 @@ impl Session<'_> {
                     multiple_mark: h.record.multiple_mark,
                     attrs: h.attrs.clone(),
                     hit: h.record.hit,
-                    tid: h.tid.raw(),
+                    tid: self.ns_tid(h.tid.raw()),
                 },
                 None => Trigger::Timer,
             },
@@ -381,7 +513,7 @@ impl Session<'_> {
                 wall_ns: wall_ns() - (resumed_ns - trigger_ns) as i64,
                 since_start_ns: trigger_ns.saturating_sub(self.started_ns),
             },
-            process: self.process.clone(),
+            process,
             threads,
             mappings: collected.mappings,
             auxv: self.auxv.clone(),
@@ -411,9 +543,35 @@ impl Session<'_> {
             // The writer stopped; `finish` reports why.
             self.capturing = false;
         }
+        if ends {
+            self.stop_program();
+            return Ok(Some(ProgramExit::Stopped));
+        }
         // The next capture likely copies about as much: have a buffer ready for it.
         self.writer.prepare(copied + copied / 4);
         Ok(None)
+    }
+
+    /// Ends the program (a refinement that has what it was for): kills it, every
+    /// process of its namespace with it, and waits until it is gone.
+    fn stop_program(&mut self) {
+        match self.init.take() {
+            Some(init) => sdt_sys::kill_namespace(init),
+            None => {
+                sdt_sys::kill_process(self.pid, libc::SIGKILL).ok();
+                while let Ok((tid, stop)) = sdt_sys::wait::wait_any() {
+                    if tid == self.pid && matches!(stop, sdt_sys::wait::Stop::Exited(_) | sdt_sys::wait::Stop::Killed(..)) {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The id thread `host` (an id in our namespace) has in the program's namespace.
+    fn ns_tid(&mut self, host: i32) -> i32 {
+        let (Some(map), Some(tid)) = (&mut self.ns_tids, Tid::new(host)) else { return host };
+        *map.entry(tid).or_insert_with(|| procfs::ns_tid(tid).unwrap_or(host))
     }
 
     /// The program image's vDSO, found on first use.

@@ -1,10 +1,10 @@
 //! Reading a stopped process's facts from `/proc`: mappings, identity, auxv, command line,
 //! open files, signal dispositions, memory layout.
 
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::fs::FileTypeExt;
 use std::path::PathBuf;
 
-use sdt_store::{Content, FileKind, FileRef, Mapping, MemoryLayout, OpenFile, Perms, ProcessInfo};
+use sdt_store::{FileKind, FileRef, Mapping, MemoryLayout, OpenFile, ProcessInfo};
 use sdt_sys::Tid;
 
 /// Parses `/proc/PID/maps`; lines that do not parse are skipped with a warning. The
@@ -12,48 +12,13 @@ use sdt_sys::Tid;
 pub(crate) fn parse_maps(text: &str) -> Vec<Mapping> {
     text.lines()
         .filter_map(|line| {
-            let entry = parse_maps_line(line);
+            let entry = Mapping::parse_maps_line(line);
             if entry.is_none() && !line.is_empty() {
                 log::warn!("unparsable line in maps: {line:?}");
             }
             entry
         })
         .collect()
-}
-
-fn parse_maps_line(line: &str) -> Option<Mapping> {
-    // 7f3c5a000000-7f3c5a021000 rw-p 00000000 00:00 0                          [heap]
-    let mut rest = line;
-    let mut field = || {
-        let trimmed = rest.trim_start();
-        let end = trimmed.find(' ').unwrap_or(trimmed.len());
-        let (f, r) = trimmed.split_at(end);
-        rest = r;
-        f
-    };
-    let (start, end) = field().split_once('-')?;
-    let perms = field().as_bytes();
-    let offset = field();
-    let dev = field().to_owned();
-    let inode = field().parse().ok()?;
-    if perms.len() != 4 {
-        return None;
-    }
-    Some(Mapping {
-        start: u64::from_str_radix(start, 16).ok()?,
-        end: u64::from_str_radix(end, 16).ok()?,
-        perms: Perms {
-            read: perms[0] == b'r',
-            write: perms[1] == b'w',
-            exec: perms[2] == b'x',
-            shared: perms[3] == b's',
-        },
-        offset: u64::from_str_radix(offset, 16).ok()?,
-        dev,
-        inode,
-        path: rest.trim_start().to_owned(),
-        content: Content::Unreadable,
-    })
 }
 
 /// `/proc/TID/<name>` as bytes (`TID` may be any thread of a process).
@@ -112,6 +77,12 @@ fn parse_stat_ids(stat: &str) -> Option<(i32, i32, i32)> {
     Some((next()?, next()?, next()?))
 }
 
+/// The id of thread `tid` in its own (innermost) pid namespace: the last `NSpid` entry.
+pub(crate) fn ns_tid(tid: Tid) -> Option<i32> {
+    let status = read_text(tid, "status").ok()?;
+    status.lines().find_map(|l| l.strip_prefix("NSpid:"))?.split_whitespace().last()?.parse().ok()
+}
+
 /// The process's open file descriptors, ascending. A descriptor closed while the
 /// directory is read is left out.
 pub(crate) fn open_files(pid: Tid) -> std::io::Result<Vec<OpenFile>> {
@@ -127,13 +98,7 @@ pub(crate) fn open_files(pid: Tid) -> std::io::Result<Vec<OpenFile>> {
         let meta = std::fs::metadata(&link).ok();
         let kind = file_kind(&target, meta.as_ref());
         let file = match (&meta, kind) {
-            (Some(m), FileKind::Regular) => Some(FileRef {
-                path: target.clone(),
-                dev: m.dev(),
-                inode: m.ino(),
-                size: m.size(),
-                mtime_ns: m.mtime() * 1_000_000_000 + m.mtime_nsec(),
-            }),
+            (Some(m), FileKind::Regular) => Some(FileRef::of(&target, m)),
             _ => None,
         };
         let (pos, flags) = parse_fdinfo(&info);

@@ -63,6 +63,12 @@ impl Tracer {
         Ok(Tracer { pid, threads, queued: VecDeque::new(), resend: Vec::new() })
     }
 
+    /// Traces `pid`, restored with every thread in `threads` seized and stopped.
+    pub(crate) fn adopt(pid: Tid, threads: impl IntoIterator<Item = Tid>) -> Tracer {
+        let threads = threads.into_iter().map(|tid| (tid, Thread { stopped: true, ..Thread::default() })).collect();
+        Tracer { pid, threads, queued: VecDeque::new(), resend: Vec::new() }
+    }
+
     /// The next breakpoint or the program's end, if one is ready; handles (and resumes
     /// from) every other stop on the way. Never blocks.
     pub(crate) fn poll(&mut self) -> Result<Option<TargetEvent>, sdt_sys::Error> {

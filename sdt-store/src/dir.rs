@@ -58,6 +58,48 @@ pub struct RunInfo {
     pub config: String,
     /// How the run ended, or that it is still running.
     pub status: RunStatus,
+    /// For a refinement: the run and the two snapshots it refines between.
+    #[serde(default)]
+    pub parent: Option<Refinement>,
+}
+
+/// Where a refinement run comes from: the process of snapshot `from` of run `run`,
+/// resumed (until it reached the breakpoint of snapshot `to`, if there is one).
+///
+/// Its snapshots are named after `from`: `S1.0`, `S1.1`, …; the one taken at `to`'s
+/// breakpoint is `S2.new`. A refinement of a refinement nests: `S1.0.0`, `S1.1.new`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Refinement {
+    /// The run refined.
+    pub run: RunId,
+    /// The snapshot resumed.
+    pub from: String,
+    /// The snapshot whose breakpoint ends the refinement.
+    pub to: Option<String>,
+    /// The seq of the snapshot taken at `to`'s breakpoint, once it was.
+    #[serde(default)]
+    pub reached: Option<u32>,
+}
+
+impl RunInfo {
+    /// The name of snapshot `seq` of this run: `S3`; in a refinement `S1.3`, or `S2.new`
+    /// for the one at its end.
+    pub fn snapshot_name(&self, seq: u32) -> String {
+        match &self.parent {
+            None => snapshot_name(seq),
+            Some(Refinement { to: Some(to), reached: Some(end), .. }) if *end == seq => format!("{to}.new"),
+            Some(p) => format!("{}.{seq}", p.from),
+        }
+    }
+
+    /// The seq of the snapshot called `name` in this run, if the name fits the run.
+    pub fn snapshot_seq(&self, name: &str) -> Option<u32> {
+        match &self.parent {
+            None => parse_snapshot_name(name),
+            Some(p) if p.to.is_some() && name.strip_suffix(".new") == p.to.as_deref() => p.reached,
+            Some(p) => parse_number(name.strip_prefix(p.from.as_str())?.strip_prefix('.')?),
+        }
+    }
 }
 
 /// How a run ended.
@@ -76,6 +118,12 @@ pub enum RunStatus {
         /// Signal number.
         signal: i32,
     },
+    /// `sdt` ended the program once the run had what it was for (a refinement that
+    /// reached its end).
+    Stopped {
+        /// Why.
+        reason: String,
+    },
     /// Capture stopped early for this reason.
     Failed {
         /// Why.
@@ -86,7 +134,7 @@ pub enum RunStatus {
 /// A snapshot file in a run, complete or not.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SnapshotEntry {
-    /// `S<seq>`.
+    /// Its name (see [`RunInfo::snapshot_name`]).
     pub name: String,
     /// Position in the run.
     pub seq: u32,
@@ -201,6 +249,66 @@ impl Store {
         RunWriter::new(dir, info)
     }
 
+    /// The runs of the refinement tree that `id` belongs to: its root first, then every
+    /// refinement below it, oldest first.
+    pub fn tree(&self, id: RunId) -> Result<Vec<Run>> {
+        let mut runs = Vec::new();
+        for rid in self.run_ids()? {
+            match self.open_run(&rid) {
+                Ok(run) => runs.push(run),
+                // A run being created has no run.json yet; a damaged one is reported
+                // when it is opened by itself.
+                Err(Error::Io { .. } | Error::BadRunInfo { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let parent_of = |rid: RunId| runs.iter().find(|r| r.id() == rid)?.info.parent.as_ref().map(|p| p.run);
+        let mut root = id;
+        // Bounded: a hand-edited store could hold a cycle.
+        for _ in 0..runs.len() {
+            match parent_of(root) {
+                Some(parent) if runs.iter().any(|r| r.id() == parent) => root = parent,
+                _ => break,
+            }
+        }
+        let mut in_tree = vec![root];
+        for run in &runs {
+            let mut at = run.id();
+            for _ in 0..runs.len() {
+                if in_tree.contains(&at) {
+                    break;
+                }
+                match parent_of(at) {
+                    Some(parent) => at = parent,
+                    None => break,
+                }
+            }
+            if in_tree.contains(&at) && !in_tree.contains(&run.id()) {
+                in_tree.push(run.id());
+            }
+        }
+        Ok(runs.into_iter().filter(|r| in_tree.contains(&r.id())).collect())
+    }
+
+    /// Opens snapshot `name` of run `id`, or of another run of its refinement tree (the
+    /// newest refinement that has it): `S3` of a refinement's root, `S1.0` of a
+    /// refinement, from wherever in the tree. Returns the run that holds it too.
+    pub fn find_snapshot(&self, id: RunId, name: &str) -> Result<(Run, Snapshot)> {
+        let here = self.open_run(&id)?;
+        if here.info.snapshot_seq(name).is_some() {
+            let snap = here.open_snapshot(name)?;
+            return Ok((here, snap));
+        }
+        let tree = self.tree(id)?;
+        match tree.into_iter().rev().find(|r| r.info.snapshot_seq(name).is_some()) {
+            Some(run) => {
+                let snap = run.open_snapshot(name)?;
+                Ok((run, snap))
+            }
+            None => Err(here.no_such_snapshot(name)),
+        }
+    }
+
     /// Points the `latest` symlink at run `id`: a new link renamed over the old one.
     fn point_latest(&self, id: RunId) -> Result<()> {
         let tmp = self.root.join(format!(".{LATEST}.{id}.tmp"));
@@ -246,7 +354,7 @@ impl Run {
                 Err(e) if e.kind() == ErrorKind::NotFound => continue,
                 Err(e) => return Err(io_error(&path, e)),
             };
-            snapshots.push(SnapshotEntry { name: snapshot_name(seq), seq, path, complete, file_bytes });
+            snapshots.push(SnapshotEntry { name: self.info.snapshot_name(seq), seq, path, complete, file_bytes });
         }
         snapshots.sort_unstable_by_key(|s| (s.seq, !s.complete));
         Ok(snapshots)
@@ -255,7 +363,7 @@ impl Run {
     /// Opens a snapshot by name (`S3`); [`Error::NoSuchSnapshot`] naming the snapshots
     /// that exist, [`Error::Incomplete`] for an unfinished one.
     pub fn open_snapshot(&self, name: &str) -> Result<Snapshot> {
-        match parse_snapshot_name(name) {
+        match self.info.snapshot_seq(name) {
             Some(seq) => self.open_snapshot_seq(seq),
             None => Err(self.no_such_snapshot(name)),
         }
@@ -265,12 +373,12 @@ impl Run {
     pub fn open_snapshot_seq(&self, seq: u32) -> Result<Snapshot> {
         let path = snapshot_path(&self.dir, seq);
         match map_file(&path) {
-            Ok(map) => Snapshot::open(self.dir.clone(), seq, map),
+            Ok(map) => Snapshot::open(self.dir.clone(), seq, self.info.snapshot_name(seq), map),
             Err(e) if e.kind() == ErrorKind::NotFound => {
                 if incomplete_path(&self.dir, seq).exists() {
-                    Err(Error::Incomplete { snapshot: snapshot_name(seq) })
+                    Err(Error::Incomplete { snapshot: self.info.snapshot_name(seq) })
                 } else {
-                    Err(self.no_such_snapshot(&snapshot_name(seq)))
+                    Err(self.no_such_snapshot(&self.info.snapshot_name(seq)))
                 }
             }
             Err(e) => Err(io_error(&path, e)),

@@ -82,7 +82,7 @@ pub mod model;
 mod reader;
 mod writer;
 
-pub use dir::{Run, RunId, RunInfo, RunStatus, SnapshotEntry, Store};
+pub use dir::{Refinement, Run, RunId, RunInfo, RunStatus, SnapshotEntry, Store};
 pub use error::Error;
 pub use model::*;
 pub use reader::Snapshot;

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::fs::File;
 use std::io::{self, ErrorKind};
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
@@ -82,8 +82,7 @@ struct CachedBlock {
 
 impl Snapshot {
     /// Checks and decodes snapshot `seq` of the run in `dir`, mapped as `map`.
-    pub(crate) fn open(dir: PathBuf, seq: u32, map: Mmap) -> Result<Snapshot> {
-        let name = snapshot_name(seq);
+    pub(crate) fn open(dir: PathBuf, seq: u32, name: String, map: Mmap) -> Result<Snapshot> {
         let opened = format::open(&map, seq).map_err(|bad| bad.named(&name))?;
         let meta = format::decode_meta(&map, &opened).map_err(|bad| bad.named(&name))?;
         let Index { blocks, pages: runs, patches } = opened.index;
@@ -101,7 +100,7 @@ impl Snapshot {
         })
     }
 
-    /// The snapshot's name in its run, from its file: `S3`. Errors use it.
+    /// The snapshot's name in its run: `S3`, `S1.0`, `S2.new`. Errors use it.
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -154,6 +153,19 @@ impl Snapshot {
     /// not among them.
     pub fn stored_pages(&self) -> Vec<u64> {
         self.runs.iter().flat_map(|r| r.first..r.end()).map(|page| page * PAGE_SIZE).collect()
+    }
+
+    /// Checks that every file the snapshot's mappings refer to is still the version that
+    /// was mapped; [`Error::FileChanged`](crate::Error::FileChanged) names the first that
+    /// is not.
+    pub fn check_files(&self) -> Result<()> {
+        let mut state = self.state.borrow_mut();
+        for m in &self.meta.mappings {
+            if let Content::File(f) = &m.content {
+                state.file_ref(f, &self.name)?;
+            }
+        }
+        Ok(())
     }
 
     fn mapping_at(&self, addr: u64) -> Option<&Mapping> {
@@ -363,18 +375,16 @@ fn open_file_ref(f: &FileRef, snapshot: &str) -> Result<File> {
         }
         Err(e) => return Err(io_error(path, e)),
     };
-    let st = file.metadata().map_err(|e| io_error(path, e))?;
-    let mtime_ns = st.mtime().saturating_mul(1_000_000_000).saturating_add(st.mtime_nsec());
+    let now = FileRef::of(&f.path, &file.metadata().map_err(|e| io_error(path, e))?);
     let mut diffs = Vec::new();
-    for (what, got, expected) in
-        [("device", st.dev(), f.dev), ("inode", st.ino(), f.inode), ("size", st.size(), f.size)]
+    for (what, got, expected) in [("device", now.dev, f.dev), ("inode", now.inode, f.inode), ("size", now.size, f.size)]
     {
         if got != expected {
             diffs.push(format!("{what} {got}, expected {expected}"));
         }
     }
-    if mtime_ns != f.mtime_ns {
-        diffs.push(format!("mtime {mtime_ns} ns, expected {} ns", f.mtime_ns));
+    if now.mtime_ns != f.mtime_ns {
+        diffs.push(format!("mtime {} ns, expected {} ns", now.mtime_ns, f.mtime_ns));
     }
     if diffs.is_empty() { Ok(file) } else { Err(changed(diffs.join("; "))) }
 }

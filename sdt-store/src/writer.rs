@@ -200,7 +200,13 @@ impl RunWriter {
         self.id
     }
 
-    /// Writes the next snapshot. `pages` lists, in ascending address order, every page of
+    /// The run, as its `run.json` says.
+    pub fn info(&self) -> &RunInfo {
+        &self.info
+    }
+
+    /// Writes the next snapshot. In a refinement run, the snapshot named `<to>.new` is
+    /// recorded as the one its end breakpoint took. `pages` lists, in ascending address order, every page of
     /// the snapshot that has content of its own (not zero-by-absence, not provided by a
     /// file reference); all-zero pages may be passed and cost nothing. `meta.seq` must be
     /// the next sequence number. Fills in `meta.stats.pages`, `pages_stored` and
@@ -290,6 +296,13 @@ impl RunWriter {
         };
         file.write(&footer.encode())?;
         let file_bytes = file.finish()?;
+        // The snapshot a refinement was for: from now on it is `S2.new`.
+        if let Some(parent) = &mut self.info.parent {
+            if parent.to.as_ref().is_some_and(|to| meta.name == format!("{to}.new")) {
+                parent.reached = Some(seq);
+                write_run_info(&self.dir, &self.info)?;
+            }
+        }
 
         let report = WriteReport {
             pages: page_count,

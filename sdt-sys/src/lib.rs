@@ -38,6 +38,7 @@ pub mod events;
 pub mod memory;
 pub mod pagemap;
 pub mod ptrace;
+pub mod respawn;
 pub mod spawn;
 pub mod uapi;
 pub mod uffd;
@@ -196,6 +197,18 @@ pub fn exit_like_signal(signal: i32) -> ! {
     std::process::exit(128 + signal)
 }
 
+/// `signal(SIGINT, SIG_IGN)` and `signal(SIGQUIT, SIG_IGN)`: while a program in our
+/// process group runs in the foreground, the terminal's Ctrl-C and Ctrl-\\ are its to
+/// act on, not ours (what `system(3)` does).
+pub fn ignore_terminal_signals() {
+    #[allow(unsafe_code)]
+    // SAFETY: sets two signals' dispositions to ignore; no handler is involved.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+        libc::signal(libc::SIGQUIT, libc::SIG_IGN);
+    }
+}
+
 /// `signal(SIGPIPE, SIG_DFL)`: a command-line tool whose output pipe closes (`sdt ls |
 /// head`) ends quietly, as Unix tools do, instead of failing its next write.
 pub fn default_sigpipe() {
@@ -204,6 +217,42 @@ pub fn default_sigpipe() {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+}
+
+/// `pipe2(O_CLOEXEC)`: a pipe whose ends a launched program does not inherit.
+pub(crate) fn pipe() -> Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| Error {
+        call: "pipe2",
+        tid: 0,
+        source: std::io::Error::from_raw_os_error(e as i32),
+    })
+}
+
+/// Kills a PID namespace by its init (our child) and waits until the init is gone,
+/// reaping on the way every traced thread of the namespace: its init cannot finish
+/// exiting while one of them is a zombie that only its tracer may reap.
+pub fn kill_namespace(init: Tid) {
+    kill_process(init, libc::SIGKILL).ok();
+    loop {
+        match wait::wait_any() {
+            Ok((pid, wait::Stop::Exited(_) | wait::Stop::Killed(..))) if pid == init => break,
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+}
+
+/// `waitpid(pid, &status, __WALL)`: waits for a child to end and returns its status (0
+/// if it was reaped already).
+#[doc(alias = "waitpid")]
+pub fn reap(pid: Tid) -> i32 {
+    let mut status = 0;
+    #[allow(unsafe_code)]
+    // SAFETY: `status` is a valid, writable int.
+    unsafe {
+        libc::waitpid(pid.raw(), &mut status, libc::__WALL)
+    };
+    status
 }
 
 /// Whether a process with this pid exists (`kill(pid, 0)`).

@@ -178,6 +178,42 @@ pub fn write(pid: Tid, addr: u64, data: &[u8]) -> Result<()> {
     }
 }
 
+/// `process_vm_writev(pid, …)` of many ranges: `data` holds their bytes back to back.
+/// Writes all of them, or fails.
+#[doc(alias = "process_vm_writev")]
+pub fn write_ranges(pid: Tid, ranges: &[RemoteRange], data: &[u8]) -> Result<()> {
+    assert_eq!(ranges.iter().map(|r| r.len).sum::<usize>(), data.len(), "ranges and data differ in length");
+    let mut at = 0;
+    for batch in ranges.chunks(IOV_MAX) {
+        let len: usize = batch.iter().map(|r| r.len).sum();
+        let local = libc::iovec { iov_base: data[at..].as_ptr() as *mut libc::c_void, iov_len: len };
+        let remote: Vec<libc::iovec> =
+            batch.iter().map(|r| libc::iovec { iov_base: r.addr as *mut libc::c_void, iov_len: r.len }).collect();
+        // SAFETY: `local` covers `data[at..at + len]`, which the kernel only reads.
+        let n = unsafe { libc::process_vm_writev(pid.raw(), &local, 1, remote.as_ptr(), remote.len() as u64, 0) };
+        if n < 0 {
+            return Err(Error::last("process_vm_writev", pid.raw()));
+        }
+        if n as usize != len {
+            return Err(Error {
+                call: "process_vm_writev",
+                tid: pid.raw(),
+                source: std::io::ErrorKind::WriteZero.into(),
+            });
+        }
+        at += len;
+    }
+    Ok(())
+}
+
+/// The address of the first occurrence of `needle` in the target's `[start, end)`, which
+/// must be readable.
+pub fn find(pid: Tid, start: u64, end: u64, needle: &[u8]) -> Result<Option<u64>> {
+    let mut bytes = vec![0u8; (end - start) as usize];
+    read_exact(pid, start, &mut bytes)?;
+    Ok(bytes.windows(needle.len()).position(|w| w == needle).map(|i| start + i as u64))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -74,6 +74,12 @@ pub fn resume(tid: Tid, signal: i32) -> Result<()> {
     request("PTRACE_CONT", libc::PTRACE_CONT, tid, 0, signal as usize).map(drop)
 }
 
+/// `ptrace(PTRACE_DETACH, tid, 0, 0)`: stops tracing a stopped thread, which resumes.
+#[doc(alias = "PTRACE_DETACH")]
+pub fn detach(tid: Tid) -> Result<()> {
+    request("PTRACE_DETACH", libc::PTRACE_DETACH, tid, 0, 0).map(drop)
+}
+
 /// `ptrace(PTRACE_LISTEN, tid)`: lets a thread in group-stop wait for `SIGCONT` while
 /// staying traced.
 #[doc(alias = "PTRACE_LISTEN")]
@@ -192,6 +198,9 @@ mod user_regs {
     pub const SIZE: usize = 27 * 8;
 }
 
+/// Single steps an injected system call may take before it counts as failed.
+const MAX_INJECTION_STEPS: u32 = 64;
+
 /// Runs one system call on `tid`, a thread in a ptrace-stop: points it at a `syscall`
 /// instruction (`0f 05`) at `syscall_at` with `nr` and `args` in place and single-steps
 /// it. Returns the raw result (`-errno` on failure). The thread's registers are put back
@@ -221,7 +230,18 @@ pub fn inject_syscall(
     // Not "inside a system call": no restart logic may touch the injected one.
     put(&mut regs, user_regs::ORIG_RAX, u64::MAX);
     set_regset(tid, Regset::General, &regs)?;
+    // A pending interrupt can stop a step before it runs the instruction, but not often.
+    let mut steps = 0;
     let result = loop {
+        steps += 1;
+        if steps > MAX_INJECTION_STEPS {
+            set_regset(tid, Regset::General, &saved)?;
+            return Err(Error {
+                call: "injected system call",
+                tid: tid.raw(),
+                source: std::io::Error::other(format!("the instruction at {syscall_at:#x} did not run a system call")),
+            });
+        }
         single_step(tid)?;
         let stop = wait::wait_for(tid)?.1;
         match stop {

@@ -24,7 +24,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 
 use crate::ptrace::{self, event, options};
 use crate::wait::{self, Stop};
-use crate::{Error, Result, Tid};
+use crate::{Error, Result, Tid, pipe};
 
 /// Why a launch failed.
 #[derive(Debug, thiserror::Error)]
@@ -121,14 +121,6 @@ pub fn spawn_seized(cmd: &Command) -> Result<Tid, SpawnError> {
 
 fn null_terminated(strings: &[CString]) -> Vec<*const libc::c_char> {
     strings.iter().map(|s| s.as_ptr()).chain(std::iter::once(std::ptr::null())).collect()
-}
-
-fn pipe() -> Result<(OwnedFd, OwnedFd)> {
-    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| Error {
-        call: "pipe2",
-        tid: 0,
-        source: std::io::Error::from_raw_os_error(e as i32),
-    })
 }
 
 fn read_fd(fd: &OwnedFd, buf: &mut [u8]) -> usize {

@@ -11,6 +11,9 @@ Examples:
   sdt show S3                                     threads and mappings of S3
   sdt gdb S3                                      open S3 in gdb
   sdt export core S3 -o core.S3                   an ELF core file for any tool
+  sdt export criu S3 -o img                       CRIU images: criu restore -D img --shell-job
+  sdt restore S3                                  resume the program from S3
+  sdt refine --from S1 --to S2 --check total      re-run S1..S2 under a finer config
   sdt runs                                        every run in the store";
 
 /// SDT, a snapshot debugger for multithreaded programs: run a program once, capture every
@@ -57,6 +60,73 @@ pub enum Action {
     Export(ExportAction),
     /// Open a snapshot in gdb (exports an ELF core and runs `gdb PROG CORE`).
     Gdb(GdbOpt),
+    /// Resume the program from a snapshot: same memory, threads, registers, files and
+    /// signal handlers, same thread ids (in a new PID namespace; needs root).
+    ///
+    /// Without --config or --every the program runs on untraced and sdt's exit code is
+    /// its own. With them, its breakpoints capture again, into a new run whose snapshots
+    /// are named after SNAP (S3.0, S3.1, …).
+    #[command(after_help = "Examples:\n  sdt restore S3\n  sdt restore S3 --config fine.toml")]
+    Restore(RestoreOpt),
+    /// Narrow a bug down between two snapshots: resume the first under a finer capture
+    /// config until the program reaches the second's breakpoint again, and check that
+    /// the key variables came out as they did.
+    ///
+    /// The new snapshots are S1.0, S1.1, … and S2.new. The check evaluates each EXPR
+    /// in gdb on S2 and on S2.new; on a mismatch the interval is run again, up to
+    /// --retries times. The exit code is 0 when the values matched.
+    #[command(after_help = "Example:\n  sdt refine --from S1 --to S2 --config fine.toml --check 'total,acct[3].balance'")]
+    Refine(RefineOpt),
+}
+
+/// Capture settings for a run that resumes a snapshot.
+#[derive(Debug, Args)]
+pub struct CaptureArgs {
+    /// Capture config (TOML), as for `sdt run`.
+    #[arg(long, short = 'c', value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Also take a timed snapshot every MS milliseconds.
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub every: Option<u64>,
+    /// No line per snapshot.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RestoreOpt {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Snapshot to resume (S3, or 3).
+    pub snapshot: String,
+    #[command(flatten)]
+    pub capture: CaptureArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct RefineOpt {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// The snapshot to resume (S1).
+    #[arg(long, value_name = "SNAP")]
+    pub from: String,
+    /// The snapshot whose breakpoint ends the interval (S2); it must be a later
+    /// breakpoint snapshot of the same run.
+    #[arg(long, value_name = "SNAP")]
+    pub to: String,
+    /// Key expressions, comma-separated, compared between S2 and S2.new as gdb prints
+    /// them (globals, array elements, struct fields: `total,acct[3].balance`).
+    #[arg(long, value_name = "EXPR[,EXPR…]", required = true)]
+    pub check: Vec<String>,
+    /// How many more times to run the interval when the values differ.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub retries: u32,
+    #[command(flatten)]
+    pub capture: CaptureArgs,
 }
 
 #[derive(Debug, Args)]
@@ -132,6 +202,27 @@ pub struct ShowOpt {
 pub enum ExportAction {
     /// An ELF core file that gdb (and any core tool) opens with the program.
     Core(ExportCoreOpt),
+    /// A CRIU image directory that `criu restore -D DIR` resumes: the program runs on
+    /// from the snapshot, untraced, its SDT breakpoints off.
+    ///
+    /// Its files must be as they were at the snapshot (a regular file's size is
+    /// checked). Sockets, FIFOs, eventfds and other objects the images cannot express
+    /// are refused, naming them.
+    #[command(after_help = "Example:\n  sdt export criu S3 -o img && criu restore -D img --shell-job")]
+    Criu(ExportCriuOpt),
+}
+
+#[derive(Debug, Args)]
+pub struct ExportCriuOpt {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Snapshot name (S3, or 3).
+    pub snapshot: String,
+    /// Image directory to write (new, or empty).
+    #[arg(long, short, value_name = "DIR")]
+    pub output: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -181,6 +272,23 @@ mod tests {
     }
 
     #[test]
+    fn restore_and_refine_options() {
+        let opt = Opt::parse_from(["sdt", "restore", "3", "--config", "f.toml", "--run", "2"]);
+        let Action::Restore(r) = opt.action else { panic!("not restore") };
+        assert_eq!((r.snapshot.as_str(), r.run.run), ("3", Some(2)));
+        assert_eq!(r.capture.config, Some(PathBuf::from("f.toml")));
+        let opt = Opt::parse_from([
+            "sdt", "refine", "--from", "S1", "--to", "S2", "--check", "total,acct[3].balance", "--check", "x",
+            "--retries", "3", "--every", "5",
+        ]);
+        let Action::Refine(r) = opt.action else { panic!("not refine") };
+        assert_eq!((r.from.as_str(), r.to.as_str(), r.retries), ("S1", "S2", 3));
+        assert_eq!(r.check, ["total,acct[3].balance", "x"]);
+        assert_eq!(r.capture.every, Some(5));
+        assert!(Opt::try_parse_from(["sdt", "refine", "--from", "S1", "--to", "S2"]).is_err());
+    }
+
+    #[test]
     fn store_and_run_options() {
         let opt = Opt::parse_from(["sdt", "ls", "--store", "/tmp/s", "--run", "3", "--json"]);
         let Action::Ls(ls) = opt.action else { panic!("not ls") };
@@ -190,6 +298,11 @@ mod tests {
         let opt = Opt::parse_from(["sdt", "export", "core", "S2", "-o", "c"]);
         let Action::Export(ExportAction::Core(core)) = opt.action else { panic!("not export") };
         assert_eq!(core.snapshot, "S2");
+        let opt = Opt::parse_from(["sdt", "export", "criu", "--run", "2", "3", "-o", "img"]);
+        let Action::Export(ExportAction::Criu(criu)) = opt.action else { panic!("not export criu") };
+        assert_eq!((criu.snapshot.as_str(), criu.run.run), ("3", Some(2)));
+        assert_eq!(criu.output, PathBuf::from("img"));
+        assert!(Opt::try_parse_from(["sdt", "export", "criu", "S3"]).is_err(), "-o is required");
         let opt = Opt::parse_from(["sdt", "gdb", "S1", "--", "-batch", "-ex", "bt"]);
         let Action::Gdb(gdb) = opt.action else { panic!("not gdb") };
         assert_eq!(gdb.gdb_args, ["-batch", "-ex", "bt"]);

@@ -33,23 +33,66 @@ fn rows(run: &Run) -> Result<Vec<Row>> {
         .collect())
 }
 
+/// The run asked for and the rest of its refinement tree: the root first, each
+/// refinement after the run it refines, indented by its depth.
 pub fn ls(opt: LsOpt) -> Result<()> {
-    let (_, run) = select::open_run(&opt.store, &opt.run)?;
-    let rows = rows(&run)?;
+    let (store, run) = select::open_run(&opt.store, &opt.run)?;
+    let tree = store.tree(run.id())?;
+    let tree = if tree.is_empty() { vec![run] } else { tree };
     if opt.json {
-        let array: Vec<Value> = rows.iter().map(row_json).collect();
+        let mut array = Vec::new();
+        for run in &tree {
+            for row in rows(run)? {
+                let mut v = row_json(&row);
+                v.as_object_mut().unwrap().insert("run".into(), json!(run.id().0));
+                array.push(v);
+            }
+        }
         println!("{}", serde_json::to_string_pretty(&array)?);
         return Ok(());
     }
-    println!("{}", run_line(run.info(), &rows));
-    if rows.is_empty() {
-        return Ok(());
+    for (i, run) in tree.iter().enumerate() {
+        let depth = depth(run, &tree);
+        let indent = "  ".repeat(depth);
+        if i > 0 {
+            println!();
+        }
+        let rows = rows(run)?;
+        println!("{indent}{}", run_line(run.info(), &rows));
+        print_table(&rows, &indent);
     }
+    Ok(())
+}
+
+/// How many refinements deep `run` is in `tree`.
+fn depth(run: &Run, tree: &[Run]) -> usize {
+    let mut depth = 0;
+    let mut at = run.info().parent.as_ref().map(|p| p.run);
+    while let Some(parent) = at.filter(|_| depth < tree.len()) {
+        depth += 1;
+        at = tree.iter().find(|r| r.id() == parent).and_then(|r| r.info().parent.as_ref()).map(|p| p.run);
+    }
+    depth
+}
+
+fn print_table(rows: &[Row], indent: &str) {
+    if rows.is_empty() {
+        return;
+    }
+    let width = rows
+        .iter()
+        .map(|r| match r {
+            Row::Ok { meta, .. } => meta.name.len(),
+            Row::Broken { name, .. } => name.len(),
+        })
+        .max()
+        .unwrap_or(0)
+        .max(6);
     println!(
-        "{:<6} {:<14} {:>4} {:<20} {:>7} {:>9} {:>4} {:>9} {:>9} {:>15} {:>10}",
+        "{indent}{:<width$} {:<14} {:>4} {:<20} {:>7} {:>9} {:>4} {:>9} {:>9} {:>15} {:>10}",
         "NAME", "TRIGGER", "HIT", "ATTRS", "TID", "TIME", "THR", "PAUSE", "WAIT", "PAGES STORED", "BYTES"
     );
-    for row in &rows {
+    for row in rows {
         match row {
             Row::Ok { meta, file_bytes } => {
                 let (trigger, hit, attrs, tid) = match &meta.trigger {
@@ -63,7 +106,7 @@ pub fn ls(opt: LsOpt) -> Result<()> {
                     ns => human::duration_ns(ns),
                 };
                 println!(
-                    "{:<6} {:<14} {:>4} {:<20} {:>7} {:>9} {:>4} {:>9} {:>9} {:>15} {:>10}",
+                    "{indent}{:<width$} {:<14} {:>4} {:<20} {:>7} {:>9} {:>4} {:>9} {:>9} {:>15} {:>10}",
                     meta.name,
                     trigger,
                     hit,
@@ -77,10 +120,9 @@ pub fn ls(opt: LsOpt) -> Result<()> {
                     human::bytes(*file_bytes),
                 );
             }
-            Row::Broken { name, why } => println!("{name:<6} ({why})"),
+            Row::Broken { name, why } => println!("{indent}{name:<width$} ({why})"),
         }
     }
-    Ok(())
 }
 
 fn truncate(text: &str, width: usize) -> String {
@@ -153,10 +195,16 @@ fn run_line(info: &RunInfo, rows: &[Row]) -> String {
             if waited == 1 { "" } else { "s" }
         ));
     }
+    let what = match &info.parent {
+        None => info.command.join(" "),
+        Some(p) => match &p.to {
+            Some(to) => format!("refines {}..{to} of run {}", p.from, p.run),
+            None => format!("resumes {} of run {}", p.from, p.run),
+        },
+    };
     format!(
-        "run {}: {} — {}, {} snapshot{}, stored {} (full {}){notes}",
+        "run {}: {what} — {}, {} snapshot{}, stored {} (full {}){notes}",
         info.id,
-        info.command.join(" "),
         status_text(info),
         rows.len(),
         if rows.len() == 1 { "" } else { "s" },
@@ -171,6 +219,7 @@ fn status_text(info: &RunInfo) -> String {
         RunStatus::Running => "ended abnormally (sdt was killed)".into(),
         RunStatus::Exited { code } => format!("exited {code}"),
         RunStatus::Signaled { signal } => format!("killed by signal {signal}"),
+        RunStatus::Stopped { reason } => format!("stopped: {reason}"),
         RunStatus::Failed { message } => format!("failed: {message}"),
     }
 }

@@ -1,24 +1,18 @@
 //! `sdt run`: capture a program's snapshots.
 
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use sdt_daemon::{CaptureConfig, ProgramExit, RunOptions, Tracking, human};
+use sdt_daemon::{CaptureConfig, ProgramExit, RunOptions, RunOutcome, Target, Tracking, human};
 
 use crate::cli::{RunOpt, TrackingArg};
 
 pub fn run(opt: RunOpt) -> Result<ExitCode> {
-    let mut config = match &opt.config {
-        Some(path) => CaptureConfig::load(path)?,
-        None => CaptureConfig::default(),
-    };
-    if opt.every.is_some() {
-        config.every_ms = opt.every;
-    }
     let outcome = sdt_daemon::run(&RunOptions {
-        command: opt.command,
+        target: Target::Launch(opt.command),
         store: opt.store.store.clone(),
-        config,
+        config: capture_config(opt.config.as_deref(), opt.every)?,
         verify: opt.verify,
         quiet: opt.quiet,
         queue_bytes: (opt.queue_mb as usize) << 20,
@@ -28,11 +22,29 @@ pub fn run(opt: RunOpt) -> Result<ExitCode> {
             TrackingArg::PageHash => Tracking::PageHash,
         },
     })?;
+    report(&outcome, &opt.store.store, opt.quiet);
+    Ok(exit_code(outcome.exit, opt.quiet))
+}
+
+/// The capture config from `path` (or the default), with `--every` on top.
+pub fn capture_config(path: Option<&Path>, every: Option<u64>) -> Result<CaptureConfig> {
+    let mut config = match path {
+        Some(path) => CaptureConfig::load(path)?,
+        None => CaptureConfig::default(),
+    };
+    if every.is_some() {
+        config.every_ms = every;
+    }
+    Ok(config)
+}
+
+/// What went wrong during the run, and unless `quiet` a line on what it stored.
+pub fn report(outcome: &RunOutcome, store: &Path, quiet: bool) {
     for problem in &outcome.problems {
         eprintln!("sdt: warning: {problem}");
     }
     let t = &outcome.totals;
-    if !opt.quiet {
+    if !quiet {
         let ratio = if t.full_bytes > 0 {
             format!(", {:.1}%", 100.0 * t.stored_bytes as f64 / t.full_bytes as f64)
         } else {
@@ -41,7 +53,7 @@ pub fn run(opt: RunOpt) -> Result<ExitCode> {
         eprintln!(
             "sdt: run {} in {}: {} snapshot{}, stored {} (full {}{ratio}); `sdt ls` lists them",
             outcome.run,
-            opt.store.store.display(),
+            store.display(),
             t.snapshots,
             if t.snapshots == 1 { "" } else { "s" },
             human::bytes(t.stored_bytes),
@@ -51,10 +63,15 @@ pub fn run(opt: RunOpt) -> Result<ExitCode> {
     if t.verify_failures > 0 {
         eprintln!("sdt: error: {} snapshot(s) differ from the live process", t.verify_failures);
     }
-    match outcome.exit {
-        ProgramExit::Code(code) => Ok(ExitCode::from(code as u8)),
+}
+
+/// The program's exit as ours: its code, or death by its signal.
+pub fn exit_code(exit: ProgramExit, quiet: bool) -> ExitCode {
+    match exit {
+        ProgramExit::Code(code) => ExitCode::from(code as u8),
+        ProgramExit::Stopped => ExitCode::SUCCESS,
         ProgramExit::Signal(signal, _) => {
-            if !opt.quiet {
+            if !quiet {
                 eprintln!("sdt: the program was killed by signal {signal}");
             }
             sdt_sys::exit_like_signal(signal)

@@ -8,8 +8,7 @@ use crate::cli::ShowOpt;
 use crate::select;
 
 pub fn show(opt: ShowOpt) -> Result<()> {
-    let (_, run) = select::open_run(&opt.store, &opt.run)?;
-    let snap = select::open_snapshot(&run, opt.snapshot.as_deref())?;
+    let (run, snap) = select::open_snapshot(&opt.store, &opt.run, opt.snapshot.as_deref())?;
     let m = snap.meta();
     if opt.raw {
         println!("{}", serde_json::to_string_pretty(m)?);

@@ -6,6 +6,8 @@
 mod cli;
 mod cmd_export;
 mod cmd_ls;
+mod cmd_refine;
+mod cmd_restore;
 mod cmd_run;
 mod cmd_show;
 mod select;
@@ -39,7 +41,10 @@ fn real_main(opt: Opt) -> anyhow::Result<ExitCode> {
         Action::Runs(o) => cmd_ls::runs(o).map(|()| ExitCode::SUCCESS),
         Action::Show(o) => cmd_show::show(o).map(|()| ExitCode::SUCCESS),
         Action::Export(ExportAction::Core(o)) => cmd_export::core(o).map(|()| ExitCode::SUCCESS),
+        Action::Export(ExportAction::Criu(o)) => cmd_export::criu(o).map(|()| ExitCode::SUCCESS),
         Action::Gdb(o) => cmd_export::gdb(o),
+        Action::Restore(o) => cmd_restore::restore(o),
+        Action::Refine(o) => cmd_refine::refine(o),
     }
 }
 

@@ -18,6 +18,7 @@ pub fn run_info() -> RunInfo {
         sdt_pid: 42,
         config: String::new(),
         status: RunStatus::Running,
+        parent: None,
     }
 }
 

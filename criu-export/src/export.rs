@@ -1,0 +1,186 @@
+//! Writing the images to a directory, and finding the SDT library's state word in the
+//! program's files: the only module of this crate that does file I/O.
+
+use std::fs::{self, File};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use object::{Object, ObjectSegment, ObjectSymbol};
+use sdt_store::{Content, SnapshotMeta};
+
+use crate::Error;
+use crate::encode::{ImageSink, Report, Source, write_images};
+
+/// Writes the CRIU images of `source` (usually an [`sdt_store::Snapshot`]) into the
+/// directory `dir`, which must not exist or be empty. They are written into a temporary
+/// directory beside it, renamed to `dir` when complete, so `dir` never holds a partial
+/// set; on failure nothing is left behind.
+pub fn export_criu(source: &impl Source, dir: &Path) -> Result<Report, Error> {
+    let dir_error = |path: &Path| {
+        let path = path.to_owned();
+        move |source| Error::Dir { path, source }
+    };
+    match fs::read_dir(dir) {
+        Ok(mut entries) => {
+            if entries.next().is_some() {
+                return Err(Error::NotEmpty { path: dir.to_owned() });
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(dir_error(dir)(e)),
+    }
+    let parent = match dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = tempfile::Builder::new()
+        .prefix(&format!(".{name}.tmp"))
+        .tempdir_in(&parent)
+        .map_err(dir_error(&parent))?;
+    let state_word = find_state_word(source.meta());
+    let report = write_images(source, state_word, &mut DirSink { dir: tmp.path() })?;
+    // Readable by whoever restores, like the directory criu dump makes.
+    fs::set_permissions(tmp.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .map_err(dir_error(tmp.path()))?;
+    let tmp_path = tmp.keep();
+    if let Err(e) = fs::rename(&tmp_path, dir) {
+        // Best effort: the error being returned says what went wrong.
+        let _ = fs::remove_dir_all(&tmp_path);
+        return Err(dir_error(dir)(e));
+    }
+    Ok(report)
+}
+
+/// Image files in a directory.
+struct DirSink<'a> {
+    dir: &'a Path,
+}
+
+impl ImageSink for DirSink<'_> {
+    fn create(&mut self, name: &str) -> std::io::Result<Box<dyn Write + '_>> {
+        let file = File::create(self.dir.join(name))?;
+        Ok(Box::new(BufWriter::with_capacity(1 << 20, file)))
+    }
+}
+
+/// The address of the SDT library's state word (`sdt_state`) in the snapshot's memory:
+/// the symbol's value in the first mapped file whose symbols name it (the program, or
+/// `libsdt.so`), moved by where that file is mapped. `None` if no file names it (a
+/// stripped program) or a file cannot be read.
+fn find_state_word(meta: &SnapshotMeta) -> Option<u64> {
+    let mut seen = Vec::new();
+    for m in &meta.mappings {
+        let Content::File(f) = &m.content else { continue };
+        if seen.contains(&&f.path) {
+            continue;
+        }
+        seen.push(&f.path);
+        let Ok(bytes) = fs::read(&f.path) else { continue };
+        let Ok(elf) = object::File::parse(&*bytes) else { continue };
+        let Some(value) = elf
+            .symbols()
+            .chain(elf.dynamic_symbols())
+            .find(|s| s.name() == Ok(sdt_abi::SYMBOL_STATE) && !s.is_undefined())
+            .map(|s| s.address())
+        else {
+            continue;
+        };
+        // The mapping of this file that comes first maps file offset `m.offset` at
+        // `m.start`; the segment holding that offset says at which address it was linked.
+        let first =
+            meta.mappings.iter().find(|x| matches!(&x.content, Content::File(g) if g.path == f.path))?;
+        let segment = elf.segments().find(|s| {
+            let (offset, size) = s.file_range();
+            offset <= first.offset && first.offset < offset + size.max(1)
+        })?;
+        let linked = segment.address() + (first.offset - segment.file_range().0);
+        return Some(value.wrapping_add(first.start.wrapping_sub(linked)));
+    }
+    log::debug!("no mapped file names {}", sdt_abi::SYMBOL_STATE);
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fake;
+
+    #[test]
+    fn writes_through_a_temporary_directory() {
+        let parent = tempfile::tempdir().unwrap();
+        let dir = parent.path().join("img");
+        let report = export_criu(&fake::sample(), &dir).unwrap();
+        let mut names: Vec<_> =
+            fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        names.sort();
+        let mut expected: Vec<_> = report.images.iter().map(|(n, _)| n.clone()).collect();
+        expected.sort();
+        assert_eq!(names, expected);
+        for (name, bytes) in &report.images {
+            assert_eq!(fs::metadata(dir.join(name)).unwrap().len(), *bytes, "{name}");
+        }
+        let left: Vec<_> = fs::read_dir(parent.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left, ["img"]);
+    }
+
+    #[test]
+    fn failure_leaves_nothing() {
+        let parent = tempfile::tempdir().unwrap();
+        let dir = parent.path().join("img");
+        let mut source = fake::sample();
+        source.meta.files[0].kind = sdt_store::FileKind::Socket;
+        source.meta.files[0].target = "socket:[77]".into();
+        let err = export_criu(&source, &dir).unwrap_err();
+        assert_eq!(err.to_string(), "fd 0 (socket:[77]): a socket, which CRIU images here cannot express");
+        assert_eq!(fs::read_dir(parent.path()).unwrap().count(), 0);
+    }
+
+    /// CRIU's own decoder reads every image, and encodes it back to the same bytes.
+    #[test]
+    fn crit_decodes_and_reencodes_every_image() {
+        if std::process::Command::new("crit").arg("--help").output().is_err() {
+            use std::io::Write;
+            writeln!(
+                std::io::stderr(),
+                "crit_decodes_and_reencodes_every_image: skipped: no crit (apt-get install criu)"
+            )
+            .ok();
+            return;
+        }
+        let parent = tempfile::tempdir().unwrap();
+        let dir = parent.path().join("img");
+        let report = export_criu(&fake::sample(), &dir).unwrap();
+        for (name, bytes) in &report.images {
+            let path = dir.join(name);
+            if name.starts_with("pages-") {
+                assert_eq!(*bytes, report.pages * 4096);
+                continue;
+            }
+            let json = parent.path().join(format!("{name}.json"));
+            let again = parent.path().join(format!("{name}.again"));
+            let crit = |args: &[&Path]| {
+                let out = std::process::Command::new("crit").args(args).output().unwrap();
+                assert!(out.status.success(), "crit {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+            };
+            crit(&["decode".as_ref(), "-i".as_ref(), &path, "-o".as_ref(), &json]);
+            crit(&["encode".as_ref(), "-i".as_ref(), &json, "-o".as_ref(), &again]);
+            assert_eq!(fs::read(&again).unwrap(), fs::read(&path).unwrap(), "{name} re-encoded differs");
+        }
+        let pstree = fs::read_to_string(parent.path().join("pstree.img.json")).unwrap();
+        assert!(pstree.contains(r#""threads": [100, 101, 102]"#), "{pstree}");
+    }
+
+    #[test]
+    fn refuses_a_directory_with_files() {
+        let parent = tempfile::tempdir().unwrap();
+        fs::write(parent.path().join("old.img"), b"x").unwrap();
+        let err = export_criu(&fake::sample(), parent.path()).unwrap_err();
+        assert!(matches!(err, Error::NotEmpty { .. }), "{err}");
+        // An empty directory is fine: it is replaced.
+        let empty = parent.path().join("empty");
+        fs::create_dir(&empty).unwrap();
+        export_criu(&fake::sample(), &empty).unwrap();
+        assert!(empty.join("inventory.img").exists());
+    }
+}

@@ -1,0 +1,463 @@
+//! One function per image kind, each turning the [`Plan`] into CRIU's entries.
+//!
+//! ```text
+//! image                   entries                                     written by
+//! inventory.img           inventory_entry                             gen_inventory
+//! pstree.img              pstree_entry: the process, its threads      gen_pstree
+//! ids-<pid>.img           task_kobj_ids_entry                         gen_ids
+//! core-<tid>.img          core_entry per thread: registers (gen_gpregs,
+//!                         gen_fpregs), thread state; the leader's also
+//!                         the task's (signal dispositions, mask,
+//!                         timers, limits)                             gen_core
+//! mm-<pid>.img            mm_entry: layout, auxv, every vma           gen_mm
+//! pagemap-<pid>.img       pagemap_head, then pagemap_entry per run    gen_pagemap
+//! pages-1.img             the runs' pages, raw                        (streamed by encode)
+//! files.img               file_entry per file object                  gen_files
+//! fdinfo-<files_id>.img   fdinfo_entry per descriptor                 gen_fdinfo
+//! fs-<pid>.img            fs_entry                                    gen_fs
+//! ```
+//!
+//! Ids: the task's memory, files, fs and signal handlers are object 2 (the restoring
+//! criu's own are 1), its namespaces those of the restoring criu, so that nothing is
+//! restored into new namespaces.
+
+use std::collections::HashMap;
+
+use sdt_store::ThreadState;
+
+use crate::image::{IMAGES_V1_1, Image, ImageKind};
+use crate::pb;
+use crate::plan::{GLIBC_ROBUST_OFFSET, GLIBC_TID_OFFSET, Plan, ROBUST_LIST_LEN, Thread};
+
+/// The object id of the restored task's memory, files, fs and signal handlers.
+pub(crate) const TASK_OBJECTS_ID: u32 = 2;
+/// `pages-<id>.img` of the single pagemap.
+pub(crate) const PAGES_ID: u32 = 1;
+
+/// `TASK_ALIVE`: a task CRIU restores running.
+const TASK_ALIVE: u32 = 1;
+/// `SS_DISABLE`: no alternate signal stack.
+const SS_DISABLE: u32 = 2;
+/// `PE_PRESENT`: a pagemap entry whose pages are in `pages-<id>.img`.
+const PE_PRESENT: u32 = 1 << 2;
+/// Signals numbered 1..=64; CRIU keeps a disposition for each but `SIGKILL` and `SIGSTOP`.
+const SIGMAX: i32 = 64;
+const SIGKILL: i32 = 9;
+const SIGSTOP: i32 = 19;
+/// Capabilities up to `CAP_CHECKPOINT_RESTORE` (40), as two 32-bit words.
+const ALL_CAPS: [u32; 2] = [u32::MAX, 0x1ff];
+/// The `umask` of the restored process (the snapshot does not record it).
+const UMASK: u32 = 0o022;
+/// Namespace ids shared by `inventory.img`'s root ids and the task's: the same values
+/// mean "the restoring criu's namespaces".
+const NAMESPACES: [u32; 7] = [1, 2, 3, 4, 6, 7, 8];
+
+/// `inventory.img`: image version 1.1, descriptors per file-table id, and the ids of the
+/// restoring side's own objects.
+pub(crate) fn gen_inventory() -> Image {
+    let entry = pb::InventoryEntry {
+        img_version: IMAGES_V1_1,
+        fdinfo_per_id: Some(true),
+        root_ids: Some(kobj_ids(1)),
+        ns_per_id: Some(true),
+    };
+    Image::with(ImageKind::Inventory, [&entry])
+}
+
+/// `pstree.img`: one process, the root of the restored tree, with its threads.
+pub(crate) fn gen_pstree(plan: &Plan) -> Image {
+    let p = &plan.meta.process;
+    let entry = pb::PstreeEntry {
+        pid: plan.pid,
+        ppid: 0, // the root's parent is whoever restores it
+        pgid: p.pgrp as u32,
+        sid: p.sid as u32,
+        threads: plan.threads.iter().map(|t| t.state.tid as u32).collect(),
+    };
+    Image::with(ImageKind::Pstree, [&entry])
+}
+
+/// `ids-<pid>.img`.
+pub(crate) fn gen_ids(plan: &Plan) -> Image {
+    Image::with(ImageKind::Ids(plan.pid), [&kobj_ids(TASK_OBJECTS_ID)])
+}
+
+fn kobj_ids(objects: u32) -> pb::TaskKobjIdsEntry {
+    let [pid_ns, net_ns, ipc_ns, uts_ns, mnt_ns, user_ns, cgroup_ns] = NAMESPACES.map(Some);
+    pb::TaskKobjIdsEntry {
+        vm_id: objects,
+        files_id: objects,
+        fs_id: objects,
+        sighand_id: objects,
+        pid_ns_id: pid_ns,
+        net_ns_id: net_ns,
+        ipc_ns_id: ipc_ns,
+        uts_ns_id: uts_ns,
+        mnt_ns_id: mnt_ns,
+        user_ns_id: user_ns,
+        cgroup_ns_id: cgroup_ns,
+    }
+}
+
+/// `core-<tid>.img` of one thread. The leader's carries the task's state: its name,
+/// signal dispositions and (as CRIU keeps it there) its signal mask.
+pub(crate) fn gen_core(plan: &Plan, thread: &Thread) -> Image {
+    let t = thread.state;
+    let leader = t.tid as u32 == plan.pid;
+    let tc = leader.then(|| pb::TaskCoreEntry {
+        task_state: TASK_ALIVE,
+        exit_code: 0,
+        personality: 0,
+        flags: 0,
+        blk_sigset: t.sigmask,
+        comm: plan.meta.process.comm.clone(),
+        timers: Some(gen_timers()),
+        // No limits: the process keeps those criu runs with (the snapshot has none).
+        rlimits: Some(pb::TaskRlimitsEntry { rlimits: Vec::new() }),
+        signals_s: Some(pb::SignalQueueEntry { signals: Vec::new() }),
+        sigactions: gen_sigactions(plan),
+    });
+    let (futex_rla, futex_rla_len) = match thread.clear_tid {
+        Some(tid_word) => (tid_word - GLIBC_TID_OFFSET + GLIBC_ROBUST_OFFSET, ROBUST_LIST_LEN),
+        None => (0, 0),
+    };
+    let thread_core = pb::ThreadCoreEntry {
+        futex_rla,
+        futex_rla_len,
+        sched_nice: Some(0),
+        sched_policy: Some(0),
+        blk_sigset: (!leader).then_some(t.sigmask),
+        sas: Some(pb::ThreadSasEntry { ss_sp: 0, ss_size: 0, ss_flags: SS_DISABLE }),
+        signals_p: Some(pb::SignalQueueEntry { signals: Vec::new() }),
+        creds: Some(gen_creds(plan)),
+        comm: (!t.name.is_empty()).then(|| t.name.clone()),
+        rseq_entry: t.rseq.map(|r| pb::RseqEntry {
+            rseq_abi_pointer: r.addr,
+            rseq_abi_size: r.len,
+            signature: r.sig,
+        }),
+    };
+    let entry = pb::CoreEntry {
+        mtype: pb::core_entry::March::X8664 as i32,
+        thread_info: Some(pb::ThreadInfoX86 {
+            clear_tid_addr: thread.clear_tid.unwrap_or(0),
+            gpregs: gen_gpregs(&thread.regs),
+            fpregs: gen_fpregs(t),
+            tls: gen_tls(),
+        }),
+        tc,
+        thread_core: Some(thread_core),
+    };
+    Image::with(ImageKind::Core(t.tid as u32), [&entry])
+}
+
+/// `user_regs_struct` as CRIU's register entry: the same 27 registers, in the same order.
+pub(crate) fn gen_gpregs(r: &[u64; 27]) -> pb::UserX86RegsEntry {
+    pb::UserX86RegsEntry {
+        r15: r[0],
+        r14: r[1],
+        r13: r[2],
+        r12: r[3],
+        bp: r[4],
+        bx: r[5],
+        r11: r[6],
+        r10: r[7],
+        r9: r[8],
+        r8: r[9],
+        ax: r[10],
+        cx: r[11],
+        dx: r[12],
+        si: r[13],
+        di: r[14],
+        orig_ax: r[15],
+        ip: r[16],
+        cs: r[17],
+        flags: r[18],
+        sp: r[19],
+        ss: r[20],
+        fs_base: r[21],
+        gs_base: r[22],
+        ds: r[23],
+        es: r[24],
+        fs: r[25],
+        gs: r[26],
+        mode: Some(pb::UserX86RegsMode::Native as i32),
+    }
+}
+
+/// The FXSAVE area (`user_fpregs_struct`), plus the XSAVE state CRIU carries when the
+/// snapshot has one.
+pub(crate) fn gen_fpregs(t: &ThreadState) -> pb::UserX86FpregsEntry {
+    let f = &t.fpregs;
+    let u16_at = |o: usize| u32::from(u16::from_le_bytes([f[o], f[o + 1]]));
+    let u32_at = |o: usize| u32::from_le_bytes(f[o..o + 4].try_into().unwrap());
+    let u64_at = |o: usize| u64::from_le_bytes(f[o..o + 8].try_into().unwrap());
+    pb::UserX86FpregsEntry {
+        cwd: u16_at(0),
+        swd: u16_at(2),
+        twd: u16_at(4),
+        fop: u16_at(6),
+        rip: u64_at(8),
+        rdp: u64_at(16),
+        mxcsr: u32_at(24),
+        mxcsr_mask: u32_at(28),
+        st_space: words32(&f[32..160]),
+        xmm_space: words32(&f[160..416]),
+        xsave: gen_xsave(&t.xstate),
+    }
+}
+
+/// The XSAVE components CRIU restores, from a standard-format XSAVE area as
+/// `NT_X86_XSTATE` gives it: the header's `xstate_bv`, the upper halves of the YMM
+/// registers, the AVX-512 state and PKRU. `None` without XSAVE.
+///
+/// Where a component lies is the CPU's business (CPUID leaf 0xD), and the snapshot does
+/// not record it. Intel CPUs (and QEMU's) put each at a fixed offset, leaving room for
+/// MPX; AMD CPUs pack the enabled ones in feature order. Which of the two the area
+/// follows shows in its length; a component found in neither is left out, and CRIU
+/// then restores it zeroed.
+pub(crate) fn gen_xsave(x: &[u8]) -> Option<pb::UserX86XsaveEntry> {
+    /// (feature bit, size, offset on Intel) of the user components after the legacy
+    /// area and the header, in feature order; 3 and 4 are MPX, 8 a supervisor state.
+    const COMPONENTS: [(u32, usize, usize); 7] = [
+        (2, 256, 576),
+        (3, 64, 960),
+        (4, 64, 1024),
+        (5, 64, 1088),
+        (6, 512, 1152),
+        (7, 1024, 1664),
+        (9, 8, 2688),
+    ];
+    const HEADER_END: usize = 576;
+    if x.len() < HEADER_END {
+        return None;
+    }
+    let u64_at = |o: usize| u64::from_le_bytes(x[o..o + 8].try_into().unwrap());
+    // For ptrace, the kernel puts XCR0 (the enabled features) in the first word of the
+    // legacy area's software-reserved bytes, at 464.
+    let enabled = u64_at(464);
+    let xstate_bv = u64_at(512) & enabled;
+    let on: Vec<(u32, usize, usize)> =
+        COMPONENTS.into_iter().filter(|&(bit, ..)| enabled & (1 << bit) != 0).collect();
+    let packed_end = HEADER_END + on.iter().map(|&(_, size, _)| size).sum::<usize>();
+    let intel_end = on.iter().map(|&(_, size, offset)| offset + size).max().unwrap_or(HEADER_END);
+    let mut offsets = HashMap::new();
+    if x.len() >= intel_end {
+        offsets.extend(on.iter().map(|&(bit, _, offset)| (bit, offset)));
+    } else if x.len() == packed_end {
+        let mut at = HEADER_END;
+        for &(bit, size, _) in &on {
+            offsets.insert(bit, at);
+            at += size;
+        }
+    }
+    let component = |bit: u32| {
+        let &(_, size, _) = on.iter().find(|c| c.0 == bit)?;
+        let &offset = offsets.get(&bit)?;
+        x.get(offset..offset + size)
+    };
+    Some(pb::UserX86XsaveEntry {
+        xstate_bv,
+        ymmh_space: component(2).map(words32).unwrap_or_default(),
+        opmask_reg: component(5).map(words64).unwrap_or_default(),
+        zmm_upper: component(6).map(words64).unwrap_or_default(),
+        hi16_zmm: component(7).map(words64).unwrap_or_default(),
+        pkru: component(9).map(words32).unwrap_or_default(),
+    })
+}
+
+/// The three GDT TLS slots of a 64-bit thread, unused (it keeps its TLS in `fs_base`).
+fn gen_tls() -> Vec<pb::UserDescT> {
+    (12..15)
+        .map(|entry_number| pb::UserDescT {
+            entry_number,
+            base_addr: 0,
+            limit: 0,
+            seg_32bit: false,
+            contents_h: false,
+            contents_l: false,
+            read_exec_only: true,
+            limit_in_pages: false,
+            seg_not_present: true,
+            usable: false,
+        })
+        .collect()
+}
+
+/// The interval timers, none armed (the snapshot does not record them).
+fn gen_timers() -> pb::TaskTimersEntry {
+    let off = pb::ItimerEntry { isec: 0, iusec: 0, vsec: 0, vusec: 0 };
+    pb::TaskTimersEntry { real: off, virt: off, prof: off }
+}
+
+/// Dispositions of signals 1..=64 but `SIGKILL` and `SIGSTOP`, in order; those the
+/// snapshot does not list are the default.
+fn gen_sigactions(plan: &Plan) -> Vec<pb::SaEntry> {
+    (1..=SIGMAX)
+        .filter(|&sig| sig != SIGKILL && sig != SIGSTOP)
+        .map(|sig| {
+            let a = plan.meta.signals.iter().find(|a| a.signo == sig);
+            pb::SaEntry {
+                sigaction: a.map_or(0, |a| a.handler),
+                flags: a.map_or(0, |a| a.flags),
+                restorer: a.map_or(0, |a| a.restorer),
+                mask: a.map_or(0, |a| a.mask),
+                compat_sigaction: Some(false),
+            }
+        })
+        .collect()
+}
+
+/// The process's credentials. The snapshot records the real user and group only: they
+/// stand for the effective, saved and filesystem ids too, and root gets every
+/// capability, anyone else none.
+fn gen_creds(plan: &Plan) -> pb::CredsEntry {
+    let (uid, gid) = (plan.meta.process.uid, plan.meta.process.gid);
+    let caps = if uid == 0 { ALL_CAPS.to_vec() } else { vec![0, 0] };
+    pb::CredsEntry {
+        uid,
+        gid,
+        euid: uid,
+        egid: gid,
+        suid: uid,
+        sgid: gid,
+        fsuid: uid,
+        fsgid: gid,
+        cap_inh: vec![0, 0],
+        cap_prm: caps.clone(),
+        cap_eff: caps,
+        cap_bnd: ALL_CAPS.to_vec(),
+        secbits: 0,
+        groups: Vec::new(),
+    }
+}
+
+/// `mm-<pid>.img`: where the program's parts are, the auxiliary vector, every vma.
+pub(crate) fn gen_mm(plan: &Plan) -> Image {
+    let l = &plan.meta.layout;
+    // The vector up to and including its AT_NULL pair, as CRIU saves it.
+    let mut auxv = words64(&plan.meta.auxv[..plan.meta.auxv.len() / 8 * 8]);
+    if let Some(end) = auxv.chunks(2).position(|pair| pair[0] == 0) {
+        auxv.truncate(end * 2 + 2);
+    }
+    let entry = pb::MmEntry {
+        mm_start_code: l.start_code,
+        mm_end_code: l.end_code,
+        mm_start_data: l.start_data,
+        mm_end_data: l.end_data,
+        mm_start_stack: l.start_stack,
+        mm_start_brk: l.start_brk,
+        mm_brk: l.brk,
+        mm_arg_start: l.arg_start,
+        mm_arg_end: l.arg_end,
+        mm_env_start: l.env_start,
+        mm_env_end: l.env_end,
+        exe_file_id: plan.exe_file_id,
+        mm_saved_auxv: auxv,
+        vmas: plan.vmas.clone(),
+        dumpable: Some(1),
+    };
+    Image::with(ImageKind::Mm(plan.pid), [&entry])
+}
+
+/// `pagemap-<pid>.img`: the pages image's id, then one entry per run of pages, in the
+/// order `pages-1.img` holds them.
+pub(crate) fn gen_pagemap(plan: &Plan) -> Image {
+    let mut image = Image::new(ImageKind::Pagemap(plan.pid));
+    image.push(&pb::PagemapHead { pages_id: PAGES_ID });
+    for run in &plan.runs {
+        image.push(&pb::PagemapEntry {
+            vaddr: run.start,
+            nr_pages: u32::try_from(run.pages).expect("a run of more than 2^32 pages"),
+            in_parent: None,
+            flags: Some(PE_PRESENT),
+        });
+    }
+    image
+}
+
+/// `files.img`: every file object, by id.
+pub(crate) fn gen_files(plan: &Plan) -> Image {
+    Image::with(ImageKind::Files, &plan.files)
+}
+
+/// `fdinfo-<files_id>.img`: each descriptor and the file object it holds.
+pub(crate) fn gen_fdinfo(plan: &Plan) -> Image {
+    Image::with(ImageKind::Fdinfo(TASK_OBJECTS_ID), &plan.fds)
+}
+
+/// `fs-<pid>.img`.
+pub(crate) fn gen_fs(plan: &Plan) -> Image {
+    let entry = pb::FsEntry { cwd_id: plan.cwd_id, root_id: plan.root_id, umask: Some(UMASK) };
+    Image::with(ImageKind::Fs(plan.pid), [&entry])
+}
+
+fn words32(bytes: &[u8]) -> Vec<u32> {
+    bytes.chunks_exact(4).map(|w| u32::from_le_bytes(w.try_into().unwrap())).collect()
+}
+
+fn words64(bytes: &[u8]) -> Vec<u64> {
+    bytes.chunks_exact(8).map(|w| u64::from_le_bytes(w.try_into().unwrap())).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An XSAVE area of `len` bytes whose features are `xcr0`, with byte `i` of each
+    /// component at `offsets` set to `bit + i`.
+    fn area(len: usize, xcr0: u64, offsets: &[(u32, usize, usize)]) -> Vec<u8> {
+        let mut x = vec![0u8; len];
+        x[464..472].copy_from_slice(&xcr0.to_le_bytes());
+        x[512..520].copy_from_slice(&(xcr0 & !0x4).to_le_bytes()); // YMM in its init state
+        for &(bit, offset, size) in offsets {
+            for i in 0..size {
+                x[offset + i] = (bit as usize + i) as u8;
+            }
+        }
+        x
+    }
+
+    fn bytes32(words: &[u32]) -> Vec<u8> {
+        words.iter().flat_map(|w| w.to_le_bytes()).collect()
+    }
+
+    fn bytes64(words: &[u64]) -> Vec<u8> {
+        words.iter().flat_map(|w| w.to_le_bytes()).collect()
+    }
+
+    fn filled(bit: u32, size: usize) -> Vec<u8> {
+        (0..size).map(|i| (bit as usize + i) as u8).collect()
+    }
+
+    #[test]
+    fn xsave_components_at_intel_offsets() {
+        // QEMU's `max` CPU: AVX and PKRU, PKRU at 2688.
+        let x = area(2696, 0x207, &[(2, 576, 256), (9, 2688, 8)]);
+        let e = gen_xsave(&x).unwrap();
+        assert_eq!(e.xstate_bv, 0x203);
+        assert_eq!(bytes32(&e.ymmh_space), filled(2, 256));
+        assert_eq!(bytes32(&e.pkru), filled(9, 8));
+        assert!(e.opmask_reg.is_empty() && e.zmm_upper.is_empty() && e.hi16_zmm.is_empty());
+    }
+
+    #[test]
+    fn xsave_components_packed_as_on_amd() {
+        // AVX-512 without MPX, packed: opmask right after YMM.
+        let x = area(2432, 0xe7, &[(2, 576, 256), (5, 832, 64), (6, 896, 512), (7, 1408, 1024)]);
+        let e = gen_xsave(&x).unwrap();
+        assert_eq!(bytes32(&e.ymmh_space), filled(2, 256));
+        assert_eq!(bytes64(&e.opmask_reg), filled(5, 64));
+        assert_eq!(bytes64(&e.zmm_upper), filled(6, 512));
+        assert_eq!(bytes64(&e.hi16_zmm), filled(7, 1024));
+        assert!(e.pkru.is_empty());
+    }
+
+    #[test]
+    fn no_xsave_without_an_area_and_nothing_from_an_unknown_layout() {
+        assert_eq!(gen_xsave(&[]), None);
+        assert_eq!(gen_xsave(&[0; 512]), None);
+        let e = gen_xsave(&area(1000, 0x207, &[])).unwrap();
+        assert!(e.ymmh_space.is_empty() && e.pkru.is_empty());
+    }
+}

@@ -1,0 +1,740 @@
+//! From a snapshot to what CRIU restores: threads with their registers as CRIU's own dump
+//! presents them, mappings as vmas, descriptors and files by id, the pages to write, and
+//! the memory to patch so that the restored program runs on untraced. Refuses, naming
+//! the object, what the images cannot express.
+
+use std::collections::{BTreeSet, HashMap};
+
+use sdt_abi::{STATE_OFF, TRAP_RECORD_SIZE, TrapRecord};
+use sdt_store::{
+    Content, FPREGS_SIZE, FileKind, GPREG_NAMES, GPREGS_SIZE, Mapping, OpenFile, PAGE_SIZE, SnapshotMeta,
+    ThreadRunState, ThreadState, Trigger,
+};
+
+use crate::encode::Source;
+use crate::{Error, pb};
+
+/// `struct pthread`'s `tid` field, as an offset from the thread pointer (`fs_base`), in
+/// glibc 2.26 and later on x86_64. Its address is what glibc gives `set_tid_address(2)`
+/// and `clone(CLONE_CHILD_CLEARTID)`.
+pub(crate) const GLIBC_TID_OFFSET: u64 = 0x2d0;
+/// `struct pthread`'s `robust_head`, which glibc registers with `set_robust_list(2)`: 16
+/// bytes past `tid`.
+pub(crate) const GLIBC_ROBUST_OFFSET: u64 = 0x2e0;
+/// `sizeof(struct robust_list_head)`.
+pub(crate) const ROBUST_LIST_LEN: u32 = 24;
+
+/// Errno values of the kernel's system call restart protocol.
+const ERESTARTSYS: i64 = 512;
+const ERESTARTNOINTR: i64 = 513;
+const ERESTARTNOHAND: i64 = 514;
+const ERESTART_RESTARTBLOCK: i64 = 516;
+const EINTR: i64 = 4;
+/// Length of the `syscall` instruction, which a restarted call runs again.
+const SYSCALL_INSN_LEN: u64 = 2;
+
+/// `O_CLOEXEC` as fdinfo shows it among a descriptor's flags.
+const O_CLOEXEC: u32 = 0o2000000;
+const O_RDWR: u32 = 0o2;
+/// `FD_CLOEXEC`: the descriptor flag CRIU keeps in `fdinfo_entry.flags`.
+const FD_CLOEXEC: u32 = 1;
+
+/// `mmap(2)` protection and flag bits, and CRIU's vma status bits (`criu/include/image.h`).
+pub(crate) mod vm {
+    pub const PROT_READ: u32 = 0x1;
+    pub const PROT_WRITE: u32 = 0x2;
+    pub const PROT_EXEC: u32 = 0x4;
+    pub const MAP_SHARED: u32 = 0x1;
+    pub const MAP_PRIVATE: u32 = 0x2;
+    pub const MAP_ANONYMOUS: u32 = 0x20;
+    pub const MAP_GROWSDOWN: u32 = 0x100;
+    pub const VMA_AREA_REGULAR: u32 = 1 << 0;
+    pub const VMA_AREA_VDSO: u32 = 1 << 3;
+    pub const VMA_AREA_HEAP: u32 = 1 << 5;
+    pub const VMA_FILE_PRIVATE: u32 = 1 << 6;
+    pub const VMA_FILE_SHARED: u32 = 1 << 7;
+    pub const VMA_ANON_PRIVATE: u32 = 1 << 9;
+    pub const VMA_AREA_VVAR: u32 = 1 << 12;
+}
+
+/// Character devices of the memory major (1) that a process may hold open; CRIU's own dump
+/// treats them as regular files, reopened by path.
+const MEM_DEVICES: [&str; 8] = [
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/kmsg",
+    "/dev/mem",
+    "/dev/port",
+];
+
+/// A thread as CRIU will restore it.
+pub(crate) struct Thread<'a> {
+    pub state: &'a ThreadState,
+    /// `user_regs_struct`, with an interrupted system call set up the way CRIU's dump
+    /// leaves it.
+    pub regs: [u64; 27],
+    /// glibc's `tid` word of the thread, if found: the clear-child-tid address.
+    pub clear_tid: Option<u64>,
+}
+
+/// One private mapping's pages to write, `[start, start + pages * 4096)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PageRun {
+    pub start: u64,
+    pub pages: u64,
+}
+
+/// Bytes to put into memory over what the snapshot holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Patch {
+    pub addr: u64,
+    pub bytes: Vec<u8>,
+}
+
+/// Everything the images say, worked out from a snapshot.
+pub(crate) struct Plan<'a> {
+    pub meta: &'a SnapshotMeta,
+    pub pid: u32,
+    /// The leader first, then the other threads by id.
+    pub threads: Vec<Thread<'a>>,
+    pub files: Vec<pb::FileEntry>,
+    pub fds: Vec<pb::FdinfoEntry>,
+    pub vmas: Vec<pb::VmaEntry>,
+    pub exe_file_id: u32,
+    pub cwd_id: u32,
+    pub root_id: u32,
+    /// Read-only file entries opened by path (mappings, executable, directories), by path.
+    path_files: HashMap<String, u32>,
+    pub runs: Vec<PageRun>,
+    pub patches: Vec<Patch>,
+    /// What the user should know about the images, one line each.
+    pub notes: Vec<String>,
+}
+
+impl<'a> Plan<'a> {
+    /// Works out the images of `source`. `state_word` is the address of the SDT library's
+    /// state word if the caller found it (by symbol); a breakpoint's own record names it too.
+    pub(crate) fn new(source: &'a impl Source, state_word: Option<u64>) -> Result<Plan<'a>, Error> {
+        let meta = source.meta();
+        if !meta.layout.is_known() {
+            return Err(Error::NoLayout { snapshot: meta.name.clone() });
+        }
+        let pid = meta.process.pid;
+        let leader_runs = meta.threads.iter().any(|t| t.tid == pid && t.state == ThreadRunState::Running);
+        if !leader_runs || pid <= 0 {
+            return Err(Error::NoLeader { pid });
+        }
+        check_mapped_files(source)?;
+
+        let mut plan = Plan {
+            meta,
+            pid: pid as u32,
+            threads: Vec::new(),
+            files: Vec::new(),
+            fds: Vec::new(),
+            vmas: Vec::new(),
+            exe_file_id: 0,
+            cwd_id: 0,
+            root_id: 0,
+            path_files: HashMap::new(),
+            runs: Vec::new(),
+            patches: Vec::new(),
+            notes: Vec::new(),
+        };
+        plan.plan_threads(source)?;
+        plan.plan_handover(source, state_word);
+        plan.plan_vmas()?;
+        plan.plan_fds()?;
+        let exe = &meta.process.exe;
+        if !exe.starts_with('/') || exe.ends_with(" (deleted)") {
+            return Err(Error::Unsupported {
+                object: format!("the executable {exe:?}"),
+                why: "CRIU needs the executable's path, and this one was not recorded or is deleted",
+            });
+        }
+        plan.exe_file_id = plan.file_by_path(exe, None);
+        let cwd = &meta.process.cwd;
+        if cwd.starts_with('/') {
+            plan.cwd_id = plan.file_by_path(cwd, None);
+        } else {
+            plan.notes
+                .push(format!("the working directory {cwd:?} is unknown: the restored process starts in /"));
+            plan.cwd_id = plan.file_by_path("/", None);
+        }
+        plan.root_id = plan.file_by_path("/", None);
+        plan.plan_pages(source);
+        if meta.process.sid != pid {
+            plan.notes.push(format!(
+                "the process is not a session leader (session {}): restore with `criu restore --shell-job`",
+                meta.process.sid
+            ));
+        }
+        Ok(plan)
+    }
+
+    /// Whether `criu restore` needs `--shell-job`.
+    pub(crate) fn shell_job(&self) -> bool {
+        self.meta.process.sid != self.meta.process.pid
+    }
+
+    fn plan_threads(&mut self, source: &impl Source) -> Result<(), Error> {
+        let pid = self.pid as i32;
+        let mut threads = Vec::new();
+        for t in &self.meta.threads {
+            check_regset(t.tid, "gpregs", &t.gpregs, GPREGS_SIZE)?;
+            check_regset(t.tid, "fpregs", &t.fpregs, FPREGS_SIZE)?;
+            let fs_base = t.reg("fs_base").unwrap_or(0);
+            let clear_tid = glibc_tid_word(source, fs_base, t.tid);
+            if t.state == ThreadRunState::Exiting {
+                // Past its last user instruction: CRIU cannot restore it, so it goes, and
+                // its tid word is cleared as the kernel would on its way out, so that a
+                // pthread_join() waiting on it returns.
+                match clear_tid {
+                    Some(addr) => {
+                        self.patches.push(Patch { addr, bytes: 0u32.to_le_bytes().to_vec() });
+                        self.notes.push(format!("thread {} was exiting: left out", t.tid));
+                    }
+                    None => self.notes.push(format!(
+                        "thread {} was exiting: left out, but its tid word was not found, so a \
+                         pthread_join() on it waits forever",
+                        t.tid
+                    )),
+                }
+                continue;
+            }
+            let mut regs = [0u64; 27];
+            for (i, r) in regs.iter_mut().enumerate() {
+                *r = u64::from_le_bytes(t.gpregs[i * 8..i * 8 + 8].try_into().unwrap());
+            }
+            restart_syscall(&mut regs);
+            if clear_tid.is_none() {
+                self.notes.push(format!(
+                    "thread {}: no glibc thread block at fs_base {fs_base:#x}; restored without a \
+                     clear-child-tid address or robust futex list",
+                    t.tid
+                ));
+            }
+            threads.push(Thread { state: t, regs, clear_tid });
+        }
+        threads.sort_by_key(|t| (t.state.tid != pid, t.state.tid));
+        self.threads = threads;
+        Ok(())
+    }
+
+    /// Patches the memory so that the restored program, which no tracer watches, runs on
+    /// as the original did: the breakpoint that took the snapshot returns the snapshot's
+    /// number, and later breakpoints cost nothing instead of stopping it with `SIGTRAP`.
+    fn plan_handover(&mut self, source: &impl Source, state_word: Option<u64>) {
+        let mut state_word = state_word;
+        if let Trigger::Breakpoint { tid, level, class, id, .. } = &self.meta.trigger {
+            let record =
+                self.meta.threads.iter().find(|t| t.tid == *tid).and_then(|t| t.reg("rdi")).and_then(
+                    |addr| {
+                        let mut bytes = [0u8; TRAP_RECORD_SIZE];
+                        source.read(addr, &mut bytes).ok()?;
+                        let r = TrapRecord::from_bytes(&bytes)?;
+                        (r.level == *level && r.class == *class && r.id == *id).then_some((addr, r))
+                    },
+                );
+            match record {
+                Some((addr, record)) => {
+                    self.patches.push(Patch {
+                        addr: addr + TrapRecord::RESULT_OFFSET as u64,
+                        bytes: i64::from(self.meta.seq).to_le_bytes().to_vec(),
+                    });
+                    state_word = Some(record.state_ptr);
+                }
+                None => self.notes.push(format!(
+                    "thread {tid}: the breakpoint's record is unreadable; its SetBreakpoint() \
+                     returns {} in the restored process",
+                    sdt_abi::RESULT_PENDING
+                )),
+            }
+        }
+        match state_word {
+            Some(addr) if writable_private(&self.meta.mappings, addr, 4) => {
+                self.patches.push(Patch { addr, bytes: STATE_OFF.to_le_bytes().to_vec() });
+                self.notes.push("SDT breakpoints are off in the restored process (it runs untraced)".into());
+            }
+            _ => self.notes.push(
+                "the SDT library's state word was not found: a breakpoint that passes the capture \
+                 config will stop the restored process with SIGTRAP"
+                    .into(),
+            ),
+        }
+    }
+
+    fn plan_vmas(&mut self) -> Result<(), Error> {
+        use vm::*;
+        let meta = self.meta;
+        for m in &meta.mappings {
+            if m.path == "[vsyscall]" {
+                continue; // fixed by the kernel, never mapped by a restore
+            }
+            let mut prot = 0;
+            for (on, bit) in
+                [(m.perms.read, PROT_READ), (m.perms.write, PROT_WRITE), (m.perms.exec, PROT_EXEC)]
+            {
+                if on {
+                    prot |= bit;
+                }
+            }
+            let special = m.inode == 0 && m.path.starts_with('[');
+            let known_special = ["[heap]", "[stack]", "[vdso]", "[vvar]", "[vvar_vclock]"]
+                .contains(&m.path.as_str())
+                || m.path.starts_with("[anon");
+            if special && !known_special {
+                return Err(unsupported_mapping(
+                    m,
+                    "a kernel-provided mapping CRIU images here cannot express",
+                ));
+            }
+            let file = match (&m.content, m.inode) {
+                (_, 0) => None,
+                (Content::File(f), _) => Some(self.file_by_path(&f.path, Some(f.size))),
+                // A file mapping without contents (PROT_NONE): by path, if it has one.
+                (Content::Unreadable, _) if m.path.starts_with('/') && !m.path.ends_with(" (deleted)") => {
+                    Some(self.file_by_path(&m.path, None))
+                }
+                // A file the capture could not name or check (deleted, a device): every
+                // page the private mapping had is in the snapshot, so it is restored as
+                // anonymous memory holding them.
+                _ if !m.perms.shared => None,
+                _ => return Err(unsupported_mapping(m, "shared memory that is not a regular file")),
+            };
+            let (flags, status, shmid, pgoff, fdflags) = match file {
+                Some(id) if m.perms.shared => {
+                    let fdflags = if m.perms.write { O_RDWR } else { 0 };
+                    (MAP_SHARED, VMA_AREA_REGULAR | VMA_FILE_SHARED, id, m.offset, Some(fdflags))
+                }
+                Some(id) => (MAP_PRIVATE, VMA_AREA_REGULAR | VMA_FILE_PRIVATE, id, m.offset, Some(0)),
+                None if m.perms.shared => {
+                    return Err(unsupported_mapping(m, "shared anonymous memory"));
+                }
+                None => {
+                    let mut status = VMA_AREA_REGULAR | VMA_ANON_PRIVATE;
+                    let mut flags = MAP_PRIVATE | MAP_ANONYMOUS;
+                    match m.path.as_str() {
+                        "[heap]" => status |= VMA_AREA_HEAP,
+                        "[stack]" => flags |= MAP_GROWSDOWN,
+                        "[vdso]" => status |= VMA_AREA_VDSO,
+                        // (Linux 6.12 split the clock pages into their own mapping.)
+                        "[vvar]" | "[vvar_vclock]" => status |= VMA_AREA_VVAR,
+                        _ => {}
+                    }
+                    (flags, status, 0, 0, None)
+                }
+            };
+            self.vmas.push(pb::VmaEntry {
+                start: m.start,
+                end: m.end,
+                pgoff,
+                shmid: u64::from(shmid),
+                prot,
+                flags,
+                status,
+                fd: -1,
+                madv: None,
+                fdflags,
+            });
+        }
+        Ok(())
+    }
+
+    fn plan_fds(&mut self) -> Result<(), Error> {
+        // Descriptors that name the same file with the same flags and position are taken
+        // for dup(2)s of one open file (a shell's `>out 2>&1`): they share one file entry,
+        // so that they share the position after the restore too.
+        let mut shared: HashMap<(&str, u32, u64), u32> = HashMap::new();
+        let meta = self.meta;
+        for f in &meta.files {
+            let fd_flags = if f.flags & O_CLOEXEC != 0 { FD_CLOEXEC } else { 0 };
+            let flags = f.flags & !O_CLOEXEC;
+            let key = (f.target.as_str(), flags, f.pos);
+            let (kind, id) = match shared.get(&key) {
+                Some(&id) => (self.files[id as usize - 1].r#type, id),
+                None => {
+                    let (kind, id) = self.open_file(f, flags)?;
+                    shared.insert(key, id);
+                    (kind, id)
+                }
+            };
+            self.fds.push(pb::FdinfoEntry { id, flags: fd_flags, r#type: kind, fd: f.fd as u32 });
+        }
+        Ok(())
+    }
+
+    /// A file entry for descriptor `f`, reopened with `flags`.
+    fn open_file(&mut self, f: &OpenFile, flags: u32) -> Result<(i32, u32), Error> {
+        let object = || format!("fd {} ({})", f.fd, f.target);
+        let unsupported = |why| Err(Error::Unsupported { object: object(), why });
+        if f.target.ends_with(" (deleted)") {
+            return unsupported("a deleted file, which CRIU images here cannot express");
+        }
+        let id = self.files.len() as u32 + 1;
+        let reg = |name: &str, size: Option<u64>| pb::FileEntry {
+            r#type: pb::FdTypes::Reg as i32,
+            id,
+            reg: Some(pb::RegFileEntry {
+                id,
+                flags,
+                pos: f.pos,
+                fown: no_owner(),
+                name: name.to_owned(),
+                size,
+            }),
+            pipe: None,
+        };
+        let entry = match f.kind {
+            FileKind::Regular => {
+                let (path, size) = match &f.file {
+                    Some(r) => (r.path.as_str(), Some(r.size)),
+                    None => (f.target.as_str(), None),
+                };
+                reg(path, size)
+            }
+            FileKind::Directory => reg(&f.target, None),
+            FileKind::CharDevice if MEM_DEVICES.contains(&f.target.as_str()) => reg(&f.target, None),
+            FileKind::CharDevice if is_terminal(&f.target) => {
+                self.notes.push(format!(
+                    "fd {fd} is the terminal {t}: the restored process opens {t} again by path \
+                     (or pass `--inherit-fd fd[N]:{k}` for descriptor N of criu's); it does not \
+                     become the controlling terminal",
+                    fd = f.fd,
+                    t = f.target,
+                    k = &f.target[1..]
+                ));
+                reg(&f.target, None)
+            }
+            FileKind::Pipe if f.target.starts_with("pipe:[") => {
+                let Some(inode) = f.target["pipe:[".len()..].strip_suffix(']').and_then(|n| n.parse().ok())
+                else {
+                    return unsupported("a pipe whose inode cannot be read");
+                };
+                self.notes.push(format!(
+                    "fd {} is {}: criu creates a new pipe for it unless given `--inherit-fd fd[N]:{}`",
+                    f.fd, f.target, f.target
+                ));
+                pb::FileEntry {
+                    r#type: pb::FdTypes::Pipe as i32,
+                    id,
+                    reg: None,
+                    pipe: Some(pb::PipeEntry { id, pipe_id: inode, flags, fown: no_owner() }),
+                }
+            }
+            FileKind::Pipe => return unsupported("a FIFO, which CRIU images here cannot express"),
+            FileKind::Socket => return unsupported("a socket, which CRIU images here cannot express"),
+            FileKind::AnonInode => {
+                return unsupported(
+                    "an anonymous-inode file (eventfd, epoll, timerfd, …), which CRIU images here cannot express",
+                );
+            }
+            FileKind::CharDevice => return unsupported("a character device CRIU images here cannot express"),
+            FileKind::BlockDevice => {
+                return unsupported("a block device, which CRIU images here cannot express");
+            }
+            FileKind::Other => return unsupported("a file of unknown kind"),
+        };
+        let kind = entry.r#type;
+        self.files.push(entry);
+        Ok((kind, id))
+    }
+
+    /// The id of a read-only regular file entry for `path` (mappings, the executable, the
+    /// working and root directories), added on first use. `size`, when known, is checked
+    /// by `criu restore`.
+    fn file_by_path(&mut self, path: &str, size: Option<u64>) -> u32 {
+        if let Some(&id) = self.path_files.get(path) {
+            return id;
+        }
+        let id = self.files.len() as u32 + 1;
+        self.path_files.insert(path.to_owned(), id);
+        self.files.push(pb::FileEntry {
+            r#type: pb::FdTypes::Reg as i32,
+            id,
+            reg: Some(pb::RegFileEntry {
+                id,
+                flags: 0,
+                pos: 0,
+                fown: no_owner(),
+                name: path.to_owned(),
+                size,
+            }),
+            pipe: None,
+        });
+        id
+    }
+
+    /// The pages to write: those the store holds for private mappings with contents, and
+    /// those that patches touch.
+    fn plan_pages(&mut self, source: &impl Source) {
+        let stored = source.stored_pages();
+        let patched: BTreeSet<u64> = self
+            .patches
+            .iter()
+            .flat_map(|p| {
+                let first = p.addr - p.addr % PAGE_SIZE;
+                let end = p.addr + p.bytes.len() as u64;
+                (first..end).step_by(PAGE_SIZE as usize)
+            })
+            .collect();
+        for m in &self.meta.mappings {
+            if m.perms.shared || m.content == Content::Unreadable || m.path == "[vsyscall]" {
+                continue;
+            }
+            let from = stored.partition_point(|&p| p < m.start);
+            let to = stored.partition_point(|&p| p < m.end);
+            let mut pages: BTreeSet<u64> = stored[from..to].iter().copied().collect();
+            pages.extend(patched.range(m.start..m.end));
+            for page in pages {
+                match self.runs.last_mut() {
+                    Some(run) if run.start + run.pages * PAGE_SIZE == page && page != m.start => {
+                        run.pages += 1
+                    }
+                    _ => self.runs.push(PageRun { start: page, pages: 1 }),
+                }
+            }
+        }
+        // A patch outside every private mapping with contents changes nothing: drop it.
+        let runs = &self.runs;
+        self.patches
+            .retain(|p| runs.iter().any(|r| r.start <= p.addr && p.addr < r.start + r.pages * PAGE_SIZE));
+    }
+}
+
+/// Sets up an interrupted system call the way CRIU's dump presents it (compel's
+/// `get_task_regs`): a call the kernel would restart is set to run again from its
+/// `syscall` instruction; one that would restart through `restart_syscall(2)` (sleeps
+/// with a timeout) returns `EINTR` instead.
+pub(crate) fn restart_syscall(regs: &mut [u64; 27]) {
+    let at = |name: &str| GPREG_NAMES.iter().position(|&n| n == name).unwrap();
+    let (rax, orig_rax, rip) = (at("rax"), at("orig_rax"), at("rip"));
+    if (regs[orig_rax] as i64) < 0 {
+        return; // not in a system call
+    }
+    match -(regs[rax] as i64) {
+        ERESTARTSYS | ERESTARTNOINTR | ERESTARTNOHAND => {
+            regs[rax] = regs[orig_rax];
+            regs[rip] = regs[rip].wrapping_sub(SYSCALL_INSN_LEN);
+        }
+        ERESTART_RESTARTBLOCK => regs[rax] = (-EINTR) as u64,
+        _ => {}
+    }
+}
+
+/// The address of glibc's `tid` word for thread `tid` whose thread pointer is `fs_base`,
+/// if the word there holds the thread's id.
+fn glibc_tid_word(source: &impl Source, fs_base: u64, tid: i32) -> Option<u64> {
+    let addr = fs_base.checked_add(GLIBC_TID_OFFSET)?;
+    let mut word = [0u8; 4];
+    source.read(addr, &mut word).ok()?;
+    (fs_base != 0 && i32::from_le_bytes(word) == tid).then_some(addr)
+}
+
+/// Checks that every file a mapping takes pages from is still the version that was
+/// mapped, by reading a page the file provides: CRIU maps these files again.
+fn check_mapped_files(source: &impl Source) -> Result<(), Error> {
+    let stored = source.stored_pages();
+    let mut checked = BTreeSet::new();
+    for m in &source.meta().mappings {
+        let Content::File(f) = &m.content else { continue };
+        if checked.contains(&f.path) {
+            continue;
+        }
+        let from_file =
+            (m.start..m.end).step_by(PAGE_SIZE as usize).find(|page| stored.binary_search(page).is_err());
+        if let Some(page) = from_file {
+            source.read(page, &mut [0u8; 1]).map_err(|source| Error::Store {
+                what: format!("mapping {:#x}-{:#x} {}", m.start, m.end, m.path),
+                source,
+            })?;
+            checked.insert(f.path.clone());
+        }
+    }
+    Ok(())
+}
+
+fn check_regset(tid: i32, regset: &'static str, bytes: &[u8], expected: usize) -> Result<(), Error> {
+    if bytes.len() == expected {
+        Ok(())
+    } else {
+        Err(Error::BadRegisters { tid, regset, found: bytes.len(), expected })
+    }
+}
+
+/// Whether `[addr, addr + len)` lies in one private writable mapping with contents.
+fn writable_private(mappings: &[Mapping], addr: u64, len: u64) -> bool {
+    mappings.iter().any(|m| {
+        m.perms.write
+            && !m.perms.shared
+            && m.content != Content::Unreadable
+            && m.start <= addr
+            && addr + len <= m.end
+    })
+}
+
+fn unsupported_mapping(m: &Mapping, why: &'static str) -> Error {
+    Error::Unsupported { object: format!("mapping {:#x}-{:#x} {} {}", m.start, m.end, m.perms, m.path), why }
+}
+
+fn is_terminal(path: &str) -> bool {
+    path.starts_with("/dev/pts/") || path.starts_with("/dev/tty") || path == "/dev/console"
+}
+
+/// No `F_SETOWN` owner.
+fn no_owner() -> pb::FownEntry {
+    pb::FownEntry { uid: 0, euid: 0, signum: 0, pid_type: 0, pid: 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fake::{self, BREAKING, EXITING, PID, RECORD, SEQ, SLEEPING, STATE_WORD, TLS};
+
+    fn reg(t: &Thread, name: &str) -> u64 {
+        t.regs[GPREG_NAMES.iter().position(|&n| n == name).unwrap()]
+    }
+
+    #[test]
+    fn system_calls_restart_as_after_criu_dump() {
+        let source = fake::sample();
+        let plan = Plan::new(&source, None).unwrap();
+        let tids: Vec<i32> = plan.threads.iter().map(|t| t.state.tid).collect();
+        assert_eq!(tids, [PID, BREAKING, SLEEPING], "leader first, the exiting thread left out");
+        // futex wait (-ERESTARTSYS): back on its `syscall` instruction, rax the call again.
+        assert_eq!((reg(&plan.threads[0], "rip"), reg(&plan.threads[0], "rax")), (0x40_0200, 202));
+        // At the breakpoint: untouched.
+        assert_eq!((reg(&plan.threads[1], "rip"), reg(&plan.threads[1], "rax")), (0x40_0101, 0x1234));
+        // clock_nanosleep (-ERESTART_RESTARTBLOCK): returns EINTR where it stopped.
+        assert_eq!((reg(&plan.threads[2], "rip"), reg(&plan.threads[2], "rax") as i64), (0x40_0303, -4));
+        assert_eq!(plan.threads[2].clear_tid, Some(TLS + 0x2000 + GLIBC_TID_OFFSET));
+    }
+
+    #[test]
+    fn other_errors_and_user_mode_stay() {
+        let mut regs = [0u64; 27];
+        regs[15] = 0; // orig_rax: read(2)
+        regs[10] = (-11i64) as u64; // EAGAIN: a finished call
+        regs[16] = 0x1000;
+        let before = regs;
+        restart_syscall(&mut regs);
+        assert_eq!(regs, before);
+        regs[15] = u64::MAX; // not in a call, whatever rax holds
+        regs[10] = (-512i64) as u64;
+        let before = regs;
+        restart_syscall(&mut regs);
+        assert_eq!(regs, before);
+    }
+
+    #[test]
+    fn handover_patches_result_state_word_and_exited_tid() {
+        let source = fake::sample();
+        let plan = Plan::new(&source, None).unwrap();
+        let patch = |addr| plan.patches.iter().find(|p| p.addr == addr).map(|p| p.bytes.clone());
+        assert_eq!(patch(RECORD + 64), Some(i64::from(SEQ).to_le_bytes().to_vec()));
+        assert_eq!(patch(STATE_WORD), Some(0i32.to_le_bytes().to_vec()));
+        let exited = TLS + (EXITING - PID) as u64 * 0x1000 + GLIBC_TID_OFFSET;
+        assert_eq!(patch(exited), Some(vec![0; 4]));
+        assert!(plan.notes.iter().any(|n| n.contains("breakpoints are off")), "{:?}", plan.notes);
+    }
+
+    #[test]
+    fn timer_snapshots_take_the_state_word_from_the_caller() {
+        let mut source = fake::sample();
+        source.meta.trigger = Trigger::Timer;
+        let plan = Plan::new(&source, Some(STATE_WORD)).unwrap();
+        assert_eq!(plan.patches.iter().filter(|p| p.addr == STATE_WORD).count(), 1);
+        assert!(plan.patches.iter().all(|p| p.addr != RECORD + 64));
+        let plan = Plan::new(&source, None).unwrap();
+        assert!(plan.patches.iter().all(|p| p.addr != STATE_WORD));
+        assert!(plan.notes.iter().any(|n| n.contains("SIGTRAP")), "{:?}", plan.notes);
+    }
+
+    #[test]
+    fn pages_are_the_stored_ones_of_private_mappings() {
+        let mut source = fake::sample();
+        // A page the store holds in a shared mapping is the file's: not written.
+        source.meta.mappings[0].perms.shared = true;
+        source.poke(0x40_0000, b"shared");
+        let plan = Plan::new(&source, None).unwrap();
+        let runs: Vec<(u64, u64)> = plan.runs.iter().map(|r| (r.start, r.pages)).collect();
+        assert_eq!(
+            runs,
+            [
+                (0x40_1000, 1),
+                (0x60_0000, 1),
+                (TLS, 4), // the four threads' tid words, one page each
+                (0x7fff_f002_0000, 1),
+                (0x7fff_f7ff_4000, 1),
+            ]
+        );
+    }
+
+    #[test]
+    fn descriptors_share_a_file_when_duplicated() {
+        let source = fake::sample();
+        let plan = Plan::new(&source, None).unwrap();
+        let fds: Vec<(u32, u32, u32)> = plan.fds.iter().map(|f| (f.fd, f.id, f.flags)).collect();
+        let (null, out, exe_fd) = (fds[0].1, fds[1].1, fds[3].1);
+        assert_eq!(fds, [(0, null, 0), (1, out, 0), (2, out, 0), (3, exe_fd, FD_CLOEXEC)]);
+        let reg = |id: u32| plan.files[id as usize - 1].reg.clone().unwrap();
+        assert_eq!((reg(null).name.as_str(), reg(null).flags, reg(null).size), ("/dev/null", 0o100000, None));
+        assert_eq!((reg(out).pos, reg(out).flags, reg(out).size), (100, 0o100001, Some(100)));
+        assert_eq!(reg(exe_fd).flags, 0o100000, "O_CLOEXEC is the descriptor's, not the file's");
+        // The executable's mapping entry is its own, checked for size, and mm names it.
+        assert_ne!(plan.exe_file_id, exe_fd);
+        assert_eq!(
+            (reg(plan.exe_file_id).name.as_str(), reg(plan.exe_file_id).size),
+            (fake::EXE, Some(0x2000))
+        );
+        assert_eq!(reg(plan.cwd_id).name, "/home/user");
+        assert_eq!(reg(plan.root_id).name, "/");
+    }
+
+    #[test]
+    fn unsupported_objects_are_named() {
+        let err = |edit: &dyn Fn(&mut SnapshotMeta)| {
+            let mut source = fake::sample();
+            edit(&mut source.meta);
+            Plan::new(&source, None).err().map(|e| e.to_string()).unwrap_or_default()
+        };
+        assert_eq!(
+            err(&|m| {
+                m.files[2].kind = FileKind::AnonInode;
+                m.files[2].target = "anon_inode:[eventfd]".into();
+            }),
+            "fd 2 (anon_inode:[eventfd]): an anonymous-inode file (eventfd, epoll, timerfd, …), which CRIU \
+             images here cannot express"
+        );
+        assert_eq!(
+            err(&|m| m.files[1].target = "/tmp/gone (deleted)".into()),
+            "fd 1 (/tmp/gone (deleted)): a deleted file, which CRIU images here cannot express"
+        );
+        assert_eq!(
+            err(&|m| {
+                let shm = &mut m.mappings[3];
+                (shm.perms.shared, shm.inode, shm.path) = (true, 5, "/SYSV00000000 (deleted)".into());
+            }),
+            "mapping 0x7f0000000000-0x7f0000010000 rw-s /SYSV00000000 (deleted): shared memory that is not a \
+             regular file"
+        );
+        assert_eq!(
+            err(&|m| m.mappings[3].perms.shared = true),
+            "mapping 0x7f0000000000-0x7f0000010000 rw-s : shared anonymous memory"
+        );
+        assert!(err(&|m| m.threads.retain(|t| t.tid != PID)).contains("no running main thread (pid 100)"));
+        assert!(err(&|m| m.layout = Default::default()).contains("has no memory layout"));
+        assert!(err(&|m| m.threads[0].fpregs.truncate(100)).contains("fpregs is 100 bytes, expected 512"));
+    }
+
+    #[test]
+    fn a_changed_mapped_file_is_reported() {
+        let mut source = fake::sample();
+        source.changed_file = Some(fake::EXE.into());
+        let err = Plan::new(&source, None).err().unwrap();
+        assert!(matches!(err, Error::Store { source: sdt_store::Error::FileChanged { .. }, .. }), "{err:?}");
+    }
+}

@@ -1,0 +1,128 @@
+//! Resuming a stored snapshot's process: restored (`sdt-restore`), taken over by the
+//! tracer with the run's capture filter, or let go untraced.
+
+use sdt_store::{Refinement, RunId, RunInfo, RunStatus, Snapshot, Store};
+use sdt_sys::ptrace::{self, options};
+use sdt_sys::monotonic_ns;
+
+use crate::adopt::{self, Library};
+use crate::ptrace::Tracer;
+use crate::{Error, ProgramExit, RestoreFrom, RunOptions, Started, TRACE_OPTIONS, wall_ns};
+
+/// Restores `from`'s process for a run that captures it, and describes that run.
+pub(crate) fn start(store: &Store, from: &RestoreFrom, opts: &RunOptions) -> Result<Started, Error> {
+    let parent = store.open_run(&from.run)?;
+    let snap = parent.open_snapshot(&from.snapshot)?;
+    let started_wall_ns = wall_ns();
+    let restored = timed_restore(&snap, TRACE_OPTIONS | options::TRACEEXEC)?;
+    let pid = restored.pid;
+    let kill = |e: Error| {
+        sdt_sys::kill_namespace(restored.init);
+        e
+    };
+    let mut filter = opts.config.filter.clone();
+    if let Some(u) = &from.until {
+        filter.always.push((u.level, u.class, u.id));
+    }
+    match Library::find(&snap) {
+        Some(library) => library.install(pid, &filter).map_err(|e| kill(Error::Adopt(e)))?,
+        None if from.until.is_some() => {
+            return Err(kill(Error::Adopt(
+                "the program's libsdt symbols (sdt_state, sdt_reconfig) were not found: its breakpoints cannot be \
+                 reached (was it stripped?)"
+                    .into(),
+            )));
+        }
+        None => log::warn!("the program's libsdt symbols were not found: only timed snapshots will be taken"),
+    }
+    answer(&snap, &restored).map_err(kill)?;
+    let info = parent.info();
+    Ok(Started {
+        pid,
+        tracer: Tracer::adopt(pid, restored.threads.iter().map(|t| t.host)),
+        info: RunInfo {
+            id: RunId(0),
+            command: info.command.clone(),
+            cwd: info.cwd.clone(),
+            started_wall_ns,
+            sdt_pid: std::process::id(),
+            config: opts.config.text.clone(),
+            status: RunStatus::Running,
+            parent: Some(Refinement {
+                run: from.run,
+                from: snap.name().to_owned(),
+                to: from.until.as_ref().map(|u| u.name.clone()),
+                reached: None,
+            }),
+        },
+        init: Some(restored.init),
+    })
+}
+
+/// How an untraced resume went.
+#[derive(Clone, Copy, Debug)]
+pub struct Resumed {
+    /// How the program ended. A program killed by a signal shows as exit code 128 + the
+    /// signal (its namespace's init reports it so).
+    pub exit: ProgramExit,
+    /// Nanoseconds the restore took, from reading the snapshot to every thread ready.
+    pub restore_ns: u64,
+    /// Bytes of pages written into the new process.
+    pub bytes_written: u64,
+}
+
+/// Restores snapshot `name` of run `run` in the store at `store`, switches its
+/// breakpoints off, lets it run untraced and waits for it to end.
+pub fn resume_detached(store: &std::path::Path, run: RunId, name: &str) -> Result<Resumed, Error> {
+    let store = Store::open(store)?;
+    let snap = store.open_run(&run)?.open_snapshot(name)?;
+    let start = monotonic_ns();
+    let restored = timed_restore(&snap, 0)?;
+    let restore_ns = monotonic_ns() - start;
+    let prepared = match Library::find(&snap) {
+        Some(library) => library.switch_off(restored.pid).map_err(Error::Adopt),
+        None => Ok(()),
+    }
+    .and_then(|()| answer(&snap, &restored));
+    if let Err(e) = prepared {
+        sdt_sys::kill_namespace(restored.init);
+        return Err(e);
+    }
+    // Terminal signals reach the program (it is in our process group); sdt waits.
+    sdt_sys::ignore_terminal_signals();
+    for t in &restored.threads {
+        ptrace::detach(t.host)?;
+    }
+    let status = sdt_sys::reap(restored.init);
+    let exit = if libc::WIFEXITED(status) {
+        ProgramExit::Code(libc::WEXITSTATUS(status))
+    } else {
+        ProgramExit::Signal(libc::WTERMSIG(status), false)
+    };
+    Ok(Resumed { exit, restore_ns, bytes_written: restored.bytes_written })
+}
+
+/// [`sdt_restore::restore`], logging how long it took.
+fn timed_restore(snap: &Snapshot, ptrace_options: u32) -> Result<sdt_restore::Restored, Error> {
+    let start = monotonic_ns();
+    let restored = sdt_restore::restore(snap, ptrace_options)?;
+    log::info!(
+        "restored {} as pid {} in {:.1} ms ({} bytes of pages)",
+        snap.name(),
+        restored.pid,
+        (monotonic_ns() - start) as f64 / 1e6,
+        restored.bytes_written
+    );
+    Ok(restored)
+}
+
+/// Gives the thread restored at the snapshot's breakpoint the answer the original got:
+/// the snapshot's number.
+fn answer(snap: &Snapshot, restored: &sdt_restore::Restored) -> Result<(), Error> {
+    let Some(tid) = snap.meta().trigger.tid() else { return Ok(()) };
+    let host = restored.threads.iter().find(|t| t.tid == tid).map(|t| t.host);
+    match host {
+        Some(host) => adopt::answer_breakpoint(snap, host, i64::from(snap.meta().seq)).map_err(Error::Adopt),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,249 @@
+//! Recreates a running process from an SDT snapshot: the same memory layout and contents,
+//! the same threads with the same ids, registers, FPU state, TLS and signal masks, the
+//! same signal handlers, working directory and open files. The process is left with
+//! every thread stopped under the caller's ptrace, ready to be resumed (or captured).
+//!
+//! ```no_run
+//! use sdt_store::Store;
+//!
+//! let store = Store::open(".sdt".as_ref())?;
+//! let run = store.open_run(&store.latest_run()?)?;
+//! let snap = run.open_snapshot("S1")?;
+//! let restored = sdt_restore::restore(&snap, 0)?;
+//! println!("pid {} (in its namespace: {})", restored.pid, restored.threads[0].tid);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # How
+//!
+//! A new PID namespace gets an init, which starts the stub under the snapshot's pid
+//! (`clone3` with `set_tid`): thread ids the program cached (glibc does) stay valid. The
+//! stub lays out the snapshot's descriptors, signal dispositions and working directory
+//! itself, then waits; the caller's thread seizes it and, through system calls injected
+//! into it, replaces its memory (`memory`), then creates the other threads with their
+//! ids and sets every thread's state (`threads`).
+//!
+//! # Design constraints
+//!
+//! - Everything the restore cannot recreate (sockets, pipes other than stdio, System V
+//!   shared memory, eventfds, …) is refused before anything starts, with an error naming
+//!   the object (`plan`).
+//! - Files the snapshot maps by reference must be the version that was mapped.
+//! - The snapshot must come from this machine's kernel (the vDSO is moved, not copied).
+//! - Needs the rights to create a PID namespace and choose pids in it (root, or
+//!   `CAP_SYS_ADMIN`).
+//!
+//! It does not restore: pending signals, timers, alternate signal stacks, robust-futex
+//! lists, resource limits, child processes, or the parent link (the restored process is
+//! the child of its namespace's init).
+
+#![deny(missing_docs)]
+#![deny(unsafe_code)]
+
+mod memory;
+mod plan;
+mod remote;
+mod threads;
+
+use sdt_store::{Mapping, Snapshot};
+use sdt_sys::respawn::{self, RespawnError, Stub};
+use sdt_sys::wait::{self, Stop};
+use sdt_sys::{Tid, ptrace};
+
+use remote::Remote;
+
+/// A restored process, every thread stopped in a ptrace-stop of the calling thread.
+#[derive(Debug)]
+pub struct Restored {
+    /// The process, in the caller's pid namespace.
+    pub pid: Tid,
+    /// Its namespace's init, the caller's child: it exits with the process's status.
+    pub init: Tid,
+    /// Every thread, the main thread first.
+    pub threads: Vec<RestoredThread>,
+    /// Bytes of pages written into the process.
+    pub bytes_written: u64,
+}
+
+/// One restored thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RestoredThread {
+    /// Its id in the caller's pid namespace.
+    pub host: Tid,
+    /// Its id inside the restored process's namespace: the snapshot's.
+    pub tid: i32,
+}
+
+/// Why a snapshot could not be restored.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The snapshot holds something the restore cannot recreate.
+    #[error("cannot restore {what}")]
+    Unsupported {
+        /// What, named.
+        what: String,
+    },
+    /// Creating the PID namespace was refused.
+    #[error(
+        "restoring needs the right to create a PID namespace and choose its pids (run as root, or \
+         with CAP_SYS_ADMIN)"
+    )]
+    NoNamespace(#[source] sdt_sys::Error),
+    /// Starting the new process failed at one of its steps.
+    #[error("starting the restored process: {what}")]
+    Stub {
+        /// The step, and the descriptor or signal it concerned.
+        what: String,
+        /// The errno.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A system call made inside the new process failed.
+    #[error("{what}")]
+    Call {
+        /// What the call was for.
+        what: String,
+        /// The errno.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Reading the snapshot failed.
+    #[error(transparent)]
+    Store(#[from] sdt_store::Error),
+    /// A system call of the restore itself failed.
+    #[error(transparent)]
+    Sys(sdt_sys::Error),
+}
+
+/// Recreates the process of `snap`, seized with `ptrace_options` (`PTRACE_O_*`; clone
+/// tracing is always added) and stopped.
+pub fn restore(snap: &Snapshot, ptrace_options: u32) -> Result<Restored, Error> {
+    let meta = snap.meta();
+    plan::threads(meta)?;
+    let plans = plan::mappings(meta)?;
+    let fds = plan::descriptors(meta)?;
+    snap.check_files()?;
+    let stub = Stub {
+        pid: meta.process.pid,
+        cwd: std::ffi::CString::new(meta.process.cwd.as_bytes())
+            .map_err(|_| Error::Unsupported { what: "a working directory with a NUL byte".into() })?,
+        fds: fds.clone(),
+        actions: threads::actions(&meta.signals),
+    };
+    let spawned = respawn::spawn_stub(&stub).map_err(|e| stub_error(e, &fds))?;
+    // Until the restore succeeds, a failure takes the whole namespace down with it.
+    let mut guard = KillOnDrop(Some(spawned.init));
+    let pid = spawned.stub;
+    ptrace::seize(pid, ptrace_options | ptrace::options::TRACECLONE).map_err(Error::Sys)?;
+    ptrace::interrupt(pid).map_err(Error::Sys)?;
+    wait_stopped(pid)?;
+
+    let stub_maps = maps_of(pid)?;
+    let vdso = stub_maps.iter().find(|m| m.path == "[vdso]").ok_or_else(|| Error::Unsupported {
+        what: "on a kernel that gives processes no vDSO".into(),
+    })?;
+    let syscall_at = sdt_sys::memory::find(pid, vdso.start, vdso.end, &[0x0f, 0x05])
+        .map_err(Error::Sys)?
+        .ok_or_else(|| Error::Unsupported { what: "on a kernel whose vDSO has no syscall instruction".into() })?;
+    let mut remote = Remote::new(pid, syscall_at);
+    let stub_ranges: Vec<(u64, u64)> = stub_maps.iter().map(|m| (m.start, m.end)).collect();
+    let scratch = memory::map_scratch(&mut remote, &stub_ranges, &plans)?;
+    memory::detach_stub_state(&mut remote)?;
+    memory::unmap_stub(&mut remote, scratch)?;
+    // The vDSO's syscall instruction, at the same offset once the vDSO has moved.
+    let vdso_syscall = memory::move_specials(&mut remote, &plans, scratch)?.map(|at| at + (syscall_at - vdso.start));
+    memory::map_all(&mut remote, &plans)?;
+    let bytes_written = memory::write_pages(&mut remote, snap, &plans)?;
+    memory::set_layout(&mut remote, &meta.layout, &meta.auxv, &meta.process.exe)?;
+
+    let threads = threads::create(&mut remote, meta)?;
+    threads::set_up(&mut remote, snap, &threads)?;
+    // The scratch area goes last, through the vDSO's own syscall instruction.
+    if let Some(at) = vdso_syscall {
+        remote.use_syscall_at(at);
+        remote.drop_scratch();
+        remote.call("unmapping the scratch area", libc::SYS_munmap, &[scratch.0, scratch.1 - scratch.0])?;
+    }
+    threads::set_registers(&threads)?;
+    guard.0 = None;
+    Ok(Restored {
+        pid,
+        init: spawned.init,
+        threads: threads.iter().map(|(t, _)| *t).collect(),
+        bytes_written,
+    })
+}
+
+/// Kills and reaps the namespace's init (and so every process in it) unless disarmed.
+struct KillOnDrop(Option<Tid>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(init) = self.0 {
+            sdt_sys::kill_namespace(init);
+        }
+    }
+}
+
+/// Waits for `tid`'s next ptrace-stop.
+fn wait_stopped(tid: Tid) -> Result<(), Error> {
+    loop {
+        match wait::wait_for(tid).map_err(Error::Sys)?.1 {
+            Stop::Event(..) => return Ok(()),
+            // Blocked signals do not stop it; a signal-stop is as good as any.
+            Stop::Signal(_) => return Ok(()),
+            Stop::Exited(code) => {
+                return Err(Error::Call {
+                    what: format!("the new process {tid} exited with status {code} before it was restored"),
+                    source: std::io::Error::from_raw_os_error(libc::ESRCH),
+                });
+            }
+            Stop::Killed(sig, _) => {
+                return Err(Error::Call {
+                    what: format!("the new process {tid} was killed by signal {sig} before it was restored"),
+                    source: std::io::Error::from_raw_os_error(libc::ESRCH),
+                });
+            }
+        }
+    }
+}
+
+/// The mappings of thread `tid`'s process.
+fn maps_of(tid: Tid) -> Result<Vec<Mapping>, Error> {
+    let text = std::fs::read_to_string(format!("/proc/{tid}/maps")).map_err(|e| {
+        Error::Sys(sdt_sys::Error { call: "reading /proc/PID/maps", tid: tid.raw(), source: e })
+    })?;
+    Ok(text.lines().filter_map(Mapping::parse_maps_line).collect())
+}
+
+/// Words the stub's failure in the snapshot's terms.
+fn stub_error(e: RespawnError, fds: &[sdt_sys::respawn::StubFd]) -> Error {
+    use sdt_sys::respawn::{FdSource, StubStep};
+    match e {
+        RespawnError::Sys(e) if e.is_permission_denied() => Error::NoNamespace(e),
+        RespawnError::Sys(e) => Error::Sys(e),
+        RespawnError::Step { step, index, source } => {
+            let file = || {
+                fds.iter()
+                    .find(|f| f.fd == index)
+                    .map(|f| match &f.source {
+                        FdSource::Open { path, .. } => path.to_string_lossy().into_owned(),
+                        FdSource::Inherit(fd) => format!("sdt's own descriptor {fd}"),
+                    })
+                    .unwrap_or_default()
+            };
+            let what = match step {
+                StubStep::Clone => "creating the process with its pid".to_owned(),
+                StubStep::Signal => format!("setting the handler of signal {index}"),
+                StubStep::Chdir => "changing to the working directory".to_owned(),
+                StubStep::Open => format!("opening file descriptor {index} ({})", file()),
+                StubStep::Seek => format!("seeking file descriptor {index} ({})", file()),
+            };
+            if step == StubStep::Clone && source.raw_os_error() == Some(libc::EPERM) {
+                return Error::NoNamespace(sdt_sys::Error { call: "clone3", tid: 0, source });
+            }
+            Error::Stub { what, source }
+        }
+    }
+}

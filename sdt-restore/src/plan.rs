@@ -1,0 +1,248 @@
+//! What a restore will do, decided from the snapshot's metadata alone: how each mapping is
+//! made again, where each descriptor comes from, and which objects cannot be restored.
+//! No system calls here, so every decision is unit-tested.
+
+use std::ffi::CString;
+
+use sdt_store::{Content, FileKind, Mapping, SnapshotMeta, ThreadRunState};
+use sdt_sys::respawn::{FdSource, StubFd};
+
+use crate::Error;
+
+/// Kernel-provided mappings the restore moves from the new process rather than maps.
+pub(crate) const SPECIAL: [&str; 3] = ["[vvar]", "[vvar_vclock]", "[vdso]"];
+/// Mappings the kernel puts at a fixed place in every process.
+const FIXED: [&str; 1] = ["[vsyscall]"];
+
+/// How one mapping is made again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum MapKind {
+    /// `mmap` of the file at the mapping's offset.
+    File {
+        /// The file.
+        path: String,
+        /// Shared (`MAP_SHARED`): the file's contents are used as they are now, and the
+        /// snapshot's copies of its pages are not written back.
+        shared: bool,
+    },
+    /// Anonymous memory (`MAP_SHARED` for shared ones).
+    Anonymous {
+        /// `MAP_SHARED | MAP_ANONYMOUS`.
+        shared: bool,
+        /// The main stack: `MAP_GROWSDOWN`.
+        stack: bool,
+    },
+    /// `[vdso]`, `[vvar]`: moved into place from the new process.
+    Special,
+    /// `[vsyscall]`: already there.
+    Fixed,
+}
+
+/// One mapping to make.
+#[derive(Clone, Debug)]
+pub(crate) struct MapPlan {
+    /// The path or pseudo-path, as in maps.
+    pub name: String,
+    pub start: u64,
+    pub end: u64,
+    pub offset: u64,
+    pub kind: MapKind,
+    /// `PROT_*` the mapping ends with.
+    pub prot: i32,
+    /// Whether the snapshot's stored pages are written into it.
+    pub write_pages: bool,
+}
+
+impl MapPlan {
+    /// The protection it is first mapped with: writable while pages are written.
+    pub(crate) fn initial_prot(&self) -> i32 {
+        if self.write_pages { self.prot | libc::PROT_READ | libc::PROT_WRITE } else { self.prot }
+    }
+}
+
+/// How each of the snapshot's mappings is made again; an error names the first mapping
+/// that cannot be.
+pub(crate) fn mappings(meta: &SnapshotMeta) -> Result<Vec<MapPlan>, Error> {
+    meta.mappings.iter().map(mapping).collect()
+}
+
+fn mapping(m: &Mapping) -> Result<MapPlan, Error> {
+    let prot = (if m.perms.read { libc::PROT_READ } else { 0 })
+        | (if m.perms.write { libc::PROT_WRITE } else { 0 })
+        | (if m.perms.exec { libc::PROT_EXEC } else { 0 });
+    let unsupported = |why: &str| Error::Unsupported {
+        what: format!("the mapping {:#x}-{:#x} {} ({why})", m.start, m.end, m.path),
+    };
+    let kind = if SPECIAL.contains(&m.path.as_str()) {
+        MapKind::Special
+    } else if FIXED.contains(&m.path.as_str()) {
+        MapKind::Fixed
+    } else if m.path.starts_with("/SYSV") {
+        return Err(unsupported("System V shared memory"));
+    } else if let Content::File(file) = &m.content {
+        if m.path.starts_with("/dev/") {
+            return Err(unsupported("a device's memory"));
+        }
+        MapKind::File { path: file.path.clone(), shared: m.perms.shared }
+    } else if m.path.starts_with('/') && m.inode != 0 && !m.path.ends_with(" (deleted)") && !m.perms.read {
+        // An inaccessible part of a file mapping (a library's gap): the file again, so
+        // that the maps read the same.
+        MapKind::File { path: m.path.clone(), shared: m.perms.shared }
+    } else if m.path.starts_with('/') && m.inode != 0 && m.perms.shared && !m.path.ends_with(" (deleted)") {
+        return Err(unsupported("a shared mapping of a file the snapshot did not keep a reference to"));
+    } else if m.path.starts_with('[') && m.path != "[heap]" && m.path != "[stack]" && !m.path.starts_with("[anon") {
+        return Err(unsupported("a kernel mapping this restore does not know"));
+    } else {
+        // Anonymous memory, or a copy of a deleted file or memfd: every page was stored.
+        MapKind::Anonymous { shared: m.perms.shared, stack: m.path == "[stack]" }
+    };
+    let write_pages = match &kind {
+        MapKind::File { shared, .. } => !shared && m.perms.read,
+        MapKind::Anonymous { .. } => m.perms.read,
+        MapKind::Special | MapKind::Fixed => false,
+    };
+    Ok(MapPlan { name: m.path.clone(), start: m.start, end: m.end, offset: m.offset, kind, prot, write_pages })
+}
+
+/// Where each of the snapshot's descriptors comes from. Stdin, stdout and stderr are
+/// this process's own, whatever they were (the restored program talks to whoever
+/// restored it, like a shell job); other regular files, directories and devices are
+/// opened again at their positions; anything else is an error naming it.
+pub(crate) fn descriptors(meta: &SnapshotMeta) -> Result<Vec<StubFd>, Error> {
+    let mut fds = Vec::new();
+    for f in &meta.files {
+        let unsupported =
+            |why: &str| Error::Unsupported { what: format!("file descriptor {} ({}): {why}", f.fd, f.target) };
+        let stdio = (0..=2).contains(&f.fd);
+        let open = |flags: u32| -> Result<FdSource, Error> {
+            let path = CString::new(f.target.as_bytes()).map_err(|_| unsupported("a path with a NUL byte"))?;
+            Ok(FdSource::Open { path, flags: flags as i32, pos: f.pos })
+        };
+        let flags = f.flags & !(libc::O_CLOEXEC as u32);
+        let source = match f.kind {
+            _ if stdio => FdSource::Inherit(f.fd),
+            _ if f.target.ends_with(" (deleted)") => return Err(unsupported("the file was deleted")),
+            FileKind::Regular | FileKind::Directory | FileKind::CharDevice => open(flags)?,
+            FileKind::Pipe => return Err(unsupported("pipes other than stdin, stdout and stderr cannot be restored")),
+            FileKind::Socket => return Err(unsupported("sockets cannot be restored")),
+            FileKind::AnonInode => {
+                return Err(unsupported("eventfd, epoll, timerfd, signalfd and other anonymous inodes cannot be restored"));
+            }
+            FileKind::BlockDevice | FileKind::Other => return Err(unsupported("this kind of file cannot be restored")),
+        };
+        fds.push(StubFd { fd: f.fd, source, cloexec: f.flags & libc::O_CLOEXEC as u32 != 0 });
+    }
+    Ok(fds)
+}
+
+/// Refuses what the restore cannot recreate about the threads.
+pub(crate) fn threads(meta: &SnapshotMeta) -> Result<(), Error> {
+    let leader = meta.threads.iter().find(|t| t.tid == meta.process.pid);
+    match leader {
+        None => Err(Error::Unsupported {
+            what: format!("the main thread ({}) is not in the snapshot: it had exited", meta.process.pid),
+        }),
+        Some(t) if t.state == ThreadRunState::Exiting => Err(Error::Unsupported {
+            what: format!("the main thread ({}) was exiting", meta.process.pid),
+        }),
+        Some(_) => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use sdt_store::{FileRef, OpenFile, Perms};
+
+    use super::*;
+
+    fn map(path: &str, perms: &str, content: Content) -> Mapping {
+        let b = perms.as_bytes();
+        Mapping {
+            start: 0x1000,
+            end: 0x3000,
+            perms: Perms { read: b[0] == b'r', write: b[1] == b'w', exec: b[2] == b'x', shared: b[3] == b's' },
+            offset: 0,
+            dev: "08:01".into(),
+            inode: if path.starts_with('/') { 7 } else { 0 },
+            path: path.into(),
+            content,
+        }
+    }
+
+    fn file_ref(path: &str) -> Content {
+        Content::File(FileRef { path: path.into(), dev: 1, inode: 7, size: 100, mtime_ns: 1 })
+    }
+
+    #[test]
+    fn mappings_are_classified() {
+        let libc_text = mapping(&map("/lib/libc.so.6", "r-xp", file_ref("/lib/libc.so.6"))).unwrap();
+        assert_eq!(libc_text.kind, MapKind::File { path: "/lib/libc.so.6".into(), shared: false });
+        assert!(libc_text.write_pages);
+        assert_eq!(libc_text.initial_prot(), libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC);
+        assert_eq!(libc_text.prot, libc::PROT_READ | libc::PROT_EXEC);
+
+        let gap = mapping(&map("/lib/libc.so.6", "---p", Content::Unreadable)).unwrap();
+        assert_eq!(gap.kind, MapKind::File { path: "/lib/libc.so.6".into(), shared: false });
+        assert!(!gap.write_pages);
+        assert_eq!(gap.initial_prot(), libc::PROT_NONE);
+
+        let shared = mapping(&map("/data/db", "rw-s", file_ref("/data/db"))).unwrap();
+        assert_eq!(shared.kind, MapKind::File { path: "/data/db".into(), shared: true });
+        assert!(!shared.write_pages);
+
+        let stack = mapping(&map("[stack]", "rw-p", Content::Zero)).unwrap();
+        assert_eq!(stack.kind, MapKind::Anonymous { shared: false, stack: true });
+        let heap = mapping(&map("[heap]", "rw-p", Content::Zero)).unwrap();
+        assert_eq!(heap.kind, MapKind::Anonymous { shared: false, stack: false });
+        let memfd = mapping(&map("/memfd:buf (deleted)", "rw-s", Content::Zero)).unwrap();
+        assert_eq!(memfd.kind, MapKind::Anonymous { shared: true, stack: false });
+        assert_eq!(mapping(&map("[vdso]", "r-xp", Content::Zero)).unwrap().kind, MapKind::Special);
+        assert_eq!(mapping(&map("[vsyscall]", "--xp", Content::Unreadable)).unwrap().kind, MapKind::Fixed);
+
+        let sysv = mapping(&map("/SYSV00000000 (deleted)", "rw-s", Content::Zero)).unwrap_err();
+        assert!(sysv.to_string().contains("System V shared memory"), "{sysv}");
+        let dev = mapping(&map("/dev/dri/card0", "rw-s", file_ref("/dev/dri/card0"))).unwrap_err();
+        assert!(dev.to_string().contains("/dev/dri/card0"), "{dev}");
+    }
+
+    fn open_file(fd: i32, target: &str, kind: FileKind) -> OpenFile {
+        OpenFile { fd, target: target.into(), kind, flags: libc::O_RDWR as u32, pos: 42, file: None }
+    }
+
+    fn meta_with(files: Vec<OpenFile>) -> SnapshotMeta {
+        let json = r#"{"name":"S0","seq":0,"trigger":{"kind":"timer"},
+            "time":{"wall_ns":0,"since_start_ns":0},"process":{"pid":1,"ppid":0,"pgrp":0,"sid":0,
+            "uid":0,"gid":0,"comm":"","exe":"","cmdline":[],"cwd":"/"},"threads":[],"mappings":[],
+            "auxv":"","stats":{}}"#;
+        let mut meta: SnapshotMeta = serde_json::from_str(json).unwrap();
+        meta.files = files;
+        meta
+    }
+
+    #[test]
+    fn descriptors_are_planned_or_refused_by_name() {
+        let fds = descriptors(&meta_with(vec![
+            open_file(0, "/dev/pts/3", FileKind::CharDevice),
+            open_file(1, "pipe:[77]", FileKind::Pipe),
+            open_file(2, "/tmp/err.log", FileKind::Regular),
+            open_file(3, "/tmp/log", FileKind::Regular),
+            open_file(4, "/dev/null", FileKind::CharDevice),
+        ]))
+        .unwrap();
+        assert!(matches!(fds[0].source, FdSource::Inherit(0)));
+        assert!(matches!(fds[1].source, FdSource::Inherit(1)));
+        assert!(matches!(fds[2].source, FdSource::Inherit(2)));
+        assert!(matches!(&fds[3].source, FdSource::Open { pos: 42, flags, .. } if *flags == libc::O_RDWR));
+        assert!(matches!(&fds[4].source, FdSource::Open { path, .. } if path.to_str() == Ok("/dev/null")));
+
+        for (file, words) in [
+            (open_file(4, "socket:[9]", FileKind::Socket), "socket"),
+            (open_file(5, "pipe:[8]", FileKind::Pipe), "pipes other than"),
+            (open_file(6, "anon_inode:[eventfd]", FileKind::AnonInode), "eventfd"),
+            (open_file(7, "/tmp/x (deleted)", FileKind::Regular), "deleted"),
+        ] {
+            let err = descriptors(&meta_with(vec![file])).unwrap_err().to_string();
+            assert!(err.contains(words) && err.contains("file descriptor"), "{err}");
+        }
+    }
+}

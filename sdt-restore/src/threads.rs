@@ -1,0 +1,157 @@
+//! The restored process's threads: created with their snapshot ids, given their TLS
+//! bookkeeping (the kernel's clear-tid address, rseq area, name), then their registers,
+//! FPU/vector state and signal masks.
+//!
+//! A thread stopped inside a system call was captured with `orig_rax` = the call and
+//! `rax` = `-ERESTART…`; its registers are set back as they were, and the kernel's
+//! signal-return path restarts the call when the thread resumes, exactly as it would
+//! have. The one the kernel cannot restart in a new thread (`-ERESTART_RESTARTBLOCK`,
+//! an interrupted `nanosleep`) starts its call again from the beginning instead.
+
+use sdt_store::{SignalAction, Snapshot, SnapshotMeta, ThreadRunState, ThreadState, set_gpreg};
+use sdt_sys::ptrace::{self, Regset};
+
+use crate::remote::Remote;
+use crate::{Error, RestoredThread};
+
+/// `-ERESTART_RESTARTBLOCK`, `-ERESTARTNOINTR` (`include/linux/errno.h`).
+const ERESTART_RESTARTBLOCK: i64 = -516;
+const ERESTARTNOINTR: i64 = -513;
+/// Where glibc keeps a thread's id in its `struct pthread` (x86_64, glibc 2.34 and
+/// later), tried first; other offsets are searched.
+const GLIBC_TID_OFFSET: u64 = 0x2d0;
+/// How far into the thread block the search for the id goes.
+const TID_SEARCH: u64 = 0x1000;
+
+/// `struct kernel_sigaction` of each signal 1..=64 as the stub sets them.
+pub(crate) fn actions(signals: &[SignalAction]) -> [Option<[u64; 4]>; 64] {
+    let mut out = [None; 64];
+    for a in signals {
+        if let Some(slot) = usize::try_from(a.signo - 1).ok().and_then(|i| out.get_mut(i)) {
+            *slot = Some([a.handler, a.flags, a.restorer, a.mask]);
+        }
+    }
+    out
+}
+
+/// Creates every thread of the snapshot but the main one (which is the stub) in the
+/// stub, with its id. Returns every thread, the main one first, with its snapshot state.
+/// Threads that were already exiting are left out.
+pub(crate) fn create<'m>(
+    remote: &mut Remote,
+    meta: &'m SnapshotMeta,
+) -> Result<Vec<(RestoredThread, &'m ThreadState)>, Error> {
+    let pid = meta.process.pid;
+    let main = meta.threads.iter().find(|t| t.tid == pid).expect("plan::threads checked the main thread");
+    let mut out = vec![(RestoredThread { host: remote.leader, tid: pid }, main)];
+    for t in meta.threads.iter().filter(|t| t.tid != pid && t.state == ThreadRunState::Running) {
+        let set_tid = t.tid.to_le_bytes();
+        let set_tid_at = remote.put(256, &set_tid)?;
+        let flags = libc::CLONE_VM
+            | libc::CLONE_FS
+            | libc::CLONE_FILES
+            | libc::CLONE_SIGHAND
+            | libc::CLONE_THREAD
+            | libc::CLONE_SYSVSEM;
+        // struct clone_args: flags, pidfd, child_tid, parent_tid, exit_signal, stack,
+        // stack_size, tls, set_tid, set_tid_size, cgroup. The new thread stops before it
+        // runs a user instruction, so it needs no stack of its own yet.
+        let fields = [flags as u64, 0, 0, 0, 0, 0, 0, 0, set_tid_at, 1, 0];
+        let args: Vec<u8> = fields.iter().flat_map(|f| f.to_le_bytes()).collect();
+        let args_at = remote.put(0, &args)?;
+        remote.call(&format!("creating thread {}", t.tid), libc::SYS_clone3, &[args_at, args.len() as u64])?;
+        let host = remote.cloned.pop().ok_or_else(|| Error::Call {
+            what: format!("creating thread {}: no clone event", t.tid),
+            source: std::io::Error::from_raw_os_error(libc::ESRCH),
+        })?;
+        // Its first stop, before any instruction of its own.
+        crate::wait_stopped(host)?;
+        out.push((RestoredThread { host, tid: t.tid }, t));
+    }
+    Ok(out)
+}
+
+/// What each thread sets for itself: the address the kernel clears when it exits (glibc's
+/// `pthread_join` waits on it), its rseq area, its name.
+pub(crate) fn set_up(
+    remote: &mut Remote,
+    snap: &Snapshot,
+    threads: &[(RestoredThread, &ThreadState)],
+) -> Result<(), Error> {
+    let states: Vec<&ThreadState> = threads.iter().map(|(_, s)| *s).collect();
+    let tid_offset = tid_offset(snap, &states);
+    if tid_offset.is_none() {
+        log::warn!("no thread-id word found in the threads' TLS: joining a restored thread may hang");
+    }
+    for (t, state) in threads {
+        if let (Some(off), Some(fs_base)) = (tid_offset, state.reg("fs_base").filter(|&b| b != 0)) {
+            remote.call_on(t.host, &format!("setting thread {}'s clear-tid address", t.tid), libc::SYS_set_tid_address, &[
+                fs_base + off,
+            ])?;
+        }
+        if let Some(rseq) = state.rseq {
+            let rc = remote.raw_on(t.host, libc::SYS_rseq, &[rseq.addr, u64::from(rseq.len), 0, u64::from(rseq.sig)])?;
+            if rc < 0 {
+                log::warn!("thread {}: registering its rseq area failed (errno {})", t.tid, -rc);
+            }
+        }
+        if !state.name.is_empty() {
+            let mut name = state.name.as_bytes()[..state.name.len().min(15)].to_vec();
+            name.push(0);
+            let at = remote.put(512, &name)?;
+            remote.call_on(t.host, &format!("naming thread {}", t.tid), libc::SYS_prctl, &[
+                libc::PR_SET_NAME as u64,
+                at,
+            ])?;
+        }
+    }
+    Ok(())
+}
+
+/// Gives every thread its snapshot registers, FPU/vector state and signal mask.
+pub(crate) fn set_registers(threads: &[(RestoredThread, &ThreadState)]) -> Result<(), Error> {
+    for (t, state) in threads {
+        let mut gpregs = state.gpregs.clone();
+        if state.reg("orig_rax").is_some_and(|nr| (nr as i64) >= 0)
+            && state.reg("rax").is_some_and(|rax| rax as i64 == ERESTART_RESTARTBLOCK)
+        {
+            set_gpreg(&mut gpregs, "rax", ERESTARTNOINTR as u64);
+        }
+        ptrace::set_regset(t.host, Regset::General, &gpregs).map_err(Error::Sys)?;
+        if state.xstate.is_empty() {
+            ptrace::set_regset(t.host, Regset::Fp, &state.fpregs).map_err(Error::Sys)?;
+        } else {
+            ptrace::set_regset(t.host, Regset::Xstate, &state.xstate).map_err(Error::Sys)?;
+        }
+        ptrace::set_sigmask(t.host, state.sigmask).map_err(Error::Sys)?;
+    }
+    Ok(())
+}
+
+/// The offset from `fs_base` (glibc's thread pointer, its `struct pthread`) of the word
+/// holding each thread's id, found in the snapshot's memory: glibc's usual offset if it
+/// holds every thread's id, else the first offset that does.
+fn tid_offset(snap: &Snapshot, threads: &[&ThreadState]) -> Option<u64> {
+    let blocks: Vec<(i32, Vec<u8>)> = threads
+        .iter()
+        .filter_map(|t| {
+            let base = t.reg("fs_base").filter(|&b| b != 0)?;
+            let mut block = vec![0u8; TID_SEARCH as usize];
+            snap.read(base, &mut block).ok()?;
+            Some((t.tid, block))
+        })
+        .collect();
+    if blocks.is_empty() {
+        return None;
+    }
+    let holds = |off: u64| {
+        blocks.iter().all(|(tid, block)| {
+            let at = off as usize;
+            block[at..at + 4] == tid.to_le_bytes()
+        })
+    };
+    if holds(GLIBC_TID_OFFSET) {
+        return Some(GLIBC_TID_OFFSET);
+    }
+    (0..TID_SEARCH - 4).step_by(4).find(|&off| holds(off))
+}

@@ -1,0 +1,319 @@
+//! Starting the shell of a restored process: a new PID namespace whose first process
+//! (its init) starts a second one under the pid the snapshot had, with the snapshot's
+//! working directory, open files and signal dispositions. The caller then seizes that
+//! process and replaces its memory and threads.
+//!
+//! ```text
+//! sdt ──clone(CLONE_NEWPID)──▶ init (pid 1 in the namespace)
+//!                               │ clone3(set_tid = [pid])
+//!                               ▼
+//!                              stub (pid = the snapshot's pid): block signals, set
+//!                              dispositions, chdir, lay out descriptors, close the
+//!                              report pipe, pause()
+//! init: reap children until the stub ends, then exit with its status
+//! ```
+//!
+//! A step of the stub that fails writes `(step, errno)` to the report pipe and exits; a
+//! report pipe closed with nothing in it means the stub is ready.
+//!
+//! # Safety
+//!
+//! After `clone`, both children run only raw system calls (`rt_sigprocmask`,
+//! `rt_sigaction`, `chdir`, `openat`, `fcntl`, `dup2`, `lseek`, `close_range`, `write`,
+//! `clone3`, `wait4`, `pause`, `exit_group`) on memory prepared before the clone: no
+//! allocation, no locks, as after any `fork` of a multithreaded process.
+
+#![allow(unsafe_code)]
+
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use crate::{Error, Result, Tid, pipe, reap};
+
+/// Where a descriptor of the stub comes from.
+#[derive(Clone, Debug)]
+pub enum FdSource {
+    /// `open(path, flags)`, then `lseek(pos)`.
+    Open {
+        /// The path.
+        path: CString,
+        /// `open(2)` flags.
+        flags: i32,
+        /// The position to seek to.
+        pos: u64,
+    },
+    /// This process's own descriptor (a terminal or pipe on stdio).
+    Inherit(i32),
+}
+
+/// One descriptor of the stub.
+#[derive(Clone, Debug)]
+pub struct StubFd {
+    /// Its number in the stub.
+    pub fd: i32,
+    /// What it refers to.
+    pub source: FdSource,
+    /// Close-on-exec.
+    pub cloexec: bool,
+}
+
+/// The process a restore starts from.
+#[derive(Clone, Debug)]
+pub struct Stub {
+    /// Its pid inside the new namespace (the snapshot's pid).
+    pub pid: i32,
+    /// Working directory.
+    pub cwd: CString,
+    /// Descriptors, each number once.
+    pub fds: Vec<StubFd>,
+    /// `struct kernel_sigaction` (handler, flags, restorer, mask) for signals 1..=64;
+    /// `None`: the default action.
+    pub actions: [Option<[u64; 4]>; 64],
+}
+
+/// The started stub.
+#[derive(Debug)]
+pub struct Spawned {
+    /// The namespace's init, this process's child.
+    pub init: Tid,
+    /// The stub, in this process's pid namespace, waiting in `pause()`.
+    pub stub: Tid,
+}
+
+/// What the stub was doing when it failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum StubStep {
+    /// `clone3` with the snapshot's pid (in init).
+    Clone = 1,
+    /// `rt_sigaction` of a signal.
+    Signal,
+    /// `chdir` to the working directory.
+    Chdir,
+    /// Opening or placing a descriptor.
+    Open,
+    /// `lseek` to a file position.
+    Seek,
+}
+
+/// Why the stub could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum RespawnError {
+    /// A step in the stub failed; `index` is the descriptor or signal it was working on.
+    #[error("restoring the process: {step:?} step failed (item {index})")]
+    Step {
+        /// The step.
+        step: StubStep,
+        /// The descriptor number or signal number concerned (0 if none).
+        index: i32,
+        /// The errno.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A system call of this process failed.
+    #[error(transparent)]
+    Sys(#[from] Error),
+}
+
+/// Starts init and the stub (see the module doc). Needs the rights to create a PID
+/// namespace and choose pids in it (`CAP_SYS_ADMIN`).
+pub fn spawn_stub(stub: &Stub) -> Result<Spawned, RespawnError> {
+    let (report_read, report_write) = pipe()?;
+    // Prepared before the clone: the children must not allocate.
+    let mut placed = vec![-1i32; stub.fds.len()];
+    let base = stub.fds.iter().map(|f| f.fd).chain(open_fds_max()).max().unwrap_or(2) + 1;
+    let set_tid = [stub.pid];
+    let args = libc::clone_args {
+        flags: 0,
+        pidfd: 0,
+        child_tid: 0,
+        parent_tid: 0,
+        exit_signal: libc::SIGCHLD as u64,
+        stack: 0,
+        stack_size: 0,
+        tls: 0,
+        set_tid: set_tid.as_ptr() as u64,
+        set_tid_size: 1,
+        cgroup: 0,
+    };
+
+    // SAFETY: a fork-like clone (no new stack, no shared memory); the child runs only
+    // raw system calls on memory prepared above (module note).
+    let init = unsafe { libc::syscall(libc::SYS_clone, libc::CLONE_NEWPID | libc::SIGCHLD, 0, 0, 0, 0) };
+    if init < 0 {
+        return Err(Error::last("clone(CLONE_NEWPID)", 0).into());
+    }
+    if init == 0 {
+        // SAFETY: see above.
+        unsafe { run_init(&args, stub, report_write.as_raw_fd(), report_read.as_raw_fd(), base, &mut placed) }
+    }
+    let init = Tid::new(init as i32).expect("clone returned a positive pid");
+    drop(report_write);
+    let mut report = [0u8; 12];
+    let n = read_full(&report_read, &mut report);
+    if n == report.len() {
+        let word = |i: usize| u32::from_ne_bytes(report[i * 4..i * 4 + 4].try_into().unwrap());
+        crate::kill_process(init, libc::SIGKILL).ok();
+        reap(init);
+        let step = match word(0) {
+            1 => StubStep::Clone,
+            2 => StubStep::Signal,
+            3 => StubStep::Chdir,
+            4 => StubStep::Open,
+            _ => StubStep::Seek,
+        };
+        return Err(RespawnError::Step {
+            step,
+            index: word(1) as i32,
+            source: std::io::Error::from_raw_os_error(word(2) as i32),
+        });
+    }
+    let children = std::fs::read_to_string(format!("/proc/{init}/task/{init}/children")).unwrap_or_default();
+    match children.split_whitespace().next().and_then(|p| p.parse().ok()).and_then(Tid::new) {
+        Some(stub) => Ok(Spawned { init, stub }),
+        None => {
+            crate::kill_process(init, libc::SIGKILL).ok();
+            reap(init);
+            Err(Error { call: "clone3", tid: 0, source: std::io::Error::other("the restored process did not start") }
+                .into())
+        }
+    }
+}
+
+/// The namespace's init: starts the stub, then reaps children until the stub ends and
+/// exits as it did.
+unsafe fn run_init(
+    args: &libc::clone_args,
+    stub: &Stub,
+    report: i32,
+    report_read: i32,
+    base: i32,
+    placed: &mut [i32],
+) -> ! {
+    // SAFETY: raw system calls on memory prepared before the clone (module note).
+    unsafe {
+        libc::close(report_read);
+        block_all_signals();
+        let child = libc::syscall(libc::SYS_clone3, args as *const libc::clone_args, size_of::<libc::clone_args>());
+        if child < 0 {
+            fail(report, StubStep::Clone, 0);
+        }
+        if child == 0 {
+            run_stub(stub, report, base, placed);
+        }
+        libc::close(report);
+        loop {
+            let mut status = 0;
+            let pid = libc::wait4(-1, &mut status, libc::__WALL, std::ptr::null_mut());
+            if pid == child as i32 || (pid < 0 && *libc::__errno_location() == libc::ECHILD) {
+                let code = if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { 128 + (status & 0x7f) };
+                libc::syscall(libc::SYS_exit_group, code);
+            }
+        }
+    }
+}
+
+/// The stub: dispositions, working directory, descriptors, then wait to be seized.
+unsafe fn run_stub(stub: &Stub, report: i32, base: i32, placed: &mut [i32]) -> ! {
+    // SAFETY: raw system calls on memory prepared before the clone (module note).
+    unsafe {
+        for (i, action) in stub.actions.iter().enumerate() {
+            let signo = i as i32 + 1;
+            if signo == libc::SIGKILL || signo == libc::SIGSTOP {
+                continue;
+            }
+            let act = action.unwrap_or([0; 4]);
+            let rc = libc::syscall(libc::SYS_rt_sigaction, signo, act.as_ptr(), 0usize, 8usize);
+            if rc < 0 {
+                fail(report, StubStep::Signal, signo);
+            }
+        }
+        if libc::chdir(stub.cwd.as_ptr()) < 0 {
+            fail(report, StubStep::Chdir, 0);
+        }
+        // Everything the stub keeps goes above `base` first, so that placing a descriptor
+        // never closes another one still to be placed.
+        let report = libc::fcntl(report, libc::F_DUPFD_CLOEXEC, base);
+        if report < 0 {
+            libc::_exit(126);
+        }
+        for (slot, f) in placed.iter_mut().zip(&stub.fds) {
+            let high = match &f.source {
+                FdSource::Open { path, flags, .. } => {
+                    let fd = libc::open(path.as_ptr(), flags & !(libc::O_CREAT | libc::O_TRUNC | libc::O_EXCL));
+                    if fd < 0 {
+                        fail(report, StubStep::Open, f.fd);
+                    }
+                    let high = libc::fcntl(fd, libc::F_DUPFD, base);
+                    libc::close(fd);
+                    high
+                }
+                FdSource::Inherit(ours) => libc::fcntl(*ours, libc::F_DUPFD, base),
+            };
+            if high < 0 {
+                fail(report, StubStep::Open, f.fd);
+            }
+            *slot = high;
+        }
+        libc::close_range(0, (base - 1) as u32, 0);
+        for (&high, f) in placed.iter().zip(&stub.fds) {
+            if libc::dup2(high, f.fd) < 0 {
+                fail(report, StubStep::Open, f.fd);
+            }
+            if f.cloexec {
+                libc::fcntl(f.fd, libc::F_SETFD, libc::FD_CLOEXEC);
+            }
+            if let FdSource::Open { pos, .. } = f.source {
+                if pos != 0 && libc::lseek(f.fd, pos as i64, libc::SEEK_SET) < 0 {
+                    fail(report, StubStep::Seek, f.fd);
+                }
+            }
+        }
+        // Closes the report pipe too: the parent reads end-of-file, the stub is ready.
+        libc::close_range(base as u32, u32::MAX, 0);
+        loop {
+            libc::pause();
+        }
+    }
+}
+
+/// Reports a failed step and exits.
+unsafe fn fail(report: i32, step: StubStep, index: i32) -> ! {
+    // SAFETY: raw system calls on local values.
+    unsafe {
+        let errno = *libc::__errno_location();
+        let words = [step as u32, index as u32, errno as u32];
+        libc::write(report, words.as_ptr().cast(), 12);
+        libc::_exit(127)
+    }
+}
+
+unsafe fn block_all_signals() {
+    // SAFETY: a full set on the stack.
+    unsafe {
+        let all = [u64::MAX];
+        libc::syscall(libc::SYS_rt_sigprocmask, libc::SIG_SETMASK, all.as_ptr(), 0usize, 8usize);
+    }
+}
+
+/// The highest descriptor this process has open.
+fn open_fds_max() -> Option<i32> {
+    std::fs::read_dir("/proc/self/fd")
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .max()
+}
+
+/// Reads until `buf` is full or end-of-file; returns the bytes read.
+fn read_full(fd: &OwnedFd, buf: &mut [u8]) -> usize {
+    let mut done = 0;
+    while done < buf.len() {
+        match nix::unistd::read(fd, &mut buf[done..]) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(_) => break,
+        }
+    }
+    done
+}

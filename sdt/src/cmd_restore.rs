@@ -1,0 +1,42 @@
+//! `sdt restore`: resume a program from a snapshot.
+
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use sdt_daemon::{RestoreFrom, RunOptions, Target, Tracking, human};
+
+use crate::cli::RestoreOpt;
+use crate::cmd_run::{capture_config, exit_code, report};
+use crate::select;
+
+pub fn restore(opt: RestoreOpt) -> Result<ExitCode> {
+    let (run, snap) = select::open_snapshot(&opt.store, &opt.run, Some(&opt.snapshot))?;
+    let name = snap.name().to_owned();
+    drop(snap);
+    let capture = &opt.capture;
+    if capture.config.is_none() && capture.every.is_none() {
+        let resumed = sdt_daemon::resume_detached(&opt.store.store, run.id(), &name)
+            .with_context(|| format!("restoring {name} of run {}", run.id()))?;
+        if !capture.quiet {
+            eprintln!(
+                "sdt: restored {name} of run {} in {} ({} of pages); it ran untraced",
+                run.id(),
+                human::duration_ns(resumed.restore_ns),
+                human::bytes(resumed.bytes_written)
+            );
+        }
+        return Ok(exit_code(resumed.exit, capture.quiet));
+    }
+    let outcome = sdt_daemon::run(&RunOptions {
+        target: Target::Restore(RestoreFrom { run: run.id(), snapshot: name.clone(), until: None }),
+        store: opt.store.store.clone(),
+        config: capture_config(capture.config.as_deref(), capture.every)?,
+        verify: false,
+        quiet: capture.quiet,
+        tracking: Tracking::Auto,
+        queue_bytes: 1 << 30,
+    })
+    .with_context(|| format!("restoring {name} of run {}", run.id()))?;
+    report(&outcome, &opt.store.store, capture.quiet);
+    Ok(exit_code(outcome.exit, capture.quiet))
+}
