@@ -16,7 +16,7 @@ fn workspace() -> PathBuf {
 }
 
 /// True if `qemu-system-x86_64` is on PATH; otherwise says the test is skipped.
-fn have_qemu(test: &str) -> bool {
+pub fn have_qemu(test: &str) -> bool {
     let found = std::env::var_os("PATH")
         .map(|path| std::env::split_paths(&path).any(|dir| dir.join("qemu-system-x86_64").is_file()))
         .unwrap_or(false);
@@ -47,7 +47,7 @@ fn prepare() -> HashMap<String, String> {
 }
 
 /// `scripts/guest/run ARGS -- SCRIPT` with SCRIPT's text written to a temporary file.
-fn guest(args: &[&str], script: &str) -> Output {
+pub fn guest(args: &[&str], script: &str) -> Output {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("guest.sh");
     std::fs::write(&path, script).unwrap();
@@ -57,7 +57,7 @@ fn guest(args: &[&str], script: &str) -> Output {
 }
 
 /// The text after `GUEST <key> ` in the guest's output.
-fn field<'a>(out: &'a str, key: &str) -> &'a str {
+pub fn field<'a>(out: &'a str, key: &str) -> &'a str {
     let prefix = format!("GUEST {key} ");
     out.lines()
         .find_map(|l| l.strip_prefix(prefix.as_str()))

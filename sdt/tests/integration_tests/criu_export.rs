@@ -1,0 +1,230 @@
+//! `sdt export criu`, checked by CRIU itself: `crit` decodes every image of a real
+//! snapshot and encodes it back to the same bytes; in the QEMU guest (Debian's 6.1 kernel,
+//! where Debian's CRIU runs), `criu restore` resumes the exported snapshot of
+//! `rounds.c`, and the restored process prints exactly what the original printed from
+//! that snapshot on.
+//!
+//! The crit test is skipped (with a line saying so) where `crit` is missing, the guest
+//! tests where `qemu-system-x86_64` is; `.ci/run` installs both.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+use crate::guest::{field, guest, have_qemu};
+use crate::harness::{Sdt, describe, program, run, stderr, wait_with_timeout};
+
+/// Rounds of `rounds.c`, and the round whose breakpoint takes S0.
+const ROUNDS: u32 = 40;
+const BP_ROUND: u32 = 10;
+
+/// True if `crit` runs; otherwise says the test is skipped.
+fn have_crit(test: &str) -> bool {
+    let found = Command::new("crit").arg("--help").output().is_ok_and(|o| o.status.success());
+    if !found {
+        use std::io::Write;
+        writeln!(std::io::stderr(), "{test}: skipped: crit is not installed (apt-get install criu)").ok();
+    }
+    found
+}
+
+/// Decodes every image in `dir` with `crit decode`, checks that `crit encode` gives the
+/// same bytes back, and returns the decoded images by file name. Raw page images, which
+/// crit does not decode, are checked for size against the pagemaps instead `with_pages`.
+fn crit_roundtrip(dir: &Path, with_pages: bool) -> HashMap<String, Value> {
+    let scratch = tempfile::tempdir().unwrap();
+    let mut decoded: HashMap<String, Value> = HashMap::new();
+    let mut page_bytes = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+        if name.starts_with("pages-") {
+            page_bytes += std::fs::metadata(&path).unwrap().len();
+            continue;
+        }
+        if !name.ends_with(".img") {
+            continue; // logs
+        }
+        let json = scratch.path().join(format!("{name}.json"));
+        let again = scratch.path().join(&name);
+        for (what, from, to) in [("decode", &path, &json), ("encode", &json, &again)] {
+            let out = run(Command::new("crit").args([what, "-i"]).arg(from).arg("-o").arg(to));
+            assert!(out.status.success(), "crit {what} {name}: {}", describe(&out));
+        }
+        let original = std::fs::read(&path).unwrap();
+        assert!(std::fs::read(&again).unwrap() == original, "crit encodes {name} back to other bytes");
+        decoded.insert(name, serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap());
+    }
+    let pages: u64 = decoded
+        .iter()
+        .filter(|(name, _)| name.starts_with("pagemap-"))
+        .flat_map(|(_, image)| image["entries"].as_array().unwrap().iter().skip(1))
+        .map(|e| e["nr_pages"].as_u64().unwrap())
+        .sum();
+    if with_pages {
+        assert_eq!(page_bytes, pages * 4096, "pages-1.img holds the pages the pagemap lists");
+    }
+    decoded
+}
+
+/// The one entry of a single-entry image.
+fn entry<'a>(images: &'a HashMap<String, Value>, name: &str) -> &'a Value {
+    let image = images.get(name).unwrap_or_else(|| panic!("no {name} among {:?}", images.keys()));
+    &image["entries"][0]
+}
+
+#[test]
+fn crit_decodes_and_reencodes_the_images_of_a_real_snapshot() {
+    if !have_crit("crit_decodes_and_reencodes_the_images_of_a_real_snapshot") {
+        return;
+    }
+    let rounds = program("rounds");
+    let sdt = Sdt::new();
+    // Its stdout and stderr are files, as `criu restore` wants them.
+    let file = |name: &str| std::fs::File::create(sdt.dir.path().join(name)).unwrap();
+    let child = sdt
+        .command(&["run", "-q", "--", rounds.to_str().unwrap(), "12", "5"])
+        .stdin(Stdio::null())
+        .stdout(file("out.txt"))
+        .stderr(file("err.txt"))
+        .spawn()
+        .unwrap();
+    let out = wait_with_timeout(child);
+    assert!(out.status.success(), "{}", describe(&out));
+    let dir = sdt.dir.path().join("img");
+    let out = sdt.ok(&["export", "criu", "S0", "-o", dir.to_str().unwrap()]);
+    let said = stderr(&out);
+    assert!(said.contains("6 threads") && said.contains("criu restore -D"), "{said}");
+
+    let images = crit_roundtrip(&dir, true);
+    let pstree = entry(&images, "pstree.img");
+    let pid = pstree["pid"].as_u64().unwrap();
+    assert_eq!(pstree["threads"].as_array().unwrap().len(), 6, "{pstree}");
+    assert_eq!(pstree["threads"][0].as_u64(), Some(pid), "the leader first: {pstree}");
+    for tid in pstree["threads"].as_array().unwrap() {
+        let core = entry(&images, &format!("core-{tid}.img"));
+        let regs = &core["thread_info"]["gpregs"];
+        assert_eq!(regs["mode"], "NATIVE", "{core}");
+        // glibc's thread block, found at fs_base.
+        let fs_base = regs["fs_base"].as_u64().unwrap();
+        assert_eq!(core["thread_info"]["clear_tid_addr"].as_u64(), Some(fs_base + 0x2d0), "{core}");
+        assert_eq!(core["thread_core"]["futex_rla_len"].as_u64(), Some(24), "{core}");
+        assert_eq!(core["thread_core"]["creds"]["cap_bnd"].as_array().unwrap().len(), 2, "{core}");
+    }
+    let leader = entry(&images, &format!("core-{pid}.img"));
+    assert_eq!(leader["tc"]["sigactions"].as_array().unwrap().len(), 62, "{leader}");
+    let mm = entry(&images, &format!("mm-{pid}.img"));
+    let rounds_path = rounds.to_str().unwrap();
+    let files = &images["files.img"]["entries"];
+    let exe = files.as_array().unwrap().iter().find(|f| f["id"] == mm["exe_file_id"]).unwrap();
+    assert_eq!(exe["reg"]["name"].as_str(), Some(rounds_path), "{files}");
+    let fds: Vec<u64> = images["fdinfo-2.img"]["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["fd"].as_u64().unwrap())
+        .collect();
+    assert_eq!(fds, [0, 1, 2], "only stdio: rounds closes the rest");
+}
+
+/// The guest's script: run `rounds` under `sdt run`, export S0, put its output file back
+/// as it was at S0, `criu restore` the images, and compare the outputs. The images (but
+/// pages) come back base64-encoded between `BEGIN-IMG` and `END-IMG`.
+fn restore_script() -> String {
+    let lines_at_s0 = 1 + BP_ROUND; // the header and rounds 0 .. BP_ROUND-1
+    format!(
+        r#"
+cd /root
+sdt run -q -- rounds {ROUNDS} {BP_ROUND} >/tmp/out.txt 2>/tmp/err.txt </dev/null; echo "GUEST run rc=$?"
+cp /tmp/out.txt /tmp/orig.txt
+sdt export criu S0 -o /tmp/img 2>/tmp/export.txt; echo "GUEST export rc=$?"
+sed 's/^/GUEST said /' /tmp/export.txt
+head -n {lines_at_s0} /tmp/orig.txt >/tmp/out.txt
+criu restore -D /tmp/img --shell-job -v4 -o restore.log >/tmp/restore.txt 2>&1; echo "GUEST restore rc=$?"
+sed 's/^/GUEST criu /' /tmp/restore.txt
+grep -E 'Error|Warn' /tmp/img/restore.log | grep -v 'util.c:.*exited, status=1' | tail -n 20
+cmp -s /tmp/out.txt /tmp/orig.txt; echo "GUEST same $?"
+grep snapshot /tmp/out.txt | sed 's/^/GUEST line /'
+diff /tmp/orig.txt /tmp/out.txt | head -n 20
+mkdir /tmp/small && cp /tmp/img/*.img /tmp/small/ && rm /tmp/small/pages-*
+echo BEGIN-IMG
+tar czf - -C /tmp/small . | base64
+echo END-IMG
+"#
+    )
+}
+
+/// Runs the script in a guest with `qemu_args`, checks the restored run, and returns
+/// the images as crit decodes them (empty without crit).
+fn restore_in_guest(qemu_args: &[&str]) -> HashMap<String, Value> {
+    let rounds = program("rounds");
+    let sdt_bin = env!("CARGO_BIN_EXE_sdt");
+    let mut args = vec!["--timeout", "150", "--file", sdt_bin, "--file", rounds.to_str().unwrap()];
+    for a in qemu_args {
+        args.extend(["--qemu", a]);
+    }
+    let out = guest(&args, &restore_script());
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let all = describe(&out);
+    assert_eq!(out.status.code(), Some(0), "{all}");
+    assert_eq!(field(&text, "run"), "rc=0", "{all}");
+    assert_eq!(field(&text, "export"), "rc=0", "{all}");
+    assert!(text.contains("GUEST said sdt: resume it with: criu restore -D /tmp/img --shell-job"), "{all}");
+    assert_eq!(field(&text, "restore"), "rc=0", "{all}");
+    assert_eq!(field(&text, "same"), "0", "the restored run printed something else:\n{all}");
+    // The breakpoint that took S0 returned 0 in the restored process as in the original,
+    // and the later one, past which it printed the rest, did not stop it.
+    let line = field(&text, "line");
+    assert!(line.starts_with(&format!("round {BP_ROUND}: ")) && line.contains(" (snapshot 0) sum "), "{all}");
+
+    let encoded: String =
+        text.lines().skip_while(|l| *l != "BEGIN-IMG").skip(1).take_while(|l| *l != "END-IMG").collect();
+    if !have_crit("restore_in_guest") {
+        return HashMap::new();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let tgz = dir.path().join("img.tgz");
+    let mut decode = Command::new("base64");
+    decode.arg("-d").stdin(Stdio::piped());
+    let mut child = decode.stdout(std::fs::File::create(&tgz).unwrap()).spawn().unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), encoded.as_bytes()).unwrap();
+    assert!(child.wait().unwrap().success(), "base64 -d of the guest's images");
+    let out = run(Command::new("tar").arg("xzf").arg(&tgz).arg("-C").arg(dir.path()));
+    assert!(out.status.success(), "{}", describe(&out));
+    std::fs::remove_file(&tgz).unwrap();
+    crit_roundtrip(dir.path(), false)
+}
+
+/// The leader's FPU state in its core image.
+fn leader_fpregs(images: &HashMap<String, Value>) -> &Value {
+    let pid = entry(images, "pstree.img")["pid"].as_u64().unwrap();
+    &entry(images, &format!("core-{pid}.img"))["thread_info"]["fpregs"]
+}
+
+#[test]
+fn criu_restores_an_exported_snapshot_in_the_guest() {
+    if !have_qemu("criu_restores_an_exported_snapshot_in_the_guest") {
+        return;
+    }
+    // QEMU's default CPU has no XSAVE: the images carry the FXSAVE area alone.
+    let images = restore_in_guest(&[]);
+    if !images.is_empty() {
+        assert!(leader_fpregs(&images).get("xsave").is_none(), "{}", leader_fpregs(&images));
+    }
+}
+
+#[test]
+fn criu_restores_an_exported_snapshot_with_xsave_state_in_the_guest() {
+    if !have_qemu("criu_restores_an_exported_snapshot_with_xsave_state_in_the_guest") {
+        return;
+    }
+    // QEMU's `max` CPU has XSAVE and AVX: the images carry the upper halves of the YMM
+    // registers too.
+    let images = restore_in_guest(&["-cpu", "max"]);
+    if !images.is_empty() {
+        let fpregs = leader_fpregs(&images);
+        assert_eq!(fpregs["xsave"]["ymmh_space"].as_array().map(Vec::len), Some(64), "{fpregs}");
+    }
+}
