@@ -27,8 +27,7 @@ pub fn core(opt: ExportCoreOpt) -> Result<()> {
 }
 
 pub fn criu(opt: ExportCriuOpt) -> Result<()> {
-    let (_, run) = select::open_run(&opt.store, &opt.run)?;
-    let snap = run.open_snapshot(&select::snapshot_name(&opt.snapshot))?;
+    let (run, snap) = select::open_snapshot(&opt.store, &opt.run, Some(&opt.snapshot))?;
     let dir = &opt.output;
     let report = criu_export::export_criu(&snap, dir)
         .with_context(|| format!("exporting {} to {}", snap.meta().name, dir.display()))?;
