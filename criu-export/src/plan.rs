@@ -407,7 +407,11 @@ impl<'a> Plan<'a> {
                     t = f.target,
                     k = &f.target[1..]
                 ));
-                reg(&f.target, None)
+                // A terminal has no position: no lseek(2) on restore (-1).
+                pb::FileEntry {
+                    reg: Some(pb::RegFileEntry { pos: u64::MAX, ..reg(&f.target, None).reg.unwrap() }),
+                    ..reg(&f.target, None)
+                }
             }
             FileKind::Pipe if f.target.starts_with("pipe:[") => {
                 let Some(inode) = f.target["pipe:[".len()..].strip_suffix(']').and_then(|n| n.parse().ok())
@@ -692,6 +696,34 @@ mod tests {
         );
         assert_eq!(reg(plan.cwd_id).name, "/home/user");
         assert_eq!(reg(plan.root_id).name, "/");
+    }
+
+    #[test]
+    fn terminals_and_pipes_on_stdio() {
+        let mut source = fake::sample();
+        source.meta.files[0] = OpenFile {
+            fd: 0,
+            target: "/dev/pts/3".into(),
+            kind: FileKind::CharDevice,
+            flags: 2,
+            pos: 0,
+            file: None,
+        };
+        source.meta.files[1] = OpenFile {
+            fd: 1,
+            target: "pipe:[5209]".into(),
+            kind: FileKind::Pipe,
+            flags: 1,
+            pos: 0,
+            file: None,
+        };
+        let plan = Plan::new(&source, None).unwrap();
+        let tty = plan.files[plan.fds[0].id as usize - 1].reg.clone().unwrap();
+        assert_eq!((tty.name.as_str(), tty.pos), ("/dev/pts/3", u64::MAX), "no lseek on a terminal");
+        let pipe = &plan.files[plan.fds[1].id as usize - 1];
+        assert_eq!(pipe.r#type, pb::FdTypes::Pipe as i32);
+        assert_eq!(pipe.pipe.as_ref().map(|p| (p.pipe_id, p.flags)), Some((5209, 1)));
+        assert!(plan.notes.iter().any(|n| n.contains("--inherit-fd fd[N]:pipe:[5209]")), "{:?}", plan.notes);
     }
 
     #[test]
