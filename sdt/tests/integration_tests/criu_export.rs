@@ -131,9 +131,11 @@ fn crit_decodes_and_reencodes_the_images_of_a_real_snapshot() {
 
 /// The guest's script: run `rounds` under `sdt run`, export S0, put its output file back
 /// as it was at S0, `criu restore` the images, and compare the outputs. The images (but
-/// pages) come back base64-encoded between `BEGIN-IMG` and `END-IMG`.
+/// pages) come back base64-encoded between `BEGIN-IMG` and `END-IMG`. Then the same with
+/// stdout a pipe, and with stdout the console.
 fn restore_script() -> String {
     let lines_at_s0 = 1 + BP_ROUND; // the header and rounds 0 .. BP_ROUND-1
+    let after_s0 = lines_at_s0 + 1;
     format!(
         r#"
 cd /root
@@ -149,6 +151,19 @@ cmp -s /tmp/out.txt /tmp/orig.txt; echo "GUEST same $?"
 grep snapshot /tmp/out.txt | sed 's/^/GUEST line /'
 diff /tmp/orig.txt /tmp/out.txt | head -n 20
 mkdir /tmp/small && cp /tmp/img/*.img /tmp/small/ && rm /tmp/small/pages-*
+
+# Stdout a pipe: criu hands its own stdout over (--inherit-fd).
+sdt run -q -- rounds {ROUNDS} {BP_ROUND} 2>/tmp/err2.txt </dev/null | cat >/tmp/orig2.txt
+sdt export criu S0 -o /tmp/img2 2>/tmp/export2.txt; echo "GUEST pipe-export rc=$?"
+ino=$(sed -n 's/.*fd 1 is pipe:\[\([0-9]*\)\].*/\1/p' /tmp/export2.txt)
+{{ criu restore -D /tmp/img2 --shell-job --inherit-fd "fd[1]:pipe:[$ino]" -o restore.log; echo $? >/tmp/rc2; }} | cat >/tmp/rest2.txt
+echo "GUEST pipe-restore rc=$(cat /tmp/rc2)"
+tail -n +{after_s0} /tmp/orig2.txt | cmp -s - /tmp/rest2.txt; echo "GUEST pipe-same $?"
+
+# Stdout the console: reopened by path; both runs' lines show on it.
+sdt run -q -- rounds {ROUNDS} {BP_ROUND} >/dev/console 2>/tmp/err3.txt </dev/null
+sdt export criu S0 -o /tmp/img3 2>/dev/null; echo "GUEST tty-export rc=$?"
+criu restore -D /tmp/img3 --shell-job -o restore.log; echo "GUEST tty-restore rc=$?"
 echo BEGIN-IMG
 tar czf - -C /tmp/small . | base64
 echo END-IMG
@@ -178,6 +193,16 @@ fn restore_in_guest(qemu_args: &[&str]) -> HashMap<String, Value> {
     // and the later one, past which it printed the rest, did not stop it.
     let line = field(&text, "line");
     assert!(line.starts_with(&format!("round {BP_ROUND}: ")) && line.contains(" (snapshot 0) sum "), "{all}");
+    // A pipe on stdout, handed over by criu: the rest of the output goes through it.
+    assert_eq!(field(&text, "pipe-export"), "rc=0", "{all}");
+    assert_eq!(field(&text, "pipe-restore"), "rc=0", "{all}");
+    assert_eq!(field(&text, "pipe-same"), "0", "{all}");
+    // The console on stdout: the last round shows twice, from the original and the
+    // restored process.
+    assert_eq!(field(&text, "tty-export"), "rc=0", "{all}");
+    assert_eq!(field(&text, "tty-restore"), "rc=0", "{all}");
+    let last = format!("round {}: ", ROUNDS - 1);
+    assert_eq!(text.lines().filter(|l| l.starts_with(&last)).count(), 2, "{all}");
 
     let encoded: String =
         text.lines().skip_while(|l| *l != "BEGIN-IMG").skip(1).take_while(|l| *l != "END-IMG").collect();
