@@ -132,7 +132,7 @@ fn crit_decodes_and_reencodes_the_images_of_a_real_snapshot() {
 /// The guest's script: run `rounds` under `sdt run`, export S0, put its output file back
 /// as it was at S0, `criu restore` the images, and compare the outputs. The images (but
 /// pages) come back base64-encoded between `BEGIN-IMG` and `END-IMG`. Then the same with
-/// stdout a pipe, and with stdout the console.
+/// stdout a pipe, from a timed snapshot, and with stdout the console.
 fn restore_script() -> String {
     let lines_at_s0 = 1 + BP_ROUND; // the header and rounds 0 .. BP_ROUND-1
     let after_s0 = lines_at_s0 + 1;
@@ -159,6 +159,21 @@ ino=$(sed -n 's/.*fd 1 is pipe:\[\([0-9]*\)\].*/\1/p' /tmp/export2.txt)
 {{ criu restore -D /tmp/img2 --shell-job --inherit-fd "fd[1]:pipe:[$ino]" -o restore.log; echo $? >/tmp/rc2; }} | cat >/tmp/rest2.txt
 echo "GUEST pipe-restore rc=$(cat /tmp/rc2)"
 tail -n +{after_s0} /tmp/orig2.txt | cmp -s - /tmp/rest2.txt; echo "GUEST pipe-same $?"
+
+# A timed snapshot, taken while rounds pauses before its rounds: the state word is found
+# by symbol, and the restored process runs past both breakpoints.
+printf 'every_ms = 300\nmax_snapshots = 1\n' >/tmp/timer.toml
+sdt run -q --config /tmp/timer.toml -- rounds {ROUNDS} {BP_ROUND} 900 >/tmp/out4.txt 2>/tmp/err4.txt </dev/null
+echo "GUEST timer-run rc=$?"
+sdt ls | grep -c ' timer ' | sed 's/^/GUEST timer-snapshots /'
+cp /tmp/out4.txt /tmp/orig4.txt
+sdt export criu S0 -o /tmp/img4 2>/tmp/export4.txt; echo "GUEST timer-export rc=$?"
+grep -c 'breakpoints are off' /tmp/export4.txt | sed 's/^/GUEST timer-off /'
+head -n 1 /tmp/orig4.txt >/tmp/out4.txt
+criu restore -D /tmp/img4 --shell-job -o restore.log; echo "GUEST timer-restore rc=$?"
+# (The original's breakpoint answered that no snapshot was taken; the restored one is off.)
+grep -v '(snapshot' /tmp/orig4.txt >/tmp/a4; grep -v '(snapshot' /tmp/out4.txt >/tmp/b4
+cmp -s /tmp/a4 /tmp/b4; echo "GUEST timer-same $?"
 
 # Stdout the console: reopened by path; both runs' lines show on it.
 sdt run -q -- rounds {ROUNDS} {BP_ROUND} >/dev/console 2>/tmp/err3.txt </dev/null
@@ -197,6 +212,13 @@ fn restore_in_guest(qemu_args: &[&str]) -> HashMap<String, Value> {
     assert_eq!(field(&text, "pipe-export"), "rc=0", "{all}");
     assert_eq!(field(&text, "pipe-restore"), "rc=0", "{all}");
     assert_eq!(field(&text, "pipe-same"), "0", "{all}");
+    // A timed snapshot: its restored process runs past both breakpoints to the end.
+    assert_eq!(field(&text, "timer-run"), "rc=0", "{all}");
+    assert_eq!(field(&text, "timer-snapshots"), "1", "{all}");
+    assert_eq!(field(&text, "timer-export"), "rc=0", "{all}");
+    assert_eq!(field(&text, "timer-off"), "1", "the state word was found by symbol: {all}");
+    assert_eq!(field(&text, "timer-restore"), "rc=0", "{all}");
+    assert_eq!(field(&text, "timer-same"), "0", "{all}");
     // The console on stdout: the last round shows twice, from the original and the
     // restored process.
     assert_eq!(field(&text, "tty-export"), "rc=0", "{all}");

@@ -11,8 +11,10 @@
  * breakpoint 1/1/2, whose result it does not print (a restored process is not traced).
  * Each round's line is written with one write(2) after the round, so the output file
  * always ends with a whole line. It first closes every descriptor but stdio, so that it
- * holds nothing the images cannot express whatever its environment leaked to it.
- *   usage: rounds ROUNDS BP_ROUND
+ * holds nothing the images cannot express whatever its environment leaked to it. With
+ * PAUSE_MS, it sleeps that long after its first line, before the first round (a time for
+ * a timed snapshot to fall in).
+ *   usage: rounds ROUNDS BP_ROUND [PAUSE_MS]
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -82,12 +84,13 @@ static void say(const char *line)
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: rounds ROUNDS BP_ROUND\n");
+		fprintf(stderr, "usage: rounds ROUNDS BP_ROUND [PAUSE_MS]\n");
 		return 2;
 	}
 	close_range(3, ~0U, 0);
 	rounds = strtoul(argv[1], NULL, 10);
 	unsigned long bp_round = strtoul(argv[2], NULL, 10);
+	unsigned long pause_ms = argc > 3 ? strtoul(argv[3], NULL, 10) : 0;
 	pthread_barrier_init(&round_start, NULL, WORKERS + 1);
 	pthread_barrier_init(&round_end, NULL, WORKERS + 1);
 	for (int i = 0; i < WORKERS; i++)
@@ -100,6 +103,8 @@ int main(int argc, char **argv)
 	char line[256];
 	snprintf(line, sizeof(line), "rounds %lu, breakpoint at round %lu\n", rounds, bp_round);
 	say(line);
+	struct timespec pause = { pause_ms / 1000, (pause_ms % 1000) * 1000 * 1000 };
+	nanosleep(&pause, NULL); /* interrupted (EINTR): the pause just ends early */
 	for (unsigned long r = 0; r < rounds; r++) {
 		pthread_barrier_wait(&round_start);
 		int snapshot = SDT_OFF;
