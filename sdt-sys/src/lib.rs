@@ -228,15 +228,18 @@ pub(crate) fn pipe() -> Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
     })
 }
 
-/// Kills a PID namespace by its init (our child) and waits until the init is gone,
-/// reaping on the way every traced thread of the namespace: its init cannot finish
-/// exiting while one of them is a zombie that only its tracer may reap.
+/// Kills a PID namespace by its init (our child) and waits until the init is gone. On
+/// the way, traced threads of the namespace that stop (at their exit event) are let go
+/// and reaped: its init cannot finish exiting while one of them waits for its tracer.
 pub fn kill_namespace(init: Tid) {
     kill_process(init, libc::SIGKILL).ok();
     loop {
         match wait::wait_any() {
             Ok((pid, wait::Stop::Exited(_) | wait::Stop::Killed(..))) if pid == init => break,
-            Ok(_) => {}
+            Ok((_, wait::Stop::Exited(_) | wait::Stop::Killed(..))) => {}
+            Ok((tid, wait::Stop::Signal(_) | wait::Stop::Event(..))) => {
+                ptrace::resume(tid, 0).ok();
+            }
             Err(_) => break,
         }
     }
