@@ -186,26 +186,17 @@ impl Drop for KillOnDrop {
     }
 }
 
-/// Waits for `tid`'s next ptrace-stop.
+/// Waits for `tid`'s next ptrace-stop (an event stop, or a signal stop: signals are
+/// blocked in the new process, and any stop will do).
 fn wait_stopped(tid: Tid) -> Result<(), Error> {
-    loop {
-        match wait::wait_for(tid).map_err(Error::Sys)?.1 {
-            Stop::Event(..) => return Ok(()),
-            // Blocked signals do not stop it; a signal-stop is as good as any.
-            Stop::Signal(_) => return Ok(()),
-            Stop::Exited(code) => {
-                return Err(Error::Call {
-                    what: format!("the new process {tid} exited with status {code} before it was restored"),
-                    source: std::io::Error::from_raw_os_error(libc::ESRCH),
-                });
-            }
-            Stop::Killed(sig, _) => {
-                return Err(Error::Call {
-                    what: format!("the new process {tid} was killed by signal {sig} before it was restored"),
-                    source: std::io::Error::from_raw_os_error(libc::ESRCH),
-                });
-            }
-        }
+    let died = |how: String| Error::Call {
+        what: format!("the new process {tid} {how} before it was restored"),
+        source: std::io::Error::from_raw_os_error(libc::ESRCH),
+    };
+    match wait::wait_for(tid).map_err(Error::Sys)?.1 {
+        Stop::Event(..) | Stop::Signal(_) => Ok(()),
+        Stop::Exited(code) => Err(died(format!("exited with status {code}"))),
+        Stop::Killed(sig, _) => Err(died(format!("was killed by signal {sig}"))),
     }
 }
 

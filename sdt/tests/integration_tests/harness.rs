@@ -70,9 +70,19 @@ impl Sdt {
     }
 
     /// `sdt ARGS` in the temp directory, with `SDT_STORE` pointing at the private store.
+    /// Only stdin, stdout and stderr reach it: a descriptor this test process inherited
+    /// (a build tool's pipe) would reach the programs it runs, and their snapshots.
     pub fn command(&self, args: &[&str]) -> Command {
+        use std::os::unix::process::CommandExt;
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_sdt"));
         cmd.args(args).current_dir(self.dir.path()).env("SDT_STORE", self.store()).env_remove("RUST_LOG");
+        // SAFETY: close_range is async-signal-safe and touches only the child's table.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::close_range(3, u32::MAX, 0);
+                Ok(())
+            });
+        }
         cmd
     }
 

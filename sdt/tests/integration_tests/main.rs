@@ -11,4 +11,5 @@ mod damage;
 mod errors;
 mod gdb;
 mod guest;
+mod restore;
 mod tracking;

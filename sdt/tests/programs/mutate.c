@@ -2,7 +2,8 @@
  * Changes its memory in every way between snapshots, for checking that tracked captures
  * hold exactly what a full copy would: writes to the heap and to globals, grows the heap
  * with brk, maps, writes, unmaps, drops pages with MADV_DONTNEED, moves a mapping with
- * mremap, flips protections, and starts threads that write and exit.
+ * mremap, flips protections, and starts threads that write and exit. Deterministic: a
+ * restored snapshot runs to the same "arena sum".
  *   usage: mutate ROUNDS
  */
 #define _GNU_SOURCE
@@ -27,8 +28,10 @@ static void *helper(void *arg)
 	long k = (long)arg;
 	unsigned char *scratch = malloc(3 * PAGE);
 	memset(scratch, (int)k, 3 * PAGE);
+	/* Bytes of its own (61 is odd, so the index is a bijection): the end is the same
+	 * in every run, whatever the threads' timing. */
 	for (int i = 0; i < 64; i++)
-		arena[(k * 7 + i) % arena_len * 61 % arena_len] ^= (unsigned char)(i + k);
+		arena[(size_t)(k * 64 + i) * 61 % arena_len] ^= (unsigned char)(i + k);
 	free(scratch);
 	return NULL;
 }

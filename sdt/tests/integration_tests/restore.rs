@@ -1,0 +1,168 @@
+//! `sdt restore` and `sdt refine`: a snapshot's process resumed, checked by what it
+//! prints and by gdb on the snapshots the resumed run takes.
+//!
+//! Restores need the right to create PID namespaces (root in CI); without it each test
+//! says it is skipped.
+
+use std::process::Output;
+
+use crate::harness::{Sdt, config, describe, gdb, gdb_values, program, stderr, stdout};
+
+/// True if this process may create PID namespaces; otherwise says the test is skipped.
+fn may_restore(test: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        use std::io::Write;
+        writeln!(std::io::stderr(), "{test}: skipped: restoring needs root (a PID namespace with chosen pids)").ok();
+    }
+    root
+}
+
+fn names(sdt: &Sdt) -> Vec<String> {
+    sdt.snapshots().iter().map(|s| s["name"].as_str().unwrap().to_owned()).collect()
+}
+
+/// Runs `race MODE ROUNDS` under `sdt run` with only the round breakpoints (level 1).
+fn race_run(sdt: &Sdt, mode: &str, rounds: &str) -> Output {
+    let prog = program("race");
+    let coarse = config(sdt, "max_level = 1\n");
+    let out = sdt.ok(&["run", "-q", "--config", &coarse, "--", prog.to_str().unwrap(), mode, rounds]);
+    assert_eq!(names(sdt).len(), rounds.parse::<usize>().unwrap(), "{}", describe(&out));
+    out
+}
+
+#[test]
+fn every_snapshot_of_mutate_resumes_to_the_same_end() {
+    if !may_restore("every_snapshot_of_mutate_resumes_to_the_same_end") {
+        return;
+    }
+    let sdt = Sdt::new();
+    let prog = program("mutate");
+    let original = sdt.ok(&["run", "-q", "--", prog.to_str().unwrap(), "3"]);
+    let snapshots = names(&sdt);
+    assert_eq!(snapshots.len(), 1 + 3 * 5);
+    for name in &snapshots {
+        let out = sdt.output(&["restore", "-q", name]);
+        assert!(out.status.success(), "restore {name}: {}", describe(&out));
+        // writes, brk, mmap, munmap, MADV_DONTNEED, mremap, mprotect, threads: all of it
+        // adds up to the same checksum only if the memory came back exactly.
+        assert_eq!(stdout(&out), stdout(&original), "restore {name}: {}", describe(&out));
+    }
+}
+
+#[test]
+fn a_restored_program_prints_what_the_original_printed_from_there_on() {
+    if !may_restore("a_restored_program_prints_what_the_original_printed_from_there_on") {
+        return;
+    }
+    let sdt = Sdt::new();
+    let original = race_run(&sdt, "locked", "5");
+    let printed = stdout(&original);
+    let lines: Vec<&str> = printed.lines().collect();
+    assert_eq!(lines.len(), 6, "{lines:?}");
+    for k in 0..5 {
+        // S<k> was taken right after "round k+1" was printed.
+        let out = sdt.output(&["restore", &format!("S{k}")]);
+        assert!(out.status.success(), "restore S{k}: {}", describe(&out));
+        let expected: String = lines[k + 1..].iter().map(|l| format!("{l}\n")).collect();
+        assert_eq!(stdout(&out), expected, "restore S{k}: {}", describe(&out));
+        assert!(stderr(&out).contains(&format!("restored S{k} of run 1 in")), "{}", describe(&out));
+    }
+}
+
+#[test]
+fn refining_a_deterministic_interval_reproduces_its_end() {
+    if !may_restore("refining_a_deterministic_interval_reproduces_its_end") {
+        return;
+    }
+    let sdt = Sdt::new();
+    let original = race_run(&sdt, "locked", "5");
+    let fine = config(&sdt, "max_level = 2\n");
+    let out = sdt.ok(&["refine", "--from", "S1", "--to", "S3", "--config", &fine, "--check", "total,acct[3],round_no"]);
+    let text = stdout(&out);
+    assert!(text.contains("verdict: S3.new reproduced S3 (run 2, attempt 1)"), "{}", describe(&out));
+    assert_eq!(text.matches(" yes\n").count(), 3, "{text}");
+    // The resumed program printed rounds 3 and 4 as the original did, then stopped at
+    // S3's breakpoint (after round 4).
+    let round = |n: usize| stdout(&original).lines().nth(n - 1).unwrap().to_owned();
+    assert!(text.starts_with(&format!("{}\n{}\n", round(3), round(4))), "{text}");
+
+    // Three workers' breakpoints in each of rounds 3 and 4, round 3's own, and S3.new.
+    let all = names(&sdt);
+    let refined: Vec<&String> = all.iter().filter(|n| n.starts_with("S1.")).collect();
+    assert_eq!(refined.len(), 7, "{all:?}");
+    assert!(all.contains(&"S3.new".to_owned()), "{all:?}");
+
+    // A refined snapshot opens in gdb with every thread, under its own thread ids.
+    let core = sdt.core("S1.0");
+    let shown = gdb(&program("race"), &core, &["info threads", "print round_no", "print total"]);
+    assert_eq!(shown.matches(" Thread 0x").count(), 4, "{shown}");
+    assert_eq!(gdb_values(&shown)[0], "3", "{shown}");
+
+    // `sdt ls` shows the tree: the refinement indented under its run.
+    let ls = stdout(&sdt.ok(&["ls"]));
+    assert!(ls.contains("\n  run 2: refines S1..S3 of run 1 — stopped"), "{ls}");
+    assert!(ls.contains("\n  S3.new "), "{ls}");
+
+    // Refining a refinement nests.
+    let out = sdt.ok(&["refine", "--from", "S1.0", "--to", "S1.3", "--check", "round_no"]);
+    assert!(stdout(&out).contains("verdict: S1.3.new reproduced S1.3"), "{}", describe(&out));
+    let all = names(&sdt);
+    assert!(all.iter().any(|n| n == "S1.0.0") && all.iter().any(|n| n == "S1.3.new"), "{all:?}");
+}
+
+#[test]
+fn refine_detects_a_mismatch_and_retries() {
+    if !may_restore("refine_detects_a_mismatch_and_retries") {
+        return;
+    }
+    let sdt = Sdt::new();
+    race_run(&sdt, "racy", "4");
+    let out = sdt.output(&["refine", "--from", "S0", "--to", "S2", "--check", "total", "--retries", "2", "-q"]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let (text, err) = (stdout(&out), stderr(&out));
+    for attempt in 1..=3 {
+        assert!(err.contains(&format!("(attempt {attempt} of 3)")), "{err}");
+        assert!(text.contains(&format!("verdict: S2.new differs from S2 (run {}, attempt {attempt})", attempt + 1)), "{text}");
+    }
+    assert!(err.contains("S2 was not reproduced in 3 attempts"), "{err}");
+    assert_eq!(text.matches(" NO\n").count(), 3, "{text}");
+}
+
+#[test]
+fn unsupported_objects_and_bad_intervals_are_named() {
+    if !may_restore("unsupported_objects_and_bad_intervals_are_named") {
+        return;
+    }
+    // states.c blocks a thread in read() on a pipe of its own.
+    let sdt = Sdt::new();
+    let prog = program("states");
+    sdt.ok(&["run", "-q", "--", prog.to_str().unwrap()]);
+    let out = sdt.output(&["restore", "S0"]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("cannot restore file descriptor") && err.contains("(pipe:[")
+            && err.contains("pipes other than stdin, stdout and stderr cannot be restored"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+
+    let sdt = Sdt::new();
+    race_run(&sdt, "locked", "3");
+    for (args, says) in [
+        (vec!["--from", "S2", "--to", "S1"], "was taken before --from S2"),
+        (vec!["--from", "S0", "--to", "S9"], "no snapshot S9 in run 1"),
+        (vec!["--from", "S0", "--to", "S2", "--check", "no_such_thing"], "gdb cannot evaluate it in S2"),
+    ] {
+        let mut full = vec!["refine"];
+        full.extend(&args);
+        if !args.contains(&"--check") {
+            full.extend(["--check", "total"]);
+        }
+        let out = sdt.output(&full);
+        assert_eq!(out.status.code(), Some(1), "{full:?}: {}", describe(&out));
+        assert!(stderr(&out).contains(says), "{full:?}: {}", describe(&out));
+    }
+}
