@@ -41,6 +41,9 @@ struct Thread {
     exiting: bool,
     /// Stopped at a breakpoint whose capture is queued.
     at_breakpoint: bool,
+    /// Stopped at its `clone` event: the call has not returned yet (`rax` still holds
+    /// `-ENOSYS`, not the new thread's id).
+    at_clone: bool,
 }
 
 /// A program under ptrace.
@@ -124,6 +127,7 @@ impl Tracer {
                     // Its first stop is still to come (unless it came first).
                     self.threads.entry(child).or_default();
                 }
+                self.threads.entry(tid).or_default().at_clone = freezing;
             }
             _ => {}
         }
@@ -261,12 +265,20 @@ impl Freezer for Tracer {
                 }
             }
         }
-        while self.threads.iter().any(must_stop) {
-            let (tid, stop) = wait::wait_any()?;
-            if let Some(TargetEvent::Exited(exit)) = self.on_stop(tid, stop, true)? {
-                return Err(FreezeError::TargetGone(exit));
+        self.stop_all(&must_stop)?;
+        // A thread held at its clone event is inside the call, whose result is not in its
+        // registers yet: a restore would see `clone` fail. It finishes the call and stops
+        // again before its next instruction (the interrupt is pending when it resumes).
+        let in_clone: Vec<Tid> = self.threads.iter().filter(|(_, t)| t.at_clone && t.stopped).map(|(&tid, _)| tid).collect();
+        for tid in in_clone {
+            let thread = self.threads.get_mut(&tid).expect("listed above");
+            thread.at_clone = false;
+            match ptrace::interrupt(tid).and_then(|()| resume_thread(tid, thread)) {
+                Err(e) if e.is_gone() => {}
+                other => other?,
             }
         }
+        self.stop_all(&must_stop)?;
         let all_stopped_ns = monotonic_ns();
         let via = self.threads.iter().find(|(_, t)| t.stopped && !t.exiting).map(|(&tid, _)| tid);
         Ok(Frozen { all_stopped_ns, via: breaking.or(via) })
@@ -318,6 +330,18 @@ impl Freezer for Tracer {
 }
 
 impl Tracer {
+    /// Waits until every thread `must_stop` names has stopped (or died), handling what
+    /// the others report on the way.
+    fn stop_all(&mut self, must_stop: &impl Fn((&Tid, &Thread)) -> bool) -> Result<(), FreezeError> {
+        while self.threads.iter().any(must_stop) {
+            let (tid, stop) = wait::wait_any()?;
+            if let Some(TargetEvent::Exited(exit)) = self.on_stop(tid, stop, true)? {
+                return Err(FreezeError::TargetGone(exit));
+            }
+        }
+        Ok(())
+    }
+
     /// A held thread to run injected system calls on: the breaking thread if there is
     /// one (it stopped in user code), else any held thread that is not exiting.
     pub(crate) fn injection_thread(&self, breaking: Option<Tid>) -> Option<Tid> {
