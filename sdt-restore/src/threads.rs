@@ -9,6 +9,7 @@
 //! an interrupted `nanosleep`) starts its call again from the beginning instead.
 
 use sdt_store::{SignalAction, Snapshot, SnapshotMeta, ThreadRunState, ThreadState, set_gpreg};
+use sdt_sys::memory;
 use sdt_sys::ptrace::{self, Regset};
 
 use crate::remote::Remote;
@@ -73,15 +74,25 @@ pub(crate) fn create<'m>(
 
 /// What each thread sets for itself: the address the kernel clears when it exits (glibc's
 /// `pthread_join` waits on it), its rseq area, its name.
+///
+/// A thread that was exiting is not restored; the kernel would have cleared its id word on
+/// its way out (which is what `pthread_join` waits for), so that word is cleared here.
 pub(crate) fn set_up(
     remote: &mut Remote,
     snap: &Snapshot,
     threads: &[(RestoredThread, &ThreadState)],
 ) -> Result<(), Error> {
-    let states: Vec<&ThreadState> = threads.iter().map(|(_, s)| *s).collect();
-    let tid_offset = tid_offset(snap, &states);
+    let all: Vec<&ThreadState> = snap.meta().threads.iter().collect();
+    let tid_offset = tid_offset(snap, &all);
     if tid_offset.is_none() {
         log::warn!("no thread-id word found in the threads' TLS: joining a restored thread may hang");
+    }
+    if let Some(off) = tid_offset {
+        for t in all.iter().filter(|t| t.state == ThreadRunState::Exiting) {
+            if let Some(fs_base) = t.reg("fs_base").filter(|&b| b != 0) {
+                memory::write(remote.leader, fs_base + off, &0u32.to_le_bytes()).map_err(Error::Sys)?;
+            }
+        }
     }
     for (t, state) in threads {
         if let (Some(off), Some(fs_base)) = (tid_offset, state.reg("fs_base").filter(|&b| b != 0)) {

@@ -52,6 +52,26 @@ fn every_snapshot_of_mutate_resumes_to_the_same_end() {
 }
 
 #[test]
+fn snapshots_taken_while_threads_are_born_and_die_resume_to_the_same_end() {
+    if !may_restore("snapshots_taken_while_threads_are_born_and_die_resume_to_the_same_end") {
+        return;
+    }
+    // A ticker traps every millisecond while the main thread creates and joins threads:
+    // snapshots catch it inside clone3 (a restored clone that "failed" would run a second
+    // copy of the thread) and threads on their way out (whose id word a join waits on).
+    let sdt = Sdt::new();
+    let prog = program("spawn");
+    let limit = config(&sdt, "max_snapshots = 40\n");
+    let original = sdt.ok(&["run", "-q", "--config", &limit, "--", prog.to_str().unwrap(), "200"]);
+    assert!(stdout(&original).starts_with("spawned 200 threads, sum "), "{}", describe(&original));
+    for name in names(&sdt) {
+        let out = sdt.output(&["restore", "-q", &name]);
+        assert!(out.status.success(), "restore {name}: {}", describe(&out));
+        assert_eq!(stdout(&out), stdout(&original), "restore {name}: {}", describe(&out));
+    }
+}
+
+#[test]
 fn a_restored_program_prints_what_the_original_printed_from_there_on() {
     if !may_restore("a_restored_program_prints_what_the_original_printed_from_there_on") {
         return;
