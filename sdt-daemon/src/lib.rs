@@ -451,7 +451,11 @@ impl Session<'_> {
         };
         self.next_seq += 1;
         let last = self.opts.config.max_snapshots.is_some_and(|max| self.next_seq >= max);
-        self.thaw(hit.as_ref().map(|h| (h, i64::from(seq))), last)?;
+        // The end of a refinement stays stopped: the program is ended after the capture,
+        // before it runs on past the breakpoint.
+        if !ends {
+            self.thaw(hit.as_ref().map(|h| (h, i64::from(seq))), last)?;
+        }
         let resumed_ns = monotonic_ns();
         if last {
             self.capturing = false;
