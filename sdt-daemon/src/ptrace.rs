@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use sdt_abi::{STATE_OFF, TRAP_MAGIC, TRAP_RECORD_SIZE, TrapRecord};
-use sdt_store::{Rseq, ThreadRunState, ThreadState, gpreg};
+use sdt_store::{RobustList, Rseq, ThreadRunState, ThreadState, gpreg};
 use sdt_sys::ptrace::{self, Regset, event};
 use sdt_sys::wait::{self, Stop};
 use sdt_sys::{Tid, memory, monotonic_ns};
@@ -400,5 +400,6 @@ fn read_thread(tid: Tid, exiting: bool) -> Result<ThreadState, sdt_sys::Error> {
         xstate,
         sigmask: ptrace::sigmask(tid)?,
         rseq: ptrace::rseq_config(tid)?.map(|c| Rseq { addr: c.addr, len: c.len, sig: c.sig }),
+        robust_list: sdt_sys::robust_list(tid)?.map(|(head, len)| RobustList { head, len }),
     })
 }

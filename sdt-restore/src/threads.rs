@@ -73,7 +73,7 @@ pub(crate) fn create<'m>(
 }
 
 /// What each thread sets for itself: the address the kernel clears when it exits (glibc's
-/// `pthread_join` waits on it), its rseq area, its name.
+/// `pthread_join` waits on it), its rseq area, its robust-futex list, its name.
 ///
 /// A thread that was exiting is not restored; the kernel would have cleared its id word on
 /// its way out (which is what `pthread_join` waits for), so that word is cleared here.
@@ -105,6 +105,11 @@ pub(crate) fn set_up(
             if rc < 0 {
                 log::warn!("thread {}: registering its rseq area failed (errno {})", t.tid, -rc);
             }
+        }
+        if let Some(list) = state.robust_list {
+            remote.call_on(t.host, &format!("setting thread {}'s robust-futex list", t.tid), libc::SYS_set_robust_list, &[
+                list.head, list.len,
+            ])?;
         }
         if !state.name.is_empty() {
             let mut name = state.name.as_bytes()[..state.name.len().min(15)].to_vec();

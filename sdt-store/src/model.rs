@@ -233,6 +233,19 @@ pub struct ThreadState {
     /// The thread's restartable-sequences area, if it registered one (glibc does).
     #[serde(default)]
     pub rseq: Option<Rseq>,
+    /// The thread's robust-futex list (`get_robust_list(2)`): the head's address and
+    /// length, if it registered one (glibc does).
+    #[serde(default)]
+    pub robust_list: Option<RobustList>,
+}
+
+/// A thread's robust-futex list registration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RobustList {
+    /// Address of the `struct robust_list_head`.
+    pub head: u64,
+    /// Its registered length.
+    pub len: u64,
 }
 
 /// A thread's `rseq(2)` registration (`PTRACE_GET_RSEQ_CONFIGURATION`).

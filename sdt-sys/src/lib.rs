@@ -258,6 +258,20 @@ pub fn reap(pid: Tid) -> i32 {
     status
 }
 
+/// `get_robust_list(tid, &head, &len)`: thread `tid`'s robust-futex list, `None` if it
+/// registered none.
+#[doc(alias = "get_robust_list")]
+pub fn robust_list(tid: Tid) -> Result<Option<(u64, u64)>> {
+    let (mut head, mut len) = (0u64, 0usize);
+    #[allow(unsafe_code)]
+    // SAFETY: the kernel writes one pointer and one size_t into the two locals.
+    let rc = unsafe { libc::syscall(libc::SYS_get_robust_list, tid.raw(), &raw mut head, &raw mut len) };
+    if rc != 0 {
+        return Err(Error::last("get_robust_list", tid.raw()));
+    }
+    Ok((head != 0).then_some((head, len as u64)))
+}
+
 /// Whether a process with this pid exists (`kill(pid, 0)`).
 pub fn process_exists(pid: u32) -> bool {
     let Some(pid) = i32::try_from(pid).ok().and_then(Tid::new) else { return false };

@@ -64,6 +64,7 @@ pub fn meta(seq: u32, mappings: Vec<Mapping>) -> SnapshotMeta {
             xstate: Vec::new(),
             sigmask: 0,
             rseq: None,
+            robust_list: None,
         }],
         mappings,
         auxv: vec![1, 2, 3],
