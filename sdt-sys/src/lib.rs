@@ -74,7 +74,7 @@ impl fmt::Display for Tid {
 
 /// A failed system call: which call, on which thread, and the errno.
 #[derive(Debug, thiserror::Error)]
-#[error("{call} on thread {tid}")]
+#[error("{call}{}", if *tid > 0 { format!(" on thread {tid}") } else { String::new() })]
 pub struct Error {
     /// The call, as the man page names it (`PTRACE_SEIZE`, `process_vm_readv`).
     pub call: &'static str,

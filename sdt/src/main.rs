@@ -69,6 +69,14 @@ fn init_logging() {
 
 /// Turns known causes into the fix, py-spy style.
 fn hint(err: &anyhow::Error) -> Option<String> {
+    // A restore refused its PID namespace already says what it needs.
+    let no_namespace = |cause: &(dyn std::error::Error + 'static)| {
+        matches!(cause.downcast_ref(), Some(sdt_restore::Error::NoNamespace(_)))
+            || matches!(cause.downcast_ref(), Some(sdt_daemon::Error::Restore(sdt_restore::Error::NoNamespace(_))))
+    };
+    if err.chain().any(no_namespace) {
+        return None;
+    }
     let eperm = err.chain().any(|cause| {
         cause.downcast_ref::<sdt_sys::Error>().is_some_and(sdt_sys::Error::is_permission_denied)
             || cause
