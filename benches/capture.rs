@@ -17,8 +17,10 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use serde_json::Value;
+use stats::{median, p90};
 use workloads::workspace;
 
+mod stats;
 mod workloads;
 
 struct Options {
@@ -58,21 +60,6 @@ fn parse_options() -> Options {
         }
     }
     opts
-}
-
-fn sorted(mut values: Vec<f64>) -> Vec<f64> {
-    values.sort_by(f64::total_cmp);
-    values
-}
-
-fn median(values: &[f64]) -> f64 {
-    let v = sorted(values.to_vec());
-    if v.is_empty() { 0.0 } else { v[v.len() / 2] }
-}
-
-fn p90(values: &[f64]) -> f64 {
-    let v = sorted(values.to_vec());
-    if v.is_empty() { 0.0 } else { v[((v.len() - 1) as f64 * 0.9).round() as usize] }
 }
 
 /// Seconds gcore takes to dump the workload (filled heap, its threads waiting), median of
