@@ -11,7 +11,9 @@ use crate::images::{
     PAGES_ID, gen_core, gen_fdinfo, gen_files, gen_fs, gen_ids, gen_inventory, gen_mm, gen_pagemap,
     gen_pstree,
 };
-use crate::plan::{PageRun, Patch, Plan};
+use sdt_restore::handover::Patch;
+
+use crate::plan::{PageRun, Plan};
 
 /// Where [`write_images`] takes a snapshot from: its metadata, its memory and which pages
 /// the store holds.

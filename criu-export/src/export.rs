@@ -5,8 +5,6 @@ use std::fs::{self, File};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use object::{Object, ObjectSegment, ObjectSymbol};
-use sdt_store::{Content, SnapshotMeta};
 
 use crate::Error;
 use crate::encode::{ImageSink, Report, Source, write_images};
@@ -38,7 +36,7 @@ pub fn export_criu(source: &impl Source, dir: &Path) -> Result<Report, Error> {
         .prefix(&format!(".{name}.tmp"))
         .tempdir_in(&parent)
         .map_err(dir_error(&parent))?;
-    let state_word = find_state_word(source.meta());
+    let state_word = sdt_restore::handover::symbol(source.meta(), sdt_abi::SYMBOL_STATE);
     let report = write_images(source, state_word, &mut DirSink { dir: tmp.path() })?;
     // Readable by whoever restores, like the directory criu dump makes.
     fs::set_permissions(tmp.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755))
@@ -62,43 +60,6 @@ impl ImageSink for DirSink<'_> {
         let file = File::create(self.dir.join(name))?;
         Ok(Box::new(BufWriter::with_capacity(1 << 20, file)))
     }
-}
-
-/// The address of the SDT library's state word (`sdt_state`) in the snapshot's memory:
-/// the symbol's value in the first mapped file whose symbols name it (the program, or
-/// `libsdt.so`), moved by where that file is mapped. `None` if no file names it (a
-/// stripped program) or a file cannot be read.
-fn find_state_word(meta: &SnapshotMeta) -> Option<u64> {
-    let mut seen = Vec::new();
-    for m in &meta.mappings {
-        let Content::File(f) = &m.content else { continue };
-        if seen.contains(&&f.path) {
-            continue;
-        }
-        seen.push(&f.path);
-        let Ok(bytes) = fs::read(&f.path) else { continue };
-        let Ok(elf) = object::File::parse(&*bytes) else { continue };
-        let Some(value) = elf
-            .symbols()
-            .chain(elf.dynamic_symbols())
-            .find(|s| s.name() == Ok(sdt_abi::SYMBOL_STATE) && !s.is_undefined())
-            .map(|s| s.address())
-        else {
-            continue;
-        };
-        // The mapping of this file that comes first maps file offset `m.offset` at
-        // `m.start`; the segment holding that offset says at which address it was linked.
-        let first =
-            meta.mappings.iter().find(|x| matches!(&x.content, Content::File(g) if g.path == f.path))?;
-        let segment = elf.segments().find(|s| {
-            let (offset, size) = s.file_range();
-            offset <= first.offset && first.offset < offset + size.max(1)
-        })?;
-        let linked = segment.address() + (first.offset - segment.file_range().0);
-        return Some(value.wrapping_add(first.start.wrapping_sub(linked)));
-    }
-    log::debug!("no mapped file names {}", sdt_abi::SYMBOL_STATE);
-    None
 }
 
 #[cfg(test)]

@@ -12,7 +12,6 @@ use sdt_store::{
 };
 
 use crate::Source;
-use crate::plan::GLIBC_TID_OFFSET;
 
 /// Metadata plus the pages the store holds; pages of file mappings read as [`FILE_BYTE`].
 pub struct FakeSource {
@@ -233,7 +232,8 @@ pub fn sample() -> FakeSource {
     source.poke(RECORD, &record);
     // glibc's tid word of every thread.
     for tid in [PID, BREAKING, SLEEPING, EXITING] {
-        source.poke(TLS + (tid - PID) as u64 * 0x1000 + GLIBC_TID_OFFSET, &tid.to_le_bytes());
+        // glibc's `struct pthread` keeps the thread's id 0x2d0 past the thread pointer.
+        source.poke(TLS + (tid - PID) as u64 * 0x1000 + 0x2d0, &tid.to_le_bytes());
     }
     source
 }

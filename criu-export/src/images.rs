@@ -27,7 +27,7 @@ use sdt_store::ThreadState;
 
 use crate::image::{IMAGES_V1_1, Image, ImageKind};
 use crate::pb;
-use crate::plan::{GLIBC_ROBUST_OFFSET, GLIBC_TID_OFFSET, Plan, ROBUST_LIST_LEN, Thread};
+use crate::plan::{Plan, Thread};
 
 /// The object id of the restored task's memory, files, fs and signal handlers.
 pub(crate) const TASK_OBJECTS_ID: u32 = 2;
@@ -117,10 +117,7 @@ pub(crate) fn gen_core(plan: &Plan, thread: &Thread) -> Image {
         signals_s: Some(pb::SignalQueueEntry { signals: Vec::new() }),
         sigactions: gen_sigactions(plan),
     });
-    let (futex_rla, futex_rla_len) = match thread.clear_tid {
-        Some(tid_word) => (tid_word - GLIBC_TID_OFFSET + GLIBC_ROBUST_OFFSET, ROBUST_LIST_LEN),
-        None => (0, 0),
-    };
+    let (futex_rla, futex_rla_len) = t.robust_list.map_or((0, 0), |l| (l.head, l.len as u32));
     let thread_core = pb::ThreadCoreEntry {
         futex_rla,
         futex_rla_len,

@@ -5,7 +5,8 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use sdt_abi::{STATE_OFF, TRAP_RECORD_SIZE, TrapRecord};
+use sdt_abi::STATE_OFF;
+use sdt_restore::handover::{self, Patch};
 use sdt_store::{
     Content, FPREGS_SIZE, FileKind, GPREG_NAMES, GPREGS_SIZE, Mapping, OpenFile, PAGE_SIZE, SnapshotMeta,
     ThreadRunState, ThreadState, Trigger,
@@ -13,16 +14,6 @@ use sdt_store::{
 
 use crate::encode::Source;
 use crate::{Error, pb};
-
-/// `struct pthread`'s `tid` field, as an offset from the thread pointer (`fs_base`), in
-/// glibc 2.26 and later on x86_64. Its address is what glibc gives `set_tid_address(2)`
-/// and `clone(CLONE_CHILD_CLEARTID)`.
-pub(crate) const GLIBC_TID_OFFSET: u64 = 0x2d0;
-/// `struct pthread`'s `robust_head`, which glibc registers with `set_robust_list(2)`: 16
-/// bytes past `tid`.
-pub(crate) const GLIBC_ROBUST_OFFSET: u64 = 0x2e0;
-/// `sizeof(struct robust_list_head)`.
-pub(crate) const ROBUST_LIST_LEN: u32 = 24;
 
 /// Errno values of the kernel's system call restart protocol.
 const ERESTARTSYS: i64 = 512;
@@ -85,13 +76,6 @@ pub(crate) struct Thread<'a> {
 pub(crate) struct PageRun {
     pub start: u64,
     pub pages: u64,
-}
-
-/// Bytes to put into memory over what the snapshot holds.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Patch {
-    pub addr: u64,
-    pub bytes: Vec<u8>,
 }
 
 /// Everything the images say, worked out from a snapshot.
@@ -181,28 +165,25 @@ impl<'a> Plan<'a> {
     }
 
     fn plan_threads(&mut self, source: &impl Source) -> Result<(), Error> {
-        let pid = self.pid as i32;
+        let read = |addr: u64, buf: &mut [u8]| source.read(addr, buf).is_ok();
+        let tid_offset = handover::tid_word_offset(self.meta, &read);
         let mut threads = Vec::new();
         for t in &self.meta.threads {
             check_regset(t.tid, "gpregs", &t.gpregs, GPREGS_SIZE)?;
             check_regset(t.tid, "fpregs", &t.fpregs, FPREGS_SIZE)?;
-            let fs_base = t.reg("fs_base").unwrap_or(0);
-            let clear_tid = glibc_tid_word(source, fs_base, t.tid);
+            let fs_base = t.reg("fs_base").filter(|&b| b != 0);
+            let clear_tid = fs_base.zip(tid_offset).map(|(base, off)| base + off);
             if t.state == ThreadRunState::Exiting {
-                // Past its last user instruction: CRIU cannot restore it, so it goes, and
-                // its tid word is cleared as the kernel would on its way out, so that a
-                // pthread_join() waiting on it returns.
-                match clear_tid {
-                    Some(addr) => {
-                        self.patches.push(Patch { addr, bytes: 0u32.to_le_bytes().to_vec() });
-                        self.notes.push(format!("thread {} was exiting: left out", t.tid));
-                    }
-                    None => self.notes.push(format!(
+                // Past its last user instruction: CRIU cannot restore it, so it goes (its
+                // tid word is cleared by the handover's patches).
+                self.notes.push(match clear_tid {
+                    Some(_) => format!("thread {} was exiting: left out", t.tid),
+                    None => format!(
                         "thread {} was exiting: left out, but its tid word was not found, so a \
                          pthread_join() on it waits forever",
                         t.tid
-                    )),
-                }
+                    ),
+                });
                 continue;
             }
             let mut regs = [0u64; 27];
@@ -212,49 +193,35 @@ impl<'a> Plan<'a> {
             restart_syscall(&mut regs);
             if clear_tid.is_none() {
                 self.notes.push(format!(
-                    "thread {}: no glibc thread block at fs_base {fs_base:#x}; restored without a \
-                     clear-child-tid address or robust futex list",
-                    t.tid
+                    "thread {}: no glibc thread block at fs_base {:#x}; restored without a \
+                     clear-child-tid address",
+                    t.tid,
+                    fs_base.unwrap_or(0)
                 ));
             }
             threads.push(Thread { state: t, regs, clear_tid });
         }
-        threads.sort_by_key(|t| (t.state.tid != pid, t.state.tid));
+        threads.sort_by_key(|t| (t.state.tid != self.meta.process.pid, t.state.tid));
         self.threads = threads;
         Ok(())
     }
 
     /// Patches the memory so that the restored program, which no tracer watches, runs on
-    /// as the original did: the breakpoint that took the snapshot returns the snapshot's
-    /// number, and later breakpoints cost nothing instead of stopping it with `SIGTRAP`.
+    /// as the original did (see [`handover`]): the breakpoint that took the snapshot
+    /// returns the snapshot's number, exiting threads' id words are cleared, and later
+    /// breakpoints cost nothing instead of stopping it with `SIGTRAP`.
     fn plan_handover(&mut self, source: &impl Source, state_word: Option<u64>) {
-        let mut state_word = state_word;
-        if let Trigger::Breakpoint { tid, level, class, id, .. } = &self.meta.trigger {
-            let record =
-                self.meta.threads.iter().find(|t| t.tid == *tid).and_then(|t| t.reg("rdi")).and_then(
-                    |addr| {
-                        let mut bytes = [0u8; TRAP_RECORD_SIZE];
-                        source.read(addr, &mut bytes).ok()?;
-                        let r = TrapRecord::from_bytes(&bytes)?;
-                        (r.level == *level && r.class == *class && r.id == *id).then_some((addr, r))
-                    },
-                );
-            match record {
-                Some((addr, record)) => {
-                    self.patches.push(Patch {
-                        addr: addr + TrapRecord::RESULT_OFFSET as u64,
-                        bytes: i64::from(self.meta.seq).to_le_bytes().to_vec(),
-                    });
-                    state_word = Some(record.state_ptr);
-                }
-                None => self.notes.push(format!(
-                    "thread {tid}: the breakpoint's record is unreadable; its SetBreakpoint() \
-                     returns {} in the restored process",
-                    sdt_abi::RESULT_PENDING
-                )),
-            }
+        let read = |addr: u64, buf: &mut [u8]| source.read(addr, buf).is_ok();
+        self.patches.extend(handover::patches(self.meta, &read));
+        let record = handover::trap_record(self.meta, &read);
+        if let (Trigger::Breakpoint { tid, .. }, None) = (&self.meta.trigger, &record) {
+            self.notes.push(format!(
+                "thread {tid}: the breakpoint's record is unreadable; its SetBreakpoint() returns {} in the \
+                 restored process",
+                sdt_abi::RESULT_PENDING
+            ));
         }
-        match state_word {
+        match record.map(|(_, r)| r.state_ptr).or(state_word) {
             Some(addr) if writable_private(&self.meta.mappings, addr, 4) => {
                 self.patches.push(Patch { addr, bytes: STATE_OFF.to_le_bytes().to_vec() });
                 self.notes.push("SDT breakpoints are off in the restored process (it runs untraced)".into());
@@ -529,15 +496,6 @@ pub(crate) fn restart_syscall(regs: &mut [u64; 27]) {
     }
 }
 
-/// The address of glibc's `tid` word for thread `tid` whose thread pointer is `fs_base`,
-/// if the word there holds the thread's id.
-fn glibc_tid_word(source: &impl Source, fs_base: u64, tid: i32) -> Option<u64> {
-    let addr = fs_base.checked_add(GLIBC_TID_OFFSET)?;
-    let mut word = [0u8; 4];
-    source.read(addr, &mut word).ok()?;
-    (fs_base != 0 && i32::from_le_bytes(word) == tid).then_some(addr)
-}
-
 /// Checks that every file a mapping takes pages from is still the version that was
 /// mapped, by reading a page the file provides: CRIU maps these files again.
 fn check_mapped_files(source: &impl Source) -> Result<(), Error> {
@@ -614,7 +572,7 @@ mod tests {
         assert_eq!((reg(&plan.threads[1], "rip"), reg(&plan.threads[1], "rax")), (0x40_0101, 0x1234));
         // clock_nanosleep (-ERESTART_RESTARTBLOCK): returns EINTR where it stopped.
         assert_eq!((reg(&plan.threads[2], "rip"), reg(&plan.threads[2], "rax") as i64), (0x40_0303, -4));
-        assert_eq!(plan.threads[2].clear_tid, Some(TLS + 0x2000 + GLIBC_TID_OFFSET));
+        assert_eq!(plan.threads[2].clear_tid, Some(TLS + 0x2000 + 0x2d0));
     }
 
     #[test]
@@ -640,7 +598,7 @@ mod tests {
         let patch = |addr| plan.patches.iter().find(|p| p.addr == addr).map(|p| p.bytes.clone());
         assert_eq!(patch(RECORD + 64), Some(i64::from(SEQ).to_le_bytes().to_vec()));
         assert_eq!(patch(STATE_WORD), Some(0i32.to_le_bytes().to_vec()));
-        let exited = TLS + (EXITING - PID) as u64 * 0x1000 + GLIBC_TID_OFFSET;
+        let exited = TLS + (EXITING - PID) as u64 * 0x1000 + 0x2d0;
         assert_eq!(patch(exited), Some(vec![0; 4]));
         assert!(plan.notes.iter().any(|n| n.contains("breakpoints are off")), "{:?}", plan.notes);
     }

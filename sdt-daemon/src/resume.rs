@@ -5,7 +5,8 @@ use sdt_store::{Refinement, RunId, RunInfo, RunStatus, Snapshot, Store};
 use sdt_sys::ptrace::{self, options};
 use sdt_sys::monotonic_ns;
 
-use crate::adopt::{self, Library};
+use crate::adopt;
+use sdt_restore::handover::Library;
 use crate::ptrace::Tracer;
 use crate::{Error, ProgramExit, RestoreFrom, RunOptions, Started, TRACE_OPTIONS, wall_ns};
 
@@ -24,18 +25,17 @@ pub(crate) fn start(store: &Store, from: &RestoreFrom, opts: &RunOptions) -> Res
     if let Some(u) = &from.until {
         filter.always.push((u.level, u.class, u.id));
     }
-    match Library::find(&snap) {
-        Some(library) => library.install(pid, &filter).map_err(|e| kill(Error::Adopt(e)))?,
+    match Library::find(snap.meta(), &|addr, buf| snap.read(addr, buf).is_ok()) {
+        Some(library) => adopt::install(&library, pid, &filter).map_err(|e| kill(Error::Adopt(e)))?,
         None if from.until.is_some() => {
             return Err(kill(Error::Adopt(
-                "the program's libsdt symbols (sdt_state, sdt_reconfig) were not found: its breakpoints cannot be \
-                 reached (was it stripped?)"
+                "the program's libsdt state word was not found: its breakpoints cannot be reached (was it \
+                 stripped?)"
                     .into(),
             )));
         }
         None => log::warn!("the program's libsdt symbols were not found: only timed snapshots will be taken"),
     }
-    answer(&snap, &restored).map_err(kill)?;
     let info = parent.info();
     Ok(Started {
         pid,
@@ -79,11 +79,10 @@ pub fn resume_detached(store: &std::path::Path, run: RunId, name: &str) -> Resul
     let start = monotonic_ns();
     let restored = timed_restore(&snap, 0)?;
     let restore_ns = monotonic_ns() - start;
-    let prepared = match Library::find(&snap) {
-        Some(library) => library.switch_off(restored.pid).map_err(Error::Adopt),
+    let prepared = match Library::find(snap.meta(), &|addr, buf| snap.read(addr, buf).is_ok()) {
+        Some(library) => adopt::switch_off(&library, restored.pid).map_err(Error::Adopt),
         None => Ok(()),
-    }
-    .and_then(|()| answer(&snap, &restored));
+    };
     if let Err(e) = prepared {
         sdt_sys::kill_namespace(restored.init);
         return Err(e);
@@ -114,15 +113,4 @@ fn timed_restore(snap: &Snapshot, ptrace_options: u32) -> Result<sdt_restore::Re
         restored.bytes_written
     );
     Ok(restored)
-}
-
-/// Gives the thread restored at the snapshot's breakpoint the answer the original got:
-/// the snapshot's number.
-fn answer(snap: &Snapshot, restored: &sdt_restore::Restored) -> Result<(), Error> {
-    let Some(tid) = snap.meta().trigger.tid() else { return Ok(()) };
-    let host = restored.threads.iter().find(|t| t.tid == tid).map(|t| t.host);
-    match host {
-        Some(host) => adopt::answer_breakpoint(snap, host, i64::from(snap.meta().seq)).map_err(Error::Adopt),
-        None => Ok(()),
-    }
 }

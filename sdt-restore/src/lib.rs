@@ -40,6 +40,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
+pub mod handover;
 mod memory;
 mod plan;
 mod remote;
@@ -155,6 +156,9 @@ pub fn restore(snap: &Snapshot, ptrace_options: u32) -> Result<Restored, Error> 
     let vdso_syscall = memory::move_specials(&mut remote, &plans, scratch)?.map(|at| at + (syscall_at - vdso.start));
     memory::map_all(&mut remote, &plans)?;
     let bytes_written = memory::write_pages(&mut remote, snap, &plans)?;
+    for patch in handover::patches(meta, &|addr, buf| snap.read(addr, buf).is_ok()) {
+        sdt_sys::memory::write(pid, patch.addr, &patch.bytes).map_err(Error::Sys)?;
+    }
     memory::set_layout(&mut remote, &meta.layout, &meta.auxv, &meta.process.exe)?;
 
     let threads = threads::create(&mut remote, meta)?;

@@ -9,21 +9,15 @@
 //! an interrupted `nanosleep`) starts its call again from the beginning instead.
 
 use sdt_store::{SignalAction, Snapshot, SnapshotMeta, ThreadRunState, ThreadState, set_gpreg};
-use sdt_sys::memory;
 use sdt_sys::ptrace::{self, Regset};
 
+use crate::handover;
 use crate::remote::Remote;
 use crate::{Error, RestoredThread};
 
 /// `-ERESTART_RESTARTBLOCK`, `-ERESTARTNOINTR` (`include/linux/errno.h`).
 const ERESTART_RESTARTBLOCK: i64 = -516;
 const ERESTARTNOINTR: i64 = -513;
-/// Where glibc keeps a thread's id in its `struct pthread` (x86_64, glibc 2.34 and
-/// later), tried first; other offsets are searched.
-const GLIBC_TID_OFFSET: u64 = 0x2d0;
-/// How far into the thread block the search for the id goes.
-const TID_SEARCH: u64 = 0x1000;
-
 /// `struct kernel_sigaction` of each signal 1..=64 as the stub sets them.
 pub(crate) fn actions(signals: &[SignalAction]) -> [Option<[u64; 4]>; 64] {
     let mut out = [None; 64];
@@ -74,25 +68,14 @@ pub(crate) fn create<'m>(
 
 /// What each thread sets for itself: the address the kernel clears when it exits (glibc's
 /// `pthread_join` waits on it), its rseq area, its robust-futex list, its name.
-///
-/// A thread that was exiting is not restored; the kernel would have cleared its id word on
-/// its way out (which is what `pthread_join` waits for), so that word is cleared here.
 pub(crate) fn set_up(
     remote: &mut Remote,
     snap: &Snapshot,
     threads: &[(RestoredThread, &ThreadState)],
 ) -> Result<(), Error> {
-    let all: Vec<&ThreadState> = snap.meta().threads.iter().collect();
-    let tid_offset = tid_offset(snap, &all);
+    let tid_offset = handover::tid_word_offset(snap.meta(), &|addr, buf| snap.read(addr, buf).is_ok());
     if tid_offset.is_none() {
         log::warn!("no thread-id word found in the threads' TLS: joining a restored thread may hang");
-    }
-    if let Some(off) = tid_offset {
-        for t in all.iter().filter(|t| t.state == ThreadRunState::Exiting) {
-            if let Some(fs_base) = t.reg("fs_base").filter(|&b| b != 0) {
-                memory::write(remote.leader, fs_base + off, &0u32.to_le_bytes()).map_err(Error::Sys)?;
-            }
-        }
     }
     for (t, state) in threads {
         if let (Some(off), Some(fs_base)) = (tid_offset, state.reg("fs_base").filter(|&b| b != 0)) {
@@ -142,32 +125,4 @@ pub(crate) fn set_registers(threads: &[(RestoredThread, &ThreadState)]) -> Resul
         ptrace::set_sigmask(t.host, state.sigmask).map_err(Error::Sys)?;
     }
     Ok(())
-}
-
-/// The offset from `fs_base` (glibc's thread pointer, its `struct pthread`) of the word
-/// holding each thread's id, found in the snapshot's memory: glibc's usual offset if it
-/// holds every thread's id, else the first offset that does.
-fn tid_offset(snap: &Snapshot, threads: &[&ThreadState]) -> Option<u64> {
-    let blocks: Vec<(i32, Vec<u8>)> = threads
-        .iter()
-        .filter_map(|t| {
-            let base = t.reg("fs_base").filter(|&b| b != 0)?;
-            let mut block = vec![0u8; TID_SEARCH as usize];
-            snap.read(base, &mut block).ok()?;
-            Some((t.tid, block))
-        })
-        .collect();
-    if blocks.is_empty() {
-        return None;
-    }
-    let holds = |off: u64| {
-        blocks.iter().all(|(tid, block)| {
-            let at = off as usize;
-            block[at..at + 4] == tid.to_le_bytes()
-        })
-    };
-    if holds(GLIBC_TID_OFFSET) {
-        return Some(GLIBC_TID_OFFSET);
-    }
-    (0..TID_SEARCH - 4).step_by(4).find(|&off| holds(off))
 }

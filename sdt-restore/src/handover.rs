@@ -1,0 +1,145 @@
+//! What a resumed program's memory needs beyond its snapshot, whoever resumes it (this
+//! crate's restorer, or CRIU from exported images):
+//!
+//! - The thread stopped at the snapshot's breakpoint waits for an answer in its trap
+//!   record, which the capture wrote after copying the memory: it gets the snapshot's
+//!   number, as the original did.
+//! - Threads that were exiting are not resumed; the id word the kernel clears on a
+//!   thread's way out (glibc's `pthread_join` waits for it) is cleared instead.
+//! - The program's SDT library keeps a state word and a reconfiguration buffer, found by
+//!   their ELF symbols, through which the resumer switches breakpoints off or hands over
+//!   a new filter.
+//!
+//! Memory is read through a closure, `read(addr, buf) -> bool`, so that any snapshot
+//! source serves.
+
+use object::{Object, ObjectSegment, ObjectSymbol};
+use sdt_abi::{SYMBOL_RECONFIG, SYMBOL_STATE, TRAP_RECORD_SIZE, TrapRecord};
+use sdt_store::{Content, SnapshotMeta, ThreadRunState, Trigger};
+
+/// Reads the snapshot's memory at an address into a buffer; false if it cannot.
+pub type Read<'a> = &'a dyn Fn(u64, &mut [u8]) -> bool;
+
+/// Where glibc keeps a thread's id in its `struct pthread` (x86_64, glibc 2.26 and
+/// later), as an offset from the thread pointer (`fs_base`); tried first.
+const GLIBC_TID_OFFSET: u64 = 0x2d0;
+/// How far into a thread block the search for the id goes.
+const TID_SEARCH: u64 = 0x1000;
+
+/// Bytes to write into the resumed program's memory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Patch {
+    /// Where.
+    pub addr: u64,
+    /// What.
+    pub bytes: Vec<u8>,
+}
+
+/// The writes every resumed program of `meta` needs: the breakpoint's answer and the
+/// cleared id words of exiting threads.
+pub fn patches(meta: &SnapshotMeta, read: Read) -> Vec<Patch> {
+    let mut out = Vec::new();
+    if let Some((addr, _)) = trap_record(meta, read) {
+        out.push(Patch {
+            addr: addr + TrapRecord::RESULT_OFFSET as u64,
+            bytes: i64::from(meta.seq).to_le_bytes().to_vec(),
+        });
+    }
+    if let Some(offset) = tid_word_offset(meta, read) {
+        for t in meta.threads.iter().filter(|t| t.state == ThreadRunState::Exiting) {
+            if let Some(fs_base) = t.reg("fs_base").filter(|&b| b != 0) {
+                out.push(Patch { addr: fs_base + offset, bytes: 0u32.to_le_bytes().to_vec() });
+            }
+        }
+    }
+    out
+}
+
+/// The address and contents of the trap record of a breakpoint snapshot's breaking
+/// thread (its `rdi` at the `int3`), if it reads as one for that breakpoint.
+pub fn trap_record(meta: &SnapshotMeta, read: Read) -> Option<(u64, TrapRecord)> {
+    let Trigger::Breakpoint { tid, level, class, id, .. } = meta.trigger else { return None };
+    let addr = meta.threads.iter().find(|t| t.tid == tid)?.reg("rdi")?;
+    let mut bytes = [0u8; TRAP_RECORD_SIZE];
+    if !read(addr, &mut bytes) {
+        return None;
+    }
+    let record = TrapRecord::from_bytes(&bytes)?;
+    ((record.level, record.class, record.id) == (level, class, id)).then_some((addr, record))
+}
+
+/// The offset from `fs_base` (glibc's thread pointer, its `struct pthread`) of the word
+/// holding each thread's id: glibc's usual one if it holds every thread's id, else the
+/// first that does. Its address is what the thread gave `set_tid_address(2)`.
+pub fn tid_word_offset(meta: &SnapshotMeta, read: Read) -> Option<u64> {
+    let blocks: Vec<(i32, Vec<u8>)> = meta
+        .threads
+        .iter()
+        .filter_map(|t| {
+            let base = t.reg("fs_base").filter(|&b| b != 0)?;
+            let mut block = vec![0u8; TID_SEARCH as usize];
+            read(base, &mut block).then_some((t.tid, block))
+        })
+        .collect();
+    if blocks.is_empty() {
+        return None;
+    }
+    let holds = |off: u64| blocks.iter().all(|(tid, block)| block[off as usize..off as usize + 4] == tid.to_le_bytes());
+    if holds(GLIBC_TID_OFFSET) {
+        return Some(GLIBC_TID_OFFSET);
+    }
+    (0..TID_SEARCH - 4).step_by(4).find(|&off| holds(off))
+}
+
+/// Where the program's SDT library keeps its state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Library {
+    /// `sdt_state`: the state word.
+    pub state: u64,
+    /// `sdt_reconfig`: the buffer a new filter goes into, if its symbol was found.
+    pub reconfig: Option<u64>,
+}
+
+impl Library {
+    /// Finds the library: the state word from the breakpoint's trap record or by symbol,
+    /// the reconfiguration buffer by symbol. `None` if the program does not use libsdt
+    /// or its symbols were stripped (and the snapshot is not a breakpoint's).
+    pub fn find(meta: &SnapshotMeta, read: Read) -> Option<Library> {
+        let state = trap_record(meta, read).map(|(_, r)| r.state_ptr).or_else(|| symbol(meta, SYMBOL_STATE))?;
+        Some(Library { state, reconfig: symbol(meta, SYMBOL_RECONFIG) })
+    }
+}
+
+/// The address of symbol `name` in the snapshot's memory: its value in the first mapped
+/// file whose symbols define it (the program, or `libsdt.so`), moved by where that file
+/// is mapped. `None` if no file defines it or a file cannot be read.
+pub fn symbol(meta: &SnapshotMeta, name: &str) -> Option<u64> {
+    let mut files: Vec<&str> = Vec::new();
+    for m in &meta.mappings {
+        if let Content::File(f) = &m.content {
+            if !files.contains(&f.path.as_str()) {
+                files.push(&f.path);
+            }
+        }
+    }
+    // The program itself and libsdt first: the symbols are almost always there.
+    files.sort_by_key(|f| (*f != meta.process.exe, !f.contains("libsdt")));
+    files.into_iter().find_map(|path| {
+        let bytes = std::fs::read(path).ok()?;
+        let elf = object::File::parse(&*bytes).ok()?;
+        let value = elf
+            .symbols()
+            .chain(elf.dynamic_symbols())
+            .find(|s| s.name() == Ok(name) && !s.is_undefined())
+            .map(|s| s.address())?;
+        // The file's first mapping maps file offset `offset` at `start`; the segment that
+        // holds that offset says at which address it was linked.
+        let first = meta.mappings.iter().find(|m| matches!(&m.content, Content::File(f) if f.path == path))?;
+        let segment = elf.segments().find(|s| {
+            let (offset, size) = s.file_range();
+            offset <= first.offset && first.offset < offset + size.max(1)
+        })?;
+        let linked = segment.address() + (first.offset - segment.file_range().0);
+        Some(value.wrapping_add(first.start.wrapping_sub(linked)))
+    })
+}
