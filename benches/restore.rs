@@ -85,7 +85,7 @@ fn quantity(text: &str, units: &[(&str, f64)]) -> Option<f64> {
 }
 
 /// Seconds and bytes from sdt's line
-/// `sdt: restored S2 of run 1 in 12.3 ms (192.0 KiB of pages); it ran untraced`.
+/// `sdt: restored S2 of run 1 in 12.3 ms (192.0 KiB of pages); it ran with its breakpoints off`.
 fn parse_restored(text: &str) -> Option<(f64, f64)> {
     let line = text[text.find("sdt: restored ")?..].lines().next()?;
     let (_, rest) = line.split_once(" in ")?;

@@ -159,6 +159,7 @@ pub fn sample() -> FakeSource {
         flags,
         pos,
         file,
+        inherited: false,
     };
     let meta = SnapshotMeta {
         name: format!("S{SEQ}"),

@@ -356,6 +356,14 @@ impl<'a> Plan<'a> {
             pipe: None,
         };
         let entry = match f.kind {
+            FileKind::Socket | FileKind::AnonInode | FileKind::BlockDevice | FileKind::Other if f.inherited => {
+                self.notes.push(format!(
+                    "fd {} ({}) came from whoever started `sdt run`, not from the program: it is /dev/null \
+                     in the restored process",
+                    f.fd, f.target
+                ));
+                reg("/dev/null", None)
+            }
             FileKind::Regular => {
                 let (path, size) = match &f.file {
                     Some(r) => (r.path.as_str(), Some(r.size)),
@@ -666,6 +674,7 @@ mod tests {
             flags: 2,
             pos: 0,
             file: None,
+            inherited: false,
         };
         source.meta.files[1] = OpenFile {
             fd: 1,
@@ -674,6 +683,7 @@ mod tests {
             flags: 1,
             pos: 0,
             file: None,
+            inherited: false,
         };
         let plan = Plan::new(&source, None).unwrap();
         let tty = plan.files[plan.fds[0].id as usize - 1].reg.clone().unwrap();

@@ -187,6 +187,8 @@ struct Started {
     info: RunInfo,
     /// For a restored process: its namespace's init.
     init: Option<Tid>,
+    /// Descriptors (number, target) the program got from `sdt run` at launch.
+    inherited: Vec<(i32, String)>,
 }
 
 /// Runs the program to its end, capturing snapshots into a new run of the store.
@@ -200,7 +202,7 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, Error> {
         Target::Launch(command) => launch(command, opts)?,
         Target::Restore(from) => resume::start(&store, from, opts)?,
     };
-    let Started { pid, tracer, info, init } = started;
+    let Started { pid, tracer, info, init, inherited } = started;
     let run = match store.create_run(info) {
         Ok(run) => run,
         Err(e) => {
@@ -230,6 +232,7 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, Error> {
         info,
         init,
         ns_tids: init.map(|_| HashMap::new()),
+        inherited,
         started_ns,
         next_seq: 0,
         capturing: true,
@@ -271,6 +274,15 @@ fn launch(command: &[String], opts: &RunOptions) -> Result<Started, Error> {
     let program = command.first().ok_or(LaunchError::Empty)?;
     let path = launch::resolve(program)?;
     let spawn = launch::command(&path, command, &opts.config.filter, TRACE_OPTIONS)?;
+    // What the program inherits besides stdio is not its own: a restore need not
+    // recreate it (see `OpenFile::inherited`).
+    let me = sdt_sys::current_tid();
+    let inherited = procfs::open_files(me)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|f| f.fd > 2 && f.flags & libc::O_CLOEXEC as u32 == 0)
+        .map(|f| (f.fd, f.target))
+        .collect();
     let started_wall_ns = wall_ns();
     let pid = sdt_sys::spawn::spawn_seized(&spawn)?;
     Ok(Started {
@@ -287,6 +299,7 @@ fn launch(command: &[String], opts: &RunOptions) -> Result<Started, Error> {
             parent: None,
         },
         init: None,
+        inherited,
     })
 }
 
@@ -328,6 +341,8 @@ struct Session<'a> {
     init: Option<Tid>,
     /// For a restored process: thread ids in its namespace, by ids in ours.
     ns_tids: Option<HashMap<Tid, i32>>,
+    /// Descriptors (number, target) the program got from `sdt run` at launch.
+    inherited: Vec<(i32, String)>,
     started_ns: u64,
     next_seq: u32,
     /// False once `max_snapshots` is reached or the writer stopped.
@@ -431,7 +446,10 @@ impl Session<'_> {
                     .map_err(|e| human::error_chain(&e))
                     .and_then(|(collected, (threads, files, signal_sets))| {
                         let threads = threads.map_err(|e| human::error_chain(&e))?;
-                        let files = files.map_err(|e| format!("reading open files: {e}"))?;
+                        let mut files = files.map_err(|e| format!("reading open files: {e}"))?;
+                        for f in &mut files {
+                            f.inherited = self.inherited.iter().any(|(fd, target)| *fd == f.fd && *target == f.target);
+                        }
                         let (caught, ignored) = signal_sets.map_err(|e| format!("reading signal sets: {e}"))?;
                         let signals = self.signal_actions(via, breaking, caught, ignored)?;
                         Ok((via, collected, threads, files, signals))

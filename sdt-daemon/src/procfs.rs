@@ -102,7 +102,7 @@ pub(crate) fn open_files(pid: Tid) -> std::io::Result<Vec<OpenFile>> {
             _ => None,
         };
         let (pos, flags) = parse_fdinfo(&info);
-        files.push(OpenFile { fd, target, kind, flags, pos, file });
+        files.push(OpenFile { fd, target, kind, flags, pos, file, inherited: false });
     }
     files.sort_unstable_by_key(|f| f.fd);
     Ok(files)

@@ -86,6 +86,19 @@ impl Tracer {
         Ok(None)
     }
 
+    /// Like [`Tracer::poll`], but waits for the breakpoint or the end.
+    pub(crate) fn next_event(&mut self) -> Result<TargetEvent, sdt_sys::Error> {
+        loop {
+            if let Some(event) = self.queued.pop_front() {
+                return Ok(event);
+            }
+            let (tid, stop) = wait::wait_any()?;
+            if let Some(event) = self.on_stop(tid, stop, false)? {
+                return Ok(event);
+            }
+        }
+    }
+
     /// Sends `signal` to the program, as `kill` would.
     pub(crate) fn signal(&self, signal: i32) -> Result<(), sdt_sys::Error> {
         sdt_sys::kill_process(self.pid, signal)

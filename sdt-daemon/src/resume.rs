@@ -2,11 +2,14 @@
 //! tracer with the run's capture filter, or let go untraced.
 
 use sdt_store::{Refinement, RunId, RunInfo, RunStatus, Snapshot, Store};
-use sdt_sys::ptrace::{self, options};
+use sdt_sys::ptrace::options;
 use sdt_sys::monotonic_ns;
 
 use crate::adopt;
 use sdt_restore::handover::Library;
+use sdt_abi::RESULT_DECLINED;
+
+use crate::freeze::{BreakpointHit, FreezeError, Freezer, TargetEvent};
 use crate::ptrace::Tracer;
 use crate::{Error, ProgramExit, RestoreFrom, RunOptions, Started, TRACE_OPTIONS, wall_ns};
 
@@ -56,14 +59,14 @@ pub(crate) fn start(store: &Store, from: &RestoreFrom, opts: &RunOptions) -> Res
             }),
         },
         init: Some(restored.init),
+        inherited: Vec::new(),
     })
 }
 
-/// How an untraced resume went.
+/// How a resume without capture went.
 #[derive(Clone, Copy, Debug)]
 pub struct Resumed {
-    /// How the program ended. A program killed by a signal shows as exit code 128 + the
-    /// signal (its namespace's init reports it so).
+    /// How the program ended.
     pub exit: ProgramExit,
     /// Nanoseconds the restore took, from reading the snapshot to every thread ready.
     pub restore_ns: u64,
@@ -72,15 +75,20 @@ pub struct Resumed {
 }
 
 /// Restores snapshot `name` of run `run` in the store at `store`, switches its
-/// breakpoints off, lets it run untraced and waits for it to end.
+/// breakpoints off and waits for it to end.
+///
+/// It stays traced, though nothing is captured: a thread the snapshot caught between its
+/// breakpoint's filter check and the trap still traps, and gets "declined" for an answer
+/// instead of dying of `SIGTRAP`. Signals reach the program as usual.
 pub fn resume_detached(store: &std::path::Path, run: RunId, name: &str) -> Result<Resumed, Error> {
     let store = Store::open(store)?;
     let snap = store.open_run(&run)?.open_snapshot(name)?;
     let start = monotonic_ns();
-    let restored = timed_restore(&snap, 0)?;
+    let restored = timed_restore(&snap, TRACE_OPTIONS | options::TRACEEXEC)?;
     let restore_ns = monotonic_ns() - start;
+    let pid = restored.pid;
     let prepared = match Library::find(snap.meta(), &|addr, buf| snap.read(addr, buf).is_ok()) {
-        Some(library) => adopt::switch_off(&library, restored.pid).map_err(Error::Adopt),
+        Some(library) => adopt::switch_off(&library, pid).map_err(Error::Adopt),
         None => Ok(()),
     };
     if let Err(e) = prepared {
@@ -89,16 +97,36 @@ pub fn resume_detached(store: &std::path::Path, run: RunId, name: &str) -> Resul
     }
     // Terminal signals reach the program (it is in our process group); sdt waits.
     sdt_sys::ignore_terminal_signals();
-    for t in &restored.threads {
-        ptrace::detach(t.host)?;
-    }
-    let status = sdt_sys::reap(restored.init);
-    let exit = if libc::WIFEXITED(status) {
-        ProgramExit::Code(libc::WEXITSTATUS(status))
-    } else {
-        ProgramExit::Signal(libc::WTERMSIG(status), false)
+    let mut tracer = Tracer::adopt(pid, restored.threads.iter().map(|t| t.host));
+    let exit = run_declining(&mut tracer);
+    let exit = match exit {
+        Ok(exit) => {
+            sdt_sys::reap(restored.init);
+            exit
+        }
+        Err(e) => {
+            sdt_sys::kill_namespace(restored.init);
+            return Err(e);
+        }
     };
     Ok(Resumed { exit, restore_ns, bytes_written: restored.bytes_written })
+}
+
+/// Runs the program to its end, declining every breakpoint that still traps.
+fn run_declining(tracer: &mut Tracer) -> Result<ProgramExit, Error> {
+    let thaw = |tracer: &mut Tracer, hit: Option<&BreakpointHit>| match tracer.thaw(hit.map(|h| (h, RESULT_DECLINED)), true) {
+        Ok(()) | Err(FreezeError::TargetGone(_)) => Ok(()),
+        Err(FreezeError::Sys(e)) if e.is_gone() => Ok(()),
+        Err(FreezeError::Sys(e)) => Err(Error::Sys(e)),
+    };
+    thaw(tracer, None)?;
+    loop {
+        match tracer.next_event()? {
+            TargetEvent::Breakpoint(hit) => thaw(tracer, Some(&hit))?,
+            TargetEvent::Exec => {}
+            TargetEvent::Exited(exit) => return Ok(exit),
+        }
+    }
 }
 
 /// [`sdt_restore::restore`], logging how long it took.

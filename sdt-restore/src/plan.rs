@@ -107,7 +107,8 @@ fn mapping(m: &Mapping) -> Result<MapPlan, Error> {
 /// Where each of the snapshot's descriptors comes from. Stdin, stdout and stderr are
 /// this process's own, whatever they were (the restored program talks to whoever
 /// restored it, like a shell job); other regular files, directories and devices are
-/// opened again at their positions; anything else is an error naming it.
+/// opened again at their positions; a pipe or socket the program got from `sdt run`'s
+/// caller becomes `/dev/null` (with a warning); anything else is an error naming it.
 pub(crate) fn descriptors(meta: &SnapshotMeta) -> Result<Vec<StubFd>, Error> {
     let mut fds = Vec::new();
     for f in &meta.files {
@@ -119,8 +120,18 @@ pub(crate) fn descriptors(meta: &SnapshotMeta) -> Result<Vec<StubFd>, Error> {
             Ok(FdSource::Open { path, flags: flags as i32, pos: f.pos })
         };
         let flags = f.flags & !(libc::O_CLOEXEC as u32);
+        let restorable = matches!(f.kind, FileKind::Regular | FileKind::Directory | FileKind::CharDevice);
         let source = match f.kind {
             _ if stdio => FdSource::Inherit(f.fd),
+            _ if f.inherited && !restorable => {
+                log::warn!(
+                    "file descriptor {} ({}) came from whoever started `sdt run`, not from the program: \
+                     the restored program gets /dev/null there",
+                    f.fd,
+                    f.target
+                );
+                FdSource::Open { path: c"/dev/null".to_owned(), flags: libc::O_RDWR, pos: 0 }
+            }
             _ if f.target.ends_with(" (deleted)") => return Err(unsupported("the file was deleted")),
             FileKind::Regular | FileKind::Directory | FileKind::CharDevice => open(flags)?,
             FileKind::Pipe => return Err(unsupported("pipes other than stdin, stdout and stderr cannot be restored")),
@@ -206,7 +217,7 @@ mod tests {
     }
 
     fn open_file(fd: i32, target: &str, kind: FileKind) -> OpenFile {
-        OpenFile { fd, target: target.into(), kind, flags: libc::O_RDWR as u32, pos: 42, file: None }
+        OpenFile { fd, target: target.into(), kind, flags: libc::O_RDWR as u32, pos: 42, file: None, inherited: false }
     }
 
     fn meta_with(files: Vec<OpenFile>) -> SnapshotMeta {
@@ -234,6 +245,11 @@ mod tests {
         assert!(matches!(fds[2].source, FdSource::Inherit(2)));
         assert!(matches!(&fds[3].source, FdSource::Open { pos: 42, flags, .. } if *flags == libc::O_RDWR));
         assert!(matches!(&fds[4].source, FdSource::Open { path, .. } if path.to_str() == Ok("/dev/null")));
+
+        let mut leaked = open_file(251, "pipe:[9]", FileKind::Pipe);
+        leaked.inherited = true;
+        let fds = descriptors(&meta_with(vec![leaked])).unwrap();
+        assert!(matches!(&fds[0].source, FdSource::Open { path, .. } if path.to_str() == Ok("/dev/null")));
 
         for (file, words) in [
             (open_file(4, "socket:[9]", FileKind::Socket), "socket"),

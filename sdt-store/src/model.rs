@@ -59,6 +59,10 @@ pub struct OpenFile {
     pub pos: u64,
     /// For a regular file: which file, with what identifies its version.
     pub file: Option<FileRef>,
+    /// The program did not open it: it was open in `sdt run` itself when the program
+    /// started (a pipe or socket its caller leaked), so the program got it at launch.
+    #[serde(default)]
+    pub inherited: bool,
 }
 
 /// The kind of object an open file descriptor refers to.

@@ -19,7 +19,7 @@ pub fn restore(opt: RestoreOpt) -> Result<ExitCode> {
             .with_context(|| format!("restoring {name} of run {}", run.id()))?;
         if !capture.quiet {
             eprintln!(
-                "sdt: restored {name} of run {} in {} ({} of pages); it ran untraced",
+                "sdt: restored {name} of run {} in {} ({} of pages); it ran with its breakpoints off",
                 run.id(),
                 human::duration_ns(resumed.restore_ns),
                 human::bytes(resumed.bytes_written)

@@ -72,6 +72,24 @@ fn snapshots_taken_while_threads_are_born_and_die_resume_to_the_same_end() {
 }
 
 #[test]
+fn threads_caught_on_their_way_to_a_trap_are_declined_not_killed() {
+    if !may_restore("threads_caught_on_their_way_to_a_trap_are_declined_not_killed") {
+        return;
+    }
+    // Every breakpoint captures: the workers reach theirs together, so snapshots catch
+    // some of them past the filter check, before or at their int3. Resumed with the
+    // breakpoints off, those still trap, and must go on.
+    let sdt = Sdt::new();
+    let original = sdt.ok(&["run", "-q", "--", program("race").to_str().unwrap(), "locked", "3"]);
+    let last = stdout(&original).lines().last().unwrap().to_owned();
+    for name in names(&sdt) {
+        let out = sdt.output(&["restore", "-q", &name]);
+        assert!(out.status.success(), "restore {name}: {}", describe(&out));
+        assert!(stdout(&out).ends_with(&format!("{last}\n")), "restore {name}: {}", describe(&out));
+    }
+}
+
+#[test]
 fn a_restored_program_prints_what_the_original_printed_from_there_on() {
     if !may_restore("a_restored_program_prints_what_the_original_printed_from_there_on") {
         return;
@@ -168,6 +186,26 @@ fn unsupported_objects_and_bad_intervals_are_named() {
         "{err}"
     );
     assert_eq!(err.lines().count(), 1, "one line: {err}");
+
+    // A pipe the program got from `sdt run`'s caller is not the program's: the restored
+    // program gets /dev/null there, and is told so.
+    let sdt = Sdt::new();
+    let out = crate::harness::run(
+        std::process::Command::new("bash")
+            .args(["-c", "exec 7< <(echo leaked); exec \"$0\" \"$@\""])
+            .arg(env!("CARGO_BIN_EXE_sdt"))
+            .args(["run", "-q", "--", program("race").to_str().unwrap(), "locked", "2"])
+            .env("SDT_STORE", sdt.store())
+            .current_dir(sdt.dir.path()),
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    let out = sdt.output(&["restore", "S0"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(
+        stderr(&out).contains("file descriptor 7 (pipe:[") && stderr(&out).contains("gets /dev/null there"),
+        "{}",
+        describe(&out)
+    );
 
     let sdt = Sdt::new();
     race_run(&sdt, "locked", "3");
