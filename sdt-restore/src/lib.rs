@@ -129,10 +129,10 @@ pub fn restore(snap: &Snapshot, ptrace_options: u32) -> Result<Restored, Error> 
         pid: meta.process.pid,
         cwd: std::ffi::CString::new(meta.process.cwd.as_bytes())
             .map_err(|_| Error::Unsupported { what: "a working directory with a NUL byte".into() })?,
-        fds: fds.clone(),
+        fds,
         actions: threads::actions(&meta.signals),
     };
-    let spawned = respawn::spawn_stub(&stub).map_err(|e| stub_error(e, &fds))?;
+    let spawned = respawn::spawn_stub(&stub).map_err(|e| stub_error(e, &stub.fds))?;
     // Until the restore succeeds, a failure takes the whole namespace down with it.
     let mut guard = KillOnDrop(Some(spawned.init));
     let pid = spawned.stub;

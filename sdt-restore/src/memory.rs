@@ -133,25 +133,20 @@ pub(crate) fn move_specials(remote: &mut Remote, plans: &[MapPlan], scratch: Ran
             what: "an address space with no room to move the vDSO through".into(),
         })?;
         taken.push((via, via + len));
-        remote.call("moving the vDSO", libc::SYS_mremap, &[
-            from,
-            len,
-            len,
-            (libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED) as u64,
-            via,
-        ])?;
+        move_mapping(remote, from, via, len)?;
         staged.push((via, to, len));
     }
     for &(via, to, len) in &staged {
-        remote.call("moving the vDSO into place", libc::SYS_mremap, &[
-            via,
-            len,
-            len,
-            (libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED) as u64,
-            to,
-        ])?;
+        move_mapping(remote, via, to, len)?;
     }
     Ok(plans.iter().find(|p| p.kind == MapKind::Special && p.name == "[vdso]").map(|p| p.start))
+}
+
+/// `mremap(from, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, to)` in the process.
+fn move_mapping(remote: &mut Remote, from: u64, to: u64, len: u64) -> Result<(), Error> {
+    let what = format!("moving the kernel's mapping {from:#x}-{:#x} to {to:#x}", from + len);
+    remote.call(&what, libc::SYS_mremap, &[from, len, len, (libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED) as u64, to])?;
+    Ok(())
 }
 
 /// Maps every one of the snapshot's mappings (kernel ones aside), writable where pages
