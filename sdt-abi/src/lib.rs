@@ -17,6 +17,10 @@
 //!   [`ENV_CAPTURE`] environment variable;
 //! - the [`TrapRecord`], which the breaking thread fills in before it stops for the tracer.
 //!
+//! Where the kernel module captures instead of ptrace, [`kmod`] mirrors its interface
+//! (`kmod/include/uapi/linux/sdt_kmod.h`): the library triggers captures through it, the
+//! daemon registers, reads and releases them.
+//!
 //! # Design constraints
 //!
 //! Matching runs on the breaking thread inside the user's program: [`Filter::matches_site`]
@@ -31,6 +35,7 @@
 
 mod filter;
 mod glob;
+pub mod kmod;
 mod trap;
 mod wire;
 

@@ -1,0 +1,369 @@
+//! The mirror against the C header, and the module's filter against [`Filter`]: both by
+//! compiling the C side with the host's gcc.
+
+use std::io::Write;
+use std::mem::offset_of;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use super::*;
+use crate::filter::Span;
+
+fn kmod_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../kmod")
+}
+
+/// Compiles `main` (C) with `sources` against the module's headers and runs it with
+/// `input` on stdin; returns its stdout.
+fn run_c(main: &str, sources: &[PathBuf], input: &str) -> String {
+    let dir = tempfile_dir();
+    let main_c = dir.join("main.c");
+    std::fs::write(&main_c, main).unwrap();
+    let exe = dir.join("main");
+    let out = Command::new("gcc")
+        .args(["-std=gnu11", "-O1", "-Wall", "-Wextra", "-Werror", "-I"])
+        .arg(kmod_dir())
+        .arg(&main_c)
+        .args(sources)
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .expect("running gcc (the tests need it)");
+    assert!(out.status.success(), "gcc failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    let mut child = Command::new(&exe).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_owned();
+    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()).unwrap());
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    assert!(out.status.success(), "{} failed", exe.display());
+    std::fs::remove_dir_all(&dir).ok();
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A fresh directory under the system's temporary directory (no tempfile dependency here).
+fn tempfile_dir() -> PathBuf {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "sdt-abi-kmod-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn layout_matches_the_c_header() {
+    let checks: Vec<(&str, u64)> = vec![
+        ("SDT_KMOD_VERSION", KMOD_VERSION.into()),
+        ("SDT_TRAP_VERSION", crate::PROTOCOL_VERSION.into()),
+        ("SDT_ATTRS_MAX", ATTRS_MAX),
+        ("SDT_NSIG", NSIG as u64),
+        ("SDT_FILTER_MAX_RULES", FILTER_MAX_RULES as u64),
+        ("SDT_FILTER_MAX_STRINGS", FILTER_MAX_STRINGS as u64),
+        ("SDT_FILTER_MAX_LEVEL", filter_flags::MAX_LEVEL.into()),
+        ("SDT_FILTER_CLASSES", filter_flags::CLASSES.into()),
+        ("SDT_FILTER_IDS", filter_flags::IDS.into()),
+        ("SDT_FILTER_HITS", filter_flags::HITS.into()),
+        ("SDT_RULE_CLASS", RULE_CLASS.into()),
+        ("SDT_RULE_ID", RULE_ID.into()),
+        ("SDT_RULE_HIT", RULE_HIT.into()),
+        ("SDT_RULE_ATTR", RULE_ATTR.into()),
+        ("SDT_RULE_ALWAYS", RULE_ALWAYS.into()),
+        ("SDT_RELEASE_TURN_OFF", RELEASE_TURN_OFF.into()),
+        ("SDT_GET_WAIT", GET_WAIT.into()),
+        ("SDT_CAPTURE_TRIGGER", CAPTURE_TRIGGER.into()),
+        ("SDT_CAPTURE_FREEZE", CAPTURE_FREEZE.into()),
+        ("SDT_THREAD_TRIGGER", THREAD_TRIGGER.into()),
+        ("(unsigned long long)(long long)SDT_RESULT_OFF", crate::RESULT_OFF as u64),
+        ("(unsigned long long)(long long)SDT_RESULT_FILTERED", crate::RESULT_FILTERED as u64),
+        ("(unsigned long long)(long long)SDT_RESULT_DECLINED", crate::RESULT_DECLINED as u64),
+        ("(unsigned long long)(long long)SDT_RESULT_PENDING", crate::RESULT_PENDING as u64),
+        ("SDT_STATE_OFF", crate::STATE_OFF as u64),
+        ("SDT_IOC_VERSION", IOC_VERSION),
+        ("SDT_IOC_REGISTER", IOC_REGISTER),
+        ("SDT_IOC_QUERY", IOC_QUERY),
+        ("SDT_IOC_TRIGGER", IOC_TRIGGER),
+        ("SDT_IOC_FREEZE", IOC_FREEZE),
+        ("SDT_IOC_GET", IOC_GET),
+        ("SDT_IOC_RELEASE", IOC_RELEASE),
+        ("sizeof(struct sdt_trap_record)", size_of::<TrapRecord>() as u64),
+        ("offsetof(struct sdt_trap_record, hit)", offset_of!(TrapRecord, hit) as u64),
+        ("offsetof(struct sdt_trap_record, state_ptr)", offset_of!(TrapRecord, state_ptr) as u64),
+        ("offsetof(struct sdt_trap_record, result)", offset_of!(TrapRecord, result) as u64),
+        ("sizeof(struct sdt_filter)", size_of::<FilterHeader>() as u64),
+        ("offsetof(struct sdt_filter, strings_len)", offset_of!(FilterHeader, strings_len) as u64),
+        ("sizeof(struct sdt_rule)", size_of::<Rule>() as u64),
+        ("offsetof(struct sdt_rule, id)", offset_of!(Rule, id) as u64),
+        ("offsetof(struct sdt_rule, first)", offset_of!(Rule, first) as u64),
+        ("offsetof(struct sdt_rule, last)", offset_of!(Rule, last) as u64),
+        ("offsetof(struct sdt_rule, key_off)", offset_of!(Rule, key_off) as u64),
+        ("offsetof(struct sdt_rule, glob_len)", offset_of!(Rule, glob_len) as u64),
+        ("sizeof(struct sdt_version)", size_of::<Version>() as u64),
+        ("offsetof(struct sdt_version, xstate_size)", offset_of!(Version, xstate_size) as u64),
+        ("sizeof(struct sdt_register)", size_of::<Register>() as u64),
+        ("offsetof(struct sdt_register, pid)", offset_of!(Register, pid) as u64),
+        ("offsetof(struct sdt_register, filter)", offset_of!(Register, filter) as u64),
+        ("sizeof(struct sdt_query)", size_of::<Query>() as u64),
+        ("offsetof(struct sdt_query, daemon_pid)", offset_of!(Query, daemon_pid) as u64),
+        ("sizeof(struct sdt_release)", size_of::<Release>() as u64),
+        ("offsetof(struct sdt_release, flags)", offset_of!(Release, flags) as u64),
+        ("sizeof(struct sdt_sigaction)", size_of::<SigAction>() as u64),
+        ("offsetof(struct sdt_sigaction, mask)", offset_of!(SigAction, mask) as u64),
+        ("sizeof(struct sdt_snapshot)", size_of::<Snapshot>() as u64),
+        ("offsetof(struct sdt_snapshot, flags)", offset_of!(Snapshot, flags) as u64),
+        ("offsetof(struct sdt_snapshot, seq)", offset_of!(Snapshot, seq) as u64),
+        ("offsetof(struct sdt_snapshot, trigger_tid)", offset_of!(Snapshot, trigger_tid) as u64),
+        ("offsetof(struct sdt_snapshot, start_ns)", offset_of!(Snapshot, start_ns) as u64),
+        ("offsetof(struct sdt_snapshot, held_ns)", offset_of!(Snapshot, held_ns) as u64),
+        ("offsetof(struct sdt_snapshot, exec_id)", offset_of!(Snapshot, exec_id) as u64),
+        ("offsetof(struct sdt_snapshot, record_addr)", offset_of!(Snapshot, record_addr) as u64),
+        ("offsetof(struct sdt_snapshot, record)", offset_of!(Snapshot, record) as u64),
+        ("offsetof(struct sdt_snapshot, nr_actions)", offset_of!(Snapshot, nr_actions) as u64),
+        ("offsetof(struct sdt_snapshot, actions)", offset_of!(Snapshot, actions) as u64),
+        ("sizeof(struct sdt_thread)", size_of::<Thread>() as u64),
+        ("offsetof(struct sdt_thread, sigmask)", offset_of!(Thread, sigmask) as u64),
+        ("offsetof(struct sdt_thread, rseq_sig)", offset_of!(Thread, rseq_sig) as u64),
+        ("offsetof(struct sdt_thread, robust_list_len)", offset_of!(Thread, robust_list_len) as u64),
+        ("offsetof(struct sdt_thread, xstate_size)", offset_of!(Thread, xstate_size) as u64),
+        ("offsetof(struct sdt_thread, gpregs)", offset_of!(Thread, gpregs) as u64),
+        ("offsetof(struct sdt_thread, fpregs)", offset_of!(Thread, fpregs) as u64),
+    ];
+    let mut main = String::from(
+        "#include <stddef.h>\n#include <stdio.h>\n#include \"include/uapi/linux/sdt_kmod.h\"\nint main(void)\n{\n",
+    );
+    for (expr, _) in &checks {
+        main.push_str(&format!("\tprintf(\"%llu\\n\", (unsigned long long)({expr}));\n"));
+    }
+    main.push_str("\treturn 0;\n}\n");
+    let printed = run_c(&main, &[], "");
+    let values: Vec<u64> = printed.lines().map(|l| l.parse().unwrap()).collect();
+    assert_eq!(values.len(), checks.len());
+    for ((expr, rust), c) in checks.iter().zip(values) {
+        assert_eq!(*rust, c, "{expr}: Rust says {rust}, the C header {c}");
+    }
+}
+
+/// A small deterministic generator (xorshift64*), so that a failure repeats.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn range(&mut self, lo: i64, hi: i64) -> i64 {
+        lo + self.below((hi - lo + 1) as u64) as i64
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+    fn text(&mut self, alphabet: &[u8], max: u64) -> String {
+        let len = self.below(max + 1);
+        (0..len).map(|_| alphabet[self.below(alphabet.len() as u64) as usize] as char).collect()
+    }
+    fn spans(&mut self, lo: i64, hi: i64) -> Vec<Span> {
+        (0..self.below(3))
+            .map(|_| {
+                let a = self.range(lo, hi);
+                Span { first: a, last: a + self.range(0, 2) }
+            })
+            .collect()
+    }
+}
+
+fn random_filter(rng: &mut Rng) -> Filter {
+    Filter {
+        max_level: rng.chance(50).then(|| rng.range(-1, 3) as i32),
+        classes: rng.chance(40).then(|| (0..rng.below(3)).map(|_| rng.range(-1, 3) as i32).collect()),
+        ids: rng.chance(40).then(|| rng.spans(-2, 5)),
+        hits: rng.chance(40).then(|| rng.spans(0, 5)),
+        attrs: (0..rng.below(3).saturating_sub(1))
+            .map(|_| (rng.text(b"ab", 2), rng.text(b"ab*?[]!^-\\=", 6)))
+            .collect(),
+        always: (0..rng.below(2))
+            .map(|_| (rng.range(0, 3) as i32, rng.range(-1, 3) as i32, rng.range(-2, 5) as i32))
+            .collect(),
+    }
+}
+
+/// `key=value` pairs with stray spaces and separators, sometimes noise.
+fn random_attrs(rng: &mut Rng) -> String {
+    if rng.chance(10) {
+        return rng.text(b"ab=, \t*?[]\\", 10);
+    }
+    let pairs: Vec<String> = (0..rng.below(4))
+        .map(|_| {
+            let space = |rng: &mut Rng| if rng.chance(20) { " " } else { "" };
+            let (a, b, c) = (space(rng), space(rng), space(rng));
+            format!("{a}{}{b}={c}{}", rng.text(b"ab", 2), rng.text(b"ab*?[]=\\", 4))
+        })
+        .collect();
+    pairs.join(",")
+}
+
+fn hex(bytes: &[u8]) -> String {
+    if bytes.is_empty() {
+        return "-".into();
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+const FILTER_DRIVER: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "sdt_filter.h"
+
+static size_t unhex(const char *s, unsigned char *out)
+{
+	size_t n = 0;
+
+	if (!strcmp(s, "-"))
+		return 0;
+	for (; s[0] && s[1]; s += 2) {
+		unsigned int b;
+
+		sscanf(s, "%2x", &b);
+		out[n++] = (unsigned char)b;
+	}
+	return n;
+}
+
+int main(void)
+{
+	static char blob_hex[1 << 16], attrs_hex[1 << 12];
+	static unsigned char blob[1 << 15], attrs[1 << 11];
+	int level, class_, id;
+	unsigned long long hit;
+
+	while (scanf("%65535s %d %d %d %llu %4095s", blob_hex, &level, &class_, &id, &hit,
+		     attrs_hex) == 6) {
+		size_t blen = unhex(blob_hex, blob);
+		struct sdt_site site = { level, class_, id, hit, attrs, unhex(attrs_hex, attrs) };
+
+		if (sdt_filter_check(blob, blen))
+			printf("bad\n");
+		else
+			printf("%d\n", sdt_filter_match(blob, &site));
+	}
+	return 0;
+}
+"#;
+
+#[test]
+fn kernel_filter_agrees_with_sdt_abi() {
+    let mut rng = Rng(0x5d7_f11e_7e57);
+    let mut input = String::new();
+    let mut expected = Vec::new();
+    for _ in 0..300 {
+        let filter = random_filter(&mut rng);
+        let blob = hex(&encode_filter(&filter).unwrap());
+        for _ in 0..20 {
+            let (level, class, id) = (rng.range(-1, 3) as i32, rng.range(-1, 3) as i32, rng.range(-2, 5) as i32);
+            let hit = rng.below(6);
+            let attrs = random_attrs(&mut rng);
+            let forced = filter.forces(level, class, id);
+            let passes = forced
+                || (filter.matches_numbers(level, class, id)
+                    && filter.matches_attrs(attrs.as_bytes())
+                    && (hit == 0 || filter.matches_hit(hit)));
+            input.push_str(&format!("{blob} {level} {class} {id} {hit} {}\n", hex(attrs.as_bytes())));
+            expected.push((passes, format!("{filter:?} level {level} class {class} id {id} hit {hit} attrs {attrs:?}")));
+        }
+    }
+    let out = run_c(FILTER_DRIVER, &[kmod_dir().join("sdt_filter.c")], &input);
+    let got: Vec<&str> = out.lines().collect();
+    assert_eq!(got.len(), expected.len());
+    // Both outcomes are common, so that agreement means something.
+    let passing = expected.iter().filter(|(p, _)| *p).count();
+    assert!(passing * 10 > expected.len() && passing * 10 < expected.len() * 9, "{passing} of {}", expected.len());
+    for (g, (passes, case)) in got.iter().zip(&expected) {
+        assert_eq!(*g, if *passes { "1" } else { "0" }, "the kernel's filter disagrees on {case}");
+    }
+}
+
+#[test]
+fn the_kernel_refuses_malformed_filters() {
+    let good = encode_filter(&Filter {
+        ids: Some(vec![Span { first: 1, last: 3 }]),
+        attrs: vec![("k".into(), "v*".into())],
+        ..Filter::default()
+    })
+    .unwrap();
+    let mut cases = vec![good.clone(), good[..good.len() - 1].to_vec(), good[..8].to_vec()];
+    let mut reversed = good.clone();
+    reversed[16 + 16..16 + 24].copy_from_slice(&9i64.to_le_bytes()); // first > last
+    cases.push(reversed);
+    let mut outside = good.clone();
+    outside[16 + 48 + 32..16 + 48 + 36].copy_from_slice(&100u32.to_le_bytes()); // key past the strings
+    cases.push(outside);
+    let mut kind = good.clone();
+    kind[16..20].copy_from_slice(&9u32.to_le_bytes());
+    cases.push(kind);
+    let mut flags = good;
+    flags[0..4].copy_from_slice(&0x100u32.to_le_bytes());
+    cases.push(flags);
+    let input: String = cases.iter().map(|c| format!("{} 1 1 1 1 {}\n", hex(c), hex(b"k=vv"))).collect();
+    let out = run_c(FILTER_DRIVER, &[kmod_dir().join("sdt_filter.c")], &input);
+    assert_eq!(out.lines().collect::<Vec<_>>(), ["1", "bad", "bad", "bad", "bad", "bad", "bad"]);
+}
+
+#[test]
+fn filters_encode_as_the_header_says() {
+    let filter = Filter {
+        max_level: Some(2),
+        classes: Some(vec![1, 3]),
+        ids: Some(vec![]),
+        hits: None,
+        attrs: vec![("phase".into(), "solve*".into())],
+        always: vec![(5, 9, 9)],
+    };
+    let blob = encode_filter(&filter).unwrap();
+    let u32_at = |o: usize| u32::from_le_bytes(blob[o..o + 4].try_into().unwrap());
+    assert_eq!(u32_at(0), filter_flags::MAX_LEVEL | filter_flags::CLASSES | filter_flags::IDS);
+    assert_eq!((u32_at(4), u32_at(8), u32_at(12)), (2, 4, 11));
+    assert_eq!(blob.len(), 16 + 4 * 48 + 11);
+    assert_eq!(&blob[16 + 4 * 48..], b"phasesolve*");
+    let attr = 16 + 2 * 48;
+    assert_eq!(u32_at(attr), RULE_ATTR);
+    assert_eq!((u32_at(attr + 32), u32_at(attr + 36), u32_at(attr + 40), u32_at(attr + 44)), (0, 5, 5, 6));
+    let always = 16 + 3 * 48;
+    assert_eq!((u32_at(always), u32_at(always + 4), u32_at(always + 8), u32_at(always + 12)), (RULE_ALWAYS, 5, 9, 9));
+
+    let huge = Filter { classes: Some(vec![1; FILTER_MAX_RULES + 1]), ..Filter::default() };
+    let err = encode_filter(&huge).unwrap_err();
+    assert_eq!(err.rules, FILTER_MAX_RULES + 1);
+    assert!(err.to_string().contains("too large for the kernel module"), "{err}");
+}
+
+#[test]
+fn thread_records_decode_with_their_xstate() {
+    let mut bytes = vec![0u8; size_of::<Thread>() + 16];
+    bytes[0..4].copy_from_slice(&1234i32.to_le_bytes());
+    bytes[4..8].copy_from_slice(&THREAD_TRIGGER.to_le_bytes());
+    bytes[48..52].copy_from_slice(&216u32.to_le_bytes());
+    bytes[52..56].copy_from_slice(&512u32.to_le_bytes());
+    bytes[56..60].copy_from_slice(&8u32.to_le_bytes());
+    let rip = offset_of!(Thread, gpregs) + 16 * 8;
+    bytes[rip..rip + 8].copy_from_slice(&0x40_1000u64.to_le_bytes());
+    bytes[size_of::<Thread>()..size_of::<Thread>() + 8].copy_from_slice(b"XSTATE!!");
+    let (thread, xstate) = Thread::from_bytes(&bytes).unwrap();
+    assert_eq!((thread.tid, thread.flags, thread.gpregs[16]), (1234, THREAD_TRIGGER, 0x40_1000));
+    assert_eq!(xstate, b"XSTATE!!");
+    assert_eq!(thread.gpregs_bytes().len(), 216);
+    // An XSAVE area longer than the bytes, or registers longer than their arrays.
+    bytes[56..60].copy_from_slice(&17u32.to_le_bytes());
+    assert!(Thread::from_bytes(&bytes).is_none());
+    bytes[56..60].copy_from_slice(&0u32.to_le_bytes());
+    bytes[48..52].copy_from_slice(&300u32.to_le_bytes());
+    assert!(Thread::from_bytes(&bytes).is_none());
+    assert!(Thread::from_bytes(&bytes[..100]).is_none());
+}
