@@ -36,7 +36,8 @@
  * Thread-safe. Not async-signal-safe on the first call of a process (it reads the
  * environment); afterwards it allocates nothing and takes no locks. When a snapshot is
  * taken, the calling thread stops inside SetBreakpoint() itself, so the snapshot's top
- * frame is the line that called it.
+ * frame is the line that called it: at an `int3` for `sdt run`'s ptrace tracer, or in
+ * the kernel module's trigger call under `sdt run --backend kmod`.
  */
 #ifndef SDT_H
 #define SDT_H
@@ -90,6 +91,16 @@ struct sdt_trap {
 /* "SDTTRAP" and the protocol version, little-endian. */
 #define SDT_TRAP_MAGIC 0x0150415254544453ULL
 
+/*
+ * Under `sdt run --backend kmod`: the open /dev/sdt of the kernel module that captures
+ * this process (else -1), and its trigger request, ioctl(sdt_kmod_fd,
+ * SDT_KMOD_TRIGGER, &trap) (SDT_IOC_TRIGGER of kmod/include/uapi/linux/sdt_kmod.h:
+ * _IOWR(0xDB, 3, struct sdt_trap)). The call returns once every other thread of the
+ * process was held, the snapshot taken and the threads released, with trap.result set.
+ */
+extern int sdt_kmod_fd;
+#define SDT_KMOD_TRIGGER 0xC048DB03UL
+
 #ifdef __cplusplus
 static_assert(sizeof(struct sdt_trap) == 72, "struct sdt_trap is part of the protocol");
 #else
@@ -98,7 +109,8 @@ _Static_assert(sizeof(struct sdt_trap) == 72, "struct sdt_trap is part of the pr
 
 /*
  * Checks a breakpoint against the capture config. Returns 0 when it passes and `trap` is
- * filled for the caller to stop with; SDT_OFF or SDT_FILTERED otherwise.
+ * filled for the caller to stop with (int3, or the module's trigger if sdt_kmod_fd is
+ * set); SDT_OFF or SDT_FILTERED otherwise.
  */
 SDT_MUST_CHECK int sdt_arm(struct sdt_trap *trap, int level, int class_, int id,
 			   int multiple_mark, const char *attrs);
@@ -122,7 +134,7 @@ static inline int SetBreakpoint(int level, int class_, int id, int multiple_mark
 				const char *attrs)
 {
 	struct sdt_trap trap;
-	int armed;
+	int armed, fd;
 	int state = __atomic_load_n(&sdt_state, __ATOMIC_RELAXED);
 
 	if (__builtin_expect(state == 0, 1))
@@ -133,7 +145,19 @@ static inline int SetBreakpoint(int level, int class_, int id, int multiple_mark
 	if (armed != 0)
 		return armed;
 #if defined(__x86_64__)
-	__asm__ volatile("int3" : : "a"(SDT_TRAP_MAGIC), "D"(&trap) : "memory");
+	fd = __atomic_load_n(&sdt_kmod_fd, __ATOMIC_ACQUIRE);
+	if (fd >= 0) {
+		long rc = 16; /* __NR_ioctl */
+
+		__asm__ volatile("syscall"
+				 : "+a"(rc)
+				 : "D"((long)fd), "S"(SDT_KMOD_TRIGGER), "d"(&trap)
+				 : "rcx", "r11", "memory");
+		if (rc < 0)
+			return SDT_DECLINED;
+	} else {
+		__asm__ volatile("int3" : : "a"(SDT_TRAP_MAGIC), "D"(&trap) : "memory");
+	}
 #else
 #error "SDT supports x86_64 only"
 #endif

@@ -18,11 +18,13 @@
 //!   system call.
 //! - After the first call (which reads the environment), the breakpoint path allocates
 //!   nothing and takes no locks.
-//! - A breakpoint that passes stops its thread with `int3` for the tracer (see `trap`),
-//!   inlined into the caller (`SetBreakpoint` in `sdt.h`, [`set_breakpoint`] here), so
-//!   the snapshot's top frame is the user's own code.
+//! - A breakpoint that passes stops its thread with `int3` for the tracer, or with the
+//!   kernel module's trigger call where `sdt run --backend kmod` registered the process
+//!   (see `trap`), inlined into the caller (`SetBreakpoint` in `sdt.h`,
+//!   [`set_breakpoint`] here), so the snapshot's top frame is the user's own code.
 //!   The library turns itself on only if `/proc/self/status` shows the tracer named in the
-//!   environment, and off in a forked child, so an untraced process never traps.
+//!   environment, or `/dev/sdt` says that `sdt` registered this process, and off in a
+//!   forked child, so a process `sdt run` does not watch never stops.
 //!
 //! The library does not take snapshots itself and knows nothing of the store; that is the
 //! capture side's job (`sdt-daemon`).
@@ -30,8 +32,10 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
+mod kmod;
 mod session;
 
+pub use kmod::sdt_kmod_fd;
 pub use session::sdt_reconfig;
 mod sites;
 mod trap;

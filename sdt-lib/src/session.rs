@@ -9,7 +9,7 @@ use sdt_abi::{
     Site, TrapRecord, state_for,
 };
 
-use crate::{sdt_state, sites, trap};
+use crate::{kmod, sdt_state, sites, trap};
 
 /// Running under `sdt run`: the capture filter the tracer handed over.
 pub(crate) struct Session {
@@ -49,7 +49,11 @@ fn set_up() -> Option<&'static Session> {
     let _one_at_a_time = SETUP.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     if sdt_state.load(Ordering::Acquire) == STATE_UNINIT {
         let session = match take_reconfig() {
-            Some(filter) => Some(Session { filter }),
+            Some(filter) => {
+                // A tracer took the program over (a restored one): breakpoints trap for it.
+                kmod::use_device(-1);
+                Some(Session { filter })
+            }
             None if SESSION.load(Ordering::Acquire).is_null() => start(),
             None => None,
         };
@@ -99,24 +103,25 @@ fn take_reconfig() -> Option<Filter> {
 
 fn start() -> Option<Session> {
     let tracer: i32 = std::env::var(ENV_TRACER).ok()?.parse().ok()?;
-    // An inherited environment is not enough: only the process `sdt run` traces may trap.
-    if tracer_pid() != Some(tracer) {
-        return None;
-    }
+    // An inherited environment is not enough: only the process `sdt run` traces, or
+    // registered with the kernel module, may stop.
+    let device = if tracer_pid() == Some(tracer) { -1 } else { kmod::open_registered(tracer)? };
     let wire = std::env::var(ENV_CAPTURE).unwrap_or_default();
     let filter = match Filter::decode(&wire) {
         Ok(filter) => filter,
         Err(e) => {
             eprintln!("sdt: {e}; breakpoints are off (is libsdt older or newer than sdt?)");
+            kmod::close(device);
             return None;
         }
     };
-    // A forked child is not traced: its breakpoints must not trap.
+    // A forked child is neither traced nor registered: its breakpoints must not stop.
     #[allow(unsafe_code)]
     // SAFETY: registers a plain function that only stores to an atomic.
     unsafe {
         libc::pthread_atfork(None, None, Some(turn_off_in_child));
     }
+    kmod::use_device(device);
     Some(Session { filter })
 }
 

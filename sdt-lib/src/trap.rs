@@ -1,15 +1,17 @@
-//! The trap: stopping the breaking thread for the tracer.
+//! The trap: stopping the breaking thread for the tracer, or for the kernel module.
 //!
 //! Runs on the user's thread inside the user's program. Rules for this file:
-//! no allocation, no locks, no system calls other than the `int3` itself (the clock is
-//! read through the vDSO).
+//! no allocation, no locks, no system calls other than the `int3` itself or the
+//! module's trigger (the clock is read through the vDSO).
 
 #![allow(unsafe_code)]
 
-use std::sync::atomic::AtomicI32;
+use std::sync::atomic::{AtomicI32, Ordering};
 
-use sdt_abi::{PROTOCOL_VERSION, RESULT_PENDING, Site, TRAP_MAGIC, TRAP_RECORD_SIZE, TrapRecord};
+use sdt_abi::kmod::IOC_TRIGGER;
+use sdt_abi::{PROTOCOL_VERSION, RESULT_DECLINED, RESULT_PENDING, Site, TRAP_MAGIC, TRAP_RECORD_SIZE, TrapRecord};
 
+use crate::kmod::sdt_kmod_fd;
 use crate::sdt_state;
 
 /// Longest attribute string the tracer reads.
@@ -33,20 +35,48 @@ pub(crate) fn arm(record: &mut TrapRecord, site: &Site<'_>, multiple_mark: i32, 
     };
 }
 
-/// Executes `int3` with `rax = TRAP_MAGIC`, `rdi = record`, and returns the result the
-/// tracer wrote. Inlined into the caller, so the stopped thread's top frame is the
-/// caller's.
+/// Stops the thread for the capture and returns the result written into the record:
+/// under ptrace, `int3` with `rax = TRAP_MAGIC`, `rdi = record`; under the kernel
+/// module, `ioctl(sdt_kmod_fd, SDT_IOC_TRIGGER, record)`, which returns once every
+/// thread was held and released. Inlined into the caller, so the stopped thread's top
+/// frame is the caller's either way.
 #[inline(always)]
 pub(crate) fn stop(record: &mut TrapRecord) -> i64 {
+    let fd = sdt_kmod_fd.load(Ordering::Acquire);
     let record: *mut TrapRecord = record;
-    // SAFETY: `int3` only raises SIGTRAP; the library arms a trap only when `sdt run`
-    // traces this process (session.rs), and the tracer reads the record and writes
-    // `result` while this thread is stopped. The asm may read and write memory (no
-    // `nomem`), so the compiler keeps the record in memory across it.
-    unsafe {
-        std::arch::asm!("int3", in("rax") TRAP_MAGIC, in("rdi") record, options(nostack));
-        std::ptr::read_volatile(&raw const (*record).result)
+    if fd >= 0 {
+        let mut rax = libc::SYS_ioctl;
+        // SAFETY: a plain ioctl system call on the module's device with the record's
+        // address; the module reads the record and writes `result` (and maybe the state
+        // word) before it returns. `syscall` clobbers rcx and r11; the asm may read and
+        // write memory (no `nomem`), so the record stays in memory across it.
+        unsafe {
+            std::arch::asm!(
+                "syscall",
+                inout("rax") rax,
+                in("rdi") fd as i64,
+                in("rsi") IOC_TRIGGER,
+                in("rdx") record,
+                lateout("rcx") _,
+                lateout("r11") _,
+                options(nostack),
+            );
+        }
+        if rax < 0 {
+            // No answer (the device is gone, or refused the record).
+            return RESULT_DECLINED;
+        }
+    } else {
+        // SAFETY: `int3` only raises SIGTRAP; the library arms a trap only when `sdt run`
+        // traces this process (session.rs), and the tracer reads the record and writes
+        // `result` while this thread is stopped. The asm may read and write memory (no
+        // `nomem`), so the compiler keeps the record in memory across it.
+        unsafe {
+            std::arch::asm!("int3", in("rax") TRAP_MAGIC, in("rdi") record, options(nostack));
+        }
     }
+    // SAFETY: `record` points to the caller's live record.
+    unsafe { std::ptr::read_volatile(&raw const (*record).result) }
 }
 
 fn monotonic_ns() -> u64 {

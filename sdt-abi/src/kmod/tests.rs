@@ -1,5 +1,5 @@
-//! The mirror against the C header, and the module's filter against [`Filter`]: both by
-//! compiling the C side with the host's gcc.
+//! The mirror against the C headers (the module's and libsdt's), and the module's filter
+//! against [`Filter`]: both by compiling the C side with the host's gcc.
 
 use std::io::Write;
 use std::mem::offset_of;
@@ -23,6 +23,8 @@ fn run_c(main: &str, sources: &[PathBuf], input: &str) -> String {
     let out = Command::new("gcc")
         .args(["-std=gnu11", "-O1", "-Wall", "-Wextra", "-Werror", "-I"])
         .arg(kmod_dir())
+        .arg("-I")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdt-lib/include"))
         .arg(&main_c)
         .args(sources)
         .arg("-o")
@@ -86,6 +88,10 @@ fn layout_matches_the_c_header() {
         ("SDT_IOC_REGISTER", IOC_REGISTER),
         ("SDT_IOC_QUERY", IOC_QUERY),
         ("SDT_IOC_TRIGGER", IOC_TRIGGER),
+        // libsdt's header issues the trigger itself.
+        ("SDT_KMOD_TRIGGER", IOC_TRIGGER),
+        ("sizeof(struct sdt_trap)", size_of::<TrapRecord>() as u64),
+        ("SDT_PROTOCOL_VERSION", crate::PROTOCOL_VERSION.into()),
         ("SDT_IOC_FREEZE", IOC_FREEZE),
         ("SDT_IOC_GET", IOC_GET),
         ("SDT_IOC_RELEASE", IOC_RELEASE),
@@ -132,7 +138,7 @@ fn layout_matches_the_c_header() {
         ("offsetof(struct sdt_thread, fpregs)", offset_of!(Thread, fpregs) as u64),
     ];
     let mut main = String::from(
-        "#include <stddef.h>\n#include <stdio.h>\n#include \"include/uapi/linux/sdt_kmod.h\"\nint main(void)\n{\n",
+        "#include <stddef.h>\n#include <stdio.h>\n#include <sdt.h>\n#include \"include/uapi/linux/sdt_kmod.h\"\nint main(void)\n{\n",
     );
     for (expr, _) in &checks {
         main.push_str(&format!("\tprintf(\"%llu\\n\", (unsigned long long)({expr}));\n"));
