@@ -1,12 +1,32 @@
 //! The freeze interface: how the capture stops and resumes every thread of the target.
 //!
 //! The capture needs three things of a backend: tell it when a breakpoint passes, stop
-//! every thread with its registers, and resume them together. ptrace provides them here
-//! ([`crate::ptrace::Tracer`]); the kernel module provides them where it is loaded.
+//! every thread with its registers, and resume them together ([`Freezer`]), plus the
+//! program's events for the daemon loop ([`EventSource`]). ptrace provides them
+//! ([`crate::ptrace::Tracer`]: breakpoints are `int3` stops, the freeze is
+//! `PTRACE_INTERRUPT`); so does the kernel module where it is loaded
+//! ([`crate::kmod::Kmod`]: breakpoints arrive already frozen through `/dev/sdt`, the
+//! program's end through `SIGCHLD`).
+//!
+//! ```text
+//!                       ptrace (Tracer)                     kernel module (Kmod)
+//!  breakpoint           int3 stop seen by waitpid           /dev/sdt readable, every
+//!                                                           thread already held
+//!  freeze (timer)       PTRACE_INTERRUPT each thread        SDT_IOC_FREEZE + SDT_IOC_GET
+//!  registers            PTRACE_GETREGSET per thread         from SDT_IOC_GET
+//!  signal handlers      injected rt_sigaction               from SDT_IOC_GET
+//!  write tracking       injected userfaultfd                none: page hashes
+//!  thaw                 PTRACE_CONT each thread             SDT_IOC_RELEASE
+//!  program's end        waitpid                             SIGCHLD, waitpid
+//! ```
+
+use std::os::fd::BorrowedFd;
 
 use sdt_abi::TrapRecord;
-use sdt_store::ThreadState;
+use sdt_store::{SignalAction, ThreadState};
 use sdt_sys::Tid;
+
+use crate::ptrace::Tracer;
 
 /// A thread stopped at a breakpoint that passed the program's filter.
 #[derive(Clone, Debug)]
@@ -19,6 +39,19 @@ pub(crate) struct BreakpointHit {
     pub record_addr: u64,
     /// The attribute string (lossy UTF-8).
     pub attrs: String,
+}
+
+impl BreakpointHit {
+    /// The hit of thread `tid`, stopped with `record` (at `record_addr`); its attribute
+    /// string is read from the program.
+    pub(crate) fn read(tid: Tid, record: TrapRecord, record_addr: u64) -> BreakpointHit {
+        let mut attrs = vec![0u8; record.attrs_len.min(sdt_abi::kmod::ATTRS_MAX) as usize];
+        if let Err(e) = sdt_sys::memory::read_exact(tid, record.attrs_ptr, &mut attrs) {
+            log::warn!("thread {tid}: breakpoint attributes unreadable ({e}); recorded as empty");
+            attrs.clear();
+        }
+        BreakpointHit { tid, record, record_addr, attrs: String::from_utf8_lossy(&attrs).into_owned() }
+    }
 }
 
 /// How the program ended.
@@ -59,6 +92,10 @@ pub(crate) enum FreezeError {
     /// The program ended while its threads were being stopped or read.
     #[error("the program ended during the capture ({0:?})")]
     TargetGone(ProgramExit),
+    /// No capture now, and nothing wrong (a timed snapshot while a breakpoint's capture
+    /// is under way).
+    #[error("capture skipped: {0}")]
+    Skip(&'static str),
     /// A system call failed.
     #[error(transparent)]
     Sys(#[from] sdt_sys::Error),
@@ -77,4 +114,27 @@ pub(crate) trait Freezer {
     /// caused the capture, its thread's call returns `result`; with `turn_off`, the
     /// program's breakpoints stop trapping from now on.
     fn thaw(&mut self, breakpoint: Option<(&BreakpointHit, i64)>, turn_off: bool) -> Result<(), FreezeError>;
+}
+
+/// The program's events, for the daemon loop, and what a capture reads through the
+/// backend besides registers.
+pub(crate) trait EventSource: Freezer {
+    /// The next breakpoint or the program's end, if one is ready; handles every other
+    /// report on the way. Never blocks.
+    fn poll(&mut self) -> Result<Option<TargetEvent>, sdt_sys::Error>;
+
+    /// A descriptor that becomes readable when [`EventSource::poll`] has something that
+    /// no `SIGCHLD` announces.
+    fn wake_fd(&self) -> Option<BorrowedFd<'_>>;
+
+    /// Sends `signal` to the program, as `kill` would.
+    fn signal(&self, signal: i32) -> Result<(), sdt_sys::Error>;
+
+    /// The ptrace tracer holding the program, to inject system calls into a held
+    /// thread; `None` where the backend cannot.
+    fn injector(&mut self) -> Option<&mut Tracer>;
+
+    /// The dispositions of the `caught` and `ignored` signals (bit `n - 1` for signal
+    /// `n`), where the freeze read them; `None`: read them by injection.
+    fn signal_actions(&self, caught: u64, ignored: u64) -> Option<Result<Vec<SignalAction>, String>>;
 }

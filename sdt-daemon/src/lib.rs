@@ -1,5 +1,6 @@
-//! SDT's capture service: runs a program under ptrace and, at every breakpoint that
-//! passes the capture config (and every timer tick), freezes all of its threads, reads
+//! SDT's capture service: runs a program under ptrace (or registered with SDT's kernel
+//! module) and, at every breakpoint that passes the capture config (and every timer
+//! tick), freezes all of its threads, reads
 //! their registers and the pages that hold content, resumes them, and hands the capture
 //! to a writer thread that stores it incrementally.
 //!
@@ -14,6 +15,7 @@
 //!     quiet: false,
 //!     tracking: Default::default(),
 //!     queue_bytes: 1 << 30,
+//!     backend: sdt_daemon::Backend::Auto,
 //! })?;
 //! println!("run {} took {} snapshots", outcome.run, outcome.totals.snapshots);
 //! # Ok::<(), sdt_daemon::Error>(())
@@ -24,8 +26,9 @@
 //! - The pause holds only what must happen with every thread stopped: the freeze,
 //!   registers, the mappings, and the copy of the pages. Diffing, compression and writing
 //!   happen on the writer thread while the program runs.
-//! - The freeze sits behind [`freeze::Freezer`], so another way of stopping threads (the
-//!   kernel module) replaces ptrace without touching the capture.
+//! - The freeze sits behind [`freeze::Freezer`] and the program's events behind
+//!   [`freeze::EventSource`], so the kernel module ([`Backend::Kmod`]) replaces ptrace
+//!   without touching the capture.
 //! - The program behaves as without SDT: its stdio, signals and exit status are its own,
 //!   and `sdt` forwards signals sent to it.
 
@@ -37,6 +40,7 @@ mod capture;
 pub mod config;
 mod freeze;
 pub mod human;
+mod kmod;
 pub mod launch;
 mod procfs;
 mod ptrace;
@@ -60,13 +64,15 @@ use sdt_sys::{Tid, monotonic_ns};
 
 pub use config::{CaptureConfig, ConfigError};
 pub use freeze::ProgramExit;
+pub use kmod::{KmodError, available as kmod_available};
 pub use launch::LaunchError;
 pub use resume::{Resumed, resume_detached};
 pub use tracking::Tracking;
 pub use writer::{WriteTotals, WriterStopped};
 
 use capture::Capturer;
-use freeze::{BreakpointHit, FreezeError, Freezer, TargetEvent};
+use freeze::{BreakpointHit, EventSource, FreezeError, TargetEvent};
+use kmod::Kmod;
 use ptrace::Tracer;
 use tracking::Vdso;
 use writer::{Job, StoreWriter};
@@ -88,6 +94,21 @@ pub struct RunOptions {
     pub tracking: Tracking,
     /// Bytes of copied pages that may wait for the writer before a capture waits too.
     pub queue_bytes: usize,
+    /// How the program's threads are stopped.
+    pub backend: Backend,
+}
+
+/// How a run stops the program's threads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Backend {
+    /// The kernel module where `/dev/sdt` is present, else ptrace (always ptrace for a
+    /// restored process).
+    #[default]
+    Auto,
+    /// ptrace: the program runs traced; breakpoints are `int3` stops.
+    Ptrace,
+    /// The kernel module (`kmod/`): IPIs hold the threads; no tracer.
+    Kmod,
 }
 
 /// Where a run's program comes from.
@@ -178,12 +199,16 @@ pub enum Error {
     /// A restored process could not be taken over.
     #[error("taking over the restored process: {0}")]
     Adopt(String),
+    /// The kernel module cannot capture the program.
+    #[error(transparent)]
+    Kmod(#[from] KmodError),
 }
 
 /// The program, started and stopped, and the run it goes into.
-struct Started {
+struct Started<B = Tracer> {
     pid: Tid,
-    tracer: Tracer,
+    /// What stops its threads: ptrace, or the kernel module.
+    tracer: B,
     info: RunInfo,
     /// For a restored process: its namespace's init.
     init: Option<Tid>,
@@ -195,13 +220,41 @@ struct Started {
 pub fn run(opts: &RunOptions) -> Result<RunOutcome, Error> {
     // Signals are blocked from here on: before any thread exists, so every thread
     // inherits the mask; the program's child unblocks them before execve.
-    let mut events = Events::new(&[libc::SIGCHLD, libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT])?;
+    let events = Events::new(&[libc::SIGCHLD, libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT])?;
     let store = Store::open_or_create(&opts.store)?;
     let started_ns = monotonic_ns();
-    let started = match &opts.target {
-        Target::Launch(command) => launch(command, opts)?,
-        Target::Restore(from) => resume::start(&store, from, opts)?,
+    let kmod = match (opts.backend, &opts.target) {
+        (Backend::Kmod, Target::Restore(_)) => return Err(KmodError::Restore.into()),
+        (Backend::Kmod, _) => true,
+        (Backend::Auto, Target::Launch(_)) => kmod::available(),
+        _ => false,
     };
+    if kmod && opts.tracking == Tracking::UffdWp {
+        return Err(KmodError::Tracking.into());
+    }
+    match &opts.target {
+        Target::Launch(command) if kmod => {
+            let device = kmod::open()?;
+            let filter = &opts.config.filter;
+            let started = launch(command, opts, options::EXITKILL, |pid| Kmod::start(pid, device, filter))?;
+            drive(started, events, &store, started_ns, opts)
+        }
+        Target::Launch(command) => {
+            let started = launch(command, opts, TRACE_OPTIONS, |pid| Ok(Tracer::start(pid)?))?;
+            drive(started, events, &store, started_ns, opts)
+        }
+        Target::Restore(from) => drive(resume::start(&store, from, opts)?, events, &store, started_ns, opts),
+    }
+}
+
+/// Runs the started program to its end, capturing snapshots into a new run of `store`.
+fn drive<B: EventSource>(
+    started: Started<B>,
+    mut events: Events,
+    store: &Store,
+    started_ns: u64,
+    opts: &RunOptions,
+) -> Result<RunOutcome, Error> {
     let Started { pid, tracer, info, init, inherited } = started;
     let run = match store.create_run(info) {
         Ok(run) => run,
@@ -269,11 +322,17 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, Error> {
     Ok(RunOutcome { run: run_id, exit, totals, problems })
 }
 
-/// Launches `command` seized, stopped at its `execve`.
-fn launch(command: &[String], opts: &RunOptions) -> Result<Started, Error> {
+/// Launches `command` seized with `ptrace_options`, and hands it, stopped at its
+/// `execve`, to `start` for the backend that will watch it.
+fn launch<B>(
+    command: &[String],
+    opts: &RunOptions,
+    ptrace_options: u32,
+    start: impl FnOnce(Tid) -> Result<B, Error>,
+) -> Result<Started<B>, Error> {
     let program = command.first().ok_or(LaunchError::Empty)?;
     let path = launch::resolve(program)?;
-    let spawn = launch::command(&path, command, &opts.config.filter, TRACE_OPTIONS)?;
+    let spawn = launch::command(&path, command, &opts.config.filter, ptrace_options)?;
     // What the program inherits besides stdio is not its own: a restore need not
     // recreate it (see `OpenFile::inherited`).
     let me = sdt_sys::current_tid();
@@ -285,9 +344,13 @@ fn launch(command: &[String], opts: &RunOptions) -> Result<Started, Error> {
         .collect();
     let started_wall_ns = wall_ns();
     let pid = sdt_sys::spawn::spawn_seized(&spawn)?;
+    let tracer = start(pid).inspect_err(|_| {
+        sdt_sys::kill_process(pid, libc::SIGKILL).ok();
+        sdt_sys::reap(pid);
+    })?;
     Ok(Started {
         pid,
-        tracer: Tracer::start(pid)?,
+        tracer,
         info: RunInfo {
             id: RunId(0),
             command: command.to_vec(),
@@ -319,9 +382,10 @@ fn wall_ns() -> i64 {
 }
 
 /// One run in progress.
-struct Session<'a> {
+struct Session<'a, B> {
     pid: Tid,
-    tracer: Tracer,
+    /// What stops the program's threads: ptrace, or the kernel module.
+    tracer: B,
     capturer: Capturer,
     /// Tracking could not be set up for this program image.
     tracking_failed: bool,
@@ -350,7 +414,7 @@ struct Session<'a> {
     problems: Vec<String>,
 }
 
-impl Session<'_> {
+impl<B: EventSource> Session<'_, B> {
     /// The daemon loop: breakpoints and program exit from the tracer; timer ticks and
     /// signals from `events`.
     fn run_to_end(&mut self, events: &mut Events) -> Result<ProgramExit, Error> {
@@ -373,8 +437,10 @@ impl Session<'_> {
                     return Ok(exit);
                 }
             }
-            for event in events.wait(None)? {
+            for event in events.wait_with(self.tracer.wake_fd(), None)? {
                 match event {
+                    // The backend has something: the loop's next poll takes it.
+                    Event::Ready => {}
                     Event::Signal { signo: libc::SIGCHLD, .. } => {}
                     // Sent to sdt by another process (`kill`): pass it on. Signals from
                     // the terminal (SI_KERNEL) reached the program's group already.
@@ -428,6 +494,10 @@ impl Session<'_> {
                 self.writer.return_buffer(buffer);
                 return match e {
                     FreezeError::TargetGone(exit) => Ok(Some(exit)),
+                    FreezeError::Skip(why) => {
+                        log::debug!("no snapshot now: {why}");
+                        Ok(None)
+                    }
                     FreezeError::Sys(e) => Err(e.into()),
                 };
             }
@@ -613,9 +683,13 @@ impl Session<'_> {
         caught: u64,
         ignored: u64,
     ) -> Result<Vec<sdt_store::SignalAction>, String> {
+        if let Some(read) = self.tracer.signal_actions(caught, ignored) {
+            return read;
+        }
         let syscall_at = if caught == 0 { 0 } else { self.vdso(via)?.syscall_at };
-        let thread = self.tracer.injection_thread(breaking).unwrap_or(via);
-        signals::read_actions(&mut self.tracer, thread, syscall_at, caught, ignored)
+        let tracer = self.tracer.injector().ok_or("no way to read the signal handlers")?;
+        let thread = tracer.injection_thread(breaking).unwrap_or(via);
+        signals::read_actions(tracer, thread, syscall_at, caught, ignored)
             .map_err(|e| format!("reading signal handlers: {}", human::error_chain(&e)))
     }
 
@@ -625,10 +699,16 @@ impl Session<'_> {
         if self.capturer.tracking() || self.tracking_failed || self.opts.tracking == Tracking::PageHash {
             return Ok(());
         }
-        let thread = self.tracer.injection_thread(breaking).unwrap_or(via);
-        let started = self
-            .vdso(via)
-            .and_then(|vdso| tracking::start(&mut self.tracer, self.pid, thread, vdso, self.capturer.pagemap()));
+        if self.tracer.injector().is_none() {
+            // The kernel module: nothing can make the program create a userfaultfd.
+            log::info!("changed pages are found by comparing page hashes (the kmod backend cannot inject system calls)");
+            self.tracking_failed = true;
+            return Ok(());
+        }
+        let vdso = self.vdso(via);
+        let tracer = self.tracer.injector().expect("checked above");
+        let thread = tracer.injection_thread(breaking).unwrap_or(via);
+        let started = vdso.and_then(|vdso| tracking::start(tracer, self.pid, thread, vdso, self.capturer.pagemap()));
         match started {
             Ok(uffd) => {
                 self.capturer.track_with(uffd);
@@ -647,7 +727,7 @@ impl Session<'_> {
         match self.tracer.thaw(breakpoint, turn_off) {
             Ok(()) => Ok(()),
             // The program is ending; its exit report comes next.
-            Err(FreezeError::TargetGone(_)) => Ok(()),
+            Err(FreezeError::TargetGone(_) | FreezeError::Skip(_)) => Ok(()),
             Err(FreezeError::Sys(e)) if e.is_gone() => Ok(()),
             Err(FreezeError::Sys(e)) => Err(e.into()),
         }

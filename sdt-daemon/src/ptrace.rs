@@ -14,14 +14,15 @@
 //! resumes; outside captures they are delivered at once.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::os::fd::BorrowedFd;
 
 use sdt_abi::{STATE_OFF, TRAP_MAGIC, TRAP_RECORD_SIZE, TrapRecord};
-use sdt_store::{RobustList, Rseq, ThreadRunState, ThreadState, gpreg};
+use sdt_store::{RobustList, Rseq, SignalAction, ThreadRunState, ThreadState, gpreg};
 use sdt_sys::ptrace::{self, Regset, event};
 use sdt_sys::wait::{self, Stop};
 use sdt_sys::{Tid, memory, monotonic_ns};
 
-use crate::freeze::{BreakpointHit, FreezeError, Freezer, Frozen, ProgramExit, TargetEvent};
+use crate::freeze::{BreakpointHit, EventSource, FreezeError, Freezer, Frozen, ProgramExit, TargetEvent};
 
 /// `si_code` of a `SIGTRAP` raised by `int3`.
 const SI_KERNEL: i32 = 0x80;
@@ -242,17 +243,7 @@ fn trap_at(tid: Tid) -> Result<Trap, sdt_sys::Error> {
         );
         return Ok(Trap::Unreadable);
     };
-    let mut attrs = vec![0u8; record.attrs_len.min(4096) as usize];
-    if let Err(e) = memory::read_exact(tid, record.attrs_ptr, &mut attrs) {
-        log::warn!("thread {tid}: breakpoint attributes unreadable ({e}); recorded as empty");
-        attrs.clear();
-    }
-    Ok(Trap::Sdt(BreakpointHit {
-        tid,
-        record,
-        record_addr,
-        attrs: String::from_utf8_lossy(&attrs).into_owned(),
-    }))
+    Ok(Trap::Sdt(BreakpointHit::read(tid, record, record_addr)))
 }
 
 impl Freezer for Tracer {
@@ -415,4 +406,27 @@ fn read_thread(tid: Tid, exiting: bool) -> Result<ThreadState, sdt_sys::Error> {
         rseq: ptrace::rseq_config(tid)?.map(|c| Rseq { addr: c.addr, len: c.len, sig: c.sig }),
         robust_list: sdt_sys::robust_list(tid)?.map(|(head, len)| RobustList { head, len }),
     })
+}
+
+impl EventSource for Tracer {
+    fn poll(&mut self) -> Result<Option<TargetEvent>, sdt_sys::Error> {
+        Tracer::poll(self)
+    }
+
+    /// Every stop of a traced thread comes with a `SIGCHLD`.
+    fn wake_fd(&self) -> Option<BorrowedFd<'_>> {
+        None
+    }
+
+    fn signal(&self, signal: i32) -> Result<(), sdt_sys::Error> {
+        Tracer::signal(self, signal)
+    }
+
+    fn injector(&mut self) -> Option<&mut Tracer> {
+        Some(self)
+    }
+
+    fn signal_actions(&self, _caught: u64, _ignored: u64) -> Option<Result<Vec<SignalAction>, String>> {
+        None
+    }
 }

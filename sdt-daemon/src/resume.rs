@@ -115,7 +115,7 @@ pub fn resume_detached(store: &std::path::Path, run: RunId, name: &str) -> Resul
 /// Runs the program to its end, declining every breakpoint that still traps.
 fn run_declining(tracer: &mut Tracer) -> Result<ProgramExit, Error> {
     let thaw = |tracer: &mut Tracer, hit: Option<&BreakpointHit>| match tracer.thaw(hit.map(|h| (h, RESULT_DECLINED)), true) {
-        Ok(()) | Err(FreezeError::TargetGone(_)) => Ok(()),
+        Ok(()) | Err(FreezeError::TargetGone(_) | FreezeError::Skip(_)) => Ok(()),
         Err(FreezeError::Sys(e)) if e.is_gone() => Ok(()),
         Err(FreezeError::Sys(e)) => Err(Error::Sys(e)),
     };

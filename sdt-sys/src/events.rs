@@ -1,7 +1,7 @@
 //! The tracer's wake-ups: signals (`SIGCHLD` when a tracee stops, `SIGINT`, …) through a
 //! signalfd, and timed snapshots through a timerfd, waited on together with `poll`.
 
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Duration;
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
@@ -28,6 +28,8 @@ pub enum Event {
     },
     /// The interval timer expired (once or more since the last wait).
     Timer,
+    /// The descriptor given to [`Events::wait_with`] is readable.
+    Ready,
 }
 
 /// A signalfd for a set of signals, which are blocked for normal delivery, plus an
@@ -76,18 +78,25 @@ impl Events {
     /// `poll` on the signalfd and the timerfd: blocks until something happens (or
     /// `timeout` passes), then returns everything that did, signals first.
     pub fn wait(&mut self, timeout: Option<Duration>) -> Result<Vec<Event>> {
+        self.wait_with(None, timeout)
+    }
+
+    /// [`Events::wait`], also woken when `also` becomes readable ([`Event::Ready`], last).
+    pub fn wait_with(&mut self, also: Option<BorrowedFd<'_>>, timeout: Option<Duration>) -> Result<Vec<Event>> {
         let timeout = match timeout {
             None => PollTimeout::NONE,
             Some(d) => PollTimeout::try_from(d).unwrap_or(PollTimeout::MAX),
         };
-        let mut fds = [
+        let mut fds = vec![
             PollFd::new(self.signals.as_fd(), PollFlags::POLLIN),
             PollFd::new(self.timer.as_fd(), PollFlags::POLLIN),
         ];
+        fds.extend(also.map(|fd| PollFd::new(fd, PollFlags::POLLIN)));
         match poll(&mut fds, timeout) {
             Ok(_) | Err(nix::errno::Errno::EINTR) => {}
             Err(e) => return Err(nix_err("poll", e)),
         }
+        let ready = fds.get(2).and_then(PollFd::revents).is_some_and(|r| r.contains(PollFlags::POLLIN));
         let mut events = Vec::new();
         while let Some(info) = self.signals.read_signal().map_err(|e| nix_err("read signalfd", e))? {
             events.push(Event::Signal {
@@ -99,6 +108,9 @@ impl Events {
         let mut expirations = [0u8; 8];
         if nix::unistd::read(&self.timer, &mut expirations).is_ok() {
             events.push(Event::Timer);
+        }
+        if ready {
+            events.push(Event::Ready);
         }
         Ok(events)
     }

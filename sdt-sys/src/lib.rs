@@ -12,8 +12,9 @@
 //! [`wait`] (ptrace stops and exits, decoded without losing real-time signals),
 //! [`memory`] (`process_vm_readv`/`writev`), [`pagemap`] (`/proc/PID/pagemap`),
 //! [`events`] (signalfd + timerfd + poll for the tracer's loop), [`spawn`] (launch a program
-//! already seized by the caller), [`uffd`] (userfaultfd write-protect, pidfds), with the
-//! kernel definitions Debian's headers lack in [`uapi`].
+//! already seized by the caller), [`uffd`] (userfaultfd write-protect, pidfds), [`kmod`]
+//! (`/dev/sdt`, SDT's kernel module), with the kernel definitions Debian's headers lack in
+//! [`uapi`].
 //!
 //! # Design constraints
 //!
@@ -35,6 +36,7 @@
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
 pub mod events;
+pub mod kmod;
 pub mod memory;
 pub mod pagemap;
 pub mod ptrace;

@@ -40,6 +40,13 @@ pub fn wait_any() -> Result<(Tid, Stop)> {
     })
 }
 
+/// `waitpid(tid, &status, __WALL | WNOHANG)`: the next report from one thread or child,
+/// or `None` if there is none right now.
+#[doc(alias = "waitpid")]
+pub fn poll_for(tid: Tid) -> Result<Option<(Tid, Stop)>> {
+    wait(tid.raw(), libc::__WALL | libc::WNOHANG)
+}
+
 /// `waitpid(tid, &status, __WALL)`: blocks for the next report from one thread.
 #[doc(alias = "waitpid")]
 pub fn wait_for(tid: Tid) -> Result<(Tid, Stop)> {

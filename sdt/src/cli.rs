@@ -91,6 +91,10 @@ pub struct CaptureArgs {
     /// No line per snapshot.
     #[arg(long, short)]
     pub quiet: bool,
+    /// How threads are stopped: a restored process is captured with `ptrace`; `auto`
+    /// picks it.
+    #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
+    pub backend: BackendArg,
 }
 
 #[derive(Debug, Args)]
@@ -152,12 +156,35 @@ pub struct RunOpt {
     /// works).
     #[arg(long, value_enum, default_value_t = TrackingArg::Auto)]
     pub tracking: TrackingArg,
+    /// How the program's threads are stopped: `ptrace` (the program runs traced), `kmod`
+    /// (SDT's kernel module holds them with IPIs; /dev/sdt must be there, see
+    /// kmod/README.md), or `auto` (kmod where /dev/sdt is present, else ptrace).
+    #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
+    pub backend: BackendArg,
     /// No line per snapshot, no summary.
     #[arg(long, short)]
     pub quiet: bool,
     /// The program and its arguments.
     #[arg(trailing_var_arg = true, required = true, value_name = "PROG ARGS")]
     pub command: Vec<String>,
+}
+
+/// `--backend` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BackendArg {
+    Auto,
+    Ptrace,
+    Kmod,
+}
+
+impl From<BackendArg> for sdt_daemon::Backend {
+    fn from(arg: BackendArg) -> Self {
+        match arg {
+            BackendArg::Auto => sdt_daemon::Backend::Auto,
+            BackendArg::Ptrace => sdt_daemon::Backend::Ptrace,
+            BackendArg::Kmod => sdt_daemon::Backend::Kmod,
+        }
+    }
 }
 
 /// `--tracking` values.
@@ -267,6 +294,11 @@ mod tests {
         let Action::Run(run) = opt.action else { panic!("not run") };
         assert_eq!(run.command, ["./prog", "-x", "--y"]);
         assert_eq!(run.every, Some(50));
+        assert_eq!(run.backend, BackendArg::Auto);
+        let opt = Opt::parse_from(["sdt", "run", "--backend", "kmod", "--", "./prog"]);
+        let Action::Run(run) = opt.action else { panic!("not run") };
+        assert_eq!(run.backend, BackendArg::Kmod);
+        assert!(Opt::try_parse_from(["sdt", "run", "--backend", "ipi", "--", "x"]).is_err());
         assert!(Opt::try_parse_from(["sdt", "run"]).is_err());
         assert!(Opt::try_parse_from(["sdt", "run", "--every", "0", "--", "x"]).is_err());
     }

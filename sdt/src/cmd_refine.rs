@@ -50,6 +50,7 @@ pub fn refine(opt: RefineOpt) -> Result<ExitCode> {
             quiet: opt.capture.quiet,
             tracking: Tracking::Auto,
             queue_bytes: 1 << 30,
+            backend: opt.capture.backend.into(),
         })
         .with_context(|| format!("resuming {}", from.name()))?;
         report(&outcome, &opt.store.store, opt.capture.quiet);

@@ -35,6 +35,7 @@ pub fn restore(opt: RestoreOpt) -> Result<ExitCode> {
         quiet: capture.quiet,
         tracking: Tracking::Auto,
         queue_bytes: 1 << 30,
+        backend: capture.backend.into(),
     })
     .with_context(|| format!("restoring {name} of run {}", run.id()))?;
     report(&outcome, &opt.store.store, capture.quiet);

@@ -21,6 +21,7 @@ pub fn run(opt: RunOpt) -> Result<ExitCode> {
             TrackingArg::UffdWp => Tracking::UffdWp,
             TrackingArg::PageHash => Tracking::PageHash,
         },
+        backend: opt.backend.into(),
     })?;
     report(&outcome, &opt.store.store, opt.quiet);
     Ok(exit_code(outcome.exit, opt.quiet))
