@@ -23,8 +23,8 @@
  *   exiting                          the task_work runs in do_exit, after the thread's
  *                                    last write to user memory: counted as gone
  *
- * The capture is ready when no hold is pending. The thread that made it ready reads the
- * signal dispositions (it shares them with the rest) and wakes the daemon.
+ * The capture is ready when no hold is pending; the daemon is woken, and SDT_IOC_GET
+ * hands it every held thread's registers and the signal dispositions.
  */
 #include <linux/elf.h>
 #include <linux/futex.h>
@@ -118,27 +118,6 @@ static void hold_add(struct sdt_capture *cap, struct sdt_hold *h)
 	hlist_add_head(&h->hnode, by_pid(cap, h->pid));
 }
 
-static void read_actions(struct sdt_capture *cap)
-{
-	struct sighand_struct *sighand = current->sighand;
-	unsigned long flags;
-	int i;
-
-	spin_lock_irqsave(&sighand->siglock, flags);
-	for (i = 0; i < SDT_NSIG && i < _NSIG; i++) {
-		const struct sigaction *sa = &sighand->action[i].sa;
-
-		cap->actions[i].handler = (unsigned long)sa->sa_handler;
-		cap->actions[i].flags = sa->sa_flags;
-#ifdef __ARCH_HAS_SA_RESTORER
-		cap->actions[i].restorer = (unsigned long)sa->sa_restorer;
-#endif
-		cap->actions[i].mask = sa->sa_mask.sig[0];
-	}
-	spin_unlock_irqrestore(&sighand->siglock, flags);
-	cap->have_actions = true;
-}
-
 /*
  * One pending hold arrived (held, gone, or given up). Called with cap->lock held; the
  * last one makes the capture ready.
@@ -149,8 +128,6 @@ static void hold_resolved(struct sdt_capture *cap)
 		return;
 	cap->ready = true;
 	cap->held_ns = ktime_get_ns();
-	if (task_tgid(current) == cap->session->tgid)
-		read_actions(cap);
 	wake_up_all(&cap->session->daemon_wq);
 }
 
@@ -584,6 +561,41 @@ bool sdt_ready(struct sdt_session *s)
 	return ready;
 }
 
+/*
+ * The program's signal dispositions, which no one can change while its threads are held.
+ * Its sighand may be going away if it is dying: the lock is taken as
+ * lock_task_sighand() does.
+ */
+static u32 read_actions(struct task_struct *leader, struct sdt_sigaction *actions)
+{
+	struct sighand_struct *sighand;
+	unsigned long flags;
+	u32 n = 0;
+	int i;
+
+	rcu_read_lock();
+	sighand = rcu_dereference(leader->sighand);
+	if (sighand) {
+		spin_lock_irqsave(&sighand->siglock, flags);
+		if (sighand == rcu_access_pointer(leader->sighand)) {
+			for (i = 0; i < SDT_NSIG && i < _NSIG; i++) {
+				const struct sigaction *sa = &sighand->action[i].sa;
+
+				actions[i].handler = (unsigned long)sa->sa_handler;
+				actions[i].flags = sa->sa_flags;
+#ifdef __ARCH_HAS_SA_RESTORER
+				actions[i].restorer = (unsigned long)sa->sa_restorer;
+#endif
+				actions[i].mask = sa->sa_mask.sig[0];
+			}
+			n = SDT_NSIG;
+		}
+		spin_unlock_irqrestore(&sighand->siglock, flags);
+	}
+	rcu_read_unlock();
+	return n;
+}
+
 /* The held threads of a ready capture, the breaking thread first (kmalloc'd array). */
 static struct sdt_hold **held_threads(struct sdt_capture *cap, unsigned int *nr)
 {
@@ -689,10 +701,7 @@ long sdt_get(struct sdt_session *s, struct sdt_snapshot __user *usnap)
 		if (nr && held[0]->trigger)
 			snap->trigger_tid = pid_nr_ns(held[0]->pid, task_active_pid_ns(current));
 	}
-	if (cap->have_actions) {
-		snap->nr_actions = SDT_NSIG;
-		memcpy(snap->actions, cap->actions, sizeof(snap->actions));
-	}
+	snap->nr_actions = read_actions(leader, snap->actions);
 	if ((u64)snap->threads_len < (u64)nr * sdt_thread_size)
 		ret = -ENOSPC;
 	else

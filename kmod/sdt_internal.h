@@ -87,10 +87,6 @@ struct sdt_capture {
 	/* SDT_CAPTURE_TRIGGER: the breaking thread's record, where it lies. */
 	struct sdt_trap_record record;
 	u64 record_addr;
-
-	/* Read by the thread that made the capture ready, if it is one of the program's. */
-	bool have_actions;
-	struct sdt_sigaction actions[SDT_NSIG];
 };
 
 struct sdt_hold {
