@@ -33,7 +33,7 @@ pub fn have_qemu(test: &str) -> bool {
 }
 
 /// Runs `scripts/guest/prepare` and returns the variables it prints.
-fn prepare() -> HashMap<String, String> {
+pub fn prepare() -> HashMap<String, String> {
     let out = Command::new(workspace().join("scripts/guest/prepare"))
         .output()
         .expect("running scripts/guest/prepare");
@@ -65,7 +65,7 @@ pub fn field<'a>(out: &'a str, key: &str) -> &'a str {
 }
 
 /// `key=value` pairs of a result line, as numbers.
-fn numbers(line: &str) -> HashMap<&str, u64> {
+pub fn numbers(line: &str) -> HashMap<&str, u64> {
     line.split_whitespace()
         .filter_map(|kv| kv.split_once('='))
         .map(|(k, v)| (k, v.parse().unwrap_or_else(|_| panic!("{k}={v} is not a number in '{line}'"))))

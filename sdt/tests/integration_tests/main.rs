@@ -11,5 +11,6 @@ mod damage;
 mod errors;
 mod gdb;
 mod guest;
+mod kmod;
 mod restore;
 mod tracking;
