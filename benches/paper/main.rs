@@ -1,0 +1,222 @@
+//! `scripts/bench-paper`: the paper's evaluation as one command. Runs each workload at
+//! 2, 4 and 8 threads without SDT, under `sdt run`, and under gdb's `gcore` at the same
+//! ten points, and writes the paper's Table 2, its Figures 6–9 (CSV, PNG, SVG) and a
+//! report that puts our figures beside the paper's.
+//!
+//! ```sh
+//! scripts/bench-paper                                  # our seven workloads, default size
+//! scripts/bench-paper --size small --reps 1 --threads 2 --only fft,lu
+//! scripts/bench-paper --parsec ~/parsec-3.0 --splash ~/Splash-3 --list
+//! ```
+//!
+//! Our workloads (`benches/workloads/paper/`) reach ten breakpoints that
+//! `capture.toml` passes; PARSEC and SPLASH-2 programs, built from the user's sources,
+//! are captured by timed snapshots (`sdt run --every`), ten spread over the run.
+//!
+//! Needs `target/release/sdt` and `libsdt.a` (the script builds them), gcc and gdb.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, ValueEnum};
+
+mod measure;
+mod plots;
+mod report;
+#[path = "../stats.rs"]
+mod stats;
+mod suites;
+#[path = "../workloads.rs"]
+mod workloads;
+
+use measure::{Cell, Runner};
+use suites::Program;
+
+const EXAMPLES: &str = "EXAMPLES:
+  scripts/bench-paper                                  all seven workloads, 2/4/8 threads
+  scripts/bench-paper --size small --reps 1 --only fft  a quick look
+  scripts/bench-paper --parsec ~/parsec-3.0 --splash ~/Splash-3
+                                                       the real programs too, from their sources
+  scripts/bench-paper --parsec ~/parsec-3.0 --list     which of them can be found, and stop";
+
+/// The paper's evaluation: Table 2 and Figures 6–9, for our workloads and, given their
+/// sources, PARSEC's and SPLASH-2's programs.
+#[derive(Parser, Debug)]
+#[command(name = "bench-paper", after_help = EXAMPLES)]
+pub struct Args {
+    /// Problem size of every workload (PARSEC: simsmall, simlarge, native).
+    #[arg(long, value_enum, default_value_t = Size::Default)]
+    pub size: Size,
+    /// Runs without SDT and under `sdt run`, each, per program and thread count (median).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=50))]
+    pub reps: u32,
+    /// Thread counts.
+    #[arg(long, value_delimiter = ',', default_value = "2,4,8")]
+    pub threads: Vec<u32>,
+    /// Only these programs (`fft`, `parsec/blackscholes`, `splash/lu`, …).
+    #[arg(long, value_delimiter = ',')]
+    pub only: Vec<String>,
+    /// Output folder [default: target/bench-paper].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// A PARSEC 3.0 tree: blackscholes, fluidanimate, bodytrack and swaptions from it.
+    #[arg(long, value_name = "DIR")]
+    pub parsec: Option<PathBuf>,
+    /// A SPLASH-2 or SPLASH-3 tree (or PARSEC 3.0's, for SPLASH-2x): FFT, LU and FMM from it.
+    #[arg(long, value_name = "DIR")]
+    pub splash: Option<PathBuf>,
+    /// Say which programs were found (and why others were not), and stop.
+    #[arg(long)]
+    pub list: bool,
+    /// Leave out the gcore runs.
+    #[arg(long)]
+    pub no_gcore: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Size {
+    Small,
+    Default,
+    Large,
+}
+
+impl Size {
+    pub fn name(self) -> &'static str {
+        match self {
+            Size::Small => "small",
+            Size::Default => "default",
+            Size::Large => "large",
+        }
+    }
+}
+
+fn main() {
+    let args = Args::parse();
+    if let Err(e) = real_main(&args) {
+        eprintln!("bench-paper: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn real_main(args: &Args) -> Result<()> {
+    let started = Instant::now();
+    if args.threads.is_empty() || args.threads.contains(&0) {
+        bail!("--threads needs thread counts of 1 or more");
+    }
+    let out = args.out.clone().unwrap_or_else(|| workloads::workspace().join("target/bench-paper"));
+    std::fs::create_dir_all(out.join("bin")).with_context(|| format!("creating {}", out.display()))?;
+
+    let mut found = suites::ours();
+    let mut missing = Vec::new();
+    for result in suites::find(args.parsec.as_deref(), args.splash.as_deref()) {
+        match result {
+            Ok(p) => found.push(p),
+            Err(m) => missing.push(m),
+        }
+    }
+    let known: Vec<String> = found.iter().map(|p| p.name.clone()).chain(missing.iter().map(|m| m.name.clone())).collect();
+    for name in &args.only {
+        if !known.contains(name) {
+            bail!("--only {name}: no such program (these are: {})", known.join(", "));
+        }
+    }
+    let wanted = |name: &str| args.only.is_empty() || args.only.iter().any(|o| o == name);
+    found.retain(|p| wanted(&p.name));
+    missing.retain(|m| wanted(&m.name));
+    for m in &missing {
+        eprintln!("bench-paper: {}: {}", m.name, m.reason);
+    }
+    if args.list {
+        for p in &found {
+            println!("{}: found ({})", p.name, p.origin);
+        }
+        for m in &missing {
+            println!("{}: {}", m.name, m.reason);
+        }
+        return Ok(());
+    }
+
+    // Build: ours with gcc against libsdt.a, the suites' with their own build.
+    let mut programs: Vec<Program> = Vec::new();
+    for p in found {
+        eprintln!("bench-paper: building {}", p.name);
+        let name = p.name.clone();
+        match suites::place(p, &out, args.size).build(&out, args.size) {
+            Ok(p) => programs.push(p),
+            Err(e) => {
+                let m = suites::Missing { name, reason: format!("{e:#}") };
+                eprintln!("bench-paper: {}: {}", m.name, m.reason);
+                missing.push(m);
+            }
+        }
+    }
+    if programs.is_empty() {
+        bail!("no program to run");
+    }
+
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let load_before = load_average();
+    let mut runner = Runner::new(&out, args, programs.len())?;
+    let mut cells: Vec<Cell> = Vec::new();
+    for program in &programs {
+        for &threads in &args.threads {
+            cells.push(runner.measure(program, threads)?);
+        }
+    }
+    runner.finish();
+    let load_after = load_average();
+
+    let context = report::Context {
+        command: std::env::args().skip(1).collect::<Vec<_>>().join(" "),
+        size: args.size,
+        reps: args.reps,
+        threads: args.threads.clone(),
+        cpus,
+        load: (load_before, load_after),
+        kernel: kernel(),
+        missing,
+        elapsed_s: started.elapsed().as_secs_f64(),
+    };
+    let table = report::table2(&cells, cpus);
+    report::write_all(&out, &cells, &context)?;
+    println!("{table}");
+    println!();
+    println!("{}", report::summary(&cells, args.threads.as_slice()).join("\n"));
+    println!();
+    println!(
+        "bench-paper: wrote {} (report.md, table2.md, fig6-9 .csv/.png/.svg) in {:.0} s",
+        out.display(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// `/proc/loadavg`'s first three fields.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+fn kernel() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_owned()).unwrap_or_else(|_| "?".into())
+}
+
+/// `path` relative to `base` where it lies below it.
+pub fn shown(path: &Path, base: &Path) -> String {
+    path.strip_prefix(base).unwrap_or(path).display().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli() {
+        Args::command().debug_assert();
+        let a = Args::parse_from(["bench-paper", "--size", "small", "--threads", "2,4", "--only", "fft,lu"]);
+        assert_eq!((a.size, a.threads, a.only, a.reps), (Size::Small, vec![2, 4], vec!["fft".into(), "lu".into()], 5));
+    }
+}
