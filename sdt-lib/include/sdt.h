@@ -147,14 +147,16 @@ static inline int SetBreakpoint(int level, int class_, int id, int multiple_mark
 #if defined(__x86_64__)
 	fd = __atomic_load_n(&sdt_kmod_fd, __ATOMIC_ACQUIRE);
 	if (fd >= 0) {
-		long rc = 16; /* __NR_ioctl */
+		/*
+		 * The answer is trap.result, whatever the call returns: a snapshot resumed
+		 * at this instruction has rax as it was inside the call, and result patched.
+		 */
+		long nr = 16; /* __NR_ioctl */
 
 		__asm__ volatile("syscall"
-				 : "+a"(rc)
+				 : "+a"(nr)
 				 : "D"((long)fd), "S"(SDT_KMOD_TRIGGER), "d"(&trap)
 				 : "rcx", "r11", "memory");
-		if (rc < 0)
-			return SDT_DECLINED;
 	} else {
 		__asm__ volatile("int3" : : "a"(SDT_TRAP_MAGIC), "D"(&trap) : "memory");
 	}

@@ -9,7 +9,7 @@
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use sdt_abi::kmod::IOC_TRIGGER;
-use sdt_abi::{PROTOCOL_VERSION, RESULT_DECLINED, RESULT_PENDING, Site, TRAP_MAGIC, TRAP_RECORD_SIZE, TrapRecord};
+use sdt_abi::{PROTOCOL_VERSION, RESULT_PENDING, Site, TRAP_MAGIC, TRAP_RECORD_SIZE, TrapRecord};
 
 use crate::kmod::sdt_kmod_fd;
 use crate::sdt_state;
@@ -45,15 +45,16 @@ pub(crate) fn stop(record: &mut TrapRecord) -> i64 {
     let fd = sdt_kmod_fd.load(Ordering::Acquire);
     let record: *mut TrapRecord = record;
     if fd >= 0 {
-        let mut rax = libc::SYS_ioctl;
         // SAFETY: a plain ioctl system call on the module's device with the record's
         // address; the module reads the record and writes `result` (and maybe the state
         // word) before it returns. `syscall` clobbers rcx and r11; the asm may read and
-        // write memory (no `nomem`), so the record stays in memory across it.
+        // write memory (no `nomem`), so the record stays in memory across it. The answer
+        // is `result` whatever the call returns (`RESULT_PENDING` if nobody answered): a
+        // snapshot resumed at this instruction has rax as it was inside the call.
         unsafe {
             std::arch::asm!(
                 "syscall",
-                inout("rax") rax,
+                inlateout("rax") libc::SYS_ioctl => _,
                 in("rdi") fd as i64,
                 in("rsi") IOC_TRIGGER,
                 in("rdx") record,
@@ -61,10 +62,6 @@ pub(crate) fn stop(record: &mut TrapRecord) -> i64 {
                 lateout("r11") _,
                 options(nostack),
             );
-        }
-        if rax < 0 {
-            // No answer (the device is gone, or refused the record).
-            return RESULT_DECLINED;
         }
     } else {
         // SAFETY: `int3` only raises SIGTRAP; the library arms a trap only when `sdt run`
