@@ -318,6 +318,14 @@ impl<'a> Plan<'a> {
         let mut shared: HashMap<(&str, u32, u64), u32> = HashMap::new();
         let meta = self.meta;
         for f in &meta.files {
+            if f.kind == FileKind::CharDevice && f.target == sdt_abi::kmod::DEVICE {
+                self.notes.push(format!(
+                    "fd {} is SDT's kernel module ({}), which the restored program, its breakpoints off, \
+                     does not use: left closed",
+                    f.fd, f.target
+                ));
+                continue;
+            }
             let fd_flags = if f.flags & O_CLOEXEC != 0 { FD_CLOEXEC } else { 0 };
             let flags = f.flags & !O_CLOEXEC;
             let key = (f.target.as_str(), flags, f.pos);
@@ -612,6 +620,20 @@ mod tests {
     }
 
     #[test]
+    fn a_kernel_module_snapshot_has_its_record_in_the_trigger_calls_argument() {
+        // Stopped in ioctl(fd 5, SDT_IOC_TRIGGER, &record): rdi is the descriptor.
+        let mut source = fake::sample();
+        let breaking = source.meta.threads.iter_mut().find(|t| t.tid == BREAKING).unwrap();
+        for (reg, value) in [("rdi", 5), ("rsi", sdt_abi::kmod::IOC_TRIGGER), ("rdx", RECORD), ("orig_rax", 16)] {
+            sdt_store::set_gpreg(&mut breaking.gpregs, reg, value);
+        }
+        let plan = Plan::new(&source, None).unwrap();
+        let patch = |addr| plan.patches.iter().find(|p| p.addr == addr).map(|p| p.bytes.clone());
+        assert_eq!(patch(RECORD + 64), Some(i64::from(SEQ).to_le_bytes().to_vec()));
+        assert_eq!(patch(STATE_WORD), Some(0i32.to_le_bytes().to_vec()));
+    }
+
+    #[test]
     fn timer_snapshots_take_the_state_word_from_the_caller() {
         let mut source = fake::sample();
         source.meta.trigger = Trigger::Timer;
@@ -728,6 +750,16 @@ mod tests {
         assert!(err(&|m| m.threads.retain(|t| t.tid != PID)).contains("no running main thread (pid 100)"));
         assert!(err(&|m| m.layout = Default::default()).contains("has no memory layout"));
         assert!(err(&|m| m.threads[0].fpregs.truncate(100)).contains("fpregs is 100 bytes, expected 512"));
+    }
+
+    #[test]
+    fn the_kernel_modules_device_is_left_closed() {
+        let mut source = fake::sample();
+        source.meta.files[2].kind = FileKind::CharDevice;
+        source.meta.files[2].target = "/dev/sdt".into();
+        let plan = Plan::new(&source, None).unwrap();
+        assert!(plan.fds.iter().all(|f| f.fd != 2), "{:?}", plan.fds);
+        assert!(plan.notes.iter().any(|n| n.contains("fd 2 is SDT's kernel module")), "{:?}", plan.notes);
     }
 
     #[test]

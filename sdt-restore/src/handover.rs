@@ -56,16 +56,19 @@ pub fn patches(meta: &SnapshotMeta, read: Read) -> Vec<Patch> {
 }
 
 /// The address and contents of the trap record of a breakpoint snapshot's breaking
-/// thread (its `rdi` at the `int3`), if it reads as one for that breakpoint.
+/// thread, if it reads as one for that breakpoint: its `rdi` at the `int3` (ptrace), or
+/// the argument of its trigger call, `rdx` (the kernel module's `ioctl`).
 pub fn trap_record(meta: &SnapshotMeta, read: Read) -> Option<(u64, TrapRecord)> {
     let Trigger::Breakpoint { tid, level, class, id, .. } = meta.trigger else { return None };
-    let addr = meta.threads.iter().find(|t| t.tid == tid)?.reg("rdi")?;
-    let mut bytes = [0u8; TRAP_RECORD_SIZE];
-    if !read(addr, &mut bytes) {
-        return None;
-    }
-    let record = TrapRecord::from_bytes(&bytes)?;
-    ((record.level, record.class, record.id) == (level, class, id)).then_some((addr, record))
+    let thread = meta.threads.iter().find(|t| t.tid == tid)?;
+    ["rdi", "rdx"].into_iter().filter_map(|r| thread.reg(r)).find_map(|addr| {
+        let mut bytes = [0u8; TRAP_RECORD_SIZE];
+        if !read(addr, &mut bytes) {
+            return None;
+        }
+        let record = TrapRecord::from_bytes(&bytes)?;
+        ((record.level, record.class, record.id) == (level, class, id)).then_some((addr, record))
+    })
 }
 
 /// The offset from `fs_base` (glibc's thread pointer, its `struct pthread`) of the word
