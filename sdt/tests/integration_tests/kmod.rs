@@ -439,3 +439,25 @@ fn kmod_survives_stress_and_kills_mid_capture_in_the_guest() {
     assert!(text.contains("killed by signal 9"), "{all}");
     assert_eq!(field(&text, "rmmod"), "rc=0", "{all}");
 }
+
+#[test]
+fn without_the_module_kmod_is_refused_with_the_way_to_load_it() {
+    if Path::new("/dev/sdt").exists() {
+        eprintln!("without_the_module_kmod_is_refused_with_the_way_to_load_it: skipped: /dev/sdt exists here");
+        return;
+    }
+    let sdt = crate::harness::Sdt::new();
+    let prog = program("states");
+    let out = sdt.output(&["run", "--backend", "kmod", "--", prog.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let err = crate::harness::stderr(&out);
+    assert!(err.contains("kernel module is not loaded (no /dev/sdt)") && err.contains("kmod/install.sh"), "{err}");
+    assert!(!stdout(&out).contains("bp 1"), "the program did not start: {}", describe(&out));
+    // `auto` falls back to ptrace.
+    let out = sdt.ok(&["run", "--backend", "auto", "--", prog.to_str().unwrap()]);
+    assert!(stdout(&out).contains("bp 2: result 1"), "{}", describe(&out));
+    // A restored process is never taken over by the module.
+    let out = sdt.output(&["restore", "S0", "--every", "50", "--backend", "kmod"]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(crate::harness::stderr(&out).contains("a restored process is captured with ptrace"), "{}", describe(&out));
+}
