@@ -3,7 +3,8 @@
 //! `sdt run --backend kmod` on the spine's multithreaded programs; the same programs
 //! under ptrace in the same boot give the same snapshots; a stress test, a program
 //! killed mid-capture and a daemon killed mid-capture leave no thread held, no hung
-//! task, no oops (`scripts/guest/run` fails on any), and the module unloads.
+//! task, no oops (`scripts/guest/run` fails on any), and the module unloads. A snapshot
+//! the module took is exported for CRIU and restored.
 //!
 //! Skipped (with a line saying so) where `qemu-system-x86_64` is not installed.
 
@@ -113,6 +114,21 @@ run kmod leader --verify -- behave leader-exits
 run kmod exec --verify -- behave exec
 printf 'max_level = 1\n' >/tmp/level.toml
 run kmod filtered -c /tmp/level.toml -- filtered 100000
+
+# A snapshot the module took, exported for CRIU and restored: the restored process
+# prints what the original printed from the snapshot on (the header and rounds 0-9 came
+# before it).
+sdt run -q --backend kmod --store /tmp/criu.sdt -- rounds 40 10 >/tmp/rounds.txt 2>/tmp/out/criu-run.err </dev/null
+echo "GUEST criu-run rc=$?"
+cp /tmp/rounds.txt /tmp/rounds-orig.txt
+sdt export criu --store /tmp/criu.sdt S0 -o /tmp/img >/tmp/out/criu-export.txt 2>&1
+echo "GUEST criu-export rc=$?"
+head -n 11 /tmp/rounds-orig.txt >/tmp/rounds.txt
+criu restore -D /tmp/img --shell-job -o restore.log >/tmp/out/criu-restore.txt 2>&1
+echo "GUEST criu-restore rc=$?"
+cmp -s /tmp/rounds.txt /tmp/rounds-orig.txt
+echo "GUEST criu-same $?"
+grep snapshot /tmp/rounds.txt | sed 's/^/GUEST criu-line /'
 echo "GUEST status $(st)"
 rmmod sdt
 echo "GUEST rmmod rc=$?"
@@ -258,7 +274,7 @@ fn kmod_captures_what_ptrace_captures_in_the_guest() {
     let dir = tempfile::tempdir().unwrap();
     let disk = dir.path().join("out.img");
     std::fs::File::create(&disk).unwrap().set_len(512 << 20).unwrap();
-    let mut args = guest_args(&["states", "behave", "breakpoints", "churn", "spin", "filtered"]);
+    let mut args = guest_args(&["states", "behave", "breakpoints", "churn", "spin", "filtered", "rounds"]);
     for a in ["--kmod", "virtio_blk", "--kmod", "virtio_pci", "--qemu", "-drive", "--qemu"] {
         args.push(a.into());
     }
@@ -341,6 +357,15 @@ fn kmod_captures_what_ptrace_captures_in_the_guest() {
         let snaps = o.snapshots(&format!("kmod-{run}"));
         assert!(snaps.iter().all(|s| s["mode"] == "page-hash"), "{run}: {snaps:?}");
     }
+
+    // CRIU restores the module's snapshot: its breakpoint answers 0 there too, and the
+    // program runs on untraced, its breakpoints off and its /dev/sdt left closed.
+    for step in ["criu-run", "criu-export", "criu-restore"] {
+        assert_eq!(field(&text, step), "rc=0", "{step}: {all}\n{}", o.text("criu-restore.txt"));
+    }
+    assert!(o.text("criu-export.txt").contains("is SDT's kernel module (/dev/sdt)"), "{}", o.text("criu-export.txt"));
+    assert_eq!(field(&text, "criu-same"), "0", "the restored run printed something else: {all}");
+    assert!(field(&text, "criu-line").starts_with("round 10: ") && field(&text, "criu-line").contains("(snapshot 0)"), "{all}");
 
     // Nothing left behind: every session closed, no thread held, the module unloads.
     let status = numbers(field(&text, "status"));
