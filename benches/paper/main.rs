@@ -157,6 +157,8 @@ fn real_main(args: &Args) -> Result<()> {
 
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let load_before = load_average();
+    let cpu_before = (machine_busy_s(), own_cpu_s());
+    let measuring = Instant::now();
     let mut runner = Runner::new(&out, args, programs.len())?;
     let mut cells: Vec<Cell> = Vec::new();
     for program in &programs {
@@ -166,6 +168,10 @@ fn real_main(args: &Args) -> Result<()> {
     }
     runner.finish();
     let load_after = load_average();
+    // CPU time the rest of the machine took meanwhile: all busy time less ours (this
+    // process and every child it waited for: the workloads, sdt, gcore).
+    let others_s = (machine_busy_s() - cpu_before.0) - (own_cpu_s() - cpu_before.1);
+    let others_pct = 100.0 * others_s / (measuring.elapsed().as_secs_f64() * cpus as f64);
 
     let context = report::Context {
         command: std::env::args().skip(1).collect::<Vec<_>>().join(" "),
@@ -174,6 +180,7 @@ fn real_main(args: &Args) -> Result<()> {
         threads: args.threads.clone(),
         cpus,
         load: (load_before, load_after),
+        others: (others_s.max(0.0), others_pct.max(0.0)),
         kernel: kernel(),
         missing,
         elapsed_s: started.elapsed().as_secs_f64(),
@@ -184,6 +191,10 @@ fn real_main(args: &Args) -> Result<()> {
     println!();
     println!("{}", report::summary(&cells, args.threads.as_slice()).join("\n"));
     println!();
+    println!(
+        "other processes took {:.0} CPU-seconds while the programs ran ({:.1}% of the machine)",
+        context.others.0, context.others.1
+    );
     println!(
         "bench-paper: wrote {} (report.md, table2.md, fig6-9 .csv/.png/.svg) in {:.0} s",
         out.display(),
@@ -197,6 +208,24 @@ fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_else(|_| "?".into())
+}
+
+/// Seconds of CPU time the whole machine has spent busy (`/proc/stat`: all but idle and
+/// iowait), at 100 ticks a second.
+fn machine_busy_s() -> f64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let ticks: Vec<f64> = stat.lines().next().unwrap_or("").split_whitespace().skip(1).filter_map(|t| t.parse().ok()).collect();
+    let busy: f64 = ticks.iter().enumerate().filter(|(i, _)| *i != 3 && *i != 4 && *i < 8).map(|(_, t)| t).sum();
+    busy / 100.0
+}
+
+/// This process's CPU time and its waited-for children's (`/proc/self/stat` utime, stime,
+/// cutime, cstime), in seconds.
+fn own_cpu_s() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    // Fields 14-17 of the file; after the name, state is field 3.
+    after_name.split_whitespace().skip(11).take(4).filter_map(|t| t.parse::<f64>().ok()).sum::<f64>() / 100.0
 }
 
 fn kernel() -> String {

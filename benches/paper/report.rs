@@ -30,6 +30,9 @@ pub struct Context {
     pub threads: Vec<u32>,
     pub cpus: usize,
     pub load: (String, String),
+    /// CPU seconds other processes took while the programs ran, and that as a % of the
+    /// machine's CPU time.
+    pub others: (f64, f64),
     pub kernel: String,
     pub missing: Vec<Missing>,
     pub elapsed_s: f64,
@@ -273,8 +276,8 @@ fn report(cells: &[Cell], ctx: &Context, table: &str, plot_note: Option<&str>) -
     let _ = writeln!(r, "# The paper's evaluation, on SDT\n");
     let _ = writeln!(
         r,
-        "`scripts/bench-paper {}`: size {}, {} runs without SDT and {} under `sdt run` per program and thread count (median), one under gcore; {} CPUs, Linux {}; load average {} before, {} after; {:.0} s in all.\n",
-        ctx.command,
+        "`{}`: size {}, {} runs without SDT and {} under `sdt run` per program and thread count (median), one under gcore; {} CPUs, Linux {}; load average {} before, {} after; other processes took {:.0} CPU-seconds meanwhile ({:.1}% of the machine{}); {:.0} s in all.\n",
+        format!("scripts/bench-paper {}", ctx.command).trim_end(),
         ctx.size.name(),
         ctx.reps,
         ctx.reps,
@@ -282,6 +285,9 @@ fn report(cells: &[Cell], ctx: &Context, table: &str, plot_note: Option<&str>) -
         ctx.kernel,
         ctx.load.0,
         ctx.load.1,
+        ctx.others.0,
+        ctx.others.1,
+        if ctx.others.1 > 5.0 { ": **figures taken under load**" } else { "" },
         ctx.elapsed_s
     );
     let _ = writeln!(r, "## Beside the paper\n");
