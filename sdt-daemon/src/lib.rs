@@ -16,6 +16,7 @@
 //!     tracking: Default::default(),
 //!     queue_bytes: 1 << 30,
 //!     backend: sdt_daemon::Backend::Auto,
+//!     breaks: Vec::new(),
 //! })?;
 //! println!("run {} took {} snapshots", outcome.run, outcome.totals.snapshots);
 //! # Ok::<(), sdt_daemon::Error>(())
@@ -46,6 +47,7 @@ mod procfs;
 mod ptrace;
 mod resume;
 mod signals;
+mod symbols;
 mod tracking;
 mod writer;
 
@@ -67,6 +69,7 @@ pub use freeze::ProgramExit;
 pub use kmod::{KmodError, available as kmod_available};
 pub use launch::LaunchError;
 pub use resume::{Resumed, resume_detached};
+pub use symbols::SymbolBreak;
 pub use tracking::Tracking;
 pub use writer::{WriteTotals, WriterStopped};
 
@@ -96,6 +99,8 @@ pub struct RunOptions {
     pub queue_bytes: usize,
     /// How the program's threads are stopped.
     pub backend: Backend,
+    /// Breakpoints at function entries of a launched program (`--break`; ptrace only).
+    pub breaks: Vec<SymbolBreak>,
 }
 
 /// How a run stops the program's threads.
@@ -199,6 +204,9 @@ pub enum Error {
     /// A restored process could not be taken over.
     #[error("taking over the restored process: {0}")]
     Adopt(String),
+    /// A `--break` cannot be placed.
+    #[error("{0}")]
+    Break(String),
     /// The kernel module cannot capture the program.
     #[error(transparent)]
     Kmod(#[from] KmodError),
@@ -223,10 +231,17 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, Error> {
     let events = Events::new(&[libc::SIGCHLD, libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT])?;
     let store = Store::open_or_create(&opts.store)?;
     let started_ns = monotonic_ns();
+    let breaks = !opts.breaks.is_empty();
+    if breaks && matches!(opts.target, Target::Restore(_)) {
+        return Err(Error::Break("--break applies to a program sdt run launches, not a restored one".into()));
+    }
     let kmod = match (opts.backend, &opts.target) {
         (Backend::Kmod, Target::Restore(_)) => return Err(KmodError::Restore.into()),
+        (Backend::Kmod, _) if breaks => {
+            return Err(Error::Break("--break needs the ptrace backend: the kernel module places no breakpoints".into()));
+        }
         (Backend::Kmod, _) => true,
-        (Backend::Auto, Target::Launch(_)) => kmod::available(),
+        (Backend::Auto, Target::Launch(_)) => !breaks && kmod::available(),
         _ => false,
     };
     if kmod && opts.tracking == Tracking::UffdWp {
@@ -240,7 +255,7 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, Error> {
             drive(started, events, &store, started_ns, opts)
         }
         Target::Launch(command) => {
-            let started = launch(command, opts, TRACE_OPTIONS, |pid| Ok(Tracer::start(pid)?))?;
+            let started = launch(command, opts, TRACE_OPTIONS, |pid| Tracer::start(pid, &opts.breaks))?;
             drive(started, events, &store, started_ns, opts)
         }
         Target::Restore(from) => drive(resume::start(&store, from, opts)?, events, &store, started_ns, opts),

@@ -23,6 +23,7 @@ use sdt_sys::wait::{self, Stop};
 use sdt_sys::{Tid, memory, monotonic_ns};
 
 use crate::freeze::{BreakpointHit, EventSource, FreezeError, Freezer, Frozen, ProgramExit, TargetEvent};
+use crate::symbols::{Arrival, SymbolBreak, SymbolTraps};
 
 /// `si_code` of a `SIGTRAP` raised by `int3`.
 const SI_KERNEL: i32 = 0x80;
@@ -55,22 +56,25 @@ pub(crate) struct Tracer {
     queued: VecDeque<TargetEvent>,
     /// Signals that arrived for a thread already holding one, sent again at the thaw.
     resend: Vec<(Tid, i32)>,
+    /// Breakpoints at function entries (`--break`).
+    symbols: SymbolTraps,
 }
 
 impl Tracer {
-    /// Traces `pid`, which [`sdt_sys::spawn::spawn_seized`] left stopped at its exec, and
-    /// lets it run.
-    pub(crate) fn start(pid: Tid) -> Result<Tracer, sdt_sys::Error> {
+    /// Traces `pid`, which [`sdt_sys::spawn::spawn_seized`] left stopped at its exec,
+    /// places its symbol breakpoints, and lets it run.
+    pub(crate) fn start(pid: Tid, breaks: &[SymbolBreak]) -> Result<Tracer, crate::Error> {
+        let symbols = SymbolTraps::place(pid, breaks).map_err(crate::Error::Break)?;
         ptrace::resume(pid, 0)?;
         let mut threads = BTreeMap::new();
         threads.insert(pid, Thread::default());
-        Ok(Tracer { pid, threads, queued: VecDeque::new(), resend: Vec::new() })
+        Ok(Tracer { pid, threads, queued: VecDeque::new(), resend: Vec::new(), symbols })
     }
 
     /// Traces `pid`, restored with every thread in `threads` seized and stopped.
     pub(crate) fn adopt(pid: Tid, threads: impl IntoIterator<Item = Tid>) -> Tracer {
         let threads = threads.into_iter().map(|tid| (tid, Thread { stopped: true, ..Thread::default() })).collect();
-        Tracer { pid, threads, queued: VecDeque::new(), resend: Vec::new() }
+        Tracer { pid, threads, queued: VecDeque::new(), resend: Vec::new(), symbols: SymbolTraps::default() }
     }
 
     /// The next breakpoint or the program's end, if one is ready; handles (and resumes
@@ -124,9 +128,11 @@ impl Tracer {
         }
         match stop {
             Stop::Event(event::EXEC, _) => {
-                // execve ended every other thread; the caller's id is now the pid.
+                // execve ended every other thread; the caller's id is now the pid. The
+                // new image has none of the old one's breakpoints.
                 let pid = self.pid;
                 self.threads.clear();
+                self.symbols.clear();
                 let leader = self.threads.entry(pid).or_default();
                 leader.stopped = true;
                 if freezing {
@@ -149,6 +155,25 @@ impl Tracer {
         // can arrive before its parent's clone event.
         let thread = self.threads.entry(tid).or_default();
         thread.stopped = true;
+        if stop == Stop::Signal(libc::SIGTRAP) {
+            match self.symbols.arrival(tid, !freezing)? {
+                Arrival::NotOurs => {}
+                Arrival::Later => return Ok(None),
+                Arrival::Pass => {
+                    match self.step_over(tid).and_then(|()| self.thaw(None, false)) {
+                        Ok(()) | Err(FreezeError::Skip(_)) => {}
+                        // Its exit report was taken on the way: it comes next.
+                        Err(FreezeError::TargetGone(exit)) => self.queued.push_back(TargetEvent::Exited(exit)),
+                        Err(FreezeError::Sys(e)) => return Err(e),
+                    }
+                    return Ok(None);
+                }
+                Arrival::Hit(hit) => {
+                    thread.at_breakpoint = true;
+                    return Ok(Some(TargetEvent::Breakpoint(hit)));
+                }
+            }
+        }
         match stop {
             Stop::Signal(libc::SIGTRAP) => match trap_at(tid)? {
                 Trap::Sdt(hit) => {
@@ -285,6 +310,10 @@ impl Freezer for Tracer {
         self.stop_all(&must_stop)?;
         let all_stopped_ns = monotonic_ns();
         let via = self.threads.iter().find(|(_, t)| t.stopped && !t.exiting).map(|(&tid, _)| tid);
+        // The snapshot holds the program's own bytes, not the symbol breakpoints' int3s.
+        if let Some(via) = breaking.or(via) {
+            self.symbols.disarm(via)?;
+        }
         Ok(Frozen { all_stopped_ns, via: breaking.or(via) })
     }
 
@@ -303,15 +332,26 @@ impl Freezer for Tracer {
     }
 
     fn thaw(&mut self, breakpoint: Option<(&BreakpointHit, i64)>, turn_off: bool) -> Result<(), FreezeError> {
-        if let Some((hit, result)) = breakpoint {
-            memory::write(
-                hit.tid,
-                hit.record_addr + TrapRecord::RESULT_OFFSET as u64,
-                &result.to_le_bytes(),
-            )?;
-            if turn_off {
-                memory::write(hit.tid, hit.record.state_ptr, &STATE_OFF.to_le_bytes())?;
+        match breakpoint {
+            // A symbol breakpoint has no record: its thread goes past the function's
+            // first instruction instead.
+            Some((hit, _)) if hit.record_addr == 0 => self.step_over(hit.tid)?,
+            Some((hit, result)) => {
+                memory::write(hit.tid, hit.record_addr + TrapRecord::RESULT_OFFSET as u64, &result.to_le_bytes())?;
+                if turn_off {
+                    memory::write(hit.tid, hit.record.state_ptr, &STATE_OFF.to_le_bytes())?;
+                }
             }
+            None => {}
+        }
+        if turn_off {
+            if let Some(tid) = breakpoint.map(|(hit, _)| hit.tid) {
+                self.symbols.disarm(tid)?;
+            }
+            self.symbols.clear();
+        } else if let Some(via) = self.threads.iter().find(|(_, t)| t.stopped && !t.exiting).map(|(&tid, _)| tid) {
+            // Back in before anyone runs.
+            self.symbols.arm(via)?;
         }
         let breaking = breakpoint.map(|(hit, _)| hit.tid);
         for (&tid, thread) in self.threads.iter_mut() {
@@ -334,6 +374,38 @@ impl Freezer for Tracer {
 }
 
 impl Tracer {
+    /// Moves thread `tid`, stopped at a symbol breakpoint's function entry, past the
+    /// function's first instruction: emulated if it is a usual prologue; else run for real
+    /// with the int3s out, while every other thread is stopped, so none passes the entry
+    /// unseen. The int3s stay out (the thaw puts them back).
+    fn step_over(&mut self, tid: Tid) -> Result<(), FreezeError> {
+        if self.symbols.armed() && self.symbols.emulate_entry(tid)? {
+            return Ok(());
+        }
+        if self.symbols.armed() {
+            self.freeze(Some(tid))?;
+        }
+        loop {
+            ptrace::single_step(tid)?;
+            match wait::wait_for(tid)?.1 {
+                Stop::Signal(libc::SIGTRAP) => return Ok(()),
+                Stop::Signal(sig) => {
+                    let thread = self.threads.entry(tid).or_default();
+                    if thread.signal == 0 {
+                        thread.signal = sig;
+                    } else {
+                        self.resend.push((tid, sig));
+                    }
+                }
+                Stop::Event(..) => {}
+                Stop::Exited(_) | Stop::Killed(..) => {
+                    self.threads.remove(&tid);
+                    return Ok(());
+                }
+            }
+        }
+    }
+
     /// Waits until every thread `must_stop` names has stopped (or died), handling what
     /// the others report on the way.
     fn stop_all(&mut self, must_stop: &impl Fn((&Tid, &Thread)) -> bool) -> Result<(), FreezeError> {

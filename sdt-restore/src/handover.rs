@@ -15,7 +15,7 @@
 
 use object::{Object, ObjectSegment, ObjectSymbol};
 use sdt_abi::{SYMBOL_RECONFIG, SYMBOL_STATE, TRAP_RECORD_SIZE, TrapRecord};
-use sdt_store::{Content, SnapshotMeta, ThreadRunState, Trigger};
+use sdt_store::{Mapping, SnapshotMeta, ThreadRunState, Trigger};
 
 /// Reads the snapshot's memory at an address into a buffer; false if it cannot.
 pub type Read<'a> = &'a dyn Fn(u64, &mut [u8]) -> bool;
@@ -113,20 +113,25 @@ impl Library {
     }
 }
 
-/// The address of symbol `name` in the snapshot's memory: its value in the first mapped
-/// file whose symbols define it (the program, or `libsdt.so`), moved by where that file
-/// is mapped. `None` if no file defines it or a file cannot be read.
+/// The address of symbol `name` in the snapshot's memory: see [`symbol_in`].
 pub fn symbol(meta: &SnapshotMeta, name: &str) -> Option<u64> {
+    symbol_in(&meta.mappings, &meta.process.exe, name)
+}
+
+/// The address of symbol `name` in a process with `mappings` whose executable is `exe`:
+/// its value in the first mapped file whose symbols define it (the program, then
+/// `libsdt.so`, then the others), moved by where that file is mapped. `None` if no file
+/// defines it or a file cannot be read.
+pub fn symbol_in(mappings: &[Mapping], exe: &str, name: &str) -> Option<u64> {
     let mut files: Vec<&str> = Vec::new();
-    for m in &meta.mappings {
-        if let Content::File(f) = &m.content {
-            if !files.contains(&f.path.as_str()) {
-                files.push(&f.path);
-            }
+    for m in mappings {
+        let path = m.path.as_str();
+        if path.starts_with('/') && !path.ends_with(" (deleted)") && m.inode != 0 && !files.contains(&path) {
+            files.push(path);
         }
     }
     // The program itself and libsdt first: the symbols are almost always there.
-    files.sort_by_key(|f| (*f != meta.process.exe, !f.contains("libsdt")));
+    files.sort_by_key(|f| (*f != exe, !f.contains("libsdt")));
     files.into_iter().find_map(|path| {
         let bytes = std::fs::read(path).ok()?;
         let elf = object::File::parse(&*bytes).ok()?;
@@ -137,7 +142,7 @@ pub fn symbol(meta: &SnapshotMeta, name: &str) -> Option<u64> {
             .map(|s| s.address())?;
         // The file's first mapping maps file offset `offset` at `start`; the segment that
         // holds that offset says at which address it was linked.
-        let first = meta.mappings.iter().find(|m| matches!(&m.content, Content::File(f) if f.path == path))?;
+        let first = mappings.iter().find(|m| m.path == path)?;
         let segment = elf.segments().find(|s| {
             let (offset, size) = s.file_range();
             offset <= first.offset && first.offset < offset + size.max(1)

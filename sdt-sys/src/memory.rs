@@ -206,6 +206,15 @@ pub fn write_ranges(pid: Tid, ranges: &[RemoteRange], data: &[u8]) -> Result<()>
     Ok(())
 }
 
+/// `pwrite(/proc/PID/mem, …)`: writes `data` at `addr` in a process this one traces,
+/// even where the mapping is not writable (program text), as a debugger does.
+pub fn poke(pid: Tid, addr: u64, data: &[u8]) -> Result<()> {
+    use std::os::unix::fs::FileExt;
+    let err = |source| Error { call: "writing /proc/PID/mem", tid: pid.raw(), source };
+    let mem = std::fs::OpenOptions::new().write(true).open(format!("/proc/{pid}/mem")).map_err(err)?;
+    mem.write_all_at(data, addr).map_err(err)
+}
+
 /// The address of the first occurrence of `needle` in the target's `[start, end)`, which
 /// must be readable.
 pub fn find(pid: Tid, start: u64, end: u64, needle: &[u8]) -> Result<Option<u64>> {

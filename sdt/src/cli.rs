@@ -144,6 +144,11 @@ pub struct RunOpt {
     /// Also take a timed snapshot every MS milliseconds (overrides every_ms).
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
     pub every: Option<u64>,
+    /// Also break at the entry of the program's function FUNC, as if it called
+    /// SetBreakpoint(1, 0, N, 1, "symbol=FUNC") (N: the N-th --break); `@HITS` keeps only
+    /// those arrivals (`solve@1,10-12`). Repeatable; ptrace backend only.
+    #[arg(long = "break", value_name = "FUNC[@HIT,…]")]
+    pub breaks: Vec<String>,
     /// Compare every stored snapshot with the live process's memory (slow).
     #[arg(long)]
     pub verify: bool,
@@ -290,10 +295,11 @@ mod tests {
 
     #[test]
     fn run_takes_the_program_after_dashes() {
-        let opt = Opt::parse_from(["sdt", "run", "--every", "50", "--", "./prog", "-x", "--y"]);
+        let opt = Opt::parse_from(["sdt", "run", "--every", "50", "--break", "solve@1,3", "--break", "step", "--", "./prog", "-x", "--y"]);
         let Action::Run(run) = opt.action else { panic!("not run") };
         assert_eq!(run.command, ["./prog", "-x", "--y"]);
         assert_eq!(run.every, Some(50));
+        assert_eq!(run.breaks, ["solve@1,3", "step"]);
         assert_eq!(run.backend, BackendArg::Auto);
         let opt = Opt::parse_from(["sdt", "run", "--backend", "kmod", "--", "./prog"]);
         let Action::Run(run) = opt.action else { panic!("not run") };

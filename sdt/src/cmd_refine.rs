@@ -51,6 +51,7 @@ pub fn refine(opt: RefineOpt) -> Result<ExitCode> {
             tracking: Tracking::Auto,
             queue_bytes: 1 << 30,
             backend: opt.capture.backend.into(),
+            breaks: Vec::new(),
         })
         .with_context(|| format!("resuming {}", from.name()))?;
         report(&outcome, &opt.store.store, opt.capture.quiet);

@@ -36,6 +36,7 @@ pub fn restore(opt: RestoreOpt) -> Result<ExitCode> {
         tracking: Tracking::Auto,
         queue_bytes: 1 << 30,
         backend: capture.backend.into(),
+        breaks: Vec::new(),
     })
     .with_context(|| format!("restoring {name} of run {}", run.id()))?;
     report(&outcome, &opt.store.store, capture.quiet);

@@ -13,4 +13,5 @@ mod gdb;
 mod guest;
 mod kmod;
 mod restore;
+mod symbols;
 mod tracking;

@@ -1,0 +1,271 @@
+//! Symbol breakpoints (`sdt run --break FUNC[@HIT,…]`): breakpoints in programs that do
+//! not call `SetBreakpoint`, placed by the tracer at function entries.
+//!
+//! ```text
+//!  program start (exec stop)   FUNC's address from the program's ELF symbols; its first
+//!                              byte becomes int3 (0xcc), written through /proc/PID/mem
+//!  a thread reaches FUNC       SIGTRAP with rip = FUNC + 1: rip goes back to FUNC, and the
+//!                              arrival becomes a breakpoint (level 1, class 0, id N for the
+//!                              N-th --break, attrs "symbol=FUNC")
+//!  freeze                      every int3 is taken out: the snapshot holds the program's
+//!                              own bytes, and a thread stopped at FUNC shows at FUNC
+//!  thaw                        the thread at FUNC runs FUNC's first instruction (stepped
+//!                              while every other thread is stopped, or emulated), then the
+//!                              int3s go back and everyone resumes
+//! ```
+//!
+//! An arrival that does not capture (another hit than the ones asked for, a filtered one)
+//! is stepped over the same way: by emulating the first instruction where it is one of
+//! the usual prologues (`endbr64`, `push` of a register), else by stopping every thread
+//! for the step, so that no thread passes FUNC's entry while its int3 is out.
+//!
+//! Only the program's own functions can be named (its libraries are not loaded yet at its
+//! start), and only in the image `sdt run` started: after `execve` the breakpoints are
+//! gone. A child the program forks inherits the int3s untraced, and dies of `SIGTRAP`
+//! if it calls FUNC.
+
+use sdt_abi::{PROTOCOL_VERSION, Span, TRAP_RECORD_SIZE, TrapRecord};
+use sdt_store::{GPREGS_SIZE, Mapping, gpreg, set_gpreg};
+use sdt_sys::ptrace::{self, Regset};
+use sdt_sys::{Tid, memory, monotonic_ns};
+
+use crate::freeze::BreakpointHit;
+
+/// The `int3` instruction.
+const INT3: u8 = 0xcc;
+
+/// A function to break at, as `--break FUNC[@HIT,…]` names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SymbolBreak {
+    /// The function's symbol.
+    pub name: String,
+    /// Which arrivals capture (from 1); empty: every one.
+    pub hits: Vec<Span>,
+}
+
+impl SymbolBreak {
+    /// Parses `FUNC` or `FUNC@HIT,HIT-HIT,…`.
+    pub fn parse(text: &str) -> Result<SymbolBreak, String> {
+        let (name, hits) = match text.split_once('@') {
+            Some((name, hits)) => {
+                let hits = hits
+                    .split(',')
+                    .map(|h| Span::parse(h).map_err(|e| format!("--break {text}: {e}")))
+                    .collect::<Result<Vec<_>, _>>()?;
+                (name, hits)
+            }
+            None => (text, Vec::new()),
+        };
+        if name.is_empty() {
+            return Err(format!("--break {text}: no function named (use --break FUNC or FUNC@HITS)"));
+        }
+        Ok(SymbolBreak { name: name.to_owned(), hits })
+    }
+}
+
+/// One placed breakpoint.
+#[derive(Debug)]
+struct Trap {
+    name: String,
+    hits: Vec<Span>,
+    addr: u64,
+    /// The byte the int3 replaces.
+    original: u8,
+    /// Arrivals so far.
+    count: u64,
+}
+
+/// What a thread's `SIGTRAP` was, to the symbol breakpoints.
+#[derive(Debug)]
+pub(crate) enum Arrival {
+    /// Not at one of their int3s.
+    NotOurs,
+    /// At one, during a freeze: moved back to the entry, to trap again once resumed.
+    Later,
+    /// An arrival that does not capture: to be stepped over.
+    Pass,
+    /// An arrival asked for: a breakpoint.
+    Hit(BreakpointHit),
+}
+
+/// The symbol breakpoints of a program.
+#[derive(Debug, Default)]
+pub(crate) struct SymbolTraps {
+    traps: Vec<Trap>,
+    /// Whether the int3s are in the program's memory now.
+    armed: bool,
+}
+
+impl SymbolTraps {
+    /// Finds every function of `breaks` in the program `pid` (stopped at its exec) and
+    /// places its int3. An unknown function is an error naming it.
+    pub(crate) fn place(pid: Tid, breaks: &[SymbolBreak]) -> Result<SymbolTraps, String> {
+        if breaks.is_empty() {
+            return Ok(SymbolTraps::default());
+        }
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).map_err(|e| format!("reading maps: {e}"))?;
+        let mappings: Vec<Mapping> = maps.lines().filter_map(Mapping::parse_maps_line).collect();
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).map(|p| p.display().to_string()).unwrap_or_default();
+        let mut traps: Vec<Trap> = Vec::new();
+        for b in breaks {
+            if traps.iter().any(|t| t.name == b.name) {
+                return Err(format!("--break {} is given twice: name its hits in one (--break {}@1,5-7)", b.name, b.name));
+            }
+            let addr = sdt_restore::handover::symbol_in(&mappings, &exe, &b.name).ok_or_else(|| {
+                format!("--break {}: the program {exe} defines no such symbol (stripped, or in a library?)", b.name)
+            })?;
+            let mut original = [0u8];
+            memory::read_exact(pid, addr, &mut original).map_err(|e| format!("--break {}: {e}", b.name))?;
+            traps.push(Trap { name: b.name.clone(), hits: b.hits.clone(), addr, original: original[0], count: 0 });
+        }
+        let mut placed = SymbolTraps { traps, armed: false };
+        placed.arm(pid).map_err(|e| format!("placing the breakpoints: {e}"))?;
+        Ok(placed)
+    }
+
+    /// Puts the int3s (back) into the program.
+    pub(crate) fn arm(&mut self, pid: Tid) -> Result<(), sdt_sys::Error> {
+        if !self.armed && !self.traps.is_empty() {
+            for t in &self.traps {
+                memory::poke(pid, t.addr, &[INT3])?;
+            }
+            self.armed = true;
+        }
+        Ok(())
+    }
+
+    /// Takes the int3s out: the program's memory is its own again.
+    pub(crate) fn disarm(&mut self, pid: Tid) -> Result<(), sdt_sys::Error> {
+        if self.armed {
+            for t in &self.traps {
+                memory::poke(pid, t.addr, &[t.original])?;
+            }
+            self.armed = false;
+        }
+        Ok(())
+    }
+
+    /// Whether the int3s are in place.
+    pub(crate) fn armed(&self) -> bool {
+        self.armed
+    }
+
+    /// Forgets every breakpoint (the program's image was replaced, or capturing ended
+    /// and they were taken out).
+    pub(crate) fn clear(&mut self) {
+        self.traps.clear();
+        self.armed = false;
+    }
+
+    /// What thread `tid`'s `SIGTRAP` is. If it stopped at one of the int3s (`rip` just
+    /// past it), it is moved back to the function's entry; the arrival is counted only if
+    /// `count` (during a freeze it is not: the thread traps again once resumed).
+    pub(crate) fn arrival(&mut self, tid: Tid, count: bool) -> Result<Arrival, sdt_sys::Error> {
+        if !self.armed {
+            return Ok(Arrival::NotOurs);
+        }
+        let mut regs = [0u8; GPREGS_SIZE];
+        ptrace::get_regset(tid, Regset::General, &mut regs)?;
+        let rip = gpreg(&regs, "rip").unwrap_or(0);
+        let Some(index) = self.traps.iter().position(|t| t.addr + 1 == rip) else { return Ok(Arrival::NotOurs) };
+        set_gpreg(&mut regs, "rip", rip - 1);
+        ptrace::set_regset(tid, Regset::General, &regs)?;
+        if !count {
+            return Ok(Arrival::Later);
+        }
+        let trap = &mut self.traps[index];
+        trap.count += 1;
+        let hit = trap.count;
+        if !trap.hits.is_empty() && !trap.hits.iter().any(|s| s.contains(hit as i64)) {
+            return Ok(Arrival::Pass);
+        }
+        let record = TrapRecord {
+            version: PROTOCOL_VERSION,
+            size: TRAP_RECORD_SIZE as u32,
+            level: 1,
+            class: 0,
+            id: index as i32 + 1,
+            multiple_mark: 1,
+            hit,
+            attrs_ptr: 0,
+            attrs_len: 0,
+            trigger_ns: monotonic_ns(),
+            state_ptr: 0,
+            result: 0,
+        };
+        Ok(Arrival::Hit(BreakpointHit { tid, record, record_addr: 0, attrs: format!("symbol={}", trap.name) }))
+    }
+
+    /// Runs the first instruction of the function thread `tid` stands at without the
+    /// int3 being taken out, if it is a usual prologue: `endbr64`, or `push` of a
+    /// register. False if it is something else.
+    pub(crate) fn emulate_entry(&self, tid: Tid) -> Result<bool, sdt_sys::Error> {
+        let mut regs = [0u8; GPREGS_SIZE];
+        ptrace::get_regset(tid, Regset::General, &mut regs)?;
+        let rip = gpreg(&regs, "rip").unwrap_or(0);
+        let Some(trap) = self.traps.iter().find(|t| t.addr == rip) else { return Ok(false) };
+        let mut code = [0u8; 4];
+        memory::read_exact(tid, rip, &mut code)?;
+        code[0] = trap.original;
+        let Some(step) = Prologue::decode(&code) else { return Ok(false) };
+        match step {
+            Prologue::Endbr64 => set_gpreg(&mut regs, "rip", rip + 4),
+            Prologue::Push { reg, len } => {
+                let value = gpreg(&regs, reg).unwrap_or(0);
+                let rsp = gpreg(&regs, "rsp").unwrap_or(0) - 8;
+                memory::write(tid, rsp, &value.to_le_bytes())?;
+                set_gpreg(&mut regs, "rsp", rsp);
+                set_gpreg(&mut regs, "rip", rip + len);
+            }
+        }
+        ptrace::set_regset(tid, Regset::General, &regs)?;
+        Ok(true)
+    }
+}
+
+/// A function's first instruction, where it is one [`SymbolTraps::emulate_entry`] runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Prologue {
+    /// `f3 0f 1e fa`: a no-op outside CET.
+    Endbr64,
+    /// `push %reg` (`50+r`, or `41 50+r` for r8–r15).
+    Push { reg: &'static str, len: u64 },
+}
+
+impl Prologue {
+    fn decode(code: &[u8; 4]) -> Option<Prologue> {
+        const LOW: [&str; 8] = ["rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi"];
+        const HIGH: [&str; 8] = ["r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15"];
+        match *code {
+            [0xf3, 0x0f, 0x1e, 0xfa] => Some(Prologue::Endbr64),
+            // push %rsp pushes the value before the decrement: left to a real step.
+            [op @ 0x50..=0x57, ..] if op != 0x54 => Some(Prologue::Push { reg: LOW[usize::from(op - 0x50)], len: 1 }),
+            [0x41, op @ 0x50..=0x57, ..] => Some(Prologue::Push { reg: HIGH[usize::from(op - 0x50)], len: 2 }),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn breaks_parse() {
+        assert_eq!(SymbolBreak::parse("solve").unwrap(), SymbolBreak { name: "solve".into(), hits: vec![] });
+        let b = SymbolBreak::parse("step@1,5-7").unwrap();
+        assert_eq!(b.name, "step");
+        assert_eq!(b.hits, vec![Span::single(1), Span { first: 5, last: 7 }]);
+        assert!(SymbolBreak::parse("@3").unwrap_err().contains("no function"));
+        assert!(SymbolBreak::parse("f@x").unwrap_err().contains("`x`"));
+    }
+
+    #[test]
+    fn prologues_decode() {
+        assert_eq!(Prologue::decode(&[0xf3, 0x0f, 0x1e, 0xfa]), Some(Prologue::Endbr64));
+        assert_eq!(Prologue::decode(&[0x55, 0x48, 0x89, 0xe5]), Some(Prologue::Push { reg: "rbp", len: 1 }));
+        assert_eq!(Prologue::decode(&[0x41, 0x57, 0, 0]), Some(Prologue::Push { reg: "r15", len: 2 }));
+        assert_eq!(Prologue::decode(&[0x54, 0, 0, 0]), None, "push %rsp");
+        assert_eq!(Prologue::decode(&[0x48, 0x83, 0xec, 0x08]), None, "sub $8, %rsp");
+    }
+}
