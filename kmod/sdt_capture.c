@@ -228,6 +228,8 @@ static void sdt_hold_work(struct callback_head *work)
 	}
 	hold_resolved(cap);
 	spin_unlock(&cap->lock);
+	if (exiting)
+		atomic64_inc(&sdt_stats.gone);
 
 	if (hold) {
 		atomic_inc(&sdt_stats.held);
@@ -240,8 +242,8 @@ static void sdt_hold_work(struct callback_head *work)
 }
 
 /*
- * Queues a hold on `t` unless it has one. Returns 0, or -ENOMEM (and marks the capture
- * failed) if `t` could not be held.
+ * Queues a hold on `t` unless it has one (or the capture is over). Returns 1 if it
+ * queued one, 0 if not, -ENOMEM (the capture marked failed) if `t` could not be held.
  */
 static int hold_queue(struct sdt_capture *cap, struct task_struct *t, gfp_t gfp)
 {
@@ -276,14 +278,16 @@ static int hold_queue(struct sdt_capture *cap, struct task_struct *t, gfp_t gfp)
 	if (task_work_add(t, &h->work, TWA_SIGNAL_NO_IPI)) {
 		/* Past its last task_work in do_exit: it runs no user code again. */
 		atomic_dec(&sdt_stats.pending);
+		atomic64_inc(&sdt_stats.gone);
 		spin_lock(&cap->lock);
 		h->gone = true;
 		hold_resolved(cap);
 		spin_unlock(&cap->lock);
 		capture_put(cap);
 		module_put(THIS_MODULE);
+		return 0;
 	}
-	return 0;
+	return 1;
 }
 
 /* The IPI: its only job is the interrupt; leaving it, the CPU runs the hold. */
@@ -774,7 +778,8 @@ static void sdt_fork_probe(void *data, struct task_struct *parent, struct task_s
 	}
 	rcu_read_unlock();
 	if (cap) {
-		hold_queue(cap, child, GFP_ATOMIC);
+		if (hold_queue(cap, child, GFP_ATOMIC) > 0)
+			atomic64_inc(&sdt_stats.born);
 		capture_put(cap);
 	}
 }

@@ -119,6 +119,8 @@ struct sdt_stats {
 	atomic64_t captures;		/* captures begun */
 	atomic64_t triggers;		/* SDT_IOC_TRIGGER calls */
 	atomic64_t ipis;		/* IPI callbacks run */
+	atomic64_t born;		/* threads held from their creation (fork tracepoint) */
+	atomic64_t gone;		/* threads that exited instead of being held */
 };
 extern struct sdt_stats sdt_stats;
 

@@ -325,11 +325,12 @@ static ssize_t status_show(struct device *dev, struct device_attribute *attr, ch
 {
 	return sysfs_emit(buf,
 			  "version %d\nsessions %d\ncapturing %d\nheld %d\npending %d\n"
-			  "captures %lld\ntriggers %lld\nipis %lld\n",
+			  "captures %lld\ntriggers %lld\nipis %lld\nborn %lld\ngone %lld\n",
 			  SDT_KMOD_VERSION, atomic_read(&sdt_stats.sessions),
 			  atomic_read(&sdt_stats.capturing), atomic_read(&sdt_stats.held),
 			  atomic_read(&sdt_stats.pending), atomic64_read(&sdt_stats.captures),
-			  atomic64_read(&sdt_stats.triggers), atomic64_read(&sdt_stats.ipis));
+			  atomic64_read(&sdt_stats.triggers), atomic64_read(&sdt_stats.ipis),
+			  atomic64_read(&sdt_stats.born), atomic64_read(&sdt_stats.gone));
 }
 static DEVICE_ATTR_RO(status);
 
