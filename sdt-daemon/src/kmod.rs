@@ -126,13 +126,25 @@ impl Kmod {
             Ok(Some(snap)) => snap,
             Ok(None) => return Ok(None),
             Err(e) => {
-                // Whatever it was, the threads must go on (or finish dying).
-                self.device.release(RESULT_DECLINED, false).ok();
+                // Whatever it was, the threads must go on (or finish dying); a program
+                // the module no longer lets us read gets its breakpoints switched off.
+                self.device.release(RESULT_DECLINED, e.errno() == libc::EPERM).ok();
                 return match e.errno() {
                     libc::ESRCH => Err(FreezeError::TargetGone(self.wait_exit()?)),
                     libc::ESTALE => {
                         self.queued.push_back(TargetEvent::Exec);
                         Err(FreezeError::Skip("the program called execve during the capture"))
+                    }
+                    libc::ENOMEM => {
+                        log::warn!("no snapshot: the kernel module could not hold every thread (out of memory)");
+                        Err(FreezeError::Skip("the kernel module ran out of memory"))
+                    }
+                    libc::EPERM => {
+                        log::warn!(
+                            "no more snapshots: the program changed credentials (a set-user-ID execve?) and the \
+                             kernel module no longer lets sdt read it"
+                        );
+                        Err(FreezeError::Skip("the program changed credentials"))
                     }
                     _ => Err(e.into()),
                 };
@@ -206,6 +218,9 @@ impl Freezer for Kmod {
                 Err(e) => return Err(e.into()),
             }
             self.held = self.fetch(true)?;
+            if self.held.is_none() {
+                return Err(FreezeError::Skip("the kernel module had no capture to hand over"));
+            }
         }
         let held = self.held.as_ref().expect("a breakpoint comes with its capture");
         let via = breaking.or_else(|| held.threads.first().and_then(|t| Tid::new(t.tid)));
@@ -249,7 +264,7 @@ impl EventSource for Kmod {
                 },
                 Ok(None) => {}
                 Err(FreezeError::TargetGone(exit)) => return Ok(Some(TargetEvent::Exited(exit))),
-                Err(FreezeError::Skip(why)) => log::info!("{why}"),
+                Err(FreezeError::Skip(why)) => log::debug!("no snapshot: {why}"),
                 Err(FreezeError::Sys(e)) => return Err(e),
             }
             if let Some(event) = self.queued.pop_front() {
