@@ -27,8 +27,8 @@
 //! - The pause holds only what must happen with every thread stopped: the freeze,
 //!   registers, the mappings, and the copy of the pages. Diffing, compression and writing
 //!   happen on the writer thread while the program runs.
-//! - The freeze sits behind [`freeze::Freezer`] and the program's events behind
-//!   [`freeze::EventSource`], so the kernel module ([`Backend::Kmod`]) replaces ptrace
+//! - The freeze sits behind `freeze::Freezer` and the program's events behind
+//!   `freeze::EventSource`, so the kernel module ([`Backend::Kmod`]) replaces ptrace
 //!   without touching the capture.
 //! - The program behaves as without SDT: its stdio, signals and exit status are its own,
 //!   and `sdt` forwards signals sent to it.
