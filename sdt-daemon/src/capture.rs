@@ -15,6 +15,8 @@
 //! mtime are recorded so that a later change is caught when the snapshot is read.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use sdt_store::{Content, FileRef, Mapping, PAGE_SIZE};
 use sdt_sys::Tid;
@@ -27,6 +29,16 @@ use crate::procfs;
 
 /// Mappings whose pages cannot be read through `process_vm_readv`.
 const SPECIAL_UNREADABLE: [&str; 3] = ["[vvar]", "[vvar_vclock]", "[vsyscall]"];
+
+/// Bytes of a tracked mapping scanned per `PAGEMAP_SCAN` call: the pages written in one
+/// stretch are copied while the next is scanned.
+const SCAN_STRETCH: u64 = 32 << 20;
+
+/// Found pages handed to the copy in batches of at least this many bytes…
+const MIN_BATCH: usize = 256 << 10;
+
+/// …cut into copy tasks of at most this many, so that every copy thread gets a share.
+const COPY_PIECE: usize = 2 << 20;
 
 /// Largest mapping registered for write tracking: protecting a huge sparse reservation
 /// (a sanitizer's shadow memory) would fill page tables with markers.
@@ -61,6 +73,10 @@ impl PageRun {
     pub(crate) fn bytes(&self) -> usize {
         (self.pages * PAGE_SIZE) as usize
     }
+
+    fn remote(&self) -> RemoteRange {
+        RemoteRange { addr: self.addr, len: self.bytes() }
+    }
 }
 
 /// What a capture read, apart from registers.
@@ -94,7 +110,7 @@ struct Task {
 #[derive(Default)]
 struct Found {
     /// Pages to copy.
-    copy: Vec<PageRun>,
+    copy: CopyList,
     unchanged: Vec<PageRun>,
     /// Mappings the tracker does not know yet: registered after the copy.
     unregistered: Vec<usize>,
@@ -102,23 +118,149 @@ struct Found {
     first_sight_bytes: u64,
 }
 
+/// Pages to copy, ascending. The first `handed` runs have gone to copy tasks already: a
+/// run found later never merges into them.
+#[derive(Default)]
+struct CopyList {
+    runs: Vec<PageRun>,
+    handed: usize,
+    /// Bytes of the runs not handed yet.
+    waiting: usize,
+    /// The copy tasks took no more: the buffer is full, the rest is copied after finding.
+    closed: bool,
+}
+
+impl CopyList {
+    fn push(&mut self, start: u64, end: u64) {
+        if end <= start {
+            return;
+        }
+        self.waiting += (end - start) as usize;
+        let open = self.runs.len() > self.handed;
+        match self.runs.last_mut() {
+            Some(last) if open && last.end() == start => last.pages += (end - start) / PAGE_SIZE,
+            _ => self.runs.push(PageRun { addr: start, pages: (end - start) / PAGE_SIZE }),
+        }
+    }
+
+    /// Offers the runs not handed yet to `hand`, if there are at least `min` bytes of them;
+    /// `hand` answers whether it took them (it refuses once the buffer is full).
+    fn hand_over(&mut self, min: usize, hand: &mut impl FnMut(&[PageRun]) -> bool) {
+        if self.closed || self.waiting == 0 || self.waiting < min {
+            return;
+        }
+        if hand(&self.runs[self.handed..]) {
+            self.handed = self.runs.len();
+            self.waiting = 0;
+        } else {
+            self.closed = true;
+        }
+    }
+}
+
+/// What the copy tasks of one capture report.
+#[derive(Default)]
+struct CopyReport {
+    /// Pages that could not be read.
+    failed: Vec<u64>,
+    error: Option<sdt_sys::Error>,
+    /// When the first copy started and the last ended.
+    first_start_ns: Option<u64>,
+    last_end_ns: u64,
+}
+
+impl CopyReport {
+    /// Copies `ranges` into `dst` and reports how it went.
+    fn copy(report: &Mutex<CopyReport>, pid: Tid, ranges: &[RemoteRange], dst: &mut [u8]) {
+        let start = sdt_sys::monotonic_ns();
+        let result = memory::read_ranges(pid, ranges, dst);
+        let end = sdt_sys::monotonic_ns();
+        let mut report = report.lock().unwrap();
+        report.first_start_ns = Some(report.first_start_ns.map_or(start, |s| s.min(start)));
+        report.last_end_ns = report.last_end_ns.max(end);
+        match result {
+            Ok(failed) => report.failed.extend(failed),
+            Err(e) => {
+                report.error.get_or_insert(e);
+            }
+        }
+    }
+
+    fn copy_ns(&self) -> u64 {
+        self.first_start_ns.map_or(0, |start| self.last_end_ns - start)
+    }
+}
+
+/// Copies `ranges` into `dst` (their total length) on the scope's threads, in pieces.
+fn spawn_copies<'scope>(
+    scope: &rayon::Scope<'scope>,
+    report: &'scope Mutex<CopyReport>,
+    pid: Tid,
+    ranges: &[RemoteRange],
+    mut dst: &'scope mut [u8],
+) {
+    for piece in memory::split_ranges(ranges, COPY_PIECE) {
+        let (part, rest) = dst.split_at_mut(piece.iter().map(|r| r.len).sum());
+        dst = rest;
+        scope.spawn(move |_| CopyReport::copy(report, pid, &piece, part));
+    }
+}
+
+/// The threads that find and copy pages while the program is stopped (its CPUs are free
+/// then), one per CPU up to eight, started once: a thread woken costs a tenth of one
+/// started.
+fn capture_threads() -> Result<&'static rayon::ThreadPool, sdt_sys::Error> {
+    static POOL: OnceLock<rayon::ThreadPool> = OnceLock::new();
+    if let Some(pool) = POOL.get() {
+        return Ok(pool);
+    }
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("sdt-capture-{i}"))
+        .build()
+        .map_err(|e| sdt_sys::Error {
+            call: "starting the capture threads",
+            tid: 0,
+            source: std::io::Error::other(e),
+        })?;
+    Ok(POOL.get_or_init(|| pool))
+}
+
 /// Reads mappings and pages of one stopped process.
 pub(crate) struct Capturer {
     pagemap: Pagemap,
+    /// Set while the capture threads are kept awake for a capture about to start.
+    awake: Arc<AtomicBool>,
     /// Write tracking, when the run has it.
     tracker: Option<Userfaultfd>,
     /// `PAGEMAP_SCAN` works (Linux 6.7): residency comes by region, not page by page.
     scan: bool,
-    /// Threads that copy (the program is stopped: its CPUs are free).
-    copiers: usize,
+    threads: &'static rayon::ThreadPool,
 }
 
 impl Capturer {
     pub(crate) fn new(pid: Tid) -> Result<Capturer, sdt_sys::Error> {
         let pagemap = Pagemap::open(pid)?;
         let scan = pagemap.scan(0, PAGE_SIZE, ScanQuery::RESIDENT, &mut Vec::new(), &mut Vec::new()).is_ok();
-        let copiers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
-        Ok(Capturer { pagemap, tracker: None, scan, copiers })
+        Ok(Capturer { pagemap, awake: Arc::default(), tracker: None, scan, threads: capture_threads()? })
+    }
+
+    /// Wakes the capture threads while the mappings are read: they wait, yielding their
+    /// CPU to anything else that runs, until the capture hands them work, or for 2 ms.
+    /// (A sleeping thread takes 30–250 µs to wake here: longer than reading the maps.)
+    fn wake(&self) {
+        const AT_MOST_NS: u64 = 2_000_000;
+        self.awake.store(true, Ordering::Relaxed);
+        for _ in 0..self.threads.current_num_threads() {
+            let awake = Arc::clone(&self.awake);
+            let until = sdt_sys::monotonic_ns() + AT_MOST_NS;
+            self.threads.spawn(move || {
+                while awake.load(Ordering::Relaxed) && sdt_sys::monotonic_ns() < until {
+                    std::thread::yield_now();
+                }
+            });
+        }
     }
 
     /// The pagemap, for setting tracking up.
@@ -139,13 +281,14 @@ impl Capturer {
 
     /// Reads everything the snapshot stores into `buffer` (grown if needed, never shrunk,
     /// so a reused buffer costs no page faults). Every thread must be stopped; `via` is
-    /// one of them that has not exited, through which memory is read. While a worker
-    /// finds the pages to copy, `meanwhile` runs on this thread (the tracer's: it reads
-    /// the registers) and its result is returned too. The copy is then spread over one
-    /// thread per CPU.
+    /// one of them that has not exited, through which memory is read. While the capture
+    /// threads find the pages and copy them, `meanwhile` runs on this thread (the
+    /// tracer's: it reads the registers) and its result is returned too.
     ///
-    /// (Finding is one thread's work: the scans write-protect as they go and contend
-    /// when run side by side.)
+    /// One capture thread finds the pages (the scans write-protect as they go and contend
+    /// when run side by side) and hands each stretch's written pages, while the buffer
+    /// holds them, to the others to copy as it scans on; what does not fit is copied
+    /// after, into the grown buffer.
     pub(crate) fn collect<T>(
         &mut self,
         via: Tid,
@@ -153,33 +296,62 @@ impl Capturer {
         verify: bool,
         meanwhile: impl FnOnce() -> T,
     ) -> Result<(Collected, T), CaptureError> {
+        self.wake();
         let mut mappings =
             procfs::parse_maps(&procfs::read_text(via, "maps").map_err(CaptureError::proc("maps"))?);
         let tasks = self.plan(&mut mappings);
-        let (found, extra) = std::thread::scope(|scope| {
-            let this = &*self;
-            let worker = scope.spawn(|| this.find(&tasks));
-            let extra = meanwhile();
-            (worker.join().expect("capture worker panicked"), extra)
+        let report = Mutex::new(CopyReport::default());
+        let mut found = None;
+        let mut handed_bytes = 0;
+        let this = &*self;
+        let extra = self.threads.in_place_scope(|scope| {
+            let (report, found, handed_bytes) = (&report, &mut found, &mut handed_bytes);
+            let mut free = &mut buffer[..];
+            scope.spawn(move |scope| {
+                *found = Some(this.find(&tasks, |runs| {
+                    let bytes: usize = runs.iter().map(PageRun::bytes).sum();
+                    if bytes > free.len() {
+                        return false;
+                    }
+                    let (part, rest) = std::mem::take(&mut free).split_at_mut(bytes);
+                    free = rest;
+                    *handed_bytes += bytes;
+                    let ranges: Vec<RemoteRange> = runs.iter().map(PageRun::remote).collect();
+                    spawn_copies(scope, report, via, &ranges, part);
+                    true
+                }));
+            });
+            // The woken threads stop spinning; one takes the finding.
+            this.awake.store(false, Ordering::Relaxed);
+            meanwhile()
         });
-        let Found { copy: copied, unchanged, unregistered, first_sight_bytes } = found?;
+        let Found { copy, unchanged, unregistered, first_sight_bytes } =
+            found.expect("the finding task ran")?;
 
-        let need: usize = copied.iter().map(PageRun::bytes).sum();
+        // What the buffer could not hold, copied now into the grown buffer.
+        let need: usize = copy.runs.iter().map(PageRun::bytes).sum();
         if buffer.len() < need {
-            // A fresh zeroed allocation is calloc'd pages the kernel zeroes on first touch:
-            // no memset of memory that the copy overwrites anyway.
-            *buffer = vec![0; need];
+            if handed_bytes == 0 {
+                // A fresh zeroed allocation is calloc'd pages the kernel zeroes on first
+                // touch: no memset of memory that the copy overwrites anyway.
+                *buffer = vec![0; need];
+            } else {
+                buffer.resize(need, 0);
+            }
         }
-        let ranges: Vec<RemoteRange> =
-            copied.iter().map(|r| RemoteRange { addr: r.addr, len: r.bytes() }).collect();
-        let copy_start = sdt_sys::monotonic_ns();
-        let failed = memory::read_ranges_parallel(via, &ranges, &mut buffer[..need], self.copiers)?;
-        let copy_ns = sdt_sys::monotonic_ns() - copy_start;
-        if !failed.is_empty() {
+        let rest: Vec<RemoteRange> = copy.runs[copy.handed..].iter().map(PageRun::remote).collect();
+        if !rest.is_empty() {
+            let dst = &mut buffer[handed_bytes..need];
+            self.threads.in_place_scope(|scope| spawn_copies(scope, &report, via, &rest, dst));
+        }
+        let report = report.into_inner().unwrap();
+        if let Some(e) = report.error {
+            return Err(e.into());
+        }
+        if let Some(first) = report.failed.iter().min() {
             log::warn!(
-                "{} page(s) could not be read and are stored as zero, first at {:#x}",
-                failed.len(),
-                failed[0]
+                "{} page(s) could not be read and are stored as zero, first at {first:#x}",
+                report.failed.len()
             );
         }
         // Mappings new to the tracker were read whole above; from now on it answers for
@@ -196,7 +368,15 @@ impl Capturer {
             }
         }
         let live = verify.then(|| read_live(via, &mappings)).transpose()?;
-        Ok((Collected { mappings, copied, unchanged, copy_ns, first_sight_bytes, live }, extra))
+        let collected = Collected {
+            mappings,
+            copied: copy.runs,
+            unchanged,
+            copy_ns: report.copy_ns(),
+            first_sight_bytes,
+            live,
+        };
+        Ok((collected, extra))
     }
 
     /// Classifies the mappings: a task for each whose pages the snapshot takes.
@@ -216,70 +396,90 @@ impl Capturer {
         tasks
     }
 
-    /// Finds the pages of every task.
-    fn find(&self, tasks: &[Task]) -> Result<Found, sdt_sys::Error> {
+    /// Finds the pages of every task, offering those to copy to `hand` as it goes.
+    fn find(
+        &self,
+        tasks: &[Task],
+        mut hand: impl FnMut(&[PageRun]) -> bool,
+    ) -> Result<Found, sdt_sys::Error> {
         let mut out = Found::default();
         let mut scratch = Scratch::default();
         for task in tasks {
             match task.pages {
-                Pages::Tracked => match self.written(task, &mut scratch) {
-                    Ok(()) => {
-                        let mut at = task.start;
-                        for r in &scratch.found {
-                            push_run(&mut out.unchanged, at, r.start);
-                            // Written pages no longer resident were dropped (MADV_DONTNEED,
-                            // a freed thread stack): they read as zero, nothing to copy.
-                            if r.categories & (PAGE_IS_PRESENT | PAGE_IS_SWAPPED) != 0 {
-                                push_run(&mut out.copy, r.start, r.end);
-                            }
-                            at = r.end;
-                        }
-                        push_run(&mut out.unchanged, at, task.end);
-                    }
-                    // Not registered: new since the last capture, or moved. Read it all.
-                    Err(e) if e.errno() == libc::EPERM => {
-                        out.unregistered.push(task.mapping);
-                        let before: u64 = out.copy.iter().map(|r| r.bytes() as u64).sum();
-                        self.select(task, Pages::Present, &mut scratch, &mut out.copy)?;
-                        out.first_sight_bytes +=
-                            out.copy.iter().map(|r| r.bytes() as u64).sum::<u64>() - before;
-                    }
-                    Err(e) => return Err(e),
-                },
-                which => self.select(task, which, &mut scratch, &mut out.copy)?,
+                Pages::Tracked => self.find_written(task, &mut scratch, &mut out, &mut hand)?,
+                which => self.select(task.start, task.end, which, &mut scratch, &mut out.copy)?,
             }
+            out.copy.hand_over(MIN_BATCH, &mut hand);
         }
+        out.copy.hand_over(0, &mut hand);
         Ok(out)
     }
 
-    /// The written pages of a tracked task's range, protected again, into `scratch.found`.
-    fn written(&self, task: &Task, scratch: &mut Scratch) -> Result<(), sdt_sys::Error> {
-        scratch.found.clear();
-        self.pagemap.scan(
-            task.start,
-            task.end,
-            ScanQuery::TAKE_WRITTEN,
-            &mut scratch.regions,
-            &mut scratch.found,
-        )
-    }
-
-    /// Appends the runs of pages of the task's range that `which` asks for.
-    fn select(
+    /// The written pages of a tracked task, stretch by stretch, protected again as they
+    /// are found; all its present pages if it is new to the tracker.
+    fn find_written(
         &self,
         task: &Task,
+        scratch: &mut Scratch,
+        out: &mut Found,
+        hand: &mut impl FnMut(&[PageRun]) -> bool,
+    ) -> Result<(), sdt_sys::Error> {
+        let mut from = task.start;
+        while from < task.end {
+            let to = task.end.min(from + SCAN_STRETCH);
+            scratch.found.clear();
+            match self.pagemap.scan(
+                from,
+                to,
+                ScanQuery::TAKE_WRITTEN,
+                &mut scratch.regions,
+                &mut scratch.found,
+            ) {
+                Ok(()) => {}
+                // Not registered: new since the last capture, or moved. Read it all.
+                Err(e) if e.errno() == libc::EPERM => {
+                    out.unregistered.push(task.mapping);
+                    let before = out.copy.waiting;
+                    self.select(from, task.end, Pages::Present, scratch, &mut out.copy)?;
+                    out.first_sight_bytes += (out.copy.waiting - before) as u64;
+                    return Ok(());
+                }
+                Err(e) => return Err(e),
+            }
+            let mut at = from;
+            for r in &scratch.found {
+                push_run(&mut out.unchanged, at, r.start);
+                // Written pages no longer resident were dropped (MADV_DONTNEED, a freed
+                // thread stack): they read as zero, nothing to copy.
+                if r.categories & (PAGE_IS_PRESENT | PAGE_IS_SWAPPED) != 0 {
+                    out.copy.push(r.start, r.end);
+                }
+                at = r.end;
+            }
+            push_run(&mut out.unchanged, at, to);
+            out.copy.hand_over(MIN_BATCH, hand);
+            from = to;
+        }
+        Ok(())
+    }
+
+    /// Appends the runs of pages in `[start, end)` that `which` asks for.
+    fn select(
+        &self,
+        start: u64,
+        end: u64,
         which: Pages,
         scratch: &mut Scratch,
-        out: &mut Vec<PageRun>,
+        out: &mut CopyList,
     ) -> Result<(), sdt_sys::Error> {
         match which {
             Pages::None | Pages::Tracked => {}
-            Pages::All => push_run(out, task.start, task.end),
+            Pages::All => out.push(start, end),
             Pages::Present | Pages::Written if self.scan => {
                 scratch.found.clear();
                 self.pagemap.scan(
-                    task.start,
-                    task.end,
+                    start,
+                    end,
                     ScanQuery::RESIDENT,
                     &mut scratch.regions,
                     &mut scratch.found,
@@ -289,21 +489,21 @@ impl Capturer {
                     // file's: stored by reference.
                     let file_page = r.categories & PAGE_IS_FILE != 0 && r.categories & PAGE_IS_SWAPPED == 0;
                     if which == Pages::Present || !file_page {
-                        push_run(out, r.start, r.end);
+                        out.push(r.start, r.end);
                     }
                 }
             }
             Pages::Present | Pages::Written => {
-                let npages = ((task.end - task.start) / PAGE_SIZE) as usize;
-                self.pagemap.read(task.start, npages, &mut scratch.entries)?;
+                let npages = ((end - start) / PAGE_SIZE) as usize;
+                self.pagemap.read(start, npages, &mut scratch.entries)?;
                 for (i, &e) in scratch.entries.iter().enumerate() {
                     let keep = match which {
                         Pages::Present => e & (PM_PRESENT | PM_SWAPPED) != 0,
                         _ => (e & PM_PRESENT != 0 && e & PM_FILE == 0) || e & PM_SWAPPED != 0,
                     };
                     if keep {
-                        let addr = task.start + i as u64 * PAGE_SIZE;
-                        push_run(out, addr, addr + PAGE_SIZE);
+                        let addr = start + i as u64 * PAGE_SIZE;
+                        out.push(addr, addr + PAGE_SIZE);
                     }
                 }
             }

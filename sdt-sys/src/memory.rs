@@ -60,59 +60,25 @@ pub fn read_ranges(pid: Tid, ranges: &[RemoteRange], dst: &mut [u8]) -> Result<V
     Ok(failed)
 }
 
-/// [`read_ranges`] spread over `threads` threads (this one included), each copying an
-/// equal share of the bytes: the kernel pins and copies page by page, so one thread
-/// leaves memory bandwidth unused. Small reads stay on this thread.
-#[doc(alias = "process_vm_readv")]
-pub fn read_ranges_parallel(
-    pid: Tid,
-    ranges: &[RemoteRange],
-    dst: &mut [u8],
-    threads: usize,
-) -> Result<Vec<u64>> {
-    /// Below this, a thread costs more to start than it saves.
-    const MIN_SHARE: usize = 1 << 20;
-    let total: usize = ranges.iter().map(|r| r.len).sum();
-    let threads = threads.min(total / MIN_SHARE).max(1);
-    if threads == 1 {
-        return read_ranges(pid, ranges, dst);
-    }
-    // Cut the ranges into `threads` shares of about equal bytes, at page boundaries.
-    let share = (total / threads).next_multiple_of(PAGE);
-    let mut shares: Vec<Vec<RemoteRange>> = vec![Vec::new()];
+/// `ranges` cut into pieces of `piece` bytes (a multiple of the page size), in order; the
+/// last piece may be shorter.
+pub fn split_ranges(ranges: &[RemoteRange], piece: usize) -> Vec<Vec<RemoteRange>> {
+    let mut pieces: Vec<Vec<RemoteRange>> = vec![Vec::new()];
     let mut filled = 0;
     for &range in ranges {
         let mut rest = range;
         while rest.len > 0 {
-            if filled == share && shares.len() < threads {
-                shares.push(Vec::new());
+            if filled == piece {
+                pieces.push(Vec::new());
                 filled = 0;
             }
-            let take = if shares.len() < threads { rest.len.min(share - filled) } else { rest.len };
-            shares.last_mut().unwrap().push(RemoteRange { addr: rest.addr, len: take });
+            let take = rest.len.min(piece - filled);
+            pieces.last_mut().unwrap().push(RemoteRange { addr: rest.addr, len: take });
             filled += take;
             rest = RemoteRange { addr: rest.addr + take as u64, len: rest.len - take };
         }
     }
-    let mut parts = Vec::with_capacity(shares.len());
-    let mut rest = &mut dst[..total];
-    for ranges in &shares {
-        let (part, tail) = rest.split_at_mut(ranges.iter().map(|r| r.len).sum());
-        parts.push((ranges.as_slice(), part));
-        rest = tail;
-    }
-    let first = parts.remove(0);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = parts
-            .into_iter()
-            .map(|(ranges, part)| scope.spawn(move || read_ranges(pid, ranges, part)))
-            .collect();
-        let mut failed = read_ranges(pid, first.0, first.1)?;
-        for handle in handles {
-            failed.extend(handle.join().expect("copy thread panicked")?);
-        }
-        Ok(failed)
-    })
+    pieces
 }
 
 fn read_by_page(pid: Tid, range: RemoteRange, dst: &mut [u8], failed: &mut Vec<u64>) -> Result<()> {
@@ -187,10 +153,13 @@ pub fn write_ranges(pid: Tid, ranges: &[RemoteRange], data: &[u8]) -> Result<()>
     for batch in ranges.chunks(IOV_MAX) {
         let len: usize = batch.iter().map(|r| r.len).sum();
         let local = libc::iovec { iov_base: data[at..].as_ptr() as *mut libc::c_void, iov_len: len };
-        let remote: Vec<libc::iovec> =
-            batch.iter().map(|r| libc::iovec { iov_base: r.addr as *mut libc::c_void, iov_len: r.len }).collect();
+        let remote: Vec<libc::iovec> = batch
+            .iter()
+            .map(|r| libc::iovec { iov_base: r.addr as *mut libc::c_void, iov_len: r.len })
+            .collect();
         // SAFETY: `local` covers `data[at..at + len]`, which the kernel only reads.
-        let n = unsafe { libc::process_vm_writev(pid.raw(), &local, 1, remote.as_ptr(), remote.len() as u64, 0) };
+        let n =
+            unsafe { libc::process_vm_writev(pid.raw(), &local, 1, remote.as_ptr(), remote.len() as u64, 0) };
         if n < 0 {
             return Err(Error::last("process_vm_writev", pid.raw()));
         }
@@ -258,7 +227,7 @@ mod tests {
         assert!(dst[PAGE..2 * PAGE].iter().all(|&b| b == 0));
         assert!(dst[2 * PAGE..].iter().all(|&b| b == 0xab));
 
-        // The same through several threads, with the shares cut inside ranges.
+        // Pieces cut inside ranges read back to back as the whole.
         let big = 3 << 20;
         let mut src = vec![0u8; big];
         for (i, b) in src.iter_mut().enumerate() {
@@ -269,8 +238,16 @@ mod tests {
             RemoteRange { addr: base2, len: big - PAGE },
             RemoteRange { addr: base2 + (big - PAGE) as u64, len: PAGE },
         ];
+        let pieces = split_ranges(&ranges, 1 << 20);
+        assert_eq!(pieces.len(), 3);
+        assert_eq!(pieces[2].len(), 2, "the last piece ends with the second range");
         let mut out = vec![0u8; big];
-        assert!(read_ranges_parallel(me, &ranges, &mut out, 3).unwrap().is_empty());
+        let mut rest = &mut out[..];
+        for piece in &pieces {
+            let (part, tail) = rest.split_at_mut(piece.iter().map(|r| r.len).sum());
+            assert!(read_ranges(me, piece, part).unwrap().is_empty());
+            rest = tail;
+        }
         assert!(out == src);
 
         write(me, addr, &[1, 2, 3]).unwrap();
