@@ -62,7 +62,8 @@ fn parse_options() -> Options {
 
 /// `scripts/guest/prepare`'s variables.
 fn prepare() -> BTreeMap<String, String> {
-    let out = Command::new(workspace().join("scripts/guest/prepare")).output().expect("scripts/guest/prepare");
+    let out =
+        Command::new(workspace().join("scripts/guest/prepare")).output().expect("scripts/guest/prepare");
     assert!(out.status.success(), "scripts/guest/prepare failed: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -147,11 +148,7 @@ fn main() {
         .output()
         .expect("scripts/guest/run");
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "the guest run failed:\n{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "the guest run failed:\n{text}\n{}", String::from_utf8_lossy(&out.stderr));
 
     let mut figures: BTreeMap<(u32, &str), Figures> = BTreeMap::new();
     let mut plain: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
@@ -188,7 +185,9 @@ fn main() {
          between them; page-hash mode (the 6.1 kernel has no PAGEMAP_SCAN);",
         opts.heap_mb
     );
-    println!("deviation and pause are per snapshot after the first (median, p90); slowdown: the workload's own time");
+    println!(
+        "deviation and pause are per snapshot after the first (median, p90); slowdown: the workload's own time"
+    );
     println!("under sdt run against without it (median of its rounds).");
     println!();
     println!(
@@ -203,7 +202,11 @@ fn main() {
         for backend in ["ptrace", "kmod"] {
             let f = &figures[&(t, backend)];
             let ratios = if backend == "kmod" {
-                format!("{:.2}× | {:.2}×", dev("kmod") / dev("ptrace").max(1.0), pause("kmod") / pause("ptrace").max(1.0))
+                format!(
+                    "{:.2}× | {:.2}×",
+                    dev("kmod") / dev("ptrace").max(1.0),
+                    pause("kmod") / pause("ptrace").max(1.0)
+                )
             } else {
                 " | ".into()
             };

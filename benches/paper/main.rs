@@ -115,7 +115,8 @@ fn real_main(args: &Args) -> Result<()> {
             Err(m) => missing.push(m),
         }
     }
-    let known: Vec<String> = found.iter().map(|p| p.name.clone()).chain(missing.iter().map(|m| m.name.clone())).collect();
+    let known: Vec<String> =
+        found.iter().map(|p| p.name.clone()).chain(missing.iter().map(|m| m.name.clone())).collect();
     for name in &args.only {
         if !known.contains(name) {
             bail!("--only {name}: no such program (these are: {})", known.join(", "));
@@ -214,8 +215,10 @@ fn load_average() -> String {
 /// iowait), at 100 ticks a second.
 fn machine_busy_s() -> f64 {
     let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let ticks: Vec<f64> = stat.lines().next().unwrap_or("").split_whitespace().skip(1).filter_map(|t| t.parse().ok()).collect();
-    let busy: f64 = ticks.iter().enumerate().filter(|(i, _)| *i != 3 && *i != 4 && *i < 8).map(|(_, t)| t).sum();
+    let ticks: Vec<f64> =
+        stat.lines().next().unwrap_or("").split_whitespace().skip(1).filter_map(|t| t.parse().ok()).collect();
+    let busy: f64 =
+        ticks.iter().enumerate().filter(|(i, _)| *i != 3 && *i != 4 && *i < 8).map(|(_, t)| t).sum();
     busy / 100.0
 }
 
@@ -229,7 +232,9 @@ fn own_cpu_s() -> f64 {
 }
 
 fn kernel() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_owned()).unwrap_or_else(|_| "?".into())
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_else(|_| "?".into())
 }
 
 /// `path` relative to `base` where it lies below it.
@@ -246,6 +251,9 @@ mod tests {
     fn cli() {
         Args::command().debug_assert();
         let a = Args::parse_from(["bench-paper", "--size", "small", "--threads", "2,4", "--only", "fft,lu"]);
-        assert_eq!((a.size, a.threads, a.only, a.reps), (Size::Small, vec![2, 4], vec!["fft".into(), "lu".into()], 5));
+        assert_eq!(
+            (a.size, a.threads, a.only, a.reps),
+            (Size::Small, vec![2, 4], vec!["fft".into(), "lu".into()], 5)
+        );
     }
 }

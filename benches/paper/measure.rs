@@ -137,7 +137,10 @@ impl Runner {
             ""
         };
         for rep in 1..=self.reps {
-            self.progress(&format!("{} · {threads} threads{over} · without SDT {rep}/{}", program.name, self.reps));
+            self.progress(&format!(
+                "{} · {threads} threads{over} · without SDT {rep}/{}",
+                program.name, self.reps
+            ));
             let t = inv.run_plain(&dir)?;
             if !t.passed {
                 cell.notes.push(format!("without SDT, run {rep}: the self-check failed"));
@@ -145,7 +148,10 @@ impl Runner {
             cell.plain.push(t);
             self.tick();
 
-            self.progress(&format!("{} · {threads} threads{over} · sdt run {rep}/{}", program.name, self.reps));
+            self.progress(&format!(
+                "{} · {threads} threads{over} · sdt run {rep}/{}",
+                program.name, self.reps
+            ));
             let every_ms = (!program.is_ours()).then(|| {
                 let plain = crate::stats::median(&cell.plain.iter().map(|t| t.wall_s).collect::<Vec<_>>());
                 ((plain * 1e3 / (SNAPSHOTS as f64 + 0.5)) as u64).max(1)
@@ -155,7 +161,10 @@ impl Runner {
                 cell.notes.push(format!("under sdt run, run {rep}: the self-check failed"));
             }
             if run.snaps.len() != SNAPSHOTS {
-                cell.notes.push(format!("under sdt run, run {rep}: {} snapshots, not {SNAPSHOTS}", run.snaps.len()));
+                cell.notes.push(format!(
+                    "under sdt run, run {rep}: {} snapshots, not {SNAPSHOTS}",
+                    run.snaps.len()
+                ));
             }
             cell.sdt.push(run);
             self.tick();
@@ -188,7 +197,8 @@ impl Runner {
     /// breakpoints (issue 6, part 2), suite programs would use
     /// `--break {recipe.break_at}` with `--config` here instead of `--every`.
     fn sdt_args(&self, store: &Path, every_ms: Option<u64>) -> Vec<String> {
-        let mut args: Vec<String> = vec!["run".into(), "-q".into(), "--store".into(), store.display().to_string()];
+        let mut args: Vec<String> =
+            vec!["run".into(), "-q".into(), "--store".into(), store.display().to_string()];
         match every_ms {
             None => args.extend(["--config".into(), self.config.display().to_string()]),
             Some(ms) => {
@@ -206,7 +216,11 @@ impl Runner {
         let mut cmd = Command::new(&self.sdt);
         cmd.args(self.sdt_args(&store, every_ms)).arg("--").arg(&inv.exe).args(&inv.args);
         let timing = inv.run(cmd, dir, "sdt")?;
-        let ls = Command::new(&self.sdt).args(["ls", "--json", "--store"]).arg(&store).output().context("sdt ls")?;
+        let ls = Command::new(&self.sdt)
+            .args(["ls", "--json", "--store"])
+            .arg(&store)
+            .output()
+            .context("sdt ls")?;
         if !ls.status.success() {
             bail!("sdt ls --json failed: {}", String::from_utf8_lossy(&ls.stderr));
         }
@@ -241,12 +255,16 @@ impl Invocation {
     fn new(program: &Program, threads: u32, size: Size, dir: &Path) -> Result<Invocation> {
         let exe = program.exe.clone().context("program not built")?;
         Ok(match &program.kind {
-            Kind::Ours { .. } => {
-                Invocation { exe, args: vec![threads.to_string(), size.name().into()], stdin: None, ours: true }
-            }
+            Kind::Ours { .. } => Invocation {
+                exe,
+                args: vec![threads.to_string(), size.name().into()],
+                stdin: None,
+                ours: true,
+            },
             Kind::Suite(recipe) => {
                 if let Some(tar) = &recipe.inputs {
-                    let status = Command::new("tar").arg("xf").arg(tar).current_dir(dir).status().context("tar")?;
+                    let status =
+                        Command::new("tar").arg("xf").arg(tar).current_dir(dir).status().context("tar")?;
                     if !status.success() {
                         bail!("could not unpack {}", tar.display());
                     }

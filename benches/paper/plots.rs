@@ -43,10 +43,14 @@ fn font() -> Result<()> {
     static FONT: OnceLock<Result<(), String>> = OnceLock::new();
     FONT.get_or_init(|| {
         let Some(path) = FONTS.iter().find(|p| Path::new(p).exists()) else {
-            return Err(format!("no TrueType font in {} (apt-get install fonts-dejavu-core)", FONTS.join(", ")));
+            return Err(format!(
+                "no TrueType font in {} (apt-get install fonts-dejavu-core)",
+                FONTS.join(", ")
+            ));
         };
         let bytes: &'static [u8] = Vec::leak(std::fs::read(path).map_err(|e| format!("{path}: {e}"))?);
-        register_font("sans-serif", FontStyle::Normal, bytes).map_err(|_| format!("{path}: not a usable font"))
+        register_font("sans-serif", FontStyle::Normal, bytes)
+            .map_err(|_| format!("{path}: not a usable font"))
     })
     .clone()
     .map_err(|e| anyhow!(e))
@@ -108,7 +112,9 @@ fn frame<'a, DB: DrawingBackend>(
 }
 
 /// The series' names, top right.
-fn legend<'a, DB: DrawingBackend + 'a>(c: &mut Chart2d<'a, DB>) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+fn legend<'a, DB: DrawingBackend + 'a>(
+    c: &mut Chart2d<'a, DB>,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
     c.configure_series_labels()
         .position(SeriesLabelPosition::UpperRight)
         .background_style(WHITE.mix(0.9))
@@ -152,7 +158,8 @@ where
             let base = y.start;
             for (g, name) in groups.iter().enumerate() {
                 let (px, py) = c.backend_coord(&(g as f64 + 0.5, base));
-                let style = TextStyle::from(("sans-serif", 16).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
+                let style =
+                    TextStyle::from(("sans-serif", 16).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
                 root.draw_text(name, &style, (px, py + 8)).map_err(err)?;
             }
             c.draw_series(std::iter::once(PathElement::new(
@@ -179,13 +186,18 @@ where
                 .map_err(err)?;
             for (k, (name, values)) in series.iter().enumerate() {
                 let style = colour(k).stroke_width(2);
-                let points: Vec<(f64, f64)> =
-                    values.iter().enumerate().filter(|(_, v)| v.is_finite()).map(|(i, v)| (i as f64 + 1.0, *v)).collect();
+                let points: Vec<(f64, f64)> = values
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, v)| v.is_finite())
+                    .map(|(i, v)| (i as f64 + 1.0, *v))
+                    .collect();
                 c.draw_series(LineSeries::new(points.clone(), style))
                     .map_err(err)?
                     .label(name.as_str())
                     .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
-                c.draw_series(points.into_iter().map(|p| Circle::new(p, 3, colour(k).filled()))).map_err(err)?;
+                c.draw_series(points.into_iter().map(|p| Circle::new(p, 3, colour(k).filled())))
+                    .map_err(err)?;
             }
             legend(&mut c).map_err(err)?;
         }

@@ -71,10 +71,12 @@ fn mib(bytes: f64) -> f64 {
 pub fn row(cell: &Cell) -> Row {
     let et = median(&cell.plain.iter().map(|t| t.roi_s).collect::<Vec<_>>());
     let ets = median(&cell.sdt.iter().map(|r| r.timing.roi_s).collect::<Vec<_>>());
-    let per_run = |f: &dyn Fn(&crate::measure::SdtRun) -> f64| median(&cell.sdt.iter().map(f).collect::<Vec<_>>());
+    let per_run =
+        |f: &dyn Fn(&crate::measure::SdtRun) -> f64| median(&cell.sdt.iter().map(f).collect::<Vec<_>>());
     let ts = per_run(&|r| r.snaps.iter().map(|s| s.full_bytes as f64).sum());
     let tis = per_run(&|r| r.snaps.iter().map(|s| s.stored_bytes as f64).sum());
-    let pause_ms = per_run(&|r| r.snaps.iter().map(|s| s.pause_us).sum::<f64>() / r.snaps.len().max(1) as f64 / 1e3);
+    let pause_ms =
+        per_run(&|r| r.snaps.iter().map(|s| s.pause_us).sum::<f64>() / r.snaps.len().max(1) as f64 / 1e3);
     let s0_ms = per_run(&|r| r.snaps.first().map_or(0.0, |s| s.pause_us / 1e3));
     let deviations: Vec<f64> = cell.sdt.iter().flat_map(|r| r.snaps.iter().map(|s| s.deviation_us)).collect();
     let by_index = |f: &dyn Fn(&crate::measure::Snap) -> f64| -> Vec<f64> {
@@ -202,7 +204,11 @@ pub fn summary(cells: &[Cell], threads: &[u32]) -> Vec<String> {
     let m = means(cells);
     let mut lines = Vec::new();
     let list = |f: &dyn Fn(&Means) -> f64| {
-        threads.iter().filter_map(|t| m.get(t).map(|x| format!("{:.2}% at {t}", f(x)))).collect::<Vec<_>>().join(", ")
+        threads
+            .iter()
+            .filter_map(|t| m.get(t).map(|x| format!("{:.2}% at {t}", f(x))))
+            .collect::<Vec<_>>()
+            .join(", ")
     };
     lines.push(format!("mean overhead: {}", list(&|x| x.overhead)));
     if let Some((w, at)) = worst(cells) {
@@ -230,15 +236,34 @@ pub fn write_all(out: &Path, cells: &[Cell], ctx: &Context) -> Result<()> {
     let mut csv = String::from("program,threads,et_s,ets_s,overhead_pct,oversubscribed\n");
     for c in cells {
         let r = row(c);
-        let _ = writeln!(csv, "{},{},{:.6},{:.6},{:.3},{}", c.program, c.threads, r.et, r.ets, r.overhead_pct, c.threads as usize > ctx.cpus);
+        let _ = writeln!(
+            csv,
+            "{},{},{:.6},{:.6},{:.3},{}",
+            c.program,
+            c.threads,
+            r.et,
+            r.ets,
+            r.overhead_pct,
+            c.threads as usize > ctx.cpus
+        );
     }
     std::fs::write(out.join("fig6-overhead.csv"), csv)?;
     // Figure 7: capture time and its growth.
     let mut csv = String::from("program,threads,pause_ms,s0_pause_ms,deviation_us,growth_pct\n");
     for c in cells {
         let r = row(c);
-        let g = growth(cells, c.threads).and_then(|(_, per)| per.into_iter().find(|p| p.0 == c.program).map(|p| p.1));
-        let _ = writeln!(csv, "{},{},{:.4},{:.4},{:.1},{}", c.program, c.threads, r.pause_ms, r.s0_ms, r.deviation_us, opt(g, 3));
+        let g = growth(cells, c.threads)
+            .and_then(|(_, per)| per.into_iter().find(|p| p.0 == c.program).map(|p| p.1));
+        let _ = writeln!(
+            csv,
+            "{},{},{:.4},{:.4},{:.1},{}",
+            c.program,
+            c.threads,
+            r.pause_ms,
+            r.s0_ms,
+            r.deviation_us,
+            opt(g, 3)
+        );
     }
     std::fs::write(out.join("fig7-capture-growth.csv"), csv)?;
     // Figure 8: incremental against full.
@@ -297,7 +322,12 @@ fn report(cells: &[Cell], ctx: &Context, table: &str, plot_note: Option<&str>) -
         if let Some(x) = m.get(&t) {
             let target = if t == 2 { format!("≤ {TARGET_OVERHEAD_2}%") } else { "report".into() };
             let v = if t == 2 { verdict(x.overhead <= TARGET_OVERHEAD_2) } else { "" };
-            let _ = writeln!(r, "| mean overhead, {t} threads{} | {paper:.2}% | {:.2}% | {target} | {v} |", mark(t, ctx.cpus), x.overhead);
+            let _ = writeln!(
+                r,
+                "| mean overhead, {t} threads{} | {paper:.2}% | {:.2}% | {target} | {v} |",
+                mark(t, ctx.cpus),
+                x.overhead
+            );
         }
     }
     if let Some((w, at)) = worst(cells) {
@@ -325,21 +355,36 @@ fn report(cells: &[Cell], ctx: &Context, table: &str, plot_note: Option<&str>) -
         let _ = writeln!(r, "| capture-time growth, 2 → 4 threads | – | {g:+.2}% | | |");
     }
     let _ = writeln!(r);
-    let _ = writeln!(r, "Mean pause per snapshot: {}.", m.iter().map(|(t, x)| format!("{:.2} ms at {t} threads", x.pause_ms)).collect::<Vec<_>>().join(", "));
-    let gc: Vec<(f64, f64)> = cells.iter().filter_map(|c| {
-        let r = row(c);
-        Some((r.gcore_s?, r.pause_ms))
-    }).collect();
+    let _ = writeln!(
+        r,
+        "Mean pause per snapshot: {}.",
+        m.iter().map(|(t, x)| format!("{:.2} ms at {t} threads", x.pause_ms)).collect::<Vec<_>>().join(", ")
+    );
+    let gc: Vec<(f64, f64)> = cells
+        .iter()
+        .filter_map(|c| {
+            let r = row(c);
+            Some((r.gcore_s?, r.pause_ms))
+        })
+        .collect();
     if !gc.is_empty() {
         let ratio = gc.iter().map(|(g, p)| g * 1e3 / p.max(1e-6)).sum::<f64>() / gc.len() as f64;
-        let _ = writeln!(r, "gdb's gcore at the same points takes {ratio:.0}× as long per snapshot as SDT's pause, on average over the rows.");
+        let _ = writeln!(
+            r,
+            "gdb's gcore at the same points takes {ratio:.0}× as long per snapshot as SDT's pause, on average over the rows."
+        );
     }
     let _ = writeln!(r);
     let _ = writeln!(r, "## Table 2\n");
-    let _ = writeln!(r, "ET: the program's time without SDT (its region of interest: our workloads time their parallel part, input generation and self-check left out; suite programs are timed whole). ETS: the same under `sdt run`, ten snapshots. TS: what the ten snapshots hold, were each stored whole; TIS: what the store holds (incremental, compressed). Pause: trigger to every thread running again, the mean over a run's ten snapshots; S0, the first, copies every page. Deviation: trigger to the last thread stopped (the paper's capture deviation). gcore: gdb's `gcore` at the same ten points in a run of its own: seconds and size per dump, and the program's time with them. `*`: more threads than CPUs (oversubscribed).\n");
+    let _ = writeln!(
+        r,
+        "ET: the program's time without SDT (its region of interest: our workloads time their parallel part, input generation and self-check left out; suite programs are timed whole). ETS: the same under `sdt run`, ten snapshots. TS: what the ten snapshots hold, were each stored whole; TIS: what the store holds (incremental, compressed). Pause: trigger to every thread running again, the mean over a run's ten snapshots; S0, the first, copies every page. Deviation: trigger to the last thread stopped (the paper's capture deviation). gcore: gdb's `gcore` at the same ten points in a run of its own: seconds and size per dump, and the program's time with them. `*`: more threads than CPUs (oversubscribed).\n"
+    );
     r.push_str(table);
-    let notes: Vec<String> =
-        cells.iter().flat_map(|c| c.notes.iter().map(move |n| format!("- {} at {} threads: {n}", c.program, c.threads))).collect();
+    let notes: Vec<String> = cells
+        .iter()
+        .flat_map(|c| c.notes.iter().map(move |n| format!("- {} at {} threads: {n}", c.program, c.threads)))
+        .collect();
     if !notes.is_empty() {
         let _ = writeln!(r, "\nNotes:\n\n{}", notes.join("\n"));
     }
@@ -353,11 +398,17 @@ fn report(cells: &[Cell], ctx: &Context, table: &str, plot_note: Option<&str>) -
     match plot_note {
         None => {
             for (stem, title) in plots::FIGURES {
-                let _ = writeln!(r, "### {title}\n\n![{title}]({stem}.png)\n\nData: [{stem}.csv]({stem}.csv), plot: [{stem}.svg]({stem}.svg)\n");
+                let _ = writeln!(
+                    r,
+                    "### {title}\n\n![{title}]({stem}.png)\n\nData: [{stem}.csv]({stem}.csv), plot: [{stem}.svg]({stem}.svg)\n"
+                );
             }
         }
         Some(e) => {
-            let _ = writeln!(r, "Plots were not drawn ({e}); the data is in fig6-overhead.csv, fig7-capture-growth.csv, fig8-storage.csv and fig9-page-changes.csv.");
+            let _ = writeln!(
+                r,
+                "Plots were not drawn ({e}); the data is in fig6-overhead.csv, fig7-capture-growth.csv, fig8-storage.csv and fig9-page-changes.csv."
+            );
         }
     }
     r
@@ -392,32 +443,49 @@ pub fn chart_data(cells: &[Cell], threads: &[u32], cpus: usize) -> Vec<(&'static
         .collect();
     let lines: Vec<(String, Vec<f64>)> = programs
         .iter()
-        .filter_map(|p| cells.iter().find(|c| &c.program == p && c.threads == base).map(|c| (p.clone(), row(c).changed_pct)))
+        .filter_map(|p| {
+            cells
+                .iter()
+                .find(|c| &c.program == p && c.threads == base)
+                .map(|c| (p.clone(), row(c).changed_pct))
+        })
         .collect();
     vec![
-        ("fig6-overhead", Chart::Bars {
-            title: "Overhead of ten snapshots (ETS / ET − 1)".into(),
-            y_label: "overhead %".into(),
-            groups: programs.clone(),
-            series: series(&|r| r.overhead_pct),
-        }),
-        ("fig7-capture-growth", Chart::Bars {
-            title: format!("Capture time (mean pause) growth from {base} threads"),
-            y_label: "growth %".into(),
-            groups: programs.clone(),
-            series: growth_series,
-        }),
-        ("fig8-storage", Chart::Bars {
-            title: "Incremental storage: TIS as % of TS".into(),
-            y_label: "TIS / TS %".into(),
-            groups: programs.clone(),
-            series: series(&|r| r.tis_pct()),
-        }),
-        ("fig9-page-changes", Chart::Lines {
-            title: format!("Pages changed since the previous snapshot ({base} threads)"),
-            x_label: "snapshot".into(),
-            y_label: "pages changed %".into(),
-            series: lines,
-        }),
+        (
+            "fig6-overhead",
+            Chart::Bars {
+                title: "Overhead of ten snapshots (ETS / ET − 1)".into(),
+                y_label: "overhead %".into(),
+                groups: programs.clone(),
+                series: series(&|r| r.overhead_pct),
+            },
+        ),
+        (
+            "fig7-capture-growth",
+            Chart::Bars {
+                title: format!("Capture time (mean pause) growth from {base} threads"),
+                y_label: "growth %".into(),
+                groups: programs.clone(),
+                series: growth_series,
+            },
+        ),
+        (
+            "fig8-storage",
+            Chart::Bars {
+                title: "Incremental storage: TIS as % of TS".into(),
+                y_label: "TIS / TS %".into(),
+                groups: programs.clone(),
+                series: series(&|r| r.tis_pct()),
+            },
+        ),
+        (
+            "fig9-page-changes",
+            Chart::Lines {
+                title: format!("Pages changed since the previous snapshot ({base} threads)"),
+                x_label: "snapshot".into(),
+                y_label: "pages changed %".into(),
+                series: lines,
+            },
+        ),
     ]
 }

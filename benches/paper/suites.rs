@@ -102,7 +102,8 @@ impl Program {
     pub fn build(mut self, out: &Path, size: Size) -> Result<Program> {
         match &self.kind {
             Kind::Ours { source } => {
-                self.exe = Some(workloads::build(&format!("paper/{source}"), &out.join("bin"), source, &["-Wall"]));
+                self.exe =
+                    Some(workloads::build(&format!("paper/{source}"), &out.join("bin"), source, &["-Wall"]));
             }
             Kind::Suite(recipe) => {
                 if let Some((from, to)) = &recipe.copy {
@@ -112,7 +113,11 @@ impl Program {
                     run_build(dir, argv).with_context(|| format!("could not build {}", self.name))?;
                 }
                 if !recipe.exe.exists() {
-                    bail!("could not build {}: the build ran but left no {}", self.name, recipe.exe.display());
+                    bail!(
+                        "could not build {}: the build ran but left no {}",
+                        self.name,
+                        recipe.exe.display()
+                    );
                 }
                 if let Some(tar) = &recipe.inputs
                     && !tar.exists()
@@ -128,13 +133,12 @@ impl Program {
 
 fn run_build(dir: &Path, argv: &[String]) -> Result<()> {
     let shown = argv.join(" ");
-    let output = Command::new(&argv[0])
-        .args(&argv[1..])
-        .current_dir(dir)
-        .output()
-        .with_context(|| format!("`{shown}` could not start in {} (is {} installed?)", dir.display(), argv[0]))?;
+    let output = Command::new(&argv[0]).args(&argv[1..]).current_dir(dir).output().with_context(|| {
+        format!("`{shown}` could not start in {} (is {} installed?)", dir.display(), argv[0])
+    })?;
     if !output.status.success() {
-        let text = String::from_utf8_lossy(&output.stderr).into_owned() + &String::from_utf8_lossy(&output.stdout);
+        let text =
+            String::from_utf8_lossy(&output.stderr).into_owned() + &String::from_utf8_lossy(&output.stdout);
         let tail: Vec<&str> = text.lines().rev().take(12).collect::<Vec<_>>().into_iter().rev().collect();
         bail!("`{shown}` in {} failed ({}):\n    {}", dir.display(), output.status, tail.join("\n    "));
     }
@@ -470,7 +474,11 @@ mod tests {
         std::fs::create_dir_all(dir.path().join("pkgs/apps/swaptions/inputs")).unwrap();
         let r = reasons(find(Some(dir.path()), None));
         assert!(r[0].1.starts_with("inputs not found: no "), "{}", r[0].1);
-        assert!(r[1].1.starts_with("not found: no ") && r[1].1.ends_with("pkgs/apps/fluidanimate/src"), "{}", r[1].1);
+        assert!(
+            r[1].1.starts_with("not found: no ") && r[1].1.ends_with("pkgs/apps/fluidanimate/src"),
+            "{}",
+            r[1].1
+        );
         assert_eq!(r[3].1, "found");
     }
 
@@ -494,7 +502,8 @@ mod tests {
         let fft = dir.path().join("codes/kernels/fft");
         std::fs::create_dir_all(&fft).unwrap();
         std::fs::write(dir.path().join("codes/Makefile.config"), "").unwrap();
-        std::fs::write(fft.join("Makefile"), "all:\n\t@echo 'fft.C:1: no such macro MAIN_ENV' >&2; exit 1\n").unwrap();
+        std::fs::write(fft.join("Makefile"), "all:\n\t@echo 'fft.C:1: no such macro MAIN_ENV' >&2; exit 1\n")
+            .unwrap();
         let out = tempfile::tempdir().unwrap();
         let program = find(None, Some(dir.path())).into_iter().next().unwrap().ok().unwrap();
         let program = place(program, out.path(), Size::Small);

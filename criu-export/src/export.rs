@@ -5,7 +5,6 @@ use std::fs::{self, File};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-
 use crate::Error;
 use crate::encode::{ImageSink, Report, Source, write_images};
 

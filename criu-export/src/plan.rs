@@ -364,7 +364,9 @@ impl<'a> Plan<'a> {
             pipe: None,
         };
         let entry = match f.kind {
-            FileKind::Socket | FileKind::AnonInode | FileKind::BlockDevice | FileKind::Other if f.inherited => {
+            FileKind::Socket | FileKind::AnonInode | FileKind::BlockDevice | FileKind::Other
+                if f.inherited =>
+            {
                 self.notes.push(format!(
                     "fd {} ({}) came from whoever started `sdt run`, not from the program: it is /dev/null \
                      in the restored process",
@@ -624,7 +626,9 @@ mod tests {
         // Stopped in ioctl(fd 5, SDT_IOC_TRIGGER, &record): rdi is the descriptor.
         let mut source = fake::sample();
         let breaking = source.meta.threads.iter_mut().find(|t| t.tid == BREAKING).unwrap();
-        for (reg, value) in [("rdi", 5), ("rsi", sdt_abi::kmod::IOC_TRIGGER), ("rdx", RECORD), ("orig_rax", 16)] {
+        for (reg, value) in
+            [("rdi", 5), ("rsi", sdt_abi::kmod::IOC_TRIGGER), ("rdx", RECORD), ("orig_rax", 16)]
+        {
             sdt_store::set_gpreg(&mut breaking.gpregs, reg, value);
         }
         let plan = Plan::new(&source, None).unwrap();

@@ -26,5 +26,6 @@ pub(crate) fn switch_off(library: &Library, pid: Tid) -> Result<(), String> {
 }
 
 fn set_state(library: &Library, pid: Tid, state: i32) -> Result<(), String> {
-    memory::write(pid, library.state, &state.to_le_bytes()).map_err(|e| format!("writing the library's state: {e}"))
+    memory::write(pid, library.state, &state.to_le_bytes())
+        .map_err(|e| format!("writing the library's state: {e}"))
 }

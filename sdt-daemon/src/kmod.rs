@@ -43,7 +43,9 @@ pub enum KmodError {
     #[error("/dev/sdt: {0}")]
     Device(#[source] sdt_sys::Error),
     /// The module speaks another version of the interface.
-    #[error("the SDT kernel module speaks interface version {found}, this sdt {expected}: rebuild and reload it")]
+    #[error(
+        "the SDT kernel module speaks interface version {found}, this sdt {expected}: rebuild and reload it"
+    )]
     Version {
         /// What this `sdt` speaks.
         expected: u32,
@@ -136,7 +138,9 @@ impl Kmod {
                         Err(FreezeError::Skip("the program called execve during the capture"))
                     }
                     libc::ENOMEM => {
-                        log::warn!("no snapshot: the kernel module could not hold every thread (out of memory)");
+                        log::warn!(
+                            "no snapshot: the kernel module could not hold every thread (out of memory)"
+                        );
                         Err(FreezeError::Skip("the kernel module ran out of memory"))
                     }
                     libc::EPERM => {
@@ -202,7 +206,8 @@ fn thread_state(t: &Thread, xstate: &[u8]) -> ThreadState {
         xstate: xstate.to_vec(),
         sigmask: t.sigmask,
         rseq: (t.rseq != 0).then_some(Rseq { addr: t.rseq, len: t.rseq_len, sig: t.rseq_sig }),
-        robust_list: (t.robust_list != 0).then_some(RobustList { head: t.robust_list, len: t.robust_list_len }),
+        robust_list: (t.robust_list != 0)
+            .then_some(RobustList { head: t.robust_list, len: t.robust_list_len }),
     }
 }
 
@@ -251,17 +256,19 @@ impl EventSource for Kmod {
         }
         if self.held.is_none() {
             match self.fetch(false) {
-                Ok(Some(held)) => match Tid::new(held.snap.trigger_tid).filter(|_| held.snap.kind == CAPTURE_TRIGGER) {
-                    Some(tid) => {
-                        let hit = BreakpointHit::read(tid, held.snap.record, held.snap.record_addr);
-                        self.held = Some(held);
-                        self.queued.push_back(TargetEvent::Breakpoint(hit));
-                        return Ok(self.queued.pop_front());
+                Ok(Some(held)) => {
+                    match Tid::new(held.snap.trigger_tid).filter(|_| held.snap.kind == CAPTURE_TRIGGER) {
+                        Some(tid) => {
+                            let hit = BreakpointHit::read(tid, held.snap.record, held.snap.record_addr);
+                            self.held = Some(held);
+                            self.queued.push_back(TargetEvent::Breakpoint(hit));
+                            return Ok(self.queued.pop_front());
+                        }
+                        // A freeze nobody waits for, or a breakpoint whose thread is not in
+                        // our namespace: let it go.
+                        None => self.device.release(RESULT_DECLINED, false)?,
                     }
-                    // A freeze nobody waits for, or a breakpoint whose thread is not in
-                    // our namespace: let it go.
-                    None => self.device.release(RESULT_DECLINED, false)?,
-                },
+                }
                 Ok(None) => {}
                 Err(FreezeError::TargetGone(exit)) => return Ok(Some(TargetEvent::Exited(exit))),
                 Err(FreezeError::Skip(why)) => log::debug!("no snapshot: {why}"),

@@ -238,7 +238,9 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, Error> {
     let kmod = match (opts.backend, &opts.target) {
         (Backend::Kmod, Target::Restore(_)) => return Err(KmodError::Restore.into()),
         (Backend::Kmod, _) if breaks => {
-            return Err(Error::Break("--break needs the ptrace backend: the kernel module places no breakpoints".into()));
+            return Err(Error::Break(
+                "--break needs the ptrace backend: the kernel module places no breakpoints".into(),
+            ));
         }
         (Backend::Kmod, _) => true,
         (Backend::Auto, Target::Launch(_)) => !breaks && kmod::available(),
@@ -388,7 +390,9 @@ const TRACE_OPTIONS: u32 = options::TRACECLONE | options::TRACEEXIT | options::E
 /// (a forced one traps whatever the filter says).
 fn passes(filter: &sdt_abi::Filter, hit: &BreakpointHit) -> bool {
     let r = &hit.record;
-    filter.matches_numbers(r.level, r.class, r.id) && filter.matches_attrs(hit.attrs.as_bytes()) && filter.matches_hit(r.hit)
+    filter.matches_numbers(r.level, r.class, r.id)
+        && filter.matches_attrs(hit.attrs.as_bytes())
+        && filter.matches_hit(r.hit)
 }
 
 /// Wall-clock time in nanoseconds since the Unix epoch.
@@ -533,9 +537,11 @@ impl<B: EventSource> Session<'_, B> {
                         let threads = threads.map_err(|e| human::error_chain(&e))?;
                         let mut files = files.map_err(|e| format!("reading open files: {e}"))?;
                         for f in &mut files {
-                            f.inherited = self.inherited.iter().any(|(fd, target)| *fd == f.fd && *target == f.target);
+                            f.inherited =
+                                self.inherited.iter().any(|(fd, target)| *fd == f.fd && *target == f.target);
                         }
-                        let (caught, ignored) = signal_sets.map_err(|e| format!("reading signal sets: {e}"))?;
+                        let (caught, ignored) =
+                            signal_sets.map_err(|e| format!("reading signal sets: {e}"))?;
                         let signals = self.signal_actions(via, breaking, caught, ignored)?;
                         Ok((via, collected, threads, files, signals))
                     })
@@ -667,7 +673,9 @@ impl<B: EventSource> Session<'_, B> {
             None => {
                 sdt_sys::kill_process(self.pid, libc::SIGKILL).ok();
                 while let Ok((tid, stop)) = sdt_sys::wait::wait_any() {
-                    if tid == self.pid && matches!(stop, sdt_sys::wait::Stop::Exited(_) | sdt_sys::wait::Stop::Killed(..)) {
+                    if tid == self.pid
+                        && matches!(stop, sdt_sys::wait::Stop::Exited(_) | sdt_sys::wait::Stop::Killed(..))
+                    {
                         break;
                     }
                 }
@@ -716,14 +724,17 @@ impl<B: EventSource> Session<'_, B> {
         }
         if self.tracer.injector().is_none() {
             // The kernel module: nothing can make the program create a userfaultfd.
-            log::info!("changed pages are found by comparing page hashes (the kmod backend cannot inject system calls)");
+            log::info!(
+                "changed pages are found by comparing page hashes (the kmod backend cannot inject system calls)"
+            );
             self.tracking_failed = true;
             return Ok(());
         }
         let vdso = self.vdso(via);
         let tracer = self.tracer.injector().expect("checked above");
         let thread = tracer.injection_thread(breaking).unwrap_or(via);
-        let started = vdso.and_then(|vdso| tracking::start(tracer, self.pid, thread, vdso, self.capturer.pagemap()));
+        let started =
+            vdso.and_then(|vdso| tracking::start(tracer, self.pid, thread, vdso, self.capturer.pagemap()));
         match started {
             Ok(uffd) => {
                 self.capturer.track_with(uffd);

@@ -91,7 +91,8 @@ pub(crate) fn open_files(pid: Tid) -> std::io::Result<Vec<OpenFile>> {
     for entry in std::fs::read_dir(&dir)? {
         let Some(fd) = entry?.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
         let link = format!("{dir}/{fd}");
-        let (Ok(target), Ok(info)) = (std::fs::read_link(&link), read_text(pid, &format!("fdinfo/{fd}"))) else {
+        let (Ok(target), Ok(info)) = (std::fs::read_link(&link), read_text(pid, &format!("fdinfo/{fd}")))
+        else {
             continue;
         };
         let target = target.display().to_string();
@@ -259,7 +260,8 @@ mod tests {
         use std::io::Write;
         (&file).write_all(b"hello").unwrap();
         let files = open_files(me).unwrap();
-        let ours = files.iter().find(|f| f.target.contains("(deleted)") && f.pos == 5).expect("the temp file");
+        let ours =
+            files.iter().find(|f| f.target.contains("(deleted)") && f.pos == 5).expect("the temp file");
         assert_eq!(ours.kind, FileKind::Regular);
         assert_eq!(ours.flags & libc::O_ACCMODE as u32, libc::O_RDWR as u32);
         assert!(files.windows(2).all(|w| w[0].fd < w[1].fd));

@@ -73,7 +73,8 @@ impl Tracer {
 
     /// Traces `pid`, restored with every thread in `threads` seized and stopped.
     pub(crate) fn adopt(pid: Tid, threads: impl IntoIterator<Item = Tid>) -> Tracer {
-        let threads = threads.into_iter().map(|tid| (tid, Thread { stopped: true, ..Thread::default() })).collect();
+        let threads =
+            threads.into_iter().map(|tid| (tid, Thread { stopped: true, ..Thread::default() })).collect();
         Tracer { pid, threads, queued: VecDeque::new(), resend: Vec::new(), symbols: SymbolTraps::default() }
     }
 
@@ -163,7 +164,9 @@ impl Tracer {
                     match self.step_over(tid).and_then(|()| self.thaw(None, false)) {
                         Ok(()) | Err(FreezeError::Skip(_)) => {}
                         // Its exit report was taken on the way: it comes next.
-                        Err(FreezeError::TargetGone(exit)) => self.queued.push_back(TargetEvent::Exited(exit)),
+                        Err(FreezeError::TargetGone(exit)) => {
+                            self.queued.push_back(TargetEvent::Exited(exit))
+                        }
                         Err(FreezeError::Sys(e)) => return Err(e),
                     }
                     return Ok(None);
@@ -298,7 +301,8 @@ impl Freezer for Tracer {
         // A thread held at its clone event is inside the call, whose result is not in its
         // registers yet: a restore would see `clone` fail. It finishes the call and stops
         // again before its next instruction (the interrupt is pending when it resumes).
-        let in_clone: Vec<Tid> = self.threads.iter().filter(|(_, t)| t.at_clone && t.stopped).map(|(&tid, _)| tid).collect();
+        let in_clone: Vec<Tid> =
+            self.threads.iter().filter(|(_, t)| t.at_clone && t.stopped).map(|(&tid, _)| tid).collect();
         for tid in in_clone {
             let thread = self.threads.get_mut(&tid).expect("listed above");
             thread.at_clone = false;
@@ -337,7 +341,11 @@ impl Freezer for Tracer {
             // first instruction instead.
             Some((hit, _)) if hit.record_addr == 0 => self.step_over(hit.tid)?,
             Some((hit, result)) => {
-                memory::write(hit.tid, hit.record_addr + TrapRecord::RESULT_OFFSET as u64, &result.to_le_bytes())?;
+                memory::write(
+                    hit.tid,
+                    hit.record_addr + TrapRecord::RESULT_OFFSET as u64,
+                    &result.to_le_bytes(),
+                )?;
                 if turn_off {
                     memory::write(hit.tid, hit.record.state_ptr, &STATE_OFF.to_le_bytes())?;
                 }
@@ -349,7 +357,9 @@ impl Freezer for Tracer {
                 self.symbols.disarm(tid)?;
             }
             self.symbols.clear();
-        } else if let Some(via) = self.threads.iter().find(|(_, t)| t.stopped && !t.exiting).map(|(&tid, _)| tid) {
+        } else if let Some(via) =
+            self.threads.iter().find(|(_, t)| t.stopped && !t.exiting).map(|(&tid, _)| tid)
+        {
             // Back in before anyone runs.
             self.symbols.arm(via)?;
         }

@@ -2,12 +2,12 @@
 //! tracer with the run's capture filter, or let go untraced.
 
 use sdt_store::{Refinement, RunId, RunInfo, RunStatus, Snapshot, Store};
-use sdt_sys::ptrace::options;
 use sdt_sys::monotonic_ns;
+use sdt_sys::ptrace::options;
 
 use crate::adopt;
-use sdt_restore::handover::Library;
 use sdt_abi::RESULT_DECLINED;
+use sdt_restore::handover::Library;
 
 use crate::freeze::{BreakpointHit, FreezeError, Freezer, TargetEvent};
 use crate::ptrace::Tracer;
@@ -114,7 +114,9 @@ pub fn resume_detached(store: &std::path::Path, run: RunId, name: &str) -> Resul
 
 /// Runs the program to its end, declining every breakpoint that still traps.
 fn run_declining(tracer: &mut Tracer) -> Result<ProgramExit, Error> {
-    let thaw = |tracer: &mut Tracer, hit: Option<&BreakpointHit>| match tracer.thaw(hit.map(|h| (h, RESULT_DECLINED)), true) {
+    let thaw = |tracer: &mut Tracer, hit: Option<&BreakpointHit>| match tracer
+        .thaw(hit.map(|h| (h, RESULT_DECLINED)), true)
+    {
         Ok(()) | Err(FreezeError::TargetGone(_) | FreezeError::Skip(_)) => Ok(()),
         Err(FreezeError::Sys(e)) if e.is_gone() => Ok(()),
         Err(FreezeError::Sys(e)) => Err(Error::Sys(e)),

@@ -41,21 +41,24 @@ pub(crate) fn read_actions(
             Some(at) => at,
             None => *answer_at.insert(below_red_zone(tid)?),
         };
-        let rc = tracer.inject_syscall(tid, syscall_at, libc::SYS_rt_sigaction as u64, &[
-            signo as u64,
-            0,
-            at,
-            8,
-        ])?;
+        let rc = tracer.inject_syscall(
+            tid,
+            syscall_at,
+            libc::SYS_rt_sigaction as u64,
+            &[signo as u64, 0, at, 8],
+        )?;
         if rc < 0 {
-            log::warn!("rt_sigaction({signo}) in thread {tid} failed: errno {}; its handler is not recorded", -rc);
+            log::warn!(
+                "rt_sigaction({signo}) in thread {tid} failed: errno {}; its handler is not recorded",
+                -rc
+            );
             continue;
         }
         let mut raw = [0u8; KERNEL_SIGACTION_SIZE];
         memory::read_exact(tid, at, &mut raw)?;
         let word = |i: usize| u64::from_le_bytes(raw[i * 8..i * 8 + 8].try_into().unwrap());
         actions.push(SignalAction {
-            signo: signo as i32,
+            signo,
             handler: word(0),
             flags: word(1),
             restorer: word(2),

@@ -103,20 +103,35 @@ impl SymbolTraps {
         if breaks.is_empty() {
             return Ok(SymbolTraps::default());
         }
-        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).map_err(|e| format!("reading maps: {e}"))?;
+        let maps =
+            std::fs::read_to_string(format!("/proc/{pid}/maps")).map_err(|e| format!("reading maps: {e}"))?;
         let mappings: Vec<Mapping> = maps.lines().filter_map(Mapping::parse_maps_line).collect();
-        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).map(|p| p.display().to_string()).unwrap_or_default();
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
         let mut traps: Vec<Trap> = Vec::new();
         for b in breaks {
             if traps.iter().any(|t| t.name == b.name) {
-                return Err(format!("--break {} is given twice: name its hits in one (--break {}@1,5-7)", b.name, b.name));
+                return Err(format!(
+                    "--break {} is given twice: name its hits in one (--break {}@1,5-7)",
+                    b.name, b.name
+                ));
             }
             let addr = sdt_restore::handover::symbol_in(&mappings, &exe, &b.name).ok_or_else(|| {
-                format!("--break {}: the program {exe} defines no such symbol (stripped, or in a library?)", b.name)
+                format!(
+                    "--break {}: the program {exe} defines no such symbol (stripped, or in a library?)",
+                    b.name
+                )
             })?;
             let mut original = [0u8];
             memory::read_exact(pid, addr, &mut original).map_err(|e| format!("--break {}: {e}", b.name))?;
-            traps.push(Trap { name: b.name.clone(), hits: b.hits.clone(), addr, original: original[0], count: 0 });
+            traps.push(Trap {
+                name: b.name.clone(),
+                hits: b.hits.clone(),
+                addr,
+                original: original[0],
+                count: 0,
+            });
         }
         let mut placed = SymbolTraps { traps, armed: false };
         placed.arm(pid).map_err(|e| format!("placing the breakpoints: {e}"))?;
@@ -167,7 +182,9 @@ impl SymbolTraps {
         let mut regs = [0u8; GPREGS_SIZE];
         ptrace::get_regset(tid, Regset::General, &mut regs)?;
         let rip = gpreg(&regs, "rip").unwrap_or(0);
-        let Some(index) = self.traps.iter().position(|t| t.addr + 1 == rip) else { return Ok(Arrival::NotOurs) };
+        let Some(index) = self.traps.iter().position(|t| t.addr + 1 == rip) else {
+            return Ok(Arrival::NotOurs);
+        };
         set_gpreg(&mut regs, "rip", rip - 1);
         ptrace::set_regset(tid, Regset::General, &regs)?;
         if !count {
@@ -193,7 +210,12 @@ impl SymbolTraps {
             state_ptr: 0,
             result: 0,
         };
-        Ok(Arrival::Hit(BreakpointHit { tid, record, record_addr: 0, attrs: format!("symbol={}", trap.name) }))
+        Ok(Arrival::Hit(BreakpointHit {
+            tid,
+            record,
+            record_addr: 0,
+            attrs: format!("symbol={}", trap.name),
+        }))
     }
 
     /// Runs the first instruction of the function thread `tid` stands at without the
@@ -239,8 +261,12 @@ impl Prologue {
         match *code {
             [0xf3, 0x0f, 0x1e, 0xfa] => Some(Prologue::Endbr64),
             // push %rsp pushes the value before the decrement: left to a real step.
-            [op @ 0x50..=0x57, ..] if op != 0x54 => Some(Prologue::Push { reg: LOW[usize::from(op - 0x50)], len: 1 }),
-            [0x41, op @ 0x50..=0x57, ..] => Some(Prologue::Push { reg: HIGH[usize::from(op - 0x50)], len: 2 }),
+            [op @ 0x50..=0x57, ..] if op != 0x54 => {
+                Some(Prologue::Push { reg: LOW[usize::from(op - 0x50)], len: 1 })
+            }
+            [0x41, op @ 0x50..=0x57, ..] => {
+                Some(Prologue::Push { reg: HIGH[usize::from(op - 0x50)], len: 2 })
+            }
             _ => None,
         }
     }

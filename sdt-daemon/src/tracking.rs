@@ -64,7 +64,8 @@ impl Vdso {
         let vdso = maps.iter().find(|m| m.path == "[vdso]").ok_or("the program has no vDSO")?;
         let mut bytes = vec![0u8; (vdso.end - vdso.start) as usize];
         memory::read_exact(via, vdso.start, &mut bytes).map_err(|e| format!("reading the vDSO: {e}"))?;
-        let at = bytes.windows(2).position(|w| w == [0x0f, 0x05]).ok_or("no syscall instruction in the vDSO")?;
+        let at =
+            bytes.windows(2).position(|w| w == [0x0f, 0x05]).ok_or("no syscall instruction in the vDSO")?;
         Ok(Vdso { start: vdso.start, end: vdso.end, syscall_at: vdso.start + at as u64 })
     }
 }

@@ -15,10 +15,19 @@ pub fn gdb_command(program: &Path, core: &Path, extra: &[String]) -> Command {
 
 /// Evaluates each of `exprs` as gdb would in `program` with `core` loaded (one batch
 /// gdb, one `output` command each): the value as gdb prints it, or gdb's error message.
-pub fn evaluate(program: &Path, core: &Path, exprs: &[String]) -> std::io::Result<Vec<Result<String, String>>> {
+pub fn evaluate(
+    program: &Path,
+    core: &Path,
+    exprs: &[String],
+) -> std::io::Result<Vec<Result<String, String>>> {
     let mut extra = vec!["-batch".to_owned(), "-nx".to_owned()];
     for (i, expr) in exprs.iter().enumerate() {
-        extra.extend(["-ex".to_owned(), format!("echo \\n{MARKER}{i}\\n"), "-ex".to_owned(), format!("output {expr}")]);
+        extra.extend([
+            "-ex".to_owned(),
+            format!("echo \\n{MARKER}{i}\\n"),
+            "-ex".to_owned(),
+            format!("output {expr}"),
+        ]);
     }
     extra.extend(["-ex".to_owned(), format!("echo \\n{MARKER}end\\n")]);
     // Values go to stdout and errors to stderr: one pipe for both keeps them in order.
@@ -41,7 +50,8 @@ const MARKER: &str = "@@sdt-expr ";
 fn parse_outputs(text: &str, count: usize) -> Vec<Result<String, String>> {
     (0..count)
         .map(|i| {
-            let start = text.find(&format!("{MARKER}{i}\n")).ok_or_else(|| "gdb stopped before this".to_owned())?;
+            let start =
+                text.find(&format!("{MARKER}{i}\n")).ok_or_else(|| "gdb stopped before this".to_owned())?;
             let rest = &text[start + MARKER.len() + i.to_string().len() + 1..];
             let end = rest.find(MARKER).unwrap_or(rest.len());
             let value = rest[..end].trim();

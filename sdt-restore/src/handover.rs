@@ -87,7 +87,9 @@ pub fn tid_word_offset(meta: &SnapshotMeta, read: Read) -> Option<u64> {
     if blocks.is_empty() {
         return None;
     }
-    let holds = |off: u64| blocks.iter().all(|(tid, block)| block[off as usize..off as usize + 4] == tid.to_le_bytes());
+    let holds = |off: u64| {
+        blocks.iter().all(|(tid, block)| block[off as usize..off as usize + 4] == tid.to_le_bytes())
+    };
     if holds(GLIBC_TID_OFFSET) {
         return Some(GLIBC_TID_OFFSET);
     }
@@ -108,7 +110,8 @@ impl Library {
     /// the reconfiguration buffer by symbol. `None` if the program does not use libsdt
     /// or its symbols were stripped (and the snapshot is not a breakpoint's).
     pub fn find(meta: &SnapshotMeta, read: Read) -> Option<Library> {
-        let state = trap_record(meta, read).map(|(_, r)| r.state_ptr).or_else(|| symbol(meta, SYMBOL_STATE))?;
+        let state =
+            trap_record(meta, read).map(|(_, r)| r.state_ptr).or_else(|| symbol(meta, SYMBOL_STATE))?;
         Some(Library { state, reconfig: symbol(meta, SYMBOL_RECONFIG) })
     }
 }

@@ -141,19 +141,22 @@ pub fn restore(snap: &Snapshot, ptrace_options: u32) -> Result<Restored, Error> 
     wait_stopped(pid)?;
 
     let stub_maps = maps_of(pid)?;
-    let vdso = stub_maps.iter().find(|m| m.path == "[vdso]").ok_or_else(|| Error::Unsupported {
-        what: "on a kernel that gives processes no vDSO".into(),
-    })?;
-    let syscall_at = sdt_sys::memory::find(pid, vdso.start, vdso.end, &[0x0f, 0x05])
-        .map_err(Error::Sys)?
-        .ok_or_else(|| Error::Unsupported { what: "on a kernel whose vDSO has no syscall instruction".into() })?;
+    let vdso = stub_maps
+        .iter()
+        .find(|m| m.path == "[vdso]")
+        .ok_or_else(|| Error::Unsupported { what: "on a kernel that gives processes no vDSO".into() })?;
+    let syscall_at =
+        sdt_sys::memory::find(pid, vdso.start, vdso.end, &[0x0f, 0x05]).map_err(Error::Sys)?.ok_or_else(
+            || Error::Unsupported { what: "on a kernel whose vDSO has no syscall instruction".into() },
+        )?;
     let mut remote = Remote::new(pid, syscall_at);
     let stub_ranges: Vec<(u64, u64)> = stub_maps.iter().map(|m| (m.start, m.end)).collect();
     let scratch = memory::map_scratch(&mut remote, &stub_ranges, &plans)?;
     memory::detach_stub_state(&mut remote)?;
     memory::unmap_stub(&mut remote, scratch)?;
     // The vDSO's syscall instruction, at the same offset once the vDSO has moved.
-    let vdso_syscall = memory::move_specials(&mut remote, &plans, scratch)?.map(|at| at + (syscall_at - vdso.start));
+    let vdso_syscall =
+        memory::move_specials(&mut remote, &plans, scratch)?.map(|at| at + (syscall_at - vdso.start));
     memory::map_all(&mut remote, &plans)?;
     let bytes_written = memory::write_pages(&mut remote, snap, &plans)?;
     for patch in handover::patches(meta, &|addr, buf| snap.read(addr, buf).is_ok()) {

@@ -59,14 +59,18 @@ pub(crate) fn map_scratch(remote: &mut Remote, stub: &[Range], plans: &[MapPlan]
     let at = find_gap(&taken, SCRATCH_LEN).ok_or_else(|| Error::Unsupported {
         what: "an address space with no room for the restore's scratch page".into(),
     })?;
-    let got = remote.call("mapping the scratch area", libc::SYS_mmap, &[
-        at,
-        SCRATCH_LEN,
-        (libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC) as u64,
-        (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE) as u64,
-        u64::MAX,
-        0,
-    ])?;
+    let got = remote.call(
+        "mapping the scratch area",
+        libc::SYS_mmap,
+        &[
+            at,
+            SCRATCH_LEN,
+            (libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC) as u64,
+            (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE) as u64,
+            u64::MAX,
+            0,
+        ],
+    )?;
     remote.set_scratch(got)?;
     Ok((got, got + SCRATCH_LEN))
 }
@@ -75,12 +79,11 @@ pub(crate) fn map_scratch(remote: &mut Remote, stub: &[Range], plans: &[MapPlan]
 /// rseq registration and its signal stack.
 pub(crate) fn detach_stub_state(remote: &mut Remote) -> Result<(), Error> {
     if let Some(rseq) = ptrace::rseq_config(remote.leader).map_err(Error::Sys)? {
-        remote.call("unregistering the stub's rseq area", libc::SYS_rseq, &[
-            rseq.addr,
-            u64::from(rseq.len),
-            RSEQ_FLAG_UNREGISTER,
-            u64::from(rseq.sig),
-        ])?;
+        remote.call(
+            "unregistering the stub's rseq area",
+            libc::SYS_rseq,
+            &[rseq.addr, u64::from(rseq.len), RSEQ_FLAG_UNREGISTER, u64::from(rseq.sig)],
+        )?;
     }
     // stack_t { ss_sp, ss_flags, ss_size }
     let mut disable = [0u8; 24];
@@ -93,12 +96,14 @@ pub(crate) fn detach_stub_state(remote: &mut Remote) -> Result<(), Error> {
 /// Unmaps every mapping of the stub except the kernel's and the scratch area.
 pub(crate) fn unmap_stub(remote: &mut Remote, scratch: Range) -> Result<(), Error> {
     for m in maps_of(remote.leader)? {
-        let keep = SPECIAL.contains(&m.path.as_str()) || m.path == "[vsyscall]" || (m.start, m.end) == scratch;
+        let keep =
+            SPECIAL.contains(&m.path.as_str()) || m.path == "[vsyscall]" || (m.start, m.end) == scratch;
         if !keep {
-            remote.call(&format!("unmapping the stub's {:#x}-{:#x}", m.start, m.end), libc::SYS_munmap, &[
-                m.start,
-                m.end - m.start,
-            ])?;
+            remote.call(
+                &format!("unmapping the stub's {:#x}-{:#x}", m.start, m.end),
+                libc::SYS_munmap,
+                &[m.start, m.end - m.start],
+            )?;
         }
     }
     Ok(())
@@ -107,18 +112,26 @@ pub(crate) fn unmap_stub(remote: &mut Remote, scratch: Range) -> Result<(), Erro
 /// Moves the kernel's `[vvar]`/`[vdso]` mappings to where the snapshot had them. They
 /// are the same kernel's, so their contents and sizes match; a snapshot from another
 /// kernel is refused. Returns where the vDSO now starts.
-pub(crate) fn move_specials(remote: &mut Remote, plans: &[MapPlan], scratch: Range) -> Result<Option<u64>, Error> {
+pub(crate) fn move_specials(
+    remote: &mut Remote,
+    plans: &[MapPlan],
+    scratch: Range,
+) -> Result<Option<u64>, Error> {
     let ours = maps_of(remote.leader)?;
     let mut moves = Vec::new();
     for name in SPECIAL {
         let have = ours.iter().find(|m| m.path == name);
         let want = plans.iter().find(|p| p.kind == MapKind::Special && p.name == name);
         match (have, want) {
-            (Some(h), Some(w)) if h.end - h.start == w.end - w.start => moves.push((h.start, w.start, w.end - w.start)),
+            (Some(h), Some(w)) if h.end - h.start == w.end - w.start => {
+                moves.push((h.start, w.start, w.end - w.start))
+            }
             (None, None) => {}
             _ => {
                 return Err(Error::Unsupported {
-                    what: format!("a snapshot whose {name} differs from this kernel's (taken on another kernel?)"),
+                    what: format!(
+                        "a snapshot whose {name} differs from this kernel's (taken on another kernel?)"
+                    ),
                 });
             }
         }
@@ -145,7 +158,11 @@ pub(crate) fn move_specials(remote: &mut Remote, plans: &[MapPlan], scratch: Ran
 /// `mremap(from, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, to)` in the process.
 fn move_mapping(remote: &mut Remote, from: u64, to: u64, len: u64) -> Result<(), Error> {
     let what = format!("moving the kernel's mapping {from:#x}-{:#x} to {to:#x}", from + len);
-    remote.call(&what, libc::SYS_mremap, &[from, len, len, (libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED) as u64, to])?;
+    remote.call(
+        &what,
+        libc::SYS_mremap,
+        &[from, len, len, (libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED) as u64, to],
+    )?;
     Ok(())
 }
 
@@ -157,36 +174,38 @@ pub(crate) fn map_all(remote: &mut Remote, plans: &[MapPlan]) -> Result<(), Erro
         let what = format!("mapping {:#x}-{:#x} {}", p.start, p.end, p.name);
         match &p.kind {
             MapKind::File { path, shared } => {
-                let access = if *shared && p.prot & libc::PROT_WRITE != 0 { libc::O_RDWR } else { libc::O_RDONLY };
+                let access =
+                    if *shared && p.prot & libc::PROT_WRITE != 0 { libc::O_RDWR } else { libc::O_RDONLY };
                 let path_at = remote.put_path(path)?;
-                let fd = remote.call(&format!("opening {path}"), libc::SYS_open, &[
-                    path_at,
-                    (access | libc::O_CLOEXEC) as u64,
-                    0,
-                ])?;
+                let fd = remote.call(
+                    &format!("opening {path}"),
+                    libc::SYS_open,
+                    &[path_at, (access | libc::O_CLOEXEC) as u64, 0],
+                )?;
                 let flags = if *shared { libc::MAP_SHARED } else { libc::MAP_PRIVATE };
-                let mapped = remote.call(&what, libc::SYS_mmap, &[
-                    p.start,
-                    len,
-                    p.initial_prot() as u64,
-                    (flags | libc::MAP_FIXED) as u64,
-                    fd,
-                    p.offset,
-                ]);
+                let mapped = remote.call(
+                    &what,
+                    libc::SYS_mmap,
+                    &[p.start, len, p.initial_prot() as u64, (flags | libc::MAP_FIXED) as u64, fd, p.offset],
+                );
                 remote.call(&format!("closing {path}"), libc::SYS_close, &[fd])?;
                 mapped?;
             }
             MapKind::Anonymous { shared, stack } => {
                 let sharing = if *shared { libc::MAP_SHARED } else { libc::MAP_PRIVATE };
                 let grows = if *stack { libc::MAP_GROWSDOWN } else { 0 };
-                remote.call(&what, libc::SYS_mmap, &[
-                    p.start,
-                    len,
-                    p.initial_prot() as u64,
-                    (sharing | libc::MAP_ANONYMOUS | libc::MAP_FIXED | grows) as u64,
-                    u64::MAX,
-                    0,
-                ])?;
+                remote.call(
+                    &what,
+                    libc::SYS_mmap,
+                    &[
+                        p.start,
+                        len,
+                        p.initial_prot() as u64,
+                        (sharing | libc::MAP_ANONYMOUS | libc::MAP_FIXED | grows) as u64,
+                        u64::MAX,
+                        0,
+                    ],
+                )?;
             }
             MapKind::Special | MapKind::Fixed => {}
         }
@@ -217,7 +236,8 @@ pub(crate) fn write_pages(remote: &mut Remote, snap: &Snapshot, plans: &[MapPlan
         while let Some(addr) = pages.next_if(|&a| a < p.end) {
             // Consecutive pages read and write as one range.
             let mut end = addr + PAGE_SIZE;
-            while buf.len() + ((end - addr) as usize) < WRITE_CHUNK && pages.next_if(|&a| a == end && a < p.end).is_some()
+            while buf.len() + ((end - addr) as usize) < WRITE_CHUNK
+                && pages.next_if(|&a| a == end && a < p.end).is_some()
             {
                 end += PAGE_SIZE;
             }
@@ -232,11 +252,11 @@ pub(crate) fn write_pages(remote: &mut Remote, snap: &Snapshot, plans: &[MapPlan
     }
     flush(&mut buf, &mut ranges)?;
     for p in plans.iter().filter(|p| p.initial_prot() != p.prot) {
-        remote.call(&format!("protecting {:#x}-{:#x} {}", p.start, p.end, p.name), libc::SYS_mprotect, &[
-            p.start,
-            p.end - p.start,
-            p.prot as u64,
-        ])?;
+        remote.call(
+            &format!("protecting {:#x}-{:#x} {}", p.start, p.end, p.name),
+            libc::SYS_mprotect,
+            &[p.start, p.end - p.start, p.prot as u64],
+        )?;
     }
     Ok(written)
 }
@@ -248,7 +268,12 @@ const PRCTL_MM_MAP_SIZE: usize = 12 * 8 + 2 * 4;
 /// Tells the kernel the program's layout, auxiliary vector and executable, so that the
 /// heap grows from the right place and `/proc` shows what it showed. Without the rights
 /// to change the executable it keeps the stub's, with a warning.
-pub(crate) fn set_layout(remote: &mut Remote, layout: &MemoryLayout, auxv: &[u8], exe: &str) -> Result<(), Error> {
+pub(crate) fn set_layout(
+    remote: &mut Remote,
+    layout: &MemoryLayout,
+    auxv: &[u8],
+    exe: &str,
+) -> Result<(), Error> {
     if !layout.is_known() {
         log::warn!("the snapshot does not record its memory layout: the heap may not grow after the restore");
         return Ok(());
@@ -256,7 +281,11 @@ pub(crate) fn set_layout(remote: &mut Remote, layout: &MemoryLayout, auxv: &[u8]
     // The auxv after the struct, the executable's path after that (by `put_path`).
     let auxv_at = remote.put(PRCTL_MM_MAP_SIZE as u64, auxv)?;
     let exe_fd = match remote.put_path(exe).and_then(|at| {
-        remote.call(&format!("opening {exe}"), libc::SYS_open, &[at, (libc::O_RDONLY | libc::O_CLOEXEC) as u64, 0])
+        remote.call(
+            &format!("opening {exe}"),
+            libc::SYS_open,
+            &[at, (libc::O_RDONLY | libc::O_CLOEXEC) as u64, 0],
+        )
     }) {
         Ok(fd) => Some(fd),
         Err(e) => {
@@ -288,13 +317,11 @@ pub(crate) fn set_layout(remote: &mut Remote, layout: &MemoryLayout, auxv: &[u8]
     };
     let set = |remote: &mut Remote, exe_fd: Option<u64>| -> Result<i64, Error> {
         let at = remote.put(0, &map(exe_fd))?;
-        remote.raw_on(remote.leader, libc::SYS_prctl, &[
-            libc::PR_SET_MM as u64,
-            libc::PR_SET_MM_MAP as u64,
-            at,
-            PRCTL_MM_MAP_SIZE as u64,
-            0,
-        ])
+        remote.raw_on(
+            remote.leader,
+            libc::SYS_prctl,
+            &[libc::PR_SET_MM as u64, libc::PR_SET_MM_MAP as u64, at, PRCTL_MM_MAP_SIZE as u64, 0],
+        )
     };
     let mut rc = set(remote, exe_fd)?;
     if rc < 0 && exe_fd.is_some() {
@@ -324,7 +351,8 @@ mod tests {
     fn gaps_avoid_every_range() {
         let page = PAGE_SIZE;
         assert_eq!(find_gap(&[], page), Some(LOWEST_FREE + page));
-        let taken = [(LOWEST_FREE, LOWEST_FREE + 10 * page), (LOWEST_FREE + 12 * page, LOWEST_FREE + 20 * page)];
+        let taken =
+            [(LOWEST_FREE, LOWEST_FREE + 10 * page), (LOWEST_FREE + 12 * page, LOWEST_FREE + 20 * page)];
         // Two pages between them: too tight for one page with a page on each side.
         assert_eq!(find_gap(&taken, page), Some(LOWEST_FREE + 21 * page));
         // Unsorted input, and ranges below the floor, are fine.

@@ -90,7 +90,11 @@ fn mapping(m: &Mapping) -> Result<MapPlan, Error> {
         MapKind::File { path: m.path.clone(), shared: m.perms.shared }
     } else if m.path.starts_with('/') && m.inode != 0 && m.perms.shared && !m.path.ends_with(" (deleted)") {
         return Err(unsupported("a shared mapping of a file the snapshot did not keep a reference to"));
-    } else if m.path.starts_with('[') && m.path != "[heap]" && m.path != "[stack]" && !m.path.starts_with("[anon") {
+    } else if m.path.starts_with('[')
+        && m.path != "[heap]"
+        && m.path != "[stack]"
+        && !m.path.starts_with("[anon")
+    {
         return Err(unsupported("a kernel mapping this restore does not know"));
     } else {
         // Anonymous memory, or a copy of a deleted file or memfd: every page was stored.
@@ -101,7 +105,15 @@ fn mapping(m: &Mapping) -> Result<MapPlan, Error> {
         MapKind::Anonymous { .. } => m.perms.read,
         MapKind::Special | MapKind::Fixed => false,
     };
-    Ok(MapPlan { name: m.path.clone(), start: m.start, end: m.end, offset: m.offset, kind, prot, write_pages })
+    Ok(MapPlan {
+        name: m.path.clone(),
+        start: m.start,
+        end: m.end,
+        offset: m.offset,
+        kind,
+        prot,
+        write_pages,
+    })
 }
 
 /// Where each of the snapshot's descriptors comes from. Stdin, stdout and stderr are
@@ -112,11 +124,13 @@ fn mapping(m: &Mapping) -> Result<MapPlan, Error> {
 pub(crate) fn descriptors(meta: &SnapshotMeta) -> Result<Vec<StubFd>, Error> {
     let mut fds = Vec::new();
     for f in &meta.files {
-        let unsupported =
-            |why: &str| Error::Unsupported { what: format!("file descriptor {} ({}): {why}", f.fd, f.target) };
+        let unsupported = |why: &str| Error::Unsupported {
+            what: format!("file descriptor {} ({}): {why}", f.fd, f.target),
+        };
         let stdio = (0..=2).contains(&f.fd);
         let open = |flags: u32| -> Result<FdSource, Error> {
-            let path = CString::new(f.target.as_bytes()).map_err(|_| unsupported("a path with a NUL byte"))?;
+            let path =
+                CString::new(f.target.as_bytes()).map_err(|_| unsupported("a path with a NUL byte"))?;
             Ok(FdSource::Open { path, flags: flags as i32, pos: f.pos })
         };
         let flags = f.flags & !(libc::O_CLOEXEC as u32);
@@ -134,12 +148,18 @@ pub(crate) fn descriptors(meta: &SnapshotMeta) -> Result<Vec<StubFd>, Error> {
             }
             _ if f.target.ends_with(" (deleted)") => return Err(unsupported("the file was deleted")),
             FileKind::Regular | FileKind::Directory | FileKind::CharDevice => open(flags)?,
-            FileKind::Pipe => return Err(unsupported("pipes other than stdin, stdout and stderr cannot be restored")),
+            FileKind::Pipe => {
+                return Err(unsupported("pipes other than stdin, stdout and stderr cannot be restored"));
+            }
             FileKind::Socket => return Err(unsupported("sockets cannot be restored")),
             FileKind::AnonInode => {
-                return Err(unsupported("eventfd, epoll, timerfd, signalfd and other anonymous inodes cannot be restored"));
+                return Err(unsupported(
+                    "eventfd, epoll, timerfd, signalfd and other anonymous inodes cannot be restored",
+                ));
             }
-            FileKind::BlockDevice | FileKind::Other => return Err(unsupported("this kind of file cannot be restored")),
+            FileKind::BlockDevice | FileKind::Other => {
+                return Err(unsupported("this kind of file cannot be restored"));
+            }
         };
         fds.push(StubFd { fd: f.fd, source, cloexec: f.flags & libc::O_CLOEXEC as u32 != 0 });
     }
@@ -153,9 +173,9 @@ pub(crate) fn threads(meta: &SnapshotMeta) -> Result<(), Error> {
         None => Err(Error::Unsupported {
             what: format!("the main thread ({}) is not in the snapshot: it had exited", meta.process.pid),
         }),
-        Some(t) if t.state == ThreadRunState::Exiting => Err(Error::Unsupported {
-            what: format!("the main thread ({}) was exiting", meta.process.pid),
-        }),
+        Some(t) if t.state == ThreadRunState::Exiting => {
+            Err(Error::Unsupported { what: format!("the main thread ({}) was exiting", meta.process.pid) })
+        }
         Some(_) => Ok(()),
     }
 }
@@ -171,7 +191,12 @@ mod tests {
         Mapping {
             start: 0x1000,
             end: 0x3000,
-            perms: Perms { read: b[0] == b'r', write: b[1] == b'w', exec: b[2] == b'x', shared: b[3] == b's' },
+            perms: Perms {
+                read: b[0] == b'r',
+                write: b[1] == b'w',
+                exec: b[2] == b'x',
+                shared: b[3] == b's',
+            },
             offset: 0,
             dev: "08:01".into(),
             inode: if path.starts_with('/') { 7 } else { 0 },
@@ -217,7 +242,15 @@ mod tests {
     }
 
     fn open_file(fd: i32, target: &str, kind: FileKind) -> OpenFile {
-        OpenFile { fd, target: target.into(), kind, flags: libc::O_RDWR as u32, pos: 42, file: None, inherited: false }
+        OpenFile {
+            fd,
+            target: target.into(),
+            kind,
+            flags: libc::O_RDWR as u32,
+            pos: 42,
+            file: None,
+            inherited: false,
+        }
     }
 
     fn meta_with(files: Vec<OpenFile>) -> SnapshotMeta {

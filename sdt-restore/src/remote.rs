@@ -80,7 +80,10 @@ impl Remote {
     pub(crate) fn call_on(&mut self, tid: Tid, what: &str, nr: i64, args: &[u64]) -> Result<u64, Error> {
         let rc = self.raw_on(tid, nr, args)?;
         if rc < 0 && rc > -4096 {
-            return Err(Error::Call { what: what.to_owned(), source: std::io::Error::from_raw_os_error(-rc as i32) });
+            return Err(Error::Call {
+                what: what.to_owned(),
+                source: std::io::Error::from_raw_os_error(-rc as i32),
+            });
         }
         Ok(rc as u64)
     }
@@ -109,7 +112,9 @@ impl Remote {
         let mut bytes = path.as_bytes().to_vec();
         bytes.push(0);
         if bytes.len() as u64 > SCRATCH_LEN - ARGS_OFFSET - 1024 {
-            return Err(Error::Unsupported { what: format!("a path longer than the restore handles: {path}") });
+            return Err(Error::Unsupported {
+                what: format!("a path longer than the restore handles: {path}"),
+            });
         }
         self.put(1024, &bytes)
     }

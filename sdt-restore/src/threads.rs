@@ -54,7 +54,11 @@ pub(crate) fn create<'m>(
         let fields = [flags as u64, 0, 0, 0, 0, 0, 0, 0, set_tid_at, 1, 0];
         let args: Vec<u8> = fields.iter().flat_map(|f| f.to_le_bytes()).collect();
         let args_at = remote.put(0, &args)?;
-        remote.call(&format!("creating thread {}", t.tid), libc::SYS_clone3, &[args_at, args.len() as u64])?;
+        remote.call(
+            &format!("creating thread {}", t.tid),
+            libc::SYS_clone3,
+            &[args_at, args.len() as u64],
+        )?;
         let host = remote.cloned.pop().ok_or_else(|| Error::Call {
             what: format!("creating thread {}: no clone event", t.tid),
             source: std::io::Error::from_raw_os_error(libc::ESRCH),
@@ -79,29 +83,41 @@ pub(crate) fn set_up(
     }
     for (t, state) in threads {
         if let (Some(off), Some(fs_base)) = (tid_offset, state.reg("fs_base").filter(|&b| b != 0)) {
-            remote.call_on(t.host, &format!("setting thread {}'s clear-tid address", t.tid), libc::SYS_set_tid_address, &[
-                fs_base + off,
-            ])?;
+            remote.call_on(
+                t.host,
+                &format!("setting thread {}'s clear-tid address", t.tid),
+                libc::SYS_set_tid_address,
+                &[fs_base + off],
+            )?;
         }
         if let Some(rseq) = state.rseq {
-            let rc = remote.raw_on(t.host, libc::SYS_rseq, &[rseq.addr, u64::from(rseq.len), 0, u64::from(rseq.sig)])?;
+            let rc = remote.raw_on(
+                t.host,
+                libc::SYS_rseq,
+                &[rseq.addr, u64::from(rseq.len), 0, u64::from(rseq.sig)],
+            )?;
             if rc < 0 {
                 log::warn!("thread {}: registering its rseq area failed (errno {})", t.tid, -rc);
             }
         }
         if let Some(list) = state.robust_list {
-            remote.call_on(t.host, &format!("setting thread {}'s robust-futex list", t.tid), libc::SYS_set_robust_list, &[
-                list.head, list.len,
-            ])?;
+            remote.call_on(
+                t.host,
+                &format!("setting thread {}'s robust-futex list", t.tid),
+                libc::SYS_set_robust_list,
+                &[list.head, list.len],
+            )?;
         }
         if !state.name.is_empty() {
             let mut name = state.name.as_bytes()[..state.name.len().min(15)].to_vec();
             name.push(0);
             let at = remote.put(512, &name)?;
-            remote.call_on(t.host, &format!("naming thread {}", t.tid), libc::SYS_prctl, &[
-                libc::PR_SET_NAME as u64,
-                at,
-            ])?;
+            remote.call_on(
+                t.host,
+                &format!("naming thread {}", t.tid),
+                libc::SYS_prctl,
+                &[libc::PR_SET_NAME as u64, at],
+            )?;
         }
     }
     Ok(())

@@ -354,7 +354,13 @@ impl Run {
                 Err(e) if e.kind() == ErrorKind::NotFound => continue,
                 Err(e) => return Err(io_error(&path, e)),
             };
-            snapshots.push(SnapshotEntry { name: self.info.snapshot_name(seq), seq, path, complete, file_bytes });
+            snapshots.push(SnapshotEntry {
+                name: self.info.snapshot_name(seq),
+                seq,
+                path,
+                complete,
+                file_bytes,
+            });
         }
         snapshots.sort_unstable_by_key(|s| (s.seq, !s.complete));
         Ok(snapshots)

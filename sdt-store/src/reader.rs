@@ -377,7 +377,8 @@ fn open_file_ref(f: &FileRef, snapshot: &str) -> Result<File> {
     };
     let now = FileRef::of(&f.path, &file.metadata().map_err(|e| io_error(path, e))?);
     let mut diffs = Vec::new();
-    for (what, got, expected) in [("device", now.dev, f.dev), ("inode", now.inode, f.inode), ("size", now.size, f.size)]
+    for (what, got, expected) in
+        [("device", now.dev, f.dev), ("inode", now.inode, f.inode), ("size", now.size, f.size)]
     {
         if got != expected {
             diffs.push(format!("{what} {got}, expected {expected}"));

@@ -82,7 +82,11 @@ impl Events {
     }
 
     /// [`Events::wait`], also woken when `also` becomes readable ([`Event::Ready`], last).
-    pub fn wait_with(&mut self, also: Option<BorrowedFd<'_>>, timeout: Option<Duration>) -> Result<Vec<Event>> {
+    pub fn wait_with(
+        &mut self,
+        also: Option<BorrowedFd<'_>>,
+        timeout: Option<Duration>,
+    ) -> Result<Vec<Event>> {
         let timeout = match timeout {
             None => PollTimeout::NONE,
             Some(d) => PollTimeout::try_from(d).unwrap_or(PollTimeout::MAX),

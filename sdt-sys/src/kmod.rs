@@ -18,8 +18,8 @@ use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 use sdt_abi::kmod::{
-    DEVICE, GET_WAIT, IOC_FREEZE, IOC_GET, IOC_REGISTER, IOC_RELEASE, IOC_VERSION, KMOD_VERSION, RELEASE_TURN_OFF,
-    Register, Release, Snapshot, Version,
+    DEVICE, GET_WAIT, IOC_FREEZE, IOC_GET, IOC_REGISTER, IOC_RELEASE, IOC_VERSION, KMOD_VERSION,
+    RELEASE_TURN_OFF, Register, Release, Snapshot, Version,
 };
 
 use crate::{Error, Result, Tid};
@@ -87,7 +87,8 @@ impl Device {
     pub fn get(&self, threads: &mut Vec<u8>, wait: bool) -> Result<Option<Snapshot>> {
         loop {
             let len = u32::try_from(threads.len()).unwrap_or(u32::MAX);
-            let mut snap = Snapshot::request(threads.as_mut_ptr() as u64, len, if wait { GET_WAIT } else { 0 });
+            let mut snap =
+                Snapshot::request(threads.as_mut_ptr() as u64, len, if wait { GET_WAIT } else { 0 });
             match ioctl(&self.fd, "SDT_IOC_GET", 0, IOC_GET, &raw mut snap) {
                 Ok(()) => return Ok(Some(snap)),
                 Err(e) if e.errno() == libc::EAGAIN => return Ok(None),

@@ -175,8 +175,13 @@ pub fn rseq_config(tid: Tid) -> Result<Option<RseqConfig>> {
     // struct ptrace_rseq_configuration { u64 rseq_abi_pointer; u32 rseq_abi_size;
     // u32 signature; u32 flags; u32 pad; }
     let mut conf = [0u8; 24];
-    match request("PTRACE_GET_RSEQ_CONFIGURATION", PTRACE_GET_RSEQ_CONFIGURATION, tid, 24, conf.as_mut_ptr() as usize)
-    {
+    match request(
+        "PTRACE_GET_RSEQ_CONFIGURATION",
+        PTRACE_GET_RSEQ_CONFIGURATION,
+        tid,
+        24,
+        conf.as_mut_ptr() as usize,
+    ) {
         Ok(_) => {}
         Err(e) if e.errno() == libc::EIO => return Ok(None),
         Err(e) => return Err(e),
@@ -239,7 +244,9 @@ pub fn inject_syscall(
             return Err(Error {
                 call: "injected system call",
                 tid: tid.raw(),
-                source: std::io::Error::other(format!("the instruction at {syscall_at:#x} did not run a system call")),
+                source: std::io::Error::other(format!(
+                    "the instruction at {syscall_at:#x} did not run a system call"
+                )),
             });
         }
         single_step(tid)?;

@@ -174,8 +174,12 @@ pub fn spawn_stub(stub: &Stub) -> Result<Spawned, RespawnError> {
         None => {
             crate::kill_process(init, libc::SIGKILL).ok();
             reap(init);
-            Err(Error { call: "clone3", tid: 0, source: std::io::Error::other("the restored process did not start") }
-                .into())
+            Err(Error {
+                call: "clone3",
+                tid: 0,
+                source: std::io::Error::other("the restored process did not start"),
+            }
+            .into())
         }
     }
 }
@@ -194,7 +198,8 @@ unsafe fn run_init(
     unsafe {
         libc::close(report_read);
         block_all_signals();
-        let child = libc::syscall(libc::SYS_clone3, args as *const libc::clone_args, size_of::<libc::clone_args>());
+        let child =
+            libc::syscall(libc::SYS_clone3, args as *const libc::clone_args, size_of::<libc::clone_args>());
         if child < 0 {
             fail(report, StubStep::Clone, 0);
         }
@@ -206,7 +211,8 @@ unsafe fn run_init(
             let mut status = 0;
             let pid = libc::wait4(-1, &mut status, libc::__WALL, std::ptr::null_mut());
             if pid == child as i32 || (pid < 0 && *libc::__errno_location() == libc::ECHILD) {
-                let code = if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { 128 + (status & 0x7f) };
+                let code =
+                    if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { 128 + (status & 0x7f) };
                 libc::syscall(libc::SYS_exit_group, code);
             }
         }
@@ -240,7 +246,8 @@ unsafe fn run_stub(stub: &Stub, report: i32, base: i32, placed: &mut [i32]) -> !
         for (slot, f) in placed.iter_mut().zip(&stub.fds) {
             let high = match &f.source {
                 FdSource::Open { path, flags, .. } => {
-                    let fd = libc::open(path.as_ptr(), flags & !(libc::O_CREAT | libc::O_TRUNC | libc::O_EXCL));
+                    let fd =
+                        libc::open(path.as_ptr(), flags & !(libc::O_CREAT | libc::O_TRUNC | libc::O_EXCL));
                     if fd < 0 {
                         fail(report, StubStep::Open, f.fd);
                     }
@@ -298,10 +305,7 @@ unsafe fn block_all_signals() {
 
 /// The highest descriptor this process has open.
 fn open_fds_max() -> Option<i32> {
-    std::fs::read_dir("/proc/self/fd")
-        .ok()?
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-        .max()
+    std::fs::read_dir("/proc/self/fd").ok()?.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).max()
 }
 
 /// Reads until `buf` is full or end-of-file; returns the bytes read.

@@ -75,7 +75,9 @@ pub enum Action {
     /// The new snapshots are S1.0, S1.1, … and S2.new. The check evaluates each EXPR
     /// in gdb on S2 and on S2.new; on a mismatch the interval is run again, up to
     /// --retries times. The exit code is 0 when the values matched.
-    #[command(after_help = "Example:\n  sdt refine --from S1 --to S2 --config fine.toml --check 'total,acct[3].balance'")]
+    #[command(
+        after_help = "Example:\n  sdt refine --from S1 --to S2 --config fine.toml --check 'total,acct[3].balance'"
+    )]
     Refine(RefineOpt),
 }
 
@@ -295,7 +297,20 @@ mod tests {
 
     #[test]
     fn run_takes_the_program_after_dashes() {
-        let opt = Opt::parse_from(["sdt", "run", "--every", "50", "--break", "solve@1,3", "--break", "step", "--", "./prog", "-x", "--y"]);
+        let opt = Opt::parse_from([
+            "sdt",
+            "run",
+            "--every",
+            "50",
+            "--break",
+            "solve@1,3",
+            "--break",
+            "step",
+            "--",
+            "./prog",
+            "-x",
+            "--y",
+        ]);
         let Action::Run(run) = opt.action else { panic!("not run") };
         assert_eq!(run.command, ["./prog", "-x", "--y"]);
         assert_eq!(run.every, Some(50));
@@ -316,8 +331,20 @@ mod tests {
         assert_eq!((r.snapshot.as_str(), r.run.run), ("3", Some(2)));
         assert_eq!(r.capture.config, Some(PathBuf::from("f.toml")));
         let opt = Opt::parse_from([
-            "sdt", "refine", "--from", "S1", "--to", "S2", "--check", "total,acct[3].balance", "--check", "x",
-            "--retries", "3", "--every", "5",
+            "sdt",
+            "refine",
+            "--from",
+            "S1",
+            "--to",
+            "S2",
+            "--check",
+            "total,acct[3].balance",
+            "--check",
+            "x",
+            "--retries",
+            "3",
+            "--every",
+            "5",
         ]);
         let Action::Refine(r) = opt.action else { panic!("not refine") };
         assert_eq!((r.from.as_str(), r.to.as_str(), r.retries), ("S1", "S2", 3));

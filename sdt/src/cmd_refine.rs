@@ -69,12 +69,26 @@ pub fn refine(opt: RefineOpt) -> Result<ExitCode> {
         let got = evaluate(&program, &cached_core(&child, &new)?, &exprs)?;
         let same = print_table(&exprs, to.name(), &expected, new.name(), &got);
         if same {
-            println!("verdict: {} reproduced {} (run {}, attempt {attempt})", new.name(), to.name(), child.id());
+            println!(
+                "verdict: {} reproduced {} (run {}, attempt {attempt})",
+                new.name(),
+                to.name(),
+                child.id()
+            );
             return Ok(ExitCode::SUCCESS);
         }
-        println!("verdict: {} differs from {} (run {}, attempt {attempt})", new.name(), to.name(), child.id());
+        println!(
+            "verdict: {} differs from {} (run {}, attempt {attempt})",
+            new.name(),
+            to.name(),
+            child.id()
+        );
     }
-    eprintln!("sdt: {} was not reproduced in {attempts} attempt{}", to.name(), if attempts == 1 { "" } else { "s" });
+    eprintln!(
+        "sdt: {} was not reproduced in {attempts} attempt{}",
+        to.name(),
+        if attempts == 1 { "" } else { "s" }
+    );
     Ok(ExitCode::FAILURE)
 }
 
@@ -105,7 +119,8 @@ fn split_exprs(values: &[String]) -> Vec<String> {
 }
 
 fn evaluate(program: &Path, core: &Path, exprs: &[String]) -> Result<Vec<Result<String, String>>> {
-    sdt_gdb::frontend::evaluate(program, core, exprs).context("running gdb (is it installed? apt-get install gdb)")
+    sdt_gdb::frontend::evaluate(program, core, exprs)
+        .context("running gdb (is it installed? apt-get install gdb)")
 }
 
 /// Prints the key values of both snapshots side by side; returns whether all match.
@@ -120,7 +135,8 @@ fn print_table(
         Ok(v) => v.clone(),
         Err(e) => format!("<{e}>"),
     };
-    let width = |f: &dyn Fn(usize) -> usize, head: usize| (0..exprs.len()).map(f).max().unwrap_or(0).max(head);
+    let width =
+        |f: &dyn Fn(usize) -> usize, head: usize| (0..exprs.len()).map(f).max().unwrap_or(0).max(head);
     let we = width(&|i| exprs[i].len(), 4);
     let wo = width(&|i| show(&expected[i]).len(), old.len());
     let wn = width(&|i| show(&got[i]).len(), new.len());
@@ -129,7 +145,12 @@ fn print_table(
     for (i, expr) in exprs.iter().enumerate() {
         let same = expected[i].is_ok() && expected[i] == got[i];
         all &= same;
-        println!("{expr:we$}  {:wo$}  {:wn$}  {}", show(&expected[i]), show(&got[i]), if same { "yes" } else { "NO" });
+        println!(
+            "{expr:we$}  {:wo$}  {:wn$}  {}",
+            show(&expected[i]),
+            show(&got[i]),
+            if same { "yes" } else { "NO" }
+        );
     }
     all
 }

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use sdt_daemon::{SymbolBreak, CaptureConfig, ProgramExit, RunOptions, RunOutcome, Target, Tracking, human};
+use sdt_daemon::{CaptureConfig, ProgramExit, RunOptions, RunOutcome, SymbolBreak, Target, Tracking, human};
 
 use crate::cli::{RunOpt, TrackingArg};
 
@@ -22,7 +22,12 @@ pub fn run(opt: RunOpt) -> Result<ExitCode> {
             TrackingArg::PageHash => Tracking::PageHash,
         },
         backend: opt.backend.into(),
-        breaks: opt.breaks.iter().map(|b| SymbolBreak::parse(b)).collect::<Result<_, _>>().map_err(anyhow::Error::msg)?,
+        breaks: opt
+            .breaks
+            .iter()
+            .map(|b| SymbolBreak::parse(b))
+            .collect::<Result<_, _>>()
+            .map_err(anyhow::Error::msg)?,
     })?;
     report(&outcome, &opt.store.store, opt.quiet);
     Ok(exit_code(outcome.exit, opt.quiet))

@@ -72,7 +72,10 @@ fn hint(err: &anyhow::Error) -> Option<String> {
     // A restore refused its PID namespace already says what it needs.
     let no_namespace = |cause: &(dyn std::error::Error + 'static)| {
         matches!(cause.downcast_ref(), Some(sdt_restore::Error::NoNamespace(_)))
-            || matches!(cause.downcast_ref(), Some(sdt_daemon::Error::Restore(sdt_restore::Error::NoNamespace(_))))
+            || matches!(
+                cause.downcast_ref(),
+                Some(sdt_daemon::Error::Restore(sdt_restore::Error::NoNamespace(_)))
+            )
     };
     if err.chain().any(no_namespace) {
         return None;

@@ -273,7 +273,8 @@ fn kernel_filter_agrees_with_sdt_abi() {
         let filter = random_filter(&mut rng);
         let blob = hex(&encode_filter(&filter).unwrap());
         for _ in 0..20 {
-            let (level, class, id) = (rng.range(-1, 3) as i32, rng.range(-1, 3) as i32, rng.range(-2, 5) as i32);
+            let (level, class, id) =
+                (rng.range(-1, 3) as i32, rng.range(-1, 3) as i32, rng.range(-2, 5) as i32);
             let hit = rng.below(6);
             let attrs = random_attrs(&mut rng);
             let forced = filter.forces(level, class, id);
@@ -282,7 +283,10 @@ fn kernel_filter_agrees_with_sdt_abi() {
                     && filter.matches_attrs(attrs.as_bytes())
                     && (hit == 0 || filter.matches_hit(hit)));
             input.push_str(&format!("{blob} {level} {class} {id} {hit} {}\n", hex(attrs.as_bytes())));
-            expected.push((passes, format!("{filter:?} level {level} class {class} id {id} hit {hit} attrs {attrs:?}")));
+            expected.push((
+                passes,
+                format!("{filter:?} level {level} class {class} id {id} hit {hit} attrs {attrs:?}"),
+            ));
         }
     }
     let out = run_c(FILTER_DRIVER, &[kmod_dir().join("sdt_filter.c")], &input);
@@ -290,7 +294,11 @@ fn kernel_filter_agrees_with_sdt_abi() {
     assert_eq!(got.len(), expected.len());
     // Both outcomes are common, so that agreement means something.
     let passing = expected.iter().filter(|(p, _)| *p).count();
-    assert!(passing * 10 > expected.len() && passing * 10 < expected.len() * 9, "{passing} of {}", expected.len());
+    assert!(
+        passing * 10 > expected.len() && passing * 10 < expected.len() * 9,
+        "{passing} of {}",
+        expected.len()
+    );
     for (g, (passes, case)) in got.iter().zip(&expected) {
         assert_eq!(*g, if *passes { "1" } else { "0" }, "the kernel's filter disagrees on {case}");
     }
@@ -342,7 +350,10 @@ fn filters_encode_as_the_header_says() {
     assert_eq!(u32_at(attr), RULE_ATTR);
     assert_eq!((u32_at(attr + 32), u32_at(attr + 36), u32_at(attr + 40), u32_at(attr + 44)), (0, 5, 5, 6));
     let always = 16 + 3 * 48;
-    assert_eq!((u32_at(always), u32_at(always + 4), u32_at(always + 8), u32_at(always + 12)), (RULE_ALWAYS, 5, 9, 9));
+    assert_eq!(
+        (u32_at(always), u32_at(always + 4), u32_at(always + 8), u32_at(always + 12)),
+        (RULE_ALWAYS, 5, 9, 9)
+    );
 
     let huge = Filter { classes: Some(vec![1; FILTER_MAX_RULES + 1]), ..Filter::default() };
     let err = encode_filter(&huge).unwrap_err();

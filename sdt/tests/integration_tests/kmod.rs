@@ -36,7 +36,12 @@ fn module() -> PathBuf {
             // From scratch (the copy may hold objects of a `make -C kmod`), so that every
             // file is compiled and its warnings seen.
             let make = |target: &str| {
-                run(Command::new("make").arg("-C").arg(&build).arg(format!("KDIR={kdir}")).arg("W=1").arg(target))
+                run(Command::new("make")
+                    .arg("-C")
+                    .arg(&build)
+                    .arg(format!("KDIR={kdir}"))
+                    .arg("W=1")
+                    .arg(target))
             };
             let out = make("clean");
             assert!(out.status.success(), "make clean: {}", describe(&out));
@@ -183,7 +188,8 @@ fn triggers(snaps: &[Value]) -> Vec<(i64, i64, i64)> {
 /// General register `index` (of `struct user_regs_struct`) of a stored thread.
 fn reg(thread: &Value, index: usize) -> i64 {
     let hex = thread["gpregs"].as_str().unwrap();
-    let bytes: Vec<u8> = (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect();
+    let bytes: Vec<u8> =
+        (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect();
     i64::from_le_bytes(bytes[index * 8..index * 8 + 8].try_into().unwrap())
 }
 
@@ -194,7 +200,9 @@ fn handlers(meta: &Value) -> Vec<String> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|s| format!("{} {} {} {}", s["signo"], s["flags"], s["mask"], s["handler"].as_u64().unwrap() > 1))
+        .map(|s| {
+            format!("{} {} {} {}", s["signo"], s["flags"], s["mask"], s["handler"].as_u64().unwrap() > 1)
+        })
         .collect()
 }
 
@@ -220,7 +228,8 @@ fn comparable(out: &Out, backend: &str, snap: &str) -> BTreeMap<&'static str, Ve
             "thread apply all -q print tls_value",
         ],
     );
-    let mut values: Vec<String> = text.lines().filter_map(|l| l.split_once(" = ").map(|(_, v)| v.to_owned())).collect();
+    let mut values: Vec<String> =
+        text.lines().filter_map(|l| l.split_once(" = ").map(|(_, v)| v.to_owned())).collect();
     let tls = values.split_off(4.min(values.len()));
     // `Thread 0x… (LWP 132) report (id=1) at states.c:90`, or without debug information
     // `… (LWP 135) 0x00007f… in read () from /lib/…`: the function.
@@ -228,7 +237,11 @@ fn comparable(out: &Out, backend: &str, snap: &str) -> BTreeMap<&'static str, Ve
         .lines()
         .filter_map(|l| l.split_once("(LWP ").and_then(|(_, rest)| rest.split_once(") ")))
         .map(|(_, frame)| {
-            let frame = if frame.starts_with("0x") { frame.split_once(" in ").map_or(frame, |(_, f)| f) } else { frame };
+            let frame = if frame.starts_with("0x") {
+                frame.split_once(" in ").map_or(frame, |(_, f)| f)
+            } else {
+                frame
+            };
             frame.split([' ', '(']).next().unwrap_or("").to_owned()
         })
         .collect();
@@ -342,7 +355,10 @@ fn kmod_captures_what_ptrace_captures_in_the_guest() {
         let (pc, kc) = (comparable(&o, "ptrace", snap), comparable(&o, "kmod", snap));
         assert_eq!(pc["gdb values"].len(), 4, "{pc:?}");
         assert_eq!(pc["threads"], ["5"], "{pc:?}");
-        assert!(pc["blocked in"].len() >= 2, "read, nanosleep and futex wait are caught in their calls: {pc:?}");
+        assert!(
+            pc["blocked in"].len() >= 2,
+            "read, nanosleep and futex wait are caught in their calls: {pc:?}"
+        );
         assert!(pc["top frames"].iter().any(|f| f == "SetBreakpoint"), "{pc:?}");
         for (what, pv) in &pc {
             assert_eq!(pv, &kc[what], "{snap} {what}: ptrace {pv:?}, kmod {:?}", kc[what]);
@@ -356,7 +372,8 @@ fn kmod_captures_what_ptrace_captures_in_the_guest() {
 
     // The spine's capture tests, under the module.
     assert_eq!(triggers(&o.snapshots("kmod-filters")), [(1, 1, 1), (2, 2, 11)], "{all}");
-    let hits: Vec<(i64, i64)> = o.snapshots("kmod-hits").iter().map(|s| (int(s, "id"), int(s, "hit"))).collect();
+    let hits: Vec<(i64, i64)> =
+        o.snapshots("kmod-hits").iter().map(|s| (int(s, "id"), int(s, "hit"))).collect();
     assert_eq!(hits, [(1, 2), (2, 2), (1, 4), (2, 4), (1, 5), (2, 5)]);
     let mark = triggers(&o.snapshots("kmod-mark"));
     assert_eq!(mark.iter().filter(|t| t.2 == 1).count(), 1, "multiple_mark 0: {mark:?}");
@@ -390,13 +407,25 @@ fn kmod_captures_what_ptrace_captures_in_the_guest() {
     for step in ["criu-run", "criu-export", "criu-restore"] {
         assert_eq!(field(&text, step), "rc=0", "{step}: {all}\n{}", o.text("criu-restore.txt"));
     }
-    assert!(o.text("criu-export.txt").contains("is SDT's kernel module (/dev/sdt)"), "{}", o.text("criu-export.txt"));
+    assert!(
+        o.text("criu-export.txt").contains("is SDT's kernel module (/dev/sdt)"),
+        "{}",
+        o.text("criu-export.txt")
+    );
     assert_eq!(field(&text, "criu-same"), "0", "the restored run printed something else: {all}");
-    assert!(field(&text, "criu-line").starts_with("round 10: ") && field(&text, "criu-line").contains("(snapshot 0)"), "{all}");
+    assert!(
+        field(&text, "criu-line").starts_with("round 10: ")
+            && field(&text, "criu-line").contains("(snapshot 0)"),
+        "{all}"
+    );
 
     // Nothing left behind: every session closed, no thread held, the module unloads.
     let status = numbers(field(&text, "status"));
-    assert_eq!((status["sessions"], status["capturing"], status["held"], status["pending"]), (0, 0, 0, 0), "{all}");
+    assert_eq!(
+        (status["sessions"], status["capturing"], status["held"], status["pending"]),
+        (0, 0, 0, 0),
+        "{all}"
+    );
     assert!(status["ipis"] > 0, "the pauses used IPIs: {status:?}");
     assert_eq!(field(&text, "rmmod"), "rc=0", "{all}");
 }
@@ -476,7 +505,11 @@ fn kmod_survives_stress_and_kills_mid_capture_in_the_guest() {
     assert!(stopped["held"] >= 4, "{all}");
     let killed = numbers(field(&text, "daemon-killed"));
     assert_eq!(killed["rc"], 137, "{all}");
-    assert_eq!((killed["sessions"], killed["capturing"], killed["held"], killed["pending"]), (0, 0, 0, 0), "{all}");
+    assert_eq!(
+        (killed["sessions"], killed["capturing"], killed["held"], killed["pending"]),
+        (0, 0, 0, 0),
+        "{all}"
+    );
     let program = numbers(field(&text, "daemon-program"));
     assert_eq!(program["triggers"], 100_000, "the program finished: {all}");
     assert!(program["off"] > 0, "its breakpoints were switched off: {all}");
@@ -497,7 +530,9 @@ fn kmod_survives_stress_and_kills_mid_capture_in_the_guest() {
 #[test]
 fn without_the_module_kmod_is_refused_with_the_way_to_load_it() {
     if Path::new("/dev/sdt").exists() {
-        eprintln!("without_the_module_kmod_is_refused_with_the_way_to_load_it: skipped: /dev/sdt exists here");
+        eprintln!(
+            "without_the_module_kmod_is_refused_with_the_way_to_load_it: skipped: /dev/sdt exists here"
+        );
         return;
     }
     let sdt = crate::harness::Sdt::new();
@@ -505,7 +540,10 @@ fn without_the_module_kmod_is_refused_with_the_way_to_load_it() {
     let out = sdt.output(&["run", "--backend", "kmod", "--", prog.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
     let err = crate::harness::stderr(&out);
-    assert!(err.contains("kernel module is not loaded (no /dev/sdt)") && err.contains("kmod/install.sh"), "{err}");
+    assert!(
+        err.contains("kernel module is not loaded (no /dev/sdt)") && err.contains("kmod/install.sh"),
+        "{err}"
+    );
     assert!(!stdout(&out).contains("bp 1"), "the program did not start: {}", describe(&out));
     // `auto` falls back to ptrace.
     let out = sdt.ok(&["run", "--backend", "auto", "--", prog.to_str().unwrap()]);
@@ -513,5 +551,9 @@ fn without_the_module_kmod_is_refused_with_the_way_to_load_it() {
     // A restored process is never taken over by the module.
     let out = sdt.output(&["restore", "S0", "--every", "50", "--backend", "kmod"]);
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
-    assert!(crate::harness::stderr(&out).contains("a restored process is captured with ptrace"), "{}", describe(&out));
+    assert!(
+        crate::harness::stderr(&out).contains("a restored process is captured with ptrace"),
+        "{}",
+        describe(&out)
+    );
 }

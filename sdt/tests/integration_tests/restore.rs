@@ -14,7 +14,11 @@ fn may_restore(test: &str) -> bool {
     let root = unsafe { libc::geteuid() } == 0;
     if !root {
         use std::io::Write;
-        writeln!(std::io::stderr(), "{test}: skipped: restoring needs root (a PID namespace with chosen pids)").ok();
+        writeln!(
+            std::io::stderr(),
+            "{test}: skipped: restoring needs root (a PID namespace with chosen pids)"
+        )
+        .ok();
     }
     root
 }
@@ -117,7 +121,17 @@ fn refining_a_deterministic_interval_reproduces_its_end() {
     let sdt = Sdt::new();
     let original = race_run(&sdt, "locked", "5");
     let fine = config(&sdt, "max_level = 2\n");
-    let out = sdt.ok(&["refine", "--from", "S1", "--to", "S3", "--config", &fine, "--check", "total,acct[3],round_no"]);
+    let out = sdt.ok(&[
+        "refine",
+        "--from",
+        "S1",
+        "--to",
+        "S3",
+        "--config",
+        &fine,
+        "--check",
+        "total,acct[3],round_no",
+    ]);
     let text = stdout(&out);
     assert!(text.contains("verdict: S3.new reproduced S3 (run 2, attempt 1)"), "{}", describe(&out));
     assert_eq!(text.matches(" yes\n").count(), 3, "{text}");
@@ -157,12 +171,19 @@ fn refine_detects_a_mismatch_and_retries() {
     }
     let sdt = Sdt::new();
     race_run(&sdt, "racy", "4");
-    let out = sdt.output(&["refine", "--from", "S0", "--to", "S2", "--check", "total", "--retries", "2", "-q"]);
+    let out =
+        sdt.output(&["refine", "--from", "S0", "--to", "S2", "--check", "total", "--retries", "2", "-q"]);
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
     let (text, err) = (stdout(&out), stderr(&out));
     for attempt in 1..=3 {
         assert!(err.contains(&format!("(attempt {attempt} of 3)")), "{err}");
-        assert!(text.contains(&format!("verdict: S2.new differs from S2 (run {}, attempt {attempt})", attempt + 1)), "{text}");
+        assert!(
+            text.contains(&format!(
+                "verdict: S2.new differs from S2 (run {}, attempt {attempt})",
+                attempt + 1
+            )),
+            "{text}"
+        );
     }
     assert!(err.contains("S2 was not reproduced in 3 attempts"), "{err}");
     assert_eq!(text.matches(" NO\n").count(), 3, "{text}");
@@ -181,7 +202,8 @@ fn unsupported_objects_and_bad_intervals_are_named() {
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
     let err = stderr(&out);
     assert!(
-        err.contains("cannot restore file descriptor") && err.contains("(pipe:[")
+        err.contains("cannot restore file descriptor")
+            && err.contains("(pipe:[")
             && err.contains("pipes other than stdin, stdout and stderr cannot be restored"),
         "{err}"
     );

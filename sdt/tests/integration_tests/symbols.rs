@@ -9,7 +9,8 @@ fn function_entries_capture_the_arrivals_asked_for() {
     let sdt = Sdt::new();
     let prog = program("symbols");
     let plain = run(&mut std::process::Command::new(&prog));
-    let out = sdt.ok(&["run", "--break", "step@1-3", "--break", "twice@2,500,4000", "--", prog.to_str().unwrap()]);
+    let out =
+        sdt.ok(&["run", "--break", "step@1-3", "--break", "twice@2,500,4000", "--", prog.to_str().unwrap()]);
     // Stepping over the int3s (emulated for step's push, for real for twice) changed
     // nothing the program computed.
     assert_eq!(stdout(&out), stdout(&plain), "{}", describe(&out));
@@ -18,10 +19,11 @@ fn function_entries_capture_the_arrivals_asked_for() {
         snaps.iter().map(|s| (s["attrs"].as_str().unwrap().to_owned(), int(s, "hit").unwrap())).collect();
     // Threads race to the entries: the order of step's third and twice's second varies.
     got.sort();
-    let want: Vec<(String, i64)> = [("step", 1), ("step", 2), ("step", 3), ("twice", 2), ("twice", 500), ("twice", 4000)]
-        .iter()
-        .map(|(f, h)| (format!("symbol={f}"), *h))
-        .collect();
+    let want: Vec<(String, i64)> =
+        [("step", 1), ("step", 2), ("step", 3), ("twice", 2), ("twice", 500), ("twice", 4000)]
+            .iter()
+            .map(|(f, h)| (format!("symbol={f}"), *h))
+            .collect();
     // The 4000th call of twice is its last: no arrival was missed or counted twice.
     assert_eq!(got, want, "{}", describe(&out));
     for s in &snaps {
