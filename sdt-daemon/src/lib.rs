@@ -135,6 +135,8 @@ pub struct RestoreFrom {
     pub snapshot: String,
     /// The breakpoint that ends the run, if any.
     pub until: Option<Until>,
+    /// Environment variables (name, value) to add to or replace in the program's.
+    pub env: Vec<(String, String)>,
 }
 
 /// A breakpoint arrival that ends a refinement: that of snapshot `name`.

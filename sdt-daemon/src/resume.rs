@@ -18,7 +18,7 @@ pub(crate) fn start(store: &Store, from: &RestoreFrom, opts: &RunOptions) -> Res
     let parent = store.open_run(&from.run)?;
     let snap = parent.open_snapshot(&from.snapshot)?;
     let started_wall_ns = wall_ns();
-    let restored = timed_restore(&snap, TRACE_OPTIONS | options::TRACEEXEC)?;
+    let restored = timed_restore(&snap, TRACE_OPTIONS | options::TRACEEXEC, &from.env)?;
     let pid = restored.pid;
     let kill = |e: Error| {
         sdt_sys::kill_namespace(restored.init);
@@ -74,17 +74,22 @@ pub struct Resumed {
     pub bytes_written: u64,
 }
 
-/// Restores snapshot `name` of run `run` in the store at `store`, switches its
-/// breakpoints off and waits for it to end.
+/// Restores snapshot `name` of run `run` in the store at `store`, with the variables of
+/// `env` in its environment, switches its breakpoints off and waits for it to end.
 ///
 /// It stays traced, though nothing is captured: a thread the snapshot caught between its
 /// breakpoint's filter check and the trap still traps, and gets "declined" for an answer
 /// instead of dying of `SIGTRAP`. Signals reach the program as usual.
-pub fn resume_detached(store: &std::path::Path, run: RunId, name: &str) -> Result<Resumed, Error> {
+pub fn resume_detached(
+    store: &std::path::Path,
+    run: RunId,
+    name: &str,
+    env: &[(String, String)],
+) -> Result<Resumed, Error> {
     let store = Store::open(store)?;
     let snap = store.open_run(&run)?.open_snapshot(name)?;
     let start = monotonic_ns();
-    let restored = timed_restore(&snap, TRACE_OPTIONS | options::TRACEEXEC)?;
+    let restored = timed_restore(&snap, TRACE_OPTIONS | options::TRACEEXEC, env)?;
     let restore_ns = monotonic_ns() - start;
     let pid = restored.pid;
     let prepared = match Library::find(snap.meta(), &|addr, buf| snap.read(addr, buf).is_ok()) {
@@ -132,9 +137,13 @@ fn run_declining(tracer: &mut Tracer) -> Result<ProgramExit, Error> {
 }
 
 /// [`sdt_restore::restore`], logging how long it took.
-fn timed_restore(snap: &Snapshot, ptrace_options: u32) -> Result<sdt_restore::Restored, Error> {
+fn timed_restore(
+    snap: &Snapshot,
+    ptrace_options: u32,
+    env: &[(String, String)],
+) -> Result<sdt_restore::Restored, Error> {
     let start = monotonic_ns();
-    let restored = sdt_restore::restore(snap, ptrace_options)?;
+    let restored = sdt_restore::restore(snap, ptrace_options, env)?;
     log::info!(
         "restored {} as pid {} in {:.1} ms ({} bytes of pages)",
         snap.name(),

@@ -9,7 +9,7 @@
 //! let store = Store::open(".sdt".as_ref())?;
 //! let run = store.open_run(&store.latest_run()?)?;
 //! let snap = run.open_snapshot("S1")?;
-//! let restored = sdt_restore::restore(&snap, 0)?;
+//! let restored = sdt_restore::restore(&snap, 0, &[])?;
 //! println!("pid {} (in its namespace: {})", restored.pid, restored.threads[0].tid);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -21,7 +21,8 @@
 //! stub lays out the snapshot's descriptors, signal dispositions and working directory
 //! itself, then waits; the caller's thread seizes it and, through system calls injected
 //! into it, replaces its memory (`memory`), then creates the other threads with their
-//! ids and sets every thread's state (`threads`).
+//! ids and sets every thread's state (`threads`). Extra environment variables go into a
+//! new `environ` array (`environ`).
 //!
 //! # Design constraints
 //!
@@ -33,13 +34,14 @@
 //! - Needs the rights to create a PID namespace and choose pids in it (root, or
 //!   `CAP_SYS_ADMIN`).
 //!
-//! It does not restore: pending signals, timers, alternate signal stacks, robust-futex
-//! lists, resource limits, child processes, or the parent link (the restored process is
-//! the child of its namespace's init).
+//! It does not restore: pending signals, timers, alternate signal stacks, resource
+//! limits, child processes, or the parent link (the restored process is the child of
+//! its namespace's init).
 
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
+mod environ;
 pub mod handover;
 mod memory;
 mod plan;
@@ -118,8 +120,9 @@ pub enum Error {
 }
 
 /// Recreates the process of `snap`, seized with `ptrace_options` (`PTRACE_O_*`; clone
-/// tracing is always added) and stopped.
-pub fn restore(snap: &Snapshot, ptrace_options: u32) -> Result<Restored, Error> {
+/// tracing is always added) and stopped, with the variables of `env` (name, value) added
+/// to or replaced in its environment.
+pub fn restore(snap: &Snapshot, ptrace_options: u32, env: &[(String, String)]) -> Result<Restored, Error> {
     let meta = snap.meta();
     plan::threads(meta)?;
     let plans = plan::mappings(meta)?;
@@ -162,6 +165,7 @@ pub fn restore(snap: &Snapshot, ptrace_options: u32) -> Result<Restored, Error> 
     for patch in handover::patches(meta, &|addr, buf| snap.read(addr, buf).is_ok()) {
         sdt_sys::memory::write(pid, patch.addr, &patch.bytes).map_err(Error::Sys)?;
     }
+    environ::set(&mut remote, snap, env)?;
     memory::set_layout(&mut remote, &meta.layout, &meta.auxv, &meta.process.exe)?;
 
     let threads = threads::create(&mut remote, meta)?;

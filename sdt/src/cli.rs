@@ -66,7 +66,9 @@ pub enum Action {
     /// Without --config or --every the program runs on untraced and sdt's exit code is
     /// its own. With them, its breakpoints capture again, into a new run whose snapshots
     /// are named after SNAP (S3.0, S3.1, …).
-    #[command(after_help = "Examples:\n  sdt restore S3\n  sdt restore S3 --config fine.toml")]
+    #[command(
+        after_help = "Examples:\n  sdt restore S3\n  sdt restore S3 --config fine.toml\n  sdt restore S3 -- VERBOSE=1"
+    )]
     Restore(RestoreOpt),
     /// Narrow a bug down between two snapshots: resume the first under a finer capture
     /// config until the program reaches the second's breakpoint again, and check that
@@ -109,6 +111,10 @@ pub struct RestoreOpt {
     pub snapshot: String,
     #[command(flatten)]
     pub capture: CaptureArgs,
+    /// Environment variables to add to the program's or replace in it, as its `getenv`
+    /// sees them from now on.
+    #[arg(last = true, value_name = "NAME=VALUE")]
+    pub env: Vec<String>,
 }
 
 #[derive(Debug, Args)]

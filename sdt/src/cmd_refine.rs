@@ -43,6 +43,7 @@ pub fn refine(opt: RefineOpt) -> Result<ExitCode> {
                 run: run.id(),
                 snapshot: from.name().to_owned(),
                 until: Some(Until { name: to_name.clone(), level, class, id, hit }),
+                env: Vec::new(),
             }),
             store: opt.store.store.clone(),
             config: config.clone(),

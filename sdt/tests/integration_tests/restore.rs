@@ -114,6 +114,69 @@ fn a_restored_program_prints_what_the_original_printed_from_there_on() {
 }
 
 #[test]
+fn extra_environment_variables_reach_the_resumed_programs_getenv() {
+    if !may_restore("extra_environment_variables_reach_the_resumed_programs_getenv") {
+        return;
+    }
+    let sdt = Sdt::new();
+    let prog = program("environ");
+    let names = ["SDT_TEST_GREETING", "SDT_TEST_KEEP", "SDT_TEST_REPLACED"];
+    let mut cmd = sdt.command(&["run", "-q", "--", prog.to_str().unwrap()]);
+    cmd.args(names)
+        .env("SDT_TEST_KEEP", "kept")
+        .env("SDT_TEST_REPLACED", "old")
+        .env_remove("SDT_TEST_GREETING");
+    let original = crate::harness::run(cmd.stdin(std::process::Stdio::null()));
+    assert!(original.status.success(), "{}", describe(&original));
+    let printed = stdout(&original);
+    assert!(
+        printed.starts_with("SDT_TEST_GREETING unset\nSDT_TEST_KEEP=kept\nSDT_TEST_REPLACED=old\n"),
+        "{printed}"
+    );
+    let entries = |text: &str| -> i64 {
+        text.lines().find_map(|l| l.strip_prefix("entries ")).and_then(|n| n.parse().ok()).expect(text)
+    };
+
+    // Without extra variables the resumed program sees what the original saw.
+    let out = sdt.output(&["restore", "-q", "S0"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(stdout(&out), printed, "{}", describe(&out));
+
+    // One added, one replaced, the rest kept; setenv still works on the new array.
+    let out = sdt.output(&[
+        "restore",
+        "-q",
+        "S0",
+        "--",
+        "SDT_TEST_GREETING=hello world",
+        "SDT_TEST_REPLACED=new=1",
+    ]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let text = stdout(&out);
+    assert!(
+        text.starts_with(
+            "SDT_TEST_GREETING=hello world\nSDT_TEST_KEEP=kept\nSDT_TEST_REPLACED=new=1\nSDT_TEST_SET=set\n"
+        ),
+        "{}",
+        describe(&out)
+    );
+    assert_eq!(entries(&text), entries(&printed) + 1, "{text}");
+
+    // And for a run that captures the resumed program.
+    let out = sdt.output(&["restore", "-q", "S0", "--every", "1000", "--", "SDT_TEST_GREETING=again"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(stdout(&out).starts_with("SDT_TEST_GREETING=again\n"), "{}", describe(&out));
+
+    // A malformed variable is refused before anything is restored.
+    for bad in ["NOEQUALS", "=value"] {
+        let out = sdt.output(&["restore", "S0", "--", bad]);
+        assert_eq!(out.status.code(), Some(1), "{bad}: {}", describe(&out));
+        assert!(stderr(&out).contains("an extra environment variable is NAME=VALUE"), "{}", describe(&out));
+        assert_eq!(stdout(&out), "", "{bad}: nothing ran");
+    }
+}
+
+#[test]
 fn refining_a_deterministic_interval_reproduces_its_end() {
     if !may_restore("refining_a_deterministic_interval_reproduces_its_end") {
         return;
