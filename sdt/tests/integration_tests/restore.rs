@@ -56,6 +56,53 @@ fn every_snapshot_of_mutate_resumes_to_the_same_end() {
 }
 
 #[test]
+fn every_snapshot_of_the_rounds_and_dirty_programs_resumes_to_the_same_end() {
+    if !may_restore("every_snapshot_of_the_rounds_and_dirty_programs_resumes_to_the_same_end") {
+        return;
+    }
+    // rounds: workers in lockstep with a sleeper, two breakpoints and timed snapshots
+    // between; each restored run prints the original's lines from its snapshot's round on.
+    // (Breakpoints are off in a resumed run: one reached after the snapshot answers
+    // "not captured", so the "(snapshot N)" the original printed is left out.)
+    let answers = |text: &str| -> String {
+        text.lines()
+            .map(|l| match l.find(" (snapshot ") {
+                Some(at) => format!("{}{}\n", &l[..at], &l[at + l[at..].find(')').unwrap() + 1..]),
+                None => format!("{l}\n"),
+            })
+            .collect()
+    };
+    let sdt = Sdt::new();
+    let prog = program("rounds");
+    let original = sdt.ok(&["run", "-q", "--every", "30", "--", prog.to_str().unwrap(), "12", "4", "60"]);
+    let printed = answers(&stdout(&original));
+    let snapshots = names(&sdt);
+    assert!(snapshots.len() >= 3, "two breakpoints and a timed snapshot: {snapshots:?}");
+    for name in &snapshots {
+        let out = sdt.output(&["restore", "-q", name]);
+        assert!(out.status.success(), "restore {name}: {}", describe(&out));
+        let resumed = answers(&stdout(&out));
+        assert!(
+            resumed.starts_with("round ") && printed.ends_with(&resumed),
+            "restore {name}: not the rest of the original's output\n{printed}\n---\n{}",
+            describe(&out)
+        );
+    }
+
+    // dirty: a heap rewritten a little between snapshots, one thread.
+    let sdt = Sdt::new();
+    let prog = program("dirty");
+    sdt.ok(&["run", "-q", "--", prog.to_str().unwrap(), "8", "10", "4"]);
+    let snapshots = names(&sdt);
+    assert_eq!(snapshots.len(), 4);
+    for name in &snapshots {
+        let out = sdt.output(&["restore", "-q", name]);
+        assert!(out.status.success(), "restore {name}: {}", describe(&out));
+        assert_eq!(stdout(&out), "dirty done\n", "restore {name}: {}", describe(&out));
+    }
+}
+
+#[test]
 fn snapshots_taken_while_threads_are_born_and_die_resume_to_the_same_end() {
     if !may_restore("snapshots_taken_while_threads_are_born_and_die_resume_to_the_same_end") {
         return;
