@@ -83,7 +83,7 @@ fn every_snapshot_of_the_rounds_and_dirty_programs_resumes_to_the_same_end() {
         assert!(out.status.success(), "restore {name}: {}", describe(&out));
         let resumed = answers(&stdout(&out));
         assert!(
-            resumed.starts_with("round ") && printed.ends_with(&resumed),
+            resumed.ends_with("done\n") && printed.ends_with(&format!("\n{resumed}")),
             "restore {name}: not the rest of the original's output\n{printed}\n---\n{}",
             describe(&out)
         );
