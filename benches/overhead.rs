@@ -2,14 +2,16 @@
 //!
 //! The same workload (`workloads/annotated.c`: threads computing, passing a breakpoint
 //! per iteration and about a million per second per thread in the inner loop) built
-//! three ways and timed by itself over repetitions:
+//! five ways and timed by itself over repetitions:
 //!
 //! - `compiled out`: `-DSDT_DISABLE`, no trace of SDT (the baseline);
 //! - `built in, run alone`: linked with libsdt, run without `sdt run`;
 //! - `under sdt run, filtered by level`: under `sdt run` with `max_level = 0`, which no
 //!   breakpoint passes (dropped inline in `SetBreakpoint`);
-//! - `under sdt run, filtered by class`: with `classes = [9]` (one call into libsdt per
-//!   breakpoint, no system call).
+//! - `under sdt run, filtered by class`: with `classes = [9]` (dropped inline too: the
+//!   library's class mask);
+//! - `under sdt run, filtered by id`: with `ids = [99]` (one call into libsdt per
+//!   breakpoint, no system call: what ids, attributes and hit numbers cost).
 //!
 //! ```sh
 //! scripts/bench overhead
@@ -43,6 +45,8 @@ fn main() {
     std::fs::write(&by_level, "max_level = 0\n").unwrap();
     let by_class = dir.join("filter-by-class.toml");
     std::fs::write(&by_class, "classes = [9]\n").unwrap();
+    let by_id = dir.join("filter-by-id.toml");
+    std::fs::write(&by_id, "ids = [99]\n").unwrap();
     let store = dir.join("store");
     let (threads, iterations, reps) = ("4", "100000", 9);
 
@@ -63,6 +67,7 @@ fn main() {
         ("built in, run alone", &built, workload.to_vec()),
         ("under sdt run, filtered by level", &sdt, under_sdt(&by_level)),
         ("under sdt run, filtered by class", &sdt, under_sdt(&by_class)),
+        ("under sdt run, filtered by id", &sdt, under_sdt(&by_id)),
     ];
     // Interleave the variants so that drift in the machine's speed hits all alike.
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];

@@ -63,6 +63,22 @@ pub fn level_may_pass(state: i32, level: i32) -> bool {
     level <= state - STATE_ON
 }
 
+/// The library's class mask (`sdt_classes` in `sdt.h`) for a session with `filter`: bit
+/// `c` is clear when no breakpoint of class `c` (0 to 63) can capture, so that
+/// `SetBreakpoint` drops it inline, without a call. Classes outside 0–63 are left to the
+/// full check.
+pub fn class_mask_for(filter: &crate::Filter) -> u64 {
+    let Some(classes) = &filter.classes else { return u64::MAX };
+    let forced = filter.always.iter().map(|&(_, class, _)| class);
+    classes.iter().copied().chain(forced).filter(|c| (0..64).contains(c)).fold(0, |mask, c| mask | 1 << c)
+}
+
+/// Whether a breakpoint of `class` gets past the inline check of class mask `mask`.
+#[inline(always)]
+pub fn class_may_pass(mask: u64, class: i32) -> bool {
+    !(0..64).contains(&class) || mask >> class & 1 != 0
+}
+
 /// Breakpoint result: the program is not running under `sdt run`.
 pub const RESULT_OFF: i64 = -1;
 /// Breakpoint result: the capture config filtered this breakpoint out.
@@ -146,6 +162,23 @@ impl TrapRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Filter;
+
+    #[test]
+    fn class_mask_drops_only_classes_that_cannot_capture() {
+        assert_eq!(class_mask_for(&Filter::default()), u64::MAX, "no classes key: every class may");
+        let filter =
+            Filter { classes: Some(vec![1, 5, 70, -2]), always: vec![(3, 9, 1)], ..Filter::default() };
+        let mask = class_mask_for(&filter);
+        assert_eq!(mask, 1 << 1 | 1 << 5 | 1 << 9, "listed and forced classes in 0-63");
+        for class in [1, 5, 9, 64, 70, -1, -2, i32::MAX] {
+            assert!(class_may_pass(mask, class), "class {class}");
+        }
+        for class in [0, 2, 6, 63] {
+            assert!(!class_may_pass(mask, class), "class {class}");
+        }
+        assert!(!class_may_pass(class_mask_for(&Filter { classes: Some(vec![]), ..Filter::default() }), 0));
+    }
 
     #[test]
     fn layout_matches_from_bytes() {

@@ -29,7 +29,8 @@
  *   n >= 0          snapshot S<n> was taken here
  *   SDT_OFF         not running under `sdt run`
  *   SDT_FILTERED    the capture config filtered this breakpoint out (no system call made;
- *                   a breakpoint deeper than max_level not even a function call)
+ *                   one deeper than max_level, or of a class 0-63 that `classes` leaves
+ *                   out, not even a function call)
  *   SDT_DECLINED    passed the config, but no snapshot was taken (max_snapshots reached,
  *                   or the capture failed; `sdt run` says why)
  *
@@ -63,11 +64,18 @@ extern "C" {
 /*
  * 0: off. 1: not set up yet (the next breakpoint looks at the environment). From
  * SDT_STATE_ON up: running under `sdt run`, and the config's max_level is
- * sdt_state - SDT_STATE_ON, so deeper breakpoints are dropped inline. Read with a relaxed
- * atomic load.
+ * sdt_state - SDT_STATE_ON, so deeper breakpoints are dropped inline. Read with an
+ * acquire load (a plain load on x86-64).
  */
 extern int sdt_state;
 #define SDT_STATE_ON 2
+
+/*
+ * While sdt_state is SDT_STATE_ON or more: bit c clear means no breakpoint of class c
+ * (0 to 63) can capture, so it is dropped inline too. Written before the state word it
+ * goes with; read after an acquire load of it.
+ */
+extern unsigned long long sdt_classes;
 
 /*
  * The trap record: what a breaking thread hands to `sdt run`. SetBreakpoint() fills it
@@ -135,11 +143,14 @@ static inline int SetBreakpoint(int level, int class_, int id, int multiple_mark
 {
 	struct sdt_trap trap;
 	int armed, fd;
-	int state = __atomic_load_n(&sdt_state, __ATOMIC_RELAXED);
+	int state = __atomic_load_n(&sdt_state, __ATOMIC_ACQUIRE);
 
 	if (__builtin_expect(state == 0, 1))
 		return SDT_OFF;
-	if (state >= SDT_STATE_ON && level > state - SDT_STATE_ON)
+	if (state >= SDT_STATE_ON &&
+	    (level > state - SDT_STATE_ON ||
+	     ((unsigned int)class_ < 64 &&
+	      !((__atomic_load_n(&sdt_classes, __ATOMIC_RELAXED) >> class_) & 1))))
 		return SDT_FILTERED;
 	armed = sdt_arm(&trap, level, class_, id, multiple_mark, attrs);
 	if (armed != 0)

@@ -41,9 +41,12 @@ mod sites;
 mod trap;
 
 use std::ffi::{CStr, c_char, c_int, c_uint};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
-use sdt_abi::{RESULT_FILTERED, RESULT_OFF, STATE_OFF, STATE_ON, STATE_UNINIT, TrapRecord, level_may_pass};
+use sdt_abi::{
+    RESULT_FILTERED, RESULT_OFF, STATE_OFF, STATE_ON, STATE_UNINIT, TrapRecord, class_may_pass,
+    level_may_pass,
+};
 
 /// The library's state word (`sdt_state` in `sdt.h`): [`sdt_abi::STATE_OFF`] means every
 /// breakpoint returns at once; from [`sdt_abi::STATE_ON`] up it also carries the
@@ -53,6 +56,15 @@ use sdt_abi::{RESULT_FILTERED, RESULT_OFF, STATE_OFF, STATE_ON, STATE_UNINIT, Tr
 #[unsafe(no_mangle)]
 #[allow(non_upper_case_globals)]
 pub static sdt_state: AtomicI32 = AtomicI32::new(STATE_UNINIT);
+
+/// The library's class mask (`sdt_classes` in `sdt.h`): while the state word is at least
+/// [`sdt_abi::STATE_ON`], a breakpoint of class `c` in 0–63 whose bit is clear is
+/// filtered inline (see [`sdt_abi::class_mask_for`]). Written before the state word that
+/// it goes with, which is stored with release ordering and loaded with acquire.
+#[allow(unsafe_code)]
+#[unsafe(no_mangle)]
+#[allow(non_upper_case_globals)]
+pub static sdt_classes: AtomicU64 = AtomicU64::new(u64::MAX);
 
 /// What a breakpoint did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -96,11 +108,13 @@ macro_rules! breakpoint {
 /// taken, the thread stops here, inlined into the caller.
 #[inline(always)]
 pub fn set_breakpoint(level: i32, class: i32, id: i32, multiple_mark: i32, attrs: &str) -> Outcome {
-    let state = sdt_state.load(Ordering::Relaxed);
+    let state = sdt_state.load(Ordering::Acquire);
     if state == STATE_OFF {
         return Outcome::Off;
     }
-    if state >= STATE_ON && !level_may_pass(state, level) {
+    if state >= STATE_ON
+        && (!level_may_pass(state, level) || !class_may_pass(sdt_classes.load(Ordering::Relaxed), class))
+    {
         return Outcome::Filtered;
     }
     let mut record = TrapRecord::default();

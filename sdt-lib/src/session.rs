@@ -6,10 +6,10 @@ use std::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
 
 use sdt_abi::{
     ENV_CAPTURE, ENV_TRACER, Filter, RECONFIG_SIZE, RESULT_FILTERED, RESULT_OFF, STATE_OFF, STATE_UNINIT,
-    Site, TrapRecord, state_for,
+    Site, TrapRecord, class_mask_for, state_for,
 };
 
-use crate::{kmod, sdt_state, sites, trap};
+use crate::{kmod, sdt_classes, sdt_state, sites, trap};
 
 /// Running under `sdt run`: the capture filter the tracer handed over.
 pub(crate) struct Session {
@@ -59,6 +59,7 @@ fn set_up() -> Option<&'static Session> {
         };
         if let Some(session) = session {
             let state = state_for(&session.filter);
+            sdt_classes.store(class_mask_for(&session.filter), Ordering::Relaxed);
             SESSION.store(Box::leak(Box::new(session)), Ordering::Release);
             sdt_state.store(state, Ordering::Release);
         } else if SESSION.load(Ordering::Acquire).is_null() {
@@ -68,7 +69,9 @@ fn set_up() -> Option<&'static Session> {
             let current = SESSION.load(Ordering::Acquire);
             #[allow(unsafe_code)]
             // SAFETY: non-null, leaked by an earlier `set_up`, never freed.
-            sdt_state.store(state_for(unsafe { &(*current).filter }), Ordering::Release);
+            let filter = unsafe { &(*current).filter };
+            sdt_classes.store(class_mask_for(filter), Ordering::Relaxed);
+            sdt_state.store(state_for(filter), Ordering::Release);
         }
     }
     let session = SESSION.load(Ordering::Acquire);
