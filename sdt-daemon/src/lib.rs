@@ -15,7 +15,7 @@
 //!     quiet: false,
 //!     tracking: Default::default(),
 //!     queue_bytes: 1 << 30,
-//!     backend: sdt_daemon::Backend::Auto,
+//!     backend: sdt_daemon::Backend::Ptrace,
 //!     breaks: Vec::new(),
 //! })?;
 //! println!("run {} took {} snapshots", outcome.run, outcome.totals.snapshots);
@@ -108,9 +108,9 @@ pub struct RunOptions {
 pub enum Backend {
     /// The kernel module where `/dev/sdt` is present, else ptrace (always ptrace for a
     /// restored process).
-    #[default]
     Auto,
     /// ptrace: the program runs traced; breakpoints are `int3` stops.
+    #[default]
     Ptrace,
     /// The kernel module (`kmod/`): IPIs hold the threads; no tracer.
     Kmod,

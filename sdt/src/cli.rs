@@ -95,9 +95,9 @@ pub struct CaptureArgs {
     /// No line per snapshot.
     #[arg(long, short)]
     pub quiet: bool,
-    /// How threads are stopped: a restored process is captured with `ptrace`; `auto`
-    /// picks it.
-    #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
+    /// How threads are stopped: a restored process is captured with `ptrace` (`auto`
+    /// picks it too).
+    #[arg(long, value_enum, default_value_t = BackendArg::Ptrace)]
     pub backend: BackendArg,
 }
 
@@ -169,10 +169,11 @@ pub struct RunOpt {
     /// works).
     #[arg(long, value_enum, default_value_t = TrackingArg::Auto)]
     pub tracking: TrackingArg,
-    /// How the program's threads are stopped: `ptrace` (the program runs traced), `kmod`
-    /// (SDT's kernel module holds them with IPIs; /dev/sdt must be there, see
-    /// kmod/README.md), or `auto` (kmod where /dev/sdt is present, else ptrace).
-    #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
+    /// How the program's threads are stopped: `ptrace` (the program runs traced; it can
+    /// track written pages), `kmod` (SDT's kernel module holds them with IPIs; /dev/sdt
+    /// must be there, see kmod/README.md), or `auto` (kmod where /dev/sdt is present,
+    /// else ptrace).
+    #[arg(long, value_enum, default_value_t = BackendArg::Ptrace)]
     pub backend: BackendArg,
     /// No line per snapshot, no summary.
     #[arg(long, short)]
@@ -321,7 +322,7 @@ mod tests {
         assert_eq!(run.command, ["./prog", "-x", "--y"]);
         assert_eq!(run.every, Some(50));
         assert_eq!(run.breaks, ["solve@1,3", "step"]);
-        assert_eq!(run.backend, BackendArg::Auto);
+        assert_eq!(run.backend, BackendArg::Ptrace);
         let opt = Opt::parse_from(["sdt", "run", "--backend", "kmod", "--", "./prog"]);
         let Action::Run(run) = opt.action else { panic!("not run") };
         assert_eq!(run.backend, BackendArg::Kmod);
