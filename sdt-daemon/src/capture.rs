@@ -615,25 +615,9 @@ impl CaptureError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sdt_store::Perms;
 
     fn entry(perms: &str, inode: u64, path: &str) -> Mapping {
-        let p = perms.as_bytes();
-        Mapping {
-            start: 0x1000,
-            end: 0x3000,
-            perms: Perms {
-                read: p[0] == b'r',
-                write: p[1] == b'w',
-                exec: p[2] == b'x',
-                shared: p[3] == b's',
-            },
-            offset: 0,
-            dev: "00:00".into(),
-            inode,
-            path: path.into(),
-            content: Content::Unreadable,
-        }
+        Mapping::parse_maps_line(&format!("1000-3000 {perms} 00000000 00:00 {inode} {path}")).unwrap()
     }
 
     #[test]

@@ -182,27 +182,14 @@ pub(crate) fn threads(meta: &SnapshotMeta) -> Result<(), Error> {
 
 #[cfg(test)]
 mod tests {
-    use sdt_store::{FileRef, OpenFile, Perms};
+    use sdt_store::{FileRef, OpenFile};
 
     use super::*;
 
     fn map(path: &str, perms: &str, content: Content) -> Mapping {
-        let b = perms.as_bytes();
-        Mapping {
-            start: 0x1000,
-            end: 0x3000,
-            perms: Perms {
-                read: b[0] == b'r',
-                write: b[1] == b'w',
-                exec: b[2] == b'x',
-                shared: b[3] == b's',
-            },
-            offset: 0,
-            dev: "08:01".into(),
-            inode: if path.starts_with('/') { 7 } else { 0 },
-            path: path.into(),
-            content,
-        }
+        let inode = if path.starts_with('/') { 7 } else { 0 };
+        let line = format!("1000-3000 {perms} 00000000 08:01 {inode} {path}");
+        Mapping { content, ..Mapping::parse_maps_line(&line).unwrap() }
     }
 
     fn file_ref(path: &str) -> Content {
