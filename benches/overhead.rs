@@ -2,7 +2,7 @@
 //!
 //! The same workload (`workloads/annotated.c`: threads computing, passing a breakpoint
 //! per iteration and about a million per second per thread in the inner loop) built
-//! five ways and timed by itself over repetitions:
+//! six ways and timed by itself over repetitions:
 //!
 //! - `compiled out`: `-DSDT_DISABLE`, no trace of SDT (the baseline);
 //! - `built in, run alone`: linked with libsdt, run without `sdt run`;
@@ -10,8 +10,9 @@
 //!   breakpoint passes (dropped inline in `SetBreakpoint`);
 //! - `under sdt run, filtered by class`: with `classes = [9]` (dropped inline too: the
 //!   library's class mask);
-//! - `under sdt run, filtered by id`: with `ids = [99]` (one call into libsdt per
-//!   breakpoint, no system call: what ids, attributes and hit numbers cost).
+//! - `under sdt run, filtered by id`: with `ids = [99]` (dropped inline: the id mask);
+//! - `under sdt run, filtered by attrs`: with `phase = "none"` under `[attrs]` (one call
+//!   into libsdt per breakpoint, which matches the attribute string; no system call).
 //!
 //! ```sh
 //! scripts/bench overhead
@@ -47,6 +48,8 @@ fn main() {
     std::fs::write(&by_class, "classes = [9]\n").unwrap();
     let by_id = dir.join("filter-by-id.toml");
     std::fs::write(&by_id, "ids = [99]\n").unwrap();
+    let by_attrs = dir.join("filter-by-attrs.toml");
+    std::fs::write(&by_attrs, "[attrs]\nphase = \"none\"\n").unwrap();
     let store = dir.join("store");
     let (threads, iterations, reps) = ("4", "100000", 9);
 
@@ -68,6 +71,7 @@ fn main() {
         ("under sdt run, filtered by level", &sdt, under_sdt(&by_level)),
         ("under sdt run, filtered by class", &sdt, under_sdt(&by_class)),
         ("under sdt run, filtered by id", &sdt, under_sdt(&by_id)),
+        ("under sdt run, filtered by attrs", &sdt, under_sdt(&by_attrs)),
     ];
     // Interleave the variants so that drift in the machine's speed hits all alike.
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];

@@ -79,6 +79,33 @@ pub fn class_may_pass(mask: u64, class: i32) -> bool {
     !(0..64).contains(&class) || mask >> class & 1 != 0
 }
 
+/// Words of the library's id mask (`sdt_ids` in `sdt.h`): one bit for each id from 0 to
+/// `64 * ID_MASK_WORDS - 1`.
+pub const ID_MASK_WORDS: usize = 64;
+
+/// The library's id mask for a session with `filter`: bit `id % 64` of word `id / 64` is
+/// clear when no breakpoint with that id can capture, so that `SetBreakpoint` drops it
+/// inline. Ids outside the mask are left to the full check.
+pub fn id_mask_for(filter: &crate::Filter) -> [u64; ID_MASK_WORDS] {
+    let Some(spans) = &filter.ids else { return [u64::MAX; ID_MASK_WORDS] };
+    let bits = (64 * ID_MASK_WORDS) as i64;
+    let mut mask = [0u64; ID_MASK_WORDS];
+    let forced = filter.always.iter().map(|&(_, _, id)| crate::Span::single(i64::from(id)));
+    for span in spans.iter().copied().chain(forced) {
+        for id in span.first.max(0)..=span.last.min(bits - 1) {
+            mask[id as usize / 64] |= 1 << (id % 64);
+        }
+    }
+    mask
+}
+
+/// Whether a breakpoint with `id` gets past the inline check of the id mask, whose
+/// word `id / 64` is `word(id / 64)`.
+#[inline(always)]
+pub fn id_may_pass(word: impl FnOnce(usize) -> u64, id: i32) -> bool {
+    !(0..(64 * ID_MASK_WORDS) as i32).contains(&id) || word(id as usize / 64) >> (id % 64) & 1 != 0
+}
+
 /// Breakpoint result: the program is not running under `sdt run`.
 pub const RESULT_OFF: i64 = -1;
 /// Breakpoint result: the capture config filtered this breakpoint out.
@@ -162,7 +189,7 @@ impl TrapRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Filter;
+    use crate::{Filter, Span};
 
     #[test]
     fn class_mask_drops_only_classes_that_cannot_capture() {
@@ -178,6 +205,22 @@ mod tests {
             assert!(!class_may_pass(mask, class), "class {class}");
         }
         assert!(!class_may_pass(class_mask_for(&Filter { classes: Some(vec![]), ..Filter::default() }), 0));
+    }
+
+    #[test]
+    fn id_mask_drops_only_ids_that_cannot_capture() {
+        assert_eq!(id_mask_for(&Filter::default()), [u64::MAX; ID_MASK_WORDS], "no ids key: every id may");
+        let spans =
+            vec![Span { first: -5, last: 2 }, Span { first: 63, last: 65 }, Span { first: 4095, last: 9000 }];
+        let filter = Filter { ids: Some(spans), always: vec![(1, 1, 700)], ..Filter::default() };
+        let mask = id_mask_for(&filter);
+        let word = |i: usize| mask[i];
+        for id in [0, 1, 2, 63, 64, 65, 700, 4095, 4096, 5000, -1, i32::MIN, i32::MAX] {
+            assert!(id_may_pass(word, id), "id {id}");
+        }
+        for id in [3, 62, 66, 699, 701, 4094] {
+            assert!(!id_may_pass(word, id), "id {id}");
+        }
     }
 
     #[test]

@@ -29,8 +29,8 @@
  *   n >= 0          snapshot S<n> was taken here
  *   SDT_OFF         not running under `sdt run`
  *   SDT_FILTERED    the capture config filtered this breakpoint out (no system call made;
- *                   one deeper than max_level, or of a class 0-63 that `classes` leaves
- *                   out, not even a function call)
+ *                   one deeper than max_level, of a class 0-63 that `classes` leaves out
+ *                   or with an id 0-4095 that `ids` leaves out, not even a function call)
  *   SDT_DECLINED    passed the config, but no snapshot was taken (max_snapshots reached,
  *                   or the capture failed; `sdt run` says why)
  *
@@ -76,6 +76,9 @@ extern int sdt_state;
  * goes with; read after an acquire load of it.
  */
 extern unsigned long long sdt_classes;
+
+/* The same for ids 0 to 4095: bit id % 64 of sdt_ids[id / 64]. */
+extern unsigned long long sdt_ids[64];
 
 /*
  * The trap record: what a breaking thread hands to `sdt run`. SetBreakpoint() fills it
@@ -150,7 +153,9 @@ static inline int SetBreakpoint(int level, int class_, int id, int multiple_mark
 	if (state >= SDT_STATE_ON &&
 	    (level > state - SDT_STATE_ON ||
 	     ((unsigned int)class_ < 64 &&
-	      !((__atomic_load_n(&sdt_classes, __ATOMIC_RELAXED) >> class_) & 1))))
+	      !((__atomic_load_n(&sdt_classes, __ATOMIC_RELAXED) >> class_) & 1)) ||
+	     ((unsigned int)id < 4096 &&
+	      !((__atomic_load_n(&sdt_ids[id >> 6], __ATOMIC_RELAXED) >> (id & 63)) & 1))))
 		return SDT_FILTERED;
 	armed = sdt_arm(&trap, level, class_, id, multiple_mark, attrs);
 	if (armed != 0)

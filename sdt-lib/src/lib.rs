@@ -44,8 +44,8 @@ use std::ffi::{CStr, c_char, c_int, c_uint};
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
 use sdt_abi::{
-    RESULT_FILTERED, RESULT_OFF, STATE_OFF, STATE_ON, STATE_UNINIT, TrapRecord, class_may_pass,
-    level_may_pass,
+    ID_MASK_WORDS, RESULT_FILTERED, RESULT_OFF, STATE_OFF, STATE_ON, STATE_UNINIT, TrapRecord,
+    class_may_pass, id_may_pass, level_may_pass,
 };
 
 /// The library's state word (`sdt_state` in `sdt.h`): [`sdt_abi::STATE_OFF`] means every
@@ -65,6 +65,13 @@ pub static sdt_state: AtomicI32 = AtomicI32::new(STATE_UNINIT);
 #[unsafe(no_mangle)]
 #[allow(non_upper_case_globals)]
 pub static sdt_classes: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// The library's id mask (`sdt_ids` in `sdt.h`), like [`sdt_classes`] for ids 0 to
+/// 4095 (see [`sdt_abi::id_mask_for`]).
+#[allow(unsafe_code)]
+#[unsafe(no_mangle)]
+#[allow(non_upper_case_globals)]
+pub static sdt_ids: [AtomicU64; ID_MASK_WORDS] = [const { AtomicU64::new(u64::MAX) }; ID_MASK_WORDS];
 
 /// What a breakpoint did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -113,7 +120,9 @@ pub fn set_breakpoint(level: i32, class: i32, id: i32, multiple_mark: i32, attrs
         return Outcome::Off;
     }
     if state >= STATE_ON
-        && (!level_may_pass(state, level) || !class_may_pass(sdt_classes.load(Ordering::Relaxed), class))
+        && (!level_may_pass(state, level)
+            || !class_may_pass(sdt_classes.load(Ordering::Relaxed), class)
+            || !id_may_pass(|w| sdt_ids[w].load(Ordering::Relaxed), id))
     {
         return Outcome::Filtered;
     }

@@ -6,10 +6,10 @@ use std::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
 
 use sdt_abi::{
     ENV_CAPTURE, ENV_TRACER, Filter, RECONFIG_SIZE, RESULT_FILTERED, RESULT_OFF, STATE_OFF, STATE_UNINIT,
-    Site, TrapRecord, class_mask_for, state_for,
+    Site, TrapRecord, class_mask_for, id_mask_for, state_for,
 };
 
-use crate::{kmod, sdt_classes, sdt_state, sites, trap};
+use crate::{kmod, sdt_classes, sdt_ids, sdt_state, sites, trap};
 
 /// Running under `sdt run`: the capture filter the tracer handed over.
 pub(crate) struct Session {
@@ -58,10 +58,9 @@ fn set_up() -> Option<&'static Session> {
             None => None,
         };
         if let Some(session) = session {
-            let state = state_for(&session.filter);
-            sdt_classes.store(class_mask_for(&session.filter), Ordering::Relaxed);
-            SESSION.store(Box::leak(Box::new(session)), Ordering::Release);
-            sdt_state.store(state, Ordering::Release);
+            let session = Box::leak(Box::new(session));
+            SESSION.store(session, Ordering::Release);
+            publish(&session.filter);
         } else if SESSION.load(Ordering::Acquire).is_null() {
             sdt_state.store(STATE_OFF, Ordering::Release);
         } else {
@@ -69,15 +68,23 @@ fn set_up() -> Option<&'static Session> {
             let current = SESSION.load(Ordering::Acquire);
             #[allow(unsafe_code)]
             // SAFETY: non-null, leaked by an earlier `set_up`, never freed.
-            let filter = unsafe { &(*current).filter };
-            sdt_classes.store(class_mask_for(filter), Ordering::Relaxed);
-            sdt_state.store(state_for(filter), Ordering::Release);
+            publish(unsafe { &(*current).filter });
         }
     }
     let session = SESSION.load(Ordering::Acquire);
     #[allow(unsafe_code)]
     // SAFETY: a non-null pointer came from `Box::leak` above and is never freed.
     (!session.is_null()).then(|| unsafe { &*session })
+}
+
+/// Publishes `filter` to `SetBreakpoint`'s inline checks: the class and id masks, then,
+/// with release ordering, the state word that makes them count.
+fn publish(filter: &Filter) {
+    sdt_classes.store(class_mask_for(filter), Ordering::Relaxed);
+    for (word, bits) in sdt_ids.iter().zip(id_mask_for(filter)) {
+        word.store(bits, Ordering::Relaxed);
+    }
+    sdt_state.store(state_for(filter), Ordering::Release);
 }
 
 /// A filter a tracer wrote into `sdt_reconfig` (which is then emptied). The tracer wrote
