@@ -61,6 +61,58 @@ fn module() -> PathBuf {
         .clone()
 }
 
+/// `kmod/dkms.conf` builds the module: `dkms add` and `dkms build` in a private DKMS
+/// tree, for Debian's 6.1 kernel from the headers the guest uses; the module is built
+/// for that kernel, without warnings. (Installing and loading need that kernel running:
+/// the guest tests load the module `make` builds.)
+#[test]
+fn dkms_builds_the_module_for_debians_kernel() {
+    if !have_qemu("dkms_builds_the_module_for_debians_kernel") {
+        return;
+    }
+    if Command::new("dkms").arg("--version").output().is_err() {
+        eprintln!(
+            "dkms_builds_the_module_for_debians_kernel: skipped: dkms is not installed (.ci/run installs it)"
+        );
+        return;
+    }
+    let vars = prepare();
+    let (kver, kdir) = (&vars["GUEST_KVER"], &vars["GUEST_KDIR"]);
+    let dir = tempfile::tempdir().unwrap();
+    let version = std::fs::read_to_string(workspace().join("kmod/dkms.conf"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("PACKAGE_VERSION=\"")?.strip_suffix('"').map(str::to_owned))
+        .expect("dkms.conf names its version");
+    let (sources, tree) = (dir.path().join("src"), dir.path().join("tree"));
+    std::fs::create_dir_all(&sources).unwrap();
+    std::fs::create_dir_all(&tree).unwrap();
+    let out = run(Command::new("cp")
+        .arg("-r")
+        .arg(workspace().join("kmod"))
+        .arg(sources.join(format!("sdt-{version}"))));
+    assert!(out.status.success(), "{}", describe(&out));
+    let dkms = |args: &[&str]| {
+        let out = run(Command::new("dkms")
+            .args(args)
+            .args(["-m", "sdt", "-v", &version, "--sourcetree"])
+            .arg(&sources)
+            .arg("--dkmstree")
+            .arg(&tree));
+        assert!(out.status.success(), "dkms {args:?}: {}", describe(&out));
+    };
+    dkms(&["add"]);
+    dkms(&["build", "-k", kver, "--kernelsourcedir", kdir]);
+    let built = tree.join(format!("sdt/{version}/{kver}/x86_64/module/sdt.ko"));
+    let log =
+        std::fs::read_to_string(tree.join(format!("sdt/{version}/{kver}/x86_64/log/make.log"))).unwrap();
+    let warnings: Vec<&str> =
+        log.lines().filter(|l| l.contains("warning:") && !l.contains("Skipping BTF generation")).collect();
+    assert!(warnings.is_empty(), "dkms built with warnings:\n{}", warnings.join("\n"));
+    let info = run(Command::new("modinfo").arg("-F").arg("vermagic").arg(&built));
+    assert!(stdout(&info).starts_with(&format!("{kver} ")), "{}", describe(&info));
+}
+
 /// The `scripts/guest/run` arguments for the module, `sdt` and these test programs.
 fn guest_args(programs: &[&str]) -> Vec<String> {
     let mut args = vec!["--timeout".into(), "400".into(), "--memory".into(), "1G".into()];
