@@ -442,7 +442,13 @@ fn kmod_captures_what_ptrace_captures_in_the_guest() {
     assert_eq!(field(&text, "kmod-segv"), "rc=139");
     assert_eq!(o.text("kmod-fork.out"), "parent 0\nforked child -1\nchild exit 5\n");
     assert_eq!(field(&text, "kmod-leader"), "rc=4");
-    assert_eq!(o.snapshots("kmod-leader").len(), 3);
+    assert_eq!(
+        o.snapshots("kmod-leader").len(),
+        3,
+        "out:\n{}\nerr:\n{}",
+        o.text("kmod-leader.out"),
+        o.text("kmod-leader.err")
+    );
     assert_eq!(field(&text, "kmod-exec"), "rc=6");
     let exec = o.snapshots("kmod-exec");
     assert_eq!(exec.len(), 2, "one snapshot before the exec, one after");
