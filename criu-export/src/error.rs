@@ -14,17 +14,8 @@ pub enum Error {
         pid: i32,
     },
     /// A thread's register set has the wrong size (the snapshot breaks its own contract).
-    #[error("thread {tid}: {regset} is {found} bytes, expected {expected}")]
-    BadRegisters {
-        /// The thread.
-        tid: i32,
-        /// Which set: `gpregs` or `fpregs`.
-        regset: &'static str,
-        /// Its size in the snapshot.
-        found: usize,
-        /// The size CRIU's image needs.
-        expected: usize,
-    },
+    #[error(transparent)]
+    BadRegisters(#[from] sdt_store::RegsetSizeError),
     /// The snapshot does not record where the program's parts lie (start of code, data,
     /// heap, stack, arguments, environment), which CRIU's memory image needs.
     #[error(

@@ -8,8 +8,8 @@ use std::collections::{BTreeSet, HashMap};
 use sdt_abi::STATE_OFF;
 use sdt_restore::handover::{self, Patch};
 use sdt_store::{
-    Content, FPREGS_SIZE, FileKind, GPREG_NAMES, GPREGS_SIZE, Mapping, OpenFile, PAGE_SIZE, SnapshotMeta,
-    ThreadRunState, ThreadState, Trigger,
+    Content, FileKind, GPREG_NAMES, Mapping, OpenFile, PAGE_SIZE, SnapshotMeta, ThreadRunState, ThreadState,
+    Trigger,
 };
 
 use crate::encode::Source;
@@ -169,8 +169,7 @@ impl<'a> Plan<'a> {
         let tid_offset = handover::tid_word_offset(self.meta, &read);
         let mut threads = Vec::new();
         for t in &self.meta.threads {
-            check_regset(t.tid, "gpregs", &t.gpregs, GPREGS_SIZE)?;
-            check_regset(t.tid, "fpregs", &t.fpregs, FPREGS_SIZE)?;
+            t.check_regsets()?;
             let fs_base = t.reg("fs_base").filter(|&b| b != 0);
             let clear_tid = fs_base.zip(tid_offset).map(|(base, off)| base + off);
             if t.state == ThreadRunState::Exiting {
@@ -535,14 +534,6 @@ fn check_mapped_files(source: &impl Source) -> Result<(), Error> {
         }
     }
     Ok(())
-}
-
-fn check_regset(tid: i32, regset: &'static str, bytes: &[u8], expected: usize) -> Result<(), Error> {
-    if bytes.len() == expected {
-        Ok(())
-    } else {
-        Err(Error::BadRegisters { tid, regset, found: bytes.len(), expected })
-    }
 }
 
 /// Whether `[addr, addr + len)` lies in one private writable mapping with contents.

@@ -29,10 +29,7 @@ use std::io::Write;
 use object::elf::{self, FileHeader64, NoteHeader32, NoteType, ProgramHeader64, SectionHeader64};
 use object::endian::{LittleEndian, U16, U32, U64};
 use object::pod::bytes_of;
-use sdt_store::{
-    Content, FPREGS_SIZE, GPREGS_SIZE, Mapping, PAGE_SIZE, ProcessInfo, Snapshot, SnapshotMeta, ThreadState,
-    Trigger,
-};
+use sdt_store::{Content, Mapping, PAGE_SIZE, ProcessInfo, Snapshot, SnapshotMeta, ThreadState, Trigger};
 
 use crate::Error;
 
@@ -288,8 +285,7 @@ fn gen_notes(meta: &SnapshotMeta) -> Result<Vec<u8>, Error> {
     }
     let mut notes = Vec::new();
     for (i, thread) in meta.threads.iter().enumerate() {
-        check_regset(thread, "gpregs", &thread.gpregs, GPREGS_SIZE)?;
-        check_regset(thread, "fpregs", &thread.fpregs, FPREGS_SIZE)?;
+        thread.check_regsets()?;
         push_note(&mut notes, elf::ELF_NOTE_CORE, elf::NT_PRSTATUS, &gen_prstatus(meta, thread));
         if i == 0 {
             push_note(&mut notes, elf::ELF_NOTE_CORE, elf::NT_PRPSINFO, &gen_prpsinfo(&meta.process));
@@ -303,19 +299,6 @@ fn gen_notes(meta: &SnapshotMeta) -> Result<Vec<u8>, Error> {
         }
     }
     Ok(notes)
-}
-
-fn check_regset(
-    thread: &ThreadState,
-    regset: &'static str,
-    bytes: &[u8],
-    expected: usize,
-) -> Result<(), Error> {
-    if bytes.len() == expected {
-        Ok(())
-    } else {
-        Err(Error::BadRegisters { tid: thread.tid, regset, found: bytes.len(), expected })
-    }
 }
 
 /// Appends one note: header, name with its NUL, descriptor, each padded to 4 bytes.

@@ -10,17 +10,8 @@ pub enum Error {
     #[error("the snapshot has no threads")]
     NoThreads,
     /// A thread's register set has the wrong size (the snapshot breaks its own contract).
-    #[error("thread {tid}: {regset} is {found} bytes, expected {expected}")]
-    BadRegisters {
-        /// The thread.
-        tid: i32,
-        /// Which set: `gpregs` or `fpregs`.
-        regset: &'static str,
-        /// Its size in the snapshot.
-        found: usize,
-        /// The size the note needs.
-        expected: usize,
-    },
+    #[error(transparent)]
+    BadRegisters(#[from] sdt_store::RegsetSizeError),
     /// Reading a mapping's contents from the snapshot failed (a file it maps changed, a
     /// damaged snapshot file, …).
     #[error("cannot read mapping {start:#x}-{end:#x} {path} from the snapshot")]

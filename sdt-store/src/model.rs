@@ -243,6 +243,35 @@ pub struct ThreadState {
     pub robust_list: Option<RobustList>,
 }
 
+impl ThreadState {
+    /// Checks that the register sets have the sizes this type promises
+    /// ([`GPREGS_SIZE`], [`FPREGS_SIZE`]), which exporters rely on.
+    pub fn check_regsets(&self) -> Result<(), RegsetSizeError> {
+        for (regset, bytes, expected) in
+            [("gpregs", &self.gpregs, GPREGS_SIZE), ("fpregs", &self.fpregs, FPREGS_SIZE)]
+        {
+            if bytes.len() != expected {
+                return Err(RegsetSizeError { tid: self.tid, regset, found: bytes.len(), expected });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A thread's register set has the wrong size (the snapshot breaks its own contract).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("thread {tid}: {regset} is {found} bytes, expected {expected}")]
+pub struct RegsetSizeError {
+    /// The thread.
+    pub tid: i32,
+    /// Which set: `gpregs` or `fpregs`.
+    pub regset: &'static str,
+    /// Its size in the snapshot.
+    pub found: usize,
+    /// The size it must have.
+    pub expected: usize,
+}
+
 /// A thread's robust-futex list registration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RobustList {
