@@ -88,7 +88,7 @@ for r in $(seq @ROUNDS@); do
         echo "GUEST plain t=$t $(grep rounds_ms /tmp/plain.out)"
         for b in ptrace kmod; do
             rm -rf /tmp/store
-            sdt run -q --queue-mb 128 --backend $b --store /tmp/store -- heap $t @HEAP@ @DIRTY@ @SNAPSHOTS@ @GAP_MS@ \
+            sdt run -q --backend $b --store /tmp/store -- heap $t @HEAP@ @DIRTY@ @SNAPSHOTS@ @GAP_MS@ \
                 >/tmp/out 2>/tmp/err
             rc=$?
             echo "GUEST run b=$b t=$t rc=$rc $(grep rounds_ms /tmp/out)"

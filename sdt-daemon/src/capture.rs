@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use sdt_store::{Content, FileRef, Mapping, PAGE_SIZE};
+use sdt_store::{Content, FileRef, Mapping, PAGE_SIZE, PageSpan, SpillFile};
 use sdt_sys::Tid;
 use sdt_sys::memory::{self, RemoteRange};
 use sdt_sys::pagemap::{PM_FILE, PM_PRESENT, PM_SWAPPED, Pagemap, ScanQuery};
@@ -77,13 +77,18 @@ impl PageRun {
     fn remote(&self) -> RemoteRange {
         RemoteRange { addr: self.addr, len: self.bytes() }
     }
+
+    /// The run as the store's page numbers.
+    pub(crate) fn span(&self) -> PageSpan {
+        PageSpan { first: self.addr / PAGE_SIZE, pages: self.pages }
+    }
 }
 
 /// What a capture read, apart from registers.
 pub(crate) struct Collected {
     /// Every mapping, ascending.
     pub mappings: Vec<Mapping>,
-    /// Pages copied, ascending, back to back at the start of the buffer handed to
+    /// Pages copied, ascending, back to back at the start of the spare handed to
     /// [`Capturer::collect`].
     pub copied: Vec<PageRun>,
     /// Pages of tracked mappings not written since the previous snapshot, ascending.
@@ -234,6 +239,10 @@ pub(crate) struct Capturer {
     awake: Arc<AtomicBool>,
     /// Write tracking, when the run has it.
     tracker: Option<Userfaultfd>,
+    /// A capture failed after its scans had taken (and cleared) the written-page bits:
+    /// the next capture cannot tell what changed since the last snapshot, and copies the
+    /// tracked mappings whole.
+    lost_track: bool,
     /// `PAGEMAP_SCAN` works (Linux 6.7): residency comes by region, not page by page.
     scan: bool,
     threads: &'static rayon::ThreadPool,
@@ -243,7 +252,14 @@ impl Capturer {
     pub(crate) fn new(pid: Tid) -> Result<Capturer, sdt_sys::Error> {
         let pagemap = Pagemap::open(pid)?;
         let scan = pagemap.scan(0, PAGE_SIZE, ScanQuery::RESIDENT, &mut Vec::new(), &mut Vec::new()).is_ok();
-        Ok(Capturer { pagemap, awake: Arc::default(), tracker: None, scan, threads: capture_threads()? })
+        Ok(Capturer {
+            pagemap,
+            awake: Arc::default(),
+            tracker: None,
+            lost_track: false,
+            scan,
+            threads: capture_threads()?,
+        })
     }
 
     /// Wakes the capture threads while the mappings are read: they wait, yielding their
@@ -274,16 +290,26 @@ impl Capturer {
         self.tracker = Some(tracker);
     }
 
+    /// The last capture's snapshot was not stored: the next capture copies the tracked
+    /// mappings whole, since the last one took their written-page bits.
+    pub(crate) fn capture_lost(&mut self) {
+        self.lost_track = self.tracker.is_some();
+    }
+
     /// Whether writes are tracked.
     pub(crate) fn tracking(&self) -> bool {
         self.tracker.is_some()
     }
 
-    /// Reads everything the snapshot stores into `buffer` (grown if needed, never shrunk,
-    /// so a reused buffer costs no page faults). Every thread must be stopped; `via` is
-    /// one of them that has not exited, through which memory is read. While the capture
-    /// threads find the pages and copy them, `meanwhile` runs on this thread (the
-    /// tracer's: it reads the registers) and its result is returned too.
+    /// Reads everything the snapshot stores into `spill`'s data area (grown if needed).
+    /// Every thread must be stopped; `via` is one of them that has not exited, through
+    /// which memory is read. While the capture threads find the pages and copy them,
+    /// `meanwhile` runs on this thread (the tracer's: it reads the registers) and its
+    /// result is returned too.
+    ///
+    /// If it fails, the snapshot it was for must not be committed: the next capture
+    /// copies the tracked mappings whole, since this one may have taken their written-page
+    /// bits.
     ///
     /// One capture thread finds the pages (the scans write-protect as they go and contend
     /// when run side by side) and hands each stretch's written pages, while the buffer
@@ -292,7 +318,7 @@ impl Capturer {
     pub(crate) fn collect<T>(
         &mut self,
         via: Tid,
-        buffer: &mut Vec<u8>,
+        spill: &mut SpillFile,
         verify: bool,
         meanwhile: impl FnOnce() -> T,
     ) -> Result<(Collected, T), CaptureError> {
@@ -300,13 +326,14 @@ impl Capturer {
         let mut mappings =
             procfs::parse_maps(&procfs::read_text(via, "maps").map_err(CaptureError::proc("maps"))?);
         let tasks = self.plan(&mut mappings);
+        self.lost_track = self.tracker.is_some();
         let report = Mutex::new(CopyReport::default());
         let mut found = None;
         let mut handed_bytes = 0;
         let this = &*self;
         let extra = self.threads.in_place_scope(|scope| {
             let (report, found, handed_bytes) = (&report, &mut found, &mut handed_bytes);
-            let mut free = &mut buffer[..];
+            let mut free = spill.data();
             scope.spawn(move |scope| {
                 *found = Some(this.find(&tasks, |runs| {
                     let bytes: usize = runs.iter().map(PageRun::bytes).sum();
@@ -328,20 +355,12 @@ impl Capturer {
         let Found { copy, unchanged, unregistered, first_sight_bytes } =
             found.expect("the finding task ran")?;
 
-        // What the buffer could not hold, copied now into the grown buffer.
+        // What the spare could not hold, copied now into the grown spare.
         let need: usize = copy.runs.iter().map(PageRun::bytes).sum();
-        if buffer.len() < need {
-            if handed_bytes == 0 {
-                // A fresh zeroed allocation is calloc'd pages the kernel zeroes on first
-                // touch: no memset of memory that the copy overwrites anyway.
-                *buffer = vec![0; need];
-            } else {
-                buffer.resize(need, 0);
-            }
-        }
+        spill.grow(need)?;
         let rest: Vec<RemoteRange> = copy.runs[copy.handed..].iter().map(PageRun::remote).collect();
         if !rest.is_empty() {
-            let dst = &mut buffer[handed_bytes..need];
+            let dst = &mut spill.data()[handed_bytes..need];
             self.threads.in_place_scope(|scope| spawn_copies(scope, &report, via, &rest, dst));
         }
         let report = report.into_inner().unwrap();
@@ -368,6 +387,7 @@ impl Capturer {
             }
         }
         let live = verify.then(|| read_live(via, &mappings)).transpose()?;
+        self.lost_track = false;
         let collected = Collected {
             mappings,
             copied: copy.runs,
@@ -386,7 +406,7 @@ impl Capturer {
         for (i, m) in mappings.iter_mut().enumerate() {
             let (content, mut pages) = classify(m, &mut files);
             m.content = content;
-            if pages == Pages::Present && self.tracker.is_some() && trackable(m) {
+            if pages == Pages::Present && self.tracker.is_some() && !self.lost_track && trackable(m) {
                 pages = Pages::Tracked;
             }
             if pages != Pages::None {
@@ -604,6 +624,9 @@ pub(crate) enum CaptureError {
     /// A system call failed.
     #[error(transparent)]
     Sys(#[from] sdt_sys::Error),
+    /// The spare could not take the pages (the disk is full).
+    #[error(transparent)]
+    Store(#[from] sdt_store::Error),
 }
 
 impl CaptureError {

@@ -110,6 +110,11 @@ pub(crate) trait Freezer {
     /// Every stopped thread's registers and signal mask, the breaking thread first.
     fn read_threads(&mut self, breaking: Option<Tid>) -> Result<Vec<ThreadState>, FreezeError>;
 
+    /// Resumes every thread `freeze` stopped but `held`, a breakpoint's thread that waits
+    /// for its result (its snapshot is committed first). A backend that can only release
+    /// every thread together keeps them all until [`Freezer::thaw`].
+    fn resume_others(&mut self, held: Tid) -> Result<(), FreezeError>;
+
     /// Resumes every thread `freeze` stopped, the breaking thread last. If a breakpoint
     /// caused the capture, its thread's call returns `result`; with `turn_off`, the
     /// program's breakpoints stop trapping from now on.

@@ -236,6 +236,11 @@ impl Freezer for Kmod {
         Ok(self.held.as_ref().map(|h| h.threads.clone()).unwrap_or_default())
     }
 
+    /// The module releases a capture's threads together: all stay held until `thaw`.
+    fn resume_others(&mut self, _held: Tid) -> Result<(), FreezeError> {
+        Ok(())
+    }
+
     fn thaw(&mut self, breakpoint: Option<(&BreakpointHit, i64)>, turn_off: bool) -> Result<(), FreezeError> {
         if self.held.take().is_none() {
             return Ok(());

@@ -14,7 +14,7 @@
 //!     verify: false,
 //!     quiet: false,
 //!     tracking: Default::default(),
-//!     queue_bytes: 1 << 30,
+//!     disk_budget: None,
 //!     backend: sdt_daemon::Backend::Ptrace,
 //!     breaks: Vec::new(),
 //! })?;
@@ -25,8 +25,11 @@
 //! # Design constraints
 //!
 //! - The pause holds only what must happen with every thread stopped: the freeze,
-//!   registers, the mappings, and the copy of the pages. Diffing, compression and writing
-//!   happen on the writer thread while the program runs.
+//!   registers, the mappings, and the copy of the pages, straight into the store's raw
+//!   file for the snapshot. Diffing and compression (compaction) happen on a thread of
+//!   their own, on CPU time the program leaves idle.
+//! - A breakpoint's snapshot number is a promise: its thread gets it only once the
+//!   snapshot is committed to the store, where it survives `sdt`'s death.
 //! - The freeze sits behind `freeze::Freezer` and the program's events behind
 //!   `freeze::EventSource`, so the kernel module ([`Backend::Kmod`]) replaces ptrace
 //!   without touching the capture.
@@ -57,8 +60,8 @@ use std::time::Duration;
 
 use sdt_abi::{RESULT_DECLINED, RESULT_FILTERED};
 use sdt_store::{
-    CaptureStats, MemoryLayout, ProcessInfo, RunId, RunInfo, RunStatus, SnapshotMeta, SnapshotTime, Store,
-    Trigger,
+    CaptureStats, MemoryLayout, OpenFile, PageSpan, ProcessInfo, RunId, RunInfo, RunStatus, SignalAction,
+    SnapshotMeta, SnapshotTime, SpillFile, Store, ThreadState, Trigger,
 };
 use sdt_sys::events::{Event, Events};
 use sdt_sys::ptrace::options;
@@ -71,14 +74,14 @@ pub use launch::LaunchError;
 pub use resume::{Resumed, resume_detached};
 pub use symbols::SymbolBreak;
 pub use tracking::Tracking;
-pub use writer::{WriteTotals, WriterStopped};
+pub use writer::WriteTotals;
 
-use capture::Capturer;
-use freeze::{BreakpointHit, EventSource, FreezeError, TargetEvent};
+use capture::{Capturer, Collected, PageRun};
+use freeze::{BreakpointHit, EventSource, FreezeError, Frozen, TargetEvent};
 use kmod::Kmod;
 use ptrace::Tracer;
 use tracking::Vdso;
-use writer::{Job, StoreWriter};
+use writer::{Room, StoreWriter};
 
 /// What `sdt run` (or `sdt restore`, `sdt refine`) was asked to do.
 #[derive(Clone, Debug)]
@@ -95,8 +98,9 @@ pub struct RunOptions {
     pub quiet: bool,
     /// How changed pages are found.
     pub tracking: Tracking,
-    /// Bytes of copied pages that may wait for the writer before a capture waits too.
-    pub queue_bytes: usize,
+    /// Bytes of captures the raw log may hold before compaction catches up (`None`: half
+    /// the store's free space when the run starts).
+    pub disk_budget: Option<u64>,
     /// How the program's threads are stopped.
     pub backend: Backend,
     /// Breakpoints at function entries of a launched program (`--break`; ptrace only).
@@ -284,12 +288,19 @@ fn drive<B: EventSource>(
     };
     let run_id = run.id();
     let info = run.info().clone();
+    let budget = opts.disk_budget.unwrap_or_else(|| default_budget(store));
+    let writer = match StoreWriter::start(run, store.root().to_owned(), budget, opts.quiet) {
+        Ok(writer) => writer,
+        Err(e) => {
+            sdt_sys::kill_process(init.unwrap_or(pid), libc::SIGKILL).ok();
+            return Err(e.into());
+        }
+    };
     // The tracer handles a breakpoint the moment it traps, and program threads it resumes
     // do not preempt it mid-thaw. (Started after the program, which must not inherit it.)
     if let Err(e) = sdt_sys::set_thread_urgency(None, sdt_sys::Urgency::Immediate) {
         log::debug!("tracer stays at normal priority: {e}");
     }
-    let writer = StoreWriter::start(run, store.root().to_owned(), opts.quiet, opts.queue_bytes);
     let mut session = Session {
         pid,
         tracer,
@@ -307,7 +318,8 @@ fn drive<B: EventSource>(
         inherited,
         started_ns,
         next_seq: 0,
-        capturing: true,
+        capturing: opts.config.max_snapshots != Some(0),
+        told_unfiltered: false,
         problems: Vec::new(),
     };
     // A restored program's threads are all stopped: they go now.
@@ -385,6 +397,12 @@ fn launch<B>(
     })
 }
 
+/// What the raw log may hold by default: half the store's free space, at least 64 MiB
+/// (1 GiB where the free space is unknown).
+fn default_budget(store: &Store) -> u64 {
+    store.free_bytes().map_or(1 << 30, |free| (free / 2).max(64 << 20))
+}
+
 /// The ptrace options every traced program gets.
 const TRACE_OPTIONS: u32 = options::TRACECLONE | options::TRACEEXIT | options::EXITKILL;
 
@@ -400,6 +418,26 @@ fn passes(filter: &sdt_abi::Filter, hit: &BreakpointHit) -> bool {
 /// Wall-clock time in nanoseconds since the Unix epoch.
 fn wall_ns() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64)
+}
+
+/// What a capture read with every thread stopped.
+struct Captured {
+    /// The thread memory was read through.
+    via: Tid,
+    collected: Collected,
+    threads: Vec<ThreadState>,
+    files: Vec<OpenFile>,
+    signals: Vec<SignalAction>,
+}
+
+/// A capture's pages as the store takes them.
+struct Spans {
+    copied: Vec<PageSpan>,
+    unchanged: Vec<PageSpan>,
+    /// Bytes copied from mappings write tracking met for the first time.
+    first_sight_bytes: u64,
+    /// With `--verify`: the live bytes to compare the stored snapshot with.
+    live: Option<Vec<(u64, Vec<u8>)>>,
 }
 
 /// One run in progress.
@@ -430,8 +468,10 @@ struct Session<'a, B> {
     inherited: Vec<(i32, String)>,
     started_ns: u64,
     next_seq: u32,
-    /// False once `max_snapshots` is reached or the writer stopped.
+    /// False once `max_snapshots` is reached.
     capturing: bool,
+    /// The user was told that without a config every breakpoint captures.
+    told_unfiltered: bool,
     problems: Vec<String>,
 }
 
@@ -483,13 +523,14 @@ impl<B: EventSource> Session<'_, B> {
 
     /// Takes one snapshot: for a breakpoint, or (with `None`) for a timer tick. Returns
     /// the program's exit if it ended meanwhile.
+    ///
+    /// A breakpoint's thread learns its snapshot's number only once the snapshot is
+    /// committed to the store: the other threads resume as soon as the pages are copied,
+    /// the breaking one after the commit (`SDT_DECLINED` if the store could not take it).
     fn snapshot(&mut self, hit: Option<BreakpointHit>) -> Result<Option<ProgramExit>, Error> {
         let trigger_ns = hit.as_ref().map_or_else(monotonic_ns, |h| h.record.trigger_ns);
         let declined = hit.as_ref().map(|h| (h, RESULT_DECLINED));
-        let until = match &self.opts.target {
-            Target::Restore(from) => from.until.clone(),
-            Target::Launch(_) => None,
-        };
+        let until = self.until().cloned();
         let ends = matches!((&until, &hit), (Some(u), Some(h)) if u.reached_by(h));
         if let (Some(u), Some(h)) = (&until, &hit) {
             if !ends && u.same_breakpoint(h) && !passes(&self.opts.config.filter, h) {
@@ -500,81 +541,158 @@ impl<B: EventSource> Session<'_, B> {
         if !self.capturing {
             return self.thaw(declined, true).map(|()| None);
         }
-        let (mut buffer, wait_ns) = match self.writer.take_buffer() {
-            Ok(taken) => taken,
-            // The writer stopped; `finish` reports why.
-            Err(_) => {
-                self.capturing = false;
-                return self.thaw(declined, true).map(|()| None);
+        if !self.told_unfiltered && self.opts.config.text.is_empty() && hit.is_some() && !self.opts.quiet {
+            self.told_unfiltered = true;
+            eprintln!(
+                "sdt: no --config: every breakpoint captures (a snapshot per arrival); to capture fewer, \
+                 pass --config FILE with max_level, classes, ids, hits or max_snapshots (see `sdt run --help`)"
+            );
+        }
+        let mut wait_ns = match self.writer.room(hit.is_none()) {
+            Room::Ready(waited) => waited,
+            Room::Skipped(why) => {
+                log::info!("no snapshot S{}: {why}", self.next_seq);
+                if hit.is_some() {
+                    self.writer.lost(format!("S{}: {why}", self.next_seq));
+                }
+                return self.thaw(declined, false).map(|()| None);
             }
         };
+        let wait_start = monotonic_ns();
+        let mut spill = match self.writer.take_spare() {
+            Ok(spill) => spill,
+            Err(e) => {
+                self.writer.lost(format!(
+                    "S{}: the store has no room: {}",
+                    self.next_seq,
+                    human::error_chain(&e)
+                ));
+                return self.thaw(declined, false).map(|()| None);
+            }
+        };
+        wait_ns += monotonic_ns() - wait_start;
         let breaking = hit.as_ref().map(|h| h.tid);
         let frozen = match self.tracer.freeze(breaking) {
             Ok(frozen) => frozen,
-            Err(e) => {
-                self.writer.return_buffer(buffer);
-                return match e {
-                    FreezeError::TargetGone(exit) => Ok(Some(exit)),
-                    FreezeError::Skip(why) => {
-                        log::debug!("no snapshot now: {why}");
-                        Ok(None)
-                    }
-                    FreezeError::Sys(e) => Err(e.into()),
-                };
+            Err(FreezeError::TargetGone(exit)) => return Ok(Some(exit)),
+            Err(FreezeError::Skip(why)) => {
+                log::debug!("no snapshot now: {why}");
+                return Ok(None);
             }
+            Err(FreezeError::Sys(e)) => return Err(e.into()),
         };
+        if let Some(via) = frozen.via {
+            self.start_tracking(via, breaking)?;
+        }
         let seq = self.next_seq;
-        let captured = match frozen.via {
-            Some(via) => {
-                self.start_tracking(via, breaking)?;
-                // The workers copy pages while this thread, the tracer, reads registers,
-                // open files and signal sets.
-                let (capturer, tracer) = (&mut self.capturer, &mut self.tracer);
-                capturer
-                    .collect(via, &mut buffer, self.opts.verify, || {
-                        (tracer.read_threads(breaking), procfs::open_files(via), procfs::signal_sets(via))
-                    })
-                    .map_err(|e| human::error_chain(&e))
-                    .and_then(|(collected, (threads, files, signal_sets))| {
-                        let threads = threads.map_err(|e| human::error_chain(&e))?;
-                        let mut files = files.map_err(|e| format!("reading open files: {e}"))?;
-                        for f in &mut files {
-                            f.inherited =
-                                self.inherited.iter().any(|(fd, target)| *fd == f.fd && *target == f.target);
-                        }
-                        let (caught, ignored) =
-                            signal_sets.map_err(|e| format!("reading signal sets: {e}"))?;
-                        let signals = self.signal_actions(via, breaking, caught, ignored)?;
-                        Ok((via, collected, threads, files, signals))
-                    })
-            }
-            None => Err("every thread is exiting".to_owned()),
-        };
-        let (via, collected, threads, files, signals) = match captured {
+        let captured = match self.capture(&frozen, breaking, &mut spill) {
             Ok(captured) => captured,
             Err(why) => {
-                self.writer.return_buffer(buffer);
                 let message = format!("capture of S{seq} failed: {why}");
                 log::warn!("{message}");
                 self.problems.push(message);
                 return self.thaw(declined, false).map(|()| None);
             }
         };
-        self.next_seq += 1;
-        let last = self.opts.config.max_snapshots.is_some_and(|max| self.next_seq >= max);
-        // The end of a refinement stays stopped: the program is ended after the capture,
-        // before it runs on past the breakpoint.
-        if !ends {
-            self.thaw(hit.as_ref().map(|h| (h, i64::from(seq))), last)?;
+        let last = self.opts.config.max_snapshots.is_some_and(|max| seq + 1 >= max);
+        // The thread that waits for its number, while the others run on. A symbol
+        // breakpoint's thread gets no number; the end of a refinement stays stopped until
+        // the program is ended.
+        let held = hit.as_ref().filter(|h| h.record_addr != 0 && !ends);
+        match (held, &hit) {
+            (Some(h), _) => self.resume_others(h.tid)?,
+            (None, _) if ends => {}
+            // A symbol breakpoint's thread is moved past the function's entry.
+            (None, hit) => self.thaw(hit.as_ref().map(|h| (h, i64::from(seq))), last)?,
         }
         let resumed_ns = monotonic_ns();
-        if last {
+        let stats = CaptureStats {
+            pause_ns: resumed_ns.saturating_sub(trigger_ns),
+            deviation_ns: frozen.all_stopped_ns.saturating_sub(trigger_ns),
+            wait_ns,
+            ..CaptureStats::default()
+        };
+        let (meta, spans) =
+            self.describe(seq, &hit, until.as_ref().filter(|_| ends), captured, stats, trigger_ns);
+        let copied = (meta.stats.copied_bytes - spans.first_sight_bytes) as usize;
+        let committed = self.writer.commit(spill, &spans.copied, &spans.unchanged, &meta, spans.live);
+        let result = match committed {
+            Ok(_) => {
+                self.next_seq += 1;
+                i64::from(seq)
+            }
+            Err(e) => {
+                self.writer.lost(format!(
+                    "{}: the store could not take it: {}",
+                    meta.name,
+                    human::error_chain(&e)
+                ));
+                // Its pages' written bits were taken by the scan: the next capture copies all.
+                self.capturer.capture_lost();
+                RESULT_DECLINED
+            }
+        };
+        if let Some(h) = held {
+            self.thaw(Some((h, result)), last && result >= 0)?;
+        }
+        if last && result >= 0 {
             self.capturing = false;
             log::info!("max_snapshots reached: no more snapshots");
         }
+        if ends {
+            self.stop_program();
+            return Ok(Some(ProgramExit::Stopped));
+        }
+        // The next capture likely copies about as much: have a spare ready for it.
+        self.writer.prepare(copied + copied / 4);
+        Ok(None)
+    }
 
-        // What need not be read with the program stopped is read now.
-        let mut threads = threads;
+    /// The breakpoint that ends a refinement, if this run is one.
+    fn until(&self) -> Option<&Until> {
+        match &self.opts.target {
+            Target::Restore(from) => from.until.as_ref(),
+            Target::Launch(_) => None,
+        }
+    }
+
+    /// What must be read with every thread stopped: the pages (into `spill`), and, while
+    /// the capture threads copy them, the registers, open files and signal dispositions.
+    fn capture(
+        &mut self,
+        frozen: &Frozen,
+        breaking: Option<Tid>,
+        spill: &mut SpillFile,
+    ) -> Result<Captured, String> {
+        let via = frozen.via.ok_or("every thread is exiting")?;
+        let (capturer, tracer) = (&mut self.capturer, &mut self.tracer);
+        let (collected, (threads, files, signal_sets)) = capturer
+            .collect(via, spill, self.opts.verify, || {
+                (tracer.read_threads(breaking), procfs::open_files(via), procfs::signal_sets(via))
+            })
+            .map_err(|e| human::error_chain(&e))?;
+        let threads = threads.map_err(|e| human::error_chain(&e))?;
+        let mut files = files.map_err(|e| format!("reading open files: {e}"))?;
+        for f in &mut files {
+            f.inherited = self.inherited.iter().any(|(fd, target)| *fd == f.fd && *target == f.target);
+        }
+        let (caught, ignored) = signal_sets.map_err(|e| format!("reading signal sets: {e}"))?;
+        let signals = self.signal_actions(via, breaking, caught, ignored)?;
+        Ok(Captured { via, collected, threads, files, signals })
+    }
+
+    /// The snapshot's metadata, from what the capture read and what need not be read with
+    /// the program stopped (read now); and its pages as the store takes them.
+    fn describe(
+        &mut self,
+        seq: u32,
+        hit: &Option<BreakpointHit>,
+        end_of: Option<&Until>,
+        captured: Captured,
+        stats: CaptureStats,
+        trigger_ns: u64,
+    ) -> (SnapshotMeta, Spans) {
+        let Captured { via, collected, mut threads, files, signals } = captured;
         for t in &mut threads {
             if let Some(tid) = Tid::new(t.tid) {
                 t.name = procfs::thread_name(self.pid, tid);
@@ -598,21 +716,20 @@ impl<B: EventSource> Session<'_, B> {
             brk: collected.mappings.iter().find(|m| m.path == "[heap]").map_or(l.start_brk, |m| m.end),
             ..l
         });
-
         // A restored program's threads are known by their ids in its namespace.
         for t in &mut threads {
             t.tid = self.ns_tid(t.tid);
         }
         let mut process = self.process.clone();
         process.pid = self.ns_tid(process.pid);
-
+        let now_ns = monotonic_ns();
         let meta = SnapshotMeta {
-            name: match &until {
-                Some(u) if ends => format!("{}.new", u.name),
-                _ => self.info.snapshot_name(seq),
+            name: match end_of {
+                Some(u) => format!("{}.new", u.name),
+                None => self.info.snapshot_name(seq),
             },
             seq,
-            trigger: match &hit {
+            trigger: match hit {
                 Some(h) => Trigger::Breakpoint {
                     level: h.record.level,
                     class: h.record.class,
@@ -625,7 +742,7 @@ impl<B: EventSource> Session<'_, B> {
                 None => Trigger::Timer,
             },
             time: SnapshotTime {
-                wall_ns: wall_ns() - (resumed_ns - trigger_ns) as i64,
+                wall_ns: wall_ns() - (now_ns - trigger_ns) as i64,
                 since_start_ns: trigger_ns.saturating_sub(self.started_ns),
             },
             process,
@@ -634,37 +751,21 @@ impl<B: EventSource> Session<'_, B> {
             auxv: self.auxv.clone(),
             stats: CaptureStats {
                 mode: Tracking::mode_name(self.capturer.tracking()).into(),
-                pause_ns: resumed_ns.saturating_sub(trigger_ns),
-                deviation_ns: frozen.all_stopped_ns.saturating_sub(trigger_ns),
-                wait_ns,
                 copied_bytes: collected.copied.iter().map(|r| r.bytes() as u64).sum(),
                 copy_ns: collected.copy_ns,
-                ..CaptureStats::default()
+                ..stats
             },
             files,
             signals,
             layout: layout.unwrap_or_default(),
         };
-        // Mappings read whole on first sight will not be next time.
-        let copied = (meta.stats.copied_bytes - collected.first_sight_bytes) as usize;
-        let job = Job {
-            meta,
-            copied: collected.copied,
-            unchanged: collected.unchanged,
-            data: buffer,
+        let spans = Spans {
+            copied: collected.copied.iter().map(PageRun::span).collect(),
+            unchanged: collected.unchanged.iter().map(PageRun::span).collect(),
+            first_sight_bytes: collected.first_sight_bytes,
             live: collected.live,
         };
-        if self.writer.submit(job).is_err() {
-            // The writer stopped; `finish` reports why.
-            self.capturing = false;
-        }
-        if ends {
-            self.stop_program();
-            return Ok(Some(ProgramExit::Stopped));
-        }
-        // The next capture likely copies about as much: have a buffer ready for it.
-        self.writer.prepare(copied + copied / 4);
-        Ok(None)
+        (meta, spans)
     }
 
     /// Ends the program (a refinement that has what it was for): kills it, every
@@ -748,6 +849,17 @@ impl<B: EventSource> Session<'_, B> {
                 log::warn!("dirty-page tracking is off ({why}); comparing page hashes instead");
                 Ok(())
             }
+        }
+    }
+
+    /// Resumes every thread but `held`, which waits for its breakpoint's result.
+    fn resume_others(&mut self, held: Tid) -> Result<(), Error> {
+        match self.tracer.resume_others(held) {
+            Ok(()) => Ok(()),
+            // The program is ending; its exit report comes next.
+            Err(FreezeError::TargetGone(_) | FreezeError::Skip(_)) => Ok(()),
+            Err(FreezeError::Sys(e)) if e.is_gone() => Ok(()),
+            Err(FreezeError::Sys(e)) => Err(e.into()),
         }
     }
 

@@ -335,6 +335,17 @@ impl Freezer for Tracer {
         Ok(threads)
     }
 
+    fn resume_others(&mut self, held: Tid) -> Result<(), FreezeError> {
+        // Back in before anyone runs.
+        self.symbols.arm(held)?;
+        for (&tid, thread) in self.threads.iter_mut() {
+            if thread.stopped && !thread.at_breakpoint && tid != held {
+                resume_thread(tid, thread)?;
+            }
+        }
+        Ok(())
+    }
+
     fn thaw(&mut self, breakpoint: Option<(&BreakpointHit, i64)>, turn_off: bool) -> Result<(), FreezeError> {
         match breakpoint {
             // A symbol breakpoint has no record: its thread goes past the function's

@@ -1,338 +1,402 @@
-//! The store side of the daemon: a thread that diffs, compresses and writes each capture
-//! while the program runs on.
+//! The store side of the daemon: spares made ready for the next capture, the commit that
+//! makes a capture a snapshot, and a compactor thread that diffs and compresses the
+//! committed snapshots on CPU time the program leaves idle.
 //!
 //! ```text
-//!  daemon loop                           writer thread (SCHED_IDLE)
-//!  take_buffer() ◀── recycled buffers ◀── (buffer back after writing)
-//!  freeze, copy pages into buffer, thaw
-//!  submit(job) ──────── queue ──────────▶ write_snapshot → verify → report line
+//!  daemon loop                                   helper threads
+//!  take_spare() ◀─────────── ready spare ◀─────── spare thread: allocate, map, touch
+//!  freeze, copy pages into the spare
+//!  resume every thread but the breaking one
+//!  commit → S<seq>.raw ─────── seq ─────────────▶ compactor (SCHED_IDLE): S<seq>.snap
+//!  resume the breaking thread: its number
+//!  prepare(n) ────────────────────────────────▶ spare thread
 //! ```
 //!
-//! The writer runs on CPU time the program leaves idle, so it never slows the program or
-//! the tracer. Captures may queue up behind it, up to a budget of copied pages
-//! (`sdt run --queue-mb`); beyond that, the next capture waits for the writer (back-pressure, recorded in
-//! `stats.wait_ns`), so a fast-writing program cannot make the daemon's memory grow
-//! without limit. Written-out buffers are kept for reuse (up to the same budget), and one
-//! is made ready, faulted in, after each capture, so the copy never page-faults.
+//! Captures go to disk raw, in one copy, whatever compaction is doing. A snapshot whose
+//! commit returned is in the store even if `sdt` dies the next instant. What the raw log
+//! may hold before compaction catches up is bounded (`sdt run --disk-budget`): past it, a
+//! breakpoint's capture waits for the compactor (which then runs at normal priority),
+//! and a timed snapshot is skipped.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
-use sdt_store::{PAGE_SIZE, PageSource, RunStatus, RunWriter, SnapshotMeta, Store, Trigger};
+use sdt_store::{Committed, PageSpan, RunLog, RunStatus, RunWriter, SnapshotMeta, Spares, SpillFile, Store};
 
-use crate::capture::PageRun;
 use crate::human;
 
-/// One capture on its way to the store.
-pub(crate) struct Job {
-    pub meta: SnapshotMeta,
-    /// Pages copied, ascending, back to back at the start of `data`.
-    pub copied: Vec<PageRun>,
-    /// Pages unchanged since the previous snapshot, ascending.
-    pub unchanged: Vec<PageRun>,
-    pub data: Vec<u8>,
-    /// Live bytes to compare with the stored snapshot (`--verify`).
-    pub live: Option<Vec<(u64, Vec<u8>)>>,
-}
-
-impl Job {
-    /// Memory the job holds until it is written.
-    fn bytes(&self) -> usize {
-        self.data.len() + self.live.iter().flatten().map(|(_, bytes)| bytes.len()).sum::<usize>()
-    }
-}
-
-/// What the writer did over the whole run.
+/// What the store did over the whole run.
 #[derive(Clone, Debug, Default)]
 pub struct WriteTotals {
-    /// Snapshots written.
+    /// Snapshots committed.
     pub snapshots: u32,
-    /// Bytes of snapshot files.
+    /// Snapshots the store could not take (the program's breakpoint returned
+    /// `SDT_DECLINED`), with why.
+    pub lost: Vec<String>,
+    /// Bytes of compacted snapshot files.
     pub stored_bytes: u64,
-    /// Bytes the snapshots would take stored whole.
+    /// Bytes the compacted snapshots would take stored whole.
     pub full_bytes: u64,
+    /// Snapshots left raw (compaction stopped), for `sdt compact`.
+    pub raw_left: u32,
+    /// Timed snapshots skipped because the raw log was at its budget.
+    pub timed_skipped: u32,
     /// Snapshots that `--verify` found different from the live process.
     pub verify_failures: u32,
 }
 
-/// The writer thread stopped (after reporting why).
-#[derive(Debug, thiserror::Error)]
-#[error("the store writer stopped: {0}")]
-pub struct WriterStopped(pub String);
-
-/// Buffers shared by the daemon loop and the writer thread.
-#[derive(Default)]
-struct Pool {
-    /// Buffers written out, for the next captures.
-    free: Vec<Vec<u8>>,
-    /// Bytes of buffers queued for the writer.
-    queued: usize,
-    /// Why the writer stopped, once it has.
-    stopped: Option<String>,
-    /// The writer thread, once it has started.
-    writer: Option<sdt_sys::Tid>,
+/// A committed snapshot, for the compactor, with the live bytes to compare it with
+/// (`--verify`).
+struct Note {
+    seq: u32,
+    name: String,
+    live: Option<Vec<(u64, Vec<u8>)>>,
+    /// What it adds to the raw log (and, with `live`, to memory) until compacted.
+    bytes: u64,
 }
 
-/// Handle on the writer thread.
+/// What the raw log holds that compaction has not taken yet, shared with the compactor.
+#[derive(Default)]
+struct Backlog {
+    bytes: u64,
+    /// The compactor stopped (after an error): the backlog will not shrink.
+    stopped: bool,
+    /// The compactor thread, to run it at normal priority while a capture waits for it.
+    compactor: Option<sdt_sys::Tid>,
+}
+
+/// The spare made ready for the next capture.
+#[derive(Default)]
+struct Ready {
+    spare: Option<SpillFile>,
+    /// Why the last spare could not be made, once.
+    failed: Option<String>,
+}
+
+/// Handle on the store side of a run.
 pub(crate) struct StoreWriter {
-    jobs: Option<Sender<Job>>,
-    /// Sizes of buffers to fault in ahead of the next capture.
-    prefault: Option<Sender<usize>>,
-    /// Bytes of queued captures beyond which the next capture waits.
-    budget: usize,
-    pool: Arc<(Mutex<Pool>, Condvar)>,
-    thread: Option<JoinHandle<(RunWriter, WriteTotals)>>,
+    log: RunLog,
+    spares: Spares,
+    ready: Arc<Mutex<Ready>>,
+    /// Sizes of spares to make ready.
+    prepare: Option<Sender<usize>>,
+    committed: Option<Sender<Note>>,
+    compactor: Option<JoinHandle<(WriteTotals, Option<String>)>>,
+    backlog: Arc<(Mutex<Backlog>, Condvar)>,
+    /// Bytes the backlog may reach before captures wait or are skipped.
+    budget: u64,
+    quiet: bool,
+    totals: WriteTotals,
+}
+
+/// Whether a capture may go ahead.
+pub(crate) enum Room {
+    /// Yes, after waiting this many nanoseconds for the compactor.
+    Ready(u64),
+    /// No: why.
+    Skipped(String),
 }
 
 impl StoreWriter {
-    /// Starts the thread. `store_root` is where `--verify` reads snapshots back from.
-    pub(crate) fn start(run: RunWriter, store_root: PathBuf, quiet: bool, budget: usize) -> StoreWriter {
-        let (jobs_tx, jobs_rx) = channel::<Job>();
-        let pool = Arc::new((Mutex::new(Pool::default()), Condvar::new()));
-        let shared = Arc::clone(&pool);
-        let thread = std::thread::Builder::new()
-            .name("sdt-writer".into())
-            .spawn(move || write_loop(run, &store_root, quiet, budget, &jobs_rx, &shared))
-            .expect("spawning the writer thread");
-        let (prefault_tx, prefault_rx) = channel::<usize>();
-        let shared = Arc::clone(&pool);
+    /// Starts the spare and compactor threads for the run `log` records, whose raw log
+    /// may hold `budget` bytes not compacted yet. `store_root` is where `--verify` reads
+    /// snapshots back from.
+    pub(crate) fn start(
+        log: RunLog,
+        store_root: PathBuf,
+        budget: u64,
+        quiet: bool,
+    ) -> Result<StoreWriter, sdt_store::Error> {
+        let spares = log.spares();
+        let mut compactor = log.compactor()?;
+        let (committed_tx, committed_rx) = channel::<Note>();
+        let run = log.id();
+        let backlog = Arc::new((Mutex::new(Backlog::default()), Condvar::new()));
+        let shared = Arc::clone(&backlog);
+        let compactor = std::thread::Builder::new()
+            .name("sdt-compact".into())
+            .spawn(move || compact_loop(&mut compactor, &store_root, run, &committed_rx, &shared))
+            .expect("spawning the compactor thread");
+        let ready = Arc::new(Mutex::new(Ready::default()));
+        let (prepare_tx, prepare_rx) = channel::<usize>();
+        let (spare_maker, shared) = (spares.clone(), Arc::clone(&ready));
         std::thread::Builder::new()
-            .name("sdt-prefault".into())
-            .spawn(move || prefault_loop(&prefault_rx, &shared))
-            .expect("spawning the prefault thread");
-        StoreWriter { jobs: Some(jobs_tx), prefault: Some(prefault_tx), budget, pool, thread: Some(thread) }
+            .name("sdt-spare".into())
+            .spawn(move || spare_loop(&spare_maker, &prepare_rx, &shared))
+            .expect("spawning the spare thread");
+        Ok(StoreWriter {
+            log,
+            spares,
+            ready,
+            prepare: Some(prepare_tx),
+            committed: Some(committed_tx),
+            compactor: Some(compactor),
+            backlog,
+            budget,
+            quiet,
+            totals: WriteTotals::default(),
+        })
     }
 
-    /// A page buffer for the next capture, and the nanoseconds spent waiting for it: it
-    /// blocks while the queue is over its budget.
-    pub(crate) fn take_buffer(&self) -> Result<(Vec<u8>, u64), WriterStopped> {
-        let (lock, cond) = &*self.pool;
-        let full = |p: &mut Pool| p.queued >= self.budget && p.stopped.is_none();
-        let mut pool = lock.lock().unwrap();
-        let mut waited = 0;
-        if full(&mut pool) {
-            // The program is stopped now: the writer must not wait for idle CPU time. It
-            // goes back to idle time itself once the queue is empty.
-            if let Some(writer) = pool.writer {
-                sdt_sys::set_thread_urgency(Some(writer), sdt_sys::Urgency::Normal).ok();
+    /// Whether the raw log has room for another capture: below its budget, yes; above
+    /// it, a breakpoint's capture waits for the compactor, and a timed one (`timed`) is
+    /// skipped, as is any once compaction has stopped.
+    pub(crate) fn room(&mut self, timed: bool) -> Room {
+        let (lock, cond) = &*self.backlog;
+        let mut backlog = lock.lock().unwrap();
+        if backlog.bytes < self.budget {
+            return Room::Ready(0);
+        }
+        let full = |b: &Backlog| {
+            format!(
+                "the raw log holds {} not compacted yet, at its budget of {} (sdt run --disk-budget)",
+                human::bytes(b.bytes),
+                human::bytes(self.budget)
+            )
+        };
+        if timed || backlog.stopped {
+            if timed {
+                self.totals.timed_skipped += 1;
             }
-            let start = sdt_sys::monotonic_ns();
-            pool = cond.wait_while(pool, full).unwrap();
-            waited = sdt_sys::monotonic_ns() - start;
+            return Room::Skipped(full(&backlog));
         }
-        if let Some(why) = &pool.stopped {
-            return Err(WriterStopped(why.clone()));
+        if let Some(compactor) = backlog.compactor {
+            sdt_sys::set_thread_urgency(Some(compactor), sdt_sys::Urgency::Normal).ok();
         }
-        // The largest: it is the most likely to hold the next capture without growing.
-        let largest = pool.free.iter().enumerate().max_by_key(|(_, b)| b.len()).map(|(i, _)| i);
-        Ok((largest.map(|i| pool.free.swap_remove(i)).unwrap_or_default(), waited))
+        let start = sdt_sys::monotonic_ns();
+        backlog = cond.wait_while(backlog, |b| b.bytes >= self.budget && !b.stopped).unwrap();
+        if backlog.bytes >= self.budget {
+            return Room::Skipped(full(&backlog));
+        }
+        Room::Ready(sdt_sys::monotonic_ns() - start)
     }
 
-    /// Makes sure a recycled buffer of at least `bytes` will wait for the next capture, its
-    /// pages already faulted in, so that the copy in the pause does not fault. The
-    /// faulting happens on a helper thread while the program runs.
+    /// A spare for the next capture: the one made ready if there is one, else a new one
+    /// with no room yet (the capture grows it).
+    pub(crate) fn take_spare(&self) -> Result<SpillFile, sdt_store::Error> {
+        let mut ready = self.ready.lock().unwrap();
+        if let Some(why) = ready.failed.take() {
+            log::debug!("no spare was made ready: {why}");
+        }
+        match ready.spare.take() {
+            Some(spare) => Ok(spare),
+            None => {
+                drop(ready);
+                self.spares.make(0, false)
+            }
+        }
+    }
+
+    /// Makes sure a spare of at least `bytes`, allocated and faulted in, waits for the
+    /// next capture, made on a helper thread while the program runs.
     pub(crate) fn prepare(&self, bytes: usize) {
-        let pool = self.pool.0.lock().unwrap();
-        let pooled: usize = pool.free.iter().map(Vec::len).sum();
-        if bytes == 0 || pool.free.iter().any(|b| b.len() >= bytes) || pooled + bytes > self.budget {
+        let ready = self.ready.lock().unwrap();
+        if bytes == 0 || ready.spare.as_ref().is_some_and(|s| s.capacity() >= bytes) {
             return;
         }
-        drop(pool);
-        if let Some(prefault) = &self.prefault {
-            prefault.send(bytes).ok();
+        drop(ready);
+        if let Some(prepare) = &self.prepare {
+            prepare.send(bytes).ok();
         }
     }
 
-    /// Gives back a buffer whose capture was abandoned.
-    pub(crate) fn return_buffer(&self, buffer: Vec<u8>) {
-        self.pool.0.lock().unwrap().free.push(buffer);
-    }
-
-    /// Queues a capture for writing.
-    pub(crate) fn submit(&self, job: Job) -> Result<(), WriterStopped> {
-        let mut pool = self.pool.0.lock().unwrap();
-        if let Some(why) = &pool.stopped {
-            return Err(WriterStopped(why.clone()));
+    /// Commits `spill` as the snapshot `meta` describes (see [`RunLog::commit`]) and hands
+    /// it to the compactor; says so on stderr unless quiet.
+    pub(crate) fn commit(
+        &mut self,
+        spill: SpillFile,
+        copied: &[PageSpan],
+        unchanged: &[PageSpan],
+        meta: &SnapshotMeta,
+        live: Option<Vec<(u64, Vec<u8>)>>,
+    ) -> Result<Committed, sdt_store::Error> {
+        let committed = self.log.commit(spill, copied, unchanged, meta)?;
+        self.totals.snapshots += 1;
+        let bytes = meta.stats.copied_bytes + live.iter().flatten().map(|(_, b)| b.len() as u64).sum::<u64>();
+        self.backlog.0.lock().unwrap().bytes += bytes;
+        if !self.quiet {
+            eprintln!(
+                "sdt: {} {}: paused {}, copied {}",
+                meta.name,
+                describe(meta),
+                human::duration_ns(meta.stats.pause_ns),
+                human::bytes(meta.stats.copied_bytes)
+            );
         }
-        pool.queued += job.bytes();
-        drop(pool);
-        self.jobs
-            .as_ref()
-            .expect("submit after finish")
-            .send(job)
-            .map_err(|_| WriterStopped("the writer thread is gone".into()))
+        if let Some(compactor) = &self.committed {
+            compactor.send(Note { seq: meta.seq, name: meta.name.clone(), live, bytes }).ok();
+        }
+        Ok(committed)
     }
 
-    /// Waits for every queued capture to be written and records how the run ended.
+    /// Counts a capture the store could not take.
+    pub(crate) fn lost(&mut self, why: String) {
+        self.totals.lost.push(why);
+    }
+
+    /// Waits for the compactor to finish what is committed (at normal priority now: the
+    /// program has ended) and records how the run ended.
     pub(crate) fn finish(mut self, status: RunStatus) -> (WriteTotals, Option<String>) {
-        drop(self.jobs.take());
-        drop(self.prefault.take());
-        let (run, totals) = self.thread.take().expect("finish once").join().expect("writer thread panicked");
-        let error = self.pool.0.lock().unwrap().stopped.clone();
-        let status = match &error {
-            Some(message) => RunStatus::Failed { message: message.clone() },
-            None => status,
+        drop(self.prepare.take());
+        drop(self.committed.take());
+        self.ready.lock().unwrap().spare = None;
+        // The program has ended: what is left is compacted at once.
+        if let Some(compactor) = self.backlog.0.lock().unwrap().compactor {
+            sdt_sys::set_thread_urgency(Some(compactor), sdt_sys::Urgency::Normal).ok();
+        }
+        let (compacted, compact_error) =
+            self.compactor.take().expect("finish once").join().expect("compactor thread panicked");
+        let totals = WriteTotals {
+            timed_skipped: self.totals.timed_skipped,
+            stored_bytes: compacted.stored_bytes,
+            full_bytes: compacted.full_bytes,
+            raw_left: compacted.raw_left,
+            verify_failures: compacted.verify_failures,
+            ..std::mem::take(&mut self.totals)
         };
-        let error = match run.finish(status) {
-            Ok(()) => error,
-            Err(e) => error.or(Some(format!("could not record the run's end: {}", human::error_chain(&e)))),
+        let error = match self.log.finish(status) {
+            Ok(()) => compact_error,
+            Err(e) => Some(format!("could not record the run's end: {}", human::error_chain(&e))),
         };
         (totals, error)
     }
 }
 
-/// The prefault thread: makes buffers of the sizes asked for, faulted in, for the pool.
-/// It runs at normal priority: the faults cost the program CPU time now rather than in
-/// the next pause, where they would stop every thread.
-fn prefault_loop(sizes: &Receiver<usize>, pool: &(Mutex<Pool>, Condvar)) {
+/// The spare thread: makes spares of the sizes asked for, allocated and faulted in, one
+/// at a time. It runs at normal priority: the faults cost the program CPU time now rather
+/// than in the next pause, where they would stop every thread.
+fn spare_loop(spares: &Spares, sizes: &Receiver<usize>, ready: &Mutex<Ready>) {
     for bytes in sizes {
-        let mut buffer = vec![0u8; bytes];
-        // calloc'd memory is mapped on first write: write to every page now (a non-zero
-        // byte, which the compiler cannot drop as a no-op on zeroed memory).
-        for page in buffer.chunks_mut(PAGE_SIZE as usize) {
-            page[0] = 1;
+        // Only the latest request matters.
+        let bytes = sizes.try_iter().last().unwrap_or(bytes);
+        match spares.make(bytes, true) {
+            Ok(spare) => {
+                let mut ready = ready.lock().unwrap();
+                if ready.spare.as_ref().is_none_or(|s| s.capacity() < spare.capacity()) {
+                    ready.spare = Some(spare);
+                }
+            }
+            Err(e) => ready.lock().unwrap().failed = Some(human::error_chain(&e)),
         }
-        pool.0.lock().unwrap().free.push(std::hint::black_box(buffer));
     }
 }
 
-/// The writer thread: writes each job, hands its buffer back, stops at the first error.
-fn write_loop(
-    mut run: RunWriter,
-    store_root: &Path,
-    quiet: bool,
-    budget: usize,
-    jobs: &Receiver<Job>,
-    pool: &(Mutex<Pool>, Condvar),
-) -> (RunWriter, WriteTotals) {
+/// The compactor thread: compacts each committed snapshot in order, on idle CPU time
+/// while the program runs; at the end, at normal priority, whatever is left. Stops at
+/// the first error: what is not compacted stays readable, raw.
+fn compact_loop(
+    writer: &mut RunWriter,
+    store_root: &std::path::Path,
+    run: sdt_store::RunId,
+    committed: &Receiver<Note>,
+    backlog: &(Mutex<Backlog>, Condvar),
+) -> (WriteTotals, Option<String>) {
     let background = || {
         if let Err(e) = sdt_sys::set_thread_urgency(None, sdt_sys::Urgency::Background) {
-            log::debug!("writer stays at normal priority: {e}");
+            log::debug!("compactor stays at normal priority: {e}");
         }
     };
     background();
-    let (lock, cond) = pool;
-    lock.lock().unwrap().writer = Some(sdt_sys::current_tid());
+    backlog.0.lock().unwrap().compactor = Some(sdt_sys::current_tid());
     let mut totals = WriteTotals::default();
-    for job in jobs {
-        let name = job.meta.name.clone();
-        let len = job.bytes();
-        let result = write_one(&mut run, store_root, job, quiet, &mut totals);
-        let mut pool = lock.lock().unwrap();
-        pool.queued -= len;
-        if pool.queued == 0 {
-            background();
+    let mut error = None;
+    let mut last_seq = None;
+    for note in committed {
+        last_seq = Some(note.seq);
+        let done = |stopped: bool| {
+            let mut b = backlog.0.lock().unwrap();
+            b.bytes = b.bytes.saturating_sub(note.bytes);
+            b.stopped |= stopped;
+            if b.bytes == 0 {
+                background();
+            }
+            drop(b);
+            backlog.1.notify_all();
+        };
+        if error.is_some() {
+            continue;
         }
-        match result {
-            Ok(buffer) => {
-                if pool.free.iter().map(Vec::len).sum::<usize>() + buffer.len() <= budget {
-                    pool.free.push(buffer);
+        let verified = note.live.as_ref().map(|live| verify(store_root, run, &note.name, live));
+        if let Err(e) = compact_through(writer, note.seq, &mut totals) {
+            error = Some(format!("compaction stopped at {}: {}", note.name, human::error_chain(&e)));
+            done(true);
+            continue;
+        }
+        if let Some(raw) = verified {
+            let compacted = verify(store_root, run, &note.name, note.live.as_deref().unwrap_or_default());
+            match raw.and_then(|n| compacted.map(|m| n.min(m))) {
+                Ok(compared) => eprintln!(
+                    "sdt: verify {}: raw and compacted, matches the live process ({compared} bytes compared)",
+                    note.name
+                ),
+                Err(problem) => {
+                    totals.verify_failures += 1;
+                    eprintln!("sdt: verify {}: MISMATCH: {problem}", note.name);
                 }
             }
-            Err(e) => pool.stopped = Some(format!("could not store {name}: {}", human::error_chain(&e))),
         }
-        let stop = pool.stopped.is_some();
-        drop(pool);
-        cond.notify_all();
-        if stop {
-            break;
-        }
+        done(false);
     }
-    (run, totals)
+    if let (Some(_), Some(last)) = (&error, last_seq) {
+        totals.raw_left = last + 1 - writer.next_seq();
+        error = error.map(|e| {
+            format!("{e}; {} snapshot(s) stay raw (readable; `sdt compact` finishes them)", totals.raw_left)
+        });
+    }
+    (totals, error)
 }
 
-fn write_one(
-    run: &mut RunWriter,
-    store_root: &Path,
-    job: Job,
-    quiet: bool,
+/// Compacts every snapshot up to and including `seq`.
+fn compact_through(
+    writer: &mut RunWriter,
+    seq: u32,
     totals: &mut WriteTotals,
-) -> Result<Vec<u8>, sdt_store::Error> {
-    let Job { meta, copied, unchanged, data, live } = job;
-    let summary = describe(&meta);
-    let pause = meta.stats.pause_ns;
-    let name = meta.name.clone();
-    let report = run.write_snapshot(meta, page_sources(&copied, &unchanged, &data))?;
-    totals.snapshots += 1;
-    totals.stored_bytes += report.file_bytes;
-    totals.full_bytes += report.full_bytes;
-    if !quiet {
-        eprintln!(
-            "sdt: {name} {summary}: paused {}, stored {} (full {})",
-            human::duration_ns(pause),
-            human::bytes(report.file_bytes),
-            human::bytes(report.full_bytes)
-        );
-    }
-    if let Some(live) = live {
-        match verify(store_root, run, &name, &live) {
-            Ok(compared) => {
-                eprintln!("sdt: verify {name}: matches the live process ({compared} bytes compared)")
+) -> Result<(), sdt_store::Error> {
+    while writer.next_seq() <= seq {
+        match writer.compact()? {
+            Some(report) => {
+                totals.stored_bytes += report.file_bytes;
+                totals.full_bytes += report.full_bytes;
             }
-            Err(problem) => {
-                totals.verify_failures += 1;
-                eprintln!("sdt: verify {name}: MISMATCH: {problem}");
-            }
+            None => break,
         }
     }
-    Ok(data)
-}
-
-/// The pages of a capture in address order: each copied page with its bytes from `data`,
-/// each unchanged run as one item.
-fn page_sources<'a>(
-    copied: &'a [PageRun],
-    unchanged: &'a [PageRun],
-    data: &'a [u8],
-) -> impl Iterator<Item = (u64, PageSource<'a>)> + 'a {
-    let page = PAGE_SIZE as usize;
-    let pages = data.chunks_exact(page);
-    let addrs = copied.iter().flat_map(|run| (0..run.pages).map(move |i| run.addr + i * PAGE_SIZE));
-    let copied = addrs.zip(pages).map(|(addr, bytes)| (addr, PageSource::Data(bytes)));
-    let unchanged = unchanged.iter().map(|run| (run.addr, PageSource::Unchanged(run.pages)));
-    merge_by_address(copied, unchanged)
-}
-
-/// Merges two address-ordered sequences into one.
-fn merge_by_address<'a>(
-    a: impl Iterator<Item = (u64, PageSource<'a>)>,
-    b: impl Iterator<Item = (u64, PageSource<'a>)>,
-) -> impl Iterator<Item = (u64, PageSource<'a>)> {
-    let (mut a, mut b) = (a.peekable(), b.peekable());
-    std::iter::from_fn(move || match (a.peek(), b.peek()) {
-        (Some(x), Some(y)) if x.0 <= y.0 => a.next(),
-        (Some(_), Some(_)) => b.next(),
-        (Some(_), None) => a.next(),
-        (None, _) => b.next(),
-    })
+    Ok(())
 }
 
 /// `breakpoint 1/2/10 hit 3 on thread 1234` or `timer`.
 fn describe(meta: &SnapshotMeta) -> String {
     match &meta.trigger {
-        Trigger::Breakpoint { level, class, id, hit, tid, .. } => {
+        sdt_store::Trigger::Breakpoint { level, class, id, hit, tid, .. } => {
             format!("breakpoint {level}/{class}/{id} hit {hit} on thread {tid}")
         }
-        Trigger::Timer => "timer".to_owned(),
+        sdt_store::Trigger::Timer => "timer".to_owned(),
     }
 }
 
-/// Reads the snapshot back from the store and compares it with the live bytes.
-fn verify(store_root: &Path, run: &RunWriter, name: &str, live: &[(u64, Vec<u8>)]) -> Result<u64, String> {
+/// Reads snapshot `name` of run `run` back from the store, in whatever form it is in now,
+/// and compares it with the live bytes.
+fn verify(
+    store_root: &std::path::Path,
+    run: sdt_store::RunId,
+    name: &str,
+    live: &[(u64, Vec<u8>)],
+) -> Result<u64, String> {
     let store = Store::open(store_root).map_err(|e| human::error_chain(&e))?;
     let snapshot =
-        store.open_run(&run.id()).and_then(|r| r.open_snapshot(name)).map_err(|e| human::error_chain(&e))?;
+        store.open_run(&run).and_then(|r| r.open_snapshot(name)).map_err(|e| human::error_chain(&e))?;
     let mut compared = 0;
     for (start, bytes) in live {
         let mut stored = vec![0u8; bytes.len()];
         snapshot.read(*start, &mut stored).map_err(|e| human::error_chain(&e))?;
         if let Some(i) = stored.iter().zip(bytes).position(|(a, b)| a != b) {
             return Err(format!(
-                "byte at {:#x} is {:#04x} in the store, {:#04x} in the process",
+                "byte at {:#x} is {:#04x} in the store ({}), {:#04x} in the process",
                 start + i as u64,
                 stored[i],
+                if snapshot.is_raw() { "raw" } else { "compacted" },
                 bytes[i]
             ));
         }

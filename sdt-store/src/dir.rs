@@ -1,16 +1,17 @@
-//! The store directory: runs, their `run.json`, the snapshot files, the `latest` link.
-//! This module and `reader`'s file-reference lookups are the only places that touch files.
+//! The store directory: runs, their `run.json` and lock, the snapshot files, the
+//! `latest` link. Files are reached through [`crate::fs`], never by following a link.
 
 use std::fmt;
-use std::fs::{self, File};
+use std::fs::File;
 use std::io::{self, BufWriter, ErrorKind, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use memmap2::Mmap;
 use serde::{Deserialize, Serialize};
 
+use crate::fs::{self, Dir};
+use crate::model::SnapshotMeta;
 use crate::reader::Snapshot;
-use crate::writer::RunWriter;
 use crate::{Error, Result};
 
 /// The directory of runs inside the store.
@@ -19,15 +20,21 @@ const RUNS_DIR: &str = "runs";
 const RUN_INFO: &str = "run.json";
 /// The symlink to the newest run.
 const LATEST: &str = "latest";
-/// Suffix of a snapshot file.
+/// Suffix of a compacted snapshot file.
 const SNAP_SUFFIX: &str = ".snap";
-/// Suffix added to a snapshot file while it is written.
+/// Suffix of a snapshot file as captured, before compaction.
+const RAW_SUFFIX: &str = ".raw";
+/// Suffix added to a compacted snapshot file while it is written.
 const INCOMPLETE_SUFFIX: &str = ".incomplete";
+/// The file whose lock says that an `sdt` process is capturing or compacting the run.
+pub(crate) const LOCK: &str = "lock";
+/// Largest `run.json` read: it holds the command line and the capture config.
+const MAX_RUN_INFO_BYTES: u64 = 16 << 20;
 
 /// A directory of runs (`./.sdt` by default).
 #[derive(Debug, Clone)]
 pub struct Store {
-    root: PathBuf,
+    root: Arc<Dir>,
 }
 
 /// A run's id: its number in the store, from 1.
@@ -40,7 +47,6 @@ impl fmt::Display for RunId {
         write!(f, "{}", self.0)
     }
 }
-
 /// What a run was, kept in its `run.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunInfo {
@@ -131,17 +137,20 @@ pub enum RunStatus {
     },
 }
 
-/// A snapshot file in a run, complete or not.
+/// A snapshot in a run's listing, readable or not.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SnapshotEntry {
     /// Its name (see [`RunInfo::snapshot_name`]).
     pub name: String,
     /// Position in the run.
     pub seq: u32,
-    /// The file.
+    /// The file that holds it.
     pub path: PathBuf,
-    /// False for a `.incomplete` file.
+    /// False for a snapshot whose capture or compaction did not finish, and that has no
+    /// other form to read.
     pub complete: bool,
+    /// True while it is stored as captured, before compaction (`S3.raw`).
+    pub raw: bool,
     /// Size of the file in bytes.
     pub file_bytes: u64,
 }
@@ -149,7 +158,7 @@ pub struct SnapshotEntry {
 /// An open run, for reading.
 #[derive(Debug)]
 pub struct Run {
-    dir: PathBuf,
+    dir: Arc<Dir>,
     info: RunInfo,
 }
 
@@ -157,45 +166,51 @@ impl Store {
     /// Opens an existing store; [`Error::NoStore`] if `root` does not exist. A path that
     /// exists but holds no runs is an empty store.
     pub fn open(root: &Path) -> Result<Store> {
-        match root.try_exists() {
-            Ok(true) => Ok(Store { root: root.to_owned() }),
-            Ok(false) => Err(Error::NoStore { path: root.to_owned() }),
+        match Dir::open(root) {
+            Ok(dir) => Ok(Store { root: Arc::new(dir) }),
+            Err(e) if e.kind() == ErrorKind::NotFound => Err(Error::NoStore { path: root.to_owned() }),
             Err(e) => Err(io_error(root, e)),
         }
     }
 
-    /// Opens the store at `root`, creating the directory if needed.
+    /// Opens the store at `root`, creating the directory (0700) if needed.
     pub fn open_or_create(root: &Path) -> Result<Store> {
-        fs::create_dir_all(root).map_err(|e| io_error(root, e))?;
-        Ok(Store { root: root.to_owned() })
+        let dir = Dir::open_or_create(root).map_err(|e| io_error(root, e))?;
+        Ok(Store { root: Arc::new(dir) })
     }
 
     /// The store's directory.
     pub fn root(&self) -> &Path {
-        &self.root
+        self.root.path()
     }
 
-    fn run_dir(&self, id: RunId) -> PathBuf {
-        self.root.join(RUNS_DIR).join(id.to_string())
+    /// The permission bits of the store's directory if users other than its owner may
+    /// read or enter it: snapshots hold the programs' memory, so a store should be 0700.
+    pub fn exposed_mode(&self) -> Result<Option<u32>> {
+        let mode = self.root.mode().map_err(|e| io_error(self.root(), e))?;
+        Ok(fs::others_can_read(mode).then_some(mode))
+    }
+
+    /// Bytes free for an unprivileged user on the store's filesystem, if it says.
+    pub fn free_bytes(&self) -> Option<u64> {
+        self.root.free_bytes().ok().filter(|&free| free > 0)
+    }
+
+    fn runs_dir(&self) -> Result<Option<Dir>> {
+        match self.root.open_dir(RUNS_DIR) {
+            Ok(dir) => Ok(Some(dir)),
+            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => Ok(None),
+            Err(e) => Err(io_error(&self.root.join(RUNS_DIR), e)),
+        }
     }
 
     /// The runs in the store, oldest first: the numbered directories under `runs/`.
     pub fn run_ids(&self) -> Result<Vec<RunId>> {
-        let dir = self.root.join(RUNS_DIR);
-        let entries = match fs::read_dir(&dir) {
-            Ok(entries) => entries,
-            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
-                return Ok(Vec::new());
-            }
-            Err(e) => return Err(io_error(&dir, e)),
-        };
+        let Some(runs) = self.runs_dir()? else { return Ok(Vec::new()) };
         let mut ids = Vec::new();
-        for entry in entries {
-            let entry = entry.map_err(|e| io_error(&dir, e))?;
-            let Some(id) = entry.file_name().to_str().and_then(parse_number) else {
-                continue;
-            };
-            if entry.file_type().map_err(|e| io_error(&entry.path(), e))?.is_dir() {
+        for entry in runs.entries().map_err(|e| io_error(runs.path(), e))? {
+            let (name, is_dir) = entry.map_err(|e| io_error(runs.path(), e))?;
+            if let Some(id) = parse_number(&name).filter(|_| is_dir) {
                 ids.push(RunId(id));
             }
         }
@@ -203,50 +218,90 @@ impl Store {
         Ok(ids)
     }
 
-    /// The newest run (the highest id; the `latest` link is only for people and
-    /// shells); [`Error::EmptyStore`] if there is none.
+    /// The newest run that has a readable `run.json` (the highest such id; the `latest`
+    /// link is only for people and shells): a run that failed to start, or that is being
+    /// created, does not hide the ones before it. [`Error::EmptyStore`] if there is none.
     pub fn latest_run(&self) -> Result<RunId> {
-        self.run_ids()?.last().copied().ok_or_else(|| Error::EmptyStore { path: self.root.clone() })
+        for id in self.run_ids()?.into_iter().rev() {
+            match self.open_run(&id) {
+                Ok(_) => return Ok(id),
+                Err(Error::Io { .. } | Error::BadRunInfo { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Error::EmptyStore { path: self.root().to_owned() })
     }
 
     /// Opens a run; [`Error::NoSuchRun`] if it does not exist.
     pub fn open_run(&self, id: &RunId) -> Result<Run> {
-        let dir = self.run_dir(*id);
-        if !dir.is_dir() {
-            return Err(Error::NoSuchRun {
-                id: id.to_string(),
-                store: self.root.clone(),
-                available: list_or_none(self.run_ids()?.iter().map(RunId::to_string)),
-            });
-        }
+        let runs = self.runs_dir()?;
+        let dir = match runs.as_ref().map(|runs| runs.open_dir(&id.to_string())) {
+            Some(Ok(dir)) => dir,
+            Some(Err(e)) if !matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
+                return Err(io_error(&self.root.join(RUNS_DIR).join(id.to_string()), e));
+            }
+            _ => {
+                return Err(Error::NoSuchRun {
+                    id: id.to_string(),
+                    store: self.root().to_owned(),
+                    available: list_or_none(self.run_ids()?.iter().map(RunId::to_string)),
+                });
+            }
+        };
         let path = dir.join(RUN_INFO);
-        let json = fs::read(&path).map_err(|e| io_error(&path, e))?;
+        let json = read_small(&dir, RUN_INFO, MAX_RUN_INFO_BYTES)?;
         let mut info: RunInfo = serde_json::from_slice(&json)
             .map_err(|e| Error::BadRunInfo { path: path.clone(), detail: e.to_string() })?;
         // The directory's name is the id; a copied or renamed run keeps working.
         info.id = *id;
-        Ok(Run { dir, info })
+        Ok(Run { dir: Arc::new(dir), info })
     }
 
-    /// Starts a new run: allocates the next id (overriding `info.id`), writes its
-    /// `run.json` and points `latest` at it. Concurrent callers get distinct ids.
-    pub fn create_run(&self, info: RunInfo) -> Result<RunWriter> {
-        let runs = self.root.join(RUNS_DIR);
-        fs::create_dir_all(&runs).map_err(|e| io_error(&runs, e))?;
+    /// Starts a new run: allocates the next id (overriding `info.id`), takes the run's
+    /// lock, writes its `run.json` and points `latest` at the newest run. Concurrent
+    /// callers get distinct ids.
+    pub fn create_run(&self, info: RunInfo) -> Result<RunLog> {
+        let runs = match self.runs_dir()? {
+            Some(runs) => runs,
+            None => match self.root.create_dir(RUNS_DIR) {
+                Ok(runs) => runs,
+                // Created by a concurrent `sdt run` meanwhile.
+                Err(e) if e.kind() == ErrorKind::AlreadyExists => {
+                    self.runs_dir()?.ok_or_else(|| io_error(&self.root.join(RUNS_DIR), e))?
+                }
+                Err(e) => return Err(io_error(&self.root.join(RUNS_DIR), e)),
+            },
+        };
         let mut id = self.run_ids()?.last().map_or(1, |last| last.0.saturating_add(1));
-        // `create_dir` is the lock: whoever creates `runs/<id>` owns the id.
+        // `mkdir` is the lock on the id: whoever creates `runs/<id>` owns it.
         let dir = loop {
-            let dir = runs.join(id.to_string());
-            match fs::create_dir(&dir) {
-                Ok(()) => break dir,
+            match runs.create_dir(&id.to_string()) {
+                Ok(dir) => break dir,
                 Err(e) if e.kind() == ErrorKind::AlreadyExists && id < u32::MAX => id += 1,
-                Err(e) => return Err(io_error(&dir, e)),
+                Err(e) => return Err(io_error(&runs.join(&id.to_string()), e)),
             }
         };
+        let dir = Arc::new(dir);
         let info = RunInfo { id: RunId(id), ..info };
-        write_run_info(&dir, &info)?;
-        self.point_latest(info.id)?;
-        RunWriter::new(dir, info)
+        let started = (|| {
+            let lock = dir.create_file(LOCK).map_err(|e| io_error(&dir.join(LOCK), e))?;
+            lock.try_lock().map_err(|e| io_error(&dir.join(LOCK), e.into()))?;
+            write_run_info(&dir, &info)?;
+            Ok(lock)
+        })();
+        let lock = match started {
+            Ok(lock) => lock,
+            Err(e) => {
+                // A run that cannot start leaves nothing that looks like a run.
+                for name in [RUN_INFO, LOCK] {
+                    dir.remove_file(name).ok();
+                }
+                runs.remove_dir(&id.to_string()).ok();
+                return Err(e);
+            }
+        };
+        self.point_latest()?;
+        Ok(RunLog::new(dir, info, lock))
     }
 
     /// The runs of the refinement tree that `id` belongs to: its root first, then every
@@ -309,15 +364,12 @@ impl Store {
         }
     }
 
-    /// Points the `latest` symlink at run `id`: a new link renamed over the old one.
-    fn point_latest(&self, id: RunId) -> Result<()> {
-        let tmp = self.root.join(format!(".{LATEST}.{id}.tmp"));
-        // A link left by a crashed writer of the same id; absent almost always.
-        let _ = fs::remove_file(&tmp);
-        let target = Path::new(RUNS_DIR).join(id.to_string());
-        std::os::unix::fs::symlink(&target, &tmp).map_err(|e| io_error(&tmp, e))?;
-        let latest = self.root.join(LATEST);
-        fs::rename(&tmp, &latest).map_err(|e| io_error(&latest, e))
+    /// Points the `latest` link at the newest run: each `sdt run` does so after creating
+    /// its own, so whichever of several concurrent ones finishes last leaves it right.
+    fn point_latest(&self) -> Result<()> {
+        let Some(newest) = self.run_ids()?.last().copied() else { return Ok(()) };
+        let target = Path::new(RUNS_DIR).join(newest.to_string());
+        self.root.point_link(LATEST, &target).map_err(|e| io_error(&self.root.join(LATEST), e))
     }
 }
 
@@ -334,36 +386,51 @@ impl Run {
 
     /// The run's directory.
     pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub(crate) fn dir_handle(&self) -> &Arc<Dir> {
         &self.dir
     }
 
-    /// The run's snapshot files, complete or not, in order (a complete file before an
-    /// incomplete one of the same seq).
-    pub fn snapshots(&self) -> Result<Vec<SnapshotEntry>> {
-        let entries = fs::read_dir(&self.dir).map_err(|e| io_error(&self.dir, e))?;
-        let mut snapshots = Vec::new();
-        for entry in entries {
-            let entry = entry.map_err(|e| io_error(&self.dir, e))?;
-            let Some((seq, complete)) = entry.file_name().to_str().and_then(parse_file_name) else {
-                continue;
-            };
-            let path = entry.path();
-            let file_bytes = match entry.metadata() {
-                Ok(m) => m.len(),
-                // Renamed from `.incomplete` by a writer since the listing: skip it.
-                Err(e) if e.kind() == ErrorKind::NotFound => continue,
-                Err(e) => return Err(io_error(&path, e)),
-            };
-            snapshots.push(SnapshotEntry {
-                name: self.info.snapshot_name(seq),
-                seq,
-                path,
-                complete,
-                file_bytes,
-            });
+    /// Only the metadata of snapshot `seq`, and whether it is still raw: what a listing
+    /// needs, without the page table or caches that opening it builds.
+    pub fn read_meta(&self, seq: u32) -> Result<(SnapshotMeta, bool)> {
+        crate::reader::read_meta(&self.dir, seq, &self.info.snapshot_name(seq))
+    }
+
+    /// Whether an `sdt` process is capturing or compacting the run now. A run whose
+    /// `run.json` still says `running` while nothing holds it was left by an `sdt` that
+    /// died: its snapshots read as they are, every one whose number the program received
+    /// included.
+    pub fn is_held(&self) -> bool {
+        match self.dir.open_file(LOCK) {
+            Ok(lock) => matches!(lock.try_lock_shared(), Err(std::fs::TryLockError::WouldBlock)),
+            // A run of an older sdt, without a lock: held if its sdt still runs.
+            Err(_) => Path::new(&format!("/proc/{}", self.info.sdt_pid)).exists(),
         }
-        snapshots.sort_unstable_by_key(|s| (s.seq, !s.complete));
-        Ok(snapshots)
+    }
+
+    /// The run's snapshots in order, each in the form readers take (compacted if it is,
+    /// else as captured), without opening them. Listing costs a few bytes per snapshot;
+    /// each entry is made as the iterator reaches it.
+    pub fn snapshots(&self) -> Result<Snapshots<'_>> {
+        let mut found: Vec<(u32, u8)> = Vec::new();
+        for entry in self.dir.entries().map_err(|e| io_error(self.dir(), e))? {
+            let (name, _) = entry.map_err(|e| io_error(self.dir(), e))?;
+            if let Some((seq, form)) = parse_file_name(&name) {
+                found.push((seq, form.bit()));
+            }
+        }
+        found.sort_unstable();
+        found.dedup_by(|later, first| {
+            let same = later.0 == first.0;
+            if same {
+                first.1 |= later.1;
+            }
+            same
+        });
+        Ok(Snapshots { run: self, found: found.into_iter() })
     }
 
     /// Opens a snapshot by name (`S3`); [`Error::NoSuchSnapshot`] naming the snapshots
@@ -375,19 +442,19 @@ impl Run {
         }
     }
 
-    /// Opens the snapshot at position `seq` of the run, as [`Run::open_snapshot`] does.
+    /// Opens the snapshot at position `seq` of the run, as [`Run::open_snapshot`] does:
+    /// compacted if it is, else as captured.
     pub fn open_snapshot_seq(&self, seq: u32) -> Result<Snapshot> {
-        let path = snapshot_path(&self.dir, seq);
-        match map_file(&path) {
-            Ok(map) => Snapshot::open(self.dir.clone(), seq, self.info.snapshot_name(seq), map),
-            Err(e) if e.kind() == ErrorKind::NotFound => {
-                if incomplete_path(&self.dir, seq).exists() {
-                    Err(Error::Incomplete { snapshot: self.info.snapshot_name(seq) })
+        let name = self.info.snapshot_name(seq);
+        match Snapshot::open(Arc::clone(&self.dir), seq, name.clone()) {
+            Err(Error::NoSuchSnapshot { .. }) => {
+                if self.dir.open_file(&file_name(seq, Form::Incomplete)).is_ok() {
+                    Err(Error::Incomplete { snapshot: name })
                 } else {
-                    Err(self.no_such_snapshot(&self.info.snapshot_name(seq)))
+                    Err(self.no_such_snapshot(&name))
                 }
             }
-            Err(e) => Err(io_error(&path, e)),
+            other => other,
         }
     }
 
@@ -396,34 +463,185 @@ impl Run {
             Ok(s) => s,
             Err(e) => return e,
         };
+        let names = snapshots.filter_map(|s| s.ok().filter(|s| s.complete).map(|s| s.name));
         Error::NoSuchSnapshot {
             name: name.to_owned(),
             run: self.info.id.to_string(),
-            available: list_or_none(snapshots.into_iter().filter(|s| s.complete).map(|s| s.name)),
+            available: list_or_none(names.take(MAX_NAMES_LISTED)),
         }
     }
 }
 
-/// A snapshot file being written: `S<seq>.snap.incomplete` until [`finish`](Self::finish)
-/// renames it.
+/// Most snapshot names an error lists.
+const MAX_NAMES_LISTED: usize = 50;
+
+/// The snapshots of a run, in order (from [`Run::snapshots`]).
+#[derive(Debug)]
+pub struct Snapshots<'a> {
+    run: &'a Run,
+    /// Each seq with the forms found for it ([`Form::bit`]s).
+    found: std::vec::IntoIter<(u32, u8)>,
+}
+
+impl Snapshots<'_> {
+    /// Snapshots not yet reached.
+    pub fn len(&self) -> usize {
+        self.found.len()
+    }
+
+    /// Whether every snapshot has been reached (or the run has none).
+    pub fn is_empty(&self) -> bool {
+        self.found.len() == 0
+    }
+}
+
+impl Iterator for Snapshots<'_> {
+    type Item = Result<SnapshotEntry>;
+
+    fn next(&mut self) -> Option<Result<SnapshotEntry>> {
+        let (seq, forms) = self.found.next()?;
+        let dir = &self.run.dir;
+        // Compaction may replace the raw file by the compacted one meanwhile: the
+        // compacted form is looked for again after the raw one.
+        let order = [Form::Compact, Form::Raw, Form::Compact, Form::Incomplete];
+        for form in order.into_iter().filter(|f| forms & f.bit() != 0 || *f == Form::Compact) {
+            let name = file_name(seq, form);
+            match dir.open_file(&name).and_then(|f| f.metadata()) {
+                Ok(meta) => {
+                    return Some(Ok(SnapshotEntry {
+                        name: self.run.info.snapshot_name(seq),
+                        seq,
+                        path: dir.join(&name),
+                        complete: form != Form::Incomplete,
+                        raw: form == Form::Raw,
+                        file_bytes: meta.len(),
+                    }));
+                }
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                Err(e) => return Some(Err(io_error(&dir.join(&name), e))),
+            }
+        }
+        // Gone since the listing (a torn raw file removed): skip it.
+        self.next()
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (0, Some(self.found.len()))
+    }
+}
+
+/// The forms a snapshot's file takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Form {
+    /// `S3.snap`: compacted (diffed and compressed).
+    Compact,
+    /// `S3.raw`: as captured, before compaction.
+    Raw,
+    /// `S3.snap.incomplete`: compaction under way, or interrupted.
+    Incomplete,
+}
+
+impl Form {
+    fn bit(self) -> u8 {
+        match self {
+            Form::Compact => 1,
+            Form::Raw => 2,
+            Form::Incomplete => 4,
+        }
+    }
+}
+
+/// The file name of snapshot `seq` in form `form`: `S3.snap`, `S3.raw`,
+/// `S3.snap.incomplete`.
+pub(crate) fn file_name(seq: u32, form: Form) -> String {
+    match form {
+        Form::Compact => format!("S{seq}{SNAP_SUFFIX}"),
+        Form::Raw => format!("S{seq}{RAW_SUFFIX}"),
+        Form::Incomplete => format!("S{seq}{SNAP_SUFFIX}{INCOMPLETE_SUFFIX}"),
+    }
+}
+
+/// The capture side of a run being written: its directory, held under the run's lock
+/// for as long as this lives, and its `run.json`.
+#[derive(Debug)]
+pub struct RunLog {
+    dir: Arc<Dir>,
+    info: RunInfo,
+    /// Held (`flock`) while this lives: readers see the run as being captured.
+    _lock: File,
+}
+
+impl RunLog {
+    fn new(dir: Arc<Dir>, info: RunInfo, lock: File) -> RunLog {
+        RunLog { dir, info, _lock: lock }
+    }
+
+    /// The run's id.
+    pub fn id(&self) -> RunId {
+        self.info.id
+    }
+
+    /// The run, as its `run.json` says.
+    pub fn info(&self) -> &RunInfo {
+        &self.info
+    }
+
+    /// The run's directory.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub(crate) fn dir_handle(&self) -> &Arc<Dir> {
+        &self.dir
+    }
+
+    /// Records that the snapshot at the refinement's end breakpoint is `seq` (named
+    /// `<to>.new` from now on).
+    pub(crate) fn mark_reached(&mut self, seq: u32) -> Result<()> {
+        if let Some(parent) = &mut self.info.parent {
+            parent.reached = Some(seq);
+            write_run_info(&self.dir, &self.info)?;
+        }
+        Ok(())
+    }
+
+    /// Records how the run ended in its `run.json`, and lets go of the run.
+    pub fn finish(mut self, status: RunStatus) -> Result<()> {
+        self.info.status = status;
+        write_run_info(&self.dir, &self.info)
+    }
+}
+
+/// A compacted snapshot file being written: `S<seq>.snap.incomplete` until
+/// [`finish`](Self::finish) renames it.
 pub(crate) struct SnapshotFile {
     out: BufWriter<File>,
-    incomplete: PathBuf,
-    path: PathBuf,
+    dir: Arc<Dir>,
+    seq: u32,
     len: u64,
 }
 
 impl SnapshotFile {
-    /// Creates (or truncates, after a failed attempt) the `.incomplete` file of `seq`.
-    pub(crate) fn create(dir: &Path, seq: u32) -> Result<SnapshotFile> {
-        let incomplete = incomplete_path(dir, seq);
-        let file = File::create(&incomplete).map_err(|e| io_error(&incomplete, e))?;
+    /// Creates the `.incomplete` file of `seq`, replacing one a failed attempt left.
+    pub(crate) fn create(dir: &Arc<Dir>, seq: u32) -> Result<SnapshotFile> {
+        let name = file_name(seq, Form::Incomplete);
+        let file = match dir.create_file(&name) {
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => {
+                dir.remove_file(&name).and_then(|()| dir.create_file(&name))
+            }
+            other => other,
+        }
+        .map_err(|e| io_error(&dir.join(&name), e))?;
         Ok(SnapshotFile {
             out: BufWriter::with_capacity(256 * 1024, file),
-            incomplete,
-            path: snapshot_path(dir, seq),
+            dir: Arc::clone(dir),
+            seq,
             len: 0,
         })
+    }
+
+    fn path(&self) -> PathBuf {
+        self.dir.join(&file_name(self.seq, Form::Incomplete))
     }
 
     /// Bytes written so far: the offset of the next write.
@@ -433,7 +651,7 @@ impl SnapshotFile {
 
     /// Appends `bytes`.
     pub(crate) fn write(&mut self, bytes: &[u8]) -> Result<()> {
-        self.out.write_all(bytes).map_err(|e| io_error(&self.incomplete, e))?;
+        self.out.write_all(bytes).map_err(|e| io_error(&self.path(), e))?;
         self.len += bytes.len() as u64;
         Ok(())
     }
@@ -445,38 +663,46 @@ impl SnapshotFile {
     /// wait too. After a power loss, a file whose blocks never reached the disk fails its
     /// checksums and reads as corrupt, never as wrong data.
     pub(crate) fn finish(self) -> Result<u64> {
-        let incomplete = self.incomplete;
-        self.out.into_inner().map_err(|e| io_error(&incomplete, e.into_error()))?;
-        fs::rename(&incomplete, &self.path).map_err(|e| io_error(&self.path, e))?;
-        Ok(self.len)
+        let path = self.path();
+        let SnapshotFile { out, dir, seq, len } = self;
+        out.into_inner().map_err(|e| io_error(&path, e.into_error()))?;
+        dir.rename(&file_name(seq, Form::Incomplete), &file_name(seq, Form::Compact))
+            .map_err(|e| io_error(&path, e))?;
+        Ok(len)
+    }
+
+    /// Removes the unfinished file (after an error).
+    pub(crate) fn abandon(self) {
+        self.dir.remove_file(&file_name(self.seq, Form::Incomplete)).ok();
     }
 }
 
-/// Maps a snapshot file read-only.
-#[allow(unsafe_code)]
-pub(crate) fn map_file(path: &Path) -> io::Result<Mmap> {
-    let file = File::open(path)?;
-    // SAFETY: snapshot files are written under their `.incomplete` name and renamed into
-    // place when complete; nothing writes to or truncates a file after that (a new
-    // version would be a new file renamed over it), so the mapped bytes do not change
-    // while the map lives.
-    unsafe { Mmap::map(&file) }
+/// Reads the whole of the small file `name` in `dir`, refusing one over `max` bytes.
+pub(crate) fn read_small(dir: &Dir, name: &str, max: u64) -> Result<Vec<u8>> {
+    let path = dir.join(name);
+    let file = dir.open_file(name).map_err(|e| io_error(&path, e))?;
+    let len = file.metadata().map_err(|e| io_error(&path, e))?.len();
+    if len > max {
+        return Err(io_error(
+            &path,
+            io::Error::new(
+                ErrorKind::InvalidData,
+                format!("{len} bytes, more than the {max} such a file can hold"),
+            ),
+        ));
+    }
+    let mut bytes = Vec::with_capacity(len as usize);
+    io::Read::read_to_end(&mut io::Read::take(&file, max + 1), &mut bytes).map_err(|e| io_error(&path, e))?;
+    Ok(bytes)
 }
 
 /// Writes `run.json` of the run in `dir`: a temporary file renamed over the old one.
-pub(crate) fn write_run_info(dir: &Path, info: &RunInfo) -> Result<()> {
+pub(crate) fn write_run_info(dir: &Dir, info: &RunInfo) -> Result<()> {
     let path = dir.join(RUN_INFO);
-    let tmp = dir.join(format!("{RUN_INFO}.tmp"));
     let mut json = serde_json::to_vec_pretty(info)
         .map_err(|e| Error::BadRunInfo { path: path.clone(), detail: e.to_string() })?;
     json.push(b'\n');
-    let write = || -> io::Result<()> {
-        let mut file = File::create(&tmp)?;
-        file.write_all(&json)?;
-        file.sync_data()
-    };
-    write().map_err(|e| io_error(&tmp, e))?;
-    fs::rename(&tmp, &path).map_err(|e| io_error(&path, e))
+    dir.replace_file(RUN_INFO, &json).map_err(|e| io_error(&path, e))
 }
 
 /// The [`Error::Io`] for `path`.
@@ -487,15 +713,6 @@ pub(crate) fn io_error(path: &Path, source: io::Error) -> Error {
 /// `S<seq>`.
 pub(crate) fn snapshot_name(seq: u32) -> String {
     format!("S{seq}")
-}
-
-/// The complete file of snapshot `seq` in run directory `dir`.
-pub(crate) fn snapshot_path(dir: &Path, seq: u32) -> PathBuf {
-    dir.join(format!("S{seq}{SNAP_SUFFIX}"))
-}
-
-fn incomplete_path(dir: &Path, seq: u32) -> PathBuf {
-    dir.join(format!("S{seq}{SNAP_SUFFIX}{INCOMPLETE_SUFFIX}"))
 }
 
 /// A decimal number written the way `to_string` writes it (no sign, no leading zeros).
@@ -509,13 +726,16 @@ fn parse_snapshot_name(name: &str) -> Option<u32> {
     parse_number(name.strip_prefix('S')?)
 }
 
-/// `S3.snap` → (3, complete), `S3.snap.incomplete` → (3, incomplete).
-fn parse_file_name(file: &str) -> Option<(u32, bool)> {
-    let (stem, complete) = match file.strip_suffix(INCOMPLETE_SUFFIX) {
-        Some(stem) => (stem, false),
-        None => (file, true),
+/// `S3.snap`, `S3.raw`, `S3.snap.incomplete` → (3, its form).
+fn parse_file_name(file: &str) -> Option<(u32, Form)> {
+    let (stem, form) = if let Some(stem) = file.strip_suffix(INCOMPLETE_SUFFIX) {
+        (stem.strip_suffix(SNAP_SUFFIX)?, Form::Incomplete)
+    } else if let Some(stem) = file.strip_suffix(SNAP_SUFFIX) {
+        (stem, Form::Compact)
+    } else {
+        (file.strip_suffix(RAW_SUFFIX)?, Form::Raw)
     };
-    Some((parse_snapshot_name(stem.strip_suffix(SNAP_SUFFIX)?)?, complete))
+    Some((parse_snapshot_name(stem)?, form))
 }
 
 /// `a, b, c`, or `none`.
@@ -530,8 +750,9 @@ mod tests {
 
     #[test]
     fn names() {
-        assert_eq!(parse_file_name("S0.snap"), Some((0, true)));
-        assert_eq!(parse_file_name("S12.snap.incomplete"), Some((12, false)));
+        assert_eq!(parse_file_name("S0.snap"), Some((0, Form::Compact)));
+        assert_eq!(parse_file_name("S12.snap.incomplete"), Some((12, Form::Incomplete)));
+        assert_eq!(parse_file_name("S7.raw"), Some((7, Form::Raw)));
         for bad in [
             "S.snap",
             "S01.snap",
@@ -542,6 +763,8 @@ mod tests {
             "S1",
             "run.json",
             "S1.snap.tmp",
+            "S1.raw.incomplete",
+            ".spare-1.raw",
         ] {
             assert_eq!(parse_file_name(bad), None, "{bad}");
         }

@@ -97,6 +97,12 @@ pub enum Error {
         /// What the JSON parser said.
         detail: String,
     },
+    /// An `sdt` process is capturing or compacting the run.
+    #[error("run {id} is being captured or compacted by another sdt process")]
+    RunHeld {
+        /// The run.
+        id: String,
+    },
     /// The writer was handed something that breaks its contract (a bug in the caller).
     #[error("store writer misuse: {0}")]
     BadInput(String),

@@ -1,5 +1,6 @@
-//! File header, blocks, footer: encoding and checking a snapshot file held as a byte slice.
-//! No I/O here (`dir` maps and writes the files).
+//! File header, blocks, footer: encoding and checking a compacted snapshot file, read
+//! through [`ReadAt`] (a file read with `pread`, or a byte slice). No other I/O here
+//! (`dir` writes the files).
 //!
 //! # `S<seq>.snap`, format version 2 (all integers little-endian)
 //!
@@ -50,6 +51,10 @@
 //! so a reader tells a newer file from a damaged one. Changed the layout? Bump
 //! [`VERSION`]. Version 1 differs only in its index, which has no patch table: every slot
 //! holds its page whole. This build reads both and writes version 2.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
 
 use xxhash_rust::xxh3::xxh3_64;
 use zstd::bulk::Decompressor;
@@ -142,17 +147,87 @@ fn u64_at(bytes: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(word)
 }
 
-/// `bytes[start..start + len]`, or what is wrong with that range.
-fn range<'a>(bytes: &'a [u8], start: u64, len: u64, what: &str) -> Result<&'a [u8], Bad> {
-    start
-        .checked_add(len)
-        .and_then(|end| bytes.get(usize::try_from(start).ok()?..usize::try_from(end).ok()?))
-        .ok_or_else(|| {
-            Bad::Corrupt(format!(
-                "{what} at offset {start} ({len} bytes) lies outside the file ({} bytes)",
-                bytes.len()
-            ))
-        })
+/// Bytes that can be read at any offset: a snapshot file, read with `pread` (a file
+/// truncated while it is read gives an error, never a `SIGBUS` as a mapping would), or a
+/// byte slice.
+pub(crate) trait ReadAt {
+    /// The length the bytes had when they were opened.
+    fn len(&self) -> u64;
+    /// Fills `buf` from `offset`; an error if fewer bytes are there.
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+}
+
+impl ReadAt for [u8] {
+    fn len(&self) -> u64 {
+        <[u8]>::len(self) as u64
+    }
+
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let src = usize::try_from(offset)
+            .ok()
+            .and_then(|at| self.get(at..at.checked_add(buf.len())?))
+            .ok_or(io::ErrorKind::UnexpectedEof)?;
+        buf.copy_from_slice(src);
+        Ok(())
+    }
+}
+
+/// An open file and the length it had when opened.
+#[derive(Debug)]
+pub(crate) struct FileBytes {
+    pub file: File,
+    pub len: u64,
+}
+
+impl FileBytes {
+    pub(crate) fn new(file: File) -> io::Result<FileBytes> {
+        let len = file.metadata()?.len();
+        Ok(FileBytes { file, len })
+    }
+}
+
+impl ReadAt for FileBytes {
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        FileExt::read_exact_at(&self.file, buf, offset)
+    }
+}
+
+/// `len` bytes at `start`, or what is wrong with that range.
+pub(crate) fn range(src: &(impl ReadAt + ?Sized), start: u64, len: u64, what: &str) -> Result<Vec<u8>, Bad> {
+    let mut out = Vec::new();
+    range_into(src, start, len, what, &mut out)?;
+    Ok(out)
+}
+
+/// [`range`] into `out`, reusing its allocation.
+fn range_into(
+    src: &(impl ReadAt + ?Sized),
+    start: u64,
+    len: u64,
+    what: &str,
+    out: &mut Vec<u8>,
+) -> Result<(), Bad> {
+    let outside = || {
+        Bad::Corrupt(format!(
+            "{what} at offset {start} ({len} bytes) lies outside the file ({} bytes)",
+            src.len()
+        ))
+    };
+    if start.checked_add(len).is_none_or(|end| end > src.len()) {
+        return Err(outside());
+    }
+    out.clear();
+    out.resize(usize::try_from(len).map_err(|_| outside())?, 0);
+    src.read_exact_at(out, start).map_err(|e| match e.kind() {
+        io::ErrorKind::UnexpectedEof => Bad::Corrupt(format!(
+            "truncated: {what} at offset {start} ({len} bytes) is no longer in the file (it shrank while being read)"
+        )),
+        _ => Bad::Corrupt(format!("{what} at offset {start}: cannot be read: {e}")),
+    })
 }
 
 /// The 32-byte header of snapshot `seq`.
@@ -236,14 +311,15 @@ fn check_header(file: &[u8], seq: u32) -> Result<u32, Bad> {
 }
 
 /// Checks the footer of snapshot file `seq`, whose header says format `version`.
-fn check_footer(file: &[u8], seq: u32, version: u32) -> Result<Footer, Bad> {
-    let len = file.len() as u64;
+fn check_footer(file: &(impl ReadAt + ?Sized), seq: u32, version: u32) -> Result<Footer, Bad> {
+    let len = file.len();
     if len < HEADER_LEN + FOOTER_LEN {
         return Err(Bad::Corrupt(format!(
             "truncated: file is {len} bytes, footer needs {FOOTER_LEN} after the {HEADER_LEN}-byte header"
         )));
     }
     let f = range(file, len - FOOTER_LEN, FOOTER_LEN, "footer")?;
+    let f = f.as_slice();
     if f[0..8] != FOOTER_MAGIC {
         return Err(Bad::Corrupt(format!(
             "footer magic b\"{}\", expected b\"{}\" (truncated?)",
@@ -323,34 +399,35 @@ fn decompress_frame(frame: &[u8], what: &str) -> Result<Vec<u8>, Bad> {
 }
 
 /// Checks the header and footer of snapshot file `seq` and decodes its index.
-pub(crate) fn open(file: &[u8], seq: u32) -> Result<Opened, Bad> {
-    let version = check_header(file, seq)?;
+pub(crate) fn open(file: &(impl ReadAt + ?Sized), seq: u32) -> Result<Opened, Bad> {
+    let header = range(file, 0, HEADER_LEN.min(file.len()), "header")?;
+    let version = check_header(&header, seq)?;
     let footer = check_footer(file, seq, version)?;
     let frame = range(file, footer.index_offset, footer.index_len, "index")?;
-    let got = xxh3_64(frame);
+    let got = xxh3_64(&frame);
     if got != footer.index_checksum {
         return Err(Bad::Corrupt(format!(
             "index at offset {}: checksum {got:#018x}, expected {:#018x}",
             footer.index_offset, footer.index_checksum
         )));
     }
-    let bytes = decompress_frame(frame, "index")?;
+    let bytes = decompress_frame(&frame, "index")?;
     let index = Index::decode(&bytes, seq, footer.index_offset, version)?;
     Ok(Opened { footer, index })
 }
 
 /// Decodes and checks the metadata of a file that passed [`open`].
-pub(crate) fn decode_meta(file: &[u8], opened: &Opened) -> Result<SnapshotMeta, Bad> {
+pub(crate) fn decode_meta(file: &(impl ReadAt + ?Sized), opened: &Opened) -> Result<SnapshotMeta, Bad> {
     let footer = &opened.footer;
     let frame = range(file, footer.meta_offset, footer.meta_len.into(), "metadata")?;
-    let got = meta_checksum(frame);
+    let got = meta_checksum(&frame);
     if got != footer.meta_checksum {
         return Err(Bad::Corrupt(format!(
             "metadata at offset {}: checksum {got:#010x}, expected {:#010x}",
             footer.meta_offset, footer.meta_checksum
         )));
     }
-    let json = decompress_frame(frame, "metadata")?;
+    let json = decompress_frame(&frame, "metadata")?;
     let meta: SnapshotMeta = serde_json::from_slice(&json).map_err(|e| format!("metadata: {e}"))?;
     if meta.seq != footer.seq {
         return Err(Bad::Corrupt(format!("metadata says seq {}, the file {}", meta.seq, footer.seq)));
@@ -360,18 +437,21 @@ pub(crate) fn decode_meta(file: &[u8], opened: &Opened) -> Result<SnapshotMeta, 
 }
 
 /// Checks block `block` of a file that passed [`open`] and decodes its pages into `out`
-/// (replacing what was there).
+/// (replacing what was there); `scratch` holds the compressed bytes.
 pub(crate) fn decode_block(
-    file: &[u8],
+    file: &(impl ReadAt + ?Sized),
     table: &BlockTable,
     block: usize,
     dctx: &mut Decompressor<'_>,
+    scratch: &mut Vec<u8>,
     out: &mut Vec<u8>,
 ) -> Result<(), Bad> {
     let Some((offset, end, page_count)) = table.extent(block) else {
         return Err(Bad::Corrupt(format!("block {block} is not in the index")));
     };
-    let header = range(file, offset, BLOCK_HEADER_LEN, "block header")?;
+    // Header and frame in one read: the index says where the block ends.
+    range_into(file, offset, end.saturating_sub(offset).max(BLOCK_HEADER_LEN), "block", scratch)?;
+    let header = &scratch[..BLOCK_HEADER_LEN as usize];
     let (comp_len, stored_pages) = (u64::from(u32_at(header, 0)), u32_at(header, 4));
     if stored_pages != page_count {
         return Err(Bad::Corrupt(format!(
@@ -384,7 +464,7 @@ pub(crate) fn decode_block(
             "block {block} at offset {offset}: length {comp_len}, expected {expected_len} (next item at {end})"
         )));
     }
-    let frame = range(file, offset + BLOCK_HEADER_LEN, comp_len, "block")?;
+    let frame = &scratch[BLOCK_HEADER_LEN as usize..];
     let (got, expected) = (xxh3_64(frame), u64_at(header, 8));
     if got != expected {
         return Err(Bad::Corrupt(format!(
@@ -470,23 +550,23 @@ mod tests {
             meta_checksum: 9,
         };
         let file = file_with_footer(&footer, &[0; 7]);
-        assert_eq!(check_footer(&file, 3, VERSION), Ok(footer));
+        assert_eq!(check_footer(file.as_slice(), 3, VERSION), Ok(footer));
         assert!(
-            matches!(check_footer(&file, 3, 1), Err(Bad::Corrupt(d)) if d == "footer version 2, header says 1")
+            matches!(check_footer(file.as_slice(), 3, 1), Err(Bad::Corrupt(d)) if d == "footer version 2, header says 1")
         );
         let short = file_with_footer(&footer, &[0; 6]);
         assert!(
-            matches!(check_footer(&short, 3, VERSION), Err(Bad::Corrupt(d)) if d.contains("does not end at the footer"))
+            matches!(check_footer(short.as_slice(), 3, VERSION), Err(Bad::Corrupt(d)) if d.contains("does not end at the footer"))
         );
         let gap = Footer { meta_offset: 38, ..footer };
         let file = file_with_footer(&gap, &[0; 8]);
         assert!(
-            matches!(check_footer(&file, 3, VERSION), Err(Bad::Corrupt(d)) if d.contains("does not end at the metadata"))
+            matches!(check_footer(file.as_slice(), 3, VERSION), Err(Bad::Corrupt(d)) if d.contains("does not end at the metadata"))
         );
         let huge = Footer { index_len: u64::MAX, ..footer };
-        assert!(check_footer(&file_with_footer(&huge, &[0; 7]), 3, VERSION).is_err());
+        assert!(check_footer(file_with_footer(&huge, &[0; 7]).as_slice(), 3, VERSION).is_err());
         assert!(
-            matches!(check_footer(&[0; 95], 3, VERSION), Err(Bad::Corrupt(d)) if d.starts_with("truncated: file is 95 bytes"))
+            matches!(check_footer(&[0u8; 95][..], 3, VERSION), Err(Bad::Corrupt(d)) if d.starts_with("truncated: file is 95 bytes"))
         );
     }
 

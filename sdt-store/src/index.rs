@@ -75,6 +75,9 @@ pub(crate) struct SlotRun {
     pub seq: u32,
     /// That file's slot for the first key.
     pub first_slot: u32,
+    /// The slots are in the raw file of `seq` (a snapshot not compacted yet). Only in
+    /// page tables that readers resolve for raw snapshots: never encoded, never decoded.
+    pub raw: bool,
 }
 
 impl SlotRun {
@@ -83,36 +86,37 @@ impl SlotRun {
         self.first + u64::from(self.count)
     }
 
-    /// Whether key `key`, mapped to `slot` of `seq`, would extend this run.
+    /// Whether key `key`, mapped to `slot` of compacted file `seq`, would extend this run.
     fn continues_at(&self, key: u64, seq: u32, slot: u32) -> bool {
         self.end() == key
             && self.count < u32::MAX
             && self.seq == seq
+            && !self.raw
             && u64::from(self.first_slot) + u64::from(self.count) == u64::from(slot)
     }
 }
 
-/// Adds key `key`, mapped to `slot` of file `seq`, after the keys already in `runs` (which
-/// must all be below it), merging it into the last run where it continues it.
+/// Adds key `key`, mapped to `slot` of compacted file `seq`, after the keys already in
+/// `runs` (which must all be below it), merging it into the last run where it continues it.
 pub(crate) fn push_run(runs: &mut Vec<SlotRun>, key: u64, seq: u32, slot: u32) {
-    if let Some(last) = runs.last_mut() {
-        if last.continues_at(key, seq, slot) {
-            last.count += 1;
-            return;
-        }
+    if let Some(last) = runs.last_mut()
+        && last.continues_at(key, seq, slot)
+    {
+        last.count += 1;
+        return;
     }
-    runs.push(SlotRun { first: key, count: 1, seq, first_slot: slot });
+    runs.push(SlotRun { first: key, count: 1, seq, first_slot: slot, raw: false });
 }
 
-/// Where key `key` maps: `(seq, slot)`, or `None` if it is in no run.
-pub(crate) fn find_run(runs: &[SlotRun], key: u64) -> Option<(u32, u32)> {
+/// Where key `key` maps: `(seq, raw, slot)`, or `None` if it is in no run.
+pub(crate) fn find_run(runs: &[SlotRun], key: u64) -> Option<(u32, bool, u32)> {
     let i = runs.partition_point(|r| r.end() <= key);
     let run = runs.get(i)?;
     if run.first > key {
         return None;
     }
     // Inside the run, so the difference is below count (a u32).
-    Some((run.seq, run.first_slot + (key - run.first) as u32))
+    Some((run.seq, run.raw, run.first_slot + (key - run.first) as u32))
 }
 
 /// The blocks of one file, with the slot each starts at.
@@ -258,6 +262,7 @@ fn decode_runs(
             count: input.u32(what)?,
             seq: input.u32(what)?,
             first_slot: input.u32(what)?,
+            raw: false,
         };
         check_run(&run, runs.last(), table, seq, slot_count)
             .map_err(|problem| format!("index: {} {problem}", table.name(i, run.first)))?;
@@ -387,7 +392,7 @@ mod tests {
     use super::*;
 
     fn run(first: u64, count: u32, seq: u32, first_slot: u32) -> SlotRun {
-        SlotRun { first, count, seq, first_slot }
+        SlotRun { first, count, seq, first_slot, raw: false }
     }
 
     /// Index of snapshot 2: two blocks (64 + 3 pages) ending at 2000, three page runs, two
@@ -538,13 +543,13 @@ mod tests {
     fn lookups() {
         let i = sample();
         assert_eq!(find_run(&i.pages, 0xf), None);
-        assert_eq!(find_run(&i.pages, 0x10), Some((0, 5)));
-        assert_eq!(find_run(&i.pages, 0x11), Some((0, 6)));
-        assert_eq!(find_run(&i.pages, 0x12 + 66), Some((2, 66)));
+        assert_eq!(find_run(&i.pages, 0x10), Some((0, false, 5)));
+        assert_eq!(find_run(&i.pages, 0x11), Some((0, false, 6)));
+        assert_eq!(find_run(&i.pages, 0x12 + 66), Some((2, false, 66)));
         assert_eq!(find_run(&i.pages, 0x12 + 67), None);
-        assert_eq!(find_run(&i.pages, 0x100), Some((1, 0)));
+        assert_eq!(find_run(&i.pages, 0x100), Some((1, false, 0)));
         assert_eq!(find_run(&i.pages, 0x101), None);
-        assert_eq!(find_run(&i.patches, 2), Some((1, 9)));
+        assert_eq!(find_run(&i.patches, 2), Some((1, false, 9)));
         assert_eq!(find_run(&i.patches, 3), None);
         assert_eq!(i.blocks.locate(0), Some((0, 0)));
         assert_eq!(i.blocks.locate(63), Some((0, 63)));

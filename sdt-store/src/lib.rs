@@ -77,15 +77,20 @@
 mod dir;
 mod error;
 mod format;
+mod fs;
 mod index;
 pub mod model;
+mod raw;
 mod reader;
+mod spill;
 mod writer;
 
-pub use dir::{Refinement, Run, RunId, RunInfo, RunStatus, SnapshotEntry, Store};
+pub use dir::{Refinement, Run, RunId, RunInfo, RunLog, RunStatus, SnapshotEntry, Snapshots, Store};
 pub use error::Error;
 pub use model::*;
+pub use raw::PageSpan;
 pub use reader::Snapshot;
+pub use spill::{Committed, Spares, SpillFile};
 pub use writer::{PageSource, RunWriter, WriteReport};
 
 /// Result type of this crate.

@@ -1,23 +1,35 @@
-//! Reading a snapshot back: metadata, and any page, byte-exact.
+//! Reading a snapshot back: metadata, and any page, byte-exact, from its compacted file
+//! or, before compaction, from its raw file.
 //!
 //! [`Slots`] turns a slot of a snapshot file into its page, following patches to their
-//! bases; the writer reads previous versions of pages through it too.
+//! bases; the writer reads previous versions of pages through it too. Files are read
+//! with `pread`, never mapped: a file truncated while it is read is an error, not a
+//! `SIGBUS`.
+//!
+//! A raw snapshot's pages are those it copied, plus those write tracking saw unwritten,
+//! which are as in the snapshot before it. Opening one resolves that into a page table
+//! like a compacted snapshot's index: walking back over the raw snapshots before it to
+//! the last compacted one (or to one with nothing unchanged), then forward, each taking
+//! its unchanged pages from the table of the one before. The raw files it takes pages
+//! from stay open, so compaction removing them meanwhile changes nothing for the reader.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::fs::File;
-use std::io::{self, ErrorKind};
+use std::io::ErrorKind;
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::sync::Arc;
 
-use memmap2::Mmap;
 use zstd::bulk::Decompressor;
 
-use crate::dir::{io_error, map_file, snapshot_name, snapshot_path};
-use crate::format;
+use crate::dir::{Form, file_name, io_error, snapshot_name};
+use crate::format::{self, FileBytes, ReadAt};
+use crate::fs::Dir;
 use crate::index::{BlockTable, Index, MAX_PATCH_DEPTH, SlotRun, find_run};
 use crate::model::{Content, FileRef, Mapping, PAGE_SIZE, SnapshotMeta};
+use crate::raw::{self, PageSpan};
 use crate::{Error, Result};
 
 /// Decoded blocks a snapshot keeps, so that a sequential read decodes each block once even
@@ -29,10 +41,11 @@ const PAGE: usize = PAGE_SIZE as usize;
 /// and their patch chains name, opening each at most once.
 pub struct Snapshot {
     name: String,
-    dir: PathBuf,
     meta: SnapshotMeta,
+    /// Every stored page: where its bytes are.
     runs: Vec<SlotRun>,
     file_bytes: u64,
+    raw: bool,
     state: RefCell<State>,
 }
 
@@ -51,27 +64,35 @@ pub(crate) struct Slots {
     blocks: Vec<CachedBlock>,
     max_blocks: usize,
     dctx: Decompressor<'static>,
-    /// The page at `page_at`, `(seq, slot)`, put together.
+    /// Compressed bytes of the block being decoded.
+    scratch: Vec<u8>,
+    /// The page at `page_at`, `(seq, raw, slot)`, put together.
     page: Vec<u8>,
-    page_at: Option<(u32, u32)>,
+    page_at: Option<(u32, bool, u32)>,
 }
 
-/// The snapshot files of a run opened so far, by seq.
+/// The snapshot files of a run opened so far, by seq and form (raw or not).
 struct Files {
-    dir: PathBuf,
-    open: HashMap<u32, SnapFile>,
+    dir: Arc<Dir>,
+    open: HashMap<(u32, bool), SourceFile>,
     /// Beyond this many, opening one closes the least recently used.
     max: usize,
     /// Counts uses, to find the least recently used.
     clock: u64,
 }
 
-/// A mapped snapshot file whose header, footer and index passed.
-struct SnapFile {
-    map: Mmap,
-    blocks: BlockTable,
-    patches: Vec<SlotRun>,
+/// An open snapshot file whose header, footer and index (or raw commit) passed.
+struct SourceFile {
+    bytes: FileBytes,
+    kind: SourceKind,
     used: u64,
+}
+
+enum SourceKind {
+    /// A compacted file: its blocks and which slots are patches.
+    Compact { blocks: BlockTable, patches: Vec<SlotRun> },
+    /// A raw file: `slot_count` whole pages after its header page.
+    Raw { slot_count: u64 },
 }
 
 struct CachedBlock {
@@ -80,22 +101,34 @@ struct CachedBlock {
     pages: Vec<u8>,
 }
 
+/// A snapshot file as opened by [`open_form`], before its metadata is kept or dropped.
+enum Opened {
+    Compact { file: SourceFile, runs: Vec<SlotRun>, meta: Option<SnapshotMeta> },
+    Raw { file: SourceFile, record: raw::Record },
+}
+
 impl Snapshot {
-    /// Checks and decodes snapshot `seq` of the run in `dir`, mapped as `map`.
-    pub(crate) fn open(dir: PathBuf, seq: u32, name: String, map: Mmap) -> Result<Snapshot> {
-        let opened = format::open(&map, seq).map_err(|bad| bad.named(&name))?;
-        let meta = format::decode_meta(&map, &opened).map_err(|bad| bad.named(&name))?;
-        let Index { blocks, pages: runs, patches } = opened.index;
-        let mut slots = Slots::new(dir.clone(), CACHED_BLOCKS, usize::MAX)
-            .map_err(|e| io_error(&snapshot_path(&dir, seq), e))?;
-        let file_bytes = map.len() as u64;
-        slots.files.open.insert(seq, SnapFile { map, blocks, patches, used: 0 });
+    /// Opens snapshot `seq` of the run in `dir`, compacted if it is, else raw; named
+    /// `name` in errors. [`Error::NoSuchSnapshot`] if neither file exists.
+    pub(crate) fn open(dir: Arc<Dir>, seq: u32, name: String) -> Result<Snapshot> {
+        let mut files = Files { dir, open: HashMap::new(), max: usize::MAX, clock: 0 };
+        let (opened, raw) = open_either(&files.dir, seq, &name, true)?;
+        let (file, runs, meta) = match opened {
+            Opened::Compact { file, runs, meta } => (file, runs, meta.expect("metadata was asked for")),
+            Opened::Raw { file, record } => {
+                let runs = resolve(&mut files, seq, &record, &name)?;
+                (file, runs, record.meta)
+            }
+        };
+        let file_bytes = file.bytes.len;
+        files.open.insert((seq, raw), file);
+        let slots = Slots::with_files(files, CACHED_BLOCKS).map_err(|e| io_error(Path::new(&name), e))?;
         Ok(Snapshot {
             name,
-            dir,
             meta,
             runs,
             file_bytes,
+            raw,
             state: RefCell::new(State { slots, refs: HashMap::new() }),
         })
     }
@@ -115,6 +148,11 @@ impl Snapshot {
         self.file_bytes
     }
 
+    /// Whether it is read from its raw file (not compacted yet).
+    pub fn is_raw(&self) -> bool {
+        self.raw
+    }
+
     /// Fills `buf` with the target's memory at `addr` as it was in the snapshot. The range
     /// may span pages and adjacent mappings; [`Error::Unmapped`](crate::Error::Unmapped)
     /// or [`Error::Unreadable`](crate::Error::Unreadable) if part of it has no contents.
@@ -131,8 +169,8 @@ impl Snapshot {
                 (Content::Unreadable, _) => {
                     return Err(Error::Unreadable { addr: pos, snapshot: self.name.clone() });
                 }
-                (_, Some((source, slot))) => {
-                    let page = state.slots.page(source, slot, pos / PAGE_SIZE, &self.name)?;
+                (_, Some((source, raw, slot))) => {
+                    let page = state.slots.page(source, raw, slot, pos / PAGE_SIZE, &self.name)?;
                     let from = (pos - page_start) as usize;
                     out.copy_from_slice(&page[from..from + out.len()]);
                 }
@@ -183,38 +221,287 @@ impl std::fmt::Debug for Snapshot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Snapshot")
             .field("name", &self.name)
-            .field("dir", &self.dir)
+            .field("raw", &self.raw)
             .field("file_bytes", &self.file_bytes)
             .field("runs", &self.runs.len())
             .finish_non_exhaustive()
     }
 }
 
+/// Only the metadata of snapshot `seq` of the run in `dir`, and whether it is raw: what a
+/// listing needs, without a page table or caches.
+pub(crate) fn read_meta(dir: &Dir, seq: u32, name: &str) -> Result<(SnapshotMeta, bool)> {
+    match open_either(dir, seq, name, true)?.0 {
+        Opened::Compact { meta, .. } => Ok((meta.expect("metadata was asked for"), false)),
+        Opened::Raw { record, .. } => Ok((record.meta, true)),
+    }
+}
+
+/// The raw file of snapshot `seq` (named `name` in errors), checked, and its record.
+pub(crate) fn read_raw(dir: &Dir, seq: u32, name: &str) -> Result<(FileBytes, raw::Record)> {
+    match open_form(dir, seq, true, name, false)? {
+        Opened::Raw { file, record } => Ok((file.bytes, record)),
+        Opened::Compact { .. } => unreachable!("opened raw"),
+    }
+}
+
+/// A stored page of a compacted snapshot, as a writer going on after it needs it.
+pub(crate) struct StoredPage {
+    /// The page's number (address / 4096).
+    pub page: u64,
+    /// The file and slot holding its bytes.
+    pub seq: u32,
+    pub slot: u32,
+    /// `xxh3_128` of its bytes.
+    pub hash: u128,
+    /// Whether that slot holds a patch (not the whole page).
+    pub patched: bool,
+}
+
+/// Every stored page of compacted snapshot `seq`.
+pub(crate) fn page_entries(dir: &Arc<Dir>, seq: u32) -> Result<Vec<StoredPage>> {
+    let name = snapshot_name(seq);
+    let Opened::Compact { file, runs, .. } = open_form(dir, seq, false, &name, false)? else {
+        unreachable!("opened compacted")
+    };
+    let mut slots = Slots::new(Arc::clone(dir), CACHED_BLOCKS, 64).map_err(|e| io_error(dir.path(), e))?;
+    slots.files.open.insert((seq, false), file);
+    let mut entries = Vec::new();
+    for run in &runs {
+        for k in 0..run.count {
+            let (page, slot) = (run.first + u64::from(k), run.first_slot + k);
+            let hash = xxhash_rust::xxh3::xxh3_128(slots.page(run.seq, false, slot, page, &name)?);
+            let file = slots.files.get(run.seq, false, &name)?;
+            let SourceKind::Compact { patches, .. } = &file.kind else { unreachable!("compacted") };
+            entries.push(StoredPage {
+                page,
+                seq: run.seq,
+                slot,
+                hash,
+                patched: find_run(patches, slot.into()).is_some(),
+            });
+        }
+    }
+    Ok(entries)
+}
+
+/// Opens snapshot `seq`: its compacted file if there is one, else its raw file (looking
+/// for the compacted one again if compaction removed the raw one meanwhile). With
+/// `meta`, a compacted file's metadata is decoded and checked too. Returns whether it is
+/// raw. [`Error::NoSuchSnapshot`] (with `name` and nothing else) if neither exists.
+fn open_either(dir: &Dir, seq: u32, name: &str, meta: bool) -> Result<(Opened, bool)> {
+    for raw in [false, true, false] {
+        match open_form(dir, seq, raw, name, meta) {
+            Ok(opened) => return Ok((opened, raw)),
+            Err(Error::Io { source, .. }) if source.kind() == ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Err(Error::NoSuchSnapshot { name: name.to_owned(), run: String::new(), available: String::new() })
+}
+
+/// Opens the compacted (or, with `raw`, the raw) file of snapshot `seq`, named `name` in
+/// errors.
+fn open_form(dir: &Dir, seq: u32, raw: bool, name: &str, meta: bool) -> Result<Opened> {
+    let file_name = file_name(seq, if raw { Form::Raw } else { Form::Compact });
+    let path = dir.join(&file_name);
+    let bytes = dir.open_file(&file_name).and_then(FileBytes::new).map_err(|e| io_error(&path, e))?;
+    if raw {
+        let header = format::range(&bytes, 0, raw::HEADER_PAGE.min(bytes.len), "raw header page")
+            .map_err(|bad| bad.named(name))?;
+        let commit = raw::check_header_page(&header, seq, bytes.len).map_err(|bad| bad.named(name))?;
+        let record_bytes = format::range(&bytes, commit.record_offset, commit.record_len, "raw record")
+            .map_err(|bad| bad.named(name))?;
+        let record = raw::decode_record(&record_bytes, seq, &commit).map_err(|bad| bad.named(name))?;
+        let kind = SourceKind::Raw { slot_count: commit.slot_count };
+        return Ok(Opened::Raw { file: SourceFile { bytes, kind, used: 0 }, record });
+    }
+    let opened = format::open(&bytes, seq).map_err(|bad| bad.named(name))?;
+    let meta =
+        meta.then(|| format::decode_meta(&bytes, &opened)).transpose().map_err(|bad| bad.named(name))?;
+    let Index { blocks, pages, patches } = opened.index;
+    let kind = SourceKind::Compact { blocks, patches };
+    Ok(Opened::Compact { file: SourceFile { bytes, kind, used: 0 }, runs: pages, meta })
+}
+
+/// The page table of raw snapshot `seq` (whose record is `record`), resolved through the
+/// snapshots before it; the raw files it takes pages from are kept open in `files`.
+fn resolve(files: &mut Files, seq: u32, record: &raw::Record, needed_by: &str) -> Result<Vec<SlotRun>> {
+    // Newest first: (seq, copied, unchanged) of each raw snapshot the table depends on.
+    let mut chain: Vec<(u32, Vec<PageSpan>, Vec<PageSpan>)> =
+        vec![(seq, record.copied.clone(), record.unchanged.clone())];
+    let mut table = Vec::new();
+    loop {
+        let (at, _, unchanged) = chain.last().expect("the chain starts with the snapshot itself");
+        if unchanged.is_empty() {
+            break;
+        }
+        let Some(before) = at.checked_sub(1) else {
+            return Err(Error::Corrupt {
+                snapshot: needed_by.to_owned(),
+                detail: "S0 has pages unchanged since a snapshot before it".into(),
+            });
+        };
+        let missing = |e: Error| match e {
+            Error::NoSuchSnapshot { .. } => Error::Corrupt {
+                snapshot: snapshot_name(before),
+                detail: format!("its file is missing ({needed_by} keeps pages there)"),
+            },
+            e => e,
+        };
+        match open_either(&files.dir, before, &snapshot_name(before), false).map_err(missing)? {
+            (Opened::Compact { file, runs, .. }, _) => {
+                files.open.insert((before, false), file);
+                table = runs;
+                break;
+            }
+            (Opened::Raw { file, record }, _) => {
+                files.open.insert((before, true), file);
+                chain.push((before, record.copied, record.unchanged));
+            }
+        }
+    }
+    for (at, copied, unchanged) in chain.into_iter().rev() {
+        let mut own = Vec::new();
+        let mut slot: u64 = 0;
+        for span in &copied {
+            push_span(&mut own, span.first, span.pages, at, true, slot)
+                .map_err(|detail| Error::Corrupt { snapshot: snapshot_name(at), detail })?;
+            slot += span.pages;
+        }
+        table = merge(own, restrict(&table, &unchanged));
+    }
+    Ok(table)
+}
+
+/// Appends the page run `first..first + pages`, stored from `slot` on in file `seq`, as
+/// runs of at most `u32::MAX` pages.
+fn push_span(
+    runs: &mut Vec<SlotRun>,
+    first: u64,
+    pages: u64,
+    seq: u32,
+    raw: bool,
+    slot: u64,
+) -> Result<(), String> {
+    let mut done = 0;
+    while done < pages {
+        let count = (pages - done).min(u64::from(u32::MAX));
+        let first_slot = u32::try_from(slot + done)
+            .ok()
+            .filter(|s| u64::from(*s) + count <= 1 << 32)
+            .ok_or_else(|| format!("raw file holds more than 2^32 pages (slot {})", slot + done))?;
+        runs.push(SlotRun { first: first + done, count: count as u32, seq, raw, first_slot });
+        done += count;
+    }
+    Ok(())
+}
+
+/// The parts of `table`'s runs that lie in `spans` (both ascending).
+fn restrict(table: &[SlotRun], spans: &[PageSpan]) -> Vec<SlotRun> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    for span in spans {
+        while i < table.len() && table[i].end() <= span.first {
+            i += 1;
+        }
+        let mut j = i;
+        while j < table.len() && table[j].first < span.end() {
+            let r = table[j];
+            let first = r.first.max(span.first);
+            let end = r.end().min(span.end());
+            // Inside the run: the offset and the length fit its u32 count.
+            out.push(SlotRun {
+                first,
+                count: (end - first) as u32,
+                first_slot: r.first_slot + (first - r.first) as u32,
+                ..r
+            });
+            j += 1;
+        }
+    }
+    out
+}
+
+/// Two ascending lists of runs over disjoint pages, as one.
+fn merge(a: Vec<SlotRun>, b: Vec<SlotRun>) -> Vec<SlotRun> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
+    loop {
+        let next = match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) if x.first <= y.first => a.next(),
+            (Some(_), Some(_)) => b.next(),
+            (Some(_), None) => a.next(),
+            (None, _) => b.next(),
+        };
+        match next {
+            Some(run) => out.push(run),
+            None => return out,
+        }
+    }
+}
+
 impl Slots {
     /// Reads the snapshot files of the run in `dir`, keeping up to `max_blocks` decoded
     /// blocks and `max_files` files open.
-    pub(crate) fn new(dir: PathBuf, max_blocks: usize, max_files: usize) -> io::Result<Slots> {
+    pub(crate) fn new(dir: Arc<Dir>, max_blocks: usize, max_files: usize) -> std::io::Result<Slots> {
+        Slots::with_files(Files { dir, open: HashMap::new(), max: max_files, clock: 0 }, max_blocks)
+    }
+
+    fn with_files(files: Files, max_blocks: usize) -> std::io::Result<Slots> {
         Ok(Slots {
-            files: Files { dir, open: HashMap::new(), max: max_files, clock: 0 },
+            files,
             blocks: Vec::new(),
             max_blocks,
             dctx: Decompressor::new()?,
+            scratch: Vec::new(),
             page: vec![0; PAGE],
             page_at: None,
         })
     }
 
-    /// The page that slot `slot` of file `seq` holds: its bytes if whole, else XOR-ed with
-    /// its base's page, recursively, through at most [`MAX_PATCH_DEPTH`] patches.
-    /// `page` (its number) and `needed_by` (the snapshot whose index names the slot) are
-    /// for errors. Damage is reported naming the file it is in.
-    pub(crate) fn page(&mut self, seq: u32, slot: u32, page: u64, needed_by: &str) -> Result<&[u8]> {
-        if self.page_at != Some((seq, slot)) {
+    /// The page that slot `slot` of file `seq` (raw or compacted) holds: its bytes if
+    /// whole, else XOR-ed with its base's page, recursively, through at most
+    /// [`MAX_PATCH_DEPTH`] patches. `page` (its number) and `needed_by` (the snapshot
+    /// whose index names the slot) are for errors. Damage is reported naming the file it
+    /// is in.
+    pub(crate) fn page(
+        &mut self,
+        seq: u32,
+        raw: bool,
+        slot: u32,
+        page: u64,
+        needed_by: &str,
+    ) -> Result<&[u8]> {
+        if self.page_at != Some((seq, raw, slot)) {
             self.page_at = None;
-            self.put_together(seq, slot, page, needed_by)?;
-            self.page_at = Some((seq, slot));
+            if raw {
+                self.raw_page(seq, slot, page, needed_by)?;
+            } else {
+                self.put_together(seq, slot, page, needed_by)?;
+            }
+            self.page_at = Some((seq, raw, slot));
         }
         Ok(&self.page)
+    }
+
+    fn raw_page(&mut self, seq: u32, slot: u32, page: u64, needed_by: &str) -> Result<()> {
+        let file = self.files.get(seq, true, needed_by)?;
+        let SourceKind::Raw { slot_count } = file.kind else { unreachable!("raw files are opened raw") };
+        if u64::from(slot) >= slot_count {
+            return Err(Error::Corrupt {
+                snapshot: needed_by.to_owned(),
+                detail: format!(
+                    "page {:#x} is at slot {slot} of raw S{seq}, which holds {slot_count} pages",
+                    page * PAGE_SIZE
+                ),
+            });
+        }
+        let offset = raw::HEADER_PAGE + u64::from(slot) * PAGE_SIZE;
+        file.bytes.read_exact_at(&mut self.page, offset).map_err(|e| Error::Corrupt {
+            snapshot: snapshot_name(seq),
+            detail: format!("slot {slot} of its raw file cannot be read: {e}"),
+        })
     }
 
     fn put_together(&mut self, mut seq: u32, mut slot: u32, page: u64, needed_by: &str) -> Result<()> {
@@ -223,9 +510,12 @@ impl Slots {
         let mut patch: Option<(u32, u32)> = None;
         let mut depth = 0;
         loop {
-            let file = self.files.get(seq, needed_by)?;
-            let Some((block, in_block)) = file.blocks.locate(slot) else {
-                let holds = file.blocks.slot_count();
+            let file = self.files.get(seq, false, needed_by)?;
+            let SourceKind::Compact { blocks, patches } = &file.kind else {
+                unreachable!("compacted files are opened compacted")
+            };
+            let Some((block, in_block)) = blocks.locate(slot) else {
+                let holds = blocks.slot_count();
                 let (snapshot, detail) = match patch {
                     None => (
                         needed_by.to_owned(),
@@ -243,15 +533,23 @@ impl Slots {
                 };
                 return Err(Error::Corrupt { snapshot, detail });
             };
-            let base = find_run(&file.patches, slot.into());
-            let stored = block_pages(&mut self.blocks, self.max_blocks, &mut self.dctx, seq, file, block)?
-                .get(in_block * PAGE..(in_block + 1) * PAGE)
-                // `decode_block` made the block `page_count` pages and `locate` put
-                // `in_block` below `page_count`, so this always finds the page.
-                .ok_or_else(|| Error::Corrupt {
-                    snapshot: snapshot_name(seq),
-                    detail: format!("block {block} holds no page {in_block}"),
-                })?;
+            let base = find_run(patches, slot.into()).map(|(seq, _, slot)| (seq, slot));
+            let stored = block_pages(
+                &mut self.blocks,
+                self.max_blocks,
+                &mut self.dctx,
+                &mut self.scratch,
+                seq,
+                file,
+                block,
+            )?
+            .get(in_block * PAGE..(in_block + 1) * PAGE)
+            // `decode_block` made the block `page_count` pages and `locate` put
+            // `in_block` below `page_count`, so this always finds the page.
+            .ok_or_else(|| Error::Corrupt {
+                snapshot: snapshot_name(seq),
+                detail: format!("block {block} holds no page {in_block}"),
+            })?;
             if depth == 0 {
                 self.page.copy_from_slice(stored);
             } else {
@@ -279,16 +577,20 @@ impl Slots {
     }
 }
 
-/// The decoded pages of block `block` of file `seq`, from `cache` (most recently used
-/// last, at most `max` blocks) or decoded into it.
+/// The decoded pages of block `block` of compacted file `seq`, from `cache` (most recently
+/// used last, at most `max` blocks) or decoded into it.
 fn block_pages<'a>(
     cache: &'a mut Vec<CachedBlock>,
     max: usize,
     dctx: &mut Decompressor<'_>,
+    scratch: &mut Vec<u8>,
     seq: u32,
-    file: &SnapFile,
+    file: &SourceFile,
     block: usize,
 ) -> Result<&'a [u8]> {
+    let SourceKind::Compact { blocks, .. } = &file.kind else {
+        unreachable!("only compacted files have blocks")
+    };
     match cache.iter().position(|c| c.seq == seq && c.block == block) {
         Some(i) => {
             let hit = cache.remove(i);
@@ -299,7 +601,7 @@ fn block_pages<'a>(
                 n if n >= max => cache.remove(0).pages,
                 _ => Vec::new(),
             };
-            format::decode_block(&file.map, &file.blocks, block, dctx, &mut pages)
+            format::decode_block(&file.bytes, blocks, block, dctx, scratch, &mut pages)
                 .map_err(|bad| bad.named(&snapshot_name(seq)))?;
             cache.push(CachedBlock { seq, block, pages });
         }
@@ -315,17 +617,32 @@ pub(crate) fn xor_into(dst: &mut [u8], src: &[u8]) {
 }
 
 impl Files {
-    /// Snapshot file `seq`, opened on first use (closing the least recently used file if
-    /// `max` are open); `needed_by` names the snapshot that takes pages from it, for errors.
-    fn get(&mut self, seq: u32, needed_by: &str) -> Result<&SnapFile> {
-        if self.open.len() >= self.max && !self.open.contains_key(&seq) {
-            if let Some(&oldest) = self.open.iter().min_by_key(|(_, f)| f.used).map(|(seq, _)| seq) {
-                self.open.remove(&oldest);
-            }
+    /// Snapshot file `seq` (raw or compacted), opened on first use (closing the least
+    /// recently used file if `max` are open); `needed_by` names the snapshot that takes
+    /// pages from it, for errors.
+    fn get(&mut self, seq: u32, raw: bool, needed_by: &str) -> Result<&SourceFile> {
+        let key = (seq, raw);
+        if self.open.len() >= self.max
+            && !self.open.contains_key(&key)
+            && let Some(&oldest) = self.open.iter().min_by_key(|(_, f)| f.used).map(|(key, _)| key)
+        {
+            self.open.remove(&oldest);
         }
-        let file = match self.open.entry(seq) {
+        let file = match self.open.entry(key) {
             Entry::Occupied(file) => file.into_mut(),
-            Entry::Vacant(entry) => entry.insert(open_source(&self.dir, seq, needed_by)?),
+            Entry::Vacant(entry) => {
+                let name = snapshot_name(seq);
+                let opened = open_form(&self.dir, seq, raw, &name, false).map_err(|e| match e {
+                    Error::Io { path, source } if source.kind() == ErrorKind::NotFound => Error::Corrupt {
+                        snapshot: name.clone(),
+                        detail: format!("{} is missing ({needed_by} keeps pages there)", path.display()),
+                    },
+                    e => e,
+                })?;
+                entry.insert(match opened {
+                    Opened::Compact { file, .. } | Opened::Raw { file, .. } => file,
+                })
+            }
         };
         self.clock += 1;
         file.used = self.clock;
@@ -342,25 +659,6 @@ impl State {
         }
         Ok(&self.refs[f])
     }
-}
-
-/// Opens the earlier snapshot file `seq`, which snapshot `needed_by` takes pages from.
-fn open_source(dir: &Path, seq: u32, needed_by: &str) -> Result<SnapFile> {
-    let path = snapshot_path(dir, seq);
-    let name = snapshot_name(seq);
-    let map = match map_file(&path) {
-        Ok(map) => map,
-        Err(e) if e.kind() == ErrorKind::NotFound => {
-            return Err(Error::Corrupt {
-                snapshot: name,
-                detail: format!("{} is missing ({needed_by} keeps pages there)", path.display()),
-            });
-        }
-        Err(e) => return Err(io_error(&path, e)),
-    };
-    let opened = format::open(&map, seq).map_err(|bad| bad.named(&name))?;
-    let Index { blocks, patches, .. } = opened.index;
-    Ok(SnapFile { map, blocks, patches, used: 0 })
 }
 
 /// Opens the file `f` names and checks that it is the version that was mapped.

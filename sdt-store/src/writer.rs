@@ -1,4 +1,6 @@
-//! Writing a run: each snapshot as the pages that changed since the previous one.
+//! Compaction: each snapshot written as the pages that changed since the previous one,
+//! diffed and compressed (`S<seq>.snap`), from its raw file (`S<seq>.raw`, then removed)
+//! or from pages handed over directly.
 //!
 //! The writer remembers, for every page of the previous snapshot that has content, where
 //! its bytes are stored, an `xxh3_128` hash of them and how many patches its slot's chain
@@ -14,19 +16,22 @@
 //! among the threads in address order, so a run of them decodes each old block about
 //! once.
 
-use std::io;
+use std::fs::File;
+use std::io::{self, ErrorKind};
 use std::num::NonZero;
-use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use xxhash_rust::xxh3::xxh3_128;
 use zstd::bulk::Compressor;
 
-use crate::dir::{RunId, RunInfo, RunStatus, SnapshotFile, io_error, snapshot_path, write_run_info};
+use crate::dir::{Form, RunId, RunInfo, RunLog, SnapshotFile, file_name, io_error, write_run_info};
 use crate::format::{self, Footer, MAX_BLOCK_PAGES, ZSTD_LEVEL};
-use crate::index::{BlockEntry, BlockTable, Index, MAX_PATCH_DEPTH, push_run};
+use crate::fs::Dir;
+use crate::index::{BlockEntry, BlockTable, Index, MAX_PATCH_DEPTH, SlotRun, push_run};
 use crate::model::{PAGE_SIZE, SnapshotMeta, check_mappings};
-use crate::reader::{Slots, xor_into};
-use crate::{Error, Result};
+use crate::raw::{self, PageSpan};
+use crate::reader::{self, Slots, xor_into};
+use crate::{Error, Result, RunStatus, Store};
 
 /// Most worker threads (compression, patches).
 const MAX_THREADS: usize = 8;
@@ -70,16 +75,18 @@ pub struct WriteReport {
     pub file_bytes: u64,
 }
 
-/// Writes the snapshots of one run, in order.
+/// Writes the compacted snapshots of one run, in order.
 pub struct RunWriter {
     id: RunId,
-    dir: PathBuf,
+    dir: Arc<Dir>,
     info: RunInfo,
     next_seq: u32,
     /// The previous snapshot's pages with content, ascending.
     prev: Vec<PageEntry>,
     /// One per thread, at least one.
     workers: Vec<Worker>,
+    /// The run's lock, when this writer took it (compacting a run no `sdt` holds).
+    _lock: Option<File>,
 }
 
 /// A page with content: where its bytes are stored, their hash, and the patches in its
@@ -125,11 +132,11 @@ struct Worker {
 
 impl Worker {
     /// A worker for the run in `dir`.
-    fn new(dir: &Path) -> io::Result<Worker> {
+    fn new(dir: &Arc<Dir>) -> io::Result<Worker> {
         Ok(Worker {
             cctx: Compressor::new(ZSTD_LEVEL)?,
             block: Vec::with_capacity(BLOCK_PAGES * PAGE),
-            slots: Slots::new(dir.to_owned(), WORKER_BLOCKS, WORKER_FILES)?,
+            slots: Slots::new(Arc::clone(dir), WORKER_BLOCKS, WORKER_FILES)?,
         })
     }
 
@@ -155,7 +162,7 @@ impl Worker {
         let base = &c.base;
         // A previous version that does not read back (its file damaged or gone since) or
         // not as remembered is no base: the page is stored whole.
-        let Ok(old) = self.slots.page(base.source_seq, base.slot, base.page, needed_by) else {
+        let Ok(old) = self.slots.page(base.source_seq, false, base.slot, base.page, needed_by) else {
             return false;
         };
         if xxh3_128(old) != base.hash {
@@ -184,15 +191,116 @@ impl std::fmt::Debug for RunWriter {
     }
 }
 
+impl RunLog {
+    /// The compactor of this run, which is being captured: it starts at S0.
+    pub fn compactor(&self) -> Result<RunWriter> {
+        RunWriter::new(Arc::clone(self.dir_handle()), self.info().clone(), None)
+    }
+}
+
+impl Store {
+    /// The compactor of run `id`, which no `sdt` holds (its capture ended, or its `sdt`
+    /// died): it takes the run's lock, removes what a dead capture or compaction left
+    /// half-made (spares, `.snap.incomplete` files), and goes on after the last compacted
+    /// snapshot. [`Error::RunHeld`] if an `sdt` holds the run.
+    pub fn compactor(&self, id: RunId) -> Result<RunWriter> {
+        let run = self.open_run(&id)?;
+        let dir = Arc::clone(run.dir_handle());
+        let lock = dir.open_file(crate::dir::LOCK).map_err(|e| io_error(&dir.join(crate::dir::LOCK), e))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => return Err(Error::RunHeld { id: id.to_string() }),
+            Err(std::fs::TryLockError::Error(e)) => return Err(io_error(&dir.join(crate::dir::LOCK), e)),
+        }
+        let mut compacted = None;
+        for entry in dir.entries().map_err(|e| io_error(run.dir(), e))? {
+            let (name, _) = entry.map_err(|e| io_error(run.dir(), e))?;
+            if name.starts_with(".spare-") || name.ends_with(".snap.incomplete") {
+                dir.remove_file(&name).map_err(|e| io_error(&dir.join(&name), e))?;
+            }
+        }
+        for entry in run.snapshots()? {
+            let entry = entry?;
+            if entry.raw || !entry.complete || compacted.map_or(0, |c: u32| c + 1) != entry.seq {
+                break;
+            }
+            compacted = Some(entry.seq);
+        }
+        let mut writer = RunWriter::new(dir, run.info().clone(), Some(lock))?;
+        if let Some(last) = compacted {
+            writer.prev = reader::page_entries(&writer.dir, last)?
+                .into_iter()
+                .map(|p| PageEntry {
+                    page: p.page,
+                    source_seq: p.seq,
+                    slot: p.slot,
+                    hash: p.hash,
+                    // How long its chain is was not kept: as long as allowed, so that the
+                    // next change of the page is stored whole.
+                    depth: if p.patched { MAX_PATCH_DEPTH } else { 0 },
+                })
+                .collect();
+            writer.next_seq = last + 1;
+        }
+        Ok(writer)
+    }
+}
+
 impl RunWriter {
     /// A writer for the run in `dir`, whose `run.json` says `info`.
-    pub(crate) fn new(dir: PathBuf, info: RunInfo) -> Result<RunWriter> {
+    fn new(dir: Arc<Dir>, info: RunInfo, lock: Option<File>) -> Result<RunWriter> {
         let threads = std::thread::available_parallelism().map_or(1, NonZero::get).clamp(1, MAX_THREADS);
         let workers = (0..threads)
             .map(|_| Worker::new(&dir))
             .collect::<io::Result<_>>()
-            .map_err(|e| io_error(&dir, e))?;
-        Ok(RunWriter { id: info.id, dir, info, next_seq: 0, prev: Vec::new(), workers })
+            .map_err(|e| io_error(dir.path(), e))?;
+        Ok(RunWriter { id: info.id, dir, info, next_seq: 0, prev: Vec::new(), workers, _lock: lock })
+    }
+
+    /// The seq of the next snapshot to compact or write.
+    pub fn next_seq(&self) -> u32 {
+        self.next_seq
+    }
+
+    /// Compacts the next snapshot if it is raw: writes `S<seq>.snap` from `S<seq>.raw`,
+    /// then removes the raw file. `Ok(None)` if there is no raw file for it (not captured
+    /// yet, or none will be).
+    pub fn compact(&mut self) -> Result<Option<WriteReport>> {
+        let seq = self.next_seq;
+        let name = self.info.snapshot_name(seq);
+        let (bytes, record) = match reader::read_raw(&self.dir, seq, &name) {
+            Ok(raw) => raw,
+            Err(Error::Io { source, .. }) if source.kind() == ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let slots: u64 = record.copied.iter().map(|s| s.pages).sum();
+        let data_len = usize::try_from(slots * PAGE_SIZE).map_err(|_| Error::Corrupt {
+            snapshot: name.clone(),
+            detail: "raw data area too large".into(),
+        })?;
+        let map = map_raw(&bytes.file, data_len)
+            .map_err(|e| io_error(&self.dir.join(&file_name(seq, Form::Raw)), e))?;
+        let data = map.as_deref().map_or(&[][..], |m| &m[raw::HEADER_PAGE as usize..]);
+        let report = self.write_snapshot(record.meta, raw_pages(&record.copied, &record.unchanged, data))?;
+        let raw_name = file_name(seq, Form::Raw);
+        self.dir.remove_file(&raw_name).map_err(|e| io_error(&self.dir.join(&raw_name), e))?;
+        Ok(Some(report))
+    }
+
+    /// Records in `run.json` that the `sdt` capturing this run died before the run ended,
+    /// if the run still says it is running.
+    pub fn record_interrupted(&mut self) -> Result<bool> {
+        if self.info.status != RunStatus::Running {
+            return Ok(false);
+        }
+        self.info.status = RunStatus::Failed {
+            message: format!(
+                "sdt (pid {}) ended before the program did (killed?): how the program ended is unknown",
+                self.info.sdt_pid
+            ),
+        };
+        write_run_info(&self.dir, &self.info)?;
+        Ok(true)
     }
 
     /// The run's id.
@@ -205,8 +313,7 @@ impl RunWriter {
         &self.info
     }
 
-    /// Writes the next snapshot. In a refinement run, the snapshot named `<to>.new` is
-    /// recorded as the one its end breakpoint took. `pages` lists, in ascending address order, every page of
+    /// Writes the next snapshot, compacted. `pages` lists, in ascending address order, every page of
     /// the snapshot that has content of its own (not zero-by-absence, not provided by a
     /// file reference); all-zero pages may be passed and cost nothing. `meta.seq` must be
     /// the next sequence number. Fills in `meta.stats.pages`, `pages_stored` and
@@ -259,14 +366,46 @@ impl RunWriter {
         for e in &entries {
             push_run(&mut runs, e.page, e.source_seq, e.slot);
         }
-        let compress_error = |e| io_error(&snapshot_path(&self.dir, seq), e);
+        let compress_error = |e| io_error(&self.dir.join(&file_name(seq, Form::Compact)), e);
         let json =
             serde_json::to_vec(&meta).map_err(|e| Error::BadInput(format!("snapshot {}: {e}", meta.name)))?;
         let meta_frame = zstd::bulk::compress(&json, ZSTD_LEVEL).map_err(compress_error)?;
-        let meta_len = u32::try_from(meta_frame.len())
-            .map_err(|_| Error::BadInput(format!("snapshot {}: metadata over 4 GiB", meta.name)))?;
+        if u32::try_from(meta_frame.len()).is_err() {
+            return Err(Error::BadInput(format!("snapshot {}: metadata over 4 GiB", meta.name)));
+        }
 
         let mut file = SnapshotFile::create(&self.dir, seq)?;
+        let written = self.write_file(&mut file, seq, &new_pages, runs, patch_runs, &meta_frame);
+        let file_bytes = match written {
+            Ok(()) => file.finish()?,
+            Err(e) => {
+                file.abandon();
+                return Err(e);
+            }
+        };
+        let report = WriteReport {
+            pages: page_count,
+            pages_stored: new_pages.len() as u64,
+            pages_patched,
+            full_bytes: page_count * PAGE_SIZE,
+            file_bytes,
+        };
+        self.prev = entries;
+        self.next_seq += 1;
+        Ok(report)
+    }
+
+    /// Writes the body of snapshot file `seq`: header, blocks, index, metadata, footer.
+    fn write_file(
+        &mut self,
+        file: &mut SnapshotFile,
+        seq: u32,
+        new_pages: &[&[u8]],
+        runs: Vec<SlotRun>,
+        patch_runs: Vec<SlotRun>,
+        meta_frame: &[u8],
+    ) -> Result<()> {
+        let compress_error = |e| io_error(&self.dir.join(&file_name(seq, Form::Compact)), e);
         file.write(&format::encode_header(seq))?;
         let mut blocks = Vec::with_capacity(new_pages.len().div_ceil(BLOCK_PAGES));
         for batch in new_pages.chunks(BLOCK_PAGES * BLOCKS_PER_THREAD * self.workers.len()) {
@@ -284,36 +423,18 @@ impl RunWriter {
         let index_frame = zstd::bulk::compress(&index, ZSTD_LEVEL).map_err(compress_error)?;
         file.write(&index_frame)?;
         let meta_offset = file.len();
-        file.write(&meta_frame)?;
+        file.write(meta_frame)?;
         let footer = Footer {
             seq,
             index_offset,
             index_len: index_frame.len() as u64,
             index_checksum: xxhash_rust::xxh3::xxh3_64(&index_frame),
             meta_offset,
-            meta_len,
-            meta_checksum: format::meta_checksum(&meta_frame),
+            // Checked by the caller.
+            meta_len: meta_frame.len() as u32,
+            meta_checksum: format::meta_checksum(meta_frame),
         };
-        file.write(&footer.encode())?;
-        let file_bytes = file.finish()?;
-        // The snapshot a refinement was for: from now on it is `S2.new`.
-        if let Some(parent) = &mut self.info.parent {
-            if parent.to.as_ref().is_some_and(|to| meta.name == format!("{to}.new")) {
-                parent.reached = Some(seq);
-                write_run_info(&self.dir, &self.info)?;
-            }
-        }
-
-        let report = WriteReport {
-            pages: page_count,
-            pages_stored: new_pages.len() as u64,
-            pages_patched,
-            full_bytes: page_count * PAGE_SIZE,
-            file_bytes,
-        };
-        self.prev = entries;
-        self.next_seq += 1;
-        Ok(report)
+        file.write(&footer.encode())
     }
 
     /// Compares `pages`, snapshot `seq`, with the previous snapshot.
@@ -373,12 +494,43 @@ impl RunWriter {
         }
         Ok(Diff { entries, changed, candidates })
     }
+}
 
-    /// Records how the run ended in its `run.json`.
-    pub fn finish(mut self, status: RunStatus) -> Result<()> {
-        self.info.status = status;
-        write_run_info(&self.dir, &self.info)
+/// The pages of a raw snapshot in address order: each copied page with its bytes from
+/// `data` (the data area, slots in order), each unchanged run as one item.
+fn raw_pages<'a>(
+    copied: &'a [PageSpan],
+    unchanged: &'a [PageSpan],
+    data: &'a [u8],
+) -> impl Iterator<Item = (u64, PageSource<'a>)> + 'a {
+    let pages = data.chunks_exact(PAGE);
+    let addrs = copied.iter().flat_map(|s| (s.first..s.end()).map(|page| page * PAGE_SIZE));
+    let copied = addrs.zip(pages).map(|(addr, bytes)| (addr, PageSource::Data(bytes)));
+    let unchanged = unchanged.iter().map(|s| (s.first * PAGE_SIZE, PageSource::Unchanged(s.pages)));
+    let (mut a, mut b) = (copied.peekable(), unchanged.peekable());
+    std::iter::from_fn(move || match (a.peek(), b.peek()) {
+        (Some(x), Some(y)) if x.0 <= y.0 => a.next(),
+        (Some(_), Some(_)) => b.next(),
+        (Some(_), None) => a.next(),
+        (None, _) => b.next(),
+    })
+}
+
+/// Maps the header page and the first `data_len` bytes of data of a committed raw file,
+/// read-only; `None` for a snapshot that copied no page.
+#[allow(unsafe_code)]
+fn map_raw(file: &File, data_len: usize) -> io::Result<Option<memmap2::Mmap>> {
+    if data_len == 0 {
+        return Ok(None);
     }
+    let len = raw::HEADER_PAGE as usize + data_len;
+    if file.metadata()?.len() < len as u64 {
+        return Err(io::Error::new(ErrorKind::UnexpectedEof, "raw file is shorter than its commit says"));
+    }
+    // SAFETY: a committed raw file is never written again, and this compactor holds the
+    // run's lock (directly, or through the capture that owns it), so no other `sdt`
+    // removes or truncates it; the length was checked against the file just now.
+    unsafe { memmap2::MmapOptions::new().len(len).map(file) }.map(Some)
 }
 
 fn nonzero_bytes(bytes: &[u8]) -> usize {
@@ -448,7 +600,8 @@ mod tests {
         let pages: Vec<Vec<u8>> = (0..200u32).map(|i| vec![i as u8; PAGE_SIZE as usize]).collect();
         let refs: Vec<&[u8]> = pages.iter().map(Vec::as_slice).collect();
         let dir = tempfile::tempdir().unwrap();
-        let mut workers: Vec<Worker> = (0..3).map(|_| Worker::new(dir.path()).unwrap()).collect();
+        let dir = Arc::new(Dir::open(dir.path()).unwrap());
+        let mut workers: Vec<Worker> = (0..3).map(|_| Worker::new(&dir).unwrap()).collect();
         let frames = compress_batch(&mut workers, &refs).unwrap();
         assert_eq!(frames.len(), 4);
         for (frame, chunk) in frames.iter().zip(refs.chunks(BLOCK_PAGES)) {

@@ -46,13 +46,18 @@ pub enum Action {
     /// Run a program, capturing a snapshot at every breakpoint that passes the config.
     ///
     /// The program's stdin, stdout, stderr, signals and exit code are its own; sdt's
-    /// exit code is the program's.
+    /// exit code is the program's, or 125 if the store could not take a snapshot the
+    /// config asked for (the disk was full: that breakpoint returned SDT_DECLINED).
     #[command(after_help = "Example:\n  sdt run --config capture.toml --every 100 -- ./prog --threads 4")]
     Run(RunOpt),
     /// List the snapshots of a run.
     Ls(LsOpt),
     /// List the runs in the store.
     Runs(RunsOpt),
+    /// Compact a run's raw snapshots (diff and compress them): what a run left when its
+    /// sdt died, or when compaction stopped for want of disk space.
+    #[command(after_help = "Example:\n  sdt compact --run 3")]
+    Compact(CompactOpt),
     /// Show a snapshot: trigger, timing, threads with pc/sp, mappings.
     Show(ShowOpt),
     /// Write a snapshot in another tool's format.
@@ -160,10 +165,11 @@ pub struct RunOpt {
     /// Compare every stored snapshot with the live process's memory (slow).
     #[arg(long)]
     pub verify: bool,
-    /// Memory for captures waiting to be written, in MiB; when it is full, the next
-    /// capture waits for the writer.
-    #[arg(long, value_name = "MB", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
-    pub queue_mb: u64,
+    /// Captures the raw log may hold before compaction catches up, in MiB (default: half
+    /// the store's free space); past it, breakpoint captures wait for compaction and
+    /// timed snapshots are skipped.
+    #[arg(long, value_name = "MB", value_parser = clap::value_parser!(u64).range(1..))]
+    pub disk_budget: Option<u64>,
     /// How changed pages are found: `uffd-wp` (the kernel tracks writes; Linux 6.7),
     /// `page-hash` (copy every resident page, compare hashes), or `auto` (the first that
     /// works).
@@ -218,12 +224,26 @@ pub struct LsOpt {
     /// Print a JSON array, one object per snapshot.
     #[arg(long)]
     pub json: bool,
+    /// Only the first N snapshots of each run.
+    #[arg(long, value_name = "N", conflicts_with = "last")]
+    pub first: Option<usize>,
+    /// Only the last N snapshots of each run.
+    #[arg(long, value_name = "N")]
+    pub last: Option<usize>,
 }
 
 #[derive(Debug, Args)]
 pub struct RunsOpt {
     #[command(flatten)]
     pub store: StoreArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct CompactOpt {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    #[command(flatten)]
+    pub run: RunArgs,
 }
 
 #[derive(Debug, Args)]

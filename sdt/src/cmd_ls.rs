@@ -1,36 +1,78 @@
-//! `sdt ls` (a run's snapshots) and `sdt runs` (the store's runs).
+//! `sdt ls` (a run's snapshots) and `sdt runs` (the store's runs). Both stream: each
+//! snapshot's metadata is read, printed and dropped, so a run of a million snapshots
+//! lists in the memory one takes.
+
+use std::io::Write;
 
 use anyhow::Result;
 use sdt_daemon::human;
-use sdt_store::{Run, RunInfo, RunStatus, SnapshotEntry, SnapshotMeta, Store, Trigger};
+use sdt_store::{Run, RunInfo, RunStatus, SnapshotEntry, SnapshotMeta, Trigger};
 use serde_json::{Value, json};
 
 use crate::cli::{LsOpt, RunsOpt};
 use crate::select;
 
-/// One snapshot file as `ls` sees it.
+/// One snapshot as `ls` sees it.
 enum Row {
-    Ok { meta: Box<SnapshotMeta>, file_bytes: u64 },
+    Ok { meta: Box<SnapshotMeta>, raw: bool, file_bytes: u64 },
     Broken { name: String, why: String },
 }
 
-fn rows(run: &Run) -> Result<Vec<Row>> {
-    Ok(run
-        .snapshots()?
-        .into_iter()
-        .map(|entry: SnapshotEntry| {
-            if !entry.complete {
-                return Row::Broken {
-                    name: entry.name,
-                    why: "incomplete: its capture did not finish".into(),
-                };
+impl Row {
+    /// Reads the metadata of the snapshot `entry` lists.
+    fn read(run: &Run, entry: &SnapshotEntry) -> Row {
+        if !entry.complete {
+            return Row::Broken {
+                name: entry.name.clone(),
+                why: "incomplete: its capture or compaction did not finish".into(),
+            };
+        }
+        match run.read_meta(entry.seq) {
+            Ok((meta, raw)) => Row::Ok { meta: Box::new(meta), raw, file_bytes: entry.file_bytes },
+            Err(e) => Row::Broken { name: entry.name.clone(), why: human::error_chain(&e) },
+        }
+    }
+}
+
+/// What a listing adds up as it goes, for the line after a run's table.
+#[derive(Default)]
+struct Totals {
+    listed: usize,
+    stored: u64,
+    full: u64,
+    raw: usize,
+    modes: Vec<String>,
+}
+
+impl Totals {
+    fn add(&mut self, row: &Row) {
+        self.listed += 1;
+        if let Row::Ok { meta, raw, file_bytes } = row {
+            self.stored += file_bytes;
+            self.full += meta.stats.full_bytes;
+            self.raw += usize::from(*raw);
+            if !self.modes.contains(&meta.stats.mode) {
+                self.modes.push(meta.stats.mode.clone());
             }
-            match run.open_snapshot(&entry.name) {
-                Ok(snap) => Row::Ok { meta: Box::new(snap.meta().clone()), file_bytes: entry.file_bytes },
-                Err(e) => Row::Broken { name: entry.name, why: human::error_chain(&e) },
-            }
-        })
-        .collect())
+        }
+    }
+}
+
+/// The snapshots of `run` that `opt` asks for, as rows, in order, each read as it is
+/// reached; and how many snapshots the run has.
+fn rows<'a>(run: &'a Run, opt: &LsOpt) -> Result<(usize, impl Iterator<Item = Result<Row>> + 'a)> {
+    let snapshots = run.snapshots()?;
+    let total = snapshots.len();
+    let skip = opt.last.map_or(0, |last| total.saturating_sub(last));
+    let take = opt.first.unwrap_or(usize::MAX);
+    Ok((total, snapshots.skip(skip).take(take).map(move |entry| Ok(Row::read(run, &entry?)))))
+}
+
+/// Width of the NAME column: as wide as the run's longest name is likely to be.
+fn name_width(run: &Run, total: usize) -> usize {
+    let last = run.info().snapshot_name(u32::try_from(total).unwrap_or(u32::MAX)).len();
+    let end = run.info().parent.as_ref().and_then(|p| p.to.as_ref()).map_or(0, |to| to.len() + 4);
+    last.max(end).max(6)
 }
 
 /// The run asked for and the rest of its refinement tree: the root first, each
@@ -39,27 +81,43 @@ pub fn ls(opt: LsOpt) -> Result<()> {
     let (store, run) = select::open_run(&opt.store, &opt.run)?;
     let tree = store.tree(run.id())?;
     let tree = if tree.is_empty() { vec![run] } else { tree };
+    let mut out = std::io::stdout().lock();
     if opt.json {
-        let mut array = Vec::new();
+        // One element at a time: `[`, elements separated by commas, `]`.
+        writeln!(out, "[")?;
+        let mut first = true;
         for run in &tree {
-            for row in rows(run)? {
-                let mut v = row_json(&row);
+            for row in rows(run, &opt)?.1 {
+                let mut v = row_json(&row?);
                 v.as_object_mut().unwrap().insert("run".into(), json!(run.id().0));
-                array.push(v);
+                let sep = if first { "" } else { ",\n" };
+                first = false;
+                write!(out, "{sep}{}", serde_json::to_string_pretty(&v)?)?;
             }
         }
-        println!("{}", serde_json::to_string_pretty(&array)?);
+        writeln!(out, "\n]")?;
         return Ok(());
     }
     for (i, run) in tree.iter().enumerate() {
-        let depth = depth(run, &tree);
-        let indent = "  ".repeat(depth);
+        let indent = "  ".repeat(depth(run, &tree));
         if i > 0 {
-            println!();
+            writeln!(out)?;
         }
-        let rows = rows(run)?;
-        println!("{indent}{}", run_line(run.info(), &rows));
-        print_table(&rows, &indent);
+        writeln!(out, "{indent}{}", run_line(run)?)?;
+        let mut totals = Totals::default();
+        let (total, rows) = rows(run, &opt)?;
+        let width = name_width(run, total);
+        for row in rows {
+            let row = row?;
+            if totals.listed == 0 {
+                print_header(&mut out, &indent, width)?;
+            }
+            print_row(&mut out, &row, &indent, width)?;
+            totals.add(&row);
+        }
+        if totals.listed > 0 {
+            writeln!(out, "{indent}{}", totals_line(&totals))?;
+        }
     }
     Ok(())
 }
@@ -75,54 +133,45 @@ fn depth(run: &Run, tree: &[Run]) -> usize {
     depth
 }
 
-fn print_table(rows: &[Row], indent: &str) {
-    if rows.is_empty() {
-        return;
-    }
-    let width = rows
-        .iter()
-        .map(|r| match r {
-            Row::Ok { meta, .. } => meta.name.len(),
-            Row::Broken { name, .. } => name.len(),
-        })
-        .max()
-        .unwrap_or(0)
-        .max(6);
-    println!(
-        "{indent}{:<width$} {:<14} {:>4} {:<20} {:>7} {:>9} {:>4} {:>9} {:>9} {:>15} {:>10}",
-        "NAME", "TRIGGER", "HIT", "ATTRS", "TID", "TIME", "THR", "PAUSE", "WAIT", "PAGES STORED", "BYTES"
-    );
-    for row in rows {
-        match row {
-            Row::Ok { meta, file_bytes } => {
-                let (trigger, hit, attrs, tid) = match &meta.trigger {
-                    Trigger::Breakpoint { level, class, id, attrs, hit, tid, .. } => {
-                        (format!("bp {level}/{class}/{id}"), hit.to_string(), attrs.clone(), tid.to_string())
-                    }
-                    Trigger::Timer => ("timer".into(), "-".into(), "-".into(), "-".into()),
-                };
-                let wait = match meta.stats.wait_ns {
-                    0 => "-".to_owned(),
-                    ns => human::duration_ns(ns),
-                };
-                println!(
-                    "{indent}{:<width$} {:<14} {:>4} {:<20} {:>7} {:>9} {:>4} {:>9} {:>9} {:>15} {:>10}",
-                    meta.name,
-                    trigger,
-                    hit,
-                    truncate(&attrs, 20),
-                    tid,
-                    format!("+{:.3}s", meta.time.since_start_ns as f64 / 1e9),
-                    meta.threads.len(),
-                    human::duration_ns(meta.stats.pause_ns),
-                    wait,
-                    format!("{}/{}", meta.stats.pages_stored, meta.stats.pages),
-                    human::bytes(*file_bytes),
-                );
-            }
-            Row::Broken { name, why } => println!("{indent}{name:<width$} ({why})"),
+fn print_header(out: &mut impl Write, indent: &str, width: usize) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{indent}{:<width$} {:<14} {:>4} {:<20} {:>7} {:>9} {:>4} {:>9} {:>15} {:>10}",
+        "NAME", "TRIGGER", "HIT", "ATTRS", "TID", "TIME", "THR", "PAUSE", "PAGES STORED", "BYTES"
+    )
+}
+
+fn print_row(out: &mut impl Write, row: &Row, indent: &str, width: usize) -> std::io::Result<()> {
+    let (meta, raw, file_bytes) = match row {
+        Row::Ok { meta, raw, file_bytes } => (meta, *raw, *file_bytes),
+        Row::Broken { name, why } => return writeln!(out, "{indent}{name:<width$} ({why})"),
+    };
+    let (trigger, hit, attrs, tid) = match &meta.trigger {
+        Trigger::Breakpoint { level, class, id, attrs, hit, tid, .. } => {
+            (format!("bp {level}/{class}/{id}"), hit.to_string(), attrs.clone(), tid.to_string())
         }
-    }
+        Trigger::Timer => ("timer".into(), "-".into(), "-".into(), "-".into()),
+    };
+    let pages = if raw {
+        // Diffed at compaction: until then, what the capture copied.
+        format!("raw {}", meta.stats.copied_bytes / sdt_store::PAGE_SIZE)
+    } else {
+        format!("{}/{}", meta.stats.pages_stored, meta.stats.pages)
+    };
+    writeln!(
+        out,
+        "{indent}{:<width$} {:<14} {:>4} {:<20} {:>7} {:>9} {:>4} {:>9} {:>15} {:>10}",
+        meta.name,
+        trigger,
+        hit,
+        truncate(&attrs, 20),
+        tid,
+        format!("+{:.3}s", meta.time.since_start_ns as f64 / 1e9),
+        meta.threads.len(),
+        human::duration_ns(meta.stats.pause_ns),
+        pages,
+        human::bytes(file_bytes),
+    )
 }
 
 fn truncate(text: &str, width: usize) -> String {
@@ -136,10 +185,11 @@ fn truncate(text: &str, width: usize) -> String {
 fn row_json(row: &Row) -> Value {
     match row {
         Row::Broken { name, why } => json!({ "name": name, "complete": false, "error": why }),
-        Row::Ok { meta, file_bytes } => {
+        Row::Ok { meta, raw, file_bytes } => {
             let mut v = json!({
                 "name": meta.name,
                 "complete": true,
+                "raw": raw,
                 "time": human::utc_timestamp(meta.time.wall_ns),
                 "since_start_ms": meta.time.since_start_ns as f64 / 1e6,
                 "threads": meta.threads.len(),
@@ -170,30 +220,16 @@ fn row_json(row: &Row) -> Value {
     }
 }
 
-/// `run 3: ./prog 4 — exited 0, 10 snapshots, stored 1.2 MiB (full 40.0 MiB), uffd-wp`.
-fn run_line(info: &RunInfo, rows: &[Row]) -> String {
-    let metas: Vec<&SnapshotMeta> = rows
-        .iter()
-        .filter_map(|row| match row {
-            Row::Ok { meta, .. } => Some(&**meta),
-            Row::Broken { .. } => None,
-        })
-        .collect();
-    let stored: u64 =
-        rows.iter().map(|row| if let Row::Ok { file_bytes, .. } = row { *file_bytes } else { 0 }).sum();
-    let full: u64 = metas.iter().map(|m| m.stats.full_bytes).sum();
-    let mut modes: Vec<&str> = metas.iter().map(|m| m.stats.mode.as_str()).collect();
-    modes.dedup();
-    let waited = metas.iter().filter(|m| m.stats.wait_ns > 0).count();
-    let mut notes = String::new();
-    if !modes.is_empty() {
-        notes.push_str(&format!(", {}", modes.join("+")));
-    }
-    if waited > 0 {
-        notes.push_str(&format!(
-            ", {waited} capture{} waited for the writer (see sdt run --queue-mb)",
-            if waited == 1 { "" } else { "s" }
-        ));
+/// `run 3: ./prog 4 — exited 0, 10 snapshots, 1.2 MiB`: what the run is, from its
+/// `run.json` and its directory, without reading a snapshot.
+fn run_line(run: &Run) -> Result<String> {
+    let info = run.info();
+    let (mut count, mut bytes, mut raw) = (0usize, 0u64, 0usize);
+    for entry in run.snapshots()? {
+        let entry = entry?;
+        count += 1;
+        bytes += entry.file_bytes;
+        raw += usize::from(entry.raw);
     }
     let what = match &info.parent {
         None => info.command.join(" "),
@@ -202,21 +238,44 @@ fn run_line(info: &RunInfo, rows: &[Row]) -> String {
             None => format!("resumes {} of run {}", p.from, p.run),
         },
     };
-    format!(
-        "run {}: {what} — {}, {} snapshot{}, stored {} (full {}){notes}",
+    let raw_note = match raw {
+        0 => String::new(),
+        n if run.is_held() => format!(" ({n} raw, being compacted)"),
+        n => format!(" ({n} raw: `sdt compact --run {}` compacts them)", info.id),
+    };
+    Ok(format!(
+        "run {}: {what} — {}, {count} snapshot{}, {}{raw_note}",
         info.id,
-        status_text(info),
-        rows.len(),
-        if rows.len() == 1 { "" } else { "s" },
-        human::bytes(stored),
-        human::bytes(full)
+        status_text(run),
+        if count == 1 { "" } else { "s" },
+        human::bytes(bytes),
+    ))
+}
+
+/// `full 40.0 MiB, stored 3.0%, uffd-wp` after a run's table (of the rows listed).
+fn totals_line(t: &Totals) -> String {
+    let compacted = if t.full > 0 {
+        format!(" (compacted {:.1}% of full)", 100.0 * t.stored as f64 / t.full as f64)
+    } else {
+        String::new()
+    };
+    format!(
+        "{} listed: {} stored{compacted}, full {}{}",
+        t.listed,
+        human::bytes(t.stored),
+        human::bytes(t.full),
+        if t.modes.is_empty() { String::new() } else { format!(", {}", t.modes.join("+")) }
     )
 }
 
-fn status_text(info: &RunInfo) -> String {
+fn status_text(run: &Run) -> String {
+    let info: &RunInfo = run.info();
     match &info.status {
-        RunStatus::Running if sdt_sys::process_exists(info.sdt_pid) => "running".into(),
-        RunStatus::Running => "ended abnormally (sdt was killed)".into(),
+        RunStatus::Running if run.is_held() => "running".into(),
+        RunStatus::Running => format!(
+            "ended abnormally: sdt (pid {}) died before the program ended; every snapshot it committed is here",
+            info.sdt_pid
+        ),
         RunStatus::Exited { code } => format!("exited {code}"),
         RunStatus::Signaled { signal } => format!("killed by signal {signal}"),
         RunStatus::Stopped { reason } => format!("stopped: {reason}"),
@@ -225,7 +284,7 @@ fn status_text(info: &RunInfo) -> String {
 }
 
 pub fn runs(opt: RunsOpt) -> Result<()> {
-    let store = Store::open(&opt.store.store)?;
+    let store = select::open_store(&opt.store)?;
     let ids = store.run_ids()?;
     if ids.is_empty() {
         println!("no runs in {}", store.root().display());
@@ -233,12 +292,7 @@ pub fn runs(opt: RunsOpt) -> Result<()> {
     for id in ids {
         match store.open_run(&id) {
             Ok(run) => {
-                let rows = rows(&run)?;
-                println!(
-                    "{}  started {}",
-                    run_line(run.info(), &rows),
-                    human::utc_timestamp(run.info().started_wall_ns)
-                );
+                println!("{}  started {}", run_line(&run)?, human::utc_timestamp(run.info().started_wall_ns))
             }
             Err(e) => println!("run {id}: {e}"),
         }

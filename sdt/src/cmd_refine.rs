@@ -50,7 +50,7 @@ pub fn refine(opt: RefineOpt) -> Result<ExitCode> {
             verify: false,
             quiet: opt.capture.quiet,
             tracking: Tracking::Auto,
-            queue_bytes: 1 << 30,
+            disk_budget: None,
             backend: opt.capture.backend.into(),
             breaks: Vec::new(),
         })

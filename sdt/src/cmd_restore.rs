@@ -35,7 +35,7 @@ pub fn restore(opt: RestoreOpt) -> Result<ExitCode> {
         verify: false,
         quiet: capture.quiet,
         tracking: Tracking::Auto,
-        queue_bytes: 1 << 30,
+        disk_budget: None,
         backend: capture.backend.into(),
         breaks: Vec::new(),
     })

@@ -15,12 +15,12 @@ pub fn run(opt: RunOpt) -> Result<ExitCode> {
         config: capture_config(opt.config.as_deref(), opt.every)?,
         verify: opt.verify,
         quiet: opt.quiet,
-        queue_bytes: (opt.queue_mb as usize) << 20,
         tracking: match opt.tracking {
             TrackingArg::Auto => Tracking::Auto,
             TrackingArg::UffdWp => Tracking::UffdWp,
             TrackingArg::PageHash => Tracking::PageHash,
         },
+        disk_budget: opt.disk_budget.map(|mb| mb << 20),
         backend: opt.backend.into(),
         breaks: opt
             .breaks
@@ -30,8 +30,15 @@ pub fn run(opt: RunOpt) -> Result<ExitCode> {
             .map_err(anyhow::Error::msg)?,
     })?;
     report(&outcome, &opt.store.store, opt.quiet);
+    if !outcome.totals.lost.is_empty() {
+        return Ok(ExitCode::from(LOST_SNAPSHOTS));
+    }
     Ok(exit_code(outcome.exit, opt.quiet))
 }
+
+/// `sdt run`'s exit code when the store could not take every snapshot the config asked
+/// for, whatever the program's own (which the last line before it says).
+pub const LOST_SNAPSHOTS: u8 = 125;
 
 /// The capture config from `path` (or the default), with `--every` on top.
 pub fn capture_config(path: Option<&Path>, every: Option<u64>) -> Result<CaptureConfig> {
@@ -67,8 +74,31 @@ pub fn report(outcome: &RunOutcome, store: &Path, quiet: bool) {
             human::bytes(t.full_bytes),
         );
     }
+    if t.timed_skipped > 0 {
+        eprintln!(
+            "sdt: warning: {} timed snapshot{} skipped: the raw log was at its disk budget while compaction caught up",
+            t.timed_skipped,
+            if t.timed_skipped == 1 { " was" } else { "s were" }
+        );
+    }
     if t.verify_failures > 0 {
         eprintln!("sdt: error: {} snapshot(s) differ from the live process", t.verify_failures);
+    }
+    if !t.lost.is_empty() {
+        eprintln!(
+            "sdt: error: {} snapshot{} lost: the store could not take {} (the breakpoint{} returned SDT_DECLINED); first: {}",
+            t.lost.len(),
+            if t.lost.len() == 1 { "" } else { "s" },
+            if t.lost.len() == 1 { "it" } else { "them" },
+            if t.lost.len() == 1 { "" } else { "s" },
+            t.lost[0]
+        );
+        let code = match outcome.exit {
+            ProgramExit::Code(code) => format!("exited {code}"),
+            ProgramExit::Signal(signal, _) => format!("was killed by signal {signal}"),
+            ProgramExit::Stopped => "was stopped at the refinement's end".into(),
+        };
+        eprintln!("sdt: the program {code}; sdt exits {LOST_SNAPSHOTS} for the lost snapshots");
     }
 }
 

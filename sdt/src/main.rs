@@ -4,6 +4,7 @@
 #![deny(unsafe_code)]
 
 mod cli;
+mod cmd_compact;
 mod cmd_export;
 mod cmd_ls;
 mod cmd_refine;
@@ -39,6 +40,7 @@ fn real_main(opt: Opt) -> anyhow::Result<ExitCode> {
         Action::Run(o) => cmd_run::run(o),
         Action::Ls(o) => cmd_ls::ls(o).map(|()| ExitCode::SUCCESS),
         Action::Runs(o) => cmd_ls::runs(o).map(|()| ExitCode::SUCCESS),
+        Action::Compact(o) => cmd_compact::compact(o).map(|()| ExitCode::SUCCESS),
         Action::Show(o) => cmd_show::show(o).map(|()| ExitCode::SUCCESS),
         Action::Export(ExportAction::Core(o)) => cmd_export::core(o).map(|()| ExitCode::SUCCESS),
         Action::Export(ExportAction::Criu(o)) => cmd_export::criu(o).map(|()| ExitCode::SUCCESS),

@@ -5,15 +5,35 @@ use sdt_store::{Run, RunId, Snapshot, Store};
 
 use crate::cli::{RunArgs, StoreArgs};
 
-/// Opens the store and the run asked for (default: the latest).
+/// Opens the store and the run asked for (default: the latest). Warns when users other
+/// than the store's owner may read it: snapshots hold the programs' memory.
 pub fn open_run(store: &StoreArgs, run: &RunArgs) -> Result<(Store, Run)> {
-    let s = Store::open(&store.store)?;
+    let s = open_store(store)?;
     let id = match run.run {
         Some(id) => RunId(id),
         None => s.latest_run()?,
     };
     let r = s.open_run(&id)?;
     Ok((s, r))
+}
+
+/// Opens the store, warning when users other than its owner may read it.
+pub fn open_store(store: &StoreArgs) -> Result<Store> {
+    let s = Store::open(&store.store)?;
+    warn_if_exposed(&s);
+    Ok(s)
+}
+
+/// Warns if users other than `store`'s owner may read it.
+pub fn warn_if_exposed(store: &Store) {
+    if let Ok(Some(mode)) = store.exposed_mode() {
+        log::warn!(
+            "the store {} can be read by other users (mode {mode:04o}): its snapshots hold your programs' \
+             memory; `chmod 700 {}` makes it private",
+            store.root().display(),
+            store.root().display()
+        );
+    }
 }
 
 /// Normalises a snapshot argument: `3` → `S3`, `1.0` → `S1.0`.
@@ -28,13 +48,14 @@ pub fn snapshot_name(arg: &str) -> String {
 pub fn open_snapshot(store: &StoreArgs, run: &RunArgs, name: Option<&str>) -> Result<(Run, Snapshot)> {
     let (s, base) = open_run(store, run)?;
     let Some(name) = name.map(snapshot_name) else {
-        let last = base
-            .snapshots()?
-            .iter()
-            .rev()
-            .find(|s| s.complete)
-            .map(|s| s.name.clone())
-            .with_context(|| format!("run {} has no snapshots", base.id()))?;
+        let mut last = None;
+        for entry in base.snapshots()? {
+            let entry = entry?;
+            if entry.complete {
+                last = Some(entry.name);
+            }
+        }
+        let last = last.with_context(|| format!("run {} has no snapshots", base.id()))?;
         let snap = base.open_snapshot(&last)?;
         return Ok((base, snap));
     };

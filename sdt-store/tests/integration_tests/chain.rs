@@ -19,7 +19,7 @@ fn addr(i: u64) -> u64 {
 fn two_hundred_snapshots() {
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::open_or_create(tmp.path()).unwrap();
-    let mut writer = store.create_run(run_info()).unwrap();
+    let (_log, mut writer) = create_run(&store);
     let maps = vec![anon(BASE, PAGES)];
     // S0 stores every page; snapshot k >= 1 changes page k % 64 only.
     let mut cur: BTreeMap<u64, Vec<u8>> = (0..PAGES).map(|i| (addr(i), page(200, addr(i)))).collect();

@@ -142,3 +142,11 @@ pub fn random_page(seed: u64) -> Vec<u8> {
     }
     p
 }
+
+/// A new run of `store`: its capture side, which records how it ends, and its compactor,
+/// which writes snapshots.
+pub fn create_run(store: &sdt_store::Store) -> (sdt_store::RunLog, sdt_store::RunWriter) {
+    let log = store.create_run(run_info()).unwrap();
+    let writer = log.compactor().unwrap();
+    (log, writer)
+}

@@ -40,7 +40,7 @@ struct Expected {
 /// no other file.
 fn small_store(root: &Path) -> (Run, Mapping, Expected) {
     let store = Store::open_or_create(root).unwrap();
-    let mut writer = store.create_run(run_info()).unwrap();
+    let (_log, mut writer) = create_run(&store);
     let maps = vec![anon(BASE, 4), with_content(BASE + 4 * 4096, 1, Content::Unreadable)];
     let a = |i: u64| BASE + i * 4096;
     let mut cur: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
@@ -127,7 +127,7 @@ fn incomplete_files_are_ignored() {
     // A writer died writing S4, and a stray file sits beside it.
     std::fs::write(run.dir().join("S4.snap.incomplete"), b"SDTSNAP\0 half a header").unwrap();
     std::fs::write(run.dir().join("notes.txt"), b"hello").unwrap();
-    let entries = run.snapshots().unwrap();
+    let entries = run.snapshots().unwrap().collect::<Result<Vec<_>, _>>().unwrap();
     let listed: Vec<(&str, bool)> = entries.iter().map(|e| (e.name.as_str(), e.complete)).collect();
     assert_eq!(listed, [("S0", true), ("S1", true), ("S2", true), ("S3", true), ("S4", false)]);
     let e = run.open_snapshot("S4").unwrap_err();

@@ -14,14 +14,16 @@ fn store_and_run_errors() {
     assert!(matches!(e, Error::NoStore { .. }), "{e:?}");
     assert!(e.to_string().starts_with("no SDT store at"), "{e}");
 
-    // An existing path with no runs (a directory, or even a file) is an empty store.
+    // An existing directory with no runs is an empty store; a file is no store.
     let store = Store::open_or_create(&tmp.path().join("s")).unwrap();
     assert!(store.run_ids().unwrap().is_empty());
-    assert!(matches!(store.latest_run(), Err(Error::EmptyStore { .. })));
+    let e = store.latest_run().unwrap_err();
+    assert!(e.to_string().contains("holds no runs yet"), "{e}");
     let file = tmp.path().join("plain");
     std::fs::write(&file, b"x").unwrap();
-    let e = Store::open(&file).unwrap().latest_run().unwrap_err();
-    assert!(e.to_string().contains("holds no runs yet"), "{e}");
+    let e = Store::open(&file).unwrap_err();
+    assert!(matches!(&e, Error::Io { path, .. } if *path == file), "{e:?}");
+    assert!(format!("{:?}", std::error::Error::source(&e)).contains("NotADirectory"), "{e:?}");
 
     let e = store.open_run(&RunId(1)).unwrap_err();
     assert!(e.to_string().ends_with("(runs: none)"), "{e}");
@@ -38,13 +40,18 @@ fn store_and_run_errors() {
     std::fs::write(store.root().join("runs/2/run.json"), b"{\"id\": ").unwrap();
     let e = store.open_run(&RunId(2)).unwrap_err();
     assert!(matches!(e, Error::BadRunInfo { .. }), "{e:?}");
+    // A run that never got its run.json (its start failed) or lost it does not hide
+    // the runs before it.
+    assert_eq!(store.latest_run().unwrap(), RunId(1));
+    std::fs::create_dir(store.root().join("runs/3")).unwrap();
+    assert_eq!(store.latest_run().unwrap(), RunId(1));
 }
 
 #[test]
 fn snapshot_errors() {
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::open_or_create(tmp.path()).unwrap();
-    let mut writer = store.create_run(run_info()).unwrap();
+    let (_log, mut writer) = create_run(&store);
     let maps = vec![anon(0x1000, 2)];
     let pages: BTreeMap<u64, Vec<u8>> = [(0x1000, page(1, 0x1000))].into();
     for seq in 0..2 {
@@ -75,7 +82,7 @@ fn snapshot_errors() {
 fn writer_misuse_is_bad_input_and_changes_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::open_or_create(tmp.path()).unwrap();
-    let mut writer = store.create_run(run_info()).unwrap();
+    let (_log, mut writer) = create_run(&store);
     let maps = vec![anon(0x1000, 4)];
     let (p1, p2) = (page(1, 0x1000), page(2, 0x2000));
     let short = vec![1u8; 100];

@@ -7,4 +7,6 @@ mod damage;
 mod errors;
 mod patches;
 mod props;
+mod raw;
 mod roundtrip;
+mod safety;

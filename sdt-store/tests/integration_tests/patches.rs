@@ -43,7 +43,7 @@ fn chains_grow_to_the_bound_and_restart_whole() {
     const SNAPSHOTS: u32 = 30;
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::open_or_create(tmp.path()).unwrap();
-    let mut writer = store.create_run(run_info()).unwrap();
+    let (_log, mut writer) = create_run(&store);
     let maps = vec![anon(BASE, PAGES)];
     let mut cur: BTreeMap<u64, Vec<u8>> = (0..PAGES).map(|i| (a(i), random_page(i))).collect();
     // Per page: the patches in its chain, as the writer should count them.
@@ -109,7 +109,7 @@ fn small_changes_cost_little_and_random_pages_go_whole() {
     const PAGES: u64 = 64;
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::open_or_create(tmp.path()).unwrap();
-    let mut writer = store.create_run(run_info()).unwrap();
+    let (_log, mut writer) = create_run(&store);
     let maps = vec![anon(BASE, PAGES)];
     let mut cur: BTreeMap<u64, Vec<u8>> = (0..PAGES).map(|i| (a(i), random_page(i))).collect();
     let mut history = vec![cur.clone()];
@@ -152,7 +152,7 @@ fn replace(path: &Path, bytes: &[u8]) {
 /// rewritten whole in S1, page 2 in S3.
 fn chain_store(root: &Path) -> (Run, Vec<BTreeMap<u64, Vec<u8>>>) {
     let store = Store::open_or_create(root).unwrap();
-    let mut writer = store.create_run(run_info()).unwrap();
+    let (_log, mut writer) = create_run(&store);
     let maps = vec![anon(BASE, 4)];
     let mut cur: BTreeMap<u64, Vec<u8>> = (0..4).map(|i| (a(i), random_page(i))).collect();
     let mut history = Vec::new();
@@ -220,7 +220,7 @@ fn damage_to_a_base_is_named() {
 fn writer_stores_whole_when_the_base_is_gone() {
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::open_or_create(tmp.path()).unwrap();
-    let mut writer = store.create_run(run_info()).unwrap();
+    let (_log, mut writer) = create_run(&store);
     let maps = vec![anon(BASE, 2)];
     let mut cur: BTreeMap<u64, Vec<u8>> = (0..2).map(|i| (a(i), random_page(i))).collect();
     writer.write_snapshot(meta(0, maps.clone()), sources(&cur, &[])).unwrap();
@@ -269,7 +269,7 @@ fn rewrite_index(path: &Path, edit: impl FnOnce(&mut Vec<u8>)) {
 fn a_chain_past_the_bound_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::open_or_create(tmp.path()).unwrap();
-    let mut writer = store.create_run(run_info()).unwrap();
+    let (_log, mut writer) = create_run(&store);
     let maps = vec![anon(BASE, 2)];
     let mut cur: BTreeMap<u64, Vec<u8>> = (0..2).map(|i| (a(i), random_page(i))).collect();
     let mut history = Vec::new();

@@ -61,7 +61,7 @@ proptest! {
     ) {
         let tmp = tempfile::tempdir().unwrap();
         let store = Store::open_or_create(tmp.path()).unwrap();
-        let mut writer = store.create_run(run_info()).unwrap();
+        let (_log, mut writer) = create_run(&store);
         let maps = vec![anon(BASE, PAGES as u64)];
         let zero = vec![0u8; PAGE];
         let mut prev: Vec<Vec<u8>> = vec![zero.clone(); PAGES];

@@ -62,7 +62,7 @@ fn changes_appear_disappear_and_file_mappings() {
     ];
 
     let store = Store::open_or_create(&tmp.path().join(".sdt")).unwrap();
-    let mut writer = store.create_run(run_info()).unwrap();
+    let (log, mut writer) = create_run(&store);
     // Per snapshot: its mappings and the pages given for it.
     let mut states: Vec<(Vec<Mapping>, Pages)> = Vec::new();
     let mut reports = Vec::new();
@@ -112,12 +112,12 @@ fn changes_appear_disappear_and_file_mappings() {
     cur.retain(|&a, _| a < STACK);
     let all: Vec<u64> = cur.keys().copied().collect();
     write(3, &maps3, &cur, &all, 0);
-    writer.finish(RunStatus::Exited { code: 0 }).unwrap();
+    log.finish(RunStatus::Exited { code: 0 }).unwrap();
 
     let store = Store::open(&tmp.path().join(".sdt")).unwrap();
     let run = store.open_run(&store.latest_run().unwrap()).unwrap();
     assert_eq!(run.info().status, RunStatus::Exited { code: 0 });
-    let entries = run.snapshots().unwrap();
+    let entries = run.snapshots().unwrap().collect::<Result<Vec<_>, _>>().unwrap();
     assert_eq!(entries.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(), ["S0", "S1", "S2", "S3"]);
     for (seq, (maps, pages)) in states.iter().enumerate() {
         let snap = run.open_snapshot(&format!("S{seq}")).unwrap();
@@ -183,7 +183,7 @@ fn changes_appear_disappear_and_file_mappings() {
 fn many_blocks() {
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::open_or_create(tmp.path()).unwrap();
-    let mut writer = store.create_run(run_info()).unwrap();
+    let (_log, mut writer) = create_run(&store);
     let n = 1000u64;
     let maps = vec![anon(HEAP, n)];
     let mut x = 0x2545_f491_4f6c_dd1du64;
@@ -268,7 +268,7 @@ fn finish_records_status() {
 fn failed_write_changes_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::open_or_create(tmp.path()).unwrap();
-    let mut writer = store.create_run(run_info()).unwrap();
+    let (_log, mut writer) = create_run(&store);
     let maps = vec![anon(HEAP, 4)];
     let s0: BTreeMap<u64, Vec<u8>> = (0..4).map(|i| (h(i), page(1, h(i)))).collect();
     writer.write_snapshot(meta(0, maps.clone()), sources(&s0, &[])).unwrap();

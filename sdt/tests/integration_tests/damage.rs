@@ -65,7 +65,12 @@ fn killing_sdt_mid_run_keeps_every_finished_snapshot() {
     let start = Instant::now();
     let finished = || {
         std::fs::read_dir(&run_dir).map_or(0, |d| {
-            d.filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".snap")).count()
+            d.filter(|e| {
+                let name = e.as_ref().unwrap().file_name();
+                let name = name.to_string_lossy();
+                name.starts_with('S') && (name.ends_with(".snap") || name.ends_with(".raw"))
+            })
+            .count()
         })
     };
     while finished() < 3 {

@@ -64,7 +64,9 @@ fn bad_config() {
 fn empty_or_missing_store_and_unknown_names() {
     let sdt = Sdt::new();
     fails_with(&sdt, &["ls"], "no SDT store at");
-    std::fs::create_dir_all(sdt.store()).unwrap();
+    std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
+        .create(sdt.store())
+        .unwrap();
     fails_with(&sdt, &["ls"], "holds no runs yet");
     let prog = program("behave");
     sdt.ok(&["run", "-q", "--", prog.to_str().unwrap(), "exit", "0"]);

@@ -146,7 +146,7 @@ wait_for() {
 run() {
     b=$1 n=$2
     shift 2
-    sdt run --queue-mb 64 --backend $b --store /tmp/$b-$n.sdt "$@" >/tmp/out/$b-$n.out 2>/tmp/out/$b-$n.err
+    sdt run --backend $b --store /tmp/$b-$n.sdt "$@" >/tmp/out/$b-$n.out 2>/tmp/out/$b-$n.err
     rc=$?
     sdt ls --json --store /tmp/$b-$n.sdt >/tmp/out/$b-$n.json 2>>/tmp/out/$b-$n.err
     echo "GUEST $b-$n rc=$rc"
@@ -431,7 +431,7 @@ fn kmod_captures_what_ptrace_captures_in_the_guest() {
     assert_eq!(mark.iter().filter(|t| t.2 == 1).count(), 1, "multiple_mark 0: {mark:?}");
     assert_eq!(mark.iter().filter(|t| t.2 == 2).count(), 12, "multiple_mark 1: {mark:?}");
     let churn = o.snapshots("kmod-churn");
-    assert_eq!(churn.len(), 20);
+    assert_eq!(churn.len(), 20, "{}", o.text("kmod-churn.err"));
     let churn_err = o.text("kmod-churn.err");
     assert_eq!(churn_err.matches("matches the live process").count(), 20, "{churn_err}");
     assert!(!churn_err.contains("MISMATCH"), "{churn_err}");
@@ -490,14 +490,14 @@ fn kmod_captures_what_ptrace_captures_in_the_guest() {
 
 const STRESS_SCRIPT: &str = r#"
 t0=$(date +%s)
-sdt run -q --queue-mb 64 --backend kmod --store /tmp/stress.sdt -- kmodstress 8 1000 >/tmp/stress.out 2>&1
+sdt run -q --backend kmod --store /tmp/stress.sdt -- kmodstress 8 1000 >/tmp/stress.out 2>&1
 echo "GUEST stress rc=$? secs=$(($(date +%s) - t0)) $(grep -o 'triggers=.*' /tmp/stress.out)"
 echo "GUEST stress-snapshots n=$(sdt ls --json --store /tmp/stress.sdt | grep -c '"name"')"
 grep -v 'kmodstress done' /tmp/stress.out | head -n 5
 echo "GUEST after-stress $(st)"
 
 # The daemon dies while every thread is held for it.
-sdt run -q --queue-mb 64 --backend kmod --store /tmp/kd.sdt -- kmodstress 4 100000 /tmp/kd.pid >/tmp/kd.out 2>&1 &
+sdt run -q --backend kmod --store /tmp/kd.sdt -- kmodstress 4 100000 /tmp/kd.pid >/tmp/kd.out 2>&1 &
 sdt=$!
 while [ ! -s /tmp/kd.pid ]; do sleep 0.05; done
 kill -STOP $sdt
@@ -513,7 +513,7 @@ echo "GUEST daemon-killed rc=$rc $(st)"
 echo "GUEST daemon-program $(grep -o 'triggers=.*' /tmp/kd.out)"
 
 # The program is killed while every thread is held.
-sdt run -q --queue-mb 64 --backend kmod --store /tmp/kt.sdt -- kmodstress 4 100000 /tmp/kt.pid >/tmp/kt.out 2>&1 &
+sdt run -q --backend kmod --store /tmp/kt.sdt -- kmodstress 4 100000 /tmp/kt.pid >/tmp/kt.out 2>&1 &
 sdt=$!
 while [ ! -s /tmp/kt.pid ]; do sleep 0.05; done
 kill -STOP $sdt

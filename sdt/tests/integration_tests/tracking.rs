@@ -93,17 +93,3 @@ fn without_userfaultfd_it_falls_back_to_page_hashes() {
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
     assert!(stderr(&out).contains("userfaultfd write tracking is unavailable"), "{}", describe(&out));
 }
-
-#[test]
-fn a_full_queue_makes_the_next_capture_wait_and_says_so() {
-    let sdt = Sdt::new();
-    let prog = program("dirty");
-    // 16 MiB of changes per snapshot against a 1 MiB queue: every capture after the
-    // first waits for the writer.
-    sdt.ok(&["run", "--queue-mb", "1", "--", prog.to_str().unwrap(), "16", "100", "4"]);
-    let snaps = sdt.snapshots();
-    assert!(snaps.iter().skip(1).all(|s| int(s, "wait_us").unwrap() > 0), "{snaps:?}");
-    let ls = stdout(&sdt.ok(&["ls"]));
-    assert!(ls.lines().next().unwrap().contains("3 captures waited for the writer"), "{ls}");
-    assert!(ls.lines().nth(1).unwrap().contains("WAIT"), "{ls}");
-}

@@ -1,0 +1,210 @@
+//! Snapshots as captured (raw) and after compaction: the same bytes either way, a run
+//! whose `sdt` died keeps every committed snapshot, and a compactor that comes later
+//! finishes it.
+
+use std::collections::BTreeMap;
+
+use sdt_store::{Error, PageSpan, RunLog, RunStatus, Store};
+
+use crate::common::*;
+
+const BASE: u64 = 0x7f00_0000_0000;
+const PAGES: u64 = 96;
+
+fn addr(i: u64) -> u64 {
+    BASE + i * 4096
+}
+
+/// Commits snapshot `seq` of `log` as a capture would: `written` pages copied into a
+/// spare, the other pages of `cur` unchanged since the snapshot before.
+fn commit(log: &mut RunLog, seq: u32, cur: &BTreeMap<u64, Vec<u8>>, written: &[u64], first: bool) {
+    let copied: Vec<u64> = if first { cur.keys().copied().collect() } else { written.to_vec() };
+    let mut spill = log.spares().make(copied.len() * PAGE, seq.is_multiple_of(2)).unwrap();
+    let mut spans: Vec<PageSpan> = Vec::new();
+    for (k, a) in copied.iter().enumerate() {
+        spill.data()[k * PAGE..(k + 1) * PAGE].copy_from_slice(&cur[a]);
+        match spans.last_mut() {
+            Some(s) if s.end() == a / 4096 => s.pages += 1,
+            _ => spans.push(PageSpan { first: a / 4096, pages: 1 }),
+        }
+    }
+    let mut unchanged: Vec<PageSpan> = Vec::new();
+    if !first {
+        for i in (0..PAGES).filter(|i| !written.contains(&addr(*i))) {
+            match unchanged.last_mut() {
+                Some(s) if s.end() == addr(i) / 4096 => s.pages += 1,
+                _ => unchanged.push(PageSpan { first: addr(i) / 4096, pages: 1 }),
+            }
+        }
+    }
+    log.commit(spill, &spans, &unchanged, &meta(seq, vec![anon(BASE, PAGES)])).unwrap();
+}
+
+/// Each snapshot's pages, and the pages written since the one before.
+type History = Vec<(BTreeMap<u64, Vec<u8>>, Vec<u64>)>;
+
+/// Ten snapshots, each writing a few pages (some zeroed, some whole new).
+fn history() -> History {
+    let mut cur: BTreeMap<u64, Vec<u8>> =
+        (0..PAGES).filter(|i| i % 5 != 0).map(|i| (addr(i), page(1, addr(i)))).collect();
+    let mut out = vec![(cur.clone(), Vec::new())];
+    for seq in 1..10u64 {
+        let written: Vec<u64> = (0..PAGES).filter(|i| (i * 7 + seq) % 11 == 0).map(addr).collect();
+        for &a in &written {
+            if (a / 4096 + seq) % 4 == 0 {
+                cur.remove(&a);
+            } else {
+                cur.insert(a, random_page(a ^ seq));
+            }
+        }
+        // A zero page that was written counts as copied, and reads as zero.
+        let full: BTreeMap<u64, Vec<u8>> =
+            written.iter().map(|&a| (a, cur.get(&a).cloned().unwrap_or_else(|| vec![0; PAGE]))).collect();
+        let mut with_zeros = cur.clone();
+        with_zeros.extend(full);
+        out.push((with_zeros, written));
+    }
+    out
+}
+
+/// Reads every snapshot of run `id` and compares it with `history`; those from
+/// `first_raw` on must be raw.
+fn check_reads(store: &Store, id: sdt_store::RunId, history: &History, first_raw: usize) {
+    let run = store.open_run(&id).unwrap();
+    let m = anon(BASE, PAGES);
+    for (seq, (pages, _)) in history.iter().enumerate() {
+        let snap = run.open_snapshot(&format!("S{seq}")).unwrap();
+        let raw = seq >= first_raw;
+        assert_eq!(snap.is_raw(), raw, "S{seq}");
+        let nonzero: BTreeMap<u64, Vec<u8>> =
+            pages.iter().filter(|(_, b)| b.iter().any(|&x| x != 0)).map(|(a, b)| (*a, b.clone())).collect();
+        assert!(read_mapping(&snap, &m).unwrap() == expected_anon(&m, &nonzero), "S{seq} (raw: {raw})");
+    }
+}
+
+#[test]
+fn raw_and_compacted_snapshots_read_back_the_same() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::open_or_create(tmp.path()).unwrap();
+    let mut log = store.create_run(run_info()).unwrap();
+    let history = history();
+    for (seq, (cur, written)) in history.iter().enumerate() {
+        commit(&mut log, seq as u32, cur, written, seq == 0);
+    }
+    let id = log.id();
+    check_reads(&store, id, &history, 0);
+    let run = store.open_run(&id).unwrap();
+    let listed: Vec<_> = run.snapshots().unwrap().map(|e| e.unwrap()).collect();
+    assert_eq!(listed.len(), 10);
+    assert!(listed.iter().all(|e| e.raw && e.complete));
+
+    // A reader that opened a raw snapshot keeps reading it after compaction removed it.
+    let early = run.open_snapshot("S9").unwrap();
+    let mut writer = log.compactor().unwrap();
+    for seq in 0..10 {
+        let report = writer.compact().unwrap().unwrap_or_else(|| panic!("S{seq} was not raw"));
+        assert!(report.file_bytes > 0);
+    }
+    assert!(writer.compact().unwrap().is_none());
+    check_reads(&store, id, &history, 10);
+    let m = anon(BASE, PAGES);
+    assert!(
+        read_mapping(&early, &m).unwrap() == read_mapping(&run.open_snapshot("S9").unwrap(), &m).unwrap()
+    );
+    let names: Vec<String> = std::fs::read_dir(run.dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(!names.iter().any(|n| n.ends_with(".raw")), "{names:?}");
+    log.finish(RunStatus::Exited { code: 0 }).unwrap();
+}
+
+#[test]
+fn a_run_whose_sdt_died_keeps_its_snapshots_and_is_finished_later() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::open_or_create(tmp.path()).unwrap();
+    let mut log = store.create_run(run_info()).unwrap();
+    let id = log.id();
+    let history = history();
+    let mut writer = log.compactor().unwrap();
+    for (seq, (cur, written)) in history.iter().enumerate() {
+        commit(&mut log, seq as u32, cur, written, seq == 0);
+        // The compactor keeps up with the first three only.
+        if seq < 3 {
+            writer.compact().unwrap().unwrap();
+        }
+    }
+    assert!(store.open_run(&id).unwrap().is_held());
+    // Death mid-work: a spare being filled, a compaction half written, nothing recorded.
+    std::mem::forget(log.spares().make(8 * PAGE, false).unwrap());
+    std::fs::write(store.root().join(format!("runs/{id}/S3.snap.incomplete")), b"SDTSNAP\0 half").unwrap();
+    drop(writer);
+    drop(log);
+
+    let run = store.open_run(&id).unwrap();
+    assert!(!run.is_held());
+    assert_eq!(run.info().status, RunStatus::Running);
+    let listed: Vec<_> = run.snapshots().unwrap().map(|e| e.unwrap()).collect();
+    assert_eq!(
+        listed.iter().map(|e| (e.seq, e.raw, e.complete)).collect::<Vec<_>>(),
+        (0..10).map(|s| (s, s >= 3, true)).collect::<Vec<_>>()
+    );
+    check_reads(&store, id, &history, 3);
+
+    let mut writer = store.compactor(id).unwrap();
+    assert_eq!(writer.next_seq(), 3);
+    assert!(matches!(store.compactor(id), Err(Error::RunHeld { .. })));
+    while writer.compact().unwrap().is_some() {}
+    assert!(writer.record_interrupted().unwrap());
+    drop(writer);
+    let run = store.open_run(&id).unwrap();
+    assert!(
+        matches!(&run.info().status, RunStatus::Failed { message } if message.contains("ended before the program"))
+    );
+    let names: Vec<String> = std::fs::read_dir(run.dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(
+        names.iter().all(|n| !n.starts_with(".spare") && !n.ends_with(".incomplete") && !n.ends_with(".raw")),
+        "{names:?}"
+    );
+    check_reads(&store, id, &history, 10);
+}
+
+#[test]
+fn damaged_raw_files_are_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::open_or_create(tmp.path()).unwrap();
+    let mut log = store.create_run(run_info()).unwrap();
+    let history = history();
+    for (seq, (cur, written)) in history.iter().take(3).enumerate() {
+        commit(&mut log, seq as u32, cur, written, seq == 0);
+    }
+    let run = store.open_run(&log.id()).unwrap();
+    let path = |seq: u32| run.dir().join(format!("S{seq}.raw"));
+    // S2's record cut short: S2 is corrupt.
+    let len = std::fs::metadata(path(2)).unwrap().len();
+    std::fs::OpenOptions::new().write(true).open(path(2)).unwrap().set_len(len - 10).unwrap();
+    let e = run.open_snapshot("S2").unwrap_err();
+    assert!(
+        matches!(&e, Error::Corrupt { snapshot, detail } if snapshot == "S2" && detail.starts_with("truncated")),
+        "{e:?}"
+    );
+    // S1 gone: S2 cannot be resolved, and the error names S1.
+    std::fs::remove_file(path(1)).unwrap();
+    commit(&mut log, 3, &history[3].0, &history[3].1, false);
+    let e = run.open_snapshot("S3").unwrap_err();
+    assert!(matches!(&e, Error::Corrupt { snapshot, .. } if snapshot == "S2"), "{e:?}");
+    // A raw file never committed (a spare renamed by hand) is not a snapshot.
+    let mut spare = log.spares().make(PAGE, false).unwrap();
+    spare.data()[0] = 1;
+    let spare_name = std::fs::read_dir(run.dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .find(|n| n.starts_with(".spare"))
+        .unwrap();
+    std::fs::copy(run.dir().join(&spare_name), path(7)).unwrap();
+    let e = run.open_snapshot_seq(7).unwrap_err();
+    assert!(e.to_string().contains("never committed"), "{e}");
+}
