@@ -7,8 +7,9 @@ use std::collections::HashMap;
 
 use sdt_abi::{PROTOCOL_VERSION, RESULT_PENDING, STATE_ON, TRAP_RECORD_SIZE};
 use sdt_store::{
-    CaptureStats, Content, FileKind, FileRef, Mapping, MemoryLayout, OpenFile, PAGE_SIZE, Perms, ProcessInfo,
-    Rseq, SignalAction, SnapshotMeta, SnapshotTime, ThreadRunState, ThreadState, Trigger, set_gpreg,
+    Capabilities, CaptureStats, Content, Credentials, FileKind, FileRef, Ids, Mapping, MemoryLayout,
+    OpenFile, PAGE_SIZE, Perms, ProcessInfo, Rseq, SignalAction, SnapshotMeta, SnapshotTime,
+    ThreadCredentials, ThreadRunState, ThreadState, Trigger, set_gpreg,
 };
 
 use crate::Source;
@@ -161,6 +162,12 @@ pub fn sample() -> FakeSource {
         file,
         inherited: false,
     };
+    // User 1000 of group 1000, in two more, with CAP_NET_BIND_SERVICE permitted.
+    let user = Credentials {
+        groups: vec![24, 1000],
+        caps: Capabilities { permitted: 1 << 10, ..Credentials::implied(1000, 1000).caps },
+        ..Credentials::implied(1000, 1000)
+    };
     let meta = SnapshotMeta {
         name: format!("S{SEQ}"),
         seq: SEQ,
@@ -185,6 +192,12 @@ pub fn sample() -> FakeSource {
             exe: EXE.into(),
             cmdline: vec![EXE.into(), "--fast".into()],
             cwd: "/home/user".into(),
+            creds: Some(user.clone()),
+            thread_creds: vec![ThreadCredentials {
+                tid: BREAKING,
+                creds: Credentials { uids: Ids { effective: 1001, fs: 1001, ..user.uids }, ..user.clone() },
+            }],
+            dumpable: Some(true),
         },
         threads,
         mappings,

@@ -44,8 +44,6 @@ const PE_PRESENT: u32 = 1 << 2;
 const SIGMAX: i32 = 64;
 const SIGKILL: i32 = 9;
 const SIGSTOP: i32 = 19;
-/// Capabilities up to `CAP_CHECKPOINT_RESTORE` (40), as two 32-bit words.
-const ALL_CAPS: [u32; 2] = [u32::MAX, 0x1ff];
 /// The `umask` of the restored process (the snapshot does not record it).
 const UMASK: u32 = 0o022;
 /// Namespace ids shared by `inventory.img`'s root ids and the task's: the same values
@@ -126,7 +124,7 @@ pub(crate) fn gen_core(plan: &Plan, thread: &Thread) -> Image {
         blk_sigset: (!leader).then_some(t.sigmask),
         sas: Some(pb::ThreadSasEntry { ss_sp: 0, ss_size: 0, ss_flags: SS_DISABLE }),
         signals_p: Some(pb::SignalQueueEntry { signals: Vec::new() }),
-        creds: Some(gen_creds(plan)),
+        creds: Some(gen_creds(plan, t.tid)),
         comm: (!t.name.is_empty()).then(|| t.name.clone()),
         rseq_entry: t.rseq.map(|r| pb::RseqEntry {
             rseq_abi_pointer: r.addr,
@@ -305,27 +303,32 @@ fn gen_sigactions(plan: &Plan) -> Vec<pb::SaEntry> {
         .collect()
 }
 
-/// The process's credentials. The snapshot records the real user and group only: they
-/// stand for the effective, saved and filesystem ids too, and root gets every
-/// capability, anyone else none.
-fn gen_creds(plan: &Plan) -> pb::CredsEntry {
-    let (uid, gid) = (plan.meta.process.uid, plan.meta.process.gid);
-    let caps = if uid == 0 { ALL_CAPS.to_vec() } else { vec![0, 0] };
+/// Thread `tid`'s credentials as its snapshot recorded them ([`ProcessInfo::credentials_of`]:
+/// for a snapshot from before they were recorded, its real user and group everywhere,
+/// every capability for root and none for anyone else). Capability sets are two words,
+/// the low one first. CRIU's image has no ambient set; `no_new_privs` is written only
+/// when set (CRIU 3.17's `crit` does not know the field).
+///
+/// [`ProcessInfo::credentials_of`]: sdt_store::ProcessInfo::credentials_of
+fn gen_creds(plan: &Plan, tid: i32) -> pb::CredsEntry {
+    let c = plan.meta.process.credentials_of(tid);
+    let words = |mask: u64| vec![mask as u32, (mask >> 32) as u32];
     pb::CredsEntry {
-        uid,
-        gid,
-        euid: uid,
-        egid: gid,
-        suid: uid,
-        sgid: gid,
-        fsuid: uid,
-        fsgid: gid,
-        cap_inh: vec![0, 0],
-        cap_prm: caps.clone(),
-        cap_eff: caps,
-        cap_bnd: ALL_CAPS.to_vec(),
+        uid: c.uids.real,
+        gid: c.gids.real,
+        euid: c.uids.effective,
+        egid: c.gids.effective,
+        suid: c.uids.saved,
+        sgid: c.gids.saved,
+        fsuid: c.uids.fs,
+        fsgid: c.gids.fs,
+        cap_inh: words(c.caps.inheritable),
+        cap_prm: words(c.caps.permitted),
+        cap_eff: words(c.caps.effective),
+        cap_bnd: words(c.caps.bounding),
         secbits: 0,
-        groups: Vec::new(),
+        groups: c.groups,
+        no_new_privs: c.no_new_privs.then_some(1),
     }
 }
 
@@ -400,6 +403,7 @@ fn words64(bytes: &[u8]) -> Vec<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fake;
 
     /// An XSAVE area of `len` bytes whose features are `xcr0`, with byte `i` of each
     /// component at `offsets` set to `bit + i`.
@@ -448,6 +452,40 @@ mod tests {
         assert_eq!(bytes64(&e.zmm_upper), filled(6, 512));
         assert_eq!(bytes64(&e.hi16_zmm), filled(7, 1024));
         assert!(e.pkru.is_empty());
+    }
+
+    #[test]
+    fn each_thread_carries_its_recorded_credentials() {
+        let source = crate::fake::sample();
+        let plan = Plan::new(&source, None).unwrap();
+        let main = gen_creds(&plan, fake::PID);
+        assert_eq!((main.uid, main.euid, main.suid, main.fsuid), (1000, 1000, 1000, 1000));
+        assert_eq!((main.gid, main.egid, main.sgid, main.fsgid), (1000, 1000, 1000, 1000));
+        assert_eq!(main.groups, [24, 1000]);
+        assert_eq!(
+            (main.cap_prm.as_slice(), main.cap_eff.as_slice()),
+            ([1 << 10, 0].as_slice(), [0, 0].as_slice())
+        );
+        assert_eq!(main.cap_bnd, [u32::MAX, 0x1ff]);
+        assert_eq!(main.no_new_privs, None);
+        let other = gen_creds(&plan, fake::BREAKING);
+        assert_eq!((other.uid, other.euid, other.suid, other.fsuid), (1000, 1001, 1000, 1001));
+        assert_eq!(other.no_new_privs, None);
+
+        let mut confined = crate::fake::sample();
+        confined.meta.process.thread_creds[0].creds.no_new_privs = true;
+        let plan = Plan::new(&confined, None).unwrap();
+        assert_eq!(gen_creds(&plan, fake::BREAKING).no_new_privs, Some(1));
+        assert_eq!(gen_creds(&plan, fake::PID).no_new_privs, None);
+
+        // A snapshot from before credentials were recorded: its real user everywhere.
+        let mut old = crate::fake::sample();
+        old.meta.process.creds = None;
+        old.meta.process.thread_creds.clear();
+        let plan = Plan::new(&old, None).unwrap();
+        let creds = gen_creds(&plan, fake::BREAKING);
+        assert_eq!((creds.euid, creds.fsgid, creds.cap_prm.as_slice()), (1000, 1000, [0, 0].as_slice()));
+        assert_eq!(creds.cap_bnd, [u32::MAX, 0x1ff]);
     }
 
     #[test]

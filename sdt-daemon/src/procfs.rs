@@ -1,10 +1,12 @@
-//! Reading a stopped process's facts from `/proc`: mappings, identity, auxv, command line,
-//! open files, signal dispositions, memory layout.
+//! Reading a stopped process's facts from `/proc`: mappings, identity, credentials, auxv,
+//! command line, open files, signal dispositions, memory layout.
 
 use std::os::unix::fs::FileTypeExt;
 use std::path::PathBuf;
 
-use sdt_store::{FileKind, FileRef, Mapping, MemoryLayout, OpenFile, ProcessInfo};
+use sdt_store::{
+    Credentials, FileKind, FileRef, Mapping, MemoryLayout, OpenFile, ProcessInfo, ThreadCredentials,
+};
 use sdt_sys::Tid;
 
 /// Parses `/proc/PID/maps`; lines that do not parse are skipped with a warning. The
@@ -38,11 +40,16 @@ pub(crate) fn thread_name(pid: Tid, tid: Tid) -> String {
 
 /// The process's identity, from `stat`, `status`, `cmdline`, `exe` and `cwd` read through
 /// `via`, a live thread (a leader that exited first has no memory left to show), and the
-/// leader's `comm`.
+/// leader's `comm`; its credentials, `via`'s and those of each thread whose own differ.
 pub(crate) fn process_info(pid: Tid, via: Tid) -> std::io::Result<ProcessInfo> {
     let stat = read_text(via, "stat")?;
     let (ppid, pgrp, sid) = parse_stat_ids(&stat).unwrap_or_default();
-    let status = read_text(via, "status")?;
+    let status_bytes = read(via, "status")?;
+    let status = String::from_utf8_lossy(&status_bytes);
+    let creds = Credentials::parse_status(&status_bytes);
+    if creds.is_none() {
+        log::warn!("process {pid}: no credentials in /proc/{via}/status");
+    }
     let first_id = |key: &str| {
         status
             .lines()
@@ -65,7 +72,40 @@ pub(crate) fn process_info(pid: Tid, via: Tid) -> std::io::Result<ProcessInfo> {
         exe: link("exe"),
         cmdline: parse_cmdline(&read(via, "cmdline")?),
         cwd: link("cwd"),
+        thread_creds: creds.as_ref().map(|c| differing_credentials(pid, c)).unwrap_or_default(),
+        dumpable: creds.as_ref().and_then(|c| dumpable(via, c)),
+        creds,
     })
+}
+
+/// The threads of `pid` whose credentials are not `common`, by their ids in the
+/// process's own pid namespace. Threads that exit meanwhile are left out.
+fn differing_credentials(pid: Tid, common: &Credentials) -> Vec<ThreadCredentials> {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
+    let mut out = Vec::new();
+    for entry in dir.flatten() {
+        let Ok(status) = std::fs::read(entry.path().join("status")) else { continue };
+        let tid = || ns_tid_in(&status).or_else(|| entry.file_name().to_str()?.parse().ok());
+        match (Credentials::parse_status(&status), tid()) {
+            (Some(own), Some(tid)) if own != *common => out.push(ThreadCredentials { tid, creds: own }),
+            (Some(_), Some(_)) => {}
+            _ => log::warn!("thread {:?} of process {pid}: no credentials in its status", entry.file_name()),
+        }
+    }
+    out.sort_unstable_by_key(|t| t.tid);
+    out
+}
+
+/// Whether the process is dumpable, told by the owner of its `/proc/TID` directory: the
+/// kernel makes it the thread's effective user when the process is dumpable, root
+/// otherwise. `None` for a thread whose effective user is root, where both look alike.
+fn dumpable(via: Tid, creds: &Credentials) -> Option<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let euid = creds.uids.effective;
+    if euid == 0 {
+        return None;
+    }
+    Some(std::fs::metadata(format!("/proc/{via}")).ok()?.uid() == euid)
 }
 
 /// `ppid`, `pgrp` and `session` from `/proc/PID/stat`, whose second field (the command,
@@ -79,8 +119,13 @@ fn parse_stat_ids(stat: &str) -> Option<(i32, i32, i32)> {
 
 /// The id of thread `tid` in its own (innermost) pid namespace: the last `NSpid` entry.
 pub(crate) fn ns_tid(tid: Tid) -> Option<i32> {
-    let status = read_text(tid, "status").ok()?;
-    status.lines().find_map(|l| l.strip_prefix("NSpid:"))?.split_whitespace().last()?.parse().ok()
+    ns_tid_in(&read(tid, "status").ok()?)
+}
+
+/// The last `NSpid` entry of a `status` file.
+fn ns_tid_in(status: &[u8]) -> Option<i32> {
+    let line = status.split(|&b| b == b'\n').find_map(|l| l.strip_prefix(b"NSpid:"))?;
+    std::str::from_utf8(line).ok()?.split_whitespace().last()?.parse().ok()
 }
 
 /// The process's open file descriptors, ascending. A descriptor closed while the
@@ -268,6 +313,23 @@ mod tests {
         let (_caught, ignored) = signal_sets(me).unwrap();
         // Rust's runtime ignores SIGPIPE.
         assert_ne!(ignored & (1 << (libc::SIGPIPE - 1)), 0);
+    }
+
+    #[test]
+    fn namespace_tid_and_own_credentials() {
+        assert_eq!(ns_tid_in(b"Name:\t\xff\nNSpid:\t4242\t17\t3\nNSpgid:\t1\n"), Some(3));
+        assert_eq!(ns_tid_in(b"NSpid:\t4242\n"), Some(4242));
+        assert_eq!(ns_tid_in(b"NSpid:\n"), None);
+        let me = Tid::new(std::process::id() as i32).unwrap();
+        let info = process_info(me, me).unwrap();
+        let creds = info.creds.expect("this kernel writes every credential line");
+        // The ids as `status` lists them.
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let uid_line = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
+        assert_eq!(creds.uids.as_array().map(|u| u.to_string()).join("\t"), uid_line[4..].trim());
+        // The test's threads all share the process's credentials.
+        assert_eq!(info.thread_creds, []);
+        assert_eq!(info.dumpable.is_none(), creds.uids.effective == 0);
     }
 
     #[test]

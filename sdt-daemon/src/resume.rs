@@ -1,5 +1,6 @@
 //! Resuming a stored snapshot's process: restored (`sdt-restore`), taken over by the
-//! tracer with the run's capture filter, or let go untraced.
+//! tracer with the run's capture filter, or let go untraced. Either way it resumes with
+//! the credentials its snapshot recorded, unless a detached resume is told otherwise.
 
 use sdt_store::{Refinement, RunId, RunInfo, RunStatus, Snapshot, Store};
 use sdt_sys::monotonic_ns;
@@ -7,6 +8,7 @@ use sdt_sys::ptrace::options;
 
 use crate::adopt;
 use sdt_abi::RESULT_DECLINED;
+use sdt_restore::Privileges;
 use sdt_restore::handover::Library;
 
 use crate::freeze::{BreakpointHit, FreezeError, Freezer, TargetEvent};
@@ -18,7 +20,7 @@ pub(crate) fn start(store: &Store, from: &RestoreFrom, opts: &RunOptions) -> Res
     let parent = store.open_run(&from.run)?;
     let snap = parent.open_snapshot(&from.snapshot)?;
     let started_wall_ns = wall_ns();
-    let restored = timed_restore(&snap, TRACE_OPTIONS | options::TRACEEXEC, &from.env)?;
+    let restored = timed_restore(&snap, TRACE_OPTIONS | options::TRACEEXEC, &from.env, Privileges::Recorded)?;
     let pid = restored.pid;
     let kill = |e: Error| {
         sdt_sys::kill_namespace(restored.init);
@@ -75,7 +77,8 @@ pub struct Resumed {
 }
 
 /// Restores snapshot `name` of run `run` in the store at `store`, with the variables of
-/// `env` in its environment, switches its breakpoints off and waits for it to end.
+/// `env` in its environment and the credentials `privileges` says, switches its
+/// breakpoints off and waits for it to end.
 ///
 /// It stays traced, though nothing is captured: a thread the snapshot caught between its
 /// breakpoint's filter check and the trap still traps, and gets "declined" for an answer
@@ -85,11 +88,12 @@ pub fn resume_detached(
     run: RunId,
     name: &str,
     env: &[(String, String)],
+    privileges: Privileges,
 ) -> Result<Resumed, Error> {
     let store = Store::open(store)?;
     let snap = store.open_run(&run)?.open_snapshot(name)?;
     let start = monotonic_ns();
-    let restored = timed_restore(&snap, TRACE_OPTIONS | options::TRACEEXEC, env)?;
+    let restored = timed_restore(&snap, TRACE_OPTIONS | options::TRACEEXEC, env, privileges)?;
     let restore_ns = monotonic_ns() - start;
     let pid = restored.pid;
     let prepared = match Library::find(snap.meta(), &|addr, buf| snap.read(addr, buf).is_ok()) {
@@ -141,9 +145,10 @@ fn timed_restore(
     snap: &Snapshot,
     ptrace_options: u32,
     env: &[(String, String)],
+    privileges: Privileges,
 ) -> Result<sdt_restore::Restored, Error> {
     let start = monotonic_ns();
-    let restored = sdt_restore::restore(snap, ptrace_options, env)?;
+    let restored = sdt_restore::restore(snap, &sdt_restore::Options { ptrace_options, env, privileges })?;
     log::info!(
         "restored {} as pid {} in {:.1} ms ({} bytes of pages)",
         snap.name(),

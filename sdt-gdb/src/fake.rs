@@ -120,6 +120,7 @@ pub fn sample() -> FakeSource {
             exe: EXE.into(),
             cmdline: vec![EXE.into(), "--size".into(), "3".into()],
             cwd: "/tmp".into(),
+            ..ProcessInfo::default()
         },
         threads: vec![thread(1001, xsave(11008, 0x602e7, 0x602e3)), thread(1002, xsave(2696, 0x2ff, 0x3))],
         mappings: vec![

@@ -9,7 +9,7 @@
 //! let store = Store::open(".sdt".as_ref())?;
 //! let run = store.open_run(&store.latest_run()?)?;
 //! let snap = run.open_snapshot("S1")?;
-//! let restored = sdt_restore::restore(&snap, 0, &[])?;
+//! let restored = sdt_restore::restore(&snap, &sdt_restore::Options::default())?;
 //! println!("pid {} (in its namespace: {})", restored.pid, restored.threads[0].tid);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -22,7 +22,8 @@
 //! itself, then waits; the caller's thread seizes it and, through system calls injected
 //! into it, replaces its memory (`memory`), then creates the other threads with their
 //! ids and sets every thread's state (`threads`). Extra environment variables go into a
-//! new `environ` array (`environ`).
+//! new `environ` array (`environ`). Last, every thread takes the credentials it had
+//! (`creds`): the stub opened the program's files as the program's user already.
 //!
 //! # Design constraints
 //!
@@ -33,6 +34,13 @@
 //! - The snapshot must come from this machine's kernel (the vDSO is moved, not copied).
 //! - Needs the rights to create a PID namespace and choose pids in it (root, or
 //!   `CAP_SYS_ADMIN`).
+//! - The restored process gets the user and group ids, supplementary groups,
+//!   capabilities (never more than the restorer's), `no_new_privs`, seccomp strict mode
+//!   and dumpable flag its snapshot recorded, thread by thread; a snapshot from before
+//!   they were recorded resumes as its real user and group, with no supplementary groups
+//!   and no capabilities unless that user is root. [`Privileges::Restorer`] opts out.
+//! - A thread that had a seccomp filter is refused (the snapshot does not hold the
+//!   filter), unless [`Privileges::RecordedWithoutSeccompFilter`] says to go on without.
 //!
 //! It does not restore: pending signals, timers, alternate signal stacks, resource
 //! limits, child processes, or the parent link (the restored process is the child of
@@ -41,6 +49,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
+mod creds;
 mod environ;
 pub mod handover;
 mod memory;
@@ -77,6 +86,29 @@ pub struct RestoredThread {
     pub tid: i32,
 }
 
+/// What a restore does besides recreating the process.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Options<'a> {
+    /// `PTRACE_O_*` options the process is seized with (clone tracing is always added).
+    pub ptrace_options: u32,
+    /// Environment variables (name, value) to add to or replace in the program's.
+    pub env: &'a [(String, String)],
+    /// Whose credentials the program resumes with.
+    pub privileges: Privileges,
+}
+
+/// Whose credentials a restored program resumes with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Privileges {
+    /// Those its snapshot recorded, thread by thread; a seccomp filter is refused.
+    #[default]
+    Recorded,
+    /// Those its snapshot recorded, without the seccomp filter a thread had.
+    RecordedWithoutSeccompFilter,
+    /// The restorer's own (root's): files are opened and the program runs with them.
+    Restorer,
+}
+
 /// Why a snapshot could not be restored.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -111,6 +143,27 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A thread had a seccomp filter, which the snapshot does not hold.
+    #[error(
+        "cannot restore thread {tid}'s seccomp filter: snapshots do not hold the filter, and without it \
+         the program would be allowed system calls it was not"
+    )]
+    SeccompFilter {
+        /// The thread, by its snapshot id.
+        tid: i32,
+    },
+    /// A thread's credentials did not come out as set.
+    #[error("thread {tid} did not take its recorded credentials: its {what} are {got}, not {want}")]
+    Credentials {
+        /// The thread, by its snapshot id.
+        tid: i32,
+        /// Which credential.
+        what: &'static str,
+        /// What it has.
+        got: String,
+        /// What it should have.
+        want: String,
+    },
     /// Reading the snapshot failed.
     #[error(transparent)]
     Store(#[from] sdt_store::Error),
@@ -119,14 +172,19 @@ pub enum Error {
     Sys(sdt_sys::Error),
 }
 
-/// Recreates the process of `snap`, seized with `ptrace_options` (`PTRACE_O_*`; clone
-/// tracing is always added) and stopped, with the variables of `env` (name, value) added
-/// to or replaced in its environment.
-pub fn restore(snap: &Snapshot, ptrace_options: u32, env: &[(String, String)]) -> Result<Restored, Error> {
+/// Recreates the process of `snap`, seized and stopped, as `options` say.
+pub fn restore(snap: &Snapshot, options: &Options) -> Result<Restored, Error> {
     let meta = snap.meta();
     plan::threads(meta)?;
     let plans = plan::mappings(meta)?;
     let fds = plan::descriptors(meta)?;
+    let targets = match options.privileges {
+        Privileges::Restorer => None,
+        privileges => {
+            let tids = meta.threads.iter().map(|t| t.tid);
+            Some(creds::targets(&meta.process, tids, &creds::own()?, privileges)?)
+        }
+    };
     snap.check_files()?;
     let stub = Stub {
         pid: meta.process.pid,
@@ -134,12 +192,13 @@ pub fn restore(snap: &Snapshot, ptrace_options: u32, env: &[(String, String)]) -
             .map_err(|_| Error::Unsupported { what: "a working directory with a NUL byte".into() })?,
         fds,
         actions: threads::actions(&meta.signals),
+        identity: targets.as_ref().map(|t| creds::file_identity(t.of(meta.process.pid))),
     };
     let spawned = respawn::spawn_stub(&stub).map_err(|e| stub_error(e, &stub.fds))?;
     // Until the restore succeeds, a failure takes the whole namespace down with it.
     let mut guard = KillOnDrop(Some(spawned.init));
     let pid = spawned.stub;
-    ptrace::seize(pid, ptrace_options | ptrace::options::TRACECLONE).map_err(Error::Sys)?;
+    ptrace::seize(pid, options.ptrace_options | ptrace::options::TRACECLONE).map_err(Error::Sys)?;
     ptrace::interrupt(pid).map_err(Error::Sys)?;
     wait_stopped(pid)?;
 
@@ -165,25 +224,31 @@ pub fn restore(snap: &Snapshot, ptrace_options: u32, env: &[(String, String)]) -
     for patch in handover::patches(meta, &|addr, buf| snap.read(addr, buf).is_ok()) {
         sdt_sys::memory::write(pid, patch.addr, &patch.bytes).map_err(Error::Sys)?;
     }
-    environ::set(&mut remote, snap, env)?;
+    environ::set(&mut remote, snap, options.env)?;
     memory::set_layout(&mut remote, &meta.layout, &meta.auxv, &meta.process.exe)?;
 
     let threads = threads::create(&mut remote, meta)?;
     threads::set_up(&mut remote, snap, &threads)?;
+    let restored: Vec<RestoredThread> = threads.iter().map(|(t, _)| *t).collect();
+    // The stub's credentials, every thread's until they take their own.
+    let stub_creds = targets.as_ref().map(|_| creds::current(pid)).transpose()?;
+    if let (Some(targets), Some(now)) = (&targets, &stub_creds) {
+        // Unknown for a root process: dumpable, as every program starts.
+        creds::set(&mut remote, &restored, targets, now, meta.process.dumpable.unwrap_or(true))?;
+    }
     // The scratch area goes last, through the vDSO's own syscall instruction.
     if let Some(at) = vdso_syscall {
         remote.use_syscall_at(at);
         remote.drop_scratch();
         remote.call("unmapping the scratch area", libc::SYS_munmap, &[scratch.0, scratch.1 - scratch.0])?;
     }
+    if let (Some(targets), Some(now)) = (&targets, &stub_creds) {
+        creds::confine(&mut remote, &restored, targets, now)?;
+        creds::verify(&restored, targets)?;
+    }
     threads::set_registers(&threads)?;
     guard.0 = None;
-    Ok(Restored {
-        pid,
-        init: spawned.init,
-        threads: threads.iter().map(|(t, _)| *t).collect(),
-        bytes_written,
-    })
+    Ok(Restored { pid, init: spawned.init, threads: restored, bytes_written })
 }
 
 /// Kills and reaps the namespace's init (and so every process in it) unless disarmed.
@@ -241,6 +306,7 @@ fn stub_error(e: RespawnError, fds: &[sdt_sys::respawn::StubFd]) -> Error {
                 StubStep::Chdir => "changing to the working directory".to_owned(),
                 StubStep::Open => format!("opening file descriptor {index} ({})", file()),
                 StubStep::Seek => format!("seeking file descriptor {index} ({})", file()),
+                StubStep::Identity => "taking the program's user and groups for opening its files".to_owned(),
             };
             if step == StubStep::Clone && source.raw_os_error() == Some(libc::EPERM) {
                 return Error::NoNamespace(sdt_sys::Error { call: "clone3", tid: 0, source });

@@ -16,6 +16,8 @@ use crate::Error;
 pub(crate) const SCRATCH_LEN: u64 = 3 * 4096;
 /// Where arguments start inside the scratch area.
 const ARGS_OFFSET: u64 = 64;
+/// Bytes of arguments the scratch area holds.
+pub(crate) const ARGS_ROOM: u64 = SCRATCH_LEN - ARGS_OFFSET;
 
 /// A process whose threads are all stopped, and the way to make system calls in it.
 pub(crate) struct Remote {

@@ -4,6 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
+mod creds;
+pub use creds::{ALL_CAPS, Capabilities, Credentials, Ids, SeccompMode, ThreadCredentials};
+
 /// Page size of every supported target (x86_64 Linux).
 pub const PAGE_SIZE: u64 = 4096;
 
@@ -209,6 +212,31 @@ pub struct ProcessInfo {
     pub cmdline: Vec<String>,
     /// Working directory.
     pub cwd: String,
+    /// The credentials of the thread they were read through, which every thread not in
+    /// `thread_creds` shares (read as the threads resume from the capture); `None` in
+    /// snapshots from before they were recorded.
+    #[serde(default)]
+    pub creds: Option<Credentials>,
+    /// The threads whose credentials differ from `creds`.
+    #[serde(default)]
+    pub thread_creds: Vec<ThreadCredentials>,
+    /// Whether the process was dumpable (`PR_GET_DUMPABLE` = 1: its user may trace it and
+    /// it dumps core); `None` when unknown (a process of effective uid 0, or a snapshot
+    /// from before it was recorded).
+    #[serde(default)]
+    pub dumpable: Option<bool>,
+}
+
+impl ProcessInfo {
+    /// The credentials thread `tid` had: its own if they differed from the process's,
+    /// else the process's; for a snapshot that recorded none, what its real user and
+    /// group imply ([`Credentials::implied`]).
+    pub fn credentials_of(&self, tid: i32) -> Credentials {
+        match self.thread_creds.iter().find(|t| t.tid == tid) {
+            Some(t) => t.creds.clone(),
+            None => self.creds.clone().unwrap_or_else(|| Credentials::implied(self.uid, self.gid)),
+        }
+    }
 }
 
 /// One thread, stopped.

@@ -8,10 +8,17 @@
 //!                               │ clone3(set_tid = [pid])
 //!                               ▼
 //!                              stub (pid = the snapshot's pid): block signals, set
-//!                              dispositions, chdir, lay out descriptors, close the
-//!                              report pipe, pause()
-//! init: reap children until the stub ends, then exit with its status
+//!                              dispositions, chdir, take the program's file identity,
+//!                              lay out descriptors, close the report pipe, pause()
+//! init: close every descriptor, reap children until the stub ends, then exit with its
+//! status
 //! ```
+//!
+//! The stub opens the snapshot's files as the program's user ([`FileIdentity`]): a
+//! descriptor is a capability, and one opened with root's rights would hand the program
+//! files it could not open itself. The working directory is not one (every lookup from
+//! it is checked again), so the stub enters it with the caller's rights. Init holds
+//! nothing the program could reach.
 //!
 //! A step of the stub that fails writes `(step, errno)` to the report pipe and exits; a
 //! report pipe closed with nothing in it means the stub is ready.
@@ -19,9 +26,11 @@
 //! # Safety
 //!
 //! After `clone`, both children run only raw system calls (`rt_sigprocmask`,
-//! `rt_sigaction`, `chdir`, `openat`, `fcntl`, `dup2`, `lseek`, `close_range`, `write`,
-//! `clone3`, `wait4`, `pause`, `exit_group`) on memory prepared before the clone: no
-//! allocation, no locks, as after any `fork` of a multithreaded process.
+//! `rt_sigaction`, `chdir`, `setgroups`, `setfsgid`, `setfsuid`, `openat`, `fcntl`,
+//! `dup2`, `lseek`, `close_range`, `write`, `clone3`, `wait4`, `pause`, `exit_group`) on
+//! memory prepared before the clone: no allocation, no locks, as after any `fork` of a
+//! multithreaded process (glibc's `setgroups` would signal the caller's other threads,
+//! which the child does not have).
 
 #![allow(unsafe_code)]
 
@@ -69,6 +78,20 @@ pub struct Stub {
     /// `struct kernel_sigaction` (handler, flags, restorer, mask) for signals 1..=64;
     /// `None`: the default action.
     pub actions: [Option<[u64; 4]>; 64],
+    /// Whose rights the descriptors are opened with; `None`: the caller's.
+    pub identity: Option<FileIdentity>,
+}
+
+/// What file access is checked against: the filesystem user and group, and the
+/// supplementary groups.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileIdentity {
+    /// `setfsuid(2)`.
+    pub fsuid: u32,
+    /// `setfsgid(2)`.
+    pub fsgid: u32,
+    /// `setgroups(2)`.
+    pub groups: Vec<u32>,
 }
 
 /// The started stub.
@@ -94,6 +117,8 @@ pub enum StubStep {
     Open,
     /// `lseek` to a file position.
     Seek,
+    /// Taking the program's file identity (`setgroups`, `setfsgid`, `setfsuid`).
+    Identity,
 }
 
 /// Why the stub could not be started.
@@ -160,7 +185,8 @@ pub fn spawn_stub(stub: &Stub) -> Result<Spawned, RespawnError> {
             2 => StubStep::Signal,
             3 => StubStep::Chdir,
             4 => StubStep::Open,
-            _ => StubStep::Seek,
+            5 => StubStep::Seek,
+            _ => StubStep::Identity,
         };
         return Err(RespawnError::Step {
             step,
@@ -206,7 +232,8 @@ unsafe fn run_init(
         if child == 0 {
             run_stub(stub, report, base, placed);
         }
-        libc::close(report);
+        // Init needs no descriptor from here on, and keeps none of the caller's.
+        libc::close_range(0, u32::MAX, 0);
         loop {
             let mut status = 0;
             let pid = libc::wait4(-1, &mut status, libc::__WALL, std::ptr::null_mut());
@@ -236,6 +263,9 @@ unsafe fn run_stub(stub: &Stub, report: i32, base: i32, placed: &mut [i32]) -> !
         }
         if libc::chdir(stub.cwd.as_ptr()) < 0 {
             fail(report, StubStep::Chdir, 0);
+        }
+        if let Some(id) = &stub.identity {
+            take_identity(id, report);
         }
         // Everything the stub keeps goes above `base` first, so that placing a descriptor
         // never closes another one still to be placed.
@@ -280,6 +310,28 @@ unsafe fn run_stub(stub: &Stub, report: i32, base: i32, placed: &mut [i32]) -> !
         libc::close_range(base as u32, u32::MAX, 0);
         loop {
             libc::pause();
+        }
+    }
+}
+
+/// Makes file access check `id`. `setfsuid` and `setfsgid` return the previous id
+/// whether or not they succeeded, so each is asked again with an invalid id (which
+/// changes nothing) to check.
+unsafe fn take_identity(id: &FileIdentity, report: i32) {
+    // SAFETY: raw system calls on memory prepared before the clone (module note).
+    unsafe {
+        if libc::syscall(libc::SYS_setgroups, id.groups.len(), id.groups.as_ptr()) < 0 {
+            fail(report, StubStep::Identity, 0);
+        }
+        libc::syscall(libc::SYS_setfsgid, id.fsgid);
+        if libc::syscall(libc::SYS_setfsgid, u32::MAX) as u32 != id.fsgid {
+            *libc::__errno_location() = libc::EPERM;
+            fail(report, StubStep::Identity, 0);
+        }
+        libc::syscall(libc::SYS_setfsuid, id.fsuid);
+        if libc::syscall(libc::SYS_setfsuid, u32::MAX) as u32 != id.fsuid {
+            *libc::__errno_location() = libc::EPERM;
+            fail(report, StubStep::Identity, 0);
         }
     }
 }

@@ -116,6 +116,16 @@ pub struct RestoreOpt {
     pub snapshot: String,
     #[command(flatten)]
     pub capture: CaptureArgs,
+    /// Resume with sdt's own credentials (root's, every capability) instead of those the
+    /// program had: it can then read and change anything root can. Without it, every
+    /// thread gets back its user and group ids, supplementary groups, capabilities and
+    /// no_new_privs. Not with --config or --every.
+    #[arg(long, conflicts_with = "without_seccomp")]
+    pub keep_root: bool,
+    /// Resume a program that ran under a seccomp filter without the filter (snapshots do
+    /// not hold it; such a snapshot is refused otherwise). Not with --config or --every.
+    #[arg(long)]
+    pub without_seccomp: bool,
     /// Environment variables to add to the program's or replace in it, as its `getenv`
     /// sees them from now on.
     #[arg(last = true, value_name = "NAME=VALUE")]
@@ -357,6 +367,15 @@ mod tests {
         let Action::Restore(r) = opt.action else { panic!("not restore") };
         assert_eq!((r.snapshot.as_str(), r.run.run), ("3", Some(2)));
         assert_eq!(r.capture.config, Some(PathBuf::from("f.toml")));
+        assert!(!r.keep_root && !r.without_seccomp);
+        let opt = Opt::parse_from(["sdt", "restore", "S3", "--keep-root", "--", "A=1"]);
+        let Action::Restore(r) = opt.action else { panic!("not restore") };
+        assert!(r.keep_root && !r.without_seccomp);
+        assert_eq!(r.env, ["A=1"]);
+        let opt = Opt::parse_from(["sdt", "restore", "S3", "--without-seccomp"]);
+        let Action::Restore(r) = opt.action else { panic!("not restore") };
+        assert!(r.without_seccomp);
+        assert!(Opt::try_parse_from(["sdt", "restore", "S3", "--keep-root", "--without-seccomp"]).is_err());
         let opt = Opt::parse_from([
             "sdt",
             "refine",

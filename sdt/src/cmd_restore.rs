@@ -4,6 +4,8 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use sdt_daemon::{RestoreFrom, RunOptions, Target, Tracking, human};
+use sdt_restore::Privileges;
+use sdt_store::SnapshotMeta;
 
 use crate::cli::RestoreOpt;
 use crate::cmd_run::{capture_config, exit_code, report};
@@ -13,10 +15,19 @@ pub fn restore(opt: RestoreOpt) -> Result<ExitCode> {
     let env = extra_env(&opt.env)?;
     let (run, snap) = select::open_snapshot(&opt.store, &opt.run, Some(&opt.snapshot))?;
     let name = snap.name().to_owned();
-    drop(snap);
     let capture = &opt.capture;
-    if capture.config.is_none() && capture.every.is_none() {
-        let resumed = sdt_daemon::resume_detached(&opt.store.store, run.id(), &name, &env)
+    let detached = capture.config.is_none() && capture.every.is_none();
+    let privileges = privileges(&opt, snap.meta(), detached)?;
+    drop(snap);
+    if detached {
+        let resumed = sdt_daemon::resume_detached(&opt.store.store, run.id(), &name, &env, privileges)
+            .inspect_err(|e| {
+                if matches!(e, sdt_daemon::Error::Restore(sdt_restore::Error::SeccompFilter { .. })) {
+                    eprintln!(
+                        "sdt: hint: `sdt restore --without-seccomp {name}` resumes it without the filter"
+                    );
+                }
+            })
             .with_context(|| format!("restoring {name} of run {}", run.id()))?;
         if !capture.quiet {
             eprintln!(
@@ -42,6 +53,30 @@ pub fn restore(opt: RestoreOpt) -> Result<ExitCode> {
     .with_context(|| format!("restoring {name} of run {}", run.id()))?;
     report(&outcome, &opt.store.store, capture.quiet);
     Ok(exit_code(outcome.exit, capture.quiet))
+}
+
+/// Whose credentials the program resumes with, warning loudly when not its own. Only a
+/// `detached` resume (no capture) may opt out of the recorded ones.
+fn privileges(opt: &RestoreOpt, meta: &SnapshotMeta, detached: bool) -> Result<Privileges> {
+    if (opt.keep_root || opt.without_seccomp) && !detached {
+        bail!("--keep-root and --without-seccomp resume without capturing: not with --config or --every");
+    }
+    let had = meta.process.credentials_of(meta.process.pid);
+    if opt.keep_root {
+        eprintln!(
+            "sdt: WARNING: --keep-root: {} resumes with sdt's own credentials (root's, every capability \
+             sdt has), not as the uid {} and gid {} it ran as: it can read and change anything root can",
+            meta.name, had.uids.effective, had.gids.effective,
+        );
+        return Ok(Privileges::Restorer);
+    }
+    if opt.without_seccomp {
+        eprintln!(
+            "sdt: warning: --without-seccomp: threads that ran under a seccomp filter resume without it"
+        );
+        return Ok(Privileges::RecordedWithoutSeccompFilter);
+    }
+    Ok(Privileges::Recorded)
 }
 
 /// The `NAME=VALUE` arguments as (name, value) pairs.

@@ -6,6 +6,7 @@ mod harness;
 
 mod behaviour;
 mod capture;
+mod credentials;
 mod criu_export;
 mod damage;
 mod errors;

@@ -9,7 +9,7 @@ use std::process::Output;
 use crate::harness::{Sdt, config, describe, gdb, gdb_values, program, stderr, stdout};
 
 /// True if this process may create PID namespaces; otherwise says the test is skipped.
-fn may_restore(test: &str) -> bool {
+pub(crate) fn may_restore(test: &str) -> bool {
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     if !root {

@@ -1,0 +1,155 @@
+//! `sdt restore` run by root on the snapshot of another user's program: the program
+//! resumes with the credentials it had, thread by thread, and opens its files with them;
+//! `--keep-root` opts out, loudly. A seccomp filter, which snapshots do not hold, is
+//! refused unless `--without-seccomp` says to go on without it.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::harness::{Sdt, describe, program, stderr, stdout};
+use crate::restore::may_restore;
+
+/// A directory anyone may enter, with `secret` (root's, 0600) and `kept` (0644) in it.
+fn files() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let file = |name: &str, mode: u32| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, format!("the {name} file\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        path
+    };
+    let (secret, kept) = (file("secret", 0o600), file("kept", 0o644));
+    (dir, secret, kept)
+}
+
+/// Runs `credentials drop SECRET KEPT` under `sdt run` as root: it drops to uid 1001
+/// (real 1003) and takes snapshot S0.
+fn run_as_user(sdt: &Sdt, secret: &Path, kept: &Path) -> String {
+    let prog = program("credentials");
+    let args = [prog.to_str().unwrap(), "drop", secret.to_str().unwrap(), kept.to_str().unwrap()];
+    let out = sdt.ok(&[&["run", "-q", "--"], &args[..]].concat());
+    stdout(&out)
+}
+
+#[test]
+fn a_program_restored_by_root_resumes_as_the_user_it_ran_as() {
+    if !may_restore("a_program_restored_by_root_resumes_as_the_user_it_ran_as") {
+        return;
+    }
+    let (_dir, secret, kept) = files();
+    let sdt = Sdt::new();
+    let original = run_as_user(&sdt, &secret, &kept);
+    // What the program had, so what the restored one must print again.
+    for line in [
+        "main: uid 1003 1001 1001 1001 gid 1001 1001 1001 1001 groups 1002 1004\n",
+        "main: CapEff:\t0000000000000400\n",
+        "main: CapAmb:\t0000000000000400\n",
+        "main: NoNewPrivs:\t0\n",
+        "threads in seccomp strict mode: 1\n",
+        "worker: uid 1003 1003 1001 1003 gid 1001 1001 1001 1001 groups 1002 1004\n",
+        "worker: NoNewPrivs:\t1\n",
+        "dumpable 1\n",
+        "kept: the kept file\n",
+        "secret: EACCES\n",
+    ] {
+        assert!(original.contains(line), "{line:?} not in:\n{original}");
+    }
+    let bounding = original.lines().find_map(|l| l.strip_prefix("main: CapBnd:")).unwrap();
+    let bounding = u64::from_str_radix(bounding.trim(), 16).unwrap();
+    assert_eq!(bounding & 1 << 13, 0, "CAP_NET_RAW dropped: {bounding:#x}");
+
+    // The snapshot recorded them: the process's, and the worker's that differ.
+    let raw = sdt.ok(&["show", "--raw", "S0"]);
+    let meta: Value = serde_json::from_slice(&raw.stdout).unwrap();
+    let process = &meta["process"];
+    let uids = &process["creds"]["uids"];
+    assert_eq!((uids["real"].as_u64(), uids["effective"].as_u64()), (Some(1003), Some(1001)), "{process}");
+    assert_eq!(process["creds"]["groups"], serde_json::json!([1002, 1004]), "{process}");
+    assert_eq!(process["dumpable"], true, "{process}");
+    let threads = process["thread_creds"].as_array().unwrap();
+    assert_eq!(threads.len(), 2, "the worker and the strict thread: {process}");
+    assert!(threads.iter().any(|t| t["creds"]["no_new_privs"] == true), "{process}");
+    assert!(threads.iter().any(|t| t["creds"]["seccomp"] == "strict"), "{process}");
+
+    let out = sdt.output(&["restore", "-q", "S0"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(stdout(&out), original, "{}", describe(&out));
+    // Capturing again (as `sdt refine` does, through the same code) changes nothing.
+    let out = sdt.output(&["restore", "-q", "--every", "1000", "S0"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(stdout(&out), original, "{}", describe(&out));
+
+    // The kept file is opened again with the user's rights, not root's: once the user
+    // may no longer read it, the restore says so rather than hand root's descriptor over.
+    std::fs::set_permissions(&kept, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let out = sdt.output(&["restore", "-q", "S0"]);
+    assert!(!out.status.success(), "{}", describe(&out));
+    let said = stderr(&out);
+    assert!(
+        said.contains(&format!("opening file descriptor 3 ({})", kept.display()))
+            && said.contains("Permission denied"),
+        "{}",
+        describe(&out)
+    );
+}
+
+#[test]
+fn keep_root_resumes_as_root_and_says_so() {
+    if !may_restore("keep_root_resumes_as_root_and_says_so") {
+        return;
+    }
+    let (_dir, secret, kept) = files();
+    let sdt = Sdt::new();
+    run_as_user(&sdt, &secret, &kept);
+    std::fs::set_permissions(&kept, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let out = sdt.output(&["restore", "-q", "--keep-root", "S0"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let said = stderr(&out);
+    assert!(
+        said.contains("WARNING: --keep-root: S0 resumes with sdt's own credentials")
+            && said.contains("not as the uid 1001 and gid 1001 it ran as"),
+        "{}",
+        describe(&out)
+    );
+    let printed = stdout(&out);
+    for line in ["main: uid 0 0 0 0 gid 0 0 0 0 groups", "kept: the kept file\n", "secret: opened\n"] {
+        assert!(printed.contains(line), "{line:?} not in:\n{}", describe(&out));
+    }
+
+    // Not with capturing restores, which always take the recorded credentials.
+    let out = sdt.output(&["restore", "-q", "--keep-root", "--every", "100", "S0"]);
+    assert!(
+        !out.status.success() && stderr(&out).contains("not with --config or --every"),
+        "{}",
+        describe(&out)
+    );
+}
+
+#[test]
+fn a_seccomp_filter_is_refused_unless_the_restore_goes_on_without_it() {
+    if !may_restore("a_seccomp_filter_is_refused_unless_the_restore_goes_on_without_it") {
+        return;
+    }
+    // noufd runs dirty under a seccomp filter (and no_new_privs, which filters need).
+    let sdt = Sdt::new();
+    let (noufd, dirty) = (program("noufd"), program("dirty"));
+    sdt.ok(&["run", "-q", "--", noufd.to_str().unwrap(), dirty.to_str().unwrap(), "4", "10", "2"]);
+    let out = sdt.output(&["restore", "-q", "S0"]);
+    assert!(!out.status.success(), "{}", describe(&out));
+    let said = stderr(&out);
+    assert!(
+        said.contains("seccomp filter: snapshots do not hold the filter")
+            && said.contains("hint: `sdt restore --without-seccomp S0`"),
+        "{}",
+        describe(&out)
+    );
+    assert_eq!(stdout(&out), "", "nothing of the program ran: {}", describe(&out));
+
+    let out = sdt.output(&["restore", "-q", "--without-seccomp", "S0"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(stderr(&out).contains("resume without it"), "{}", describe(&out));
+    assert_eq!(stdout(&out), "dirty done\n", "{}", describe(&out));
+}
