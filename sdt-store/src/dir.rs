@@ -1,5 +1,6 @@
 //! The store directory: runs, their `run.json`, the snapshot files, the `latest` link.
-//! This module and `reader`'s file-reference lookups are the only places that touch files.
+//! This module and `fileref` (the files that mappings refer to) are the only places that
+//! touch files.
 
 use std::fmt;
 use std::fs::{self, File};
@@ -223,6 +224,8 @@ impl Store {
         let json = fs::read(&path).map_err(|e| io_error(&path, e))?;
         let mut info: RunInfo = serde_json::from_slice(&json)
             .map_err(|e| Error::BadRunInfo { path: path.clone(), detail: e.to_string() })?;
+        crate::names::check_run_info(&info)
+            .map_err(|detail| Error::BadRunInfo { path: path.clone(), detail })?;
         // The directory's name is the id; a copied or renamed run keeps working.
         info.id = *id;
         Ok(Run { dir, info })

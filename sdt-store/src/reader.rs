@@ -8,13 +8,13 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::fs::File;
 use std::io::{self, ErrorKind};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
 use zstd::bulk::Decompressor;
 
 use crate::dir::{io_error, map_file, snapshot_name, snapshot_path};
+use crate::fileref::{self, Trust};
 use crate::format;
 use crate::index::{BlockTable, Index, MAX_PATCH_DEPTH, SlotRun, find_run};
 use crate::model::{Content, FileRef, Mapping, PAGE_SIZE, SnapshotMeta};
@@ -41,6 +41,8 @@ struct State {
     slots: Slots,
     /// Files that mappings refer to, checked to be the captured version.
     refs: HashMap<FileRef, File>,
+    /// Whose reading rights those files must also satisfy.
+    trust: Trust,
 }
 
 /// Snapshot files opened for their slots, a cache of decoded blocks, and the last page
@@ -85,10 +87,13 @@ impl Snapshot {
     pub(crate) fn open(dir: PathBuf, seq: u32, name: String, map: Mmap) -> Result<Snapshot> {
         let opened = format::open(&map, seq).map_err(|bad| bad.named(&name))?;
         let meta = format::decode_meta(&map, &opened).map_err(|bad| bad.named(&name))?;
+        crate::names::check_meta_name(&meta.name, &name)
+            .map_err(|detail| Error::Corrupt { snapshot: name.clone(), detail })?;
         let Index { blocks, pages: runs, patches } = opened.index;
         let mut slots = Slots::new(dir.clone(), CACHED_BLOCKS, usize::MAX)
             .map_err(|e| io_error(&snapshot_path(&dir, seq), e))?;
         let file_bytes = map.len() as u64;
+        let trust = Trust::of_run_dir(&dir);
         slots.files.open.insert(seq, SnapFile { map, blocks, patches, used: 0 });
         Ok(Snapshot {
             name,
@@ -96,7 +101,7 @@ impl Snapshot {
             meta,
             runs,
             file_bytes,
-            state: RefCell::new(State { slots, refs: HashMap::new() }),
+            state: RefCell::new(State { slots, refs: HashMap::new(), trust }),
         })
     }
 
@@ -140,7 +145,7 @@ impl Snapshot {
                 (Content::File(f), None) => {
                     let file = state.file_ref(f, &self.name)?;
                     // `check_mappings` made sure that `offset + len` does not overflow.
-                    read_file(file, m.offset + (pos - m.start), out, &f.path)?;
+                    fileref::read_at(file, m.offset + (pos - m.start), out, &f.path)?;
                 }
             }
             done += out.len();
@@ -159,13 +164,20 @@ impl Snapshot {
     /// was mapped; [`Error::FileChanged`](crate::Error::FileChanged) names the first that
     /// is not.
     pub fn check_files(&self) -> Result<()> {
-        let mut state = self.state.borrow_mut();
         for m in &self.meta.mappings {
             if let Content::File(f) = &m.content {
-                state.file_ref(f, &self.name)?;
+                self.check_file(f)?;
             }
         }
         Ok(())
+    }
+
+    /// Checks that the pages the file `f` provides can be read: it is the version that was
+    /// mapped, a regular file, and readable by the store's owner
+    /// ([`Error::FileChanged`](crate::Error::FileChanged),
+    /// [`Error::FileRefused`](crate::Error::FileRefused)).
+    pub fn check_file(&self, f: &FileRef) -> Result<()> {
+        self.state.borrow_mut().file_ref(f, &self.name).map(drop)
     }
 
     fn mapping_at(&self, addr: u64) -> Option<&Mapping> {
@@ -337,7 +349,7 @@ impl State {
     /// The file `f` names, opened and checked on first use.
     fn file_ref(&mut self, f: &FileRef, snapshot: &str) -> Result<&File> {
         if !self.refs.contains_key(f) {
-            let file = open_file_ref(f, snapshot)?;
+            let file = fileref::open(f, &self.trust, snapshot)?;
             self.refs.insert(f.clone(), file);
         }
         Ok(&self.refs[f])
@@ -361,50 +373,4 @@ fn open_source(dir: &Path, seq: u32, needed_by: &str) -> Result<SnapFile> {
     let opened = format::open(&map, seq).map_err(|bad| bad.named(&name))?;
     let Index { blocks, patches, .. } = opened.index;
     Ok(SnapFile { map, blocks, patches, used: 0 })
-}
-
-/// Opens the file `f` names and checks that it is the version that was mapped.
-fn open_file_ref(f: &FileRef, snapshot: &str) -> Result<File> {
-    let changed =
-        |detail: String| Error::FileChanged { path: f.path.clone(), snapshot: snapshot.to_owned(), detail };
-    let path = Path::new(&f.path);
-    let file = match File::open(path) {
-        Ok(file) => file,
-        Err(e) if e.kind() == ErrorKind::NotFound => {
-            return Err(changed("it no longer exists".into()));
-        }
-        Err(e) => return Err(io_error(path, e)),
-    };
-    let now = FileRef::of(&f.path, &file.metadata().map_err(|e| io_error(path, e))?);
-    let mut diffs = Vec::new();
-    for (what, got, expected) in
-        [("device", now.dev, f.dev), ("inode", now.inode, f.inode), ("size", now.size, f.size)]
-    {
-        if got != expected {
-            diffs.push(format!("{what} {got}, expected {expected}"));
-        }
-    }
-    if now.mtime_ns != f.mtime_ns {
-        diffs.push(format!("mtime {} ns, expected {} ns", now.mtime_ns, f.mtime_ns));
-    }
-    if diffs.is_empty() { Ok(file) } else { Err(changed(diffs.join("; "))) }
-}
-
-/// Fills `out` from `file` at `offset`; bytes past the end of the file are zero.
-fn read_file(file: &File, mut offset: u64, mut out: &mut [u8], path: &str) -> Result<()> {
-    while !out.is_empty() {
-        match file.read_at(out, offset) {
-            Ok(0) => {
-                out.fill(0);
-                break;
-            }
-            Ok(n) => {
-                out = &mut out[n..];
-                offset += n as u64;
-            }
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) => return Err(io_error(Path::new(path), e)),
-        }
-    }
-    Ok(())
 }
