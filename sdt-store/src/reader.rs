@@ -177,7 +177,15 @@ impl Snapshot {
     /// ([`Error::FileChanged`](crate::Error::FileChanged),
     /// [`Error::FileRefused`](crate::Error::FileRefused)).
     pub fn check_file(&self, f: &FileRef) -> Result<()> {
-        self.state.borrow_mut().file_ref(f, &self.name).map(drop)
+        self.open_file(f).map(drop)
+    }
+
+    /// The file `f` names, opened and checked as [`check_file`](Self::check_file) does:
+    /// for reading more of it than its pages (a program's symbols).
+    pub fn open_file(&self, f: &FileRef) -> Result<File> {
+        let mut state = self.state.borrow_mut();
+        let file = state.file_ref(f, &self.name)?;
+        file.try_clone().map_err(|e| io_error(Path::new(&f.path), e))
     }
 
     fn mapping_at(&self, addr: u64) -> Option<&Mapping> {
