@@ -58,7 +58,7 @@ pub fn ls(opt: LsOpt) -> Result<()> {
             println!();
         }
         let rows = rows(run)?;
-        println!("{indent}{}", run_line(run.info(), &rows));
+        println!("{indent}{}", human::escape(&run_line(run.info(), &rows)));
         print_table(&rows, &indent);
     }
     Ok(())
@@ -110,7 +110,7 @@ fn print_table(rows: &[Row], indent: &str) {
                     meta.name,
                     trigger,
                     hit,
-                    truncate(&attrs, 20),
+                    truncate(&human::escape(&attrs), 20),
                     tid,
                     format!("+{:.3}s", meta.time.since_start_ns as f64 / 1e9),
                     meta.threads.len(),
@@ -120,7 +120,7 @@ fn print_table(rows: &[Row], indent: &str) {
                     human::bytes(*file_bytes),
                 );
             }
-            Row::Broken { name, why } => println!("{indent}{name:<width$} ({why})"),
+            Row::Broken { name, why } => println!("{indent}{name:<width$} ({})", human::escape(why)),
         }
     }
 }
@@ -236,11 +236,11 @@ pub fn runs(opt: RunsOpt) -> Result<()> {
                 let rows = rows(&run)?;
                 println!(
                     "{}  started {}",
-                    run_line(run.info(), &rows),
+                    human::escape(&run_line(run.info(), &rows)),
                     human::utc_timestamp(run.info().started_wall_ns)
                 );
             }
-            Err(e) => println!("run {id}: {e}"),
+            Err(e) => println!("run {id}: {}", human::escape(&e.to_string())),
         }
     }
     Ok(())
