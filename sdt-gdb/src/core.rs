@@ -187,8 +187,7 @@ impl<'a> Contents<'a> {
                 Err(e) => {
                     refused.push(&f.path);
                     contents.notes.push(format!(
-                        "only the pages the store holds of {:?} are in the core, the rest reads as zeros: {e}",
-                        f.path
+                        "{e}: the core holds only the pages the store has of it (the rest reads as zeros)"
                     ));
                 }
             }

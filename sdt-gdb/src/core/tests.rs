@@ -326,9 +326,8 @@ fn a_file_that_cannot_be_read_leaves_its_pages_out_and_says_why() {
     assert_eq!(
         report.notes,
         [format!(
-            "only the pages the store holds of \"{}\" are in the core, the rest reads as zeros: {} changed \
-             since snapshot S1 was taken (size 1, expected 2)",
-            fake::EXE,
+            "{} changed since snapshot S1 was taken (size 1, expected 2): the core holds only the pages the \
+             store has of it (the rest reads as zeros)",
             fake::EXE
         )]
     );
