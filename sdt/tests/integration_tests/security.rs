@@ -30,6 +30,17 @@ fn is_root(test: &str) -> bool {
     root
 }
 
+/// If this process is root, a store holding a real run of `breakpoints`, as
+/// [`run_breakpoints`] makes it; otherwise says the test is skipped.
+fn run_as_root(test: &str, breakpoints: &[&str]) -> Option<Sdt> {
+    if !is_root(test) {
+        return None;
+    }
+    let sdt = Sdt::new();
+    run_breakpoints(&sdt, breakpoints);
+    Some(sdt)
+}
+
 /// A real run of `breakpoints` with the given breakpoints, one thread: S0, S1, ….
 fn run_breakpoints(sdt: &Sdt, breakpoints: &[&str]) {
     let prog = program("breakpoints");
@@ -114,11 +125,11 @@ fn files_under(dir: &Path) -> Vec<PathBuf> {
 
 #[test]
 fn a_program_path_that_reads_as_a_gdb_option_runs_nothing() {
-    if !is_root("a_program_path_that_reads_as_a_gdb_option_runs_nothing") {
+    let Some(sdt) =
+        run_as_root("a_program_path_that_reads_as_a_gdb_option_runs_nothing", &["1/1/1/0", "1/1/2/0"])
+    else {
         return;
-    }
-    let sdt = Sdt::new();
-    run_breakpoints(&sdt, &["1/1/1/0", "1/1/2/0"]);
+    };
     let marker = sdt.dir.path().join("marker");
     let exe = format!("--eval-command=shell touch {}", marker.display());
     for seq in [0, 1] {
@@ -142,34 +153,28 @@ fn a_program_path_that_reads_as_a_gdb_option_runs_nothing() {
 
 #[test]
 fn a_snapshot_name_with_a_path_in_it_is_corrupt_and_writes_nothing_outside() {
-    if !is_root("a_snapshot_name_with_a_path_in_it_is_corrupt_and_writes_nothing_outside") {
+    let Some(sdt) =
+        run_as_root("a_snapshot_name_with_a_path_in_it_is_corrupt_and_writes_nothing_outside", &["1/1/1/0"])
+    else {
         return;
-    }
-    let sdt = Sdt::new();
-    run_breakpoints(&sdt, &["1/1/1/0"]);
+    };
     let outside = sdt.dir.path().join("outside");
     std::fs::create_dir(&outside).unwrap();
     // cores/../../../../outside/x: runs/1, runs, the store, then the test's directory.
     rewrite_meta(&snap_file(&sdt, 1, 0), |m| m["name"] = json!("../../../../outside/x"));
     chown_store(&sdt.store(), OWNER);
 
-    let out = sdt.output(&["gdb", "S0", "--", "-batch"]);
-    assert!(!out.status.success(), "{}", describe(&out));
-    assert!(
-        stderr(&out).contains("snapshot S0 is corrupt: metadata names it \"../../../../outside/x\""),
-        "{}",
-        describe(&out)
-    );
-    assert_eq!(files_under(&outside), Vec::<PathBuf>::new());
+    let says = "snapshot S0 is corrupt: metadata names it \"../../../../outside/x\"";
+    refused_writing_nothing(&sdt, &["gdb", "S0", "--", "-batch"], says, &outside);
 }
 
 #[test]
 fn a_refinement_named_with_a_path_is_refused_and_writes_nothing_outside() {
-    if !is_root("a_refinement_named_with_a_path_is_refused_and_writes_nothing_outside") {
+    let Some(sdt) =
+        run_as_root("a_refinement_named_with_a_path_is_refused_and_writes_nothing_outside", &["1/1/1/0"])
+    else {
         return;
-    }
-    let sdt = Sdt::new();
-    run_breakpoints(&sdt, &["1/1/1/0"]);
+    };
     let outside = sdt.dir.path().join("outside");
     std::fs::create_dir(&outside).unwrap();
     // Run 2, a "refinement" of run 1 whose snapshot 0 is named ../../../../outside/y.0:
@@ -185,23 +190,25 @@ fn a_refinement_named_with_a_path_is_refused_and_writes_nothing_outside() {
     std::fs::write(run2.join("run.json"), serde_json::to_vec(&info).unwrap()).unwrap();
     chown_store(&sdt.store(), OWNER);
 
-    let out = sdt.output(&["gdb", "--", "-batch"]);
+    let says = "parent.from \"../../../../outside/y\" is not a snapshot name";
+    refused_writing_nothing(&sdt, &["gdb", "--", "-batch"], says, &outside);
+}
+
+/// Runs `sdt ARGS`, which must fail saying `says` and leave `outside` empty.
+fn refused_writing_nothing(sdt: &Sdt, args: &[&str], says: &str, outside: &Path) {
+    let out = sdt.output(args);
     assert!(!out.status.success(), "{}", describe(&out));
-    assert!(
-        stderr(&out).contains("parent.from \"../../../../outside/y\" is not a snapshot name"),
-        "{}",
-        describe(&out)
-    );
-    assert_eq!(files_under(&outside), Vec::<PathBuf>::new());
+    assert!(stderr(&out).contains(says), "{}", describe(&out));
+    assert_eq!(files_under(outside), Vec::<PathBuf>::new());
 }
 
 #[test]
 fn symbolic_links_in_the_store_are_not_followed_when_writing_cores() {
-    if !is_root("symbolic_links_in_the_store_are_not_followed_when_writing_cores") {
+    let Some(sdt) =
+        run_as_root("symbolic_links_in_the_store_are_not_followed_when_writing_cores", &["1/1/1/0"])
+    else {
         return;
-    }
-    let sdt = Sdt::new();
-    run_breakpoints(&sdt, &["1/1/1/0"]);
+    };
     let victim = sdt.dir.path().join("victim");
     std::fs::write(&victim, b"root's own").unwrap();
     std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o600)).unwrap();
@@ -235,11 +242,7 @@ fn symbolic_links_in_the_store_are_not_followed_when_writing_cores() {
 
 #[test]
 fn a_fifo_mapping_blocks_no_exporter() {
-    if !is_root("a_fifo_mapping_blocks_no_exporter") {
-        return;
-    }
-    let sdt = Sdt::new();
-    run_breakpoints(&sdt, &["1/1/1/0"]);
+    let Some(sdt) = run_as_root("a_fifo_mapping_blocks_no_exporter", &["1/1/1/0"]) else { return };
     // Its name also shows that error messages print a store's strings escaped.
     let fifo = sdt.dir.path().join("fifo\x1b[2J");
     let c_path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
@@ -265,11 +268,7 @@ fn a_fifo_mapping_blocks_no_exporter() {
 
 #[test]
 fn a_64_tib_mapping_exports_small_and_fast() {
-    if !is_root("a_64_tib_mapping_exports_small_and_fast") {
-        return;
-    }
-    let sdt = Sdt::new();
-    run_breakpoints(&sdt, &["1/1/1/0"]);
+    let Some(sdt) = run_as_root("a_64_tib_mapping_exports_small_and_fast", &["1/1/1/0"]) else { return };
     let (start, end) = (0x1000_0000_0000u64, 0x5000_0000_0000u64);
     rewrite_meta(&snap_file(&sdt, 1, 0), |m| {
         let zero = json!({"kind": "zero"});
@@ -301,11 +300,10 @@ fn a_64_tib_mapping_exports_small_and_fast() {
 
 #[test]
 fn a_file_the_stores_owner_cannot_read_stays_out_of_the_exports() {
-    if !is_root("a_file_the_stores_owner_cannot_read_stays_out_of_the_exports") {
+    let Some(sdt) = run_as_root("a_file_the_stores_owner_cannot_read_stays_out_of_the_exports", &["1/1/1/0"])
+    else {
         return;
-    }
-    let sdt = Sdt::new();
-    run_breakpoints(&sdt, &["1/1/1/0"]);
+    };
     let secret = sdt.dir.path().join("secret");
     let mark = format!("TOPSECRET-{}-", std::process::id());
     std::fs::write(&secret, mark.repeat(4096 / mark.len() + 1)).unwrap();
