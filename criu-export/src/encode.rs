@@ -3,7 +3,9 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 
-use sdt_store::{PAGE_SIZE, Snapshot, SnapshotMeta};
+use std::fs::File;
+
+use sdt_store::{FileRef, PAGE_SIZE, Snapshot, SnapshotMeta};
 
 use crate::Error;
 use crate::image::{Image, ImageKind};
@@ -24,6 +26,9 @@ pub trait Source {
     fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), sdt_store::Error>;
     /// Page-aligned addresses of the pages whose contents the store holds, ascending.
     fn stored_pages(&self) -> Vec<u64>;
+    /// The file `f` names, if the store checks it to be the version mapped, a regular
+    /// file and readable by the store's owner; else why not.
+    fn open_file(&self, f: &FileRef) -> Result<File, sdt_store::Error>;
 }
 
 impl Source for Snapshot {
@@ -37,6 +42,10 @@ impl Source for Snapshot {
 
     fn stored_pages(&self) -> Vec<u64> {
         Snapshot::stored_pages(self)
+    }
+
+    fn open_file(&self, f: &FileRef) -> Result<File, sdt_store::Error> {
+        Snapshot::open_file(self, f)
     }
 }
 

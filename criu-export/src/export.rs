@@ -1,9 +1,20 @@
 //! Writing the images to a directory, and finding the SDT library's state word in the
 //! program's files: the only module of this crate that does file I/O.
+//!
+//! The images go into a new temporary directory (mode 0700) beside the output, held open
+//! so that each image is created in it by name, `O_EXCL | O_NOFOLLOW`, mode 0600, as
+//! `criu dump` creates its own: renaming or replacing the directory's path meanwhile
+//! redirects nothing, and the images, which hold the process's memory, are readable by
+//! the exporter only.
 
 use std::fs::{self, File};
 use std::io::{BufWriter, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
+
+use nix::fcntl::{OFlag, open, openat};
+use nix::sys::stat::Mode;
+use sdt_store::{Content, Mapping};
 
 use crate::Error;
 use crate::encode::{ImageSink, Report, Source, write_images};
@@ -31,15 +42,16 @@ pub fn export_criu(source: &impl Source, dir: &Path) -> Result<Report, Error> {
         _ => PathBuf::from("."),
     };
     let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    // A name of its own, created private.
     let tmp = tempfile::Builder::new()
         .prefix(&format!(".{name}.tmp"))
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
         .tempdir_in(&parent)
         .map_err(dir_error(&parent))?;
-    let state_word = sdt_restore::handover::symbol(source.meta(), sdt_abi::SYMBOL_STATE);
-    let report = write_images(source, state_word, &mut DirSink { dir: tmp.path() })?;
-    // Readable by whoever restores, like the directory criu dump makes.
-    fs::set_permissions(tmp.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .map_err(dir_error(tmp.path()))?;
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let fd = open(tmp.path(), flags, Mode::empty()).map_err(|e| dir_error(tmp.path())(e.into()))?;
+    let state_word = state_word(source);
+    let report = write_images(source, state_word, &mut DirSink { fd })?;
     let tmp_path = tmp.keep();
     if let Err(e) = fs::rename(&tmp_path, dir) {
         // Best effort: the error being returned says what went wrong.
@@ -49,20 +61,52 @@ pub fn export_criu(source: &impl Source, dir: &Path) -> Result<Report, Error> {
     Ok(report)
 }
 
-/// Image files in a directory.
-struct DirSink<'a> {
-    dir: &'a Path,
+/// The address of the SDT library's state word, found by symbol in the files the
+/// program mapped ([`sdt_restore::handover::symbol_in`]). Only the files the store
+/// checks are read, each through the descriptor the check opened (`/proc/self/fd/N`),
+/// so that a path replaced since the check (by a FIFO, a device) is never opened.
+fn state_word(source: &impl Source) -> Option<u64> {
+    let meta = source.meta();
+    let mut opened: Vec<(String, File)> = Vec::new();
+    let mut mappings: Vec<Mapping> = Vec::new();
+    for m in &meta.mappings {
+        let Content::File(f) = &m.content else { continue };
+        let at = match opened.iter().position(|(path, _)| *path == f.path) {
+            Some(at) => at,
+            None => match source.open_file(f) {
+                Ok(file) => {
+                    opened.push((f.path.clone(), file));
+                    opened.len() - 1
+                }
+                // Not read; the plan refuses the export, naming it.
+                Err(_) => continue,
+            },
+        };
+        let via = format!("/proc/self/fd/{}", opened[at].1.as_raw_fd());
+        mappings.push(Mapping { path: via, ..m.clone() });
+    }
+    let exe = opened.iter().find(|(path, _)| *path == meta.process.exe);
+    let exe = exe.map_or(String::new(), |(_, file)| format!("/proc/self/fd/{}", file.as_raw_fd()));
+    sdt_restore::handover::symbol_in(&mappings, &exe, sdt_abi::SYMBOL_STATE)
 }
 
-impl ImageSink for DirSink<'_> {
+/// Image files in an open directory.
+struct DirSink {
+    fd: OwnedFd,
+}
+
+impl ImageSink for DirSink {
     fn create(&mut self, name: &str) -> std::io::Result<Box<dyn Write + '_>> {
-        let file = File::create(self.dir.join(name))?;
-        Ok(Box::new(BufWriter::with_capacity(1 << 20, file)))
+        let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let fd = openat(&self.fd, name, flags, Mode::S_IRUSR | Mode::S_IWUSR)?;
+        Ok(Box::new(BufWriter::with_capacity(1 << 20, File::from(fd))))
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
     use super::*;
     use crate::fake;
 
@@ -82,6 +126,12 @@ mod tests {
         }
         let left: Vec<_> = fs::read_dir(parent.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(left, ["img"]);
+        // The process's memory: for the exporter's eyes only, as `criu dump` leaves it.
+        let mode = |p: &Path| fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode(&dir), 0o700);
+        for (name, _) in &report.images {
+            assert_eq!(mode(&dir.join(name)), 0o600, "{name}");
+        }
     }
 
     #[test]

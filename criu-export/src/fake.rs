@@ -75,6 +75,18 @@ impl Source for FakeSource {
         pages.sort_unstable();
         pages
     }
+
+    /// `/dev/null` for every file but the changed one: the files are not on this machine.
+    fn open_file(&self, f: &FileRef) -> Result<std::fs::File, sdt_store::Error> {
+        if self.changed_file.as_ref() == Some(&f.path) {
+            return Err(sdt_store::Error::FileChanged {
+                path: f.path.clone(),
+                snapshot: self.meta.name.clone(),
+                detail: "size 1, expected 2".into(),
+            });
+        }
+        Ok(std::fs::File::open("/dev/null").unwrap())
+    }
 }
 
 impl FakeSource {

@@ -29,7 +29,12 @@
 //!   instead of stopping it with `SIGTRAP`.
 //! - [`write_images`] does no I/O of its own: it reads through a [`Source`] and writes to
 //!   an [`ImageSink`], pages 256 KiB at a time. Only [`export_criu`] touches the file
-//!   system, writing into a temporary directory renamed when complete.
+//!   system, writing into a temporary directory (0700, images 0600, never through a
+//!   symbolic link) renamed when complete.
+//! - A snapshot's metadata is untrusted: every file a mapping names, which `criu
+//!   restore` maps again, must be the version mapped, a regular file and readable by the
+//!   store's owner, or the export is refused; the program's symbols are read only from
+//!   those files.
 //!
 //! # What it does not do
 //!

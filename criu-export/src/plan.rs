@@ -513,24 +513,20 @@ pub(crate) fn restart_syscall(regs: &mut [u64; 27]) {
     }
 }
 
-/// Checks that every file a mapping takes pages from is still the version that was
-/// mapped, by reading a page the file provides: CRIU maps these files again.
+/// Checks every file a mapping refers to: `criu restore` maps these files again, so each
+/// must be the version that was mapped, a regular file, and one the store's owner could
+/// read (a store is untrusted: it could name `/etc/shadow` for a root `criu restore`
+/// to map). Zeros instead of its pages would be a different program, so a file that
+/// fails refuses the export, naming the mapping.
 fn check_mapped_files(source: &impl Source) -> Result<(), Error> {
-    let stored = source.stored_pages();
     let mut checked = BTreeSet::new();
     for m in &source.meta().mappings {
         let Content::File(f) = &m.content else { continue };
-        if checked.contains(&f.path) {
-            continue;
-        }
-        let from_file =
-            (m.start..m.end).step_by(PAGE_SIZE as usize).find(|page| stored.binary_search(page).is_err());
-        if let Some(page) = from_file {
-            source.read(page, &mut [0u8; 1]).map_err(|source| Error::Store {
+        if checked.insert(&f.path) {
+            source.open_file(f).map_err(|source| Error::Store {
                 what: format!("mapping {:#x}-{:#x} {}", m.start, m.end, m.path),
                 source,
             })?;
-            checked.insert(f.path.clone());
         }
     }
     Ok(())
@@ -755,6 +751,20 @@ mod tests {
         let plan = Plan::new(&source, None).unwrap();
         assert!(plan.fds.iter().all(|f| f.fd != 2), "{:?}", plan.fds);
         assert!(plan.notes.iter().any(|n| n.contains("fd 2 is SDT's kernel module")), "{:?}", plan.notes);
+    }
+
+    #[test]
+    fn a_mapped_file_is_checked_even_when_the_store_holds_all_its_pages() {
+        // criu restore maps it again all the same.
+        let mut source = fake::sample();
+        let exe =
+            source.meta.mappings.iter().find(|m| matches!(m.content, Content::File(_))).unwrap().clone();
+        for page in (exe.start..exe.end).step_by(PAGE_SIZE as usize) {
+            source.poke(page, b"x");
+        }
+        source.changed_file = Some(fake::EXE.into());
+        let err = Plan::new(&source, None).err().unwrap();
+        assert!(matches!(err, Error::Store { source: sdt_store::Error::FileChanged { .. }, .. }), "{err:?}");
     }
 
     #[test]

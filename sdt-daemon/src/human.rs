@@ -1,4 +1,7 @@
-//! Human-readable sizes, durations, times and errors for progress lines and tables.
+//! Human-readable sizes, durations, times and errors for progress lines and tables, and
+//! text from a program or a store made safe to print.
+
+use std::borrow::Cow;
 
 /// `1536` → `1.5 KiB`.
 pub fn bytes(n: u64) -> String {
@@ -45,6 +48,36 @@ pub fn utc_timestamp(wall_ns: i64) -> String {
     )
 }
 
+/// `text` as it may reach a terminal: control characters (`\x1b`, `\n`, C1 controls),
+/// the Unicode marks that reorder or hide text (bidirectional overrides and isolates,
+/// zero-width and line separators) and `\` are written as escapes (`\x1b`, `\n`,
+/// `\u{202e}`, `\\`); all other text, UTF-8 included, stays as it is. For anything a
+/// program or a store said (attributes, paths, names, error messages).
+pub fn escape(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(needs_escape) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if needs_escape(c) && (c as u32) < 0x80 => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if needs_escape(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+fn needs_escape(c: char) -> bool {
+    c == '\\'
+        || c.is_control()
+        || matches!(c, '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}')
+}
+
 /// An error and its causes on one line: `outer: inner: errno text`.
 pub fn error_chain(err: &dyn std::error::Error) -> String {
     let mut text = err.to_string();
@@ -70,6 +103,18 @@ mod tests {
         assert_eq!(duration_ns(850_000), "850 µs");
         assert_eq!(duration_ns(12_340_000), "12.3 ms");
         assert_eq!(duration_ns(4_560_000_000), "4.56 s");
+    }
+
+    #[test]
+    fn escapes_what_a_terminal_would_act_on() {
+        assert_eq!(escape("phase=solve,iter=3"), "phase=solve,iter=3");
+        assert!(matches!(escape("/usr/lib/libc.so.6"), Cow::Borrowed(_)));
+        assert_eq!(escape("grüße 日本 ok"), "grüße 日本 ok");
+        assert_eq!(escape("a\x1b[31mred\x1b[0m"), "a\\x1b[31mred\\x1b[0m");
+        assert_eq!(escape("two\nlines\r\tx\0"), "two\\nlines\\r\\tx\\x00");
+        assert_eq!(escape("\u{7f}\u{9b}31m"), "\\x7f\\u{9b}31m");
+        assert_eq!(escape("evil\u{202e}fdp.exe"), "evil\\u{202e}fdp.exe");
+        assert_eq!(escape("C:\\x1b"), "C:\\\\x1b", "a backslash is escaped, so escapes are unambiguous");
     }
 
     #[test]

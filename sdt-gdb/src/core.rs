@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! offset 0         ELF header          ELFCLASS64 ELFDATA2LSB ELFOSABI_NONE ET_CORE EM_X86_64
-//! offset 64        program headers     PT_NOTE, then one PT_LOAD per mapping, by address
+//! offset 64        program headers     PT_NOTE, then the PT_LOADs of each mapping, by address
 //! after them       PT_NOTE contents:
 //!                    note                name   desc bytes           written by
 //!   first thread     NT_PRSTATUS         CORE   336                  gen_prstatus
@@ -14,11 +14,19 @@
 //!   first thread     NT_PRFPREG          CORE   512                  gen_fpregset
 //!                    NT_X86_XSTATE       LINUX  576 … 2696           gen_x86_xstate
 //!   other threads    NT_PRSTATUS, NT_PRFPREG, NT_X86_XSTATE, each
-//! page-aligned     PT_LOAD contents, back to back: p_filesz bytes per mapping
-//!                  (its whole length, or 0 for a mapping without contents)
+//! page-aligned     PT_LOAD contents, back to back: p_filesz bytes per PT_LOAD
 //! at the end       section header 0, only with PN_XNUM (65535) or more program headers:
 //!                  its sh_info holds their count (ELF extended numbering, as Linux does)
 //! ```
+//!
+//! A mapping's PT_LOADs cover it from start to end. The pages whose bytes are known (the
+//! store holds them, or a file provides them that [`CoreSource::check_file`] lets us
+//! read) are in the file; the others only in `p_memsz` (`p_filesz < p_memsz`, or a
+//! PT_LOAD with `p_filesz` 0 before the first known page): gdb reads them as zeros, as
+//! it does the pages a kernel core dump leaves out. Gaps of up to [`MAX_ZERO_GAP`] pages
+//! between known pages are written as zeros rather than split. So a core is as large as
+//! the memory the store holds plus what files provide, whatever the size of the mappings
+//! (a 64 TiB reservation with one page written costs one page).
 //!
 //! Each note is a 12-byte header (`n_namesz` counting the NUL, `n_descsz`, `n_type`), the
 //! name padded to 4 bytes, and the descriptor padded to 4 bytes. The first thread is the
@@ -29,16 +37,23 @@ use std::io::Write;
 use object::elf::{self, FileHeader64, NoteHeader32, NoteType, ProgramHeader64, SectionHeader64};
 use object::endian::{LittleEndian, U16, U32, U64};
 use object::pod::bytes_of;
-use sdt_store::{Content, Mapping, PAGE_SIZE, ProcessInfo, Snapshot, SnapshotMeta, ThreadState, Trigger};
+use sdt_store::{
+    Content, FileRef, Mapping, PAGE_SIZE, ProcessInfo, Snapshot, SnapshotMeta, ThreadState, Trigger,
+};
 
 use crate::Error;
 
-/// Where [`write_core`] takes a snapshot from: its metadata and its memory.
+/// Where [`write_core`] takes a snapshot from: its metadata, its memory, which pages the
+/// store holds and which files may be read.
 pub trait CoreSource {
     /// Everything about the snapshot except page contents.
     fn meta(&self) -> &SnapshotMeta;
     /// Fills `buf` with the snapshot's memory at `addr`.
     fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), sdt_store::Error>;
+    /// Page-aligned addresses of the pages whose contents the store holds, ascending.
+    fn stored_pages(&self) -> Vec<u64>;
+    /// Whether the pages the file `f` provides can be read, or why not.
+    fn check_file(&self, f: &FileRef) -> Result<(), sdt_store::Error>;
 }
 
 impl CoreSource for Snapshot {
@@ -49,21 +64,35 @@ impl CoreSource for Snapshot {
     fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), sdt_store::Error> {
         Snapshot::read(self, addr, buf)
     }
+
+    fn stored_pages(&self) -> Vec<u64> {
+        Snapshot::stored_pages(self)
+    }
+
+    fn check_file(&self, f: &FileRef) -> Result<(), sdt_store::Error> {
+        Snapshot::check_file(self, f)
+    }
 }
 
 /// What [`write_core`] wrote.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CoreReport {
     /// Threads, one `NT_PRSTATUS` each.
     pub threads: usize,
-    /// Mappings, one `PT_LOAD` each.
+    /// Mappings, one or more `PT_LOAD`s each.
     pub mappings: usize,
     /// Size of the core file in bytes.
     pub bytes: u64,
+    /// What the user should know about the core, one line each: the files whose pages
+    /// were left out, and why.
+    pub notes: Vec<String>,
 }
 
 /// Bytes of memory read from the source and written at a time.
 const CHUNK: usize = 1 << 20;
+/// Most pages without known contents between two known ones that are written as zeros
+/// instead of starting another `PT_LOAD`.
+const MAX_ZERO_GAP: u64 = 4;
 
 const LE: LittleEndian = LittleEndian;
 const EHDR_SIZE: u64 = size_of::<FileHeader64<LittleEndian>>() as u64;
@@ -90,8 +119,9 @@ const SI_KERNEL: i32 = 0x80;
 /// small pieces.
 pub fn write_core<W: Write>(source: &impl CoreSource, out: W) -> Result<CoreReport, Error> {
     let meta = source.meta();
-    let notes = gen_notes(meta)?;
-    let layout = Layout::new(&meta.mappings, notes.len() as u64);
+    let contents = Contents::of(source);
+    let notes = gen_notes(meta, &contents.readable_files)?;
+    let layout = Layout::new(&meta.mappings, &contents, notes.len() as u64);
     let mut out = Counting { inner: out, written: 0 };
 
     out.write(bytes_of(&layout.file_header()))?;
@@ -106,8 +136,8 @@ pub fn write_core<W: Write>(source: &impl CoreSource, out: W) -> Result<CoreRepo
     let mut buf = vec![0; largest.min(CHUNK as u64) as usize];
     for load in &layout.loads {
         let m = load.mapping;
-        let end = m.start + load.filesz;
-        let mut addr = m.start;
+        let end = load.start + load.filesz;
+        let mut addr = load.start;
         while addr < end {
             let chunk = &mut buf[..(end - addr).min(CHUNK as u64) as usize];
             source.read(addr, chunk).map_err(|source| Error::Store {
@@ -124,7 +154,84 @@ pub fn write_core<W: Write>(source: &impl CoreSource, out: W) -> Result<CoreRepo
         out.write(bytes_of(&shdr))?;
     }
     out.inner.flush().map_err(Error::Write)?;
-    Ok(CoreReport { threads: meta.threads.len(), mappings: meta.mappings.len(), bytes: out.written })
+    Ok(CoreReport {
+        threads: meta.threads.len(),
+        mappings: meta.mappings.len(),
+        bytes: out.written,
+        notes: contents.notes,
+    })
+}
+
+/// Which bytes of the snapshot go into the core.
+struct Contents<'a> {
+    /// Ascending page addresses the store holds.
+    stored: Vec<u64>,
+    /// The files whose pages may be read.
+    readable_files: Vec<&'a FileRef>,
+    /// The files whose pages may not, and why, for the report.
+    notes: Vec<String>,
+}
+
+impl<'a> Contents<'a> {
+    fn of(source: &'a impl CoreSource) -> Contents<'a> {
+        let mut contents =
+            Contents { stored: source.stored_pages(), readable_files: Vec::new(), notes: Vec::new() };
+        let mut refused: Vec<&str> = Vec::new();
+        for m in &source.meta().mappings {
+            let Content::File(f) = &m.content else { continue };
+            if contents.readable_files.contains(&f) || refused.contains(&f.path.as_str()) {
+                continue;
+            }
+            match source.check_file(f) {
+                Ok(()) => contents.readable_files.push(f),
+                Err(e) => {
+                    refused.push(&f.path);
+                    contents.notes.push(format!(
+                        "{e}: the core holds only the pages the store has of it (the rest reads as zeros)"
+                    ));
+                }
+            }
+        }
+        contents
+    }
+
+    /// The pages of mapping `m` whose bytes go into the core, as page-aligned
+    /// `[start, end)` runs, ascending; gaps of up to [`MAX_ZERO_GAP`] pages that read as
+    /// zero are filled.
+    fn runs(&self, m: &Mapping) -> Vec<(u64, u64)> {
+        if !m.perms.read {
+            return Vec::new();
+        }
+        let (from_file, gaps_read) = match &m.content {
+            Content::Unreadable => return Vec::new(),
+            Content::Zero => (None, true),
+            Content::File(f) if self.readable_files.contains(&f) => {
+                // Pages past the file's end read as zeros: only the pages it covers count.
+                let covered = f.size.saturating_sub(m.offset).next_multiple_of(PAGE_SIZE);
+                (Some((m.start, m.start.saturating_add(covered).min(m.end))), true)
+            }
+            Content::File(_) => (None, false),
+        };
+        let from = self.stored.partition_point(|&p| p < m.start);
+        let to = self.stored.partition_point(|&p| p < m.end);
+        // The file's range starts at the mapping's start, before every stored page.
+        let pieces = from_file
+            .filter(|(start, end)| start < end)
+            .into_iter()
+            .chain(self.stored[from..to].iter().map(|&p| (p, p + PAGE_SIZE)));
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        for (start, end) in pieces {
+            match runs.last_mut() {
+                Some(last)
+                    if start <= last.1 || (gaps_read && start - last.1 <= MAX_ZERO_GAP * PAGE_SIZE) =>
+                {
+                    last.1 = last.1.max(end)
+                }
+                _ => runs.push((start, end)),
+            }
+        }
+        runs
+    }
 }
 
 /// File offsets of everything in the core.
@@ -140,24 +247,40 @@ struct Layout<'a> {
     data_end: u64,
 }
 
-/// One `PT_LOAD`.
+/// One `PT_LOAD`: `[start, start + memsz)` of a mapping, its first `filesz` bytes in the
+/// file at `offset`.
 struct Load<'a> {
     mapping: &'a Mapping,
+    start: u64,
+    memsz: u64,
     offset: u64,
     filesz: u64,
 }
 
 impl<'a> Layout<'a> {
-    fn new(mappings: &'a [Mapping], notes_size: u64) -> Self {
-        let phnum = 1 + mappings.len() as u64;
+    fn new(mappings: &'a [Mapping], contents: &Contents, notes_size: u64) -> Self {
+        // `(start, memsz, filesz)` of each PT_LOAD.
+        let mut segments: Vec<(&Mapping, u64, u64, u64)> = Vec::new();
+        for m in mappings {
+            let runs = contents.runs(m);
+            match runs.first() {
+                Some(&(first, _)) if first > m.start => segments.push((m, m.start, first - m.start, 0)),
+                None => segments.push((m, m.start, m.len(), 0)),
+                Some(_) => {}
+            }
+            for (i, &(start, end)) in runs.iter().enumerate() {
+                let next = runs.get(i + 1).map_or(m.end, |r| r.0);
+                segments.push((m, start, next - start, end - start));
+            }
+        }
+        let phnum = 1 + segments.len() as u64;
         let notes_offset = EHDR_SIZE + phnum * PHDR_SIZE;
         let data_offset = (notes_offset + notes_size).next_multiple_of(PAGE_SIZE);
         let mut offset = data_offset;
-        let loads = mappings
-            .iter()
-            .map(|mapping| {
-                let filesz = if has_contents(mapping) { mapping.len() } else { 0 };
-                let load = Load { mapping, offset, filesz };
+        let loads = segments
+            .into_iter()
+            .map(|(mapping, start, memsz, filesz)| {
+                let load = Load { mapping, start, memsz, offset, filesz };
                 offset += filesz;
                 load
             })
@@ -238,20 +361,13 @@ impl Load<'_> {
             p_type: U32::new(LE, elf::PT_LOAD),
             p_flags: U32::new(LE, elf::ProgramFlags(flags)),
             p_offset: U64::new(LE, self.offset),
-            p_vaddr: U64::new(LE, self.mapping.start),
+            p_vaddr: U64::new(LE, self.start),
             p_paddr: U64::new(LE, 0),
             p_filesz: U64::new(LE, self.filesz),
-            p_memsz: U64::new(LE, self.mapping.len()),
+            p_memsz: U64::new(LE, self.memsz),
             p_align: U64::new(LE, PAGE_SIZE),
         }
     }
-}
-
-/// Whether a mapping's bytes go into the core: readable, and captured or backed by a
-/// file the store can read. Text pages are included too; gdb would find them in the
-/// executable, but including them is always right.
-fn has_contents(m: &Mapping) -> bool {
-    m.perms.read && !matches!(m.content, Content::Unreadable)
 }
 
 /// A writer that counts what went through it.
@@ -279,7 +395,8 @@ impl<W: Write> Counting<W> {
 }
 
 /// The contents of the `PT_NOTE` segment, in the order of the table at the top.
-fn gen_notes(meta: &SnapshotMeta) -> Result<Vec<u8>, Error> {
+/// `readable_files` are the files `NT_FILE` may name.
+fn gen_notes(meta: &SnapshotMeta, readable_files: &[&FileRef]) -> Result<Vec<u8>, Error> {
     if meta.threads.is_empty() {
         return Err(Error::NoThreads);
     }
@@ -291,7 +408,12 @@ fn gen_notes(meta: &SnapshotMeta) -> Result<Vec<u8>, Error> {
             push_note(&mut notes, elf::ELF_NOTE_CORE, elf::NT_PRPSINFO, &gen_prpsinfo(&meta.process));
             push_note(&mut notes, elf::ELF_NOTE_CORE, elf::NT_SIGINFO, &gen_siginfo(meta));
             push_note(&mut notes, elf::ELF_NOTE_CORE, elf::NT_AUXV, gen_auxv(meta));
-            push_note(&mut notes, elf::ELF_NOTE_CORE, elf::NT_FILE, &gen_files(&meta.mappings));
+            push_note(
+                &mut notes,
+                elf::ELF_NOTE_CORE,
+                elf::NT_FILE,
+                &gen_files(&meta.mappings, readable_files),
+            );
         }
         push_note(&mut notes, elf::ELF_NOTE_CORE, elf::NT_PRFPREG, gen_fpregset(thread));
         if let Some(xstate) = gen_x86_xstate(&thread.xstate) {
@@ -395,20 +517,22 @@ fn gen_auxv(meta: &SnapshotMeta) -> &[u8] {
     &meta.auxv
 }
 
-/// The file a mapping maps, for `NT_FILE`: the one the store reads its pages from, or the
-/// path maps shows for any other file mapping (the kernel lists every one).
-fn mapped_file(m: &Mapping) -> Option<&str> {
+/// The file a mapping maps, for `NT_FILE`: the one the store reads its pages from, if it
+/// is among `readable_files`. gdb opens the files `NT_FILE` names and reads from them
+/// what the core lacks, so it names only those checked to be the files mapped, regular
+/// and readable by the store's owner; never a path the store merely mentions.
+fn mapped_file<'a>(m: &'a Mapping, readable_files: &[&FileRef]) -> Option<&'a str> {
     match &m.content {
-        Content::File(f) => Some(&f.path),
-        _ if m.inode != 0 && m.path.starts_with('/') => Some(&m.path),
+        Content::File(f) if readable_files.contains(&f) => Some(&f.path),
         _ => None,
     }
 }
 
 /// `NT_FILE`: count, page size, then (start, end, offset in pages) per file mapping, then
 /// their paths, each NUL-terminated.
-fn gen_files(mappings: &[Mapping]) -> Vec<u8> {
-    let files: Vec<(&Mapping, &str)> = mappings.iter().filter_map(|m| Some((m, mapped_file(m)?))).collect();
+fn gen_files(mappings: &[Mapping], readable_files: &[&FileRef]) -> Vec<u8> {
+    let files: Vec<(&Mapping, &str)> =
+        mappings.iter().filter_map(|m| Some((m, mapped_file(m, readable_files)?))).collect();
     let mut d = Vec::new();
     d.extend_from_slice(&(files.len() as u64).to_le_bytes());
     d.extend_from_slice(&PAGE_SIZE.to_le_bytes());

@@ -1,7 +1,7 @@
 //! A snapshot in memory for unit tests: two threads, four mappings. (gdb opening cores of
 //! real programs is tested by the CLI's integration tests.)
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use sdt_store::{
     CaptureStats, Content, FileRef, Mapping, Perms, ProcessInfo, SnapshotMeta, SnapshotTime, ThreadRunState,
@@ -14,8 +14,13 @@ use crate::core::CoreSource;
 pub struct FakeSource {
     pub meta: SnapshotMeta,
     pub memory: HashMap<u64, u8>,
-    /// Reading a page of this file fails with `FileChanged`.
+    /// The pages the store holds.
+    pub stored: BTreeSet<u64>,
+    /// This file changed: checking it, or reading a page it provides, fails with
+    /// `FileChanged`.
     pub changed_file: Option<String>,
+    /// Reading this page fails with `Corrupt`.
+    pub corrupt_page: Option<u64>,
 }
 
 impl CoreSource for FakeSource {
@@ -26,24 +31,44 @@ impl CoreSource for FakeSource {
     fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), sdt_store::Error> {
         for (at, byte) in (addr..).zip(buf.iter_mut()) {
             let snapshot = self.meta.name.clone();
+            if self.corrupt_page == Some(at - at % 4096) {
+                return Err(sdt_store::Error::Corrupt { snapshot, detail: "block 0: checksum".into() });
+            }
             let m = self.meta.mappings.iter().find(|m| m.contains(at));
             match m.map(|m| &m.content) {
                 None => return Err(sdt_store::Error::Unmapped { addr: at, snapshot }),
                 Some(Content::Unreadable) => {
                     return Err(sdt_store::Error::Unreadable { addr: at, snapshot });
                 }
-                Some(Content::File(f)) if self.changed_file.as_ref() == Some(&f.path) => {
-                    return Err(sdt_store::Error::FileChanged {
-                        path: f.path.clone(),
-                        snapshot,
-                        detail: "size 1, expected 2".into(),
-                    });
+                Some(Content::File(f)) if !self.stored.contains(&(at - at % 4096)) => {
+                    self.check_file(f)?;
+                    *byte = self.memory.get(&at).copied().unwrap_or(0);
                 }
                 Some(_) => *byte = self.memory.get(&at).copied().unwrap_or(0),
             }
         }
         Ok(())
     }
+
+    fn stored_pages(&self) -> Vec<u64> {
+        self.stored.iter().copied().collect()
+    }
+
+    fn check_file(&self, f: &FileRef) -> Result<(), sdt_store::Error> {
+        if self.changed_file.as_ref() == Some(&f.path) {
+            return Err(sdt_store::Error::FileChanged {
+                path: f.path.clone(),
+                snapshot: self.meta.name.clone(),
+                detail: "size 1, expected 2".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The pages of `m`, for [`FakeSource::stored`].
+pub fn pages(m: &Mapping) -> impl Iterator<Item = u64> {
+    (m.start..m.end).step_by(4096)
 }
 
 pub const EXE: &str = "/usr/bin/prog";
@@ -93,7 +118,8 @@ pub fn xsave(len: usize, xcr0: u64, xstate_bv: u64) -> Vec<u8> {
 /// Breakpoint snapshot of pid 1000: thread 1001 hit it, thread 1002 did not.
 ///
 /// Mappings: the executable's text (read from the file), libc's data (captured whole,
-/// but file-backed), the heap, and a guard page without contents.
+/// but file-backed), the heap, and a guard page without contents. The store holds every
+/// page of the two captured ones.
 pub fn sample() -> FakeSource {
     let exe = FileRef { path: EXE.into(), dev: 0x801, inode: 42, size: 0x3000, mtime_ns: 7 };
     let meta = SnapshotMeta {
@@ -136,12 +162,16 @@ pub fn sample() -> FakeSource {
         layout: Default::default(),
     };
     let mut memory = HashMap::new();
+    let mut stored = BTreeSet::new();
     for m in &meta.mappings {
         if m.perms.read {
             for addr in m.start..m.end {
                 memory.insert(addr, (addr >> 12) as u8 ^ addr as u8);
             }
         }
+        if m.content == Content::Zero {
+            stored.extend(pages(m));
+        }
     }
-    FakeSource { meta, memory, changed_file: None }
+    FakeSource { meta, memory, stored, changed_file: None, corrupt_page: None }
 }

@@ -1,16 +1,32 @@
 //! Starting gdb on an exported core.
 
+use std::ffi::OsString;
 use std::path::Path;
 use std::process::Command;
 
-/// `gdb -q EXTRA… PROGRAM CORE`: gdb with `program`'s symbols, opening `core` (from
-/// [`export_core`](crate::export_core)). `extra` holds gdb options such as `-batch` or
-/// `-ex bt`, passed before the two files. The shared libraries come from the paths in the
-/// core's `NT_FILE`, so they must still be the ones the snapshot mapped.
+/// `gdb -q --se=PROGRAM --core=CORE EXTRA…`: gdb with `program`'s symbols, opening
+/// `core` (from [`export_core`](crate::export_core)). `extra` holds gdb options such as
+/// `-batch` or `-ex bt`. The shared libraries come from the paths in the core's
+/// `NT_FILE`, so they must still be the ones the snapshot mapped.
+///
+/// The two paths (the program's comes from the store) are glued to their options, so
+/// that gdb never reads one as an option or a command: `--se=-x` names a file `-x`. An
+/// empty `program` gives gdb the core alone.
 pub fn gdb_command(program: &Path, core: &Path, extra: &[String]) -> Command {
     let mut gdb = Command::new("gdb");
-    gdb.arg("-q").args(extra).arg(program).arg(core);
+    gdb.arg("-q");
+    if !program.as_os_str().is_empty() {
+        gdb.arg(glued("--se=", program));
+    }
+    gdb.arg(glued("--core=", core)).args(extra);
     gdb
+}
+
+/// `option` and `path` as one argument.
+fn glued(option: &str, path: &Path) -> OsString {
+    let mut arg = OsString::from(option);
+    arg.push(path);
+    arg
 }
 
 /// Evaluates each of `exprs` as gdb would in `program` with `core` loaded (one batch
@@ -71,12 +87,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn gdb_gets_options_then_program_then_core() {
+    fn gdb_gets_the_files_glued_to_their_options_then_the_extra_options() {
         let extra = ["-batch".to_owned(), "-ex".to_owned(), "thread apply all bt".to_owned()];
         let cmd = gdb_command("/bin/prog".as_ref(), "/tmp/S1.core".as_ref(), &extra);
         assert_eq!(cmd.get_program(), "gdb");
         let args: Vec<_> = cmd.get_args().collect();
-        assert_eq!(args, ["-q", "-batch", "-ex", "thread apply all bt", "/bin/prog", "/tmp/S1.core"]);
+        assert_eq!(
+            args,
+            ["-q", "--se=/bin/prog", "--core=/tmp/S1.core", "-batch", "-ex", "thread apply all bt"]
+        );
+        // A program path that reads like an option stays a path.
+        let cmd = gdb_command("--eval-command=shell id".as_ref(), "c".as_ref(), &[]);
+        assert_eq!(cmd.get_args().nth(1).unwrap(), "--se=--eval-command=shell id");
+        let alone = gdb_command("".as_ref(), "c".as_ref(), &[]);
+        assert_eq!(alone.get_args().collect::<Vec<_>>(), ["-q", "--core=c"]);
     }
 
     #[test]

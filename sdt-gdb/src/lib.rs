@@ -22,16 +22,22 @@
 //!   and each note has its own `gen_*` function. gdb itself is the test of the output.
 //! - [`core::write_core`] does no I/O of its own: it reads through a [`core::CoreSource`]
 //!   and writes to a [`std::io::Write`], front to back, holding at most 1 MiB of memory
-//!   contents at a time, so cores of multi-GiB processes stream. Only [`export_core`]
-//!   touches the file system.
+//!   contents at a time, so cores of multi-GiB processes stream. Only [`export_core`] and
+//!   [`export_core_in`] touch the file system: a new 0600 file, never through a
+//!   symbolic link, renamed into place when complete.
+//! - A snapshot's metadata is untrusted: only the pages the store holds and those of
+//!   files the store checks (the file mapped, regular, readable by the store's owner)
+//!   are written, and `NT_FILE` names only those files. gdb gets paths from the store
+//!   as option values (`--se=PATH`), never as options of their own.
 //! - The `NT_X86_XSTATE` note is cut to what gdb 13 understands (up to PKRU), since gdb
 //!   rejects a size it does not expect.
 //!
 //! # What it does not do
 //!
 //! - x86_64 only; no 32-bit or x32 processes.
-//! - No `coredump_filter`: every readable mapping's contents are written, file-backed text
-//!   included, so cores are as large as the process's readable memory.
+//! - No `coredump_filter`: every page with known contents is written, file-backed text
+//!   included; pages the store does not hold and no file provides take no room (they
+//!   read as zeros), so a core is as large as that memory, not as the mappings.
 //! - No pending signals, CPU times or `NT_PRPSINFO` scheduling fields: the snapshot does
 //!   not capture them, so they are zero.
 //! - It does not start gdb: [`frontend::gdb_command`] builds the command for the CLI.
@@ -47,4 +53,4 @@ mod fake;
 pub mod frontend;
 
 pub use error::Error;
-pub use export::export_core;
+pub use export::{OutputDir, export_core, export_core_in};

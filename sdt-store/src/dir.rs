@@ -1,5 +1,6 @@
 //! The store directory: runs, their `run.json` and lock, the snapshot files, the
-//! `latest` link. Files are reached through [`crate::fs`], never by following a link.
+//! `latest` link. Files are reached through [`crate::fs`], never by following a link;
+//! `fileref` opens the files that mappings refer to.
 
 use std::fmt;
 use std::fs::File;
@@ -252,6 +253,8 @@ impl Store {
         let json = read_small(&dir, RUN_INFO, MAX_RUN_INFO_BYTES)?;
         let mut info: RunInfo = serde_json::from_slice(&json)
             .map_err(|e| Error::BadRunInfo { path: path.clone(), detail: e.to_string() })?;
+        crate::names::check_run_info(&info)
+            .map_err(|detail| Error::BadRunInfo { path: path.clone(), detail })?;
         // The directory's name is the id; a copied or renamed run keeps working.
         info.id = *id;
         Ok(Run { dir: Arc::new(dir), info })

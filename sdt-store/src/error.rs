@@ -89,6 +89,17 @@ pub enum Error {
         /// What differs, got vs expected.
         detail: String,
     },
+    /// A file that a mapping refers to is not used for its pages: it is not a regular
+    /// file, or the store's owner could not have read it.
+    #[error("{path} is not read for snapshot {snapshot}: {why}")]
+    FileRefused {
+        /// The file.
+        path: String,
+        /// The snapshot's name.
+        snapshot: String,
+        /// Why not.
+        why: String,
+    },
     /// A run's `run.json` cannot be parsed.
     #[error("{path}: not a valid run description: {detail}")]
     BadRunInfo {

@@ -61,7 +61,8 @@
 //! - Damage to one file is reported naming that snapshot, also when a later snapshot
 //!   reaches it as a patch's base; snapshots that do not refer to the damaged file still
 //!   read.
-//! - File I/O lives in `dir` (and the reader's reads of files that mappings refer to);
+//! - File I/O lives in `dir` and in `fileref` (files that mappings refer to, opened only
+//!   when provably the file mapped and readable by the store's owner);
 //!   encoding and decoding (`format`, `index`) work on byte slices.
 //! - The writer keeps no page contents between snapshots: only, per page, where its bytes
 //!   are stored, their `xxh3_128` hash, which decides whether a page changed, and the
@@ -76,11 +77,13 @@
 
 mod dir;
 mod error;
+mod fileref;
 mod format;
 mod fs;
 mod index;
 pub mod model;
 mod raw;
+mod names;
 mod reader;
 mod spill;
 mod writer;
@@ -89,6 +92,7 @@ pub use dir::{Refinement, Run, RunId, RunInfo, RunLog, RunStatus, SnapshotEntry,
 pub use error::Error;
 pub use model::*;
 pub use raw::PageSpan;
+pub use names::is_snapshot_name;
 pub use reader::Snapshot;
 pub use spill::{Committed, Spares, SpillFile};
 pub use writer::{PageSource, RunWriter, WriteReport};

@@ -18,13 +18,13 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::fs::File;
 use std::io::ErrorKind;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
 
 use zstd::bulk::Decompressor;
 
 use crate::dir::{Form, file_name, io_error, snapshot_name};
+use crate::fileref::{self, Trust};
 use crate::format::{self, FileBytes, ReadAt};
 use crate::fs::Dir;
 use crate::index::{BlockTable, Index, MAX_PATCH_DEPTH, SlotRun, find_run};
@@ -54,6 +54,8 @@ struct State {
     slots: Slots,
     /// Files that mappings refer to, checked to be the captured version.
     refs: HashMap<FileRef, File>,
+    /// Whose reading rights those files must also satisfy.
+    trust: Trust,
 }
 
 /// Snapshot files opened for their slots, a cache of decoded blocks, and the last page
@@ -120,7 +122,10 @@ impl Snapshot {
                 (file, runs, record.meta)
             }
         };
+        crate::names::check_meta_name(&meta.name, &name)
+            .map_err(|detail| Error::Corrupt { snapshot: name.clone(), detail })?;
         let file_bytes = file.bytes.len;
+        let trust = Trust::of_run_dir(files.dir.path());
         files.open.insert((seq, raw), file);
         let slots = Slots::with_files(files, CACHED_BLOCKS).map_err(|e| io_error(Path::new(&name), e))?;
         Ok(Snapshot {
@@ -129,7 +134,7 @@ impl Snapshot {
             runs,
             file_bytes,
             raw,
-            state: RefCell::new(State { slots, refs: HashMap::new() }),
+            state: RefCell::new(State { slots, refs: HashMap::new(), trust }),
         })
     }
 
@@ -178,7 +183,7 @@ impl Snapshot {
                 (Content::File(f), None) => {
                     let file = state.file_ref(f, &self.name)?;
                     // `check_mappings` made sure that `offset + len` does not overflow.
-                    read_file(file, m.offset + (pos - m.start), out, &f.path)?;
+                    fileref::read_at(file, m.offset + (pos - m.start), out, &f.path)?;
                 }
             }
             done += out.len();
@@ -197,13 +202,28 @@ impl Snapshot {
     /// was mapped; [`Error::FileChanged`](crate::Error::FileChanged) names the first that
     /// is not.
     pub fn check_files(&self) -> Result<()> {
-        let mut state = self.state.borrow_mut();
         for m in &self.meta.mappings {
             if let Content::File(f) = &m.content {
-                state.file_ref(f, &self.name)?;
+                self.check_file(f)?;
             }
         }
         Ok(())
+    }
+
+    /// Checks that the pages the file `f` provides can be read: it is the version that was
+    /// mapped, a regular file, and readable by the store's owner
+    /// ([`Error::FileChanged`](crate::Error::FileChanged),
+    /// [`Error::FileRefused`](crate::Error::FileRefused)).
+    pub fn check_file(&self, f: &FileRef) -> Result<()> {
+        self.open_file(f).map(drop)
+    }
+
+    /// The file `f` names, opened and checked as [`check_file`](Self::check_file) does:
+    /// for reading more of it than its pages (a program's symbols).
+    pub fn open_file(&self, f: &FileRef) -> Result<File> {
+        let mut state = self.state.borrow_mut();
+        let file = state.file_ref(f, &self.name)?;
+        file.try_clone().map_err(|e| io_error(Path::new(&f.path), e))
     }
 
     fn mapping_at(&self, addr: u64) -> Option<&Mapping> {
@@ -231,10 +251,13 @@ impl std::fmt::Debug for Snapshot {
 /// Only the metadata of snapshot `seq` of the run in `dir`, and whether it is raw: what a
 /// listing needs, without a page table or caches.
 pub(crate) fn read_meta(dir: &Dir, seq: u32, name: &str) -> Result<(SnapshotMeta, bool)> {
-    match open_either(dir, seq, name, true)?.0 {
-        Opened::Compact { meta, .. } => Ok((meta.expect("metadata was asked for"), false)),
-        Opened::Raw { record, .. } => Ok((record.meta, true)),
-    }
+    let (meta, raw) = match open_either(dir, seq, name, true)?.0 {
+        Opened::Compact { meta, .. } => (meta.expect("metadata was asked for"), false),
+        Opened::Raw { record, .. } => (record.meta, true),
+    };
+    crate::names::check_meta_name(&meta.name, name)
+        .map_err(|detail| Error::Corrupt { snapshot: name.to_owned(), detail })?;
+    Ok((meta, raw))
 }
 
 /// The raw file of snapshot `seq` (named `name` in errors), checked, and its record.
@@ -654,55 +677,9 @@ impl State {
     /// The file `f` names, opened and checked on first use.
     fn file_ref(&mut self, f: &FileRef, snapshot: &str) -> Result<&File> {
         if !self.refs.contains_key(f) {
-            let file = open_file_ref(f, snapshot)?;
+            let file = fileref::open(f, &self.trust, snapshot)?;
             self.refs.insert(f.clone(), file);
         }
         Ok(&self.refs[f])
     }
-}
-
-/// Opens the file `f` names and checks that it is the version that was mapped.
-fn open_file_ref(f: &FileRef, snapshot: &str) -> Result<File> {
-    let changed =
-        |detail: String| Error::FileChanged { path: f.path.clone(), snapshot: snapshot.to_owned(), detail };
-    let path = Path::new(&f.path);
-    let file = match File::open(path) {
-        Ok(file) => file,
-        Err(e) if e.kind() == ErrorKind::NotFound => {
-            return Err(changed("it no longer exists".into()));
-        }
-        Err(e) => return Err(io_error(path, e)),
-    };
-    let now = FileRef::of(&f.path, &file.metadata().map_err(|e| io_error(path, e))?);
-    let mut diffs = Vec::new();
-    for (what, got, expected) in
-        [("device", now.dev, f.dev), ("inode", now.inode, f.inode), ("size", now.size, f.size)]
-    {
-        if got != expected {
-            diffs.push(format!("{what} {got}, expected {expected}"));
-        }
-    }
-    if now.mtime_ns != f.mtime_ns {
-        diffs.push(format!("mtime {} ns, expected {} ns", now.mtime_ns, f.mtime_ns));
-    }
-    if diffs.is_empty() { Ok(file) } else { Err(changed(diffs.join("; "))) }
-}
-
-/// Fills `out` from `file` at `offset`; bytes past the end of the file are zero.
-fn read_file(file: &File, mut offset: u64, mut out: &mut [u8], path: &str) -> Result<()> {
-    while !out.is_empty() {
-        match file.read_at(out, offset) {
-            Ok(0) => {
-                out.fill(0);
-                break;
-            }
-            Ok(n) => {
-                out = &mut out[n..];
-                offset += n as u64;
-            }
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) => return Err(io_error(Path::new(path), e)),
-        }
-    }
-    Ok(())
 }

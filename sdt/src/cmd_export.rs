@@ -3,9 +3,10 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
-use sdt_daemon::human;
-use sdt_store::{Run, Snapshot};
+use anyhow::{Context, Result, bail};
+use sdt_daemon::human::{self, escape};
+use sdt_gdb::OutputDir;
+use sdt_store::{Content, Run, Snapshot};
 
 use crate::cli::{ExportCoreOpt, ExportCriuOpt, GdbOpt};
 use crate::select;
@@ -13,16 +14,17 @@ use crate::select;
 pub fn core(opt: ExportCoreOpt) -> Result<()> {
     let (run, snap) = select::open_snapshot(&opt.store, &opt.run, Some(&opt.snapshot))?;
     let report = sdt_gdb::export_core(&snap, &opt.output)
-        .with_context(|| format!("exporting {} to {}", snap.meta().name, opt.output.display()))?;
+        .with_context(|| format!("exporting {} to {}", snap.name(), opt.output.display()))?;
     eprintln!(
         "sdt: wrote {}: {} of run {}, {} threads, {} mappings, {}",
         opt.output.display(),
-        snap.meta().name,
+        snap.name(),
         run.id(),
         report.threads,
         report.mappings,
         human::bytes(report.bytes)
     );
+    print_notes(&report.notes);
     Ok(())
 }
 
@@ -30,11 +32,11 @@ pub fn criu(opt: ExportCriuOpt) -> Result<()> {
     let (run, snap) = select::open_snapshot(&opt.store, &opt.run, Some(&opt.snapshot))?;
     let dir = &opt.output;
     let report = criu_export::export_criu(&snap, dir)
-        .with_context(|| format!("exporting {} to {}", snap.meta().name, dir.display()))?;
+        .with_context(|| format!("exporting {} to {}", snap.name(), dir.display()))?;
     eprintln!(
         "sdt: wrote {}: CRIU images of {} of run {}, {} threads, {} mappings, {} descriptors, {} pages, {} in {} files",
         dir.display(),
-        snap.meta().name,
+        snap.name(),
         run.id(),
         report.threads,
         report.vmas,
@@ -45,9 +47,7 @@ pub fn criu(opt: ExportCriuOpt) -> Result<()> {
     );
     let names: Vec<&str> = report.images.iter().map(|(name, _)| name.as_str()).collect();
     eprintln!("sdt:   {}", names.join(" "));
-    for note in &report.notes {
-        eprintln!("sdt: note: {note}");
-    }
+    print_notes(&report.notes);
     let shell_job = if report.shell_job { " --shell-job" } else { "" };
     eprintln!("sdt: resume it with: criu restore -D {}{shell_job}", dir.display());
     Ok(())
@@ -56,30 +56,67 @@ pub fn criu(opt: ExportCriuOpt) -> Result<()> {
 pub fn gdb(opt: GdbOpt) -> Result<ExitCode> {
     let (run, snap) = select::open_snapshot(&opt.store, &opt.run, opt.snapshot.as_deref())?;
     let core = cached_core(&run, &snap)?;
-    let exe = PathBuf::from(&snap.meta().process.exe);
-    if !exe.exists() {
-        eprintln!("sdt: warning: the program {} is gone; gdb gets the core alone", exe.display());
-    }
+    // Without the program gdb still shows threads and registers, from the core alone.
+    let exe = checked_program(&snap).unwrap_or_else(|why| {
+        eprintln!("sdt: warning: {}; gdb gets the core alone", escape(&why));
+        PathBuf::new()
+    });
     let status = sdt_gdb::frontend::gdb_command(&exe, &core, &opt.gdb_args)
         .status()
         .context("running gdb (is it installed? apt-get install gdb)")?;
     Ok(ExitCode::from(status.code().unwrap_or(1) as u8))
 }
 
-/// The snapshot's core in the run's `cores/` folder, written unless already there and
-/// newer than the snapshot.
-pub fn cached_core(run: &Run, snap: &Snapshot) -> Result<PathBuf> {
-    let dir = run.dir().join("cores");
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let core = dir.join(format!("{}.core", snap.meta().name));
-    let snap_file = run.dir().join(format!("S{}.snap", snap.meta().seq));
-    if !is_newer(&core, &snap_file) {
-        sdt_gdb::export_core(snap, &core).with_context(|| format!("exporting {}", snap.meta().name))?;
+/// The snapshot's program, for gdb: only if it is the file a mapping of the snapshot
+/// read its pages from and the store checks it (the version mapped, a regular file,
+/// readable by the store's owner), so that gdb never opens a path the store merely
+/// names. Otherwise why not.
+pub fn checked_program(snap: &Snapshot) -> Result<PathBuf, String> {
+    let exe = &snap.meta().process.exe;
+    let mapped = snap.meta().mappings.iter().find_map(|m| match &m.content {
+        Content::File(f) if f.path == *exe => Some(f),
+        _ => None,
+    });
+    match mapped {
+        Some(f) => match snap.check_file(f) {
+            Ok(()) => Ok(PathBuf::from(exe)),
+            Err(e) => Err(format!("the program is not used: {}", human::error_chain(&e))),
+        },
+        None => Err(format!("the program {exe:?} is not among the files the snapshot maps")),
     }
-    Ok(core)
 }
 
-fn is_newer(a: &Path, b: &Path) -> bool {
-    let mtime = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    matches!((mtime(a), mtime(b)), (Some(a), Some(b)) if a >= b)
+/// The snapshot's core in the run's `cores/` folder, written unless already there and
+/// newer than the snapshot. The folder is created 0700 and reached without following a
+/// symbolic link inside the store; the core is a new 0600 file renamed into place.
+pub fn cached_core(run: &Run, snap: &Snapshot) -> Result<PathBuf> {
+    let cores = cores_dir(run)?;
+    let name = format!("{}.core", snap.name());
+    let snap_file = run.dir().join(format!("S{}.snap", snap.meta().seq));
+    let snap_time = std::fs::metadata(&snap_file).and_then(|m| m.modified()).ok();
+    if !matches!((cores.modified(&name), snap_time), (Some(core), Some(snap)) if core >= snap) {
+        let report = sdt_gdb::export_core_in(snap, &cores, name.as_ref())
+            .with_context(|| format!("exporting {}", snap.name()))?;
+        print_notes(&report.notes);
+    }
+    Ok(cores.path().join(name))
+}
+
+/// `<store>/runs/<id>/cores`, opened from the store's directory one name at a time.
+fn cores_dir(run: &Run) -> Result<OutputDir> {
+    let run_dir = run.dir();
+    let parts =
+        run_dir.parent().and_then(|runs| Some((runs.parent()?, runs.file_name()?, run_dir.file_name()?)));
+    let Some((store, runs, id)) = parts else {
+        bail!("{} is not a run directory of a store", run_dir.display());
+    };
+    let name = |n: &std::ffi::OsStr| n.to_str().map(str::to_owned).unwrap_or_default();
+    let store = if store.as_os_str().is_empty() { Path::new(".") } else { store };
+    Ok(OutputDir::open(store)?.subdir(&name(runs), false)?.subdir(&name(id), false)?.subdir("cores", true)?)
+}
+
+fn print_notes(notes: &[String]) {
+    for note in notes {
+        eprintln!("sdt: note: {}", escape(note));
+    }
 }

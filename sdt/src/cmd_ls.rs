@@ -103,7 +103,7 @@ pub fn ls(opt: LsOpt) -> Result<()> {
         if i > 0 {
             writeln!(out)?;
         }
-        writeln!(out, "{indent}{}", run_line(run)?)?;
+        writeln!(out, "{indent}{}", human::escape(&run_line(run)?))?;
         let mut totals = Totals::default();
         let (total, rows) = rows(run, &opt)?;
         let width = name_width(run, total);
@@ -144,7 +144,7 @@ fn print_header(out: &mut impl Write, indent: &str, width: usize) -> std::io::Re
 fn print_row(out: &mut impl Write, row: &Row, indent: &str, width: usize) -> std::io::Result<()> {
     let (meta, raw, file_bytes) = match row {
         Row::Ok { meta, raw, file_bytes } => (meta, *raw, *file_bytes),
-        Row::Broken { name, why } => return writeln!(out, "{indent}{name:<width$} ({why})"),
+        Row::Broken { name, why } => return writeln!(out, "{indent}{name:<width$} ({})", human::escape(why)),
     };
     let (trigger, hit, attrs, tid) = match &meta.trigger {
         Trigger::Breakpoint { level, class, id, attrs, hit, tid, .. } => {
@@ -164,7 +164,7 @@ fn print_row(out: &mut impl Write, row: &Row, indent: &str, width: usize) -> std
         meta.name,
         trigger,
         hit,
-        truncate(&attrs, 20),
+        truncate(&human::escape(&attrs), 20),
         tid,
         format!("+{:.3}s", meta.time.since_start_ns as f64 / 1e9),
         meta.threads.len(),
@@ -292,9 +292,13 @@ pub fn runs(opt: RunsOpt) -> Result<()> {
     for id in ids {
         match store.open_run(&id) {
             Ok(run) => {
-                println!("{}  started {}", run_line(&run)?, human::utc_timestamp(run.info().started_wall_ns))
+                println!(
+                    "{}  started {}",
+                    human::escape(&run_line(&run)?),
+                    human::utc_timestamp(run.info().started_wall_ns)
+                )
             }
-            Err(e) => println!("run {id}: {e}"),
+            Err(e) => println!("run {id}: {}", human::escape(&e.to_string())),
         }
     }
     Ok(())

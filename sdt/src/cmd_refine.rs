@@ -1,7 +1,7 @@
 //! `sdt refine`: resume S1 under a finer config until the program reaches S2's
 //! breakpoint again, and compare the key variables of S2 and S2.new.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
@@ -9,7 +9,7 @@ use sdt_daemon::{ProgramExit, RestoreFrom, RunOptions, Target, Tracking, Until};
 use sdt_store::{Store, Trigger};
 
 use crate::cli::RefineOpt;
-use crate::cmd_export::cached_core;
+use crate::cmd_export::{cached_core, checked_program};
 use crate::cmd_run::{capture_config, report};
 use crate::select;
 
@@ -26,7 +26,8 @@ pub fn refine(opt: RefineOpt) -> Result<ExitCode> {
         bail!("{} is a timed snapshot: a refinement ends at a breakpoint snapshot", to.name());
     };
     let exprs = split_exprs(&opt.check);
-    let program = PathBuf::from(&to.meta().process.exe);
+    let program = checked_program(&to)
+        .map_err(|why| anyhow::anyhow!("--check needs the program to evaluate in gdb, and {why}"))?;
     let expected = evaluate(&program, &cached_core(&run, &to)?, &exprs)?;
     for (expr, value) in exprs.iter().zip(&expected) {
         if let Err(e) = value {

@@ -1,7 +1,7 @@
 //! `sdt show`: one snapshot as text, or its stored metadata as JSON.
 
 use anyhow::Result;
-use sdt_daemon::human;
+use sdt_daemon::human::{self, escape};
 use sdt_store::{Content, Trigger};
 
 use crate::cli::ShowOpt;
@@ -14,11 +14,11 @@ pub fn show(opt: ShowOpt) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(m)?);
         return Ok(());
     }
-    println!("{} of run {} ({})", m.name, run.id(), run.info().command.join(" "));
+    println!("{} of run {} ({})", m.name, run.id(), escape(&run.info().command.join(" ")));
     match &m.trigger {
         Trigger::Breakpoint { level, class, id, multiple_mark, attrs, hit, tid } => println!(
             "trigger:  breakpoint level {level} class {class} id {id} (multiple_mark {multiple_mark}), hit {hit}, thread {tid}{}",
-            if attrs.is_empty() { String::new() } else { format!(", attrs {attrs}") }
+            if attrs.is_empty() { String::new() } else { format!(", attrs {}", escape(attrs)) }
         ),
         Trigger::Timer => println!("trigger:  timer"),
     }
@@ -30,7 +30,7 @@ pub fn show(opt: ShowOpt) -> Result<()> {
     let s = &m.stats;
     println!(
         "capture:  {} mode, paused {} (all threads stopped after {}{}), copied {} in {}",
-        s.mode,
+        escape(&s.mode),
         human::duration_ns(s.pause_ns),
         human::duration_ns(s.deviation_ns),
         if s.wait_ns > 0 {
@@ -49,14 +49,21 @@ pub fn show(opt: ShowOpt) -> Result<()> {
         human::bytes(s.full_bytes)
     );
     let p = &m.process;
-    println!("process:  pid {} ({}), exe {}, args {:?}", p.pid, p.comm, p.exe, p.cmdline);
+    let args: Vec<_> = p.cmdline.iter().map(|a| escape(a)).collect();
+    println!(
+        "process:  pid {} ({}), exe {}, args {}",
+        p.pid,
+        escape(&p.comm),
+        escape(&p.exe),
+        args.join(" ")
+    );
     println!("\nthreads ({}):", m.threads.len());
     println!("  {:>7}  {:<16} {:<8} {:>18} {:>18}", "TID", "NAME", "STATE", "PC", "SP");
     for t in &m.threads {
         println!(
             "  {:>7}  {:<16} {:<8} {:>#18x} {:>#18x}",
             t.tid,
-            t.name,
+            escape(&t.name),
             format!("{:?}", t.state).to_lowercase(),
             t.pc(),
             t.sp()
@@ -79,7 +86,7 @@ pub fn show(opt: ShowOpt) -> Result<()> {
             map.perms.to_string(),
             map.offset,
             content,
-            map.path
+            escape(&map.path)
         );
     }
     Ok(())

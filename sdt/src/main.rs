@@ -26,7 +26,8 @@ fn main() -> ExitCode {
     match real_main(opt) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("sdt: error: {err:#}");
+            // Errors quote what stores and programs said: escaped, it cannot drive the terminal.
+            eprintln!("sdt: error: {}", sdt_daemon::human::escape(&format!("{err:#}")));
             if let Some(hint) = hint(&err) {
                 eprintln!("sdt: hint: {hint}");
             }

@@ -70,7 +70,7 @@ fn notes_in_order_with_kernel_sizes() {
         .iter()
         .map(|n| (String::from_utf8(n.name.clone()).unwrap(), n.n_type, n.desc.len()))
         .collect();
-    let files_size = 16 + 2 * 24 + fake::EXE.len() + 1 + fake::LIBC.len() + 1;
+    let files_size = 16 + 24 + fake::EXE.len() + 1;
     let expected = [
         ("CORE", elf::NT_PRSTATUS.0, 336),
         ("CORE", elf::NT_PRPSINFO.0, 136),
@@ -157,16 +157,25 @@ fn timer_snapshot_reports_no_signal() {
     assert!(notes[2].desc.iter().all(|&b| b == 0), "siginfo");
 }
 
+/// The `NT_FILE` entries of a core: (start, end, offset in pages, path).
+fn nt_file(core: &[u8]) -> Vec<(u64, u64, u64, Vec<u8>)> {
+    let notes = notes(core);
+    let d = &notes.iter().find(|n| n.n_type == elf::NT_FILE.0).unwrap().desc;
+    assert_eq!(u64_at(d, 8), 4096);
+    let count = u64_at(d, 0) as usize;
+    let paths = d[16 + 24 * count..].split(|&b| b == 0);
+    (0..count)
+        .zip(paths)
+        .map(|(i, p)| (u64_at(d, 16 + 24 * i), u64_at(d, 24 + 24 * i), u64_at(d, 32 + 24 * i), p.to_vec()))
+        .collect()
+}
+
 #[test]
-fn nt_file_lists_file_mappings() {
+fn nt_file_lists_the_files_pages_come_from() {
+    // Not libc's: its data was captured whole, and gdb would open whatever path the store
+    // names there.
     let source = fake::sample();
-    let notes = notes(&core_of(&source));
-    let d = &notes[4].desc;
-    assert_eq!([u64_at(d, 0), u64_at(d, 8)], [2, 4096]);
-    let triples: Vec<_> = (0..2).map(|i| [0, 8, 16].map(|f| u64_at(d, 16 + 24 * i + f))).collect();
-    assert_eq!(triples, [[0x40_0000, 0x40_2000, 1], [0x7f00_0000, 0x7f00_1000, 0x1d2]]);
-    let paths: Vec<_> = d[16 + 48..].split(|&b| b == 0).collect();
-    assert_eq!(paths, [fake::EXE.as_bytes(), fake::LIBC.as_bytes(), b""]);
+    assert_eq!(nt_file(&core_of(&source)), [(0x40_0000, 0x40_2000, 1, fake::EXE.as_bytes().to_vec())]);
 }
 
 #[test]
@@ -206,6 +215,7 @@ fn large_mapping_is_written_in_chunks() {
     let start = 0x1000_0000;
     let len = CHUNK as u64 * 2 + PAGE_SIZE;
     source.meta.mappings.insert(0, Mapping { start, end: start + len, ..source.meta.mappings[2].clone() });
+    source.stored.extend(fake::pages(&source.meta.mappings[0]));
     for addr in [start, start + CHUNK as u64 - 1, start + CHUNK as u64, start + len - 1] {
         source.memory.insert(addr, 0xab);
     }
@@ -257,10 +267,88 @@ fn thread_without_xstate_has_no_xstate_note() {
 #[test]
 fn failed_read_names_the_mapping() {
     let mut source = fake::sample();
-    source.changed_file = Some(fake::EXE.into());
+    source.corrupt_page = Some(0x7f10_1000);
     let err = write_core(&source, Vec::new()).unwrap_err();
-    assert!(matches!(err, Error::Store { source: sdt_store::Error::FileChanged { .. }, .. }), "{err:?}");
-    assert_eq!(err.to_string(), "cannot read mapping 0x400000-0x402000 /usr/bin/prog from the snapshot");
+    assert!(matches!(err, Error::Store { source: sdt_store::Error::Corrupt { .. }, .. }), "{err:?}");
+    assert_eq!(err.to_string(), "cannot read mapping 0x7f100000-0x7f103000 [heap] from the snapshot");
+}
+
+/// `(vaddr, memsz, filesz)` of each PT_LOAD.
+fn loads(core: &[u8]) -> Vec<(u64, u64, u64)> {
+    program_headers(core)[1..].iter().map(|ph| (ph.p_vaddr(LE), ph.p_memsz(LE), ph.p_filesz(LE))).collect()
+}
+
+#[test]
+fn pages_the_store_does_not_hold_take_no_room() {
+    let mut source = fake::sample();
+    // A 64 TiB reservation the program wrote one page of, near its end.
+    let (start, len) = (0x1000_0000_0000, 64 << 40);
+    source.meta.mappings.push(Mapping { start, end: start + len, ..source.meta.mappings[2].clone() });
+    source.stored.insert(start + len - 2 * PAGE_SIZE);
+    source.memory.insert(start + len - 2 * PAGE_SIZE + 5, 0xcd);
+    let core = core_of(&source);
+    assert!(core.len() < 64 << 10, "{} bytes", core.len());
+    assert_eq!(
+        loads(&core)[4..],
+        [(start, len - 2 * PAGE_SIZE, 0), (start + len - 2 * PAGE_SIZE, 2 * PAGE_SIZE, PAGE_SIZE)]
+    );
+    let ph = program_headers(&core).last().unwrap();
+    assert_eq!(ph.data(LE, &*core).unwrap()[5], 0xcd);
+}
+
+#[test]
+fn short_gaps_are_zeros_and_long_ones_split() {
+    let mut source = fake::sample();
+    let heap = source.meta.mappings[2].clone();
+    let start = 0x2000_0000;
+    source.meta.mappings.push(Mapping { start, end: start + 32 * PAGE_SIZE, ..heap });
+    // Pages 1, 1 + MAX_ZERO_GAP + 1 (a gap written as zeros), then page 20 (a split).
+    for page in [1, 2 + MAX_ZERO_GAP, 20] {
+        source.stored.insert(start + page * PAGE_SIZE);
+    }
+    let p = |n: u64| n * PAGE_SIZE;
+    assert_eq!(
+        loads(&core_of(&source))[4..],
+        [(start, p(1), 0), (start + p(1), p(19), p(2 + MAX_ZERO_GAP)), (start + p(20), p(12), p(1))]
+    );
+}
+
+#[test]
+fn a_file_that_cannot_be_read_leaves_its_pages_out_and_says_why() {
+    let mut source = fake::sample();
+    source.changed_file = Some(fake::EXE.into());
+    // The program wrote the second page of the executable's mapping: that page stays.
+    source.stored.insert(0x40_1000);
+    let mut core = Vec::new();
+    let report = write_core(&source, &mut core).unwrap();
+    assert_eq!(loads(&core)[..2], [(0x40_0000, PAGE_SIZE, 0), (0x40_1000, PAGE_SIZE, PAGE_SIZE)]);
+    assert_eq!(nt_file(&core), []);
+    assert_eq!(
+        report.notes,
+        [format!(
+            "{} changed since snapshot S1 was taken (size 1, expected 2): the core holds only the pages the \
+             store has of it (the rest reads as zeros)",
+            fake::EXE
+        )]
+    );
+}
+
+#[test]
+fn pages_past_a_files_end_take_no_room() {
+    let mut source = fake::sample();
+    let Content::File(f) = &mut source.meta.mappings[0].content else { panic!() };
+    // The file ends 100 bytes into the mapping's second page.
+    f.size = 0x2000 + 100;
+    assert_eq!(loads(&core_of(&source))[0], (0x40_0000, 2 * PAGE_SIZE, 2 * PAGE_SIZE));
+    f_size(&mut source, 0x1000 + 100);
+    assert_eq!(loads(&core_of(&source))[0], (0x40_0000, 2 * PAGE_SIZE, PAGE_SIZE));
+    f_size(&mut source, 0x800);
+    assert_eq!(loads(&core_of(&source))[0], (0x40_0000, 2 * PAGE_SIZE, 0));
+}
+
+fn f_size(source: &mut fake::FakeSource, size: u64) {
+    let Content::File(f) = &mut source.meta.mappings[0].content else { panic!() };
+    f.size = size;
 }
 
 #[test]

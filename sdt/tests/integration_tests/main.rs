@@ -14,5 +14,6 @@ mod gdb;
 mod guest;
 mod kmod;
 mod restore;
+mod security;
 mod symbols;
 mod tracking;

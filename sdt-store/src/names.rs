@@ -1,0 +1,119 @@
+//! The grammar of snapshot names, checked wherever a name is read from a store: a name
+//! becomes part of file names (`cores/S3.core`) and reaches other programs, so one that
+//! does not fit (`../../x`, `-x`, a control character) is damage, not a name.
+//!
+//! ```text
+//! name  = "S" seq ( "." part )*          S3   S3.0   S12.4.1   S2.new   S1.0.new   S2.new.0
+//! part  = seq | "new"
+//! seq   = "0" | [1-9][0-9]*              a u32, written as `to_string` writes it
+//! ```
+//!
+//! `S1.0` is snapshot 0 of a refinement that resumed `S1`; `S2.new` the one a refinement
+//! took at `S2`'s breakpoint. A refinement resumed from `S2.new` names its snapshots
+//! `S2.new.0`, `S2.new.1`, …, so `new` may stand in any part after the first.
+
+use crate::dir::{Refinement, RunInfo};
+
+/// Whether `name` is a snapshot name (see the module doc).
+pub fn is_snapshot_name(name: &str) -> bool {
+    let mut parts = name.split('.');
+    let first = parts.next().and_then(|p| p.strip_prefix('S'));
+    first.is_some_and(is_seq) && parts.all(|p| p == "new" || is_seq(p))
+}
+
+/// A decimal u32 without sign or leading zeros.
+fn is_seq(text: &str) -> bool {
+    text.parse::<u32>().is_ok_and(|n| n.to_string() == text)
+}
+
+/// Checks the snapshot names a run's `run.json` holds (a refinement's `from` and `to`);
+/// returns what is wrong.
+pub(crate) fn check_run_info(info: &RunInfo) -> Result<(), String> {
+    let Some(Refinement { from, to, .. }) = &info.parent else {
+        return Ok(());
+    };
+    for (field, name) in [("parent.from", Some(from)), ("parent.to", to.as_ref())] {
+        if let Some(name) = name.filter(|n| !is_snapshot_name(n)) {
+            return Err(format!("{field} {name:?} is not a snapshot name (S3, S3.0, S2.new, …)"));
+        }
+    }
+    Ok(())
+}
+
+/// Checks that the name a snapshot's metadata gives it is the one its run gives its seq.
+pub(crate) fn check_meta_name(in_meta: &str, in_run: &str) -> Result<(), String> {
+    if in_meta == in_run {
+        Ok(())
+    } else {
+        Err(format!("metadata names it {in_meta:?}, its run names it {in_run:?}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dir::{RunId, RunStatus};
+
+    #[test]
+    fn names_that_fit() {
+        for good in ["S0", "S3", "S12", "S3.0", "S3.0.new", "S12.4.1", "S2.new", "S2.new.0", "S4294967295"] {
+            assert!(is_snapshot_name(good), "{good}");
+        }
+    }
+
+    #[test]
+    fn names_that_do_not() {
+        for bad in [
+            "",
+            "S",
+            "s3",
+            "3",
+            "S03",
+            "S3.01",
+            "S-1",
+            "S+1",
+            "S3.",
+            "S.3",
+            "S3..0",
+            "Snew",
+            "S3.NEW",
+            "S3.new/../x",
+            "../../../../root/x",
+            "S3/x",
+            "S4294967296",
+            "S3 ",
+            "S3\n",
+            "--eval-command=shell id",
+        ] {
+            assert!(!is_snapshot_name(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn run_info_refinement_names() {
+        let info = |from: &str, to: Option<&str>| RunInfo {
+            id: RunId(2),
+            command: Vec::new(),
+            cwd: String::new(),
+            started_wall_ns: 0,
+            sdt_pid: 0,
+            config: String::new(),
+            status: RunStatus::Running,
+            parent: Some(Refinement {
+                run: RunId(1),
+                from: from.into(),
+                to: to.map(Into::into),
+                reached: None,
+            }),
+        };
+        assert_eq!(check_run_info(&info("S1", Some("S2"))), Ok(()));
+        assert_eq!(check_run_info(&info("S1.0", None)), Ok(()));
+        assert_eq!(
+            check_run_info(&info("../../x", Some("S2"))),
+            Err("parent.from \"../../x\" is not a snapshot name (S3, S3.0, S2.new, …)".into())
+        );
+        assert!(check_run_info(&info("S1", Some("S2/.."))).unwrap_err().starts_with("parent.to"));
+        assert_eq!(check_meta_name("S1.3", "S1.3"), Ok(()));
+        assert!(check_meta_name("../x", "S3").is_err());
+    }
+}

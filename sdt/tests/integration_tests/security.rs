@@ -1,0 +1,372 @@
+//! A store is untrusted input: root running `sdt gdb`, `sdt export` or `sdt refine` on
+//! a store that another user crafted (a real run whose metadata the test rewrites, the
+//! store then handed to uid 1001) runs no command of theirs, writes no file outside the
+//! store, follows none of their symbolic links, reads none of root's files for them,
+//! never blocks on a FIFO, writes no terabytes of zeros, and prints their strings
+//! escaped.
+//!
+//! Most tests need root (to own a secret file and hand the store to another uid); without
+//! it each says it is skipped.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::harness::{Sdt, describe, program, stderr, stdout};
+
+/// The store's owner in these tests: not root, and no account needed.
+const OWNER: u32 = 1001;
+
+/// True if this process is root; otherwise says the test is skipped.
+fn is_root(test: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        use std::io::Write;
+        writeln!(std::io::stderr(), "{test}: skipped: it needs root (a store owned by another uid)").ok();
+    }
+    root
+}
+
+/// If this process is root, a store holding a real run of `breakpoints`, as
+/// [`run_breakpoints`] makes it; otherwise says the test is skipped.
+fn run_as_root(test: &str, breakpoints: &[&str]) -> Option<Sdt> {
+    if !is_root(test) {
+        return None;
+    }
+    let sdt = Sdt::new();
+    run_breakpoints(&sdt, breakpoints);
+    Some(sdt)
+}
+
+/// A real run of `breakpoints` with the given breakpoints, one thread: S0, S1, ….
+fn run_breakpoints(sdt: &Sdt, breakpoints: &[&str]) {
+    let prog = program("breakpoints");
+    let mut args = vec!["run", "-q", "--", prog.to_str().unwrap(), "1", "1"];
+    args.extend_from_slice(breakpoints);
+    sdt.ok(&args);
+}
+
+/// Gives the whole store to `uid`, symbolic links included (not followed).
+fn chown_store(root: &Path, uid: u32) {
+    std::os::unix::fs::lchown(root, Some(uid), Some(uid)).unwrap();
+    if std::fs::symlink_metadata(root).unwrap().is_dir() {
+        for entry in std::fs::read_dir(root).unwrap() {
+            chown_store(&entry.unwrap().path(), uid);
+        }
+    }
+}
+
+/// Rewrites the metadata of the snapshot file `path` with `edit`: a new zstd frame in
+/// place of the old one, the footer's length and checksums updated (layout:
+/// sdt-store/src/format.rs). The file is replaced, never changed in place.
+fn rewrite_meta(path: &Path, edit: impl FnOnce(&mut Value)) {
+    let bytes = std::fs::read(path).unwrap();
+    let footer_at = bytes.len() - 64;
+    let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+    let meta_offset = u64_at(footer_at + 40) as usize;
+    let json = zstd::decode_all(&bytes[meta_offset..footer_at]).unwrap();
+    let mut meta: Value = serde_json::from_slice(&json).unwrap();
+    edit(&mut meta);
+    let frame = zstd::bulk::compress(&serde_json::to_vec(&meta).unwrap(), 1).unwrap();
+    let mut footer = bytes[footer_at..].to_vec();
+    footer[48..52].copy_from_slice(&(frame.len() as u32).to_le_bytes());
+    footer[52..56].copy_from_slice(&(xxhash_rust::xxh3::xxh3_64(&frame) as u32).to_le_bytes());
+    let sum = xxhash_rust::xxh3::xxh3_64(&footer[..56]);
+    footer[56..64].copy_from_slice(&sum.to_le_bytes());
+    let mut out = bytes[..meta_offset].to_vec();
+    out.extend_from_slice(&frame);
+    out.extend_from_slice(&footer);
+    let tmp = path.with_extension("rewritten");
+    std::fs::write(&tmp, out).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+/// Adds a mapping `[start, end)` whose pages come from the file at `path` (with the
+/// identity it has now, as a store can copy any file's `stat`), keeping them sorted.
+fn add_file_mapping(meta: &mut Value, start: u64, end: u64, path: &Path) {
+    let st = std::fs::metadata(path).unwrap();
+    let file = json!({
+        "kind": "file", "path": path.to_str().unwrap(), "dev": st.dev(), "inode": st.ino(),
+        "size": st.size(), "mtime_ns": st.mtime() * 1_000_000_000 + st.mtime_nsec(),
+    });
+    add_mapping(meta, start, end, st.ino(), path.to_str().unwrap(), file);
+}
+
+fn add_mapping(meta: &mut Value, start: u64, end: u64, inode: u64, path: &str, content: Value) {
+    let mappings = meta["mappings"].as_array_mut().unwrap();
+    mappings.push(json!({
+        "start": start, "end": end,
+        "perms": {"read": true, "write": false, "exec": false, "shared": false},
+        "offset": 0, "dev": "08:01", "inode": inode, "path": path, "content": content,
+    }));
+    mappings.sort_by_key(|m| m["start"].as_u64().unwrap());
+}
+
+fn snap_file(sdt: &Sdt, run: u32, seq: u32) -> PathBuf {
+    sdt.store().join(format!("runs/{run}/S{seq}.snap"))
+}
+
+/// Every file under `dir`, recursively.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if std::fs::symlink_metadata(&path).unwrap().is_dir() {
+            found.extend(files_under(&path));
+        } else {
+            found.push(path);
+        }
+    }
+    found
+}
+
+#[test]
+fn a_program_path_that_reads_as_a_gdb_option_runs_nothing() {
+    let Some(sdt) =
+        run_as_root("a_program_path_that_reads_as_a_gdb_option_runs_nothing", &["1/1/1/0", "1/1/2/0"])
+    else {
+        return;
+    };
+    let marker = sdt.dir.path().join("marker");
+    let exe = format!("--eval-command=shell touch {}", marker.display());
+    for seq in [0, 1] {
+        rewrite_meta(&snap_file(&sdt, 1, seq), |m| m["process"]["exe"] = json!(exe));
+    }
+    chown_store(&sdt.store(), OWNER);
+
+    let out = sdt.output(&["gdb", "S0", "--", "-batch", "-ex", "info threads"]);
+    assert!(!marker.exists(), "sdt gdb ran the store's command: {}", describe(&out));
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(stderr(&out).contains("gdb gets the core alone"), "{}", describe(&out));
+    assert!(stdout(&out).contains("LWP "), "gdb still shows the threads: {}", describe(&out));
+
+    // `sdt refine --check` evaluates in S1 first: the missing config file stops it after.
+    let out =
+        sdt.output(&["refine", "--from", "S0", "--to", "S1", "--check", "1", "--config", "/nonexistent"]);
+    assert!(!marker.exists(), "sdt refine ran the store's command: {}", describe(&out));
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("--check needs the program"), "{}", describe(&out));
+}
+
+#[test]
+fn a_snapshot_name_with_a_path_in_it_is_corrupt_and_writes_nothing_outside() {
+    let Some(sdt) =
+        run_as_root("a_snapshot_name_with_a_path_in_it_is_corrupt_and_writes_nothing_outside", &["1/1/1/0"])
+    else {
+        return;
+    };
+    let outside = sdt.dir.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    // cores/../../../../outside/x: runs/1, runs, the store, then the test's directory.
+    rewrite_meta(&snap_file(&sdt, 1, 0), |m| m["name"] = json!("../../../../outside/x"));
+    chown_store(&sdt.store(), OWNER);
+
+    let says = "snapshot S0 is corrupt: metadata names it \"../../../../outside/x\"";
+    refused_writing_nothing(&sdt, &["gdb", "S0", "--", "-batch"], says, &outside);
+}
+
+#[test]
+fn a_refinement_named_with_a_path_is_refused_and_writes_nothing_outside() {
+    let Some(sdt) =
+        run_as_root("a_refinement_named_with_a_path_is_refused_and_writes_nothing_outside", &["1/1/1/0"])
+    else {
+        return;
+    };
+    let outside = sdt.dir.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    // Run 2, a "refinement" of run 1 whose snapshot 0 is named ../../../../outside/y.0.
+    let run2 = sdt.store().join("runs/2");
+    std::fs::create_dir(&run2).unwrap();
+    std::fs::copy(snap_file(&sdt, 1, 0), snap_file(&sdt, 2, 0)).unwrap();
+    let name = "../../../../outside/y";
+    rewrite_meta(&snap_file(&sdt, 2, 0), |m| m["name"] = json!(format!("{name}.0")));
+    let mut info: Value =
+        serde_json::from_slice(&std::fs::read(sdt.store().join("runs/1/run.json")).unwrap()).unwrap();
+    info["parent"] = json!({"run": 1, "from": name, "to": null, "reached": null});
+    std::fs::write(run2.join("run.json"), serde_json::to_vec(&info).unwrap()).unwrap();
+    chown_store(&sdt.store(), OWNER);
+
+    // Named, the run is refused; unnamed, the latest run is the newest valid one (run 1).
+    let says = "parent.from \"../../../../outside/y\" is not a snapshot name";
+    refused_writing_nothing(&sdt, &["gdb", "--run", "2", "--", "-batch"], says, &outside);
+    sdt.ok(&["gdb", "--", "-batch"]);
+    assert_eq!(files_under(&outside), Vec::<PathBuf>::new());
+}
+
+/// Runs `sdt ARGS`, which must fail saying `says` and leave `outside` empty.
+fn refused_writing_nothing(sdt: &Sdt, args: &[&str], says: &str, outside: &Path) {
+    let out = sdt.output(args);
+    assert!(!out.status.success(), "{}", describe(&out));
+    assert!(stderr(&out).contains(says), "{}", describe(&out));
+    assert_eq!(files_under(outside), Vec::<PathBuf>::new());
+}
+
+#[test]
+fn symbolic_links_in_the_store_are_not_followed_when_writing_cores() {
+    let Some(sdt) =
+        run_as_root("symbolic_links_in_the_store_are_not_followed_when_writing_cores", &["1/1/1/0"])
+    else {
+        return;
+    };
+    let victim = sdt.dir.path().join("victim");
+    std::fs::write(&victim, b"root's own").unwrap();
+    std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let cores = sdt.store().join("runs/1/cores");
+    std::fs::create_dir(&cores).unwrap();
+    // Every temporary name an sdt gdb might pick, old and new, is a link to the victim.
+    std::os::unix::fs::symlink(&victim, cores.join("S0.core.tmp")).unwrap();
+    chown_store(&sdt.store(), OWNER);
+    let untouched = || std::fs::read(&victim).unwrap() == b"root's own";
+
+    let out = sdt.output(&["gdb", "S0", "--", "-batch"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(untouched(), "sdt gdb wrote through the store's link");
+    let core = std::fs::symlink_metadata(cores.join("S0.core")).unwrap();
+    assert!(core.is_file());
+    assert_eq!(core.permissions().mode() & 0o777, 0o600, "a core holds the process's memory");
+
+    // `cores` itself a link to a directory outside the store: nothing is written there.
+    let outside = sdt.dir.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::remove_dir_all(&cores).unwrap();
+    std::os::unix::fs::symlink(&outside, &cores).unwrap();
+    let out = sdt.output(&["gdb", "S0", "--", "-batch"]);
+    assert!(!out.status.success(), "{}", describe(&out));
+    assert_eq!(files_under(&outside), Vec::<PathBuf>::new());
+    // So is `export core`'s temporary file next to its output.
+    std::os::unix::fs::symlink(&victim, sdt.dir.path().join("out.core.tmp")).unwrap();
+    sdt.ok(&["export", "core", "S0", "-o", "out.core"]);
+    assert!(untouched(), "sdt export core wrote through a link");
+}
+
+#[test]
+fn a_fifo_mapping_blocks_no_exporter() {
+    let Some(sdt) = run_as_root("a_fifo_mapping_blocks_no_exporter", &["1/1/1/0"]) else { return };
+    // Its name also shows that error messages print a store's strings escaped.
+    let fifo = sdt.dir.path().join("fifo\x1b[2J");
+    let c_path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o666) }, 0);
+    rewrite_meta(&snap_file(&sdt, 1, 0), |m| add_file_mapping(m, 0x1000_0000_0000, 0x1000_0001_0000, &fifo));
+    chown_store(&sdt.store(), OWNER);
+
+    let start = Instant::now();
+    let core = sdt.output(&["export", "core", "S0", "-o", "s0.core"]);
+    assert!(core.status.success(), "{}", describe(&core));
+    assert!(stderr(&core).contains("it is a FIFO, not a regular file"), "{}", describe(&core));
+    let gdb = sdt.output(&["gdb", "S0", "--", "-batch"]);
+    assert!(gdb.status.success(), "{}", describe(&gdb));
+    let criu = sdt.output(&["export", "criu", "S0", "-o", "img"]);
+    assert!(start.elapsed() < Duration::from_secs(30), "{:?}", start.elapsed());
+    assert!(!criu.status.success(), "{}", describe(&criu));
+    let err = stderr(&criu);
+    assert!(err.contains("fifo\\x1b[2J is not read for snapshot S0: it is a FIFO"), "{}", describe(&criu));
+    assert!(!err.contains('\x1b'), "a raw escape reached the terminal: {err:?}");
+    assert!(!sdt.dir.path().join("img").exists());
+}
+
+#[test]
+fn a_64_tib_mapping_exports_small_and_fast() {
+    let Some(sdt) = run_as_root("a_64_tib_mapping_exports_small_and_fast", &["1/1/1/0"]) else { return };
+    let (start, end) = (0x1000_0000_0000u64, 0x5000_0000_0000u64);
+    rewrite_meta(&snap_file(&sdt, 1, 0), |m| {
+        let zero = json!({"kind": "zero"});
+        add_mapping(m, start, end, 0, "", zero);
+        m["mappings"].as_array_mut().unwrap().iter_mut().find(|m| m["start"] == start).unwrap()["perms"]["write"] =
+            json!(true);
+    });
+    chown_store(&sdt.store(), OWNER);
+
+    let began = Instant::now();
+    sdt.ok(&["export", "core", "S0", "-o", "s0.core"]);
+    let core = sdt.dir.path().join("s0.core");
+    assert!(
+        std::fs::metadata(&core).unwrap().len() < 64 << 20,
+        "{} bytes",
+        std::fs::metadata(&core).unwrap().len()
+    );
+    assert!(std::fs::metadata(&core).unwrap().blocks() * 512 < 64 << 20);
+    sdt.ok(&["export", "criu", "S0", "-o", "img"]);
+    let images: u64 =
+        files_under(&sdt.dir.path().join("img")).iter().map(|f| f.metadata().unwrap().blocks() * 512).sum();
+    assert!(images < 64 << 20, "{images} bytes of images");
+    assert!(began.elapsed() < Duration::from_secs(30), "{:?}", began.elapsed());
+    // gdb reads the reservation as the zeros it held.
+    let prog = program("breakpoints");
+    let text = crate::harness::gdb(&prog, &core, &[&format!("print *(long *){:#x}", end - 8)]);
+    assert!(text.contains("= 0"), "{text}");
+}
+
+#[test]
+fn a_file_the_stores_owner_cannot_read_stays_out_of_the_exports() {
+    let Some(sdt) = run_as_root("a_file_the_stores_owner_cannot_read_stays_out_of_the_exports", &["1/1/1/0"])
+    else {
+        return;
+    };
+    let secret = sdt.dir.path().join("secret");
+    let mark = format!("TOPSECRET-{}-", std::process::id());
+    std::fs::write(&secret, mark.repeat(4096 / mark.len() + 1)).unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    rewrite_meta(&snap_file(&sdt, 1, 0), |m| {
+        add_file_mapping(m, 0x1000_0000_0000, 0x1000_0000_1000, &secret)
+    });
+    let holds = |core: &Path| {
+        let bytes = std::fs::read(core).unwrap();
+        bytes.windows(mark.len()).any(|w| w == mark.as_bytes())
+    };
+    // Root's own store: root's file is the program's, and it is in the core.
+    sdt.ok(&["export", "core", "S0", "-o", "own.core"]);
+    assert!(holds(&sdt.dir.path().join("own.core")), "the test does not see the secret where it should be");
+
+    chown_store(&sdt.store(), OWNER);
+    let out = sdt.ok(&["export", "core", "S0", "-o", "s0.core"]);
+    assert!(!holds(&sdt.dir.path().join("s0.core")), "root's secret is in the core of uid {OWNER}'s store");
+    assert!(
+        stderr(&out).contains(&format!("the store belongs to uid {OWNER}, who could not read it")),
+        "{}",
+        describe(&out)
+    );
+    sdt.ok(&["gdb", "S0", "--", "-batch"]);
+    assert!(!holds(&sdt.store().join("runs/1/cores/S0.core")));
+    let criu = sdt.output(&["export", "criu", "S0", "-o", "img"]);
+    assert!(!criu.status.success(), "criu restore would map it: {}", describe(&criu));
+    assert!(stderr(&criu).contains("who could not read it"), "{}", describe(&criu));
+}
+
+#[test]
+fn a_stores_strings_are_printed_escaped() {
+    let sdt = Sdt::new();
+    run_breakpoints(&sdt, &["1/1/1/0/phase=\x1b[31mred\x1b[0m"]);
+    rewrite_meta(&snap_file(&sdt, 1, 0), |m| {
+        m["threads"][0]["name"] = json!("w\x1b]0;title\x07");
+        m["process"]["comm"] = json!("c\u{202e}x");
+        let first = &mut m["mappings"][0];
+        first["path"] = json!(format!("{}\nfake line", first["path"].as_str().unwrap()));
+    });
+    let run_json = sdt.store().join("runs/1/run.json");
+    let mut info: Value = serde_json::from_slice(&std::fs::read(&run_json).unwrap()).unwrap();
+    info["command"][1] = json!("\x1b[2Jarg");
+    std::fs::write(&run_json, serde_json::to_vec(&info).unwrap()).unwrap();
+    let show = stdout(&sdt.ok(&["show", "S0"]));
+    let ls = stdout(&sdt.ok(&["ls"]));
+    let runs = stdout(&sdt.ok(&["runs"]));
+    for (what, text) in [("show", &show), ("ls", &ls), ("runs", &runs)] {
+        assert!(
+            !text.contains('\x1b') && !text.contains('\x07'),
+            "sdt {what} printed a raw escape: {text:?}"
+        );
+    }
+    assert!(show.contains("attrs phase=\\x1b[31mred\\x1b[0m"), "{show}");
+    assert!(show.contains("w\\x1b]0;title\\x07"), "{show}");
+    assert!(show.contains("(c\\u{202e}x)"), "{show}");
+    assert!(show.contains("\\nfake line"), "{show}");
+    assert!(!show.lines().any(|l| l.starts_with("fake line")), "{show}");
+    assert!(ls.contains("phase=\\x1b[31mred\\x…"), "{ls}");
+    assert!(runs.contains("\\x1b[2Jarg"), "{runs}");
+    // --json is JSON-escaped already.
+    let json = stdout(&sdt.ok(&["ls", "--json"]));
+    assert!(json.contains("phase=\\u001b[31mred"), "{json}");
+}
