@@ -430,6 +430,19 @@ struct Captured {
     signals: Vec<SignalAction>,
 }
 
+/// Why a capture failed.
+struct CaptureFailed {
+    why: String,
+    /// The store had no room for its pages.
+    no_room: bool,
+}
+
+impl From<String> for CaptureFailed {
+    fn from(why: String) -> CaptureFailed {
+        CaptureFailed { why, no_room: false }
+    }
+}
+
 /// A capture's pages as the store takes them.
 struct Spans {
     copied: Vec<PageSpan>,
@@ -587,10 +600,14 @@ impl<B: EventSource> Session<'_, B> {
         let seq = self.next_seq;
         let captured = match self.capture(&frozen, breaking, &mut spill) {
             Ok(captured) => captured,
-            Err(why) => {
+            Err(CaptureFailed { why, no_room }) => {
                 let message = format!("capture of S{seq} failed: {why}");
-                log::warn!("{message}");
-                self.problems.push(message);
+                if no_room && hit.is_some() {
+                    self.writer.lost(message);
+                } else {
+                    log::warn!("{message}");
+                    self.problems.push(message);
+                }
                 return self.thaw(declined, false).map(|()| None);
             }
         };
@@ -663,14 +680,17 @@ impl<B: EventSource> Session<'_, B> {
         frozen: &Frozen,
         breaking: Option<Tid>,
         spill: &mut SpillFile,
-    ) -> Result<Captured, String> {
-        let via = frozen.via.ok_or("every thread is exiting")?;
+    ) -> Result<Captured, CaptureFailed> {
+        let via = frozen.via.ok_or_else(|| CaptureFailed::from("every thread is exiting".to_owned()))?;
         let (capturer, tracer) = (&mut self.capturer, &mut self.tracer);
         let (collected, (threads, files, signal_sets)) = capturer
             .collect(via, spill, self.opts.verify, || {
                 (tracer.read_threads(breaking), procfs::open_files(via), procfs::signal_sets(via))
             })
-            .map_err(|e| human::error_chain(&e))?;
+            .map_err(|e| CaptureFailed {
+                no_room: matches!(e, capture::CaptureError::Store(_)),
+                why: human::error_chain(&e),
+            })?;
         let threads = threads.map_err(|e| human::error_chain(&e))?;
         let mut files = files.map_err(|e| format!("reading open files: {e}"))?;
         for f in &mut files {

@@ -10,6 +10,7 @@ mod credentials;
 mod criu_export;
 mod damage;
 mod errors;
+mod faults;
 mod gdb;
 mod guest;
 mod kmod;
