@@ -571,9 +571,11 @@ impl<B: EventSource> Session<'_, B> {
                 return self.thaw(declined, false).map(|()| None);
             }
         };
-        let wait_start = monotonic_ns();
         let mut spill = match self.writer.take_spare() {
-            Ok(spill) => spill,
+            Ok((spill, made_ns)) => {
+                wait_ns += made_ns;
+                spill
+            }
             Err(e) => {
                 self.writer.lost(format!(
                     "S{}: the store has no room: {}",
@@ -583,7 +585,6 @@ impl<B: EventSource> Session<'_, B> {
                 return self.thaw(declined, false).map(|()| None);
             }
         };
-        wait_ns += monotonic_ns() - wait_start;
         let breaking = hit.as_ref().map(|h| h.tid);
         let frozen = match self.tracer.freeze(breaking) {
             Ok(frozen) => frozen,

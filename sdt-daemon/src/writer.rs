@@ -174,17 +174,19 @@ impl StoreWriter {
     }
 
     /// A spare for the next capture: the one made ready if there is one, else a new one
-    /// with no room yet (the capture grows it).
-    pub(crate) fn take_spare(&self) -> Result<SpillFile, sdt_store::Error> {
+    /// with no room yet (the capture grows it); and the nanoseconds making that took.
+    pub(crate) fn take_spare(&self) -> Result<(SpillFile, u64), sdt_store::Error> {
         let mut ready = self.ready.lock().unwrap();
         if let Some(why) = ready.failed.take() {
             log::debug!("no spare was made ready: {why}");
         }
         match ready.spare.take() {
-            Some(spare) => Ok(spare),
+            Some(spare) => Ok((spare, 0)),
             None => {
                 drop(ready);
-                self.spares.make(0, false)
+                let start = sdt_sys::monotonic_ns();
+                let spare = self.spares.make(0, false)?;
+                Ok((spare, sdt_sys::monotonic_ns() - start))
             }
         }
     }

@@ -564,7 +564,9 @@ pub struct CaptureStats {
     pub pages_stored: u64,
     /// Bytes the snapshot would take stored whole: `pages * PAGE_SIZE`.
     pub full_bytes: u64,
-    /// Nanoseconds the capture waited for the writer before it could start.
+    /// Nanoseconds the capture waited for room in the store before it could start: for
+    /// compaction to catch up with the raw log's budget, or for a spare to be made when
+    /// none was ready.
     pub wait_ns: u64,
     /// Bytes copied from the program while it was stopped.
     pub copied_bytes: u64,

@@ -34,7 +34,7 @@ pub fn show(opt: ShowOpt) -> Result<()> {
         human::duration_ns(s.pause_ns),
         human::duration_ns(s.deviation_ns),
         if s.wait_ns > 0 {
-            format!(", waited {} for the writer", human::duration_ns(s.wait_ns))
+            format!(", waited {} for room in the store", human::duration_ns(s.wait_ns))
         } else {
             String::new()
         },
