@@ -82,6 +82,7 @@ pub(crate) struct StoreWriter {
     ready: Arc<Mutex<Ready>>,
     /// Sizes of spares to make ready.
     prepare: Option<Sender<usize>>,
+    spare_maker: Option<JoinHandle<()>>,
     committed: Option<Sender<Note>>,
     compactor: Option<JoinHandle<(WriteTotals, Option<String>)>>,
     backlog: Arc<(Mutex<Backlog>, Condvar)>,
@@ -122,7 +123,7 @@ impl StoreWriter {
         let ready = Arc::new(Mutex::new(Ready::default()));
         let (prepare_tx, prepare_rx) = channel::<usize>();
         let (spare_maker, shared) = (spares.clone(), Arc::clone(&ready));
-        std::thread::Builder::new()
+        let spare_maker = std::thread::Builder::new()
             .name("sdt-spare".into())
             .spawn(move || spare_loop(&spare_maker, &prepare_rx, &shared))
             .expect("spawning the spare thread");
@@ -131,6 +132,7 @@ impl StoreWriter {
             spares,
             ready,
             prepare: Some(prepare_tx),
+            spare_maker: Some(spare_maker),
             committed: Some(committed_tx),
             compactor: Some(compactor),
             backlog,
@@ -243,6 +245,11 @@ impl StoreWriter {
     pub(crate) fn finish(mut self, status: RunStatus) -> (WriteTotals, Option<String>) {
         drop(self.prepare.take());
         drop(self.committed.take());
+        // The spare it may be making is removed with the one made ready: no spare outlives
+        // the run.
+        if let Some(maker) = self.spare_maker.take() {
+            maker.join().ok();
+        }
         self.ready.lock().unwrap().spare = None;
         // The program has ended: what is left is compacted at once.
         if let Some(compactor) = self.backlog.0.lock().unwrap().compactor {

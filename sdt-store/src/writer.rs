@@ -213,10 +213,13 @@ impl Store {
             Err(std::fs::TryLockError::Error(e)) => return Err(io_error(&dir.join(crate::dir::LOCK), e)),
         }
         let mut compacted = None;
+        let mut raw = Vec::new();
         for entry in dir.entries().map_err(|e| io_error(run.dir(), e))? {
             let (name, _) = entry.map_err(|e| io_error(run.dir(), e))?;
             if name.starts_with(".spare-") || name.ends_with(".snap.incomplete") {
                 dir.remove_file(&name).map_err(|e| io_error(&dir.join(&name), e))?;
+            } else if let Some(seq) = name.strip_prefix('S').and_then(|n| n.strip_suffix(".raw")) {
+                raw.extend(seq.parse::<u32>());
             }
         }
         for entry in run.snapshots()? {
@@ -225,6 +228,11 @@ impl Store {
                 break;
             }
             compacted = Some(entry.seq);
+        }
+        // A raw file whose compaction finished but was not removed yet.
+        for seq in raw.into_iter().filter(|&seq| compacted.is_some_and(|c| seq <= c)) {
+            let name = file_name(seq, Form::Raw);
+            dir.remove_file(&name).map_err(|e| io_error(&dir.join(&name), e))?;
         }
         let mut writer = RunWriter::new(dir, run.info().clone(), Some(lock))?;
         if let Some(last) = compacted {

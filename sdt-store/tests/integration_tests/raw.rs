@@ -138,6 +138,12 @@ fn a_run_whose_sdt_died_keeps_its_snapshots_and_is_finished_later() {
     // Death mid-work: a spare being filled, a compaction half written, nothing recorded.
     std::mem::forget(log.spares().make(8 * PAGE, false).unwrap());
     std::fs::write(store.root().join(format!("runs/{id}/S3.snap.incomplete")), b"SDTSNAP\0 half").unwrap();
+    // And a raw file whose compaction had finished, not yet removed.
+    std::fs::copy(
+        store.root().join(format!("runs/{id}/S5.raw")),
+        store.root().join(format!("runs/{id}/S2.raw")),
+    )
+    .unwrap();
     drop(writer);
     drop(log);
 
