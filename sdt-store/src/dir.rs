@@ -370,9 +370,21 @@ impl Store {
     /// Points the `latest` link at the newest run: each `sdt run` does so after creating
     /// its own, so whichever of several concurrent ones finishes last leaves it right.
     fn point_latest(&self) -> Result<()> {
-        let Some(newest) = self.run_ids()?.last().copied() else { return Ok(()) };
-        let target = Path::new(RUNS_DIR).join(newest.to_string());
-        self.root.point_link(LATEST, &target).map_err(|e| io_error(&self.root.join(LATEST), e))
+        // Another `sdt run` may point it at an older run it listed before ours existed:
+        // whoever points last checks the newest run again afterwards. (Bounded: runs could
+        // keep appearing.)
+        let mut newest = self.run_ids()?.last().copied();
+        for _ in 0..100 {
+            let Some(id) = newest else { return Ok(()) };
+            let target = Path::new(RUNS_DIR).join(id.to_string());
+            self.root.point_link(LATEST, &target).map_err(|e| io_error(&self.root.join(LATEST), e))?;
+            let now = self.run_ids()?.last().copied();
+            if now == newest {
+                break;
+            }
+            newest = now;
+        }
+        Ok(())
     }
 }
 
