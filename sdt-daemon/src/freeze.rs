@@ -25,6 +25,7 @@ use std::os::fd::BorrowedFd;
 use sdt_abi::TrapRecord;
 use sdt_store::{SignalAction, ThreadState};
 use sdt_sys::Tid;
+use sdt_sys::wait::Stop;
 
 use crate::ptrace::Tracer;
 
@@ -63,6 +64,17 @@ pub enum ProgramExit {
     Signal(i32, bool),
     /// Ended by `sdt` itself: a refinement that reached the breakpoint it was for.
     Stopped,
+}
+
+impl ProgramExit {
+    /// The end a wait status reports, if it reports one.
+    pub(crate) fn from_stop(stop: Stop) -> Option<ProgramExit> {
+        match stop {
+            Stop::Exited(code) => Some(ProgramExit::Code(code)),
+            Stop::Killed(signal, core) => Some(ProgramExit::Signal(signal, core)),
+            Stop::Signal(_) | Stop::Event(..) => None,
+        }
+    }
 }
 
 /// Something the daemon loop must act on.

@@ -2,9 +2,12 @@
 //!
 //! # Safety
 //!
-//! `waitpid` writes one `int` into a local.
+//! `waitpid` writes one `int` into a local; `sigtimedwait` reads a local signal set and
+//! timeout.
 
 #![allow(unsafe_code)]
+
+use std::time::{Duration, Instant};
 
 use crate::{Error, Result, Tid};
 
@@ -24,20 +27,19 @@ pub enum Stop {
 }
 
 /// `waitpid(-1, &status, __WALL | WNOHANG)`: the next report from any traced thread or
-/// child, or `None` if there is none right now.
+/// child, or `None` if there is none right now (or no child at all).
 #[doc(alias = "waitpid")]
 pub fn poll_any() -> Result<Option<(Tid, Stop)>> {
-    wait(-1, libc::__WALL | libc::WNOHANG)
+    match wait(-1, libc::__WALL | libc::WNOHANG) {
+        Err(e) if e.errno() == libc::ECHILD => Ok(None),
+        other => other,
+    }
 }
 
 /// `waitpid(-1, &status, __WALL)`: blocks for the next report from any traced thread.
 #[doc(alias = "waitpid")]
 pub fn wait_any() -> Result<(Tid, Stop)> {
-    wait(-1, libc::__WALL)?.ok_or_else(|| Error {
-        call: "waitpid",
-        tid: -1,
-        source: std::io::Error::from_raw_os_error(libc::ECHILD),
-    })
+    Ok(wait(-1, libc::__WALL)?.expect("waitpid without WNOHANG returned 0"))
 }
 
 /// `waitpid(tid, &status, __WALL | WNOHANG)`: the next report from one thread or child,
@@ -48,11 +50,67 @@ pub fn poll_for(tid: Tid) -> Result<Option<(Tid, Stop)>> {
 }
 
 /// `waitpid(tid, &status, __WALL)`: blocks for the next report from one thread.
+///
+/// A process's first thread that has exited is reported only once every other thread is
+/// gone: while another thread waits for its tracer (at an exit stop), this never returns.
+/// Where that can happen, use [`wait_for_until`].
 #[doc(alias = "waitpid")]
 pub fn wait_for(tid: Tid) -> Result<(Tid, Stop)> {
-    Ok(wait(tid.raw(), libc::__WALL)?.expect("blocking waitpid returned no child"))
+    Ok(wait(tid.raw(), libc::__WALL)?.expect("waitpid without WNOHANG returned 0"))
 }
 
+/// [`wait_any`] that gives up at `deadline`: `None` if no thread reported by then.
+///
+/// Sleeps in `sigtimedwait` for `SIGCHLD` between polls, so the calling thread should have
+/// `SIGCHLD` blocked, as [`crate::events::Events::new`] leaves every thread; where it is
+/// not, a report is noticed within a millisecond anyway.
+#[doc(alias = "waitpid")]
+pub fn wait_any_until(deadline: Instant) -> Result<Option<(Tid, Stop)>> {
+    wait_until(-1, deadline)
+}
+
+/// [`wait_for`] that gives up at `deadline`: `None` if `tid` did not report by then.
+/// Sleeps as [`wait_any_until`] does.
+#[doc(alias = "waitpid")]
+pub fn wait_for_until(tid: Tid, deadline: Instant) -> Result<Option<(Tid, Stop)>> {
+    wait_until(tid.raw(), deadline)
+}
+
+/// The longest sleep between two polls: how late a report may be noticed when its
+/// `SIGCHLD` went to another thread.
+const POLL_SLICE: Duration = Duration::from_millis(1);
+
+fn wait_until(pid: i32, deadline: Instant) -> Result<Option<(Tid, Stop)>> {
+    loop {
+        if let Some(report) = wait(pid, libc::__WALL | libc::WNOHANG)? {
+            return Ok(Some(report));
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(None);
+        }
+        await_sigchld(left.min(POLL_SLICE));
+    }
+}
+
+/// `sigtimedwait({SIGCHLD}, NULL, timeout)`: sleeps until a `SIGCHLD` is pending (and
+/// takes it) or `timeout` passes.
+#[doc(alias = "sigtimedwait")]
+fn await_sigchld(timeout: Duration) {
+    let timeout =
+        libc::timespec { tv_sec: timeout.as_secs() as libc::time_t, tv_nsec: timeout.subsec_nanos().into() };
+    // SAFETY: `set` is initialised by sigemptyset before use; sigtimedwait reads `set` and
+    // `timeout` and writes nothing (no siginfo pointer).
+    unsafe {
+        let mut set = std::mem::zeroed::<libc::sigset_t>();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGCHLD);
+        // EAGAIN (timed out) and EINTR are both "poll again".
+        libc::sigtimedwait(&set, std::ptr::null_mut(), &timeout);
+    }
+}
+
+/// One `waitpid`, retried on `EINTR`: `None` when `WNOHANG` found nothing to report.
 fn wait(pid: i32, flags: i32) -> Result<Option<(Tid, Stop)>> {
     let mut status = 0;
     let rc = loop {
@@ -64,8 +122,7 @@ fn wait(pid: i32, flags: i32) -> Result<Option<(Tid, Stop)>> {
         break rc;
     };
     if rc == -1 {
-        let err = Error::last("waitpid", pid);
-        return if err.errno() == libc::ECHILD { Ok(None) } else { Err(err) };
+        return Err(Error::last("waitpid", pid));
     }
     let Some(tid) = Tid::new(rc) else { return Ok(None) };
     Ok(Some((tid, decode(status))))

@@ -5,7 +5,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::harness::{Sdt, describe, program, run, stderr, stdout, wait_with_timeout};
+use crate::harness::{Sdt, describe, program, run, stderr, stdout, wait_with_timeout, wait_within};
 
 #[test]
 fn a_truncated_snapshot_is_named_and_earlier_ones_still_read() {
@@ -48,6 +48,79 @@ fn a_program_killed_during_a_capture_ends_the_run_cleanly() {
     assert!(ls.lines().next().unwrap().contains("killed by signal 9"), "{ls}");
     assert!(ls.lines().any(|l| l.starts_with("S0 ")), "{ls}");
     sdt.core("S0");
+}
+
+/// A tiny xorshift generator: the kills' delays, repeatable from the printed seed.
+struct Delays(u64);
+
+impl Delays {
+    fn next(&mut self, below: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % below
+    }
+}
+
+#[test]
+fn a_program_killed_at_any_instant_of_its_captures_ends_the_run_cleanly() {
+    let seed = std::env::var("SDT_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
+    });
+    println!("kill delays from seed {seed} (SDT_TEST_SEED={seed} repeats them)");
+    let mut delays = Delays(seed | 1);
+    // Two threads, the case that hung; one and eight around it.
+    for (threads, trials) in [(2, 20), (1, 6), (8, 6)] {
+        for trial in 1..=trials {
+            let delay = Duration::from_micros(delays.next(250_000));
+            let what = format!("(seed {seed}: {threads} threads, trial {trial}, killed after {delay:?})");
+            kill_during_captures(threads, delay, &what);
+        }
+    }
+}
+
+/// Runs `killed THREADS`, which snapshots in a loop, kills it with SIGKILL after `delay`,
+/// and checks that `sdt run` ends at once as the program did, keeping every snapshot the
+/// program was told of.
+fn kill_during_captures(threads: u32, delay: Duration, what: &str) {
+    let sdt = Sdt::new();
+    let prog = program("killed");
+    let mut child = sdt
+        .command(&["run", "-q", "--", prog.to_str().unwrap(), &threads.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    lines.read_line(&mut line).unwrap();
+    let pid =
+        line.trim().strip_prefix("pid ").unwrap_or_else(|| panic!("pid line: {line:?} {what}")).to_owned();
+    let told = std::thread::spawn(move || {
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut lines, &mut rest).ok();
+        rest
+    });
+    std::thread::sleep(delay);
+    assert!(run(Command::new("kill").args(["-KILL", &pid])).status.success());
+    let out = wait_within(child, Duration::from_secs(20), what);
+    assert_eq!(out.status.signal(), Some(9), "{what}: {}", describe(&out));
+    let told = told.join().unwrap();
+
+    let ls = stdout(&sdt.ok(&["ls"]));
+    assert!(ls.lines().next().unwrap().contains("killed by signal 9"), "{what}: {ls}");
+    let stored: Vec<String> = sdt
+        .snapshots()
+        .iter()
+        .filter(|s| s["complete"] == true)
+        .map(|s| s["name"].as_str().unwrap().to_owned())
+        .collect();
+    let told: Vec<&str> = told.lines().collect();
+    assert!(told.contains(&"S0"), "{what}: {told:?}");
+    for name in told {
+        assert!(stored.iter().any(|s| s == name), "{what}: the program was told of {name}, not stored: {ls}");
+    }
 }
 
 #[test]

@@ -119,7 +119,13 @@ pub fn run(cmd: &mut Command) -> Output {
 }
 
 /// Waits for a child, killing it (and failing the test) after the timeout.
-pub fn wait_with_timeout(mut child: Child) -> Output {
+pub fn wait_with_timeout(child: Child) -> Output {
+    wait_within(child, TIMEOUT, "")
+}
+
+/// Waits for a child, killing it (and failing the test, the panic saying `what`) after
+/// `timeout`.
+pub fn wait_within(mut child: Child, timeout: Duration, what: &str) -> Output {
     let mut stdout = child.stdout.take();
     let mut stderr = child.stderr.take();
     let out_thread = std::thread::spawn(move || {
@@ -141,10 +147,10 @@ pub fn wait_with_timeout(mut child: Child) -> Output {
         if let Some(status) = child.try_wait().unwrap() {
             break status;
         }
-        if start.elapsed() > TIMEOUT {
+        if start.elapsed() > timeout {
             child.kill().ok();
             child.wait().ok();
-            panic!("command timed out after {TIMEOUT:?}");
+            panic!("command timed out after {timeout:?} {what}");
         }
         std::thread::sleep(Duration::from_millis(10));
     };
