@@ -40,7 +40,7 @@ mod trap;
 mod wire;
 
 pub use filter::{Filter, Site, Span, SpanError};
-pub use glob::glob_match;
+pub use glob::{GlobError, check_glob, glob_match};
 pub use trap::{
     ENV_CAPTURE, ENV_TRACER, ID_MASK_WORDS, PROTOCOL_VERSION, RECONFIG_SIZE, RESULT_DECLINED,
     RESULT_FILTERED, RESULT_OFF, RESULT_PENDING, STATE_OFF, STATE_ON, STATE_UNINIT, SYMBOL_RECONFIG,
