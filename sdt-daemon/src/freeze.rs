@@ -123,8 +123,10 @@ pub(crate) trait Freezer {
     fn read_threads(&mut self, breaking: Option<Tid>) -> Result<Vec<ThreadState>, FreezeError>;
 
     /// Resumes every thread `freeze` stopped, the breaking thread last. If a breakpoint
-    /// caused the capture, its thread's call returns `result`; with `turn_off`, the
-    /// program's breakpoints stop trapping from now on.
+    /// caused the capture, its thread's call returns `result`; with `turn_off` (no more
+    /// snapshots), the program's breakpoints stop trapping from now on: the library's
+    /// state word becomes its [`sdt_abi::declined_state`], under which a breakpoint that
+    /// passes the filter returns `SDT_DECLINED` at once (a word that is off stays off).
     fn thaw(&mut self, breakpoint: Option<(&BreakpointHit, i64)>, turn_off: bool) -> Result<(), FreezeError>;
 }
 

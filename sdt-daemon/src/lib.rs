@@ -307,7 +307,7 @@ fn drive<B: EventSource>(
         inherited,
         started_ns,
         next_seq: 0,
-        capturing: true,
+        capturing: opts.config.max_snapshots != Some(0),
         problems: Vec::new(),
     };
     // A restored program's threads are all stopped: they go now.

@@ -24,7 +24,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
 
-use sdt_abi::{RESULT_DECLINED, STATE_OFF, TRAP_MAGIC, TRAP_RECORD_SIZE, TrapRecord};
+use sdt_abi::{RESULT_DECLINED, TRAP_MAGIC, TRAP_RECORD_SIZE, TrapRecord, declined_state};
 use sdt_store::{RobustList, Rseq, SignalAction, ThreadRunState, ThreadState, gpreg};
 use sdt_sys::ptrace::{self, Regset, event};
 use sdt_sys::wait::{self, Stop};
@@ -237,6 +237,20 @@ impl Tracer {
     }
 }
 
+/// Sets the library's state word at `state_ptr` (read through thread `tid`) to its
+/// [`declined_state`]: from now on its breakpoints that pass return `SDT_DECLINED`
+/// without stopping. A word that is off stays off.
+fn decline_from_now_on(tid: Tid, state_ptr: u64) -> Result<(), sdt_sys::Error> {
+    let mut word = [0u8; 4];
+    memory::read_exact(tid, state_ptr, &mut word)?;
+    let state = i32::from_le_bytes(word);
+    let declined = declined_state(state);
+    if declined != state {
+        memory::write(tid, state_ptr, &declined.to_le_bytes())?;
+    }
+    Ok(())
+}
+
 /// Whether thread `tid`, at its `PTRACE_EVENT_EXIT` stop, is dying of `SIGKILL` (and
 /// with it every thread of its process).
 fn killed(tid: Tid) -> bool {
@@ -367,10 +381,7 @@ impl Freezer for Tracer {
                 let addr = hit.record_addr + TrapRecord::RESULT_OFFSET as u64;
                 note(memory::write(hit.tid, addr, &result.to_le_bytes()).map_err(Into::into));
                 if turn_off {
-                    note(
-                        memory::write(hit.tid, hit.record.state_ptr, &STATE_OFF.to_le_bytes())
-                            .map_err(Into::into),
-                    );
+                    note(decline_from_now_on(hit.tid, hit.record.state_ptr).map_err(Into::into));
                 }
             }
             None => {}
