@@ -17,12 +17,22 @@ pub fn target_dir() -> PathBuf {
     Path::new(env!("CARGO_BIN_EXE_sdt")).parent().unwrap().to_owned()
 }
 
-fn workspace() -> PathBuf {
+pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
 }
 
 /// Compiles `tests/programs/<name>.c` against libsdt.a (once per test run).
 pub fn program(name: &str) -> PathBuf {
+    compiled(name, &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs").join(format!("{name}.c")))
+}
+
+/// Compiles `examples/<name>/<name>.c` (the README's examples) against libsdt.a.
+pub fn example(name: &str) -> PathBuf {
+    compiled(name, &workspace().join("examples").join(name).join(format!("{name}.c")))
+}
+
+/// `source` compiled against libsdt.a as `name` (once per test run).
+fn compiled(name: &str, source: &Path) -> PathBuf {
     static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
     let mut built = BUILT.get_or_init(Default::default).lock().unwrap();
     if let Some(path) = built.get(name) {
@@ -38,10 +48,9 @@ pub fn program(name: &str) -> PathBuf {
     std::fs::create_dir_all(&out_dir).unwrap();
     let out = out_dir.join(name);
     let tmp = out_dir.join(format!("{name}.{}.tmp", std::process::id()));
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs").join(format!("{name}.c"));
     let status = Command::new("gcc")
         .args(["-g", "-O0", "-pthread", "-Wall", "-Werror"])
-        .arg(&source)
+        .arg(source)
         .arg("-I")
         .arg(workspace().join("sdt-lib/include"))
         .arg(&lib)
