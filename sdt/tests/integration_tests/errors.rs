@@ -93,6 +93,41 @@ fn configs_that_cannot_mean_anything_are_refused() {
 }
 
 #[test]
+fn a_store_we_may_not_write_is_named_not_blamed_on_ptrace() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!(
+            "a_store_we_may_not_write_is_named_not_blamed_on_ptrace: skipped: needs root to run sdt as uid 1001"
+        );
+        return;
+    }
+    let sdt = Sdt::new();
+    std::fs::set_permissions(sdt.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    // Root's, so not writable by uid 1001 (root would bypass the check).
+    let store = sdt.dir.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let prog = program("behave");
+    // The store, and a store to be made in it.
+    let new = store.join("new");
+    for at in [&store, &new] {
+        let args = ["run", "--store", at.to_str().unwrap(), "--", prog.to_str().unwrap(), "exit", "0"];
+        let mut cmd = sdt.command(&args);
+        cmd.uid(1001).gid(1001);
+        let out = crate::harness::run(cmd.stdin(std::process::Stdio::null()));
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains(&format!("sdt: hint: permission denied on {}:", store.display())),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("ptrace"), "{args:?}: {err}");
+    }
+}
+
+#[test]
 fn empty_or_missing_store_and_unknown_names() {
     let sdt = Sdt::new();
     fails_with(&sdt, &["ls"], "no SDT store at");
