@@ -62,16 +62,7 @@ fn libc_sigsegv() -> i32 {
 fn sigterm_sent_to_sdt_is_forwarded() {
     let sdt = Sdt::new();
     let prog = program("behave");
-    let mut child = sdt
-        .command(&["run", "-q", "--", prog.to_str().unwrap(), "wait-term"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap());
-    let mut first = String::new();
-    lines.read_line(&mut first).unwrap();
+    let (child, mut lines, first) = sdt.start(&["run", "-q", "--", prog.to_str().unwrap(), "wait-term"]);
     assert_eq!(first, "ready\n");
     let status = run(std::process::Command::new("kill").args(["-TERM", &child.id().to_string()])).status;
     assert!(status.success());

@@ -1,6 +1,5 @@
 //! A damaged store, and a run killed mid-capture, lose nothing written before the damage.
 
-use std::io::{BufRead, BufReader};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -29,15 +28,7 @@ fn a_truncated_snapshot_is_named_and_earlier_ones_still_read() {
 fn a_program_killed_during_a_capture_ends_the_run_cleanly() {
     let sdt = Sdt::new();
     let prog = program("behave");
-    let mut child = sdt
-        .command(&["run", "-q", "--", prog.to_str().unwrap(), "big", "256"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    let (child, _rest, line) = sdt.start(&["run", "-q", "--", prog.to_str().unwrap(), "big", "256"]);
     let pid = line.trim().strip_prefix("pid ").expect("pid line").to_owned();
     // Each capture copies 256 MiB: a kill now lands in one, or between two.
     std::thread::sleep(Duration::from_millis(30));
@@ -85,16 +76,8 @@ fn a_program_killed_at_any_instant_of_its_captures_ends_the_run_cleanly() {
 fn kill_during_captures(threads: u32, delay: Duration, what: &str) {
     let sdt = Sdt::new();
     let prog = program("killed");
-    let mut child = sdt
-        .command(&["run", "-q", "--", prog.to_str().unwrap(), &threads.to_string()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    lines.read_line(&mut line).unwrap();
+    let (child, mut lines, line) =
+        sdt.start(&["run", "-q", "--", prog.to_str().unwrap(), &threads.to_string()]);
     let pid =
         line.trim().strip_prefix("pid ").unwrap_or_else(|| panic!("pid line: {line:?} {what}")).to_owned();
     let told = std::thread::spawn(move || {
@@ -110,12 +93,7 @@ fn kill_during_captures(threads: u32, delay: Duration, what: &str) {
 
     let ls = stdout(&sdt.ok(&["ls"]));
     assert!(ls.lines().next().unwrap().contains("killed by signal 9"), "{what}: {ls}");
-    let stored: Vec<String> = sdt
-        .snapshots()
-        .iter()
-        .filter(|s| s["complete"] == true)
-        .map(|s| s["name"].as_str().unwrap().to_owned())
-        .collect();
+    let stored = sdt.complete_snapshots();
     let told: Vec<&str> = told.lines().collect();
     assert!(told.contains(&"S0"), "{what}: {told:?}");
     for name in told {
@@ -150,12 +128,7 @@ fn killing_sdt_mid_run_keeps_every_finished_snapshot() {
 
     let ls = stdout(&sdt.ok(&["ls"]));
     assert!(ls.lines().next().unwrap().contains("ended abnormally"), "{ls}");
-    let complete: Vec<String> = sdt
-        .snapshots()
-        .iter()
-        .filter(|s| s["complete"] == true)
-        .map(|s| s["name"].as_str().unwrap().to_owned())
-        .collect();
+    let complete = sdt.complete_snapshots();
     assert!(complete.len() >= 3, "{ls}");
     for name in complete {
         sdt.core(&name);

@@ -1,9 +1,9 @@
 //! Building test programs, running `sdt` with a private store, reading its output.
 
 use std::collections::HashMap;
-use std::io::Read;
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, ChildStdout, Command, Output, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -105,6 +105,31 @@ impl Sdt {
         let out = self.output(args);
         assert!(out.status.success(), "sdt {args:?} failed: {}", describe(&out));
         out
+    }
+
+    /// `sdt ARGS` started (stdin empty, stdout and stderr piped), its stdout, and the
+    /// first line read from it.
+    pub fn start(&self, args: &[&str]) -> (Child, BufReader<ChildStdout>, String) {
+        let mut child = self
+            .command(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap());
+        let mut first = String::new();
+        lines.read_line(&mut first).unwrap();
+        (child, lines, first)
+    }
+
+    /// The names of the latest run's complete snapshots.
+    pub fn complete_snapshots(&self) -> Vec<String> {
+        self.snapshots()
+            .iter()
+            .filter(|s| s["complete"] == true)
+            .map(|s| s["name"].as_str().unwrap().to_owned())
+            .collect()
     }
 
     /// `sdt ls --json` of the latest run.
