@@ -221,6 +221,21 @@ mod tests {
     use super::*;
 
     #[test]
+    #[allow(clippy::zombie_processes, reason = "reaped by wait_for_until")]
+    fn a_bounded_wait_ends_at_its_deadline_and_sees_what_comes_before() {
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let tid = Tid::new(child.id() as i32).unwrap();
+        let start = Instant::now();
+        // For this child only: another test's children are not taken.
+        assert_eq!(wait_for_until(tid, start + Duration::from_millis(50)).unwrap(), None);
+        let waited = start.elapsed();
+        assert!(waited >= Duration::from_millis(50) && waited < Duration::from_secs(5), "{waited:?}");
+        child.kill().unwrap();
+        let report = wait_for_until(tid, Instant::now() + Duration::from_secs(10)).unwrap();
+        assert_eq!(report, Some((tid, Stop::Killed(libc::SIGKILL, false))));
+    }
+
+    #[test]
     fn decodes_statuses() {
         assert_eq!(decode(3 << 8), Stop::Exited(3));
         assert_eq!(decode(9), Stop::Killed(9, false));
