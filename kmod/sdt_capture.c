@@ -365,11 +365,11 @@ static void capture_armed(struct sdt_capture *cap, int error)
 }
 
 /* Lets every thread of the capture go, with `result` for the breaking thread. */
-static void capture_release(struct sdt_capture *cap, s64 result, bool turn_off)
+static void capture_release(struct sdt_capture *cap, s64 result, enum sdt_state_change then)
 {
 	spin_lock(&cap->lock);
 	cap->result = result;
-	cap->turn_off = turn_off;
+	cap->then = then;
 	WRITE_ONCE(cap->released, true);
 	spin_unlock(&cap->lock);
 	wake_up_all(&cap->wq);
@@ -393,14 +393,32 @@ static bool capture_start(struct sdt_session *s, struct sdt_capture *cap)
 	return true;
 }
 
-/* Writes the breaking thread's result, and switches its breakpoints off if asked. */
+/*
+ * Writes the breaking thread's result, and changes libsdt's state word as `then` says:
+ * switched off, or, when no more snapshots will be taken, negated (see SDT_STATE_ON), so
+ * that its breakpoints that pass are declined in the program. Declining leaves a word
+ * that is not on (off, or negated already) as it is.
+ */
 static long answer(struct sdt_trap_record __user *urec, const struct sdt_trap_record *rec,
-		   s64 result, bool turn_off)
+		   s64 result, enum sdt_state_change then)
 {
+	int __user *state_ptr = u64_to_user_ptr(rec->state_ptr);
+	int state;
+
 	if (put_user(result, &urec->result))
 		return -EFAULT;
-	if (turn_off && put_user(SDT_STATE_OFF, (int __user *)u64_to_user_ptr(rec->state_ptr)))
-		return -EFAULT;
+	switch (then) {
+	case SDT_STATE_KEEP:
+		return 0;
+	case SDT_STATE_SWITCH_OFF:
+		return put_user(SDT_STATE_OFF, state_ptr) ? -EFAULT : 0;
+	case SDT_STATE_DECLINE:
+		if (get_user(state, state_ptr))
+			return -EFAULT;
+		if (state >= SDT_STATE_ON && put_user(-state, state_ptr))
+			return -EFAULT;
+		return 0;
+	}
 	return 0;
 }
 
@@ -456,7 +474,7 @@ long sdt_trigger(struct sdt_trap_record __user *urec)
 		return -EINVAL;
 	s = sdt_session_find(task_tgid(current));
 	if (!s)
-		return answer(urec, &rec, SDT_RESULT_OFF, true);
+		return answer(urec, &rec, SDT_RESULT_OFF, SDT_STATE_SWITCH_OFF);
 	if (rec.attrs_len) {
 		attrs = memdup_user(u64_to_user_ptr(rec.attrs_ptr), rec.attrs_len);
 		if (IS_ERR(attrs)) {
@@ -474,7 +492,7 @@ long sdt_trigger(struct sdt_trap_record __user *urec)
 		.attrs_len = rec.attrs_len,
 	};
 	if (!sdt_filter_match(s->filter, &site)) {
-		ret = answer(urec, &rec, SDT_RESULT_FILTERED, false);
+		ret = answer(urec, &rec, SDT_RESULT_FILTERED, SDT_STATE_KEEP);
 		goto out;
 	}
 
@@ -495,7 +513,7 @@ again:
 		spin_unlock(&s->lock);
 		if (!busy) {
 			/* The daemon closed the device: breakpoints are off. */
-			ret = answer(urec, &rec, SDT_RESULT_OFF, true);
+			ret = answer(urec, &rec, SDT_RESULT_OFF, SDT_STATE_SWITCH_OFF);
 			goto out;
 		}
 		ret = wait_turn(busy);
@@ -514,13 +532,13 @@ again:
 	atomic_inc(&sdt_stats.held);
 	if (wait_released(cap)) {
 		s64 result;
-		bool turn_off;
+		enum sdt_state_change then;
 
 		spin_lock(&cap->lock);
 		result = cap->result;
-		turn_off = cap->turn_off;
+		then = cap->then;
 		spin_unlock(&cap->lock);
-		ret = answer(urec, &rec, result, turn_off);
+		ret = answer(urec, &rec, result, then);
 	} else {
 		ret = -EINTR; /* killed: the result does not matter */
 	}
@@ -735,7 +753,8 @@ long sdt_release(struct sdt_session *s, const struct sdt_release *rel)
 	spin_unlock(&s->lock);
 	if (!cap)
 		return -EINVAL;
-	capture_release(cap, rel->result, rel->flags & SDT_RELEASE_TURN_OFF);
+	capture_release(cap, rel->result,
+			rel->flags & SDT_RELEASE_TURN_OFF ? SDT_STATE_DECLINE : SDT_STATE_KEEP);
 	return 0;
 }
 
@@ -750,7 +769,7 @@ void sdt_session_end_capture(struct sdt_session *s)
 	s->cur = NULL;
 	spin_unlock(&s->lock);
 	if (cap)
-		capture_release(cap, SDT_RESULT_DECLINED, true);
+		capture_release(cap, SDT_RESULT_DECLINED, SDT_STATE_SWITCH_OFF);
 	wake_up_all(&s->daemon_wq);
 }
 

@@ -60,6 +60,13 @@ struct sdt_session {
 
 #define SDT_HOLD_HASH_BITS 6
 
+/* What becomes of libsdt's state word when the breaking thread is answered. */
+enum sdt_state_change {
+	SDT_STATE_KEEP,
+	SDT_STATE_DECLINE,	/* no more snapshots: negate it (SDT_RELEASE_TURN_OFF) */
+	SDT_STATE_SWITCH_OFF,	/* not captured any more (sdt is gone): SDT_STATE_OFF */
+};
+
 struct sdt_capture {
 	struct kref kref;
 	struct sdt_session *session;	/* holds a reference */
@@ -82,7 +89,7 @@ struct sdt_capture {
 
 	/* Set by SDT_IOC_RELEASE, for the breaking thread. */
 	s64 result;
-	bool turn_off;
+	enum sdt_state_change then;
 
 	/* SDT_CAPTURE_TRIGGER: the breaking thread's record, where it lies. */
 	struct sdt_trap_record record;

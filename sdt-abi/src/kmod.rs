@@ -222,7 +222,9 @@ pub struct Query {
     pub reserved: u32,
 }
 
-/// `SDT_RELEASE_TURN_OFF`: switch the program's breakpoints off.
+/// `SDT_RELEASE_TURN_OFF`: no more snapshots; the module negates the program's state word
+/// ([`crate::declined_state`]), so that its breakpoints that pass are declined in the
+/// program.
 pub const RELEASE_TURN_OFF: u32 = 1;
 
 /// `struct sdt_release`: `IOC_RELEASE`'s argument.

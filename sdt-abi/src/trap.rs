@@ -44,6 +44,12 @@ pub const STATE_UNINIT: i32 = 1;
 /// against the filter. The word is `STATE_ON + max_level` (`i32::MAX` without a
 /// `max_level`), so that `SetBreakpoint` drops too-deep breakpoints inline, without a
 /// call: see [`state_for`].
+///
+/// Negated (at most `-STATE_ON`, see [`declined_state`]): running under `sdt run`, which
+/// takes no more snapshots (`max_snapshots` reached, or the store failed). Breakpoints
+/// are checked as under the positive word, and one that passes returns
+/// [`RESULT_DECLINED`] at once, without stopping. (A library from before the negative
+/// words skips the inline checks and traps; the tracer declines it the same.)
 pub const STATE_ON: i32 = 2;
 
 /// The state word for a session with `filter`: breakpoints deeper than it lets through
@@ -56,8 +62,21 @@ pub fn state_for(filter: &crate::Filter) -> i32 {
     }
 }
 
+/// The state word that ends capturing under state word `state`: the negated word, which
+/// keeps its inline checks; any other word (off, not set up, already declining) stays.
+pub fn declined_state(state: i32) -> i32 {
+    if state >= STATE_ON { -state } else { state }
+}
+
+/// The capturing state word whose checks state word `state` makes: itself, or the
+/// positive word of a declining one.
+#[inline(always)]
+pub fn checked_state(state: i32) -> i32 {
+    state.saturating_abs()
+}
+
 /// Whether a breakpoint at `level` gets past the inline check of state word `state`
-/// (which must be at least [`STATE_ON`]).
+/// (which must be at least [`STATE_ON`]: see [`checked_state`]).
 #[inline(always)]
 pub fn level_may_pass(state: i32, level: i32) -> bool {
     level <= state - STATE_ON
@@ -145,8 +164,8 @@ pub struct TrapRecord {
     pub attrs_len: u64,
     /// `CLOCK_MONOTONIC` in nanoseconds when the breakpoint was reached.
     pub trigger_ns: u64,
-    /// Address of the library's state word, which the tracer may set to [`STATE_OFF`] once
-    /// no more snapshots will be taken.
+    /// Address of the library's state word, which the tracer sets to its
+    /// [`declined_state`] once no more snapshots will be taken.
     pub state_ptr: u64,
     /// Written by the tracer: the snapshot number taken, or [`RESULT_DECLINED`].
     pub result: i64,
@@ -221,6 +240,21 @@ mod tests {
         for id in [3, 62, 66, 699, 701, 4094] {
             assert!(!id_may_pass(word, id), "id {id}");
         }
+    }
+
+    #[test]
+    fn declining_keeps_the_inline_checks() {
+        for state in [STATE_ON, STATE_ON + 3, i32::MAX] {
+            let declined = declined_state(state);
+            assert!(declined <= -STATE_ON, "{state}");
+            assert_eq!(checked_state(declined), state);
+            assert_eq!(declined_state(declined), declined, "declining twice");
+        }
+        for state in [STATE_OFF, STATE_UNINIT] {
+            assert_eq!(declined_state(state), state, "off and not set up stay");
+        }
+        assert!(level_may_pass(checked_state(declined_state(STATE_ON + 2)), 2));
+        assert!(!level_may_pass(checked_state(declined_state(STATE_ON + 2)), 3));
     }
 
     #[test]

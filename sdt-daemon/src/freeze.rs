@@ -25,6 +25,7 @@ use std::os::fd::BorrowedFd;
 use sdt_abi::TrapRecord;
 use sdt_store::{SignalAction, ThreadState};
 use sdt_sys::Tid;
+use sdt_sys::wait::Stop;
 
 use crate::ptrace::Tracer;
 
@@ -63,6 +64,17 @@ pub enum ProgramExit {
     Signal(i32, bool),
     /// Ended by `sdt` itself: a refinement that reached the breakpoint it was for.
     Stopped,
+}
+
+impl ProgramExit {
+    /// The end a wait status reports, if it reports one.
+    pub(crate) fn from_stop(stop: Stop) -> Option<ProgramExit> {
+        match stop {
+            Stop::Exited(code) => Some(ProgramExit::Code(code)),
+            Stop::Killed(signal, core) => Some(ProgramExit::Signal(signal, core)),
+            Stop::Signal(_) | Stop::Event(..) => None,
+        }
+    }
 }
 
 /// Something the daemon loop must act on.
@@ -116,8 +128,10 @@ pub(crate) trait Freezer {
     fn resume_others(&mut self, held: Tid) -> Result<(), FreezeError>;
 
     /// Resumes every thread `freeze` stopped, the breaking thread last. If a breakpoint
-    /// caused the capture, its thread's call returns `result`; with `turn_off`, the
-    /// program's breakpoints stop trapping from now on.
+    /// caused the capture, its thread's call returns `result`; with `turn_off` (no more
+    /// snapshots), the program's breakpoints stop trapping from now on: the library's
+    /// state word becomes its [`sdt_abi::declined_state`], under which a breakpoint that
+    /// passes the filter returns `SDT_DECLINED` at once (a word that is off stays off).
     fn thaw(&mut self, breakpoint: Option<(&BreakpointHit, i64)>, turn_off: bool) -> Result<(), FreezeError>;
 }
 

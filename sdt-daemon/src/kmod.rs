@@ -19,12 +19,13 @@
 
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, BorrowedFd};
+use std::time::{Duration, Instant};
 
 use sdt_abi::kmod::{CAPTURE_TRIGGER, NSIG, Snapshot, Thread};
 use sdt_abi::{Filter, RESULT_DECLINED};
 use sdt_store::{RobustList, Rseq, SIG_IGN, SignalAction, ThreadRunState, ThreadState};
 use sdt_sys::kmod::Device;
-use sdt_sys::wait::{self, Stop};
+use sdt_sys::wait;
 use sdt_sys::{Tid, ptrace};
 
 use crate::freeze::{BreakpointHit, EventSource, FreezeError, Freezer, Frozen, ProgramExit, TargetEvent};
@@ -176,24 +177,29 @@ impl Kmod {
         Ok(Some(Held { snap, threads }))
     }
 
-    /// Waits for the program's end (it is exiting).
+    /// Waits for the program's end (it is exiting), for at most [`EXIT_TIMEOUT`].
     fn wait_exit(&mut self) -> Result<ProgramExit, sdt_sys::Error> {
+        let deadline = Instant::now() + EXIT_TIMEOUT;
         loop {
-            if let Some(exit) = exit_of(wait::wait_for(self.pid)?.1) {
+            let Some((_, stop)) = wait::wait_for_until(self.pid, deadline)? else {
+                return Err(sdt_sys::Error {
+                    call: "waitpid",
+                    tid: self.pid.raw(),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!("the exiting program did not end within {} s", EXIT_TIMEOUT.as_secs()),
+                    ),
+                });
+            };
+            if let Some(exit) = ProgramExit::from_stop(stop) {
                 return Ok(exit);
             }
         }
     }
 }
 
-/// The program's end, from a wait status.
-fn exit_of(stop: Stop) -> Option<ProgramExit> {
-    match stop {
-        Stop::Exited(code) => Some(ProgramExit::Code(code)),
-        Stop::Killed(signal, core) => Some(ProgramExit::Signal(signal, core)),
-        Stop::Signal(_) | Stop::Event(..) => None,
-    }
-}
+/// How long a program the module reports exiting may take to end.
+const EXIT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A held thread as the store keeps it (its name is read after the thaw).
 fn thread_state(t: &Thread, xstate: &[u8]) -> ThreadState {
@@ -283,7 +289,9 @@ impl EventSource for Kmod {
                 return Ok(Some(event));
             }
         }
-        Ok(wait::poll_for(self.pid)?.and_then(|(_, stop)| exit_of(stop)).map(TargetEvent::Exited))
+        Ok(wait::poll_for(self.pid)?
+            .and_then(|(_, stop)| ProgramExit::from_stop(stop))
+            .map(TargetEvent::Exited))
     }
 
     fn wake_fd(&self) -> Option<BorrowedFd<'_>> {

@@ -12,11 +12,19 @@
 //!
 //! Signals the program receives are held while it is frozen and delivered when it
 //! resumes; outside captures they are delivered at once.
+//!
+//! Every wait has a way out. During a capture the tracer waits for any thread (never
+//! for one alone: a first thread that has exited is reported only after every other
+//! thread, and those may be waiting for the tracer at their exit stops), and for at most
+//! [`STOP_TIMEOUT`]. A program killed with `SIGKILL` meanwhile (its threads report
+//! `PTRACE_EVENT_EXIT` with signal 9) is let go at once: every thread is resumed into its
+//! death and the capture ends with the program's exit.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::os::fd::BorrowedFd;
+use std::time::{Duration, Instant};
 
-use sdt_abi::{STATE_OFF, TRAP_MAGIC, TRAP_RECORD_SIZE, TrapRecord};
+use sdt_abi::{RESULT_DECLINED, TRAP_MAGIC, TRAP_RECORD_SIZE, TrapRecord, declined_state};
 use sdt_store::{RobustList, Rseq, SignalAction, ThreadRunState, ThreadState, gpreg};
 use sdt_sys::ptrace::{self, Regset, event};
 use sdt_sys::wait::{self, Stop};
@@ -29,6 +37,13 @@ use crate::symbols::{Arrival, SymbolBreak, SymbolTraps};
 const SI_KERNEL: i32 = 0x80;
 /// Room for the largest XSAVE area (AMX tiles included).
 const XSTATE_MAX: usize = 16 * 1024;
+/// How long a freeze waits for the threads it interrupted. A thread stops within
+/// microseconds, or as soon as it leaves an uninterruptible wait; one that stays longer is
+/// in a wait nothing but a fatal signal ends (a `vfork` parent whose child does not exec,
+/// a hung device), and the capture is given up.
+const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the threads of a killed program may take to finish dying.
+const DEATH_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Default)]
 struct Thread {
@@ -41,8 +56,8 @@ struct Thread {
     /// Reached `PTRACE_EVENT_EXIT`: once resumed it never runs user code again (a leader
     /// that exits first lingers as a zombie until the last thread is gone).
     exiting: bool,
-    /// Stopped at a breakpoint whose capture is queued.
-    at_breakpoint: bool,
+    /// Stopped at this breakpoint, whose capture is queued or under way.
+    at_breakpoint: Option<BreakpointHit>,
     /// Stopped at its `clone` event: the call has not returned yet (`rax` still holds
     /// `-ENOSYS`, not the new thread's id).
     at_clone: bool,
@@ -118,14 +133,28 @@ impl Tracer {
         stop: Stop,
         freezing: bool,
     ) -> Result<Option<TargetEvent>, sdt_sys::Error> {
-        let exit = match stop {
-            Stop::Exited(code) => Some(ProgramExit::Code(code)),
-            Stop::Killed(sig, core) => Some(ProgramExit::Signal(sig, core)),
-            _ => None,
+        let exit = match ProgramExit::from_stop(stop) {
+            Some(exit) => {
+                self.threads.remove(&tid);
+                if tid != self.pid {
+                    return Ok(None);
+                }
+                Some(exit)
+            }
+            // SIGKILL does not wait for the capture: the program is gone, let it go.
+            None if freezing && matches!(stop, Stop::Event(event::EXIT, _)) && killed(tid) => {
+                self.threads.entry(tid).or_default().stopped = true;
+                Some(self.let_die()?)
+            }
+            None => None,
         };
         if let Some(exit) = exit {
-            self.threads.remove(&tid);
-            return Ok((tid == self.pid).then_some(TargetEvent::Exited(exit)));
+            // During a freeze, whoever waited may not be the one to pass the end on (a
+            // thaw does not): it is the next event too.
+            if freezing {
+                self.queued.push_back(TargetEvent::Exited(exit));
+            }
+            return Ok(Some(TargetEvent::Exited(exit)));
         }
         match stop {
             Stop::Event(event::EXEC, _) => {
@@ -162,17 +191,14 @@ impl Tracer {
                 Arrival::Later => return Ok(None),
                 Arrival::Pass => {
                     match self.step_over(tid).and_then(|()| self.thaw(None, false)) {
-                        Ok(()) | Err(FreezeError::Skip(_)) => {}
-                        // Its exit report was taken on the way: it comes next.
-                        Err(FreezeError::TargetGone(exit)) => {
-                            self.queued.push_back(TargetEvent::Exited(exit))
-                        }
+                        // Its exit report was taken on the way: it is queued.
+                        Ok(()) | Err(FreezeError::Skip(_) | FreezeError::TargetGone(_)) => {}
                         Err(FreezeError::Sys(e)) => return Err(e),
                     }
                     return Ok(None);
                 }
                 Arrival::Hit(hit) => {
-                    thread.at_breakpoint = true;
+                    thread.at_breakpoint = Some(hit.clone());
                     return Ok(Some(TargetEvent::Breakpoint(hit)));
                 }
             }
@@ -180,7 +206,7 @@ impl Tracer {
         match stop {
             Stop::Signal(libc::SIGTRAP) => match trap_at(tid)? {
                 Trap::Sdt(hit) => {
-                    thread.at_breakpoint = true;
+                    thread.at_breakpoint = Some(hit.clone());
                     let event = TargetEvent::Breakpoint(hit);
                     if freezing {
                         self.queued.push_back(event);
@@ -208,6 +234,44 @@ impl Tracer {
             resume_thread(tid, thread)?;
         }
         Ok(None)
+    }
+}
+
+/// Sets the library's state word at `state_ptr` (read through thread `tid`) to its
+/// [`declined_state`]: from now on its breakpoints that pass return `SDT_DECLINED`
+/// without stopping. A word that is off stays off.
+fn decline_from_now_on(tid: Tid, state_ptr: u64) -> Result<(), sdt_sys::Error> {
+    let mut word = [0u8; 4];
+    memory::read_exact(tid, state_ptr, &mut word)?;
+    let state = i32::from_le_bytes(word);
+    let declined = declined_state(state);
+    if declined != state {
+        memory::write(tid, state_ptr, &declined.to_le_bytes())?;
+    }
+    Ok(())
+}
+
+/// Whether thread `tid`, at its `PTRACE_EVENT_EXIT` stop, is dying of `SIGKILL` (and
+/// with it every thread of its process).
+fn killed(tid: Tid) -> bool {
+    let status = ptrace::event_message(tid).unwrap_or(0);
+    matches!(wait::decode(status as i32), Stop::Killed(libc::SIGKILL, _))
+}
+
+/// The error of a wait that the kernel did not answer in time.
+fn timed_out(tid: Tid, what: String) -> sdt_sys::Error {
+    sdt_sys::Error {
+        call: "waitpid",
+        tid: tid.raw(),
+        source: std::io::Error::new(std::io::ErrorKind::TimedOut, what),
+    }
+}
+
+/// Where a thread waits in the kernel (`/proc/TID/wchan`), for messages.
+fn wait_channel(tid: Tid) -> String {
+    match std::fs::read_to_string(format!("/proc/{tid}/wchan")) {
+        Ok(wchan) if !wchan.is_empty() && wchan != "0" => wchan,
+        _ => "an unknown place".to_owned(),
     }
 }
 
@@ -276,6 +340,98 @@ fn trap_at(tid: Tid) -> Result<Trap, sdt_sys::Error> {
 
 impl Freezer for Tracer {
     fn freeze(&mut self, breaking: Option<Tid>) -> Result<Frozen, FreezeError> {
+        match self.stop_every_thread(breaking) {
+            Err(FreezeError::Sys(e)) if e.source.kind() == std::io::ErrorKind::TimedOut => {
+                log::warn!("no snapshot: {}", e.source);
+                // Everyone that stopped goes on; the breakpoint's call returns SDT_DECLINED.
+                let hit = breaking.and_then(|tid| self.threads.get(&tid)?.at_breakpoint.clone());
+                self.thaw(hit.as_ref().map(|h| (h, RESULT_DECLINED)), false)?;
+                Err(FreezeError::Skip("a thread did not stop"))
+            }
+            other => other,
+        }
+    }
+
+    fn read_threads(&mut self, breaking: Option<Tid>) -> Result<Vec<ThreadState>, FreezeError> {
+        let mut threads = Vec::with_capacity(self.threads.len());
+        let held = self.threads.iter().filter(|(_, t)| t.stopped).map(|(&tid, t)| (tid, t.exiting));
+        let (first, rest): (Vec<_>, Vec<_>) = held.partition(|&(tid, _)| Some(tid) == breaking);
+        for (tid, exiting) in first.into_iter().chain(rest) {
+            // A held thread goes only with its process (SIGKILL): no snapshot of that.
+            threads.push(read_thread(tid, exiting)?);
+        }
+        Ok(threads)
+    }
+
+    fn resume_others(&mut self, held: Tid) -> Result<(), FreezeError> {
+        // Back in before anyone runs.
+        self.symbols.arm(held)?;
+        for (&tid, thread) in self.threads.iter_mut() {
+            if thread.stopped && thread.at_breakpoint.is_none() && tid != held {
+                resume_thread(tid, thread)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn thaw(&mut self, breakpoint: Option<(&BreakpointHit, i64)>, turn_off: bool) -> Result<(), FreezeError> {
+        // Every stopped thread is resumed whatever fails on the way (a thread stopped at
+        // its exit, never resumed, would keep its process from ending); the first
+        // failure is reported afterwards.
+        let mut first_error: Option<FreezeError> = None;
+        let mut note = |result: Result<(), FreezeError>| {
+            if let Err(e) = result {
+                first_error.get_or_insert(e);
+            }
+        };
+        match breakpoint {
+            // A symbol breakpoint has no record: its thread goes past the function's
+            // first instruction instead.
+            Some((hit, _)) if hit.record_addr == 0 => note(self.step_over(hit.tid)),
+            Some((hit, result)) => {
+                let addr = hit.record_addr + TrapRecord::RESULT_OFFSET as u64;
+                note(memory::write(hit.tid, addr, &result.to_le_bytes()).map_err(Into::into));
+                if turn_off {
+                    note(decline_from_now_on(hit.tid, hit.record.state_ptr).map_err(Into::into));
+                }
+            }
+            None => {}
+        }
+        if turn_off {
+            if let Some(tid) = breakpoint.map(|(hit, _)| hit.tid) {
+                note(self.symbols.disarm(tid).map_err(Into::into));
+            }
+            self.symbols.clear();
+        } else if let Some(via) =
+            self.threads.iter().find(|(_, t)| t.stopped && !t.exiting).map(|(&tid, _)| tid)
+        {
+            // Back in before anyone runs.
+            note(self.symbols.arm(via).map_err(Into::into));
+        }
+        let breaking = breakpoint.map(|(hit, _)| hit.tid);
+        for (&tid, thread) in self.threads.iter_mut() {
+            if thread.stopped && thread.at_breakpoint.is_none() && Some(tid) != breaking {
+                note(resume_thread(tid, thread).map_err(Into::into));
+            }
+        }
+        if let Some(tid) = breaking {
+            if let Some(thread) = self.threads.get_mut(&tid) {
+                thread.at_breakpoint = None;
+                thread.signal = 0;
+                note(resume_thread(tid, thread).map_err(Into::into));
+            }
+        }
+        for (tid, signal) in self.resend.drain(..) {
+            sdt_sys::kill_thread(self.pid, tid, signal).ok();
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+impl Tracer {
+    /// [`Freezer::freeze`], short of giving up: a thread that does not stop within
+    /// [`STOP_TIMEOUT`] is a `TimedOut` error, with every thread left as it is.
+    fn stop_every_thread(&mut self, breaking: Option<Tid>) -> Result<Frozen, FreezeError> {
         // Every thread must stop, or finish dying: a thread resumed from its exit stop
         // still writes its tid word (CLONE_CHILD_CLEARTID) on the way out, so the capture
         // waits for its exit report. The leader is the exception: once past its exit stop
@@ -297,7 +453,8 @@ impl Freezer for Tracer {
                 }
             }
         }
-        self.stop_all(&must_stop)?;
+        let deadline = Instant::now() + STOP_TIMEOUT;
+        self.stop_all(&must_stop, deadline)?;
         // A thread held at its clone event is inside the call, whose result is not in its
         // registers yet: a restore would see `clone` fail. It finishes the call and stops
         // again before its next instruction (the interrupt is pending when it resumes).
@@ -311,7 +468,7 @@ impl Freezer for Tracer {
                 other => other?,
             }
         }
-        self.stop_all(&must_stop)?;
+        self.stop_all(&must_stop, deadline)?;
         let all_stopped_ns = monotonic_ns();
         let via = self.threads.iter().find(|(_, t)| t.stopped && !t.exiting).map(|(&tid, _)| tid);
         // The snapshot holds the program's own bytes, not the symbol breakpoints' int3s.
@@ -321,80 +478,6 @@ impl Freezer for Tracer {
         Ok(Frozen { all_stopped_ns, via: breaking.or(via) })
     }
 
-    fn read_threads(&mut self, breaking: Option<Tid>) -> Result<Vec<ThreadState>, FreezeError> {
-        let mut threads = Vec::with_capacity(self.threads.len());
-        let held = self.threads.iter().filter(|(_, t)| t.stopped).map(|(&tid, t)| (tid, t.exiting));
-        let (first, rest): (Vec<_>, Vec<_>) = held.partition(|&(tid, _)| Some(tid) == breaking);
-        for (tid, exiting) in first.into_iter().chain(rest) {
-            match read_thread(tid, exiting) {
-                Ok(state) => threads.push(state),
-                Err(e) if e.is_gone() => log::warn!("thread {tid} vanished while stopped"),
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Ok(threads)
-    }
-
-    fn resume_others(&mut self, held: Tid) -> Result<(), FreezeError> {
-        // Back in before anyone runs.
-        self.symbols.arm(held)?;
-        for (&tid, thread) in self.threads.iter_mut() {
-            if thread.stopped && !thread.at_breakpoint && tid != held {
-                resume_thread(tid, thread)?;
-            }
-        }
-        Ok(())
-    }
-
-    fn thaw(&mut self, breakpoint: Option<(&BreakpointHit, i64)>, turn_off: bool) -> Result<(), FreezeError> {
-        match breakpoint {
-            // A symbol breakpoint has no record: its thread goes past the function's
-            // first instruction instead.
-            Some((hit, _)) if hit.record_addr == 0 => self.step_over(hit.tid)?,
-            Some((hit, result)) => {
-                memory::write(
-                    hit.tid,
-                    hit.record_addr + TrapRecord::RESULT_OFFSET as u64,
-                    &result.to_le_bytes(),
-                )?;
-                if turn_off {
-                    memory::write(hit.tid, hit.record.state_ptr, &STATE_OFF.to_le_bytes())?;
-                }
-            }
-            None => {}
-        }
-        if turn_off {
-            if let Some(tid) = breakpoint.map(|(hit, _)| hit.tid) {
-                self.symbols.disarm(tid)?;
-            }
-            self.symbols.clear();
-        } else if let Some(via) =
-            self.threads.iter().find(|(_, t)| t.stopped && !t.exiting).map(|(&tid, _)| tid)
-        {
-            // Back in before anyone runs.
-            self.symbols.arm(via)?;
-        }
-        let breaking = breakpoint.map(|(hit, _)| hit.tid);
-        for (&tid, thread) in self.threads.iter_mut() {
-            if thread.stopped && !thread.at_breakpoint && Some(tid) != breaking {
-                resume_thread(tid, thread)?;
-            }
-        }
-        if let Some(tid) = breaking {
-            if let Some(thread) = self.threads.get_mut(&tid) {
-                thread.at_breakpoint = false;
-                thread.signal = 0;
-                resume_thread(tid, thread)?;
-            }
-        }
-        for (tid, signal) in self.resend.drain(..) {
-            sdt_sys::kill_thread(self.pid, tid, signal).ok();
-        }
-        Ok(())
-    }
-}
-
-impl Tracer {
     /// Moves thread `tid`, stopped at a symbol breakpoint's function entry, past the
     /// function's first instruction: emulated if it is a usual prologue; else run for real
     /// with the int3s out, while every other thread is stopped, so none passes the entry
@@ -404,39 +487,118 @@ impl Tracer {
             return Ok(());
         }
         if self.symbols.armed() {
-            self.freeze(Some(tid))?;
+            self.stop_every_thread(Some(tid))?;
         }
         loop {
             ptrace::single_step(tid)?;
-            match wait::wait_for(tid)?.1 {
+            match self.next_report_of(tid)? {
                 Stop::Signal(libc::SIGTRAP) => return Ok(()),
-                Stop::Signal(sig) => {
-                    let thread = self.threads.entry(tid).or_default();
-                    if thread.signal == 0 {
-                        thread.signal = sig;
-                    } else {
-                        self.resend.push((tid, sig));
-                    }
-                }
+                // Held for the thaw.
+                Stop::Signal(_) => {}
+                // Exiting (held at its exit stop until the thaw), or gone.
+                Stop::Event(event::EXIT, _) | Stop::Exited(_) | Stop::Killed(..) => return Ok(()),
                 Stop::Event(..) => {}
-                Stop::Exited(_) | Stop::Killed(..) => {
-                    self.threads.remove(&tid);
-                    return Ok(());
-                }
             }
         }
     }
 
     /// Waits until every thread `must_stop` names has stopped (or died), handling what
-    /// the others report on the way.
-    fn stop_all(&mut self, must_stop: &impl Fn((&Tid, &Thread)) -> bool) -> Result<(), FreezeError> {
+    /// the others report on the way; a `TimedOut` error naming the threads still running
+    /// at `deadline`.
+    fn stop_all(
+        &mut self,
+        must_stop: &impl Fn((&Tid, &Thread)) -> bool,
+        deadline: Instant,
+    ) -> Result<(), FreezeError> {
         while self.threads.iter().any(must_stop) {
-            let (tid, stop) = wait::wait_any()?;
+            let Some((tid, stop)) = wait::wait_any_until(deadline)? else {
+                let late: Vec<Tid> =
+                    self.threads.iter().filter(|t| must_stop(*t)).map(|(&tid, _)| tid).collect();
+                let first = late[0];
+                let names: Vec<String> =
+                    late.iter().map(|tid| format!("{tid} (waiting in {})", wait_channel(*tid))).collect();
+                let what = format!(
+                    "thread{} {} did not stop within {} s of PTRACE_INTERRUPT: a wait that signals do \
+                     not interrupt (a vfork parent, a hung device)",
+                    if late.len() > 1 { "s" } else { "" },
+                    names.join(", "),
+                    STOP_TIMEOUT.as_secs()
+                );
+                return Err(timed_out(first, what).into());
+            };
             if let Some(TargetEvent::Exited(exit)) = self.on_stop(tid, stop, true)? {
                 return Err(FreezeError::TargetGone(exit));
             }
         }
         Ok(())
+    }
+
+    /// Waits for thread `tid`'s next report while the program is held (during a step or
+    /// an injected call), handling every other thread's meanwhile as a freeze does, and
+    /// `tid`'s too, but for its `SIGTRAP`s: a signal is held for the thaw, an exit
+    /// recorded. `TargetGone` once the program has ended; `TimedOut` after
+    /// [`ptrace::STEP_TIMEOUT`].
+    fn next_report_of(&mut self, tid: Tid) -> Result<Stop, FreezeError> {
+        let deadline = Instant::now() + ptrace::STEP_TIMEOUT;
+        loop {
+            let Some((from, stop)) = wait::wait_any_until(deadline)? else {
+                // It was stepped and has not stopped since.
+                if let Some(thread) = self.threads.get_mut(&tid) {
+                    thread.stopped = false;
+                }
+                let what = format!(
+                    "thread {tid} did not come back from a single step within {} s (it is in {})",
+                    ptrace::STEP_TIMEOUT.as_secs(),
+                    wait_channel(tid)
+                );
+                return Err(timed_out(tid, what).into());
+            };
+            if from == tid && stop == Stop::Signal(libc::SIGTRAP) {
+                return Ok(stop);
+            }
+            if let Some(TargetEvent::Exited(exit)) = self.on_stop(from, stop, true)? {
+                return Err(FreezeError::TargetGone(exit));
+            }
+            if from == tid {
+                return Ok(stop);
+            }
+        }
+    }
+
+    /// The program was killed (its threads report `SIGKILL` at their exit stops): every
+    /// thread is resumed into its death, and its end is waited for (at most
+    /// [`DEATH_TIMEOUT`]).
+    fn let_die(&mut self) -> Result<ProgramExit, sdt_sys::Error> {
+        log::info!("the program was killed (SIGKILL) during a capture");
+        // Breakpoints queued meanwhile are of threads that are gone.
+        self.queued.clear();
+        for (&tid, thread) in &mut self.threads {
+            if thread.stopped {
+                ptrace::resume(tid, 0).ok();
+                thread.stopped = false;
+            }
+        }
+        let deadline = Instant::now() + DEATH_TIMEOUT;
+        loop {
+            let Some((tid, stop)) = wait::wait_any_until(deadline)? else {
+                let what = format!("the killed program did not end within {} s", DEATH_TIMEOUT.as_secs());
+                return Err(timed_out(self.pid, what));
+            };
+            let exit = match stop {
+                Stop::Exited(code) => ProgramExit::Code(code),
+                Stop::Killed(sig, core) => ProgramExit::Signal(sig, core),
+                // An exit stop (or any other) on the way out.
+                Stop::Signal(_) | Stop::Event(..) => {
+                    ptrace::resume(tid, 0).ok();
+                    continue;
+                }
+            };
+            self.threads.remove(&tid);
+            if tid == self.pid {
+                self.threads.clear();
+                return Ok(exit);
+            }
+        }
     }
 
     /// A held thread to run injected system calls on: the breaking thread if there is
@@ -449,8 +611,9 @@ impl Tracer {
     }
 
     /// Runs one system call on `tid`, a thread the current freeze holds (see
-    /// [`ptrace::inject_syscall`]). A signal that arrives for it meanwhile is held for
-    /// the thaw.
+    /// [`ptrace::inject_syscall_waiting`]). A signal that arrives for it meanwhile is held
+    /// for the thaw. If the program ends meanwhile, its end is the next event and the
+    /// call fails.
     pub(crate) fn inject_syscall(
         &mut self,
         tid: Tid,
@@ -458,21 +621,15 @@ impl Tracer {
         nr: u64,
         args: &[u64],
     ) -> Result<i64, sdt_sys::Error> {
-        let (threads, resend) = (&mut self.threads, &mut self.resend);
-        ptrace::inject_syscall(tid, syscall_at, nr, args, |stop| match stop {
-            // The program's signal, about to be delivered: hold it for the thaw.
-            Stop::Signal(sig) => {
-                let thread = threads.entry(tid).or_default();
-                if thread.signal == 0 {
-                    thread.signal = sig;
-                } else {
-                    resend.push((tid, sig));
-                }
-            }
-            Stop::Exited(_) | Stop::Killed(..) => {
-                threads.remove(&tid);
-            }
-            Stop::Event(..) => {}
+        ptrace::inject_syscall_waiting(tid, syscall_at, nr, args, || match self.next_report_of(tid) {
+            Ok(stop) => Ok(stop),
+            Err(FreezeError::Sys(e)) => Err(e),
+            // The end is queued.
+            Err(e) => Err(sdt_sys::Error {
+                call: "injected system call",
+                tid: tid.raw(),
+                source: std::io::Error::new(std::io::ErrorKind::NotFound, e.to_string()),
+            }),
         })
     }
 }

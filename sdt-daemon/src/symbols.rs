@@ -48,10 +48,12 @@ impl SymbolBreak {
     pub fn parse(text: &str) -> Result<SymbolBreak, String> {
         let (name, hits) = match text.split_once('@') {
             Some((name, hits)) => {
-                let hits = hits
-                    .split(',')
-                    .map(|h| Span::parse(h).map_err(|e| format!("--break {text}: {e}")))
-                    .collect::<Result<Vec<_>, _>>()?;
+                let hit = |h: &str| match Span::parse(h) {
+                    Ok(span) if span.first >= 1 => Ok(span),
+                    Ok(span) => Err(format!("--break {text}: `{span}`: hits count from 1 (the first call)")),
+                    Err(e) => Err(format!("--break {text}: {e}")),
+                };
+                let hits = hits.split(',').map(hit).collect::<Result<Vec<_>, _>>()?;
                 (name, hits)
             }
             None => (text, Vec::new()),
@@ -284,6 +286,12 @@ mod tests {
         assert_eq!(b.hits, vec![Span::single(1), Span { first: 5, last: 7 }]);
         assert!(SymbolBreak::parse("@3").unwrap_err().contains("no function"));
         assert!(SymbolBreak::parse("f@x").unwrap_err().contains("`x`"));
+        assert_eq!(
+            SymbolBreak::parse("main@0").unwrap_err(),
+            "--break main@0: `0`: hits count from 1 (the first call)"
+        );
+        assert!(SymbolBreak::parse("main@2,-3--1").unwrap_err().contains("`-3--1`: hits count from 1"));
+        assert!(SymbolBreak::parse("main@").unwrap_err().contains("is not a number"));
     }
 
     #[test]

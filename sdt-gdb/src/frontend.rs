@@ -29,57 +29,160 @@ fn glued(option: &str, path: &Path) -> OsString {
     arg
 }
 
-/// Evaluates each of `exprs` as gdb would in `program` with `core` loaded (one batch
-/// gdb, one `output` command each): the value as gdb prints it, or gdb's error message.
+/// Evaluates each of `exprs` as gdb would in `program` with `core` loaded: the value as
+/// gdb prints it, or why gdb gave none. One gdb answers them all through its machine
+/// interface (GDB/MI), one `-data-evaluate-expression` each, so that a value (`^done`)
+/// and an error (`^error`) are told apart exactly; a warning gdb gives while evaluating
+/// (a charset conversion failure for a non-ASCII name, say) makes the result an error
+/// too. Arrays are printed whole (`print elements unlimited`): values that differ past
+/// the 200th element differ.
 pub fn evaluate(
     program: &Path,
     core: &Path,
     exprs: &[String],
 ) -> std::io::Result<Vec<Result<String, String>>> {
-    let mut extra = vec!["-batch".to_owned(), "-nx".to_owned()];
-    for (i, expr) in exprs.iter().enumerate() {
-        extra.extend([
-            "-ex".to_owned(),
-            format!("echo \\n{MARKER}{i}\\n"),
-            "-ex".to_owned(),
-            format!("output {expr}"),
-        ]);
-    }
-    extra.extend(["-ex".to_owned(), format!("echo \\n{MARKER}end\\n")]);
-    // Values go to stdout and errors to stderr: one pipe for both keeps them in order.
-    let (mut reader, writer) = std::io::pipe()?;
+    use std::io::{Read, Write};
+    use std::process::Stdio;
+    // Queries (debuginfod's, say) take their default answer instead of waiting.
+    let extra = ["-nx", "--interpreter=mi2", "-iex", "set confirm off"].map(str::to_owned);
     let mut gdb = gdb_command(program, core, &extra);
-    gdb.stdin(std::process::Stdio::null()).stdout(writer.try_clone()?).stderr(writer);
+    gdb.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = gdb.spawn()?;
-    drop(gdb);
+    // Token 0 is the setting; expression i has token i + 1.
+    let mut input = String::from("0-gdb-set print elements unlimited\n");
+    for (i, expr) in exprs.iter().enumerate() {
+        input.push_str(&format!("{}-data-evaluate-expression {}\n", i + 1, mi_quote(expr)));
+    }
+    input.push_str("-gdb-exit\n");
+    let mut stdin = child.stdin.take().expect("piped");
+    // Written meanwhile: gdb may answer before it has read everything.
+    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    let mut stderr = child.stderr.take().expect("piped");
+    let said = std::thread::spawn(move || {
+        let mut text = String::new();
+        stderr.read_to_string(&mut text).map(|_| text)
+    });
     let mut text = String::new();
-    std::io::Read::read_to_string(&mut reader, &mut text)?;
+    child.stdout.take().expect("piped").read_to_string(&mut text)?;
     child.wait()?;
-    Ok(parse_outputs(&text, exprs.len()))
+    // A gdb that stopped early closed its input; its stderr says why.
+    writer.join().expect("the writer thread does not panic").ok();
+    let said = said.join().expect("the reader thread does not panic")?;
+    let mut results = parse_outputs(&text, exprs.len());
+    for result in &mut results {
+        if let Err(why) = result {
+            if why.is_empty() {
+                *why = match said.trim() {
+                    "" => "gdb stopped before it evaluated this".to_owned(),
+                    said => format!("gdb stopped before it evaluated this: {said}"),
+                };
+            }
+        }
+    }
+    Ok(results)
 }
 
-/// Marks where each expression's output starts in gdb's output.
-const MARKER: &str = "@@sdt-expr ";
+/// `text` as a GDB/MI c-string argument: quoted, with `\`, `"` and line ends escaped,
+/// so that it stays one argument whatever it holds.
+fn mi_quote(text: &str) -> String {
+    let mut quoted = String::with_capacity(text.len() + 2);
+    quoted.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => quoted.push_str("\\\""),
+            '\\' => quoted.push_str("\\\\"),
+            '\n' => quoted.push_str("\\n"),
+            '\r' => quoted.push_str("\\r"),
+            '\t' => quoted.push_str("\\t"),
+            c => quoted.push(c),
+        }
+    }
+    quoted.push('"');
+    quoted
+}
 
-/// Splits gdb's output at the markers: the text after marker `i` is expression `i`'s
-/// value, or its error if gdb said so (an error is a line without a value before it).
+/// The c-string at the start of `text` (GDB/MI output: `"` … `"` with C escapes, octal
+/// for bytes that are not printable ASCII), decoded (invalid UTF-8 replaced), and the rest
+/// of `text` after it; `None` if `text` does not start with a whole c-string.
+fn mi_unquote(text: &str) -> Option<(String, &str)> {
+    let bytes = text.as_bytes();
+    if bytes.first() != Some(&b'"') {
+        return None;
+    }
+    let mut out = Vec::new();
+    let mut i = 1;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => return Some((String::from_utf8_lossy(&out).into_owned(), &text[i + 1..])),
+            b'\\' => {
+                let c = *bytes.get(i + 1)?;
+                i += 2;
+                out.push(match c {
+                    b'0'..=b'7' => {
+                        // Up to three digits.
+                        let mut value = u32::from(c - b'0');
+                        for _ in 0..2 {
+                            let Some(&d @ b'0'..=b'7') = bytes.get(i) else { break };
+                            value = value * 8 + u32::from(d - b'0');
+                            i += 1;
+                        }
+                        value as u8
+                    }
+                    b'n' => b'\n',
+                    b't' => b'\t',
+                    b'r' => b'\r',
+                    b'e' => 0x1b,
+                    b'a' => 0x07,
+                    b'b' => 0x08,
+                    b'f' => 0x0c,
+                    b'v' => 0x0b,
+                    other => other,
+                });
+            }
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    None
+}
+
+/// The answers to tokens `1..=count` in gdb's GDB/MI output: `N^done,value="…"` is a
+/// value, unless gdb logged something (`&"warning: …"`) while evaluating it;
+/// `N^error,msg="…"` is an error. What gdb logged while loading, before its first
+/// prompt, counts against nothing. A missing answer is an empty error (gdb stopped).
 fn parse_outputs(text: &str, count: usize) -> Vec<Result<String, String>> {
-    (0..count)
-        .map(|i| {
-            let start =
-                text.find(&format!("{MARKER}{i}\n")).ok_or_else(|| "gdb stopped before this".to_owned())?;
-            let rest = &text[start + MARKER.len() + i.to_string().len() + 1..];
-            let end = rest.find(MARKER).unwrap_or(rest.len());
-            let value = rest[..end].trim();
-            let is_error = value.starts_with("No symbol")
-                || value.starts_with("Cannot access memory")
-                || value.starts_with("A syntax error")
-                || value.starts_with("There is no member")
-                || value.contains("not defined in")
-                || value.is_empty();
-            if is_error { Err(value.to_owned()) } else { Ok(value.to_owned()) }
-        })
-        .collect()
+    let mut results = vec![Err(String::new()); count];
+    let mut logged = String::new();
+    for line in text.lines().skip_while(|l| !l.starts_with("(gdb)")) {
+        if let Some(record) = line.strip_prefix('&') {
+            logged.push_str(&mi_unquote(record).map_or_else(|| record.to_owned(), |(said, _)| said));
+            continue;
+        }
+        let Some((token, answer)) = line.split_once('^') else { continue };
+        let said = std::mem::take(&mut logged);
+        let Some(index) = token.parse::<usize>().ok().and_then(|t| t.checked_sub(1)).filter(|&i| i < count)
+        else {
+            continue;
+        };
+        let field =
+            |name: &str| answer.split_once(name).and_then(|(_, rest)| mi_unquote(rest)).map(|(v, _)| v);
+        // One line, however many gdb wrote.
+        let said = said.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" ");
+        results[index] = match answer.split(',').next() {
+            Some("done") if said.is_empty() => {
+                field(",value=").ok_or_else(|| format!("gdb answered {answer}"))
+            }
+            Some("done") => Err(said),
+            Some("error") => {
+                let msg = field(",msg=").unwrap_or_else(|| answer.to_owned());
+                Err(if said.is_empty() { msg } else { format!("{said} {msg}") })
+            }
+            _ => Err(format!("gdb answered {answer}")),
+        };
+    }
+    results
 }
 
 #[cfg(test)]
@@ -103,14 +206,53 @@ mod tests {
         assert_eq!(alone.get_args().collect::<Vec<_>>(), ["-q", "--core=c"]);
     }
 
+    /// GDB/MI output as gdb 13 gives it (trimmed): loading, with a warning before the
+    /// first prompt, then the answers.
+    const MI: &str = r#"=thread-group-added,id="i1"
+~"Reading symbols from ./bank...\n"
+&"warning: Unexpected size of section `.reg-xstate/12802' in core file.\n"
+~"Core was generated by `./bank 4'.\n"
+(gdb) 
+0^done,frame={level="0",func="SetBreakpoint"}
+(gdb) 
+&"warning: charset conversion failure for '\342\200\246'.\nYou may have the wrong value for 'set ada source-charset'."
+&"\n"
+1^error,msg="No symbol \"\342\200\246\" in current context."
+(gdb) 
+2^done,value="{2367, 272, 34, 82, 221, 726, 332, 373}"
+(gdb) 
+3^error,msg="A syntax error in expression, near `'."
+(gdb) 
+4^done,value="0x55c9d36a10d0 \"audit\\n\""
+(gdb) 
+&"warning: something odd\n"
+5^done,value="7"
+(gdb) 
+^exit
+"#;
+
     #[test]
-    fn outputs_split_at_markers() {
-        let text = "[New LWP 5]\n\n@@sdt-expr 0\n{1, 2, 3}\n@@sdt-expr 1\nNo symbol \"nosuch\" in current \
-                    context.\n\n@@sdt-expr 2\n0x5637d0d3302e \"transfer\"\n@@sdt-expr end\n";
-        let got = parse_outputs(text, 4);
-        assert_eq!(got[0], Ok("{1, 2, 3}".to_owned()));
-        assert_eq!(got[1], Err("No symbol \"nosuch\" in current context.".to_owned()));
-        assert_eq!(got[2], Ok("0x5637d0d3302e \"transfer\"".to_owned()));
-        assert!(got[3].is_err());
+    fn answers_are_values_or_errors_and_a_warning_is_no_value() {
+        let got = parse_outputs(MI, 6);
+        let charset = "warning: charset conversion failure for '…'. You may have the wrong value for \
+                       'set ada source-charset'. No symbol \"…\" in current context.";
+        assert_eq!(got[0], Err(charset.to_owned()));
+        assert_eq!(got[1], Ok("{2367, 272, 34, 82, 221, 726, 332, 373}".to_owned()));
+        assert_eq!(got[2], Err("A syntax error in expression, near `'.".to_owned()));
+        assert_eq!(got[3], Ok("0x55c9d36a10d0 \"audit\\n\"".to_owned()));
+        assert_eq!(got[4], Err("warning: something odd".to_owned()));
+        assert_eq!(got[5], Err(String::new()), "no answer: gdb stopped");
+    }
+
+    #[test]
+    fn an_expression_stays_one_argument() {
+        assert_eq!(mi_quote("a[1] + b"), r#""a[1] + b""#);
+        let sly = "x\" \n-gdb-exit\n\\";
+        assert_eq!(mi_quote(sly), r#""x\" \n-gdb-exit\n\\""#);
+        assert_eq!(mi_unquote(&mi_quote(sly)), Some((sly.to_owned(), "")));
+        assert_eq!(mi_unquote(r#""\342\200\246",rest"#), Some(("…".to_owned(), ",rest")));
+        assert_eq!(mi_unquote(r#""\0012""#), Some(("\u{1}2".to_owned(), "")));
+        assert_eq!(mi_unquote("\"unterminated"), None);
+        assert_eq!(mi_unquote("x"), None);
     }
 }

@@ -32,7 +32,8 @@
  *                   one deeper than max_level, of a class 0-63 that `classes` leaves out
  *                   or with an id 0-4095 that `ids` leaves out, not even a function call)
  *   SDT_DECLINED    passed the config, but no snapshot was taken (max_snapshots reached,
- *                   or the capture failed; `sdt run` says why)
+ *                   or the capture failed; `sdt run` says why). Past max_snapshots it
+ *                   costs no system call and no stop either
  *
  * Thread-safe. Not async-signal-safe on the first call of a process (it reads the
  * environment); afterwards it allocates nothing and takes no locks. When a snapshot is
@@ -64,8 +65,11 @@ extern "C" {
 /*
  * 0: off. 1: not set up yet (the next breakpoint looks at the environment). From
  * SDT_STATE_ON up: running under `sdt run`, and the config's max_level is
- * sdt_state - SDT_STATE_ON, so deeper breakpoints are dropped inline. Read with an
- * acquire load (a plain load on x86-64).
+ * sdt_state - SDT_STATE_ON, so deeper breakpoints are dropped inline. Negated (at most
+ * -SDT_STATE_ON): `sdt run` takes no more snapshots (max_snapshots reached); breakpoints
+ * are checked as under the positive value, and sdt_arm() returns SDT_DECLINED for one
+ * that passes instead of letting it stop. Read with an acquire load (a plain load on
+ * x86-64).
  */
 extern int sdt_state;
 #define SDT_STATE_ON 2
@@ -121,7 +125,8 @@ _Static_assert(sizeof(struct sdt_trap) == 72, "struct sdt_trap is part of the pr
 /*
  * Checks a breakpoint against the capture config. Returns 0 when it passes and `trap` is
  * filled for the caller to stop with (int3, or the module's trigger if sdt_kmod_fd is
- * set); SDT_OFF or SDT_FILTERED otherwise.
+ * set); SDT_OFF, SDT_FILTERED, or SDT_DECLINED (it passes, and `sdt run` takes no more
+ * snapshots) otherwise.
  */
 SDT_MUST_CHECK int sdt_arm(struct sdt_trap *trap, int level, int class_, int id,
 			   int multiple_mark, const char *attrs);
@@ -150,6 +155,9 @@ static inline int SetBreakpoint(int level, int class_, int id, int multiple_mark
 
 	if (__builtin_expect(state == 0, 1))
 		return SDT_OFF;
+	/* No more snapshots: filtered as before, and sdt_arm() declines the rest. */
+	if (state < 0)
+		state = -state;
 	if (state >= SDT_STATE_ON &&
 	    (level > state - SDT_STATE_ON ||
 	     ((unsigned int)class_ < 64 &&

@@ -44,14 +44,15 @@ use std::ffi::{CStr, c_char, c_int, c_uint};
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
 use sdt_abi::{
-    ID_MASK_WORDS, RESULT_FILTERED, RESULT_OFF, STATE_OFF, STATE_ON, STATE_UNINIT, TrapRecord,
+    ID_MASK_WORDS, RESULT_FILTERED, RESULT_OFF, STATE_OFF, STATE_ON, STATE_UNINIT, TrapRecord, checked_state,
     class_may_pass, id_may_pass, level_may_pass,
 };
 
 /// The library's state word (`sdt_state` in `sdt.h`): [`sdt_abi::STATE_OFF`] means every
 /// breakpoint returns at once; from [`sdt_abi::STATE_ON`] up it also carries the
-/// config's `max_level`. Starts as [`sdt_abi::STATE_UNINIT`] so that the first breakpoint
-/// looks at the environment.
+/// config's `max_level`; negated, the tracer takes no more snapshots and a breakpoint
+/// that passes returns `SDT_DECLINED` without stopping. Starts as
+/// [`sdt_abi::STATE_UNINIT`] so that the first breakpoint looks at the environment.
 #[allow(unsafe_code)]
 #[unsafe(no_mangle)]
 #[allow(non_upper_case_globals)]
@@ -119,6 +120,8 @@ pub fn set_breakpoint(level: i32, class: i32, id: i32, multiple_mark: i32, attrs
     if state == STATE_OFF {
         return Outcome::Off;
     }
+    // A declining word (no more snapshots) filters as the capturing one did.
+    let state = checked_state(state);
     if state >= STATE_ON
         && (!level_may_pass(state, level)
             || !class_may_pass(sdt_classes.load(Ordering::Relaxed), class)
@@ -150,8 +153,8 @@ unsafe fn attr_bytes<'a>(attrs: *const c_char) -> &'a [u8] {
 }
 
 /// `sdt_arm()` of `sdt.h`: checks a breakpoint against the capture config. Returns 0 when
-/// it passed and `trap` is filled for the caller's `int3`, else `SDT_OFF` or
-/// `SDT_FILTERED`.
+/// it passed and `trap` is filled for the caller's `int3`, else `SDT_OFF`,
+/// `SDT_FILTERED` or `SDT_DECLINED`.
 ///
 /// # Safety
 ///

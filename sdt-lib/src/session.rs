@@ -5,8 +5,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
 
 use sdt_abi::{
-    ENV_CAPTURE, ENV_TRACER, Filter, RECONFIG_SIZE, RESULT_FILTERED, RESULT_OFF, STATE_OFF, STATE_UNINIT,
-    Site, TrapRecord, class_mask_for, id_mask_for, state_for,
+    ENV_CAPTURE, ENV_TRACER, Filter, RECONFIG_SIZE, RESULT_DECLINED, RESULT_FILTERED, RESULT_OFF, STATE_OFF,
+    STATE_UNINIT, Site, TrapRecord, class_mask_for, id_mask_for, state_for,
 };
 
 use crate::{kmod, sdt_classes, sdt_ids, sdt_state, sites, trap};
@@ -147,7 +147,8 @@ fn tracer_pid() -> Option<i32> {
 
 /// Checks a breakpoint against the capture filter. If it passes, fills `record` and
 /// returns `None`: the caller must stop with it. Otherwise returns the result
-/// ([`sdt_abi::RESULT_OFF`] when not under `sdt run`).
+/// ([`sdt_abi::RESULT_OFF`] when not under `sdt run`, [`sdt_abi::RESULT_DECLINED`] for
+/// one that passes once the tracer takes no more snapshots).
 ///
 /// `attrs` is called only for a breakpoint whose numbers pass, so a filtered C breakpoint
 /// never measures its attribute string.
@@ -182,6 +183,10 @@ pub(crate) fn arm<'a>(
     }
     if multiple_mark == 0 && entry.is_some_and(|e| e.taken.swap(true, Ordering::AcqRel)) {
         return Some(RESULT_FILTERED);
+    }
+    // No more snapshots: the tracer would decline it, so it does not stop.
+    if sdt_state.load(Ordering::Acquire) < STATE_OFF {
+        return Some(RESULT_DECLINED);
     }
     trap::arm(record, &site, multiple_mark, hit);
     None

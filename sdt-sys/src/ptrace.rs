@@ -8,6 +8,9 @@
 
 #![allow(unsafe_code)]
 
+use std::time::{Duration, Instant};
+
+use crate::wait::{self, Stop};
 use crate::{Error, Result, Tid};
 
 /// `PTRACE_O_*` options SDT sets when seizing.
@@ -206,22 +209,52 @@ mod user_regs {
 /// Single steps an injected system call may take before it counts as failed.
 const MAX_INJECTION_STEPS: u32 = 64;
 
+/// How long one single step of an injected system call may take before the thread counts
+/// as lost: the calls SDT injects do not block, so only a thread the kernel holds
+/// elsewhere (a stopped or frozen cgroup, a hung device) takes this long.
+pub const STEP_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Runs one system call on `tid`, a thread in a ptrace-stop: points it at a `syscall`
 /// instruction (`0f 05`) at `syscall_at` with `nr` and `args` in place and single-steps
 /// it. Returns the raw result (`-errno` on failure). The thread's registers are put back
 /// afterwards, so a system call it was stopped in restarts as before.
 ///
-/// Other stops that arrive on the way (a signal about to be delivered, a `clone` event
-/// of the call itself) go to `on_stop`; the caller decides what becomes of them. A thread
-/// that dies meanwhile gives `ESRCH`.
+/// Other stops of `tid` that arrive on the way (a signal about to be delivered, a `clone`
+/// event of the call itself) go to `on_stop`; the caller decides what becomes of them. A
+/// thread that exits or starts to (its `PTRACE_EVENT_EXIT` stop, where it is left) gives
+/// `ESRCH`; one that does not report within [`STEP_TIMEOUT`] of a step, `ETIMEDOUT`.
+///
+/// Only `tid`'s reports are waited for. Where another thread may hold up `tid`'s report
+/// (a first thread that exits is reported only after the others, which may be waiting for
+/// their tracer at exit stops), wait for every thread with [`inject_syscall_waiting`].
 pub fn inject_syscall(
     tid: Tid,
     syscall_at: u64,
     nr: u64,
     args: &[u64],
-    mut on_stop: impl FnMut(crate::wait::Stop),
+    mut on_stop: impl FnMut(Stop),
 ) -> Result<i64> {
-    use crate::wait::{self, Stop};
+    inject_syscall_waiting(tid, syscall_at, nr, args, || {
+        let deadline = Instant::now() + STEP_TIMEOUT;
+        let (_, stop) = wait::wait_for_until(tid, deadline)?.ok_or_else(|| no_report(tid))?;
+        if stop != Stop::Signal(libc::SIGTRAP) {
+            on_stop(stop);
+        }
+        Ok(stop)
+    })
+}
+
+/// [`inject_syscall`], with the caller waiting: `next_stop` returns `tid`'s next report,
+/// having handled every other thread's (and kept, say, a signal `tid` reports for later
+/// delivery: the injection only steps on past it). Its error ends the injection, with
+/// `tid`'s registers put back where it is still stopped.
+pub fn inject_syscall_waiting(
+    tid: Tid,
+    syscall_at: u64,
+    nr: u64,
+    args: &[u64],
+    mut next_stop: impl FnMut() -> Result<Stop>,
+) -> Result<i64> {
     let put = |regs: &mut [u8], at: usize, value: u64| regs[at..at + 8].copy_from_slice(&value.to_le_bytes());
     let get = |regs: &[u8], at: usize| u64::from_le_bytes(regs[at..at + 8].try_into().unwrap());
     let mut saved = [0u8; user_regs::SIZE];
@@ -235,6 +268,11 @@ pub fn inject_syscall(
     // Not "inside a system call": no restart logic may touch the injected one.
     put(&mut regs, user_regs::ORIG_RAX, u64::MAX);
     set_regset(tid, Regset::General, &regs)?;
+    let gone = || Error {
+        call: "injected system call",
+        tid: tid.raw(),
+        source: std::io::Error::from_raw_os_error(libc::ESRCH),
+    };
     // A pending interrupt can stop a step before it runs the instruction, but not often.
     let mut steps = 0;
     let result = loop {
@@ -250,7 +288,14 @@ pub fn inject_syscall(
             });
         }
         single_step(tid)?;
-        let stop = wait::wait_for(tid)?.1;
+        let stop = match next_stop() {
+            Ok(stop) => stop,
+            Err(e) => {
+                // Still stopped (the wait gave up for another reason): as it was.
+                set_regset(tid, Regset::General, &saved).ok();
+                return Err(e);
+            }
+        };
         match stop {
             Stop::Signal(libc::SIGTRAP) => {
                 get_regset(tid, Regset::General, &mut regs)?;
@@ -259,17 +304,23 @@ pub fn inject_syscall(
                     break get(&regs, user_regs::RAX) as i64;
                 }
             }
-            Stop::Exited(_) | Stop::Killed(..) => {
-                on_stop(stop);
-                return Err(Error {
-                    call: "injected system call",
-                    tid: tid.raw(),
-                    source: std::io::Error::from_raw_os_error(libc::ESRCH),
-                });
-            }
-            other => on_stop(other),
+            // Killed (SIGKILL needs no delivery): it never runs user code again.
+            Stop::Event(event::EXIT, _) | Stop::Exited(_) | Stop::Killed(..) => return Err(gone()),
+            Stop::Signal(_) | Stop::Event(..) => {}
         }
     };
     set_regset(tid, Regset::General, &saved)?;
     Ok(result)
+}
+
+/// The error of a thread that did not report within [`STEP_TIMEOUT`] of a step.
+fn no_report(tid: Tid) -> Error {
+    Error {
+        call: "waitpid",
+        tid: tid.raw(),
+        source: std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("no report {} s after a single step", STEP_TIMEOUT.as_secs()),
+        ),
+    }
 }

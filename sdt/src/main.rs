@@ -83,11 +83,15 @@ fn hint(err: &anyhow::Error) -> Option<String> {
     if err.chain().any(no_namespace) {
         return None;
     }
+    if let Some(dir) = err.chain().find_map(store_refused) {
+        return Some(format!(
+            "permission denied on {}: pass --store DIR (or set SDT_STORE) for a store you may read and write",
+            dir.display()
+        ));
+    }
+    // A system call refused: ptrace, or what needs ptrace's rights over the program.
     let eperm = err.chain().any(|cause| {
         cause.downcast_ref::<sdt_sys::Error>().is_some_and(sdt_sys::Error::is_permission_denied)
-            || cause
-                .downcast_ref::<std::io::Error>()
-                .is_some_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied)
     });
     if !eperm {
         return None;
@@ -101,4 +105,19 @@ fn hint(err: &anyhow::Error) -> Option<String> {
                 .into(),
         ),
     }
+}
+
+/// The directory the store's file system refused us, if `cause` is such a refusal: the
+/// path itself, or for one that does not exist (it could not be created), its nearest
+/// existing ancestor.
+fn store_refused(cause: &(dyn std::error::Error + 'static)) -> Option<std::path::PathBuf> {
+    let store = match cause.downcast_ref::<sdt_daemon::Error>() {
+        Some(sdt_daemon::Error::Store(e)) => e,
+        _ => cause.downcast_ref::<sdt_store::Error>()?,
+    };
+    let sdt_store::Error::Io { path, source } = store else { return None };
+    if source.kind() != std::io::ErrorKind::PermissionDenied {
+        return None;
+    }
+    Some(path.ancestors().find(|p| p.exists()).unwrap_or(path).to_owned())
 }

@@ -84,6 +84,7 @@ fn layout_matches_the_c_header() {
         ("(unsigned long long)(long long)SDT_RESULT_DECLINED", crate::RESULT_DECLINED as u64),
         ("(unsigned long long)(long long)SDT_RESULT_PENDING", crate::RESULT_PENDING as u64),
         ("SDT_STATE_OFF", crate::STATE_OFF as u64),
+        ("SDT_STATE_ON", crate::STATE_ON as u64),
         ("SDT_IOC_VERSION", IOC_VERSION),
         ("SDT_IOC_REGISTER", IOC_REGISTER),
         ("SDT_IOC_QUERY", IOC_QUERY),

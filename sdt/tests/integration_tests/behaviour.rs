@@ -62,16 +62,7 @@ fn libc_sigsegv() -> i32 {
 fn sigterm_sent_to_sdt_is_forwarded() {
     let sdt = Sdt::new();
     let prog = program("behave");
-    let mut child = sdt
-        .command(&["run", "-q", "--", prog.to_str().unwrap(), "wait-term"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap());
-    let mut first = String::new();
-    lines.read_line(&mut first).unwrap();
+    let (child, mut lines, first) = sdt.start(&["run", "-q", "--", prog.to_str().unwrap(), "wait-term"]);
     assert_eq!(first, "ready\n");
     let status = run(std::process::Command::new("kill").args(["-TERM", &child.id().to_string()])).status;
     assert!(status.success());
@@ -134,4 +125,40 @@ fn without_sdt_breakpoints_do_nothing() {
     );
     let out = run(std::process::Command::new(program("breakpoints")).args(["2", "2", "1/1/1/0"]));
     assert_eq!(stdout(&out), "done\n");
+}
+
+#[test]
+fn a_thread_that_cannot_stop_costs_a_snapshot_not_a_hang() {
+    let sdt = Sdt::new();
+    let prog = program("behave");
+    let mut child = sdt
+        .command(&["run", "--", prog.to_str().unwrap(), "vfork-stuck"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The worker waits for its vfork child, which waits for stdin: the capture of main's
+    // breakpoint gives up on it, and main goes on.
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut seen = String::new();
+        for line in stderr.lines().map_while(Result::ok) {
+            if line.contains("did not stop") {
+                tx.send(line.clone()).ok();
+            }
+            seen.push_str(&line);
+            seen.push('\n');
+        }
+        seen
+    });
+    let warning = rx.recv_timeout(std::time::Duration::from_secs(60));
+    child.stdin.take().unwrap().write_all(b"x").unwrap();
+    let out = wait_with_timeout(child);
+    let warning = warning.unwrap_or_else(|_| panic!("the capture waited on: {}", describe(&out)));
+    assert!(warning.contains("waiting in"), "{warning}");
+    assert!(out.status.success(), "{}\n{}", describe(&out), reader.join().unwrap());
+    assert_eq!(stdout(&out), "bp -3\ndone\n", "SDT_DECLINED is -3");
+    assert_eq!(sdt.snapshots().len(), 0);
 }

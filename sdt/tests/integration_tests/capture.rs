@@ -120,6 +120,34 @@ fn max_snapshots_stops_capturing_and_the_program_runs_on() {
 }
 
 #[test]
+fn past_max_snapshots_breakpoints_that_pass_are_declined_without_stopping() {
+    let sdt = Sdt::new();
+    let cfg = config(&sdt, "max_snapshots = 2\nmax_level = 1\n");
+    let prog = program("breakpoints");
+    // Five arrivals at a breakpoint that passes, and five at one max_level filters out.
+    let out = sdt.ok(&["run", "-c", &cfg, "--", prog.to_str().unwrap(), "1", "5", "1/1/1/1", "2/1/1/1"]);
+    assert_eq!(
+        stdout(&out),
+        "captured 1/1/1 -> S0\ncaptured 1/1/1 -> S1\ndeclined 1/1/1\ndeclined 1/1/1\ndeclined 1/1/1\n\
+         declining inline\ndone\n",
+        "SDT_DECLINED after the second snapshot, answered in the program: {}",
+        describe(&out)
+    );
+    assert_eq!(sdt.snapshots().len(), 2);
+
+    let sdt = Sdt::new();
+    let cfg = config(&sdt, "max_snapshots = 0\n");
+    let out = sdt.ok(&["run", "-c", &cfg, "--", prog.to_str().unwrap(), "1", "5", "1/1/1/1"]);
+    assert_eq!(
+        stdout(&out),
+        format!("{}declining inline\ndone\n", "declined 1/1/1\n".repeat(5)),
+        "{}",
+        describe(&out)
+    );
+    assert_eq!(sdt.snapshots().len(), 0, "max_snapshots = 0 captures nothing");
+}
+
+#[test]
 fn stored_memory_equals_live_memory_through_thread_churn() {
     let sdt = Sdt::new();
     let prog = program("churn");

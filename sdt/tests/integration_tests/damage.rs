@@ -1,11 +1,10 @@
 //! A damaged store, and a run killed mid-capture, lose nothing written before the damage.
 
-use std::io::{BufRead, BufReader};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::harness::{Sdt, describe, program, run, stderr, stdout, wait_with_timeout};
+use crate::harness::{Sdt, describe, program, run, stderr, stdout, wait_with_timeout, wait_within};
 
 #[test]
 fn a_truncated_snapshot_is_named_and_earlier_ones_still_read() {
@@ -29,15 +28,7 @@ fn a_truncated_snapshot_is_named_and_earlier_ones_still_read() {
 fn a_program_killed_during_a_capture_ends_the_run_cleanly() {
     let sdt = Sdt::new();
     let prog = program("behave");
-    let mut child = sdt
-        .command(&["run", "-q", "--", prog.to_str().unwrap(), "big", "256"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    let (child, _rest, line) = sdt.start(&["run", "-q", "--", prog.to_str().unwrap(), "big", "256"]);
     let pid = line.trim().strip_prefix("pid ").expect("pid line").to_owned();
     // Each capture copies 256 MiB: a kill now lands in one, or between two.
     std::thread::sleep(Duration::from_millis(30));
@@ -48,6 +39,66 @@ fn a_program_killed_during_a_capture_ends_the_run_cleanly() {
     assert!(ls.lines().next().unwrap().contains("killed by signal 9"), "{ls}");
     assert!(ls.lines().any(|l| l.starts_with("S0 ")), "{ls}");
     sdt.core("S0");
+}
+
+/// A tiny xorshift generator: the kills' delays, repeatable from the printed seed.
+struct Delays(u64);
+
+impl Delays {
+    fn next(&mut self, below: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % below
+    }
+}
+
+#[test]
+fn a_program_killed_at_any_instant_of_its_captures_ends_the_run_cleanly() {
+    let seed = std::env::var("SDT_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
+    });
+    println!("kill delays from seed {seed} (SDT_TEST_SEED={seed} repeats them)");
+    let mut delays = Delays(seed | 1);
+    // Two threads, the case that hung; one and eight around it.
+    for (threads, trials) in [(2, 20), (1, 6), (8, 6)] {
+        for trial in 1..=trials {
+            let delay = Duration::from_micros(delays.next(250_000));
+            let what = format!("(seed {seed}: {threads} threads, trial {trial}, killed after {delay:?})");
+            kill_during_captures(threads, delay, &what);
+        }
+    }
+}
+
+/// Runs `killed THREADS`, which snapshots in a loop, kills it with SIGKILL after `delay`,
+/// and checks that `sdt run` ends at once as the program did, keeping every snapshot the
+/// program was told of.
+fn kill_during_captures(threads: u32, delay: Duration, what: &str) {
+    let sdt = Sdt::new();
+    let prog = program("killed");
+    let (child, mut lines, line) =
+        sdt.start(&["run", "-q", "--", prog.to_str().unwrap(), &threads.to_string()]);
+    let pid =
+        line.trim().strip_prefix("pid ").unwrap_or_else(|| panic!("pid line: {line:?} {what}")).to_owned();
+    let told = std::thread::spawn(move || {
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut lines, &mut rest).ok();
+        rest
+    });
+    std::thread::sleep(delay);
+    assert!(run(Command::new("kill").args(["-KILL", &pid])).status.success());
+    let out = wait_within(child, Duration::from_secs(20), what);
+    assert_eq!(out.status.signal(), Some(9), "{what}: {}", describe(&out));
+    let told = told.join().unwrap();
+
+    let ls = stdout(&sdt.ok(&["ls"]));
+    assert!(ls.lines().next().unwrap().contains("killed by signal 9"), "{what}: {ls}");
+    let stored = sdt.complete_snapshots();
+    let told: Vec<&str> = told.lines().collect();
+    assert!(told.contains(&"S0"), "{what}: {told:?}");
+    for name in told {
+        assert!(stored.iter().any(|s| s == name), "{what}: the program was told of {name}, not stored: {ls}");
+    }
 }
 
 #[test]
@@ -82,12 +133,7 @@ fn killing_sdt_mid_run_keeps_every_finished_snapshot() {
 
     let ls = stdout(&sdt.ok(&["ls"]));
     assert!(ls.lines().next().unwrap().contains("ended abnormally"), "{ls}");
-    let complete: Vec<String> = sdt
-        .snapshots()
-        .iter()
-        .filter(|s| s["complete"] == true)
-        .map(|s| s["name"].as_str().unwrap().to_owned())
-        .collect();
+    let complete = sdt.complete_snapshots();
     assert!(complete.len() >= 3, "{ls}");
     for name in complete {
         sdt.core(&name);

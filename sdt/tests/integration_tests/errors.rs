@@ -61,6 +61,73 @@ fn bad_config() {
 }
 
 #[test]
+fn configs_that_cannot_mean_anything_are_refused() {
+    let sdt = Sdt::new();
+    let prog = program("behave");
+    let run = |cfg: &str, needle: &str| {
+        fails_with(&sdt, &["run", "-c", cfg, "--", prog.to_str().unwrap(), "exit", "0"], needle)
+    };
+    for (text, needle) in [
+        ("max_level = -1\n", "line 1, key `max_level`: `-1`: levels are 0 to 2147483647"),
+        ("# classes\nclasses = [-1]\n", "line 2, key `classes[0]`: `-1`: classes are 0 to 2147483647"),
+        ("[attrs]\nphase = \"[x\"\n", "line 2, key `attrs.phase`: `[x` is not a usable glob"),
+        ("[attrs]\n\"\" = \"x\"\n", "line 2, key `attrs.\"\"`: `` cannot name an attribute"),
+        ("hits = [0]\n", "line 1, key `hits[0]`: `0`: hits count from 1"),
+    ] {
+        run(&config(&sdt, text), needle);
+    }
+    // Reading them would never end.
+    run("/dev/zero", "capture config /dev/zero is a character device, not a regular file");
+    let fifo = sdt.dir.path().join("fifo.toml");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    run(fifo.to_str().unwrap(), "is a FIFO, not a regular file");
+    let big = sdt.dir.path().join("big.toml");
+    std::fs::File::create(&big).unwrap().set_len(2 << 20).unwrap();
+    run(big.to_str().unwrap(), "is too large (2097152 bytes; a capture config is at most 1 MiB)");
+    fails_with(
+        &sdt,
+        &["run", "--break", "main@0", "--", prog.to_str().unwrap(), "exit", "0"],
+        "--break main@0: `0`: hits count from 1",
+    );
+    assert!(!sdt.store().join("runs").exists(), "no run is created for a refused config");
+}
+
+#[test]
+fn a_store_we_may_not_write_is_named_not_blamed_on_ptrace() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!(
+            "a_store_we_may_not_write_is_named_not_blamed_on_ptrace: skipped: needs root to run sdt as uid 1001"
+        );
+        return;
+    }
+    let sdt = Sdt::new();
+    std::fs::set_permissions(sdt.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    // Root's, so not writable by uid 1001 (root would bypass the check).
+    let store = sdt.dir.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let prog = program("behave");
+    // The store, and a store to be made in it.
+    let new = store.join("new");
+    for at in [&store, &new] {
+        let args = ["run", "--store", at.to_str().unwrap(), "--", prog.to_str().unwrap(), "exit", "0"];
+        let mut cmd = sdt.command(&args);
+        cmd.uid(1001).gid(1001);
+        let out = crate::harness::run(cmd.stdin(std::process::Stdio::null()));
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains(&format!("sdt: hint: permission denied on {}:", store.display())),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("ptrace"), "{args:?}: {err}");
+    }
+}
+
+#[test]
 fn empty_or_missing_store_and_unknown_names() {
     let sdt = Sdt::new();
     fails_with(&sdt, &["ls"], "no SDT store at");

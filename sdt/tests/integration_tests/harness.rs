@@ -1,9 +1,9 @@
 //! Building test programs, running `sdt` with a private store, reading its output.
 
 use std::collections::HashMap;
-use std::io::Read;
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, ChildStdout, Command, Output, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -17,12 +17,22 @@ pub fn target_dir() -> PathBuf {
     Path::new(env!("CARGO_BIN_EXE_sdt")).parent().unwrap().to_owned()
 }
 
-fn workspace() -> PathBuf {
+pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
 }
 
 /// Compiles `tests/programs/<name>.c` against libsdt.a (once per test run).
 pub fn program(name: &str) -> PathBuf {
+    compiled(name, &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs").join(format!("{name}.c")))
+}
+
+/// Compiles `examples/<name>/<name>.c` (the README's examples) against libsdt.a.
+pub fn example(name: &str) -> PathBuf {
+    compiled(name, &workspace().join("examples").join(name).join(format!("{name}.c")))
+}
+
+/// `source` compiled against libsdt.a as `name` (once per test run).
+fn compiled(name: &str, source: &Path) -> PathBuf {
     static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
     let mut built = BUILT.get_or_init(Default::default).lock().unwrap();
     if let Some(path) = built.get(name) {
@@ -38,10 +48,9 @@ pub fn program(name: &str) -> PathBuf {
     std::fs::create_dir_all(&out_dir).unwrap();
     let out = out_dir.join(name);
     let tmp = out_dir.join(format!("{name}.{}.tmp", std::process::id()));
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs").join(format!("{name}.c"));
     let status = Command::new("gcc")
         .args(["-g", "-O0", "-pthread", "-Wall", "-Werror"])
-        .arg(&source)
+        .arg(source)
         .arg("-I")
         .arg(workspace().join("sdt-lib/include"))
         .arg(&lib)
@@ -98,6 +107,31 @@ impl Sdt {
         out
     }
 
+    /// `sdt ARGS` started (stdin empty, stdout and stderr piped), its stdout, and the
+    /// first line read from it.
+    pub fn start(&self, args: &[&str]) -> (Child, BufReader<ChildStdout>, String) {
+        let mut child = self
+            .command(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap());
+        let mut first = String::new();
+        lines.read_line(&mut first).unwrap();
+        (child, lines, first)
+    }
+
+    /// The names of the latest run's complete snapshots.
+    pub fn complete_snapshots(&self) -> Vec<String> {
+        self.snapshots()
+            .iter()
+            .filter(|s| s["complete"] == true)
+            .map(|s| s["name"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
     /// `sdt ls --json` of the latest run.
     pub fn snapshots(&self) -> Vec<Value> {
         let out = self.ok(&["ls", "--json"]);
@@ -119,7 +153,13 @@ pub fn run(cmd: &mut Command) -> Output {
 }
 
 /// Waits for a child, killing it (and failing the test) after the timeout.
-pub fn wait_with_timeout(mut child: Child) -> Output {
+pub fn wait_with_timeout(child: Child) -> Output {
+    wait_within(child, TIMEOUT, "")
+}
+
+/// Waits for a child, killing it (and failing the test, the panic saying `what`) after
+/// `timeout`.
+pub fn wait_within(mut child: Child, timeout: Duration, what: &str) -> Output {
     let mut stdout = child.stdout.take();
     let mut stderr = child.stderr.take();
     let out_thread = std::thread::spawn(move || {
@@ -141,10 +181,10 @@ pub fn wait_with_timeout(mut child: Child) -> Output {
         if let Some(status) = child.try_wait().unwrap() {
             break status;
         }
-        if start.elapsed() > TIMEOUT {
+        if start.elapsed() > timeout {
             child.kill().ok();
             child.wait().ok();
-            panic!("command timed out after {TIMEOUT:?}");
+            panic!("command timed out after {timeout:?} {what}");
         }
         std::thread::sleep(Duration::from_millis(10));
     };

@@ -171,6 +171,8 @@ run kmod filters -c /tmp/filters.toml -- breakpoints 1 1 1/1/1/1/phase=solve 3/1
 printf 'hits = [2, "4-5"]\n' >/tmp/hits.toml
 run kmod hits -c /tmp/hits.toml -- breakpoints 1 6 1/1/1/1 1/1/2/1
 run kmod mark -- breakpoints 4 3 1/1/1/0 1/1/2/1
+printf 'max_snapshots = 2\nmax_level = 1\n' >/tmp/max.toml
+run kmod max -c /tmp/max.toml -- breakpoints 1 5 1/1/1/1 2/1/1/1
 printf 'max_snapshots = 20\n' >/tmp/churn.toml
 run kmod churn --verify -c /tmp/churn.toml -- churn 20
 run kmod timed --every 50 -- spin 400
@@ -430,6 +432,13 @@ fn kmod_captures_what_ptrace_captures_in_the_guest() {
     let mark = triggers(&o.snapshots("kmod-mark"));
     assert_eq!(mark.iter().filter(|t| t.2 == 1).count(), 1, "multiple_mark 0: {mark:?}");
     assert_eq!(mark.iter().filter(|t| t.2 == 2).count(), 12, "multiple_mark 1: {mark:?}");
+    assert_eq!(
+        o.text("kmod-max.out"),
+        "captured 1/1/1 -> S0\ncaptured 1/1/1 -> S1\ndeclined 1/1/1\ndeclined 1/1/1\ndeclined 1/1/1\n\
+         declining inline\ndone\n",
+        "past max_snapshots the module negates the state word: {}",
+        o.text("kmod-max.err")
+    );
     let churn = o.snapshots("kmod-churn");
     assert_eq!(churn.len(), 20, "{}", o.text("kmod-churn.err"));
     let churn_err = o.text("kmod-churn.err");

@@ -6,7 +6,7 @@
 
 use std::process::Output;
 
-use crate::harness::{Sdt, config, describe, gdb, gdb_values, program, stderr, stdout};
+use crate::harness::{Sdt, config, describe, example, gdb, gdb_values, program, stderr, stdout, workspace};
 
 /// True if this process may create PID namespaces; otherwise says the test is skipped.
 pub(crate) fn may_restore(test: &str) -> bool {
@@ -355,4 +355,58 @@ fn unsupported_objects_and_bad_intervals_are_named() {
         assert_eq!(out.status.code(), Some(1), "{full:?}: {}", describe(&out));
         assert!(stderr(&out).contains(says), "{full:?}: {}", describe(&out));
     }
+}
+
+#[test]
+fn a_check_gdb_cannot_evaluate_stops_refine_before_anything_runs() {
+    let sdt = Sdt::new();
+    let bank = example("bank");
+    let examples = workspace().join("examples/bank");
+    let coarse = examples.join("capture.toml");
+    // bank exits 1 when its race changed the total.
+    let out =
+        sdt.output(&["run", "-q", "--config", coarse.to_str().unwrap(), "--", bank.to_str().unwrap(), "4"]);
+    assert!(names(&sdt).contains(&"S8".to_owned()), "{}", describe(&out));
+    // The README's old example, with a literal `…` (gdb warns about the charset, then
+    // finds no such symbol), a syntax error and an unknown name: errors in S8 itself.
+    for check in ["balance[0]+…+balance[7]", "balance[0] +", "no_such_total"] {
+        let out = sdt.output(&["refine", "--from", "S2", "--to", "S8", "--check", check]);
+        assert_eq!(out.status.code(), Some(1), "{check}: {}", describe(&out));
+        let err = stderr(&out);
+        assert!(err.contains(&format!("--check {check}: gdb cannot evaluate it in S8: ")), "{check}: {err}");
+        assert!(
+            !err.contains("refining") && !stdout(&out).contains("verdict"),
+            "nothing ran: {}",
+            describe(&out)
+        );
+    }
+    assert_eq!(stdout(&sdt.ok(&["runs"])).matches("refines").count(), 0, "no refinement run was made");
+
+    if !may_restore("a_check_gdb_cannot_evaluate_stops_refine_before_anything_runs (its valid check)") {
+        return;
+    }
+    // The README's example as it now reads: a sum gdb evaluates, compared in S8 and S8.new
+    // (the race makes them differ, most of the time).
+    let fine = examples.join("fine.toml");
+    let sum = "balance[0]+balance[1]+balance[2]+balance[3]+balance[4]+balance[5]+balance[6]+balance[7]";
+    let out = sdt.output(&[
+        "refine",
+        "--from",
+        "S2",
+        "--to",
+        "S8",
+        "--config",
+        fine.to_str().unwrap(),
+        "--retries",
+        "0",
+        "-q",
+        "--check",
+        sum,
+    ]);
+    let text = stdout(&out);
+    let row = text.lines().find(|l| l.starts_with(sum)).unwrap_or_else(|| panic!("{}", describe(&out)));
+    let values: Vec<&str> = row[sum.len()..].split_whitespace().collect();
+    assert!(values.len() == 3 && values[..2].iter().all(|v| v.parse::<i64>().is_ok()), "{row}");
+    let verdict = if values[2] == "yes" { "reproduced" } else { "differs from" };
+    assert!(text.contains(&format!("verdict: S8.new {verdict} S8")), "{}", describe(&out));
 }

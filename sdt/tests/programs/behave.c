@@ -12,6 +12,10 @@
  *   behave leader-exits the main thread calls pthread_exit; a worker takes snapshots and
  *                       ends the process with exit(4)
  *   behave exec         SetBreakpoint, then execve itself as "behave exit 6"
+ *   behave vfork-stuck  a worker vforks a child that waits for a byte on stdin before it
+ *                       exits: until then the worker cannot be stopped (a vfork parent
+ *                       waits killably only); main calls SetBreakpoint meanwhile and
+ *                       prints "bp N", then "done" once the worker is back
  */
 #include <ctype.h>
 #include <pthread.h>
@@ -52,6 +56,21 @@ static void *outlive_main(void *arg)
 	printf("worker done\n");
 	fflush(stdout);
 	exit(4);
+}
+
+static void *vfork_and_wait(void *arg)
+{
+	(void)arg;
+	pid_t child = vfork();
+	if (child == 0) {
+		char byte;
+		/* Shares the worker's memory and stack: only system calls until _exit. */
+		while (read(0, &byte, 1) < 0)
+			;
+		_exit(0);
+	}
+	waitpid(child, NULL, 0);
+	return NULL;
 }
 
 static void on_signal(int sig)
@@ -128,6 +147,16 @@ int main(int argc, char **argv)
 		execl("/proc/self/exe", argv[0], "exit", "6", (char *)NULL);
 		return 99;
 	}
+	if (!strcmp(mode, "vfork-stuck")) {
+		pthread_t worker;
+		pthread_create(&worker, NULL, vfork_and_wait, NULL);
+		usleep(200 * 1000);
+		printf("bp %d\n", SetBreakpoint(1, 1, 1, 0, "mode=vfork-stuck"));
+		fflush(stdout);
+		pthread_join(worker, NULL);
+		printf("done\n");
+		return 0;
+	}
 	if (!strcmp(mode, "big") && argc > 2) {
 		size_t len = (size_t)atol(argv[2]) << 20;
 		unsigned char *heap = malloc(len);
@@ -144,6 +173,6 @@ int main(int argc, char **argv)
 		}
 		return 0;
 	}
-	fprintf(stderr, "usage: behave echo|exit N|signals|segv|wait-term|fork|big MB\n");
+	fprintf(stderr, "usage: behave echo|exit N|signals|segv|wait-term|fork|big MB|leader-exits|exec|vfork-stuck\n");
 	return 2;
 }

@@ -2,7 +2,9 @@
  * Runs a list of breakpoints, given on the command line, on N threads, R times.
  *   usage: breakpoints THREADS REPEAT LEVEL/CLASS/ID/MULTIPLE_MARK[/ATTRS] ...
  * Each thread waits at a barrier before each repetition, so all threads arrive at every
- * breakpoint. Prints one line per captured breakpoint: "captured L/C/I -> S<n>".
+ * breakpoint. Prints one line per captured breakpoint, "captured L/C/I -> S<n>", and one
+ * per declined one, "declined L/C/I"; at the end "declining inline" if sdt switched the
+ * library's state word to declining (no more snapshots), then "done".
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -32,6 +34,10 @@ static void *run(void *arg)
 			if (n >= 0) {
 				pthread_mutex_lock(&out);
 				printf("captured %d/%d/%d -> S%d\n", b->level, b->class_, b->id, n);
+				pthread_mutex_unlock(&out);
+			} else if (n == SDT_DECLINED) {
+				pthread_mutex_lock(&out);
+				printf("declined %d/%d/%d\n", b->level, b->class_, b->id);
 				pthread_mutex_unlock(&out);
 			}
 		}
@@ -72,6 +78,8 @@ int main(int argc, char **argv)
 		pthread_create(&threads[i], NULL, run, NULL);
 	for (int i = 0; i < nthreads; i++)
 		pthread_join(threads[i], NULL);
+	if (__atomic_load_n(&sdt_state, __ATOMIC_ACQUIRE) < 0)
+		printf("declining inline\n");
 	printf("done\n");
 	return 0;
 }

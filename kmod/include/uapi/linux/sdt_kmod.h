@@ -63,8 +63,8 @@
 /*
  * The trap record: what the breaking thread passes to SDT_IOC_TRIGGER, laid out as
  * libsdt's `struct sdt_trap` (sdt.h, protocol version 1). The module writes `result`
- * (and, when told to turn breakpoints off, the int at `state_ptr`) before the call
- * returns.
+ * (and, when told that no more snapshots will be taken, the int at `state_ptr`) before
+ * the call returns.
  */
 #define SDT_TRAP_VERSION 1
 struct sdt_trap_record {
@@ -90,8 +90,14 @@ struct sdt_trap_record {
 #define SDT_RESULT_DECLINED	(-3)	/* passed, but no snapshot was taken */
 #define SDT_RESULT_PENDING	(-4)	/* written by libsdt before the call */
 
-/* libsdt's state word value that switches breakpoints off. */
+/*
+ * libsdt's state word: SDT_STATE_OFF switches breakpoints off; from SDT_STATE_ON up they
+ * are checked (the value carries the config's max_level). SDT_RELEASE_TURN_OFF negates a
+ * word of SDT_STATE_ON or more: checked as before, a breakpoint that passes then returns
+ * SDT_RESULT_DECLINED in the program, without a trigger call.
+ */
 #define SDT_STATE_OFF 0
+#define SDT_STATE_ON 2
 
 /*
  * The capture filter: a header, `nr_rules` rules, then `strings_len` bytes of attribute
@@ -166,7 +172,7 @@ struct sdt_query {
 };
 
 /* SDT_IOC_RELEASE: let every held thread go. */
-#define SDT_RELEASE_TURN_OFF	(1U << 0)	/* write SDT_STATE_OFF to the state word */
+#define SDT_RELEASE_TURN_OFF	(1U << 0)	/* no more snapshots: negate the state word */
 struct sdt_release {
 	__s64 result;			/* the breaking thread's record.result */
 	__u32 flags;			/* SDT_RELEASE_* */
