@@ -5,7 +5,10 @@ use std::io::Write;
 
 use std::fs::File;
 
-use sdt_store::{FileRef, PAGE_SIZE, Snapshot, SnapshotMeta};
+use sdt_store::{
+    BeyondOwner, Credentials, CredentialsRefused, FileRef, OwnerRights, PAGE_SIZE, Reopen, Run, Snapshot,
+    SnapshotMeta, Trust,
+};
 
 use crate::Error;
 use crate::image::{Image, ImageKind};
@@ -17,8 +20,8 @@ use sdt_restore::handover::Patch;
 
 use crate::plan::{PageRun, Plan};
 
-/// Where [`write_images`] takes a snapshot from: its metadata, its memory and which pages
-/// the store holds.
+/// Where [`write_images`] takes a snapshot from: its metadata, its memory, which pages
+/// the store holds, and what its store's owners may be trusted with.
 pub trait Source {
     /// Everything about the snapshot except page contents.
     fn meta(&self) -> &SnapshotMeta;
@@ -29,23 +32,54 @@ pub trait Source {
     /// The file `f` names, if the store checks it to be the version mapped, a regular
     /// file and readable by the store's owner; else why not.
     fn open_file(&self, f: &FileRef) -> Result<File, sdt_store::Error>;
+    /// Checks a file `criu restore`, as root, will open by path: that it is what `r` says
+    /// and that the store's owners could open it so ([`Trust::reopen`]); else why not.
+    fn check_reopen(&self, r: &Reopen) -> Result<(), sdt_store::Error>;
+    /// The credentials thread `tid` is restored with: those recorded, if the store's
+    /// owners have them ([`OwnerRights::credentials_of`]); else why not.
+    fn credentials_of(&self, tid: i32) -> Result<Credentials, CredentialsRefused>;
 }
 
-impl Source for Snapshot {
+/// A snapshot of a run in a store, as [`export_criu`](crate::export_criu) reads it.
+#[derive(Debug)]
+pub struct Stored<'a> {
+    snap: &'a Snapshot,
+    trust: Trust,
+    rights: OwnerRights,
+}
+
+impl<'a> Stored<'a> {
+    /// `snap`, of `run`: trusted as far as the owners of `run` and its store are.
+    pub fn new(run: &Run, snap: &'a Snapshot) -> Stored<'a> {
+        let trust = Trust::of_run(run);
+        let rights = trust.rights();
+        Stored { snap, trust, rights }
+    }
+}
+
+impl Source for Stored<'_> {
     fn meta(&self) -> &SnapshotMeta {
-        Snapshot::meta(self)
+        self.snap.meta()
     }
 
     fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), sdt_store::Error> {
-        Snapshot::read(self, addr, buf)
+        self.snap.read(addr, buf)
     }
 
     fn stored_pages(&self) -> Vec<u64> {
-        Snapshot::stored_pages(self)
+        self.snap.stored_pages()
     }
 
     fn open_file(&self, f: &FileRef) -> Result<File, sdt_store::Error> {
-        Snapshot::open_file(self, f)
+        self.snap.open_file(f)
+    }
+
+    fn check_reopen(&self, r: &Reopen) -> Result<(), sdt_store::Error> {
+        self.trust.reopen(r, self.snap.name()).map(drop)
+    }
+
+    fn credentials_of(&self, tid: i32) -> Result<Credentials, CredentialsRefused> {
+        self.rights.credentials_of(&self.meta().process, tid, BeyondOwner::Refuse)
     }
 }
 

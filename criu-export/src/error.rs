@@ -33,6 +33,20 @@ pub enum Error {
         /// Why it cannot be exported.
         why: &'static str,
     },
+    /// A thread's recorded credentials are more than the owner of its store has: the
+    /// images would give them to whoever `criu restore` (as root) restores.
+    #[error(transparent)]
+    Credentials(#[from] sdt_store::CredentialsRefused),
+    /// A file `criu restore`, as root, would open by path is not what the snapshot says,
+    /// or not one the store's owners could open so.
+    #[error("{object} is refused: `criu restore` would open it as root")]
+    Refused {
+        /// The descriptor or mapping, and its path: `fd 3 (/etc/shadow)`.
+        object: String,
+        /// Why.
+        #[source]
+        source: sdt_store::Error,
+    },
     /// Reading the snapshot's memory, or checking a file it refers to, failed (the file
     /// changed since the capture, a damaged snapshot file, …).
     #[error("cannot read {what} from the snapshot")]

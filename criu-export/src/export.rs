@@ -9,12 +9,11 @@
 
 use std::fs::{self, File};
 use std::io::{BufWriter, Write};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 use nix::fcntl::{OFlag, open, openat};
 use nix::sys::stat::Mode;
-use sdt_store::{Content, Mapping};
 
 use crate::Error;
 use crate::encode::{ImageSink, Report, Source, write_images};
@@ -63,31 +62,12 @@ pub fn export_criu(source: &impl Source, dir: &Path) -> Result<Report, Error> {
 
 /// The address of the SDT library's state word, found by symbol in the files the
 /// program mapped ([`sdt_restore::handover::symbol_in`]). Only the files the store
-/// checks are read, each through the descriptor the check opened (`/proc/self/fd/N`),
-/// so that a path replaced since the check (by a FIFO, a device) is never opened.
+/// checks are read ([`Source::open_file`]); one it refuses is not (and the plan refuses
+/// the export, naming it).
 fn state_word(source: &impl Source) -> Option<u64> {
     let meta = source.meta();
-    let mut opened: Vec<(String, File)> = Vec::new();
-    let mut mappings: Vec<Mapping> = Vec::new();
-    for m in &meta.mappings {
-        let Content::File(f) = &m.content else { continue };
-        let at = match opened.iter().position(|(path, _)| *path == f.path) {
-            Some(at) => at,
-            None => match source.open_file(f) {
-                Ok(file) => {
-                    opened.push((f.path.clone(), file));
-                    opened.len() - 1
-                }
-                // Not read; the plan refuses the export, naming it.
-                Err(_) => continue,
-            },
-        };
-        let via = format!("/proc/self/fd/{}", opened[at].1.as_raw_fd());
-        mappings.push(Mapping { path: via, ..m.clone() });
-    }
-    let exe = opened.iter().find(|(path, _)| *path == meta.process.exe);
-    let exe = exe.map_or(String::new(), |(_, file)| format!("/proc/self/fd/{}", file.as_raw_fd()));
-    sdt_restore::handover::symbol_in(&mappings, &exe, sdt_abi::SYMBOL_STATE)
+    let open = |path: &str| source.open_file(meta.mapped_file(path)?).ok();
+    sdt_restore::handover::symbol_in(&meta.mappings, &meta.process.exe, sdt_abi::SYMBOL_STATE, &open)
 }
 
 /// Image files in an open directory.

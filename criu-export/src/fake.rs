@@ -3,13 +3,15 @@
 //! three descriptors. (`criu restore` of real programs is tested in the QEMU guest by the
 //! CLI's integration tests.)
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 
 use sdt_abi::{PROTOCOL_VERSION, RESULT_PENDING, STATE_ON, TRAP_RECORD_SIZE};
 use sdt_store::{
-    Capabilities, CaptureStats, Content, Credentials, FileKind, FileRef, Ids, Mapping, MemoryLayout,
-    OpenFile, PAGE_SIZE, Perms, ProcessInfo, Rseq, SignalAction, SnapshotMeta, SnapshotTime,
-    ThreadCredentials, ThreadRunState, ThreadState, Trigger, set_gpreg,
+    Access, BeyondOwner, Capabilities, CaptureStats, Content, Credentials, CredentialsRefused, FileKind,
+    FileRef, Ids, Mapping, MemoryLayout, OpenFile, OwnerRights, PAGE_SIZE, Perms, ProcessInfo, Reopen, Rseq,
+    SignalAction, SnapshotMeta, SnapshotTime, ThreadCredentials, ThreadRunState, ThreadState, Trigger,
+    set_gpreg,
 };
 
 use crate::Source;
@@ -20,6 +22,12 @@ pub struct FakeSource {
     pub pages: HashMap<u64, Vec<u8>>,
     /// Reading a page of this file fails with `FileChanged`.
     pub changed_file: Option<String>,
+    /// Reopening this path is refused (`FileRefused`).
+    pub refused_path: Option<String>,
+    /// The store's owners' rights (default: root's store).
+    pub rights: OwnerRights,
+    /// Every file checked for reopening: path, kind, access.
+    pub reopened: RefCell<Vec<(String, FileKind, Access)>>,
 }
 
 /// What every byte of the fake executable reads as.
@@ -86,6 +94,23 @@ impl Source for FakeSource {
             });
         }
         Ok(std::fs::File::open("/dev/null").unwrap())
+    }
+
+    /// Every path passes but the refused one.
+    fn check_reopen(&self, r: &Reopen) -> Result<(), sdt_store::Error> {
+        self.reopened.borrow_mut().push((r.path.to_owned(), r.kind, r.access));
+        if self.refused_path.as_deref() == Some(r.path) {
+            return Err(sdt_store::Error::FileRefused {
+                path: r.path.to_owned(),
+                snapshot: self.meta.name.clone(),
+                why: "the store belongs to uid 1000, who could not read it (owner 0, mode 600)".into(),
+            });
+        }
+        Ok(())
+    }
+
+    fn credentials_of(&self, tid: i32) -> Result<Credentials, CredentialsRefused> {
+        self.rights.credentials_of(&self.meta.process, tid, BeyondOwner::Refuse)
     }
 }
 
@@ -242,7 +267,14 @@ pub fn sample() -> FakeSource {
             env_end: 0x7fff_f002_0ff0,
         },
     };
-    let mut source = FakeSource { meta, pages: HashMap::new(), changed_file: None };
+    let mut source = FakeSource {
+        meta,
+        pages: HashMap::new(),
+        changed_file: None,
+        refused_path: None,
+        rights: OwnerRights::default(),
+        reopened: RefCell::new(Vec::new()),
+    };
     // The program's written data page, the stack page holding the record, a heap page.
     source.poke(0x40_1000, &[1, 2, 3]);
     source.poke(0x60_0000, b"heap");

@@ -23,7 +23,7 @@
 
 use std::collections::HashMap;
 
-use sdt_store::ThreadState;
+use sdt_store::{Credentials, ThreadState};
 
 use crate::image::{IMAGES_V1_1, Image, ImageKind};
 use crate::pb;
@@ -124,7 +124,7 @@ pub(crate) fn gen_core(plan: &Plan, thread: &Thread) -> Image {
         blk_sigset: (!leader).then_some(t.sigmask),
         sas: Some(pb::ThreadSasEntry { ss_sp: 0, ss_size: 0, ss_flags: SS_DISABLE }),
         signals_p: Some(pb::SignalQueueEntry { signals: Vec::new() }),
-        creds: Some(gen_creds(plan, t.tid)),
+        creds: Some(gen_creds(&thread.creds)),
         comm: (!t.name.is_empty()).then(|| t.name.clone()),
         rseq_entry: t.rseq.map(|r| pb::RseqEntry {
             rseq_abi_pointer: r.addr,
@@ -303,15 +303,13 @@ fn gen_sigactions(plan: &Plan) -> Vec<pb::SaEntry> {
         .collect()
 }
 
-/// Thread `tid`'s credentials as its snapshot recorded them ([`ProcessInfo::credentials_of`]:
-/// for a snapshot from before they were recorded, its real user and group everywhere,
-/// every capability for root and none for anyone else). Capability sets are two words,
-/// the low one first. CRIU's image has no ambient set; `no_new_privs` is written only
-/// when set (CRIU 3.17's `crit` does not know the field).
-///
-/// [`ProcessInfo::credentials_of`]: sdt_store::ProcessInfo::credentials_of
-fn gen_creds(plan: &Plan, tid: i32) -> pb::CredsEntry {
-    let c = plan.meta.process.credentials_of(tid);
+/// A thread's credentials: those its snapshot recorded, which the store's owners have
+/// ([`Source::credentials_of`](crate::Source::credentials_of); for a snapshot from before
+/// they were recorded, its real user and group everywhere, every capability for root
+/// and none for anyone else). Capability sets are two words, the low one first. CRIU's
+/// image has no ambient set; `no_new_privs` is written only when set (CRIU 3.17's `crit`
+/// does not know the field).
+fn gen_creds(c: &Credentials) -> pb::CredsEntry {
     let words = |mask: u64| vec![mask as u32, (mask >> 32) as u32];
     pb::CredsEntry {
         uid: c.uids.real,
@@ -327,7 +325,7 @@ fn gen_creds(plan: &Plan, tid: i32) -> pb::CredsEntry {
         cap_eff: words(c.caps.effective),
         cap_bnd: words(c.caps.bounding),
         secbits: 0,
-        groups: c.groups,
+        groups: c.groups.clone(),
         no_new_privs: c.no_new_privs.then_some(1),
     }
 }
@@ -454,11 +452,16 @@ mod tests {
         assert!(e.pkru.is_empty());
     }
 
+    /// The creds entry of thread `tid`.
+    fn creds_of(plan: &Plan, tid: i32) -> pb::CredsEntry {
+        gen_creds(&plan.threads.iter().find(|t| t.state.tid == tid).unwrap().creds)
+    }
+
     #[test]
     fn each_thread_carries_its_recorded_credentials() {
         let source = crate::fake::sample();
         let plan = Plan::new(&source, None).unwrap();
-        let main = gen_creds(&plan, fake::PID);
+        let main = creds_of(&plan, fake::PID);
         assert_eq!((main.uid, main.euid, main.suid, main.fsuid), (1000, 1000, 1000, 1000));
         assert_eq!((main.gid, main.egid, main.sgid, main.fsgid), (1000, 1000, 1000, 1000));
         assert_eq!(main.groups, [24, 1000]);
@@ -468,22 +471,22 @@ mod tests {
         );
         assert_eq!(main.cap_bnd, [u32::MAX, 0x1ff]);
         assert_eq!(main.no_new_privs, None);
-        let other = gen_creds(&plan, fake::BREAKING);
+        let other = creds_of(&plan, fake::BREAKING);
         assert_eq!((other.uid, other.euid, other.suid, other.fsuid), (1000, 1001, 1000, 1001));
         assert_eq!(other.no_new_privs, None);
 
         let mut confined = crate::fake::sample();
         confined.meta.process.thread_creds[0].creds.no_new_privs = true;
         let plan = Plan::new(&confined, None).unwrap();
-        assert_eq!(gen_creds(&plan, fake::BREAKING).no_new_privs, Some(1));
-        assert_eq!(gen_creds(&plan, fake::PID).no_new_privs, None);
+        assert_eq!(creds_of(&plan, fake::BREAKING).no_new_privs, Some(1));
+        assert_eq!(creds_of(&plan, fake::PID).no_new_privs, None);
 
         // A snapshot from before credentials were recorded: its real user everywhere.
         let mut old = crate::fake::sample();
         old.meta.process.creds = None;
         old.meta.process.thread_creds.clear();
         let plan = Plan::new(&old, None).unwrap();
-        let creds = gen_creds(&plan, fake::BREAKING);
+        let creds = creds_of(&plan, fake::BREAKING);
         assert_eq!((creds.euid, creds.fsgid, creds.cap_prm.as_slice()), (1000, 1000, [0, 0].as_slice()));
         assert_eq!(creds.cap_bnd, [u32::MAX, 0x1ff]);
     }

@@ -7,7 +7,7 @@
 //! let store = Store::open(".sdt".as_ref())?;
 //! let run = store.open_run(&store.latest_run()?)?;
 //! let snap = run.open_snapshot("S3")?;
-//! let report = criu_export::export_criu(&snap, "img".as_ref())?;
+//! let report = criu_export::export_criu(&criu_export::Stored::new(&run, &snap), "img".as_ref())?;
 //! println!("{} threads, {} pages; --shell-job: {}", report.threads, report.pages, report.shell_job);
 //! // then: criu restore -D img --shell-job
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -31,10 +31,16 @@
 //!   an [`ImageSink`], pages 256 KiB at a time. Only [`export_criu`] touches the file
 //!   system, writing into a temporary directory (0700, images 0600, never through a
 //!   symbolic link) renamed when complete.
-//! - A snapshot's metadata is untrusted: every file a mapping names, which `criu
-//!   restore` maps again, must be the version mapped, a regular file and readable by the
-//!   store's owner, or the export is refused; the program's symbols are read only from
-//!   those files.
+//! - A snapshot's metadata is untrusted, and `criu restore` runs as root: every file a
+//!   mapping names, which `criu restore` maps again, must be the version mapped, a
+//!   regular file and readable by the store's owner; every file it opens by path (a
+//!   descriptor's, a `PROT_NONE` mapping's, the executable, the working directory) must
+//!   be of its recorded kind (never a link, FIFO or socket), with its recorded device
+//!   and inode, and one the store's owners could open as it is opened (for writing too,
+//!   where it is), or the export is refused, naming it. The program's symbols are read
+//!   only from checked files. The creds images carry each thread's recorded credentials
+//!   only as far as the store's owners have them ([`sdt_store::OwnerRights`]): a store of
+//!   uid 1001 that claims uid 0, a group 1001 is not in or a capability is refused.
 //!
 //! # What it does not do
 //!
@@ -46,10 +52,10 @@
 //!   `--inherit-fd`). Sockets, FIFOs, eventfd/epoll/timerfd/signalfd and other
 //!   anonymous-inode files, deleted files and block devices are refused, naming the
 //!   descriptor; so are shared anonymous memory and SysV shared memory.
-//! - What the snapshot does not record is not restored: itimers and POSIX timers,
-//!   pending signals, alternate signal stacks, resource limits, scheduling policy,
-//!   personality, capabilities (root gets all, others none), supplementary groups,
-//!   umask (022). The clear-child-tid address and the robust futex list are glibc's,
+//! - What the snapshot does not record, or CRIU's images cannot hold, is not restored:
+//!   itimers and POSIX timers, pending signals, alternate signal stacks, resource
+//!   limits, scheduling policy, personality, securebits, ambient capabilities, umask
+//!   (022). The clear-child-tid address and the robust futex list are glibc's,
 //!   found from each thread's `fs_base`.
 
 #![deny(missing_docs)]
@@ -70,6 +76,6 @@ mod pb {
     include!(concat!(env!("OUT_DIR"), "/criu.rs"));
 }
 
-pub use encode::{ImageSink, MemorySink, Report, Source, write_images};
+pub use encode::{ImageSink, MemorySink, Report, Source, Stored, write_images};
 pub use error::Error;
 pub use export::export_criu;

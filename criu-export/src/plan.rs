@@ -8,8 +8,8 @@ use std::collections::{BTreeSet, HashMap};
 use sdt_abi::STATE_OFF;
 use sdt_restore::handover::{self, Patch};
 use sdt_store::{
-    Content, FileKind, GPREG_NAMES, Mapping, OpenFile, PAGE_SIZE, SnapshotMeta, ThreadRunState, ThreadState,
-    Trigger,
+    Access, Content, Credentials, FileKind, GPREG_NAMES, Mapping, OpenFile, PAGE_SIZE, Reopen, SnapshotMeta,
+    ThreadRunState, ThreadState, Trigger,
 };
 
 use crate::encode::Source;
@@ -27,6 +27,10 @@ const SYSCALL_INSN_LEN: u64 = 2;
 /// `O_CLOEXEC` as fdinfo shows it among a descriptor's flags.
 const O_CLOEXEC: u32 = 0o2000000;
 const O_RDWR: u32 = 0o2;
+/// Flags that only `open(2)` itself acts on, which no open file keeps (fdinfo never shows
+/// them): `O_CREAT`, `O_EXCL`, `O_NOCTTY`, `O_TRUNC`, `__O_TMPFILE`. Never written for
+/// `criu restore` to open a file with.
+const OPEN_ONLY: u32 = 0o100 | 0o200 | 0o400 | 0o1000 | 0o20000000;
 /// `FD_CLOEXEC`: the descriptor flag CRIU keeps in `fdinfo_entry.flags`.
 const FD_CLOEXEC: u32 = 1;
 
@@ -69,6 +73,8 @@ pub(crate) struct Thread<'a> {
     pub regs: [u64; 27],
     /// glibc's `tid` word of the thread, if found: the clear-child-tid address.
     pub clear_tid: Option<u64>,
+    /// The credentials it is restored with: those recorded, which the store's owners have.
+    pub creds: Credentials,
 }
 
 /// One private mapping's pages to write, `[start, start + pages * 4096)`.
@@ -130,8 +136,8 @@ impl<'a> Plan<'a> {
         };
         plan.plan_threads(source)?;
         plan.plan_handover(source, state_word);
-        plan.plan_vmas()?;
-        plan.plan_fds()?;
+        plan.plan_vmas(source)?;
+        plan.plan_fds(source)?;
         let exe = &meta.process.exe;
         if !exe.starts_with('/') || exe.ends_with(" (deleted)") {
             return Err(Error::Unsupported {
@@ -139,9 +145,20 @@ impl<'a> Plan<'a> {
                 why: "CRIU needs the executable's path, and this one was not recorded or is deleted",
             });
         }
+        let exe_reopen = Reopen {
+            path: exe,
+            kind: FileKind::Regular,
+            identity: mapped_identity(meta, exe),
+            access: Access::READ,
+        };
+        check_reopen(source, &exe_reopen, || format!("the executable ({exe})"))?;
         plan.exe_file_id = plan.file_by_path(exe, None);
         let cwd = &meta.process.cwd;
         if cwd.starts_with('/') {
+            // Entered, not read: every lookup from it is checked again.
+            let cwd_reopen =
+                Reopen { path: cwd, kind: FileKind::Directory, identity: None, access: Access::default() };
+            check_reopen(source, &cwd_reopen, || format!("the working directory ({cwd})"))?;
             plan.cwd_id = plan.file_by_path(cwd, None);
         } else {
             plan.notes
@@ -190,6 +207,7 @@ impl<'a> Plan<'a> {
                 *r = u64::from_le_bytes(t.gpregs[i * 8..i * 8 + 8].try_into().unwrap());
             }
             restart_syscall(&mut regs);
+            let creds = source.credentials_of(t.tid)?;
             if clear_tid.is_none() {
                 self.notes.push(format!(
                     "thread {}: no glibc thread block at fs_base {:#x}; restored without a \
@@ -198,7 +216,7 @@ impl<'a> Plan<'a> {
                     fs_base.unwrap_or(0)
                 ));
             }
-            threads.push(Thread { state: t, regs, clear_tid });
+            threads.push(Thread { state: t, regs, clear_tid, creds });
         }
         threads.sort_by_key(|t| (t.state.tid != self.meta.process.pid, t.state.tid));
         self.threads = threads;
@@ -233,7 +251,7 @@ impl<'a> Plan<'a> {
         }
     }
 
-    fn plan_vmas(&mut self) -> Result<(), Error> {
+    fn plan_vmas(&mut self, source: &impl Source) -> Result<(), Error> {
         use vm::*;
         let meta = self.meta;
         for m in &meta.mappings {
@@ -258,11 +276,24 @@ impl<'a> Plan<'a> {
                     "a kernel-provided mapping CRIU images here cannot express",
                 ));
             }
+            // Opened by criu as root, as the vma says: for writing too if shared and writable.
+            let access = Access { read: true, write: m.perms.shared && m.perms.write };
+            let checked = |path: &str, identity| {
+                let reopen = Reopen { path, kind: FileKind::Regular, identity, access };
+                check_reopen(source, &reopen, || mapping_name(m))
+            };
             let file = match (&m.content, m.inode) {
                 (_, 0) => None,
-                (Content::File(f), _) => Some(self.file_by_path(&f.path, Some(f.size))),
+                (Content::File(f), _) => {
+                    // Read by the store's check already; written through a shared mapping.
+                    if access.write {
+                        checked(&f.path, Some((f.dev, f.inode)))?;
+                    }
+                    Some(self.file_by_path(&f.path, Some(f.size)))
+                }
                 // A file mapping without contents (PROT_NONE): by path, if it has one.
                 (Content::Unreadable, _) if m.path.starts_with('/') && !m.path.ends_with(" (deleted)") => {
+                    checked(&m.path, mapped_identity(meta, &m.path))?;
                     Some(self.file_by_path(&m.path, None))
                 }
                 // A file the capture could not name or check (deleted, a device): every
@@ -310,7 +341,7 @@ impl<'a> Plan<'a> {
         Ok(())
     }
 
-    fn plan_fds(&mut self) -> Result<(), Error> {
+    fn plan_fds(&mut self, source: &impl Source) -> Result<(), Error> {
         // Descriptors that name the same file with the same flags and position are taken
         // for dup(2)s of one open file (a shell's `>out 2>&1`): they share one file entry,
         // so that they share the position after the restore too.
@@ -326,12 +357,12 @@ impl<'a> Plan<'a> {
                 continue;
             }
             let fd_flags = if f.flags & O_CLOEXEC != 0 { FD_CLOEXEC } else { 0 };
-            let flags = f.flags & !O_CLOEXEC;
+            let flags = f.flags & !(O_CLOEXEC | OPEN_ONLY);
             let key = (f.target.as_str(), flags, f.pos);
             let (kind, id) = match shared.get(&key) {
                 Some(&id) => (self.files[id as usize - 1].r#type, id),
                 None => {
-                    let (kind, id) = self.open_file(f, flags)?;
+                    let (kind, id) = self.open_file(source, f, flags)?;
                     shared.insert(key, id);
                     (kind, id)
                 }
@@ -341,10 +372,16 @@ impl<'a> Plan<'a> {
         Ok(())
     }
 
-    /// A file entry for descriptor `f`, reopened with `flags`.
-    fn open_file(&mut self, f: &OpenFile, flags: u32) -> Result<(i32, u32), Error> {
+    /// A file entry for descriptor `f`, reopened with `flags`; a file opened by path is
+    /// checked first.
+    fn open_file(&mut self, source: &impl Source, f: &OpenFile, flags: u32) -> Result<(i32, u32), Error> {
         let object = || format!("fd {} ({})", f.fd, f.target);
         let unsupported = |why| Err(Error::Unsupported { object: object(), why });
+        let checked = |kind| {
+            let identity = f.file.as_ref().map(|r| (r.dev, r.inode));
+            let reopen = Reopen { path: &f.target, kind, identity, access: Access::of_flags(flags) };
+            check_reopen(source, &reopen, object)
+        };
         if f.target.ends_with(" (deleted)") {
             return unsupported("a deleted file, which CRIU images here cannot express");
         }
@@ -374,15 +411,19 @@ impl<'a> Plan<'a> {
                 reg("/dev/null", None)
             }
             FileKind::Regular => {
-                let (path, size) = match &f.file {
-                    Some(r) => (r.path.as_str(), Some(r.size)),
-                    None => (f.target.as_str(), None),
-                };
-                reg(path, size)
+                checked(FileKind::Regular)?;
+                reg(&f.target, f.file.as_ref().map(|r| r.size))
             }
-            FileKind::Directory => reg(&f.target, None),
-            FileKind::CharDevice if MEM_DEVICES.contains(&f.target.as_str()) => reg(&f.target, None),
+            FileKind::Directory => {
+                checked(FileKind::Directory)?;
+                reg(&f.target, None)
+            }
+            FileKind::CharDevice if MEM_DEVICES.contains(&f.target.as_str()) => {
+                checked(FileKind::CharDevice)?;
+                reg(&f.target, None)
+            }
             FileKind::CharDevice if is_terminal(&f.target) => {
+                checked(FileKind::CharDevice)?;
                 self.notes.push(format!(
                     "fd {fd} is the terminal {t}: the restored process opens {t} again by path \
                      (or pass `--inherit-fd fd[N]:{k}` for descriptor N of criu's); it does not \
@@ -532,6 +573,17 @@ fn check_mapped_files(source: &impl Source) -> Result<(), Error> {
     Ok(())
 }
 
+/// Checks a file `criu restore` opens by path, `object` naming it for the error.
+fn check_reopen(source: &impl Source, r: &Reopen, object: impl FnOnce() -> String) -> Result<(), Error> {
+    source.check_reopen(r).map_err(|source| Error::Refused { object: object(), source })
+}
+
+/// The device and inode the snapshot recorded for the file at `path`, if a mapping takes
+/// its pages from it.
+fn mapped_identity(meta: &SnapshotMeta, path: &str) -> Option<(u64, u64)> {
+    meta.mapped_file(path).map(|f| (f.dev, f.inode))
+}
+
 /// Whether `[addr, addr + len)` lies in one private writable mapping with contents.
 fn writable_private(mappings: &[Mapping], addr: u64, len: u64) -> bool {
     mappings.iter().any(|m| {
@@ -544,7 +596,12 @@ fn writable_private(mappings: &[Mapping], addr: u64, len: u64) -> bool {
 }
 
 fn unsupported_mapping(m: &Mapping, why: &'static str) -> Error {
-    Error::Unsupported { object: format!("mapping {:#x}-{:#x} {} {}", m.start, m.end, m.perms, m.path), why }
+    Error::Unsupported { object: mapping_name(m), why }
+}
+
+/// `mapping START-END PERMS PATH`.
+fn mapping_name(m: &Mapping) -> String {
+    format!("mapping {:#x}-{:#x} {} {}", m.start, m.end, m.perms, m.path)
 }
 
 fn is_terminal(path: &str) -> bool {
@@ -558,6 +615,8 @@ fn no_owner() -> pb::FownEntry {
 
 #[cfg(test)]
 mod tests {
+    use sdt_store::{FileRef, Owner, OwnerRights, Perms};
+
     use super::*;
     use crate::fake::{self, BREAKING, EXITING, PID, RECORD, SEQ, SLEEPING, STATE_WORD, TLS};
 
@@ -765,6 +824,83 @@ mod tests {
         source.changed_file = Some(fake::EXE.into());
         let err = Plan::new(&source, None).err().unwrap();
         assert!(matches!(err, Error::Store { source: sdt_store::Error::FileChanged { .. }, .. }), "{err:?}");
+    }
+
+    #[test]
+    fn every_file_criu_opens_by_path_is_checked_for_how_it_opens_it() {
+        let mut source = fake::sample();
+        // A PROT_NONE gap of a library, and a shared writable mapping of a data file.
+        let lib = "/usr/lib/libx.so";
+        let gap = Mapping {
+            perms: Perms::default(),
+            content: Content::Unreadable,
+            ..source.meta.mappings[0].clone()
+        };
+        source.meta.mappings.push(Mapping { start: 0x50_0000, end: 0x50_1000, path: lib.into(), ..gap });
+        let db = FileRef { path: "/srv/db".into(), dev: 9, inode: 8, size: 4096, mtime_ns: 1 };
+        let data = &source.meta.mappings[3];
+        source.meta.mappings.push(Mapping {
+            start: 0x7f10_0000_0000,
+            end: 0x7f10_0000_1000,
+            perms: Perms { shared: true, ..data.perms },
+            inode: 8,
+            path: db.path.clone(),
+            content: Content::File(db),
+            ..data.clone()
+        });
+        source.meta.mappings.sort_by_key(|m| m.start);
+        Plan::new(&source, None).unwrap();
+        let read = Access::READ;
+        let checked = source.reopened.borrow().clone();
+        let expected = [
+            (lib, FileKind::Regular, read),
+            ("/srv/db", FileKind::Regular, Access { read: true, write: true }),
+            ("/dev/null", FileKind::CharDevice, read),
+            ("/tmp/out.txt", FileKind::Regular, Access { read: false, write: true }),
+            (fake::EXE, FileKind::Regular, read),
+            (fake::EXE, FileKind::Regular, read),
+            ("/home/user", FileKind::Directory, Access::default()),
+        ];
+        let expected: Vec<_> = expected.iter().map(|&(p, k, a)| (p.to_owned(), k, a)).collect();
+        assert_eq!(checked, expected, "fds 1 and 2 share one file; private mappings are read by the store");
+
+        source.refused_path = Some("/tmp/out.txt".into());
+        let err = Plan::new(&source, None).err().unwrap();
+        assert!(matches!(err, Error::Refused { .. }), "{err:?}");
+        assert_eq!(err.to_string(), "fd 1 (/tmp/out.txt) is refused: `criu restore` would open it as root");
+        source.refused_path = Some(lib.into());
+        let err = Plan::new(&source, None).err().unwrap().to_string();
+        assert!(err.starts_with("mapping 0x500000-0x501000 ---p /usr/lib/libx.so is refused"), "{err}");
+    }
+
+    #[test]
+    fn flags_only_open_acts_on_are_never_written() {
+        let mut source = fake::sample();
+        // O_CREAT | O_TRUNC | O_WRONLY, as no descriptor shows them.
+        source.meta.files[1].flags = 0o1101;
+        source.meta.files[2].flags = 0o1101;
+        let plan = Plan::new(&source, None).unwrap();
+        let out = plan.files[plan.fds[1].id as usize - 1].reg.clone().unwrap();
+        assert_eq!(out.flags, 0o1);
+    }
+
+    #[test]
+    fn credentials_beyond_the_stores_owner_are_refused() {
+        let mut source = fake::sample();
+        source.rights = OwnerRights::of(vec![Owner { uid: 1000, gids: vec![1000, 24] }]);
+        // Thread 101 ran with effective uid 1001, the others with a capability.
+        let err = Plan::new(&source, None).err().unwrap();
+        assert_eq!(
+            err.to_string(),
+            "thread 101 was recorded with user ids [1000, 1001, 1000, 1001], more than the owner of its store \
+             (uid 1000) has: uid 1000"
+        );
+        source.meta.process.thread_creds.clear();
+        let err = Plan::new(&source, None).err().unwrap();
+        assert!(err.to_string().contains("permitted capabilities 0x400"), "{err}");
+        source.meta.process.creds.as_mut().unwrap().caps.permitted = 0;
+        let plan = Plan::new(&source, None).unwrap();
+        assert!(plan.threads.iter().all(|t| t.creds.uids.as_array() == [1000; 4]));
     }
 
     #[test]

@@ -1,15 +1,16 @@
 //! Resuming a stored snapshot's process: restored (`sdt-restore`), taken over by the
 //! tracer with the run's capture filter, or let go untraced. Either way it resumes with
-//! the credentials its snapshot recorded, unless a detached resume is told otherwise.
+//! the credentials its snapshot recorded, as far as the owner of its store has them,
+//! unless a detached resume is told otherwise.
 
-use sdt_store::{Refinement, RunId, RunInfo, RunStatus, Snapshot, Store};
+use sdt_store::{BeyondOwner, Refinement, Run, RunId, RunInfo, RunStatus, Snapshot, Store, Trust};
 use sdt_sys::monotonic_ns;
 use sdt_sys::ptrace::options;
 
 use crate::adopt;
 use sdt_abi::RESULT_DECLINED;
 use sdt_restore::Privileges;
-use sdt_restore::handover::Library;
+use sdt_restore::handover::{Library, checked_files};
 
 use crate::freeze::{BreakpointHit, FreezeError, Freezer, TargetEvent};
 use crate::ptrace::Tracer;
@@ -20,7 +21,9 @@ pub(crate) fn start(store: &Store, from: &RestoreFrom, opts: &RunOptions) -> Res
     let parent = store.open_run(&from.run)?;
     let snap = parent.open_snapshot(&from.snapshot)?;
     let started_wall_ns = wall_ns();
-    let restored = timed_restore(&snap, TRACE_OPTIONS | options::TRACEEXEC, &from.env, Privileges::Recorded)?;
+    let resume =
+        Resume { env: &from.env, privileges: Privileges::Recorded, beyond_owner: BeyondOwner::Refuse };
+    let restored = timed_restore(&parent, &snap, &resume)?;
     let pid = restored.pid;
     let kill = |e: Error| {
         sdt_sys::kill_namespace(restored.init);
@@ -30,7 +33,7 @@ pub(crate) fn start(store: &Store, from: &RestoreFrom, opts: &RunOptions) -> Res
     if let Some(u) = &from.until {
         filter.always.push((u.level, u.class, u.id));
     }
-    match Library::find(snap.meta(), &|addr, buf| snap.read(addr, buf).is_ok()) {
+    match find_library(&snap) {
         Some(library) => adopt::install(&library, pid, &filter).map_err(|e| kill(Error::Adopt(e)))?,
         None if from.until.is_some() => {
             return Err(kill(Error::Adopt(
@@ -76,8 +79,20 @@ pub struct Resumed {
     pub bytes_written: u64,
 }
 
+/// How a stored snapshot resumes: extra environment variables and whose credentials.
+#[derive(Clone, Copy, Debug)]
+struct Resume<'a> {
+    /// Environment variables (name, value) to add to or replace in the program's.
+    env: &'a [(String, String)],
+    /// Whose credentials the program resumes with.
+    privileges: Privileges,
+    /// What becomes of recorded credentials beyond what the store's owner has.
+    beyond_owner: BeyondOwner,
+}
+
 /// Restores snapshot `name` of run `run` in the store at `store`, with the variables of
-/// `env` in its environment and the credentials `privileges` says, switches its
+/// `env` in its environment and the credentials `privileges` says (those recorded beyond
+/// what the store's owner has refused or lowered, as `beyond_owner` says), switches its
 /// breakpoints off and waits for it to end.
 ///
 /// It stays traced, though nothing is captured: a thread the snapshot caught between its
@@ -89,14 +104,16 @@ pub fn resume_detached(
     name: &str,
     env: &[(String, String)],
     privileges: Privileges,
+    beyond_owner: BeyondOwner,
 ) -> Result<Resumed, Error> {
     let store = Store::open(store)?;
-    let snap = store.open_run(&run)?.open_snapshot(name)?;
+    let run = store.open_run(&run)?;
+    let snap = run.open_snapshot(name)?;
     let start = monotonic_ns();
-    let restored = timed_restore(&snap, TRACE_OPTIONS | options::TRACEEXEC, env, privileges)?;
+    let restored = timed_restore(&run, &snap, &Resume { env, privileges, beyond_owner })?;
     let restore_ns = monotonic_ns() - start;
     let pid = restored.pid;
-    let prepared = match Library::find(snap.meta(), &|addr, buf| snap.read(addr, buf).is_ok()) {
+    let prepared = match find_library(&snap) {
         Some(library) => adopt::switch_off(&library, pid).map_err(Error::Adopt),
         None => Ok(()),
     };
@@ -140,15 +157,21 @@ fn run_declining(tracer: &mut Tracer) -> Result<ProgramExit, Error> {
     }
 }
 
-/// [`sdt_restore::restore`], logging how long it took.
-fn timed_restore(
-    snap: &Snapshot,
-    ptrace_options: u32,
-    env: &[(String, String)],
-    privileges: Privileges,
-) -> Result<sdt_restore::Restored, Error> {
+/// The program's SDT library, found in `snap`'s memory and in the files the store checks.
+fn find_library(snap: &Snapshot) -> Option<Library> {
+    Library::find(snap.meta(), &|addr, buf| snap.read(addr, buf).is_ok(), &checked_files(snap))
+}
+
+/// [`sdt_restore::restore`] of `snap` of `run`, traced, logging how long it took.
+fn timed_restore(run: &Run, snap: &Snapshot, resume: &Resume) -> Result<sdt_restore::Restored, Error> {
     let start = monotonic_ns();
-    let restored = sdt_restore::restore(snap, &sdt_restore::Options { ptrace_options, env, privileges })?;
+    let options = sdt_restore::Options {
+        ptrace_options: TRACE_OPTIONS | options::TRACEEXEC,
+        env: resume.env,
+        privileges: resume.privileges,
+        beyond_owner: resume.beyond_owner,
+    };
+    let restored = sdt_restore::restore(snap, &Trust::of_run(run), &options)?;
     log::info!(
         "restored {} as pid {} in {:.1} ms ({} bytes of pages)",
         snap.name(),

@@ -119,7 +119,13 @@ impl SymbolTraps {
                     b.name, b.name
                 ));
             }
-            let addr = sdt_restore::handover::symbol_in(&mappings, &exe, &b.name).ok_or_else(|| {
+            let addr = sdt_restore::handover::symbol_in(
+                &mappings,
+                &exe,
+                &b.name,
+                &sdt_restore::handover::open_regular,
+            )
+            .ok_or_else(|| {
                 format!(
                     "--break {}: the program {exe} defines no such symbol (stripped, or in a library?)",
                     b.name

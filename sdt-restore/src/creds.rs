@@ -21,11 +21,16 @@
 //! Before all that, the stub opened the program's files with its filesystem identity
 //! ([`file_identity`]), so no descriptor carries the restorer's rights either.
 //!
+//! What is recorded is trusted only as far as the owner of the store has it
+//! ([`OwnerRights`]): a store of another user than root that records uid 0, a group its
+//! owner is not in or a capability is refused, or lowered to the owner's when the caller
+//! asks ([`BeyondOwner::Lower`]).
+//!
 //! A seccomp filter cannot be restored (the snapshot does not hold it): a thread that had
 //! one is refused, unless the caller asks to resume without it. Not restored either:
 //! securebits (the threads keep the restorer's) and LSM labels.
 
-use sdt_store::{Capabilities, Credentials, ProcessInfo, SeccompMode};
+use sdt_store::{BeyondOwner, Capabilities, Credentials, OwnerRights, ProcessInfo, SeccompMode};
 use sdt_sys::Tid;
 use sdt_sys::respawn::FileIdentity;
 
@@ -50,18 +55,27 @@ impl Targets {
 }
 
 /// The credentials each of the threads `tids` of `process` is to end with: the recorded
-/// ones, bounded by `restorer`'s (the credentials the restore runs with). A thread that
-/// had a seccomp filter is refused unless `privileges` drops it.
+/// ones as far as the store's owners have them (`rights`; beyond that refused or lowered
+/// to the owner's, as `beyond` says), bounded by `restorer`'s (the credentials the
+/// restore runs with). A thread that had a seccomp filter is refused unless `privileges`
+/// drops it.
 pub(crate) fn targets(
     process: &ProcessInfo,
     tids: impl IntoIterator<Item = i32>,
     restorer: &Credentials,
     privileges: Privileges,
+    rights: &OwnerRights,
+    beyond: BeyondOwner,
 ) -> Result<Targets, Error> {
     let targets = tids
         .into_iter()
         .map(|tid| {
-            let recorded = process.credentials_of(tid);
+            let recorded = rights.credentials_of(process, tid, beyond)?;
+            if beyond == BeyondOwner::Lower
+                && let Err(e) = rights.credentials_of(process, tid, BeyondOwner::Refuse)
+            {
+                log::warn!("{e}: it resumes with the owner's (uid {})", recorded.uids.real);
+            }
             if recorded.seccomp == SeccompMode::Filter {
                 if privileges != Privileges::RecordedWithoutSeccompFilter {
                     return Err(Error::SeccompFilter { tid });
@@ -325,13 +339,42 @@ mod tests {
         ProcessInfo { pid: 7, uid: 1001, gid: 100, creds, thread_creds, ..ProcessInfo::default() }
     }
 
+    /// A store root owns: credentials as recorded.
+    fn as_recorded() -> OwnerRights {
+        OwnerRights::default()
+    }
+
+    fn recorded_targets(p: &ProcessInfo, tids: impl IntoIterator<Item = i32>) -> Result<Targets, Error> {
+        targets(p, tids, &restorer(), Privileges::Recorded, &as_recorded(), BeyondOwner::Refuse)
+    }
+
+    #[test]
+    fn a_users_store_gives_no_more_than_the_user_has_or_lowers_to_it() {
+        let owner = OwnerRights::of(vec![sdt_store::Owner { uid: 1001, gids: vec![100, 27, 1004] }]);
+        let mut root = Credentials::implied(0, 0);
+        root.groups = vec![0, 27];
+        let p = process(Some(user(1001)), vec![ThreadCredentials { tid: 8, creds: root }]);
+        let err =
+            targets(&p, [7, 8], &restorer(), Privileges::Recorded, &owner, BeyondOwner::Refuse).unwrap_err();
+        assert!(matches!(&err, Error::BeyondOwner(e) if e.tid == 8 && e.what == "user ids"), "{err}");
+        assert!(err.to_string().contains("more than the owner of its store (uid 1001) has"), "{err}");
+        let t = targets(&p, [7, 8], &restorer(), Privileges::Recorded, &owner, BeyondOwner::Lower).unwrap();
+        assert_eq!(t.of(8).uids, Ids::all(1001));
+        assert_eq!(t.of(8).gids, Ids::all(100), "group 0 is not the owner's: its primary group");
+        assert_eq!(t.of(8).groups, [27]);
+        assert_eq!((t.of(8).caps.permitted, t.of(8).caps.effective), (0, 0));
+        assert_eq!(t.of(7), &bounded(&user(1001), &restorer()), "the owner's own are kept");
+    }
+
     #[test]
     fn each_thread_gets_its_own_recorded_credentials() {
         let mut other = user(1001);
         other.uids.effective = 1003;
         other.no_new_privs = true;
         let p = process(Some(user(1001)), vec![ThreadCredentials { tid: 9, creds: other }]);
-        let t = targets(&p, [7, 8, 9], &restorer(), Privileges::Recorded).unwrap();
+        let t =
+            targets(&p, [7, 8, 9], &restorer(), Privileges::Recorded, &as_recorded(), BeyondOwner::Refuse)
+                .unwrap();
         assert_eq!(t.of(7).uids, Ids::all(1001));
         assert_eq!(t.of(7).groups, [27, 1004], "sorted and once each, as the kernel keeps them");
         assert_eq!(t.of(8), t.of(7));
@@ -346,14 +389,14 @@ mod tests {
 
     #[test]
     fn old_snapshots_resume_as_their_real_user_and_root_keeps_no_more_than_the_restorer() {
-        let t = targets(&process(None, Vec::new()), [7], &restorer(), Privileges::Recorded).unwrap();
+        let t = recorded_targets(&process(None, Vec::new()), [7]).unwrap();
         let main = t.of(7);
         assert_eq!((main.uids, main.gids), (Ids::all(1001), Ids::all(100)));
         assert!(main.groups.is_empty());
         assert_eq!((main.caps.permitted, main.caps.effective, main.caps.ambient), (0, 0, 0));
 
         let root = ProcessInfo { uid: 0, gid: 0, ..process(None, Vec::new()) };
-        let t = targets(&root, [7], &restorer(), Privileges::Recorded).unwrap();
+        let t = recorded_targets(&root, [7]).unwrap();
         assert_eq!(t.of(7).caps, restorer().caps, "all it had, which is all the restorer has");
     }
 
@@ -384,15 +427,23 @@ mod tests {
         let mut filtered = user(1001);
         filtered.seccomp = SeccompMode::Filter;
         let p = process(Some(user(1001)), vec![ThreadCredentials { tid: 8, creds: filtered }]);
-        let err = targets(&p, [7, 8], &restorer(), Privileges::Recorded).unwrap_err();
+        let err = recorded_targets(&p, [7, 8]).unwrap_err();
         assert!(matches!(err, Error::SeccompFilter { tid: 8 }), "{err}");
         assert!(err.to_string().contains("thread 8") && err.to_string().contains("seccomp filter"), "{err}");
-        let t = targets(&p, [7, 8], &restorer(), Privileges::RecordedWithoutSeccompFilter).unwrap();
+        let t = targets(
+            &p,
+            [7, 8],
+            &restorer(),
+            Privileges::RecordedWithoutSeccompFilter,
+            &as_recorded(),
+            BeyondOwner::Refuse,
+        )
+        .unwrap();
         assert_eq!(t.of(8).seccomp, SeccompMode::Disabled);
 
         let mut strict = user(1001);
         strict.seccomp = SeccompMode::Strict;
-        let t = targets(&process(Some(strict), Vec::new()), [7], &restorer(), Privileges::Recorded).unwrap();
+        let t = recorded_targets(&process(Some(strict), Vec::new()), [7]).unwrap();
         assert_eq!(t.of(7).seccomp, SeccompMode::Strict);
     }
 
@@ -400,8 +451,7 @@ mod tests {
     fn too_many_groups_are_refused_by_name() {
         let mut many = user(1001);
         many.groups = (0..MAX_GROUPS as u32 + 1).collect();
-        let err =
-            targets(&process(Some(many), Vec::new()), [7], &restorer(), Privileges::Recorded).unwrap_err();
+        let err = recorded_targets(&process(Some(many), Vec::new()), [7]).unwrap_err();
         assert!(err.to_string().contains("supplementary groups"), "{err}");
     }
 

@@ -32,8 +32,9 @@ pub(crate) fn set(remote: &mut Remote, snap: &Snapshot, vars: &[(String, String)
             .into(),
     };
     let mut pointers: Vec<u64> = Vec::new();
+    let open = handover::checked_files(snap);
     for name in ENVIRON_SYMBOLS {
-        if let Some(addr) = handover::symbol(snap.meta(), name).filter(|a| !pointers.contains(a)) {
+        if let Some(addr) = handover::symbol(snap.meta(), name, &open).filter(|a| !pointers.contains(a)) {
             pointers.push(addr);
         }
     }

@@ -10,15 +10,44 @@
 //!   their ELF symbols, through which the resumer switches breakpoints off or hands over
 //!   a new filter.
 //!
-//! Memory is read through a closure, `read(addr, buf) -> bool`, so that any snapshot
-//! source serves.
+//! Memory is read through a closure, `read(addr, buf) -> bool`, and the mapped files
+//! whose symbols say where the library is are opened through another, `open(path)`, so
+//! that any snapshot source serves. A snapshot's files are opened as the store checks
+//! them ([`checked_files`]): a path the store names is never opened, let alone read to
+//! its end, unless it is the regular file the program mapped. Of each file only its ELF
+//! headers and symbol tables are read, within the file's size.
 
-use object::{Object, ObjectSegment, ObjectSymbol};
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::OpenOptionsExt;
+
+use object::{Object, ObjectSegment, ObjectSymbol, ReadCache};
 use sdt_abi::{SYMBOL_RECONFIG, SYMBOL_STATE, TRAP_RECORD_SIZE, TrapRecord};
-use sdt_store::{Mapping, SnapshotMeta, ThreadRunState, Trigger};
+use sdt_store::{Mapping, Snapshot, SnapshotMeta, ThreadRunState, Trigger};
 
 /// Reads the snapshot's memory at an address into a buffer; false if it cannot.
 pub type Read<'a> = &'a dyn Fn(u64, &mut [u8]) -> bool;
+
+/// Opens the file at a path a process maps, for its symbols; `None` if it may not be read.
+pub type Open<'a> = &'a dyn Fn(&str) -> Option<File>;
+
+/// Opens the files `snap`'s mappings refer to as the store checks them
+/// ([`Snapshot::open_file`]: the version mapped, a regular file, readable by the store's
+/// owner); any other path, `None`.
+pub fn checked_files(snap: &Snapshot) -> impl Fn(&str) -> Option<File> + '_ {
+    move |path| snap.open_file(snap.meta().mapped_file(path)?).ok()
+}
+
+/// Opens `path` if it is a regular file, neither blocking nor taking a terminal: for the
+/// mappings of a live process, which its kernel names.
+pub fn open_regular(path: &str) -> Option<File> {
+    // Checked before opening, so that a FIFO or device is never opened, and after.
+    if !std::fs::symlink_metadata(path).ok()?.is_file() {
+        return None;
+    }
+    let flags = libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_NOFOLLOW;
+    let file = OpenOptions::new().read(true).custom_flags(flags).open(path).ok()?;
+    file.metadata().ok()?.is_file().then_some(file)
+}
 
 /// Where glibc keeps a thread's id in its `struct pthread` (x86_64, glibc 2.26 and
 /// later), as an offset from the thread pointer (`fs_base`); tried first.
@@ -107,25 +136,27 @@ pub struct Library {
 
 impl Library {
     /// Finds the library: the state word from the breakpoint's trap record or by symbol,
-    /// the reconfiguration buffer by symbol. `None` if the program does not use libsdt
-    /// or its symbols were stripped (and the snapshot is not a breakpoint's).
-    pub fn find(meta: &SnapshotMeta, read: Read) -> Option<Library> {
+    /// the reconfiguration buffer by symbol, in the files `open` opens. `None` if the
+    /// program does not use libsdt or its symbols were stripped (and the snapshot is not
+    /// a breakpoint's).
+    pub fn find(meta: &SnapshotMeta, read: Read, open: Open) -> Option<Library> {
         let state =
-            trap_record(meta, read).map(|(_, r)| r.state_ptr).or_else(|| symbol(meta, SYMBOL_STATE))?;
-        Some(Library { state, reconfig: symbol(meta, SYMBOL_RECONFIG) })
+            trap_record(meta, read).map(|(_, r)| r.state_ptr).or_else(|| symbol(meta, SYMBOL_STATE, open))?;
+        Some(Library { state, reconfig: symbol(meta, SYMBOL_RECONFIG, open) })
     }
 }
 
 /// The address of symbol `name` in the snapshot's memory: see [`symbol_in`].
-pub fn symbol(meta: &SnapshotMeta, name: &str) -> Option<u64> {
-    symbol_in(&meta.mappings, &meta.process.exe, name)
+pub fn symbol(meta: &SnapshotMeta, name: &str, open: Open) -> Option<u64> {
+    symbol_in(&meta.mappings, &meta.process.exe, name, open)
 }
 
 /// The address of symbol `name` in a process with `mappings` whose executable is `exe`:
 /// its value in the first mapped file whose symbols define it (the program, then
-/// `libsdt.so`, then the others), moved by where that file is mapped. `None` if no file
-/// defines it or a file cannot be read.
-pub fn symbol_in(mappings: &[Mapping], exe: &str, name: &str) -> Option<u64> {
+/// `libsdt.so`, then the others), moved by where that file is mapped. Files are opened
+/// with `open`, and only their headers and symbol tables read. `None` if no file
+/// defines it or a file cannot be opened or parsed.
+pub fn symbol_in(mappings: &[Mapping], exe: &str, name: &str, open: Open) -> Option<u64> {
     let mut files: Vec<&str> = Vec::new();
     for m in mappings {
         let path = m.path.as_str();
@@ -136,8 +167,8 @@ pub fn symbol_in(mappings: &[Mapping], exe: &str, name: &str) -> Option<u64> {
     // The program itself and libsdt first: the symbols are almost always there.
     files.sort_by_key(|f| (*f != exe, !f.contains("libsdt")));
     files.into_iter().find_map(|path| {
-        let bytes = std::fs::read(path).ok()?;
-        let elf = object::File::parse(&*bytes).ok()?;
+        let file = ReadCache::new(open(path)?);
+        let elf = object::File::parse(&file).ok()?;
         let value = elf
             .symbols()
             .chain(elf.dynamic_symbols())
@@ -153,4 +184,37 @@ pub fn symbol_in(mappings: &[Mapping], exe: &str, name: &str) -> Option<u64> {
         let linked = segment.address() + (first.offset - segment.file_range().0);
         Some(value.wrapping_add(first.start.wrapping_sub(linked)))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn own_mappings() -> Vec<Mapping> {
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        maps.lines().filter_map(Mapping::parse_maps_line).collect()
+    }
+
+    #[test]
+    fn a_symbol_is_found_where_the_process_has_it() {
+        let exe = std::fs::read_link("/proc/self/exe").unwrap().display().to_string();
+        // Defined by libc, which is mapped wherever the loader put it.
+        let at = symbol_in(&own_mappings(), &exe, "getpid", &open_regular);
+        assert_eq!(at, Some(libc::getpid as unsafe extern "C" fn() -> libc::pid_t as usize as u64));
+        assert_eq!(symbol_in(&own_mappings(), &exe, "no_such_symbol_anywhere", &open_regular), None);
+    }
+
+    #[test]
+    fn a_fifo_or_device_among_the_mappings_is_never_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o666)).unwrap();
+        let line =
+            |p: &str| Mapping::parse_maps_line(&format!("1000-2000 r--p 00000000 00:05 7 {p}")).unwrap();
+        let mappings = [line(fifo.to_str().unwrap()), line("/dev/zero")];
+        // Found nowhere, and promptly: neither is opened for reading.
+        assert_eq!(symbol_in(&mappings, "", "main", &open_regular), None);
+        assert!(open_regular(fifo.to_str().unwrap()).is_none());
+        assert!(open_regular("/dev/zero").is_none());
+    }
 }

@@ -9,7 +9,8 @@
 //! let store = Store::open(".sdt".as_ref())?;
 //! let run = store.open_run(&store.latest_run()?)?;
 //! let snap = run.open_snapshot("S1")?;
-//! let restored = sdt_restore::restore(&snap, &sdt_restore::Options::default())?;
+//! let trust = sdt_store::Trust::of_run(&run);
+//! let restored = sdt_restore::restore(&snap, &trust, &sdt_restore::Options::default())?;
 //! println!("pid {} (in its namespace: {})", restored.pid, restored.threads[0].tid);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -30,7 +31,10 @@
 //! - Everything the restore cannot recreate (sockets, pipes other than stdio, System V
 //!   shared memory, eventfds, …) is refused before anything starts, with an error naming
 //!   the object (`plan`).
-//! - Files the snapshot maps by reference must be the version that was mapped.
+//! - Files the snapshot maps by reference must be the version that was mapped. Every
+//!   file opened by path (descriptors, mappings) must be what the snapshot says it is,
+//!   never a link, FIFO or socket, and one the store's owners could open so (`files`);
+//!   descriptors are opened through the very file checked.
 //! - The snapshot must come from this machine's kernel (the vDSO is moved, not copied).
 //! - Needs the rights to create a PID namespace and choose pids in it (root, or
 //!   `CAP_SYS_ADMIN`).
@@ -38,7 +42,11 @@
 //!   capabilities (never more than the restorer's), `no_new_privs`, seccomp strict mode
 //!   and dumpable flag its snapshot recorded, thread by thread; a snapshot from before
 //!   they were recorded resumes as its real user and group, with no supplementary groups
-//!   and no capabilities unless that user is root. [`Privileges::Restorer`] opts out.
+//!   and no capabilities unless that user is root. [`Privileges::Restorer`] opts out,
+//!   for a store root owns only.
+//! - Recorded credentials are trusted only as far as the store's owners have them
+//!   ([`sdt_store::OwnerRights`]): a store of uid 1001 that claims uid 0 or a
+//!   capability is refused, or lowered to uid 1001's ([`Options::beyond_owner`]).
 //! - A thread that had a seccomp filter is refused (the snapshot does not hold the
 //!   filter), unless [`Privileges::RecordedWithoutSeccompFilter`] says to go on without.
 //!
@@ -51,13 +59,14 @@
 
 mod creds;
 mod environ;
+mod files;
 pub mod handover;
 mod memory;
 mod plan;
 mod remote;
 mod threads;
 
-use sdt_store::{Mapping, Snapshot};
+use sdt_store::{BeyondOwner, Mapping, Snapshot, Trust};
 use sdt_sys::respawn::{self, RespawnError, Stub};
 use sdt_sys::wait::{self, Stop};
 use sdt_sys::{Tid, ptrace};
@@ -95,6 +104,8 @@ pub struct Options<'a> {
     pub env: &'a [(String, String)],
     /// Whose credentials the program resumes with.
     pub privileges: Privileges,
+    /// What becomes of recorded credentials beyond what the store's owner has.
+    pub beyond_owner: BeyondOwner,
 }
 
 /// Whose credentials a restored program resumes with.
@@ -106,6 +117,7 @@ pub enum Privileges {
     /// Those its snapshot recorded, without the seccomp filter a thread had.
     RecordedWithoutSeccompFilter,
     /// The restorer's own (root's): files are opened and the program runs with them.
+    /// Only for a store that root owns: another owner's could make root run anything.
     Restorer,
 }
 
@@ -152,6 +164,28 @@ pub enum Error {
         /// The thread, by its snapshot id.
         tid: i32,
     },
+    /// A thread's recorded credentials are more than the owner of its store has.
+    #[error(transparent)]
+    BeyondOwner(#[from] sdt_store::CredentialsRefused),
+    /// The restorer's own credentials were asked for a store root does not own.
+    #[error(
+        "the store belongs to uid {owner}, who can write any code into its snapshots: they are not resumed \
+         with the restorer's own credentials"
+    )]
+    NotRootsStore {
+        /// The store's owner.
+        owner: u32,
+    },
+    /// A file the restore would open by path is not what the snapshot says, or not one
+    /// the store's owners could open so.
+    #[error("cannot restore {what}")]
+    Refused {
+        /// The descriptor or mapping, and its path.
+        what: String,
+        /// Why not.
+        #[source]
+        source: sdt_store::Error,
+    },
     /// A thread's credentials did not come out as set.
     #[error("thread {tid} did not take its recorded credentials: its {what} are {got}, not {want}")]
     Credentials {
@@ -172,29 +206,38 @@ pub enum Error {
     Sys(sdt_sys::Error),
 }
 
-/// Recreates the process of `snap`, seized and stopped, as `options` say.
-pub fn restore(snap: &Snapshot, options: &Options) -> Result<Restored, Error> {
+/// Recreates the process of `snap`, seized and stopped, as `options` say. `trust` is its
+/// store's ([`Trust::of_run`]): what its owners may open, and the most credentials the
+/// snapshot may claim.
+pub fn restore(snap: &Snapshot, trust: &Trust, options: &Options) -> Result<Restored, Error> {
     let meta = snap.meta();
     plan::threads(meta)?;
     let plans = plan::mappings(meta)?;
-    let fds = plan::descriptors(meta)?;
+    let rights = trust.rights();
     let targets = match options.privileges {
-        Privileges::Restorer => None,
+        Privileges::Restorer => match rights.owners().first() {
+            Some(owner) => return Err(Error::NotRootsStore { owner: owner.uid }),
+            None => None,
+        },
         privileges => {
             let tids = meta.threads.iter().map(|t| t.tid);
-            Some(creds::targets(&meta.process, tids, &creds::own()?, privileges)?)
+            let restorer = creds::own()?;
+            Some(creds::targets(&meta.process, tids, &restorer, privileges, &rights, options.beyond_owner)?)
         }
     };
     snap.check_files()?;
+    files::mappings(meta, &plans, trust)?;
+    let descriptors = files::descriptors(meta, trust)?;
     let stub = Stub {
         pid: meta.process.pid,
         cwd: std::ffi::CString::new(meta.process.cwd.as_bytes())
             .map_err(|_| Error::Unsupported { what: "a working directory with a NUL byte".into() })?,
-        fds,
+        fds: descriptors.fds.clone(),
         actions: threads::actions(&meta.signals),
         identity: targets.as_ref().map(|t| creds::file_identity(t.of(meta.process.pid))),
     };
-    let spawned = respawn::spawn_stub(&stub).map_err(|e| stub_error(e, &stub.fds))?;
+    let spawned = respawn::spawn_stub(&stub).map_err(|e| stub_error(e, &descriptors.names))?;
+    drop(descriptors);
     // Until the restore succeeds, a failure takes the whole namespace down with it.
     let mut guard = KillOnDrop(Some(spawned.init));
     let pid = spawned.stub;
@@ -284,21 +327,19 @@ fn maps_of(tid: Tid) -> Result<Vec<Mapping>, Error> {
     Ok(text.lines().filter_map(Mapping::parse_maps_line).collect())
 }
 
-/// Words the stub's failure in the snapshot's terms.
-fn stub_error(e: RespawnError, fds: &[sdt_sys::respawn::StubFd]) -> Error {
-    use sdt_sys::respawn::{FdSource, StubStep};
+/// Words the stub's failure in the snapshot's terms; `names` says what each descriptor
+/// it opened is.
+fn stub_error(e: RespawnError, names: &[(i32, String)]) -> Error {
+    use sdt_sys::respawn::StubStep;
     match e {
         RespawnError::Sys(e) if e.is_permission_denied() => Error::NoNamespace(e),
         RespawnError::Sys(e) => Error::Sys(e),
         RespawnError::Step { step, index, source } => {
             let file = || {
-                fds.iter()
-                    .find(|f| f.fd == index)
-                    .map(|f| match &f.source {
-                        FdSource::Open { path, .. } => path.to_string_lossy().into_owned(),
-                        FdSource::Inherit(fd) => format!("sdt's own descriptor {fd}"),
-                    })
-                    .unwrap_or_default()
+                names
+                    .iter()
+                    .find(|(fd, _)| *fd == index)
+                    .map_or_else(|| format!("sdt's own descriptor {index}"), |(_, name)| name.clone())
             };
             let what = match step {
                 StubStep::Clone => "creating the process with its pid".to_owned(),

@@ -12,7 +12,10 @@
 //!  7. tell the kernel the program's layout, auxv and executable (PR_SET_MM_MAP)
 //! ```
 //!
-//! The scratch area is unmapped last, by the caller, once the threads are made.
+//! The scratch area is unmapped last, by the caller, once the threads are made. Files are
+//! opened in the new process (with the program's file identity) `O_NONBLOCK |
+//! O_NOFOLLOW | O_NOCTTY`: checked beforehand (`files`), a path replaced since by a
+//! FIFO, a link or a terminal blocks nothing and is not mapped.
 
 use sdt_store::{MemoryLayout, PAGE_SIZE, Snapshot};
 use sdt_sys::memory::{self, RemoteRange};
@@ -28,6 +31,8 @@ const LOWEST_FREE: u64 = 0x1000_0000;
 const USER_END: u64 = 0x7fff_ffff_f000;
 /// Bytes of pages written to the process per `process_vm_writev`.
 const WRITE_CHUNK: usize = 4 << 20;
+/// How the new process opens the files it maps (with `O_RDONLY` or `O_RDWR`).
+const OPEN_FLAGS: i32 = libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_NOCTTY;
 
 /// `rseq(2)` flag: unregister.
 const RSEQ_FLAG_UNREGISTER: u64 = 1;
@@ -180,7 +185,7 @@ pub(crate) fn map_all(remote: &mut Remote, plans: &[MapPlan]) -> Result<(), Erro
                 let fd = remote.call(
                     &format!("opening {path}"),
                     libc::SYS_open,
-                    &[path_at, (access | libc::O_CLOEXEC) as u64, 0],
+                    &[path_at, (access | OPEN_FLAGS) as u64, 0],
                 )?;
                 let flags = if *shared { libc::MAP_SHARED } else { libc::MAP_PRIVATE };
                 let mapped = remote.call(
@@ -281,11 +286,7 @@ pub(crate) fn set_layout(
     // The auxv after the struct, the executable's path after that (by `put_path`).
     let auxv_at = remote.put(PRCTL_MM_MAP_SIZE as u64, auxv)?;
     let exe_fd = match remote.put_path(exe).and_then(|at| {
-        remote.call(
-            &format!("opening {exe}"),
-            libc::SYS_open,
-            &[at, (libc::O_RDONLY | libc::O_CLOEXEC) as u64, 0],
-        )
+        remote.call(&format!("opening {exe}"), libc::SYS_open, &[at, (libc::O_RDONLY | OPEN_FLAGS) as u64, 0])
     }) {
         Ok(fd) => Some(fd),
         Err(e) => {

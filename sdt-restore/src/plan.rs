@@ -4,7 +4,7 @@
 
 use std::ffi::CString;
 
-use sdt_store::{Content, FileKind, Mapping, SnapshotMeta, ThreadRunState};
+use sdt_store::{Access, Content, FileKind, Mapping, OpenFile, Reopen, SnapshotMeta, ThreadRunState};
 use sdt_sys::respawn::{FdSource, StubFd};
 
 use crate::Error;
@@ -116,22 +116,34 @@ fn mapping(m: &Mapping) -> Result<MapPlan, Error> {
     })
 }
 
-/// Where each of the snapshot's descriptors comes from. Stdin, stdout and stderr are
-/// this process's own, whatever they were (the restored program talks to whoever
-/// restored it, like a shell job); other regular files, directories and devices are
-/// opened again at their positions; a pipe or socket the program got from `sdt run`'s
+/// Checks a file that a descriptor is opened from again (what it must be, and how it is
+/// opened), and says which path to open it by; an error names why not.
+pub(crate) type CheckReopen<'a> = &'a mut dyn FnMut(&OpenFile, &Reopen) -> Result<CString, Error>;
+
+/// Where each of the snapshot's descriptors comes from, one per descriptor in order.
+/// Stdin, stdout and stderr are this process's own, whatever they were (the restored
+/// program talks to whoever restored it, like a shell job); other regular files,
+/// directories and devices are opened again at their positions, by the path `check`
+/// gives once it has checked them; a pipe or socket the program got from `sdt run`'s
 /// caller becomes `/dev/null` (with a warning); anything else is an error naming it.
-pub(crate) fn descriptors(meta: &SnapshotMeta) -> Result<Vec<StubFd>, Error> {
+pub(crate) fn descriptors(meta: &SnapshotMeta, check: CheckReopen) -> Result<Vec<StubFd>, Error> {
     let mut fds = Vec::new();
     for f in &meta.files {
         let unsupported = |why: &str| Error::Unsupported {
             what: format!("file descriptor {} ({}): {why}", f.fd, f.target),
         };
         let stdio = (0..=2).contains(&f.fd);
-        let open = |flags: u32| -> Result<FdSource, Error> {
-            let path =
-                CString::new(f.target.as_bytes()).map_err(|_| unsupported("a path with a NUL byte"))?;
-            Ok(FdSource::Open { path, flags: flags as i32, pos: f.pos })
+        let mut open = |flags: u32| -> Result<FdSource, Error> {
+            if f.target.contains('\0') {
+                return Err(unsupported("a path with a NUL byte"));
+            }
+            let reopen = Reopen {
+                path: &f.target,
+                kind: f.kind,
+                identity: f.file.as_ref().map(|r| (r.dev, r.inode)),
+                access: Access::of_flags(flags),
+            };
+            Ok(FdSource::Open { path: check(f, &reopen)?, flags: flags as i32, pos: f.pos })
         };
         let flags = f.flags & !(libc::O_CLOEXEC as u32);
         let restorable = matches!(f.kind, FileKind::Regular | FileKind::Directory | FileKind::CharDevice);
@@ -250,15 +262,23 @@ mod tests {
         meta
     }
 
+    /// Checks nothing, opens by the recorded path.
+    fn as_named(_: &OpenFile, r: &Reopen) -> Result<CString, Error> {
+        Ok(CString::new(r.path).unwrap())
+    }
+
     #[test]
     fn descriptors_are_planned_or_refused_by_name() {
-        let fds = descriptors(&meta_with(vec![
-            open_file(0, "/dev/pts/3", FileKind::CharDevice),
-            open_file(1, "pipe:[77]", FileKind::Pipe),
-            open_file(2, "/tmp/err.log", FileKind::Regular),
-            open_file(3, "/tmp/log", FileKind::Regular),
-            open_file(4, "/dev/null", FileKind::CharDevice),
-        ]))
+        let fds = descriptors(
+            &meta_with(vec![
+                open_file(0, "/dev/pts/3", FileKind::CharDevice),
+                open_file(1, "pipe:[77]", FileKind::Pipe),
+                open_file(2, "/tmp/err.log", FileKind::Regular),
+                open_file(3, "/tmp/log", FileKind::Regular),
+                open_file(4, "/dev/null", FileKind::CharDevice),
+            ]),
+            &mut as_named,
+        )
         .unwrap();
         assert!(matches!(fds[0].source, FdSource::Inherit(0)));
         assert!(matches!(fds[1].source, FdSource::Inherit(1)));
@@ -268,7 +288,7 @@ mod tests {
 
         let mut leaked = open_file(251, "pipe:[9]", FileKind::Pipe);
         leaked.inherited = true;
-        let fds = descriptors(&meta_with(vec![leaked])).unwrap();
+        let fds = descriptors(&meta_with(vec![leaked]), &mut as_named).unwrap();
         assert!(matches!(&fds[0].source, FdSource::Open { path, .. } if path.to_str() == Ok("/dev/null")));
 
         for (file, words) in [
@@ -277,8 +297,41 @@ mod tests {
             (open_file(6, "anon_inode:[eventfd]", FileKind::AnonInode), "eventfd"),
             (open_file(7, "/tmp/x (deleted)", FileKind::Regular), "deleted"),
         ] {
-            let err = descriptors(&meta_with(vec![file])).unwrap_err().to_string();
+            let err = descriptors(&meta_with(vec![file]), &mut as_named).unwrap_err().to_string();
             assert!(err.contains(words) && err.contains("file descriptor"), "{err}");
         }
+    }
+
+    #[test]
+    fn every_descriptor_opened_by_path_is_checked_for_how_it_is_opened() {
+        let mut log = open_file(3, "/var/log/app.log", FileKind::Regular);
+        log.flags = (libc::O_WRONLY | libc::O_APPEND | libc::O_CLOEXEC) as u32;
+        log.file = Some(FileRef { path: log.target.clone(), dev: 5, inode: 9, size: 1, mtime_ns: 1 });
+        let dir = open_file(4, "/srv", FileKind::Directory);
+        let mut leaked = open_file(9, "socket:[1]", FileKind::Socket);
+        leaked.inherited = true;
+        let meta = meta_with(vec![open_file(0, "/dev/pts/1", FileKind::CharDevice), log, dir, leaked]);
+        let mut checked = Vec::new();
+        let fds = descriptors(&meta, &mut |f, r| {
+            checked.push((f.fd, r.path.to_owned(), r.kind, r.identity, r.access));
+            Ok(CString::new(format!("/proc/self/fd/{}", 100 + f.fd)).unwrap())
+        })
+        .unwrap();
+        let write_only = Access { read: false, write: true };
+        assert_eq!(
+            checked,
+            [
+                (3, "/var/log/app.log".to_owned(), FileKind::Regular, Some((5, 9)), write_only),
+                (4, "/srv".to_owned(), FileKind::Directory, None, Access { read: true, write: true }),
+            ],
+            "stdio is inherited and a leaked socket is /dev/null: neither is opened from the store"
+        );
+        assert!(
+            matches!(&fds[1].source, FdSource::Open { path, .. } if path.to_str() == Ok("/proc/self/fd/103"))
+        );
+        let refused = descriptors(&meta, &mut |_, r| {
+            Err(Error::Unsupported { what: format!("{} is refused", r.path) })
+        });
+        assert_eq!(refused.unwrap_err().to_string(), "cannot restore /var/log/app.log is refused");
     }
 }

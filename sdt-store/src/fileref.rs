@@ -12,65 +12,37 @@
 //! - its device, inode, size and mtime are those recorded at capture;
 //! - when the store belongs to someone else than the reader (the owner of the store or of
 //!   the run's directory is not this process's effective uid), that owner could have read
-//!   it: it owns the file and the file is owner-readable, or the file is world-readable.
-//!   Root reading a user's store so never copies out a file only root could read.
+//!   it ([`Trust`]). Root reading a user's store so never copies out a file only root
+//!   could read.
 //!
 //! Otherwise the file's pages are unavailable: reading them is an error naming the file
 //! and why ([`Error::FileChanged`], [`Error::FileRefused`]).
+//!
+//! Files a restore opens again by path ([`Reopen`]: a descriptor's, a mapping's that the
+//! snapshot has no pages of) pass the same checks, for what they must be (a regular file,
+//! a directory or a character device), their device and inode where recorded, and the
+//! access they are opened with; they are opened `O_PATH`, which never blocks or reaches
+//! a driver, so that the caller opens the very file checked (`/proc/self/fd/N`).
 
 use std::fs::{File, Metadata, OpenOptions};
 use std::io::ErrorKind;
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
 use nix::fcntl::OFlag;
 
 use crate::dir::io_error;
-use crate::model::FileRef;
+use crate::model::{Content, FileKind, FileRef, SnapshotMeta};
+use crate::trust::Access;
+pub(crate) use crate::trust::Trust;
 use crate::{Error, Result};
 
-/// `S_IRUSR` and `S_IROTH`.
-const OWNER_READ: u32 = 0o400;
-const WORLD_READ: u32 = 0o004;
-
-/// Whose reading rights a referenced file must also satisfy: the owners of a run's store
-/// other than the reader.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Trust {
-    /// Owners of the store directory and of the run directory that are not this process's
-    /// effective uid.
-    others: Vec<u32>,
-}
-
-impl Trust {
-    /// For the run in `run_dir` (`<store>/runs/<id>`): the owners of that directory and of
-    /// the store's. A directory that cannot be read for its owner counts as someone
-    /// else's, nobody's (uid `u32::MAX`), so that only world-readable files are used.
-    pub(crate) fn of_run_dir(run_dir: &Path) -> Trust {
-        let store = run_dir.parent().and_then(Path::parent).unwrap_or(run_dir);
-        let me = nix::unistd::geteuid().as_raw();
-        let mut others = Vec::new();
-        for dir in [store, run_dir] {
-            let owner = std::fs::metadata(dir).map_or(u32::MAX, |m| m.uid());
-            if owner != me && !others.contains(&owner) {
-                others.push(owner);
-            }
-        }
-        Trust { others }
-    }
-
-    /// Why the file `meta` describes may not be used, if it may not.
-    fn refuses(&self, meta: &Metadata) -> Option<String> {
-        let mode = meta.mode();
-        let readable_by = |uid: u32| mode & WORLD_READ != 0 || (meta.uid() == uid && mode & OWNER_READ != 0);
-        let who = self.others.iter().find(|&&uid| !readable_by(uid))?;
-        Some(match *who {
-            u32::MAX => "it is not world-readable, and the store's owner is unknown".to_owned(),
-            uid => format!(
-                "the store belongs to uid {uid}, who could not read it (owner {}, mode {:o})",
-                meta.uid(),
-                mode & 0o7777
-            ),
+impl SnapshotMeta {
+    /// What was recorded of the file at `path`, if a mapping takes its pages from it.
+    pub fn mapped_file(&self, path: &str) -> Option<&FileRef> {
+        self.mappings.iter().find_map(|m| match &m.content {
+            Content::File(f) if f.path == path => Some(f),
+            _ => None,
         })
     }
 }
@@ -89,7 +61,7 @@ pub(crate) fn open(f: &FileRef, trust: &Trust, snapshot: &str) -> Result<File> {
     match std::fs::symlink_metadata(path) {
         Ok(meta) => check_kind(&meta).map_err(refused)?,
         Err(e) if e.kind() == ErrorKind::NotFound => {
-            return Err(changed(f, snapshot, "it no longer exists".into()));
+            return Err(changed(&f.path, snapshot, "it no longer exists".into()));
         }
         Err(e) => return Err(io_error(path, e)),
     }
@@ -97,7 +69,7 @@ pub(crate) fn open(f: &FileRef, trust: &Trust, snapshot: &str) -> Result<File> {
     let file = match OpenOptions::new().read(true).custom_flags(flags.bits()).open(path) {
         Ok(file) => file,
         Err(e) if e.kind() == ErrorKind::NotFound => {
-            return Err(changed(f, snapshot, "it no longer exists".into()));
+            return Err(changed(&f.path, snapshot, "it no longer exists".into()));
         }
         // ELOOP: it became a symbolic link since the check.
         Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => {
@@ -110,56 +82,124 @@ pub(crate) fn open(f: &FileRef, trust: &Trust, snapshot: &str) -> Result<File> {
     check_kind(&meta).map_err(refused)?;
     let diffs = identity_diffs(f, &meta);
     if !diffs.is_empty() {
-        return Err(changed(f, snapshot, diffs.join("; ")));
+        return Err(changed(&f.path, snapshot, diffs.join("; ")));
     }
-    if let Some(why) = trust.refuses(&meta) {
+    if let Some(why) = trust.refuses(&meta, Access::READ) {
         return Err(refused(why));
     }
     Ok(file)
 }
 
-fn changed(f: &FileRef, snapshot: &str, detail: String) -> Error {
-    Error::FileChanged { path: f.path.clone(), snapshot: snapshot.to_owned(), detail }
+/// A file a restore opens again by path, and what it must be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reopen<'a> {
+    /// Its path.
+    pub path: &'a str,
+    /// What it must be: [`FileKind::Regular`], [`FileKind::Directory`] or
+    /// [`FileKind::CharDevice`].
+    pub kind: FileKind,
+    /// Its device and inode (as `stat` gives them), where the snapshot recorded them.
+    pub identity: Option<(u64, u64)>,
+    /// How it is opened.
+    pub access: Access,
+}
+
+/// Opens `r.path` `O_PATH` and checks that it is what `r` says, and that the store's
+/// owners could open it so (see the module doc). `snapshot` names the snapshot for errors.
+pub(crate) fn reopen(r: &Reopen, trust: &Trust, snapshot: &str) -> Result<File> {
+    let refused =
+        |why: String| Error::FileRefused { path: r.path.to_owned(), snapshot: snapshot.to_owned(), why };
+    let path = Path::new(r.path);
+    if !path.is_absolute() {
+        return Err(refused("not an absolute path".into()));
+    }
+    // O_PATH opens a symbolic link itself (O_NOFOLLOW), a FIFO or device without opening it.
+    let flags = OFlag::O_PATH | OFlag::O_NOFOLLOW;
+    let file = match OpenOptions::new().read(true).custom_flags(flags.bits()).open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            return Err(changed(r.path, snapshot, "it no longer exists".into()));
+        }
+        Err(e) => return Err(io_error(path, e)),
+    };
+    let meta = file.metadata().map_err(|e| io_error(path, e))?;
+    let t = meta.file_type();
+    let is = match r.kind {
+        FileKind::Regular => t.is_file(),
+        FileKind::Directory => t.is_dir(),
+        FileKind::CharDevice => t.is_char_device(),
+        _ => false,
+    };
+    if !is {
+        return Err(refused(format!("it is {}, not {}", kind_of(&meta), kind_name(r.kind))));
+    }
+    if let Some((dev, inode)) = r.identity {
+        let diffs = differences([("device", meta.dev(), dev), ("inode", meta.ino(), inode)]);
+        if !diffs.is_empty() {
+            return Err(changed(r.path, snapshot, diffs.join("; ")));
+        }
+    }
+    if let Some(why) = trust.refuses(&meta, r.access) {
+        return Err(refused(why));
+    }
+    Ok(file)
+}
+
+fn changed(path: &str, snapshot: &str, detail: String) -> Error {
+    Error::FileChanged { path: path.to_owned(), snapshot: snapshot.to_owned(), detail }
 }
 
 /// A regular file, or what else it is.
 fn check_kind(meta: &Metadata) -> Result<(), String> {
-    let t = meta.file_type();
-    if t.is_file() {
+    if meta.file_type().is_file() {
         return Ok(());
     }
-    let what = if t.is_symlink() {
-        "a symbolic link"
-    } else if t.is_dir() {
-        "a directory"
-    } else {
-        use std::os::unix::fs::FileTypeExt;
-        match () {
-            _ if t.is_fifo() => "a FIFO",
-            _ if t.is_char_device() => "a character device",
-            _ if t.is_block_device() => "a block device",
-            _ if t.is_socket() => "a socket",
-            _ => "not a regular file",
-        }
-    };
-    Err(format!("it is {what}, not a regular file"))
+    Err(format!("it is {}, not a regular file", kind_of(meta)))
+}
+
+/// What kind of file `meta` describes, with its article.
+fn kind_of(meta: &Metadata) -> &'static str {
+    let t = meta.file_type();
+    match () {
+        _ if t.is_file() => "a regular file",
+        _ if t.is_symlink() => "a symbolic link",
+        _ if t.is_dir() => "a directory",
+        _ if t.is_fifo() => "a FIFO",
+        _ if t.is_char_device() => "a character device",
+        _ if t.is_block_device() => "a block device",
+        _ if t.is_socket() => "a socket",
+        _ => "a file of unknown kind",
+    }
+}
+
+/// What a reopened file of `kind` must be, with its article.
+fn kind_name(kind: FileKind) -> &'static str {
+    match kind {
+        FileKind::Regular => "a regular file",
+        FileKind::Directory => "a directory",
+        FileKind::CharDevice => "a character device",
+        _ => "a file a restore opens again",
+    }
 }
 
 /// How the file `meta` describes differs from the version `f` recorded, got vs expected.
 fn identity_diffs(f: &FileRef, meta: &Metadata) -> Vec<String> {
     let now = FileRef::of(&f.path, meta);
-    let mut diffs = Vec::new();
-    for (what, got, expected) in
-        [("device", now.dev, f.dev), ("inode", now.inode, f.inode), ("size", now.size, f.size)]
-    {
-        if got != expected {
-            diffs.push(format!("{what} {got}, expected {expected}"));
-        }
-    }
+    let mut diffs =
+        differences([("device", now.dev, f.dev), ("inode", now.inode, f.inode), ("size", now.size, f.size)]);
     if now.mtime_ns != f.mtime_ns {
         diffs.push(format!("mtime {} ns, expected {} ns", now.mtime_ns, f.mtime_ns));
     }
     diffs
+}
+
+/// `WHAT GOT, expected EXPECTED` for each field whose values differ.
+fn differences<'a>(fields: impl IntoIterator<Item = (&'a str, u64, u64)>) -> Vec<String> {
+    fields
+        .into_iter()
+        .filter(|(_, got, expected)| got != expected)
+        .map(|(what, got, expected)| format!("{what} {got}, expected {expected}"))
+        .collect()
 }
 
 /// Fills `out` from `file` at `offset`; bytes past the end of the file are zero.
@@ -189,10 +229,6 @@ mod tests {
 
     fn file_ref(path: &Path) -> FileRef {
         FileRef::of(path.to_str().unwrap(), &std::fs::metadata(path).unwrap())
-    }
-
-    fn is_root() -> bool {
-        nix::unistd::geteuid().is_root()
     }
 
     #[test]
@@ -248,35 +284,79 @@ mod tests {
         let path = dir.path().join("secret");
         std::fs::write(&path, b"secret").unwrap();
         let me = nix::unistd::geteuid().as_raw();
-        let other = Trust { others: vec![me.wrapping_add(1)] };
+        let other = Trust::owned_by(me.wrapping_add(1), 0);
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
         let err = open(&file_ref(&path), &other, "S1").unwrap_err();
         assert!(
             err.to_string().contains(&format!("the store belongs to uid {}, who could not read it", me + 1)),
             "{err}"
         );
-        // Readable by everyone: fine; by its owner, when the owner is the store's: fine.
+        // Readable by everyone: fine; the reader's own store: fine.
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o604)).unwrap();
         open(&file_ref(&path), &other, "S1").unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o400)).unwrap();
-        open(&file_ref(&path), &Trust { others: vec![me] }, "S1").unwrap();
+        open(&file_ref(&path), &Trust::owned_by(me, 0), "S1").unwrap();
         // Nobody's: only world-readable files.
-        let nobody = Trust { others: vec![u32::MAX] };
-        assert!(open(&file_ref(&path), &nobody, "S1").is_err());
+        let nobody = Trust::owned_by(u32::MAX, u32::MAX);
+        let err = open(&file_ref(&path), &nobody, "S1").unwrap_err();
+        assert!(err.to_string().contains("the store's owner is unknown"), "{err}");
+    }
+
+    fn reopen_of(path: &Path, kind: FileKind, access: Access) -> Reopen<'_> {
+        Reopen { path: path.to_str().unwrap(), kind, identity: None, access }
     }
 
     #[test]
-    fn trust_comes_from_the_owners_of_the_store_and_the_run() {
-        let store = tempfile::tempdir().unwrap();
-        let run = store.path().join("runs").join("1");
-        std::fs::create_dir_all(&run).unwrap();
-        assert_eq!(Trust::of_run_dir(&run), Trust::default());
-        if !is_root() {
-            return;
-        }
-        std::os::unix::fs::chown(store.path(), Some(1001), None).unwrap();
-        assert_eq!(Trust::of_run_dir(&run).others, [1001]);
-        std::os::unix::fs::chown(&run, Some(1002), None).unwrap();
-        assert_eq!(Trust::of_run_dir(&run).others, [1001, 1002]);
+    fn a_reopened_file_must_be_of_its_kind_and_never_blocks() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o666)).unwrap();
+        let err =
+            reopen(&reopen_of(&fifo, FileKind::Regular, Access::READ), &Trust::default(), "S1").unwrap_err();
+        assert!(err.to_string().ends_with("it is a FIFO, not a regular file"), "{err}");
+        let file = dir.path().join("file");
+        std::fs::write(&file, b"x").unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        let err =
+            reopen(&reopen_of(&link, FileKind::Regular, Access::READ), &Trust::default(), "S1").unwrap_err();
+        assert!(err.to_string().ends_with("it is a symbolic link, not a regular file"), "{err}");
+        let dev = reopen_of(Path::new("/dev/null"), FileKind::CharDevice, Access { read: true, write: true });
+        reopen(&dev, &Trust::default(), "S1").unwrap();
+        let err = reopen(&reopen_of(dir.path(), FileKind::CharDevice, Access::READ), &Trust::default(), "S1")
+            .unwrap_err();
+        assert!(err.to_string().ends_with("it is a directory, not a character device"), "{err}");
+        reopen(&reopen_of(dir.path(), FileKind::Directory, Access::READ), &Trust::default(), "S1").unwrap();
+    }
+
+    #[test]
+    fn a_reopened_file_is_the_one_recorded_and_the_owner_could_open_it_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        std::fs::write(&path, b"x").unwrap();
+        let st = std::fs::metadata(&path).unwrap();
+        let mut r = reopen_of(&path, FileKind::Regular, Access::READ);
+        r.identity = Some((st.dev(), st.ino()));
+        let file = reopen(&r, &Trust::default(), "S1").unwrap();
+        assert_eq!(file.metadata().unwrap().ino(), st.ino());
+        // Another file at the path: changed. Its contents changing is no matter.
+        std::fs::write(&path, b"longer now").unwrap();
+        reopen(&r, &Trust::default(), "S1").unwrap();
+        r.identity = Some((st.dev(), st.ino() + 1));
+        let err = reopen(&r, &Trust::default(), "S1").unwrap_err();
+        assert!(matches!(&err, Error::FileChanged { detail, .. } if detail.starts_with("inode")), "{err}");
+        // World-readable, not world-writable: a store of someone else may read it only.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let other = Trust::owned_by(nix::unistd::geteuid().as_raw().wrapping_add(1), 0);
+        r.identity = None;
+        reopen(&r, &other, "S1").unwrap();
+        r.access = Access { read: false, write: true };
+        let err = reopen(&r, &other, "S1").unwrap_err();
+        assert!(err.to_string().contains("who could not write it"), "{err}");
+        let gone = dir.path().join("gone");
+        let gone = reopen_of(&gone, FileKind::Regular, Access::READ);
+        assert!(matches!(reopen(&gone, &other, "S1"), Err(Error::FileChanged { .. })));
+        let relative = Reopen { path: "log", ..gone };
+        assert!(reopen(&relative, &other, "S1").unwrap_err().to_string().ends_with("not an absolute path"));
     }
 }

@@ -62,7 +62,9 @@
 //!   reaches it as a patch's base; snapshots that do not refer to the damaged file still
 //!   read.
 //! - File I/O lives in `dir` and in `fileref` (files that mappings refer to, opened only
-//!   when provably the file mapped and readable by the store's owner);
+//!   when provably the file mapped and readable by the store's owner, and files a restore
+//!   opens again, checked the same way); `trust` says what the store's owners may do,
+//!   and so what credentials its snapshots may claim;
 //!   encoding and decoding (`format`, `index`) work on byte slices.
 //! - The writer keeps no page contents between snapshots: only, per page, where its bytes
 //!   are stored, their `xxh3_128` hash, which decides whether a page changed, and the
@@ -86,15 +88,18 @@ mod names;
 mod raw;
 mod reader;
 mod spill;
+mod trust;
 mod writer;
 
 pub use dir::{Refinement, Run, RunId, RunInfo, RunLog, RunStatus, SnapshotEntry, Snapshots, Store};
 pub use error::Error;
+pub use fileref::Reopen;
 pub use model::*;
 pub use names::is_snapshot_name;
 pub use raw::PageSpan;
 pub use reader::Snapshot;
 pub use spill::{Committed, Spares, SpillFile};
+pub use trust::{Access, BeyondOwner, CredentialsRefused, Owner, OwnerRights, Trust};
 pub use writer::{PageSource, RunWriter, WriteReport};
 
 /// Result type of this crate.

@@ -119,9 +119,15 @@ pub struct RestoreOpt {
     /// Resume with sdt's own credentials (root's, every capability) instead of those the
     /// program had: it can then read and change anything root can. Without it, every
     /// thread gets back its user and group ids, supplementary groups, capabilities and
-    /// no_new_privs. Not with --config or --every.
-    #[arg(long, conflicts_with = "without_seccomp")]
+    /// no_new_privs. Only for a store root owns. Not with --config or --every.
+    #[arg(long, conflicts_with_all = ["without_seccomp", "as_owner"])]
     pub keep_root: bool,
+    /// Where the snapshot records more than the owner of its (not root's) store has (uid
+    /// 0, groups the owner is not in, capabilities), resume as the owner instead of
+    /// refusing: its uid, the recorded groups it is in (else its primary group), no
+    /// capabilities. Not with --config or --every.
+    #[arg(long)]
+    pub as_owner: bool,
     /// Resume a program that ran under a seccomp filter without the filter (snapshots do
     /// not hold it; such a snapshot is refused otherwise). Not with --config or --every.
     #[arg(long)]
@@ -376,6 +382,10 @@ mod tests {
         let Action::Restore(r) = opt.action else { panic!("not restore") };
         assert!(r.without_seccomp);
         assert!(Opt::try_parse_from(["sdt", "restore", "S3", "--keep-root", "--without-seccomp"]).is_err());
+        let opt = Opt::parse_from(["sdt", "restore", "S3", "--as-owner", "--without-seccomp"]);
+        let Action::Restore(r) = opt.action else { panic!("not restore") };
+        assert!(r.as_owner && r.without_seccomp && !r.keep_root);
+        assert!(Opt::try_parse_from(["sdt", "restore", "S3", "--keep-root", "--as-owner"]).is_err());
         let opt = Opt::parse_from([
             "sdt",
             "refine",

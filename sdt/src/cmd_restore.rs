@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use sdt_daemon::{RestoreFrom, RunOptions, Target, Tracking, human};
 use sdt_restore::Privileges;
-use sdt_store::SnapshotMeta;
+use sdt_store::{BeyondOwner, SnapshotMeta};
 
 use crate::cli::RestoreOpt;
 use crate::cmd_run::{capture_config, exit_code, report};
@@ -17,18 +17,22 @@ pub fn restore(opt: RestoreOpt) -> Result<ExitCode> {
     let name = snap.name().to_owned();
     let capture = &opt.capture;
     let detached = capture.config.is_none() && capture.every.is_none();
-    let privileges = privileges(&opt, snap.meta(), detached)?;
+    let (privileges, beyond_owner) = privileges(&opt, snap.meta(), detached)?;
     drop(snap);
     if detached {
-        let resumed = sdt_daemon::resume_detached(&opt.store.store, run.id(), &name, &env, privileges)
-            .inspect_err(|e| {
-                if matches!(e, sdt_daemon::Error::Restore(sdt_restore::Error::SeccompFilter { .. })) {
-                    eprintln!(
+        let resumed =
+            sdt_daemon::resume_detached(&opt.store.store, run.id(), &name, &env, privileges, beyond_owner)
+                .inspect_err(|e| match e {
+                    sdt_daemon::Error::Restore(sdt_restore::Error::SeccompFilter { .. }) => eprintln!(
                         "sdt: hint: `sdt restore --without-seccomp {name}` resumes it without the filter"
-                    );
-                }
-            })
-            .with_context(|| format!("restoring {name} of run {}", run.id()))?;
+                    ),
+                    sdt_daemon::Error::Restore(sdt_restore::Error::BeyondOwner(refused)) => eprintln!(
+                        "sdt: hint: `sdt restore --as-owner {name}` resumes it as uid {} instead",
+                        refused.owner
+                    ),
+                    _ => {}
+                })
+                .with_context(|| format!("restoring {name} of run {}", run.id()))?;
         if !capture.quiet {
             eprintln!(
                 "sdt: restored {name} of run {} in {} ({} of pages); it ran with its breakpoints off",
@@ -55,12 +59,17 @@ pub fn restore(opt: RestoreOpt) -> Result<ExitCode> {
     Ok(exit_code(outcome.exit, capture.quiet))
 }
 
-/// Whose credentials the program resumes with, warning loudly when not its own. Only a
-/// `detached` resume (no capture) may opt out of the recorded ones.
-fn privileges(opt: &RestoreOpt, meta: &SnapshotMeta, detached: bool) -> Result<Privileges> {
-    if (opt.keep_root || opt.without_seccomp) && !detached {
-        bail!("--keep-root and --without-seccomp resume without capturing: not with --config or --every");
+/// Whose credentials the program resumes with, warning loudly when not its own, and what
+/// becomes of those beyond the store owner's. Only a `detached` resume (no capture) may
+/// opt out of the recorded ones.
+fn privileges(opt: &RestoreOpt, meta: &SnapshotMeta, detached: bool) -> Result<(Privileges, BeyondOwner)> {
+    if (opt.keep_root || opt.without_seccomp || opt.as_owner) && !detached {
+        bail!(
+            "--keep-root, --without-seccomp and --as-owner resume without capturing: not with --config or \
+             --every"
+        );
     }
+    let beyond_owner = if opt.as_owner { BeyondOwner::Lower } else { BeyondOwner::Refuse };
     let had = meta.process.credentials_of(meta.process.pid);
     if opt.keep_root {
         eprintln!(
@@ -68,15 +77,15 @@ fn privileges(opt: &RestoreOpt, meta: &SnapshotMeta, detached: bool) -> Result<P
              sdt has), not as the uid {} and gid {} it ran as: it can read and change anything root can",
             meta.name, had.uids.effective, had.gids.effective,
         );
-        return Ok(Privileges::Restorer);
+        return Ok((Privileges::Restorer, beyond_owner));
     }
     if opt.without_seccomp {
         eprintln!(
             "sdt: warning: --without-seccomp: threads that ran under a seccomp filter resume without it"
         );
-        return Ok(Privileges::RecordedWithoutSeccompFilter);
+        return Ok((Privileges::RecordedWithoutSeccompFilter, beyond_owner));
     }
-    Ok(Privileges::Recorded)
+    Ok((Privileges::Recorded, beyond_owner))
 }
 
 /// The `NAME=VALUE` arguments as (name, value) pairs.

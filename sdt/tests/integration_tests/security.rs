@@ -278,6 +278,8 @@ fn a_64_tib_mapping_exports_small_and_fast() {
         m["mappings"].as_array_mut().unwrap().iter_mut().find(|m| m["start"] == start).unwrap()["perms"]["write"] =
             json!(true);
     });
+    // The program as the store's owner, so that its credentials export.
+    set_creds(&snap_file(&sdt, 1, 0), creds_json(OWNER, 0));
     chown_store(&sdt.store(), OWNER);
 
     let began = Instant::now();
@@ -369,4 +371,250 @@ fn a_stores_strings_are_printed_escaped() {
     // --json is JSON-escaped already.
     let json = stdout(&sdt.ok(&["ls", "--json"]));
     assert!(json.contains("phase=\\u001b[31mred"), "{json}");
+}
+
+/// The credentials of a thread as a snapshot records them: user and group `id`
+/// everywhere, no supplementary groups, the capabilities `caps` permitted and effective.
+fn creds_json(id: u32, caps: u64) -> Value {
+    let ids = json!({"real": id, "effective": id, "saved": id, "fs": id});
+    let sets = json!({"inheritable": 0, "permitted": caps, "effective": caps, "bounding": (1u64 << 41) - 1, "ambient": 0});
+    json!({"uids": ids, "gids": ids, "groups": [], "caps": sets, "no_new_privs": false, "seccomp": "disabled"})
+}
+
+/// Makes every thread of the snapshot in `path` have the credentials `creds`.
+fn set_creds(path: &Path, creds: Value) {
+    rewrite_meta(path, |m| {
+        m["process"]["creds"] = creds;
+        m["process"]["thread_creds"] = json!([]);
+    });
+}
+
+/// Adds descriptor 100, open with `flags` on the file at `path`, to the snapshot's
+/// metadata, as a regular file with the identity it has now.
+fn add_descriptor(meta: &mut Value, path: &Path, flags: u32) {
+    let st = std::fs::symlink_metadata(path).unwrap();
+    let file = json!({
+        "path": path.to_str().unwrap(), "dev": st.dev(), "inode": st.ino(), "size": st.size(),
+        "mtime_ns": st.mtime() * 1_000_000_000 + st.mtime_nsec(),
+    });
+    meta["files"].as_array_mut().unwrap().push(json!({
+        "fd": 100, "target": path.to_str().unwrap(), "kind": "regular", "flags": flags, "pos": 0,
+        "file": file, "inherited": false,
+    }));
+}
+
+/// A FIFO at `path`.
+fn mkfifo(path: &Path) {
+    let c_path = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o666) }, 0);
+}
+
+/// Runs `sdt ARGS`, which must fail within 30 seconds saying each of `says`; returns
+/// what it printed on stderr.
+fn refused_promptly(sdt: &Sdt, args: &[&str], says: &[&str]) -> String {
+    let start = Instant::now();
+    let out = sdt.output(args);
+    assert!(start.elapsed() < Duration::from_secs(30), "sdt {args:?} took {:?}", start.elapsed());
+    assert!(!out.status.success(), "sdt {args:?}: {}", describe(&out));
+    let err = stderr(&out);
+    for s in says {
+        assert!(err.contains(s), "sdt {args:?} does not say {s:?}: {}", describe(&out));
+    }
+    assert_eq!(stdout(&out), "", "the program ran: {}", describe(&out));
+    err
+}
+
+#[test]
+fn a_users_store_that_claims_more_than_the_user_has_is_refused_or_lowered() {
+    let test = "a_users_store_that_claims_more_than_the_user_has_is_refused_or_lowered";
+    if !crate::restore::may_restore(test) {
+        return;
+    }
+    // What `credentials` reads and keeps open, in a directory anyone may enter.
+    let files = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(files.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (secret, kept) = (files.path().join("secret"), files.path().join("kept"));
+    std::fs::write(&secret, "the secret file\n").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::write(&kept, "the kept file\n").unwrap();
+    std::fs::set_permissions(&kept, std::fs::Permissions::from_mode(0o644)).unwrap();
+    // It drops root for real uid 1003, effective uid 1001, groups 1002 and 1004 and
+    // CAP_NET_BIND_SERVICE: more than uid 1001, who has no account here, has.
+    let sdt = Sdt::new();
+    let prog = program("credentials");
+    sdt.ok(&[
+        "run",
+        "-q",
+        "--",
+        prog.to_str().unwrap(),
+        "drop",
+        secret.to_str().unwrap(),
+        kept.to_str().unwrap(),
+    ]);
+    chown_store(&sdt.store(), OWNER);
+
+    let beyond = "more than the owner of its store (uid 1001) has: uid 1001";
+    let err = refused_promptly(
+        &sdt,
+        &["restore", "-q", "S0"],
+        &["recorded with user ids [1003, 1001, 1001, 1001]", beyond],
+    );
+    assert!(err.contains("hint: `sdt restore --as-owner S0` resumes it as uid 1001"), "{err}");
+    // Capturing restores (`sdt refine`'s path) too, and --keep-root more so.
+    refused_promptly(&sdt, &["restore", "-q", "--every", "1000", "S0"], &[beyond]);
+    refused_promptly(&sdt, &["restore", "-q", "--keep-root", "S0"], &["the store belongs to uid 1001"]);
+    let criu = refused_promptly(&sdt, &["export", "criu", "S0", "-o", "img"], &[beyond]);
+    assert!(!sdt.dir.path().join("img").exists(), "{criu}");
+
+    // --as-owner: every thread as uid 1001 of group 1001 (its store's group), nothing more.
+    let out = sdt.output(&["restore", "-q", "--as-owner", "S0"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let printed = stdout(&out);
+    for line in [
+        "main: uid 1001 1001 1001 1001 gid 1001 1001 1001 1001 groups\n",
+        "main: CapPrm:\t0000000000000000\n",
+        "main: CapEff:\t0000000000000000\n",
+        "main: CapAmb:\t0000000000000000\n",
+        "worker: uid 1001 1001 1001 1001 gid 1001 1001 1001 1001 groups\n",
+        "worker: NoNewPrivs:\t1\n",
+        "threads in seccomp strict mode: 1\n",
+        "kept: the kept file\n",
+        "secret: EACCES\n",
+    ] {
+        assert!(printed.contains(line), "{line:?} not in:\n{}", describe(&out));
+    }
+    assert!(stderr(&out).contains("it resumes with the owner's (uid 1001)"), "{}", describe(&out));
+
+    // Crafted: uid 1001 but group 0, or CAP_SYS_ADMIN.
+    let mut root_group = creds_json(OWNER, 0);
+    root_group["gids"] = json!({"real": 0, "effective": 0, "saved": 0, "fs": 0});
+    set_creds(&snap_file(&sdt, 1, 0), root_group);
+    refused_promptly(
+        &sdt,
+        &["restore", "-q", "S0"],
+        &["recorded with group ids [0, 0, 0, 0]", "has: groups [1001]"],
+    );
+    set_creds(&snap_file(&sdt, 1, 0), creds_json(OWNER, 1 << 21));
+    refused_promptly(
+        &sdt,
+        &["restore", "-q", "S0"],
+        &["recorded with permitted capabilities 0x200000", "has: none"],
+    );
+}
+
+/// Decodes the CRIU image `path` with `crit`; `None` (saying so) where crit is missing.
+fn crit_decode(path: &Path) -> Option<Value> {
+    let out = match std::process::Command::new("crit").arg("decode").arg("-i").arg(path).output() {
+        Ok(out) => out,
+        Err(_) => {
+            use std::io::Write;
+            writeln!(std::io::stderr(), "crit is not installed: {} not decoded", path.display()).ok();
+            return None;
+        }
+    };
+    assert!(out.status.success(), "crit decode {}: {}", path.display(), describe(&out));
+    Some(serde_json::from_slice(&out.stdout).unwrap())
+}
+
+#[test]
+fn criu_images_of_a_users_store_carry_only_the_users_credentials() {
+    let test = "criu_images_of_a_users_store_carry_only_the_users_credentials";
+    let Some(sdt) = run_as_root(test, &["1/1/1/0"]) else { return };
+    chown_store(&sdt.store(), OWNER);
+    // Recorded as root, who ran it.
+    let says = ["recorded with user ids [0, 0, 0, 0], more than the owner of its store (uid 1001) has"];
+    refused_promptly(&sdt, &["export", "criu", "S0", "-o", "img"], &says);
+    set_creds(&snap_file(&sdt, 1, 0), creds_json(OWNER, 1 << 21));
+    refused_promptly(&sdt, &["export", "criu", "S0", "-o", "img"], &["permitted capabilities 0x200000"]);
+    let mut root_group = creds_json(OWNER, 0);
+    root_group["groups"] = json!([0]);
+    set_creds(&snap_file(&sdt, 1, 0), root_group);
+    refused_promptly(&sdt, &["export", "criu", "S0", "-o", "img"], &["supplementary groups [0]"]);
+    assert!(!sdt.dir.path().join("img").exists());
+
+    // The user's own: exported as they are.
+    set_creds(&snap_file(&sdt, 1, 0), creds_json(OWNER, 0));
+    sdt.ok(&["export", "criu", "S0", "-o", "img"]);
+    let img = sdt.dir.path().join("img");
+    let cores: Vec<PathBuf> = files_under(&img)
+        .into_iter()
+        .filter(|p| p.file_name().unwrap().to_str().unwrap().starts_with("core-"))
+        .collect();
+    assert!(!cores.is_empty());
+    for core in cores {
+        let Some(image) = crit_decode(&core) else { return };
+        let creds = &image["entries"][0]["thread_core"]["creds"];
+        for id in ["uid", "euid", "suid", "fsuid", "gid", "egid", "sgid", "fsgid"] {
+            assert_eq!(creds[id], json!(OWNER), "{id} in {}: {creds}", core.display());
+        }
+        for set in ["cap_prm", "cap_eff", "cap_inh"] {
+            assert_eq!(creds[set], json!([0, 0]), "{set} in {}: {creds}", core.display());
+        }
+    }
+}
+
+#[test]
+fn a_descriptor_the_stores_owner_could_not_open_is_refused() {
+    let test = "a_descriptor_the_stores_owner_could_not_open_is_refused";
+    if !crate::restore::may_restore(test) {
+        return;
+    }
+    let Some(sdt) = run_as_root(test, &["1/1/1/0"]) else { return };
+    let secret = sdt.dir.path().join("secret");
+    std::fs::write(&secret, "root's own\n").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let snap = snap_file(&sdt, 1, 0);
+    // The program's credentials are the store owner's: only the descriptor is wrong.
+    set_creds(&snap, creds_json(OWNER, 0));
+    rewrite_meta(&snap, |m| add_descriptor(m, &secret, 0));
+    chown_store(&sdt.store(), OWNER);
+
+    let secret_path = secret.to_str().unwrap();
+    let fd = format!("file descriptor 100 ({secret_path})");
+    let why = "the store belongs to uid 1001, who could not read it";
+    refused_promptly(&sdt, &["restore", "-q", "S0"], &[&fd, why]);
+    let criu_fd = format!("fd 100 ({secret_path}) is refused: `criu restore` would open it as root");
+    refused_promptly(&sdt, &["export", "criu", "S0", "-o", "img"], &[&criu_fd, why]);
+    assert!(!sdt.dir.path().join("img").exists());
+
+    // Anyone may read it, but only root write it: not for writing (O_RDWR).
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o644)).unwrap();
+    rewrite_meta(&snap, |m| m["files"].as_array_mut().unwrap().last_mut().unwrap()["flags"] = json!(2));
+    let why = "who could not write it";
+    refused_promptly(&sdt, &["restore", "-q", "S0"], &[&fd, why]);
+    refused_promptly(&sdt, &["export", "criu", "S0", "-o", "img"], &[&criu_fd, why]);
+
+    // A FIFO in its place: nothing opens it, nothing waits for a writer.
+    std::fs::remove_file(&secret).unwrap();
+    mkfifo(&secret);
+    let why = "it is a FIFO, not a regular file";
+    refused_promptly(&sdt, &["restore", "-q", "S0"], &[&fd, why]);
+    refused_promptly(&sdt, &["export", "criu", "S0", "-o", "img"], &[&criu_fd, why]);
+}
+
+#[test]
+fn a_mapping_naming_a_fifo_ends_a_restore_promptly() {
+    let test = "a_mapping_naming_a_fifo_ends_a_restore_promptly";
+    if !crate::restore::may_restore(test) {
+        return;
+    }
+    let Some(sdt) = run_as_root(test, &["1/1/1/0", "1/1/2/0"]) else { return };
+    let fifo = sdt.dir.path().join("fifo");
+    mkfifo(&fifo);
+    let fifo_path = fifo.to_str().unwrap();
+    // A mapping with no pages in the snapshot (a library's PROT_NONE gap), mapped again
+    // from its file by path.
+    rewrite_meta(&snap_file(&sdt, 1, 0), |m| {
+        add_mapping(m, 0x1000_0000_0000, 0x1000_0001_0000, 7, fifo_path, json!({"kind": "unreadable"}));
+        let gap = m["mappings"].as_array_mut().unwrap().iter_mut().find(|m| m["path"] == fifo_path).unwrap();
+        gap["perms"]["read"] = json!(false);
+    });
+    let mapping = format!("mapping 0x100000000000-0x100000010000 {fifo_path}");
+    let why = "it is a FIFO, not a regular file";
+    refused_promptly(&sdt, &["restore", "-q", "S0"], &[&mapping, why]);
+    refused_promptly(&sdt, &["restore", "-q", "--every", "1000", "S0"], &[&mapping, why]);
+    let refine = ["refine", "--from", "S0", "--to", "S1", "--check", "nbps"];
+    refused_promptly(&sdt, &refine, &[&mapping, why]);
+    refused_promptly(&sdt, &["export", "criu", "S0", "-o", "img"], &[fifo_path, why]);
 }

@@ -1,0 +1,81 @@
+//! Every file the restore opens by path is checked first, as the store checks the files
+//! that mappings refer to ([`Trust::reopen`]): it must be what the snapshot says (a
+//! regular file, a directory, a character device; never a symbolic link, FIFO or
+//! socket), with the device and inode recorded where they were, and one the store's
+//! owners could open the way it is opened. A store can name any path, and the restore
+//! runs as root.
+//!
+//! - Descriptors: the stub opens `/proc/self/fd/N` of the `O_PATH` descriptor the check
+//!   left open (the stub inherits it), so a path changed since the check opens nothing
+//!   else and a FIFO put in its place blocks nothing; the kernel checks the stub's file
+//!   identity (the program's) against that very file.
+//! - Mappings made from files: the store checks those whose pages it reads
+//!   ([`Snapshot::check_files`](sdt_store::Snapshot::check_files)); all of them, a
+//!   library's `PROT_NONE` gap too, are checked here for how they are mapped. The new
+//!   process opens them without blocking.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::os::fd::AsRawFd;
+
+use sdt_store::{Access, FileKind, Reopen, SnapshotMeta, Trust};
+use sdt_sys::respawn::{FdSource, StubFd};
+
+use crate::Error;
+use crate::plan::{self, MapKind, MapPlan};
+
+/// The stub's descriptors, with what they were checked to be.
+pub(crate) struct Descriptors {
+    /// Where each comes from.
+    pub fds: Vec<StubFd>,
+    /// What each one opened by path is, by descriptor: the path the snapshot names.
+    pub names: Vec<(i32, String)>,
+    /// The checked files the stub opens through `/proc/self/fd/N`: open until it has.
+    _checked: Vec<File>,
+}
+
+/// The stub's descriptors ([`plan::descriptors`]), each file it opens checked.
+pub(crate) fn descriptors(meta: &SnapshotMeta, trust: &Trust) -> Result<Descriptors, Error> {
+    let mut checked = Vec::new();
+    let mut names = Vec::new();
+    let fds = plan::descriptors(meta, &mut |f, reopen| {
+        let file = trust.reopen(reopen, &meta.name).map_err(|source| Error::Refused {
+            what: format!("file descriptor {} ({})", f.fd, f.target),
+            source,
+        })?;
+        let via = format!("/proc/self/fd/{}", file.as_raw_fd());
+        checked.push(file);
+        names.push((f.fd, f.target.clone()));
+        Ok(CString::new(via).expect("no NUL in a number"))
+    })?;
+    for f in &fds {
+        if let FdSource::Open { path, .. } = &f.source
+            && !names.iter().any(|(fd, _)| *fd == f.fd)
+        {
+            names.push((f.fd, path.to_string_lossy().into_owned()));
+        }
+    }
+    Ok(Descriptors { fds, names, _checked: checked })
+}
+
+/// Checks the file of every mapping `plans` makes from one, for how it is mapped:
+/// reading, and writing for a shared writable mapping.
+pub(crate) fn mappings(meta: &SnapshotMeta, plans: &[MapPlan], trust: &Trust) -> Result<(), Error> {
+    let mut done: Vec<(&str, Access)> = Vec::new();
+    for p in plans {
+        let MapKind::File { path, shared } = &p.kind else { continue };
+        let access = Access { read: true, write: *shared && p.prot & libc::PROT_WRITE != 0 };
+        if done.contains(&(path.as_str(), access)) {
+            continue;
+        }
+        done.push((path, access));
+        // The identity a mapping of the same file recorded, if one did.
+        let identity = meta.mapped_file(path).map(|f| (f.dev, f.inode));
+        let reopen = Reopen { path, kind: FileKind::Regular, identity, access };
+        trust.reopen(&reopen, &meta.name).map_err(|source| Error::Refused {
+            what: format!("the mapping {:#x}-{:#x} {}", p.start, p.end, p.name),
+            source,
+        })?;
+    }
+    Ok(())
+}
