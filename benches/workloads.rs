@@ -20,7 +20,15 @@ pub fn release() -> PathBuf {
 
 /// Compiles `workloads/<source>.c` with `extra` flags into `out/<name>`.
 pub fn build(source: &str, out: &Path, name: &str, extra: &[&str]) -> PathBuf {
+    // Built under a name of its own and renamed into place: two tests building the same
+    // program never run a half-written one.
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let exe = out.join(name);
+    let tmp = out.join(format!(
+        ".{name}.{}.{}.tmp",
+        std::process::id(),
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
     let status = Command::new("gcc")
         .args(["-O2", "-g", "-pthread"])
         .args(extra)
@@ -29,9 +37,10 @@ pub fn build(source: &str, out: &Path, name: &str, extra: &[&str]) -> PathBuf {
         .arg(workspace().join("sdt-lib/include"))
         .arg(release().join("libsdt.a"))
         .args(["-ldl", "-lm", "-o"])
-        .arg(&exe)
+        .arg(&tmp)
         .status()
         .expect("running gcc");
     assert!(status.success(), "building workloads/{source}.c failed");
+    std::fs::rename(&tmp, &exe).expect("moving the built program into place");
     exe
 }
