@@ -48,6 +48,7 @@
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::format::Bad;
+use crate::index::MAX_PAGES;
 use crate::model::{PAGE_SIZE, SnapshotMeta, check_mappings};
 
 /// First bytes of every raw snapshot file.
@@ -61,8 +62,6 @@ pub(crate) const HEADER_PAGE: u64 = PAGE_SIZE;
 /// Where the commit lies in the header page.
 const COMMIT_AT: usize = 4032;
 const COMMIT_LEN: usize = 64;
-/// Pages in the 64-bit address space.
-const MAX_PAGES: u64 = 1 << (64 - PAGE_SIZE.trailing_zeros());
 
 /// Consecutive pages: `pages` of them from page number `first` (address / 4096).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -27,7 +27,7 @@ use zstd::bulk::Compressor;
 use crate::dir::{Form, RunId, RunInfo, RunLog, SnapshotFile, file_name, io_error, write_run_info};
 use crate::format::{self, Footer, MAX_BLOCK_PAGES, ZSTD_LEVEL};
 use crate::fs::Dir;
-use crate::index::{BlockEntry, BlockTable, Index, MAX_PATCH_DEPTH, SlotRun, push_run};
+use crate::index::{BlockEntry, BlockTable, Index, MAX_PAGES, MAX_PATCH_DEPTH, SlotRun, push_run};
 use crate::model::{PAGE_SIZE, SnapshotMeta, check_mappings};
 use crate::raw::{self, PageSpan};
 use crate::reader::{self, Slots, xor_into};
@@ -457,9 +457,11 @@ impl RunWriter {
             while prev.next_if(|e| e.page < page).is_some() {}
             let bytes = match source {
                 PageSource::Unchanged(count) => {
-                    let end = page.checked_add(count).filter(|_| count > 0).ok_or_else(|| {
-                        Error::BadInput(format!("unchanged run of {count} pages at {addr:#x}"))
-                    })?;
+                    // Inside the address space, or its last page's address overflows.
+                    let end =
+                        page.checked_add(count).filter(|&end| count > 0 && end <= MAX_PAGES).ok_or_else(
+                            || Error::BadInput(format!("unchanged run of {count} pages at {addr:#x}")),
+                        )?;
                     while let Some(e) = prev.next_if(|e| e.page < end) {
                         entries.push(*e);
                     }
