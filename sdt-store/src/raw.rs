@@ -49,7 +49,7 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use crate::format::Bad;
 use crate::index::MAX_PAGES;
-use crate::model::{PAGE_SIZE, SnapshotMeta, check_mappings};
+use crate::model::{PAGE_SIZE, SnapshotMeta, check_meta};
 
 /// First bytes of every raw snapshot file.
 const MAGIC: [u8; 8] = *b"SDTRAW\0\0";
@@ -250,7 +250,7 @@ pub(crate) fn decode_record(bytes: &[u8], seq: u32, commit: &Commit) -> Result<R
     if meta.seq != seq {
         return Err(Bad::Corrupt(format!("metadata says seq {}, the file {seq}", meta.seq)));
     }
-    check_mappings(&meta.mappings).map_err(|e| format!("metadata: {e}"))?;
+    check_meta(&meta).map_err(|e| format!("metadata: {e}"))?;
     Ok(Record { copied, unchanged, meta })
 }
 

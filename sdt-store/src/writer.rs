@@ -28,7 +28,7 @@ use crate::dir::{Form, RunId, RunInfo, RunLog, SnapshotFile, file_name, io_error
 use crate::format::{self, Footer, MAX_BLOCK_PAGES, ZSTD_LEVEL};
 use crate::fs::Dir;
 use crate::index::{BlockEntry, BlockTable, Index, MAX_PAGES, MAX_PATCH_DEPTH, SlotRun, push_run};
-use crate::model::{PAGE_SIZE, SnapshotMeta, check_mappings};
+use crate::model::{PAGE_SIZE, SnapshotMeta, check_meta};
 use crate::raw::{self, PageSpan};
 use crate::reader::{self, Slots, xor_into};
 use crate::{Error, Result, RunStatus, Store};
@@ -333,8 +333,7 @@ impl RunWriter {
                 meta.name, self.next_seq
             )));
         }
-        check_mappings(&meta.mappings)
-            .map_err(|e| Error::BadInput(format!("snapshot {}: {e}", meta.name)))?;
+        check_meta(&meta).map_err(|e| Error::BadInput(format!("snapshot {}: {e}", meta.name)))?;
         let Diff { mut entries, changed, candidates } = self.diff(seq, pages)?;
         if u32::try_from(entries.len()).is_err() {
             return Err(Error::BadInput(format!("snapshot {}: more than 2^32 pages", meta.name)));

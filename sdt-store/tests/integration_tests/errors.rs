@@ -152,3 +152,35 @@ fn an_unchanged_run_past_the_address_space_is_bad_input() {
     let snap = store.open_run(&writer.id()).unwrap().open_snapshot("S1").unwrap();
     assert_eq!(snap.stored_pages(), [0x1000, top]);
 }
+
+/// A thread listed twice, or with an id that is no thread's, is refused by the writer and
+/// read as damage: exporters write one file per thread, named by its id (CRIU's
+/// `core-<tid>.img`), and failed on the second one with a misleading write error.
+#[test]
+fn thread_ids_are_positive_and_listed_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::open_or_create(tmp.path()).unwrap();
+    let (mut log, mut writer) = create_run(&store);
+    let maps = vec![anon(0x1000, 1)];
+    let twice = |seq| {
+        let mut m = meta(seq, maps.clone());
+        m.threads.push(m.threads[0].clone());
+        m
+    };
+    let e = writer.write_snapshot(twice(0), []).unwrap_err();
+    assert_eq!(e.to_string(), "store writer misuse: snapshot S0: thread 100 is listed twice");
+    let mut zero = meta(0, maps.clone());
+    zero.threads[0].tid = 0;
+    let e = writer.write_snapshot(zero, []).unwrap_err();
+    assert_eq!(e.to_string(), "store writer misuse: snapshot S0: thread id 0 is not > 0");
+    writer.write_snapshot(meta(0, maps.clone()), []).unwrap();
+
+    // The capture's commit does not check: the reader does.
+    let spill = log.spares().make(0, false).unwrap();
+    log.commit(spill, &[], &[], &twice(1)).unwrap();
+    let run = store.open_run(&log.id()).unwrap();
+    let e = run.open_snapshot("S1").unwrap_err();
+    assert_eq!(e.to_string(), "snapshot S1 is corrupt: metadata: thread 100 is listed twice");
+    assert!(matches!(run.read_meta(1), Err(Error::Corrupt { .. })));
+    run.open_snapshot("S0").unwrap();
+}
