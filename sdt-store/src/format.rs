@@ -61,7 +61,7 @@ use zstd::bulk::Decompressor;
 
 use crate::Error;
 use crate::index::{BlockTable, Index};
-use crate::model::{PAGE_SIZE, SnapshotMeta, check_mappings};
+use crate::model::{PAGE_SIZE, SnapshotMeta, check_meta};
 
 /// First bytes of every snapshot file.
 pub(crate) const MAGIC: [u8; 8] = *b"SDTSNAP\0";
@@ -432,7 +432,7 @@ pub(crate) fn decode_meta(file: &(impl ReadAt + ?Sized), opened: &Opened) -> Res
     if meta.seq != footer.seq {
         return Err(Bad::Corrupt(format!("metadata says seq {}, the file {}", meta.seq, footer.seq)));
     }
-    check_mappings(&meta.mappings).map_err(|e| format!("metadata: {e}"))?;
+    check_meta(&meta).map_err(|e| format!("metadata: {e}"))?;
     Ok(meta)
 }
 

@@ -48,7 +48,7 @@ use crate::model::PAGE_SIZE;
 /// page whole rather than exceed it; reading one page decodes at most this + 1 slots.
 pub(crate) const MAX_PATCH_DEPTH: u32 = 8;
 /// Number of pages in the 64-bit address space: page numbers are below this.
-const MAX_PAGES: u64 = 1 << (64 - PAGE_SIZE.trailing_zeros());
+pub(crate) const MAX_PAGES: u64 = 1 << (64 - PAGE_SIZE.trailing_zeros());
 /// Smallest block: its header and a non-empty frame.
 const MIN_BLOCK_LEN: u64 = BLOCK_HEADER_LEN + 1;
 const BLOCK_ENTRY_LEN: usize = 12;

@@ -451,10 +451,27 @@ impl Mapping {
     }
 }
 
+/// Checks what [`SnapshotMeta`] promises beyond its types: its mappings as
+/// [`check_mappings`] does, and each thread's id > 0 and listed once (exporters write a
+/// file per thread, named by its id). Returns what is wrong.
+pub(crate) fn check_meta(meta: &SnapshotMeta) -> Result<(), String> {
+    check_mappings(&meta.mappings)?;
+    let mut tids = std::collections::BTreeSet::new();
+    for t in &meta.threads {
+        if t.tid <= 0 {
+            return Err(format!("thread id {} is not > 0", t.tid));
+        }
+        if !tids.insert(t.tid) {
+            return Err(format!("thread {} is listed twice", t.tid));
+        }
+    }
+    Ok(())
+}
+
 /// Checks what [`SnapshotMeta::mappings`] promises: each mapping page-aligned and
 /// non-empty, its file range not overflowing, all sorted by start and not overlapping.
 /// Returns what is wrong, naming the mapping.
-pub(crate) fn check_mappings(mappings: &[Mapping]) -> Result<(), String> {
+fn check_mappings(mappings: &[Mapping]) -> Result<(), String> {
     let mut prev_end = 0;
     for (i, m) in mappings.iter().enumerate() {
         if m.start % PAGE_SIZE != 0 || m.end % PAGE_SIZE != 0 || m.end <= m.start {

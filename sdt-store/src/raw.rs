@@ -48,7 +48,8 @@
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::format::Bad;
-use crate::model::{PAGE_SIZE, SnapshotMeta, check_mappings};
+use crate::index::MAX_PAGES;
+use crate::model::{PAGE_SIZE, SnapshotMeta, check_meta};
 
 /// First bytes of every raw snapshot file.
 const MAGIC: [u8; 8] = *b"SDTRAW\0\0";
@@ -61,8 +62,6 @@ pub(crate) const HEADER_PAGE: u64 = PAGE_SIZE;
 /// Where the commit lies in the header page.
 const COMMIT_AT: usize = 4032;
 const COMMIT_LEN: usize = 64;
-/// Pages in the 64-bit address space.
-const MAX_PAGES: u64 = 1 << (64 - PAGE_SIZE.trailing_zeros());
 
 /// Consecutive pages: `pages` of them from page number `first` (address / 4096).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -251,7 +250,7 @@ pub(crate) fn decode_record(bytes: &[u8], seq: u32, commit: &Commit) -> Result<R
     if meta.seq != seq {
         return Err(Bad::Corrupt(format!("metadata says seq {}, the file {seq}", meta.seq)));
     }
-    check_mappings(&meta.mappings).map_err(|e| format!("metadata: {e}"))?;
+    check_meta(&meta).map_err(|e| format!("metadata: {e}"))?;
     Ok(Record { copied, unchanged, meta })
 }
 

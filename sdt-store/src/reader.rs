@@ -182,7 +182,7 @@ impl Snapshot {
                 (Content::Zero, None) => out.fill(0),
                 (Content::File(f), None) => {
                     let file = state.file_ref(f, &self.name)?;
-                    // `check_mappings` made sure that `offset + len` does not overflow.
+                    // `check_meta` made sure that `offset + len` does not overflow.
                     fileref::read_at(file, m.offset + (pos - m.start), out, &f.path)?;
                 }
             }

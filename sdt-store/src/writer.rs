@@ -27,8 +27,8 @@ use zstd::bulk::Compressor;
 use crate::dir::{Form, RunId, RunInfo, RunLog, SnapshotFile, file_name, io_error, write_run_info};
 use crate::format::{self, Footer, MAX_BLOCK_PAGES, ZSTD_LEVEL};
 use crate::fs::Dir;
-use crate::index::{BlockEntry, BlockTable, Index, MAX_PATCH_DEPTH, SlotRun, push_run};
-use crate::model::{PAGE_SIZE, SnapshotMeta, check_mappings};
+use crate::index::{BlockEntry, BlockTable, Index, MAX_PAGES, MAX_PATCH_DEPTH, SlotRun, push_run};
+use crate::model::{PAGE_SIZE, SnapshotMeta, check_meta};
 use crate::raw::{self, PageSpan};
 use crate::reader::{self, Slots, xor_into};
 use crate::{Error, Result, RunStatus, Store};
@@ -341,8 +341,7 @@ impl RunWriter {
                 meta.name, self.next_seq
             )));
         }
-        check_mappings(&meta.mappings)
-            .map_err(|e| Error::BadInput(format!("snapshot {}: {e}", meta.name)))?;
+        check_meta(&meta).map_err(|e| Error::BadInput(format!("snapshot {}: {e}", meta.name)))?;
         let Diff { mut entries, changed, candidates } = self.diff(seq, pages)?;
         if u32::try_from(entries.len()).is_err() {
             return Err(Error::BadInput(format!("snapshot {}: more than 2^32 pages", meta.name)));
@@ -465,9 +464,11 @@ impl RunWriter {
             while prev.next_if(|e| e.page < page).is_some() {}
             let bytes = match source {
                 PageSource::Unchanged(count) => {
-                    let end = page.checked_add(count).filter(|_| count > 0).ok_or_else(|| {
-                        Error::BadInput(format!("unchanged run of {count} pages at {addr:#x}"))
-                    })?;
+                    // Inside the address space, or its last page's address overflows.
+                    let end =
+                        page.checked_add(count).filter(|&end| count > 0 && end <= MAX_PAGES).ok_or_else(
+                            || Error::BadInput(format!("unchanged run of {count} pages at {addr:#x}")),
+                        )?;
                     while let Some(e) = prev.next_if(|e| e.page < end) {
                         entries.push(*e);
                     }

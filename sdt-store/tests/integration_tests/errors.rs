@@ -127,3 +127,60 @@ fn writer_misuse_is_bad_input_and_changes_nothing() {
     snap.read(0x1000, &mut buf).unwrap();
     assert!(buf[..4096].iter().all(|&b| b == 0) && buf[4096..] == p2[..]);
 }
+
+/// An unchanged run that leaves the address space is refused: its end once wrapped
+/// around, so that a lower page after it passed as ascending and the snapshot was
+/// written with its index out of order, unreadable.
+#[test]
+fn an_unchanged_run_past_the_address_space_is_bad_input() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::open_or_create(tmp.path()).unwrap();
+    let (_log, mut writer) = create_run(&store);
+    // The highest mapping there can be: its end is the last page-aligned address.
+    let top = 0xffff_ffff_ffff_e000;
+    let maps = vec![anon(0x1000, 1), anon(top, 1)];
+    let (low, high) = (page(1, 0x1000), page(2, top));
+    let pages = [(0x1000, PageSource::Data(&low)), (top, PageSource::Data(&high))];
+    writer.write_snapshot(meta(0, maps.clone()), pages).unwrap();
+    let past_the_end = [(top, PageSource::Unchanged(3)), (0x1000, PageSource::Data(&low))];
+    let e = writer.write_snapshot(meta(1, maps.clone()), past_the_end).unwrap_err();
+    assert!(matches!(e, Error::BadInput(_)), "{e:?}");
+    assert_eq!(e.to_string(), format!("store writer misuse: unchanged run of 3 pages at {top:#x}"));
+    // S1 is still to be written, and reads back once it is.
+    let pages = [(0x1000, PageSource::Data(&low)), (top, PageSource::Unchanged(1))];
+    writer.write_snapshot(meta(1, maps), pages).unwrap();
+    let snap = store.open_run(&writer.id()).unwrap().open_snapshot("S1").unwrap();
+    assert_eq!(snap.stored_pages(), [0x1000, top]);
+}
+
+/// A thread listed twice, or with an id that is no thread's, is refused by the writer and
+/// read as damage: exporters write one file per thread, named by its id (CRIU's
+/// `core-<tid>.img`), and failed on the second one with a misleading write error.
+#[test]
+fn thread_ids_are_positive_and_listed_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::open_or_create(tmp.path()).unwrap();
+    let (mut log, mut writer) = create_run(&store);
+    let maps = vec![anon(0x1000, 1)];
+    let twice = |seq| {
+        let mut m = meta(seq, maps.clone());
+        m.threads.push(m.threads[0].clone());
+        m
+    };
+    let e = writer.write_snapshot(twice(0), []).unwrap_err();
+    assert_eq!(e.to_string(), "store writer misuse: snapshot S0: thread 100 is listed twice");
+    let mut zero = meta(0, maps.clone());
+    zero.threads[0].tid = 0;
+    let e = writer.write_snapshot(zero, []).unwrap_err();
+    assert_eq!(e.to_string(), "store writer misuse: snapshot S0: thread id 0 is not > 0");
+    writer.write_snapshot(meta(0, maps.clone()), []).unwrap();
+
+    // The capture's commit does not check: the reader does.
+    let spill = log.spares().make(0, false).unwrap();
+    log.commit(spill, &[], &[], &twice(1)).unwrap();
+    let run = store.open_run(&log.id()).unwrap();
+    let e = run.open_snapshot("S1").unwrap_err();
+    assert_eq!(e.to_string(), "snapshot S1 is corrupt: metadata: thread 100 is listed twice");
+    assert!(matches!(run.read_meta(1), Err(Error::Corrupt { .. })));
+    run.open_snapshot("S0").unwrap();
+}
