@@ -28,7 +28,7 @@ pub trait Source {
     /// Fills `buf` with the snapshot's memory at `addr`.
     fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), sdt_store::Error>;
     /// Page-aligned addresses of the pages whose contents the store holds, ascending.
-    fn stored_pages(&self) -> Vec<u64>;
+    fn stored_ranges(&self) -> Vec<std::ops::Range<u64>>;
     /// The file `f` names, if the store checks it to be the version mapped, a regular
     /// file and readable by the store's owner; else why not.
     fn open_file(&self, f: &FileRef) -> Result<File, sdt_store::Error>;
@@ -66,8 +66,8 @@ impl Source for Stored<'_> {
         self.snap.read(addr, buf)
     }
 
-    fn stored_pages(&self) -> Vec<u64> {
-        self.snap.stored_pages()
+    fn stored_ranges(&self) -> Vec<std::ops::Range<u64>> {
+        self.snap.stored_ranges()
     }
 
     fn open_file(&self, f: &FileRef) -> Result<File, sdt_store::Error> {

@@ -78,10 +78,17 @@ impl Source for FakeSource {
         Ok(())
     }
 
-    fn stored_pages(&self) -> Vec<u64> {
+    fn stored_ranges(&self) -> Vec<std::ops::Range<u64>> {
         let mut pages: Vec<u64> = self.pages.keys().copied().collect();
         pages.sort_unstable();
-        pages
+        let mut ranges: Vec<std::ops::Range<u64>> = Vec::new();
+        for p in pages {
+            match ranges.last_mut() {
+                Some(r) if r.end == p => r.end += PAGE_SIZE,
+                _ => ranges.push(p..p + PAGE_SIZE),
+            }
+        }
+        ranges
     }
 
     /// `/dev/null` for every file but the changed one: the files are not on this machine.

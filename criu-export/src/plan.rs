@@ -188,7 +188,7 @@ impl<'a> Plan<'a> {
         for t in &self.meta.threads {
             t.check_regsets()?;
             let fs_base = t.reg("fs_base").filter(|&b| b != 0);
-            let clear_tid = fs_base.zip(tid_offset).map(|(base, off)| base + off);
+            let clear_tid = fs_base.zip(tid_offset).and_then(|(base, off)| base.checked_add(off));
             if t.state == ThreadRunState::Exiting {
                 // Past its last user instruction: CRIU cannot restore it, so it goes (its
                 // tid word is cleared by the handover's patches).
@@ -500,7 +500,7 @@ impl<'a> Plan<'a> {
     /// The pages to write: those the store holds for private mappings with contents, and
     /// those that patches touch.
     fn plan_pages(&mut self, source: &impl Source) {
-        let stored = source.stored_pages();
+        let stored = source.stored_ranges();
         let patched: BTreeSet<u64> = self
             .patches
             .iter()
@@ -514,16 +514,23 @@ impl<'a> Plan<'a> {
             if m.perms.shared || m.content == Content::Unreadable || m.path == "[vsyscall]" {
                 continue;
             }
-            let from = stored.partition_point(|&p| p < m.start);
-            let to = stored.partition_point(|&p| p < m.end);
-            let mut pages: BTreeSet<u64> = stored[from..to].iter().copied().collect();
-            pages.extend(patched.range(m.start..m.end));
-            for page in pages {
-                match self.runs.last_mut() {
-                    Some(run) if run.start + run.pages * PAGE_SIZE == page && page != m.start => {
-                        run.pages += 1
+            // The stored ranges in the mapping and the patched pages, as runs that do not
+            // cross into the next mapping.
+            let from = stored.partition_point(|r| r.end <= m.start);
+            let mut pieces: Vec<(u64, u64)> = stored[from..]
+                .iter()
+                .take_while(|r| r.start < m.end)
+                .map(|r| (r.start.max(m.start), r.end.min(m.end)))
+                .collect();
+            pieces.extend(patched.range(m.start..m.end).map(|&p| (p, p + PAGE_SIZE)));
+            pieces.sort_unstable();
+            let first_run = self.runs.len();
+            for (start, end) in pieces {
+                match self.runs[first_run..].last_mut() {
+                    Some(run) if start <= run.start + run.pages * PAGE_SIZE => {
+                        run.pages = run.pages.max((end - run.start) / PAGE_SIZE)
                     }
-                    _ => self.runs.push(PageRun { start: page, pages: 1 }),
+                    _ => self.runs.push(PageRun { start, pages: (end - start) / PAGE_SIZE }),
                 }
             }
         }

@@ -545,11 +545,13 @@ impl<B: EventSource> Session<'_, B> {
         let declined = hit.as_ref().map(|h| (h, RESULT_DECLINED));
         let until = self.until().cloned();
         let ends = matches!((&until, &hit), (Some(u), Some(h)) if u.reached_by(h));
-        if let (Some(u), Some(h)) = (&until, &hit) {
-            if !ends && u.same_breakpoint(h) && !passes(&self.opts.config.filter, h) {
-                // It trapped only because the refinement forces the breakpoint it ends at.
-                return self.thaw(Some((h, RESULT_FILTERED)), false).map(|()| None);
-            }
+        if let (Some(u), Some(h)) = (&until, &hit)
+            && !ends
+            && u.same_breakpoint(h)
+            && !passes(&self.opts.config.filter, h)
+        {
+            // It trapped only because the refinement forces the breakpoint it ends at.
+            return self.thaw(Some((h, RESULT_FILTERED)), false).map(|()| None);
         }
         if !self.capturing {
             return self.thaw(declined, true).map(|()| None);

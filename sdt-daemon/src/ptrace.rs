@@ -414,12 +414,12 @@ impl Freezer for Tracer {
                 note(resume_thread(tid, thread).map_err(Into::into));
             }
         }
-        if let Some(tid) = breaking {
-            if let Some(thread) = self.threads.get_mut(&tid) {
-                thread.at_breakpoint = None;
-                thread.signal = 0;
-                note(resume_thread(tid, thread).map_err(Into::into));
-            }
+        if let Some(tid) = breaking
+            && let Some(thread) = self.threads.get_mut(&tid)
+        {
+            thread.at_breakpoint = None;
+            thread.signal = 0;
+            note(resume_thread(tid, thread).map_err(Into::into));
         }
         for (tid, signal) in self.resend.drain(..) {
             sdt_sys::kill_thread(self.pid, tid, signal).ok();

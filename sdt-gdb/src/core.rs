@@ -33,6 +33,7 @@
 //! one that triggered the snapshot: gdb selects the thread of the first `NT_PRSTATUS`.
 
 use std::io::Write;
+use std::ops::Range;
 
 use object::elf::{self, FileHeader64, NoteHeader32, NoteType, ProgramHeader64, SectionHeader64};
 use object::endian::{LittleEndian, U16, U32, U64};
@@ -51,7 +52,7 @@ pub trait CoreSource {
     /// Fills `buf` with the snapshot's memory at `addr`.
     fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), sdt_store::Error>;
     /// Page-aligned addresses of the pages whose contents the store holds, ascending.
-    fn stored_pages(&self) -> Vec<u64>;
+    fn stored_ranges(&self) -> Vec<Range<u64>>;
     /// Whether the pages the file `f` provides can be read, or why not.
     fn check_file(&self, f: &FileRef) -> Result<(), sdt_store::Error>;
 }
@@ -65,8 +66,8 @@ impl CoreSource for Snapshot {
         Snapshot::read(self, addr, buf)
     }
 
-    fn stored_pages(&self) -> Vec<u64> {
-        Snapshot::stored_pages(self)
+    fn stored_ranges(&self) -> Vec<Range<u64>> {
+        Snapshot::stored_ranges(self)
     }
 
     fn check_file(&self, f: &FileRef) -> Result<(), sdt_store::Error> {
@@ -164,8 +165,8 @@ pub fn write_core<W: Write>(source: &impl CoreSource, out: W) -> Result<CoreRepo
 
 /// Which bytes of the snapshot go into the core.
 struct Contents<'a> {
-    /// Ascending page addresses the store holds.
-    stored: Vec<u64>,
+    /// The address ranges the store holds, ascending.
+    stored: Vec<Range<u64>>,
     /// The files whose pages may be read.
     readable_files: Vec<&'a FileRef>,
     /// The files whose pages may not, and why, for the report.
@@ -175,7 +176,7 @@ struct Contents<'a> {
 impl<'a> Contents<'a> {
     fn of(source: &'a impl CoreSource) -> Contents<'a> {
         let mut contents =
-            Contents { stored: source.stored_pages(), readable_files: Vec::new(), notes: Vec::new() };
+            Contents { stored: source.stored_ranges(), readable_files: Vec::new(), notes: Vec::new() };
         let mut refused: Vec<&str> = Vec::new();
         for m in &source.meta().mappings {
             let Content::File(f) = &m.content else { continue };
@@ -212,13 +213,13 @@ impl<'a> Contents<'a> {
             }
             Content::File(_) => (None, false),
         };
-        let from = self.stored.partition_point(|&p| p < m.start);
-        let to = self.stored.partition_point(|&p| p < m.end);
+        let from = self.stored.partition_point(|r| r.end <= m.start);
+        let stored = self.stored[from..]
+            .iter()
+            .take_while(|r| r.start < m.end)
+            .map(|r| (r.start.max(m.start), r.end.min(m.end)));
         // The file's range starts at the mapping's start, before every stored page.
-        let pieces = from_file
-            .filter(|(start, end)| start < end)
-            .into_iter()
-            .chain(self.stored[from..to].iter().map(|&p| (p, p + PAGE_SIZE)));
+        let pieces = from_file.filter(|(start, end)| start < end).into_iter().chain(stored);
         let mut runs: Vec<(u64, u64)> = Vec::new();
         for (start, end) in pieces {
             match runs.last_mut() {

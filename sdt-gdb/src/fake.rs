@@ -50,8 +50,14 @@ impl CoreSource for FakeSource {
         Ok(())
     }
 
-    fn stored_pages(&self) -> Vec<u64> {
-        self.stored.iter().copied().collect()
+    fn stored_ranges(&self) -> Vec<std::ops::Range<u64>> {
+        self.stored.iter().fold(Vec::new(), |mut ranges: Vec<std::ops::Range<u64>>, &p| {
+            match ranges.last_mut() {
+                Some(r) if r.end == p => r.end += 4096,
+                _ => ranges.push(p..p + 4096),
+            }
+            ranges
+        })
     }
 
     fn check_file(&self, f: &FileRef) -> Result<(), sdt_store::Error> {

@@ -70,13 +70,13 @@ pub fn evaluate(
     let said = said.join().expect("the reader thread does not panic")?;
     let mut results = parse_outputs(&text, exprs.len());
     for result in &mut results {
-        if let Err(why) = result {
-            if why.is_empty() {
-                *why = match said.trim() {
-                    "" => "gdb stopped before it evaluated this".to_owned(),
-                    said => format!("gdb stopped before it evaluated this: {said}"),
-                };
-            }
+        if let Err(why) = result
+            && why.is_empty()
+        {
+            *why = match said.trim() {
+                "" => "gdb stopped before it evaluated this".to_owned(),
+                said => format!("gdb stopped before it evaluated this: {said}"),
+            };
         }
     }
     Ok(results)

@@ -76,8 +76,10 @@ pub fn patches(meta: &SnapshotMeta, read: Read) -> Vec<Patch> {
     }
     if let Some(offset) = tid_word_offset(meta, read) {
         for t in meta.threads.iter().filter(|t| t.state == ThreadRunState::Exiting) {
-            if let Some(fs_base) = t.reg("fs_base").filter(|&b| b != 0) {
-                out.push(Patch { addr: fs_base + offset, bytes: 0u32.to_le_bytes().to_vec() });
+            // A thread pointer so high that the word would wrap (a crafted snapshot) is no
+            // glibc thread's: nothing to patch.
+            if let Some(addr) = t.reg("fs_base").filter(|&b| b != 0).and_then(|b| b.checked_add(offset)) {
+                out.push(Patch { addr, bytes: 0u32.to_le_bytes().to_vec() });
             }
         }
     }

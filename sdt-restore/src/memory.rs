@@ -221,7 +221,8 @@ pub(crate) fn map_all(remote: &mut Remote, plans: &[MapPlan]) -> Result<(), Erro
 /// Writes every page the snapshot stores into the mappings that take them, then gives
 /// each mapping its final protection. Returns the bytes written.
 pub(crate) fn write_pages(remote: &mut Remote, snap: &Snapshot, plans: &[MapPlan]) -> Result<u64, Error> {
-    let mut pages = snap.stored_pages().into_iter().peekable();
+    // Page by page, from ranges: as many as the store claims, read (and refused) in turn.
+    let mut pages = snap.stored_ranges().into_iter().flat_map(|r| r.step_by(PAGE_SIZE as usize)).peekable();
     let mut buf = Vec::with_capacity(WRITE_CHUNK);
     let mut ranges: Vec<RemoteRange> = Vec::new();
     let mut written = 0u64;

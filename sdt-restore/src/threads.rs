@@ -82,7 +82,8 @@ pub(crate) fn set_up(
         log::warn!("no thread-id word found in the threads' TLS: joining a restored thread may hang");
     }
     for (t, state) in threads {
-        if let (Some(off), Some(fs_base)) = (tid_offset, state.reg("fs_base").filter(|&b| b != 0)) {
+        let word = tid_offset.zip(state.reg("fs_base").filter(|&b| b != 0));
+        if let Some((off, fs_base)) = word.filter(|(off, base)| base.checked_add(*off).is_some()) {
             remote.call_on(
                 t.host,
                 &format!("setting thread {}'s clear-tid address", t.tid),

@@ -18,6 +18,7 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::fs::File;
 use std::io::ErrorKind;
+use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -191,11 +192,21 @@ impl Snapshot {
         Ok(())
     }
 
-    /// Page-aligned addresses of the pages whose bytes the store holds for this snapshot
-    /// (in this file or earlier ones), ascending. Zero pages and pages a file provides are
-    /// not among them.
-    pub fn stored_pages(&self) -> Vec<u64> {
-        self.runs.iter().flat_map(|r| r.first..r.end()).map(|page| page * PAGE_SIZE).collect()
+    /// The address ranges whose bytes the store holds for this snapshot (in this file or
+    /// earlier ones): ascending, page-aligned, neither overlapping nor touching. Zero pages
+    /// and pages a file provides are not among them. There are as many as the index has
+    /// runs, however much they claim to cover: reading is what checks a claim.
+    pub fn stored_ranges(&self) -> Vec<Range<u64>> {
+        let mut ranges: Vec<Range<u64>> = Vec::with_capacity(self.runs.len());
+        for r in &self.runs {
+            // The top page's end is 2^64: it saturates to the last address.
+            let (start, end) = (r.first * PAGE_SIZE, r.end().saturating_mul(PAGE_SIZE));
+            match ranges.last_mut() {
+                Some(last) if last.end == start => last.end = end,
+                _ => ranges.push(start..end),
+            }
+        }
+        ranges
     }
 
     /// Checks that every file the snapshot's mappings refer to is still the version that

@@ -300,10 +300,11 @@ unsafe fn run_stub(stub: &Stub, report: i32, base: i32, placed: &mut [i32]) -> !
             if f.cloexec {
                 libc::fcntl(f.fd, libc::F_SETFD, libc::FD_CLOEXEC);
             }
-            if let FdSource::Open { pos, .. } = f.source {
-                if pos != 0 && libc::lseek(f.fd, pos as i64, libc::SEEK_SET) < 0 {
-                    fail(report, StubStep::Seek, f.fd);
-                }
+            if let FdSource::Open { pos, .. } = f.source
+                && pos != 0
+                && libc::lseek(f.fd, pos as i64, libc::SEEK_SET) < 0
+            {
+                fail(report, StubStep::Seek, f.fd);
             }
         }
         // Closes the report pipe too: the parent reads end-of-file, the stub is ready.

@@ -76,8 +76,9 @@ fn check_snapshot(run: &sdt_store::Run, snap: &Snapshot, seq: u32, out: &Path) {
         assert!(m.start >= prev_end, "mappings overlap or are not sorted: {m:?}");
         prev_end = m.end;
     }
-    let stored = snap.stored_pages();
-    assert!(stored.windows(2).all(|w| w[0] < w[1]), "stored pages not ascending");
+    let stored = snap.stored_ranges();
+    assert!(stored.windows(2).all(|w| w[0].end < w[1].start), "stored ranges not ascending apart");
+    assert!(stored.iter().all(|r| r.start < r.end && r.start % PAGE_SIZE == 0), "stored ranges: {stored:?}");
     read_back(snap, &stored);
     if let Err(e) = snap.check_files() {
         assert_read_error(&e);
@@ -89,14 +90,18 @@ fn check_snapshot(run: &sdt_store::Run, snap: &Snapshot, seq: u32, out: &Path) {
             assert_read_error(&e);
         }
     }
-    let in_mappings =
-        stored.iter().filter(|&&p| meta.mappings.iter().any(|m| m.contains(p))).count() as u64 * PAGE_SIZE;
+    let in_mappings = stored
+        .iter()
+        .flat_map(|r| {
+            meta.mappings.iter().map(move |m| r.end.min(m.end).saturating_sub(r.start.max(m.start)))
+        })
+        .fold(0u64, u64::saturating_add);
     export_core(snap, in_mappings, out);
     export_criu(run, snap, in_mappings, &out.join(format!("criu-{seq}")));
 }
 
 /// Reads the start and end of every mapping, across its end, and stored pages.
-fn read_back(snap: &Snapshot, stored: &[u64]) {
+fn read_back(snap: &Snapshot, stored: &[std::ops::Range<u64>]) {
     let read = |addr: u64, len: u64| {
         let mut buf = vec![0; len as usize];
         if let Err(e) = snap.read(addr, &mut buf) {
@@ -108,7 +113,7 @@ fn read_back(snap: &Snapshot, stored: &[u64]) {
         read(m.end - PAGE_SIZE, PAGE_SIZE);
         read(m.end - 1, 2);
     }
-    for &page in stored.iter().take(MAX_PAGE_READS) {
+    for page in stored.iter().flat_map(|r| r.clone().step_by(PAGE_SIZE as usize)).take(MAX_PAGE_READS) {
         read(page, PAGE_SIZE);
     }
 }

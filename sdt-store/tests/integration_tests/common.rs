@@ -150,3 +150,8 @@ pub fn create_run(store: &sdt_store::Store) -> (sdt_store::RunLog, sdt_store::Ru
     let writer = log.compactor().unwrap();
     (log, writer)
 }
+
+/// The page addresses `snap` stores, one by one.
+pub fn stored_pages(snap: &Snapshot) -> Vec<u64> {
+    snap.stored_ranges().into_iter().flat_map(|r| r.step_by(PAGE)).collect()
+}

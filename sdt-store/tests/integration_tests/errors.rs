@@ -122,7 +122,7 @@ fn writer_misuse_is_bad_input_and_changes_nothing() {
     let run = store.open_run(&writer.id()).unwrap();
     assert_eq!(run.snapshots().unwrap().len(), 2);
     let snap = run.open_snapshot("S1").unwrap();
-    assert_eq!(snap.stored_pages(), [0x2000]);
+    assert_eq!(stored_pages(&snap), [0x2000]);
     let mut buf = vec![0; 8192];
     snap.read(0x1000, &mut buf).unwrap();
     assert!(buf[..4096].iter().all(|&b| b == 0) && buf[4096..] == p2[..]);
@@ -150,7 +150,7 @@ fn an_unchanged_run_past_the_address_space_is_bad_input() {
     let pages = [(0x1000, PageSource::Data(&low)), (top, PageSource::Unchanged(1))];
     writer.write_snapshot(meta(1, maps), pages).unwrap();
     let snap = store.open_run(&writer.id()).unwrap().open_snapshot("S1").unwrap();
-    assert_eq!(snap.stored_pages(), [0x1000, top]);
+    assert_eq!(stored_pages(&snap), [0x1000, top]);
 }
 
 /// A thread listed twice, or with an id that is no thread's, is refused by the writer and

@@ -24,7 +24,7 @@ fn assert_reads(run: &Run, seq: u32, pages: &BTreeMap<u64, Vec<u8>>) {
         snap.read(addr, &mut buf).unwrap();
         assert!(buf == *bytes, "S{seq} page {addr:#x} reads wrong bytes");
     }
-    assert_eq!(snap.stored_pages(), pages.keys().copied().collect::<Vec<_>>(), "S{seq}");
+    assert_eq!(stored_pages(&snap), pages.keys().copied().collect::<Vec<_>>(), "S{seq}");
 }
 
 /// Reading page `i` of snapshot `seq` fails, naming `damaged`.
@@ -310,4 +310,31 @@ fn a_chain_past_the_bound_is_refused() {
             assert_reads(&run, seq as u32, pages);
         }
     }
+}
+
+/// An index whose run claims four billion pages of an earlier file that holds one lists
+/// as one range (exporters work from ranges, so nothing allocates for the claim), and
+/// reading past the real page is damage, named.
+#[test]
+fn a_run_claiming_more_than_its_file_holds_costs_nothing_until_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::open_or_create(tmp.path()).unwrap();
+    let (_log, mut writer) = create_run(&store);
+    let maps = vec![anon(BASE, 1 << 20)];
+    let cur: BTreeMap<u64, Vec<u8>> = [(a(0), random_page(0))].into();
+    writer.write_snapshot(meta(0, maps.clone()), sources(&cur, &[])).unwrap();
+    writer.write_snapshot(meta(1, maps.clone()), sources(&cur, &[a(0)])).unwrap();
+    let run = store.open_run(&writer.id()).unwrap();
+    rewrite_index(&run.dir().join("S1.snap"), |index| {
+        // No blocks, one run: page, count, S0, slot 0.
+        assert_eq!(index[..8], [0, 0, 0, 0, 1, 0, 0, 0]);
+        index[16..20].copy_from_slice(&u32::MAX.to_le_bytes());
+    });
+    let snap = run.open_snapshot("S1").unwrap();
+    assert_eq!(snap.stored_ranges(), vec![BASE..BASE + u64::from(u32::MAX) * PAGE as u64]);
+    let mut page = vec![0; PAGE];
+    snap.read(a(0), &mut page).unwrap();
+    assert_eq!(page, cur[&a(0)]);
+    let e = snap.read(a(1), &mut page).unwrap_err();
+    assert!(e.to_string().contains("slot 1 of S0, which holds 1 pages"), "{e}");
 }
