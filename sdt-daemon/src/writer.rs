@@ -187,7 +187,7 @@ impl StoreWriter {
             None => {
                 drop(ready);
                 let start = sdt_sys::monotonic_ns();
-                let spare = self.spares.make(0, false)?;
+                let spare = self.spares.make(0)?;
                 Ok((spare, sdt_sys::monotonic_ns() - start))
             }
         }
@@ -280,7 +280,7 @@ fn spare_loop(spares: &Spares, sizes: &Receiver<usize>, ready: &Mutex<Ready>) {
     for bytes in sizes {
         // Only the latest request matters.
         let bytes = sizes.try_iter().last().unwrap_or(bytes);
-        match spares.make(bytes, true) {
+        match spares.make(bytes) {
             Ok(spare) => {
                 let mut ready = ready.lock().unwrap();
                 if ready.spare.as_ref().is_none_or(|s| s.capacity() < spare.capacity()) {

@@ -62,9 +62,9 @@ impl std::fmt::Debug for SpillFile {
 
 impl Spares {
     /// A spare with room for `bytes` of pages (rounded up to whole pages), allocated on
-    /// disk and, with `touch`, faulted into this process's page tables so that copying
-    /// into it costs no page fault.
-    pub fn make(&self, bytes: usize, touch: bool) -> Result<SpillFile> {
+    /// disk and faulted into this process's page tables, so that copying into it costs no
+    /// page fault.
+    pub fn make(&self, bytes: usize) -> Result<SpillFile> {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let name = format!(".spare-{}-{}.raw", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
         let path = self.dir.join(&name);
@@ -79,9 +79,6 @@ impl Spares {
                 capacity: 0,
             };
             spill.grow(bytes)?;
-            if touch {
-                spill.touch();
-            }
             Ok(spill)
         });
         if made.is_err() {
@@ -103,7 +100,9 @@ impl SpillFile {
     }
 
     /// Makes the data area at least `bytes` long (whole pages), allocating the space on
-    /// disk first: a full disk is an error here, not a fault later.
+    /// disk first (a full disk is an error here, not a fault later), and faulting the new
+    /// pages in: `process_vm_readv` into file pages not yet mapped takes a fault per page
+    /// inside the copy, 3–5 times slower than writing one byte to each first.
     pub fn grow(&mut self, bytes: usize) -> Result<()> {
         let bytes = bytes.next_multiple_of(PAGE_SIZE as usize);
         if bytes <= self.capacity {
@@ -112,21 +111,10 @@ impl SpillFile {
         let path = self.path();
         let len = raw::HEADER_PAGE as usize + bytes;
         allocate(&self.file, len as u64).map_err(|e| io_error(&path, e))?;
-        self.map = map(&self.file, &path, len)?;
-        self.capacity = bytes;
+        remap(&mut self.map, len).map_err(|e| io_error(&path, e))?;
+        let old = std::mem::replace(&mut self.capacity, bytes);
+        touch(&mut self.data()[old..]);
         Ok(())
-    }
-
-    /// Writes to every page of the data area, so that each is in this process's page
-    /// tables and in the page cache before a capture copies into it.
-    fn touch(&mut self) {
-        let data = self.data();
-        for page in data.chunks_mut(PAGE_SIZE as usize) {
-            // A non-zero byte: a store of the zero already there could be left out. The
-            // data area's bytes mean nothing until a capture copies pages over them.
-            page[0] = 1;
-        }
-        std::hint::black_box(data);
     }
 
     fn path(&self) -> PathBuf {
@@ -218,6 +206,27 @@ fn allocate(file: &File, len: u64) -> io::Result<()> {
         Err(nix::errno::Errno::EOPNOTSUPP) => Ok(()),
         Err(e) => Err(e.into()),
     }
+}
+
+/// Writes to every page of `data`, so that each is in this process's page tables and in
+/// the page cache before a capture copies into it.
+fn touch(data: &mut [u8]) {
+    for page in data.chunks_mut(PAGE_SIZE as usize) {
+        // A non-zero byte: a store of the zero already there could be left out. The data
+        // area's bytes mean nothing until a capture copies pages over them.
+        page[0] = 1;
+    }
+    std::hint::black_box(data);
+}
+
+/// Extends `map` (of a spare's file) to `len` bytes, in place or moved, keeping the pages
+/// already mapped.
+#[allow(unsafe_code)]
+fn remap(map: &mut MmapMut, len: usize) -> io::Result<()> {
+    // SAFETY: the file behind `map` was allocated to at least `len` bytes just before (and
+    // is never truncated, see `map`); no reference into the old mapping outlives this
+    // call, since `map` is borrowed mutably.
+    unsafe { map.remap(len, memmap2::RemapOptions::new().may_move(true)) }
 }
 
 /// Maps the first `len` bytes of `file`, shared and writable.
