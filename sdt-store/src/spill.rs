@@ -79,6 +79,7 @@ impl Spares {
                 capacity: 0,
             };
             spill.grow(bytes)?;
+            touch(spill.data());
             Ok(spill)
         });
         if made.is_err() {
@@ -100,9 +101,10 @@ impl SpillFile {
     }
 
     /// Makes the data area at least `bytes` long (whole pages), allocating the space on
-    /// disk first (a full disk is an error here, not a fault later), and faulting the new
-    /// pages in: `process_vm_readv` into file pages not yet mapped takes a fault per page
-    /// inside the copy, 3–5 times slower than writing one byte to each first.
+    /// disk first: a full disk is an error here, not a fault later. The new pages are not
+    /// faulted in: `process_vm_readv` into file pages not yet mapped takes a fault per
+    /// page inside the copy, 3–5 times slower than writing a byte to each first, so a
+    /// copy into them should do that first.
     pub fn grow(&mut self, bytes: usize) -> Result<()> {
         let bytes = bytes.next_multiple_of(PAGE_SIZE as usize);
         if bytes <= self.capacity {
@@ -112,8 +114,7 @@ impl SpillFile {
         let len = raw::HEADER_PAGE as usize + bytes;
         allocate(&self.file, len as u64).map_err(|e| io_error(&path, e))?;
         remap(&mut self.map, len).map_err(|e| io_error(&path, e))?;
-        let old = std::mem::replace(&mut self.capacity, bytes);
-        touch(&mut self.data()[old..]);
+        self.capacity = bytes;
         Ok(())
     }
 
