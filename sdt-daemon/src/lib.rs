@@ -289,7 +289,7 @@ fn drive<B: EventSource>(
     let run_id = run.id();
     let info = run.info().clone();
     let budget = opts.disk_budget.unwrap_or_else(|| default_budget(store));
-    let writer = match StoreWriter::start(run, store.root().to_owned(), budget, opts.quiet) {
+    let writer = match StoreWriter::start(run, pid, store.root().to_owned(), budget, opts.quiet) {
         Ok(writer) => writer,
         Err(e) => {
             sdt_sys::kill_process(init.unwrap_or(pid), libc::SIGKILL).ok();

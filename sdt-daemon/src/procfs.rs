@@ -33,6 +33,13 @@ pub(crate) fn read_text(pid: Tid, name: &str) -> std::io::Result<String> {
     std::fs::read_to_string(format!("/proc/{pid}/{name}"))
 }
 
+/// Bytes of process `pid`'s memory resident now (`/proc/PID/statm`), if it can be read.
+pub(crate) fn resident_bytes(pid: Tid) -> Option<u64> {
+    let statm = read_text(pid, "statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * sdt_store::PAGE_SIZE)
+}
+
 /// The name of thread `tid` of `pid`.
 pub(crate) fn thread_name(pid: Tid, tid: Tid) -> String {
     read_text(pid, &format!("task/{tid}/comm")).map(|s| s.trim_end().to_owned()).unwrap_or_default()

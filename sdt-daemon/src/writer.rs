@@ -19,13 +19,15 @@
 //! and a timed snapshot is skipped.
 
 use std::path::PathBuf;
-use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
 use sdt_store::{Committed, PageSpan, RunLog, RunStatus, RunWriter, SnapshotMeta, Spares, SpillFile, Store};
 
-use crate::human;
+use sdt_sys::Tid;
+
+use crate::{human, procfs};
 
 /// What the store did over the whole run.
 #[derive(Clone, Debug, Default)]
@@ -101,11 +103,12 @@ pub(crate) enum Room {
 }
 
 impl StoreWriter {
-    /// Starts the spare and compactor threads for the run `log` records, whose raw log
-    /// may hold `budget` bytes not compacted yet. `store_root` is where `--verify` reads
-    /// snapshots back from.
+    /// Starts the spare and compactor threads for the run `log` records of the program
+    /// `pid`, whose raw log may hold `budget` bytes not compacted yet. `store_root` is
+    /// where `--verify` reads snapshots back from.
     pub(crate) fn start(
         log: RunLog,
+        pid: Tid,
         store_root: PathBuf,
         budget: u64,
         quiet: bool,
@@ -125,7 +128,7 @@ impl StoreWriter {
         let (spare_maker, shared) = (spares.clone(), Arc::clone(&ready));
         let spare_maker = std::thread::Builder::new()
             .name("sdt-spare".into())
-            .spawn(move || spare_loop(&spare_maker, &prepare_rx, &shared))
+            .spawn(move || spare_loop(&spare_maker, &prepare_rx, &shared, pid))
             .expect("spawning the spare thread");
         Ok(StoreWriter {
             log,
@@ -276,21 +279,58 @@ impl StoreWriter {
 /// The spare thread: makes spares of the sizes asked for, allocated and faulted in, one
 /// at a time. It runs at normal priority: the faults cost the program CPU time now rather
 /// than in the next pause, where they would stop every thread.
-fn spare_loop(spares: &Spares, sizes: &Receiver<usize>, ready: &Mutex<Ready>) {
-    for bytes in sizes {
-        // Only the latest request matters.
-        let bytes = sizes.try_iter().last().unwrap_or(bytes);
-        match spares.make(bytes) {
-            Ok(spare) => {
-                let mut ready = ready.lock().unwrap();
-                if ready.spare.as_ref().is_none_or(|s| s.capacity() < spare.capacity()) {
-                    ready.spare = Some(spare);
+///
+/// Until the first capture asks for a size, it keeps a spare as large as the program's
+/// resident memory ready (checked every [`WATCH_EVERY`]): the first snapshot copies every
+/// page, and faulting a spare in during that pause would double it.
+fn spare_loop(spares: &Spares, sizes: &Receiver<usize>, ready: &Mutex<Ready>, pid: Tid) {
+    let mut watching = true;
+    loop {
+        match sizes.recv_timeout(WATCH_EVERY) {
+            // Only the latest request matters.
+            Ok(bytes) => {
+                watching = false;
+                let bytes = sizes.try_iter().last().unwrap_or(bytes);
+                match spares.make(bytes) {
+                    Ok(spare) => offer(ready, spare),
+                    Err(e) => ready.lock().unwrap().failed = Some(human::error_chain(&e)),
                 }
             }
-            Err(e) => ready.lock().unwrap().failed = Some(human::error_chain(&e)),
+            Err(RecvTimeoutError::Timeout) if watching => {
+                let Some(resident) = procfs::resident_bytes(pid) else { continue };
+                let have = ready.lock().unwrap().spare.as_ref().map_or(0, SpillFile::capacity);
+                if have as u64 >= resident {
+                    continue;
+                }
+                // Grown in place (a capture meanwhile makes its own), with room to grow
+                // into before the next check.
+                let taken = ready.lock().unwrap().spare.take();
+                let want = (resident + resident / 8) as usize;
+                let grown = match taken {
+                    Some(mut spare) => spare.grow_faulted_in(want).map(|()| spare),
+                    None => spares.make(want),
+                };
+                match grown {
+                    Ok(spare) => offer(ready, spare),
+                    Err(e) => ready.lock().unwrap().failed = Some(human::error_chain(&e)),
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
         }
     }
 }
+
+/// Makes `spare` the one ready for the next capture, unless a larger one is.
+fn offer(ready: &Mutex<Ready>, spare: SpillFile) {
+    let mut ready = ready.lock().unwrap();
+    if ready.spare.as_ref().is_none_or(|s| s.capacity() < spare.capacity()) {
+        ready.spare = Some(spare);
+    }
+}
+
+/// How often the spare thread checks the program's size before its first capture.
+const WATCH_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// The compactor thread: compacts each committed snapshot in order, on idle CPU time
 /// while the program runs; at the end, at normal priority, whatever is left. Stops at

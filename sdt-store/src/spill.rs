@@ -78,8 +78,7 @@ impl Spares {
                 file,
                 capacity: 0,
             };
-            spill.grow(bytes)?;
-            touch(spill.data());
+            spill.grow_faulted_in(bytes)?;
             Ok(spill)
         });
         if made.is_err() {
@@ -115,6 +114,15 @@ impl SpillFile {
         allocate(&self.file, len as u64).map_err(|e| io_error(&path, e))?;
         remap(&mut self.map, len).map_err(|e| io_error(&path, e))?;
         self.capacity = bytes;
+        Ok(())
+    }
+
+    /// [`grow`](Self::grow), then faults the new pages in: for a spare made ready ahead
+    /// of a capture.
+    pub fn grow_faulted_in(&mut self, bytes: usize) -> Result<()> {
+        let old = self.capacity;
+        self.grow(bytes)?;
+        touch(&mut self.data()[old..]);
         Ok(())
     }
 
