@@ -23,7 +23,9 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
-use sdt_store::{Committed, PageSpan, RunLog, RunStatus, RunWriter, SnapshotMeta, Spares, SpillFile, Store};
+use sdt_store::{
+    Committed, PageSpan, Recycled, RunLog, RunStatus, RunWriter, SnapshotMeta, Spares, SpillFile, Store,
+};
 
 use sdt_sys::Tid;
 
@@ -73,6 +75,8 @@ struct Backlog {
 #[derive(Default)]
 struct Ready {
     spare: Option<SpillFile>,
+    /// A capture has taken a spare: spares are sized by what captures copy from now on.
+    taken: bool,
     /// Why the last spare could not be made, once.
     failed: Option<String>,
 }
@@ -84,6 +88,8 @@ pub(crate) struct StoreWriter {
     ready: Arc<Mutex<Ready>>,
     /// Sizes of spares to make ready.
     prepare: Option<Sender<usize>>,
+    /// A size was asked for since the run started.
+    prepared: bool,
     spare_maker: Option<JoinHandle<()>>,
     committed: Option<Sender<Note>>,
     compactor: Option<JoinHandle<(WriteTotals, Option<String>)>>,
@@ -115,6 +121,8 @@ impl StoreWriter {
     ) -> Result<StoreWriter, sdt_store::Error> {
         let spares = log.spares();
         let mut compactor = log.compactor()?;
+        let (recycled_tx, recycled_rx) = channel::<Recycled>();
+        compactor.recycle_into(recycled_tx);
         let (committed_tx, committed_rx) = channel::<Note>();
         let run = log.id();
         let backlog = Arc::new((Mutex::new(Backlog::default()), Condvar::new()));
@@ -128,13 +136,14 @@ impl StoreWriter {
         let (spare_maker, shared) = (spares.clone(), Arc::clone(&ready));
         let spare_maker = std::thread::Builder::new()
             .name("sdt-spare".into())
-            .spawn(move || spare_loop(&spare_maker, &prepare_rx, &shared, pid))
+            .spawn(move || spare_loop(&spare_maker, &prepare_rx, &recycled_rx, &shared, pid))
             .expect("spawning the spare thread");
         Ok(StoreWriter {
             log,
             spares,
             ready,
             prepare: Some(prepare_tx),
+            prepared: false,
             spare_maker: Some(spare_maker),
             committed: Some(committed_tx),
             compactor: Some(compactor),
@@ -182,6 +191,7 @@ impl StoreWriter {
     /// with no room yet (the capture grows it); and the nanoseconds making that took.
     pub(crate) fn take_spare(&self) -> Result<(SpillFile, u64), sdt_store::Error> {
         let mut ready = self.ready.lock().unwrap();
+        ready.taken = true;
         if let Some(why) = ready.failed.take() {
             log::debug!("no spare was made ready: {why}");
         }
@@ -198,9 +208,13 @@ impl StoreWriter {
 
     /// Makes sure a spare of at least `bytes`, allocated and faulted in, waits for the
     /// next capture, made on a helper thread while the program runs.
-    pub(crate) fn prepare(&self, bytes: usize) {
+    ///
+    /// The first call always reaches the spare thread: it stops sizing the spare by the
+    /// program's resident memory then.
+    pub(crate) fn prepare(&mut self, bytes: usize) {
+        let first = !std::mem::replace(&mut self.prepared, true);
         let ready = self.ready.lock().unwrap();
-        if bytes == 0 || ready.spare.as_ref().is_some_and(|s| s.capacity() >= bytes) {
+        if !first && (bytes == 0 || ready.spare.as_ref().is_some_and(|s| s.capacity() >= bytes)) {
             return;
         }
         drop(ready);
@@ -277,49 +291,90 @@ impl StoreWriter {
 }
 
 /// The spare thread: makes spares of the sizes asked for, allocated and faulted in, one
-/// at a time. It runs at normal priority: the faults cost the program CPU time now rather
-/// than in the next pause, where they would stop every thread.
+/// at a time, from the raw files compaction recycles where it can. It runs at normal
+/// priority: the faults cost the program CPU time now rather than in the next pause,
+/// where they would stop every thread.
 ///
 /// Until the first capture asks for a size, it keeps a spare as large as the program's
 /// resident memory ready (checked every [`WATCH_EVERY`]): the first snapshot copies every
 /// page, and faulting a spare in during that pause would double it.
-fn spare_loop(spares: &Spares, sizes: &Receiver<usize>, ready: &Mutex<Ready>, pid: Tid) {
+fn spare_loop(
+    spares: &Spares,
+    sizes: &Receiver<usize>,
+    recycled: &Receiver<Recycled>,
+    ready: &Mutex<Ready>,
+    pid: Tid,
+) {
     let mut watching = true;
+    let mut bin: Vec<Recycled> = Vec::new();
     loop {
-        match sizes.recv_timeout(WATCH_EVERY) {
+        let wanted = sizes.recv_timeout(WATCH_EVERY);
+        // Two at most: a run keeps about one spare in use and one ready.
+        bin.extend(recycled.try_iter());
+        bin.truncate(RECYCLED_KEPT);
+        let spare = match wanted {
             // Only the latest request matters.
             Ok(bytes) => {
                 watching = false;
                 let bytes = sizes.try_iter().last().unwrap_or(bytes);
-                match spares.make(bytes) {
-                    Ok(spare) => offer(ready, spare),
-                    Err(e) => ready.lock().unwrap().failed = Some(human::error_chain(&e)),
+                let have = ready.lock().unwrap().spare.as_ref().map_or(0, SpillFile::capacity);
+                if bytes == 0 || have >= bytes {
+                    continue;
+                }
+                match bin.pop() {
+                    Some(r) => spares.reuse(r, bytes),
+                    None => spares.make(bytes),
                 }
             }
             Err(RecvTimeoutError::Timeout) if watching => {
                 let Some(resident) = procfs::resident_bytes(pid) else { continue };
-                let have = ready.lock().unwrap().spare.as_ref().map_or(0, SpillFile::capacity);
-                if have as u64 >= resident {
+                let held = ready.lock().unwrap();
+                watching = !held.taken;
+                let have = held.spare.as_ref().map_or(0, SpillFile::capacity);
+                drop(held);
+                if !watching || have as u64 >= resident {
                     continue;
                 }
-                // Grown in place (a capture meanwhile makes its own), with room to grow
-                // into before the next check.
-                let taken = ready.lock().unwrap().spare.take();
+                // With room to grow into before the next check; grown in place a step at
+                // a time, so that a capture meanwhile waits at most for one step and
+                // faults in only the rest during its pause.
                 let want = (resident + resident / 8) as usize;
-                let grown = match taken {
-                    Some(mut spare) => spare.grow_faulted_in(want).map(|()| spare),
-                    None => spares.make(want),
-                };
-                match grown {
-                    Ok(spare) => offer(ready, spare),
-                    Err(e) => ready.lock().unwrap().failed = Some(human::error_chain(&e)),
+                if have == 0 {
+                    spares.make(WATCH_STEP.min(want))
+                } else {
+                    match grow_ready(ready, want) {
+                        Ok(()) => continue,
+                        Err(e) => Err(e),
+                    }
                 }
             }
-            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Timeout) => continue,
             Err(RecvTimeoutError::Disconnected) => return,
+        };
+        match spare {
+            Ok(spare) => offer(ready, spare),
+            Err(e) => ready.lock().unwrap().failed = Some(human::error_chain(&e)),
         }
     }
 }
+
+/// Recycled raw files the spare thread keeps for the spares to come.
+const RECYCLED_KEPT: usize = 2;
+
+/// Grows the ready spare to `want` bytes, [`WATCH_STEP`] at a time, until a capture takes
+/// it.
+fn grow_ready(ready: &Mutex<Ready>, want: usize) -> Result<(), sdt_store::Error> {
+    loop {
+        let mut held = ready.lock().unwrap();
+        let Some(spare) = held.spare.as_mut().filter(|s| s.capacity() < want) else { return Ok(()) };
+        let step = want.min(spare.capacity() + WATCH_STEP);
+        spare.grow_faulted_in(step)?;
+    }
+}
+
+/// How much the spare thread faults in at a time while sizing a spare by the program's
+/// resident memory.
+const WATCH_STEP: usize = 32 << 20;
 
 /// Makes `spare` the one ready for the next capture, unless a larger one is.
 fn offer(ready: &Mutex<Ready>, spare: SpillFile) {

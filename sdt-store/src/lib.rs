@@ -1,5 +1,5 @@
-//! SDT's snapshot store: a directory of runs, each a sequence of snapshots stored as
-//! incremental page diffs.
+//! SDT's snapshot store: a directory of runs, each a sequence of snapshots, written raw
+//! by the capture and compacted into incremental page diffs.
 //!
 //! ```no_run
 //! use sdt_store::Store;
@@ -15,19 +15,32 @@
 //! # Layout on disk
 //!
 //! ```text
-//! .sdt/
-//!   latest -> runs/3          symlink to the newest run
+//! .sdt/                       0700, like every directory here; files are 0600
+//!   latest -> runs/3          symlink to the newest run (never followed by sdt)
 //!   runs/3/run.json           RunInfo: command, start, status (rewritten at the end)
-//!   runs/3/S0.snap            snapshot 0: every page with content
+//!   runs/3/lock               flock'd by the sdt capturing or compacting the run
+//!   runs/3/S0.snap            snapshot 0, compacted: every page with content
 //!   runs/3/S1.snap            snapshot 1: pages changed since S0 (whole or as patches),
 //!                             plus a full page index
-//!   runs/3/S2.snap.incomplete being written (or the writer died): ignored by readers
+//!   runs/3/S2.snap.incomplete being compacted (or the compactor died): ignored by readers
+//!   runs/3/S2.raw             snapshot 2 as captured: its copied pages, then a record
+//!   runs/3/.spare-P-K.raw     a spare a capture will copy into: ignored by readers
 //! ```
 //!
 //! Run ids are allocated by creating `runs/<n>`, so concurrent runs never share one. The
-//! bytes of a snapshot file (header, zstd blocks of up to 64 pages, index, metadata,
-//! footer), with the checks readers make beside each field, are laid out at the top of
-//! `src/format.rs`; the index (page runs, patch runs) at the top of `src/index.rs`.
+//! bytes of a compacted snapshot file (header, zstd blocks of up to 64 pages, index,
+//! metadata, footer), with the checks readers make beside each field, are laid out at the
+//! top of `src/format.rs`; the index (page runs, patch runs) at the top of `src/index.rs`;
+//! a raw file at the top of `src/raw.rs`.
+//!
+//! # Raw log and compaction
+//!
+//! A capture copies its pages straight into a spare of the run (`spill`): one copy, into
+//! the page cache, of a file allocated ahead. [`RunLog::commit`] appends the snapshot's
+//! record and renames it `S<n>.raw`; from then on it reads back, and survives the death
+//! of the process that captured it. [`RunWriter::compact`] later writes `S<n>.snap` from
+//! it and removes it. Readers take whichever form is there: a raw snapshot's unchanged
+//! pages resolve through the snapshots before it.
 //!
 //! # Incremental chain (the paper's Algorithm 1: a patch per modified page, random access)
 //!
@@ -56,8 +69,13 @@
 //! - Every file starts with a magic number and a format version that is not the crate
 //!   version (2; version-1 files, which hold no patches, still read); every block, the
 //!   index, the metadata and the footer carry a checksum.
-//! - A snapshot file is written as `S<n>.snap.incomplete` and renamed when complete, so a
-//!   writer killed mid-write leaves every earlier snapshot readable.
+//! - A snapshot is committed before its number is given out, and a compacted file is
+//!   written as `S<n>.snap.incomplete` and renamed when complete (its raw form removed
+//!   only after), so a process killed at any point leaves every committed snapshot
+//!   readable.
+//! - Files are reached through directory descriptors, one name at a time, without
+//!   following a link (`fs`), and read with `pread`: a store is untrusted input, and a
+//!   file cut short under a reader is an error, not a `SIGBUS`.
 //! - Damage to one file is reported naming that snapshot, also when a later snapshot
 //!   reaches it as a patch's base; snapshots that do not refer to the damaged file still
 //!   read.
@@ -71,8 +89,7 @@
 //!   length of its patch chain. It reads a changed page's previous version back from the
 //!   store, through the reader's code and a small cache of decoded blocks.
 //!
-//! It does not: lock a run against a second writer, delete or compact runs, or share
-//! pages between addresses with equal contents.
+//! It does not: delete runs, or share pages between addresses with equal contents.
 
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
@@ -98,7 +115,7 @@ pub use model::*;
 pub use names::is_snapshot_name;
 pub use raw::PageSpan;
 pub use reader::Snapshot;
-pub use spill::{Committed, Spares, SpillFile};
+pub use spill::{Committed, Recycled, Spares, SpillFile};
 pub use trust::{Access, BeyondOwner, CredentialsRefused, Owner, OwnerRights, Trust};
 pub use writer::{PageSource, RunWriter, WriteReport};
 

@@ -12,6 +12,13 @@
 //!
 //! Space is allocated (`fallocate`) when a spare is made, so a full disk shows there, as
 //! an error, never as a `SIGBUS` in the middle of a copy.
+//!
+//! A raw file compacted while no reader holds it (readers hold a shared `flock` on the
+//! raw files they read) is not removed but [`Recycled`]: renamed to a spare name under an
+//! exclusive lock and made the next spare, its pages still in memory and on disk, so that
+//! a run does not allocate and fault in fresh memory for every capture. The lock is let
+//! go at the commit, before the rename to its new name: a reader that opened the file
+//! under its old name sees that name gone.
 
 use std::fs::File;
 use std::io::{self, ErrorKind};
@@ -41,6 +48,51 @@ pub struct SpillFile {
     capacity: usize,
 }
 
+/// A compacted raw file, taken under an exclusive lock and renamed to a spare name, to
+/// become a spare again ([`Spares::reuse`]). Dropped, it is removed.
+pub struct Recycled {
+    dir: Arc<Dir>,
+    /// The spare name and the file; taken when it becomes a spare.
+    taken: Option<(String, File)>,
+}
+
+impl std::fmt::Debug for Recycled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recycled").field("name", &self.taken.as_ref().map(|t| &t.0)).finish()
+    }
+}
+
+impl Drop for Recycled {
+    fn drop(&mut self) {
+        if let Some((name, _)) = &self.taken {
+            self.dir.remove_file(name).ok();
+        }
+    }
+}
+
+impl Recycled {
+    /// Takes raw file `name` of `dir`, if no reader holds it: its commit cleared and its
+    /// name changed to a spare's. `None` (the file untouched) if a reader holds it.
+    pub(crate) fn take(dir: &Arc<Dir>, name: &str) -> Result<Option<Recycled>> {
+        let file = dir.open_file_rw(name).map_err(|e| io_error(&dir.join(name), e))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => return Ok(None),
+            Err(std::fs::TryLockError::Error(e)) => return Err(io_error(&dir.join(name), e)),
+        }
+        let spare = spare_name();
+        file.write_all_at(&[0; 64], raw::commit_offset()).map_err(|e| io_error(&dir.join(name), e))?;
+        dir.rename_new(name, &spare).map_err(|e| io_error(&dir.join(&spare), e))?;
+        Ok(Some(Recycled { dir: Arc::clone(dir), taken: Some((spare, file)) }))
+    }
+}
+
+/// A spare's name, unique in this process: `.spare-PID-K.raw`.
+fn spare_name() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!(".spare-{}-{}.raw", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
 /// Makes spares for a run; a clone can work on another thread.
 #[derive(Clone, Debug)]
 pub struct Spares {
@@ -65,8 +117,7 @@ impl Spares {
     /// disk and faulted into this process's page tables, so that copying into it costs no
     /// page fault.
     pub fn make(&self, bytes: usize) -> Result<SpillFile> {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let name = format!(".spare-{}-{}.raw", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+        let name = spare_name();
         let path = self.dir.join(&name);
         let file = self.dir.create_file(&name).map_err(|e| io_error(&path, e))?;
         let header = raw::encode_header();
@@ -85,6 +136,29 @@ impl Spares {
             self.dir.remove_file(&name).ok();
         }
         made
+    }
+}
+
+impl Spares {
+    /// `recycled` as a spare with room for `bytes` of pages, faulted in: its pages are
+    /// mostly in memory already. A file much larger than asked for is cut down first.
+    pub fn reuse(&self, mut recycled: Recycled, bytes: usize) -> Result<SpillFile> {
+        let bytes = bytes.next_multiple_of(PAGE_SIZE as usize);
+        // Until it is a spare, `recycled` removes the file if anything fails.
+        let (name, file) = recycled.taken.as_ref().expect("a recycled file is taken only here");
+        let path = recycled.dir.join(name);
+        let len = file.metadata().map_err(|e| io_error(&path, e))?.len();
+        let have = len.saturating_sub(raw::HEADER_PAGE) as usize;
+        let keep = if have > 2 * bytes { bytes } else { have };
+        if keep < have {
+            file.set_len(raw::HEADER_PAGE + keep as u64).map_err(|e| io_error(&path, e))?;
+        }
+        let map = map(file, &path, raw::HEADER_PAGE as usize + keep)?;
+        let (name, file) = recycled.taken.take().expect("checked above");
+        let mut spill = SpillFile { dir: Arc::clone(&recycled.dir), name, file, map, capacity: keep };
+        touch(spill.data());
+        spill.grow_faulted_in(bytes)?;
+        Ok(spill)
     }
 }
 
@@ -182,6 +256,9 @@ impl RunLog {
             .file
             .write_all_at(&raw::encode_commit(seq, &commit), raw::commit_offset())
             .map_err(|e| io_error(&path, e))?;
+        // A recycled spare's lock goes before its new name comes: a reader that opened it
+        // under its old name, and gets the lock now, finds that name gone.
+        spill.file.unlock().map_err(|e| io_error(&path, e))?;
         let dir = self.dir_handle();
         let name = file_name(seq, Form::Raw);
         dir.rename_new(&spill.name, &name).map_err(|e| io_error(&dir.join(&name), e))?;

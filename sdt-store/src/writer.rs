@@ -20,6 +20,7 @@ use std::fs::File;
 use std::io::{self, ErrorKind};
 use std::num::NonZero;
 use std::sync::Arc;
+use std::sync::mpsc::Sender;
 
 use xxhash_rust::xxh3::xxh3_128;
 use zstd::bulk::Compressor;
@@ -31,6 +32,7 @@ use crate::index::{BlockEntry, BlockTable, Index, MAX_PAGES, MAX_PATCH_DEPTH, Sl
 use crate::model::{PAGE_SIZE, SnapshotMeta, check_meta};
 use crate::raw::{self, PageSpan};
 use crate::reader::{self, Slots, xor_into};
+use crate::spill::Recycled;
 use crate::{Error, Result, RunStatus, Store};
 
 /// Most worker threads (compression, patches).
@@ -87,6 +89,9 @@ pub struct RunWriter {
     workers: Vec<Worker>,
     /// The run's lock, when this writer took it (compacting a run no `sdt` holds).
     _lock: Option<File>,
+    /// Where compacted raw files no reader holds go, to be spares again; without it, they
+    /// are removed.
+    recycle: Option<Sender<Recycled>>,
 }
 
 /// A page with content: where its bytes are stored, their hash, and the patches in its
@@ -262,7 +267,22 @@ impl RunWriter {
             .map(|_| Worker::new(&dir))
             .collect::<io::Result<_>>()
             .map_err(|e| io_error(dir.path(), e))?;
-        Ok(RunWriter { id: info.id, dir, info, next_seq: 0, prev: Vec::new(), workers, _lock: lock })
+        Ok(RunWriter {
+            id: info.id,
+            dir,
+            info,
+            next_seq: 0,
+            prev: Vec::new(),
+            workers,
+            _lock: lock,
+            recycle: None,
+        })
+    }
+
+    /// Hands each raw file compacted from now on, when no reader holds it, to `bin` as a
+    /// spare to reuse ([`Recycled`]) instead of removing it.
+    pub fn recycle_into(&mut self, bin: Sender<Recycled>) {
+        self.recycle = Some(bin);
     }
 
     /// The seq of the next snapshot to compact or write.
@@ -290,7 +310,16 @@ impl RunWriter {
             .map_err(|e| io_error(&self.dir.join(&file_name(seq, Form::Raw)), e))?;
         let data = map.as_deref().map_or(&[][..], |m| &m[raw::HEADER_PAGE as usize..]);
         let report = self.write_snapshot(record.meta, raw_pages(&record.copied, &record.unchanged, data))?;
+        // Our own shared lock goes with it: readers' locks are what keeps a file.
+        drop((map, bytes));
         let raw_name = file_name(seq, Form::Raw);
+        if let Some(bin) = &self.recycle
+            && let Some(recycled) = Recycled::take(&self.dir, &raw_name)?
+        {
+            // A spare thread gone drops it, which removes it.
+            bin.send(recycled).ok();
+            return Ok(Some(report));
+        }
         self.dir.remove_file(&raw_name).map_err(|e| io_error(&self.dir.join(&raw_name), e))?;
         Ok(Some(report))
     }
