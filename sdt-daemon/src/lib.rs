@@ -286,8 +286,8 @@ fn drive<B: EventSource>(
             return Err(e.into());
         }
     };
-    let run_id = run.id();
-    let info = run.info().clone();
+    let run_id = run.run().id();
+    let info = run.run().info().clone();
     let budget = opts.disk_budget.unwrap_or_else(|| default_budget(store));
     let writer = match StoreWriter::start(run, pid, store.root().to_owned(), budget, opts.quiet) {
         Ok(writer) => writer,

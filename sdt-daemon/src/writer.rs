@@ -124,7 +124,7 @@ impl StoreWriter {
         let (recycled_tx, recycled_rx) = channel::<Recycled>();
         compactor.recycle_into(recycled_tx);
         let (committed_tx, committed_rx) = channel::<Note>();
-        let run = log.id();
+        let run = log.run().id();
         let backlog = Arc::new((Mutex::new(Backlog::default()), Condvar::new()));
         let shared = Arc::clone(&backlog);
         let compactor = std::thread::Builder::new()

@@ -580,50 +580,35 @@ pub(crate) fn file_name(seq: u32, form: Form) -> String {
 /// for as long as this lives, and its `run.json`.
 #[derive(Debug)]
 pub struct RunLog {
-    dir: Arc<Dir>,
-    info: RunInfo,
+    run: Run,
     /// Held (`flock`) while this lives: readers see the run as being captured.
     _lock: File,
 }
 
 impl RunLog {
     fn new(dir: Arc<Dir>, info: RunInfo, lock: File) -> RunLog {
-        RunLog { dir, info, _lock: lock }
-    }
-
-    /// The run's id.
-    pub fn id(&self) -> RunId {
-        self.info.id
+        RunLog { run: Run { dir, info }, _lock: lock }
     }
 
     /// The run, as its `run.json` says.
-    pub fn info(&self) -> &RunInfo {
-        &self.info
-    }
-
-    /// The run's directory.
-    pub fn dir(&self) -> &Path {
-        self.dir.path()
-    }
-
-    pub(crate) fn dir_handle(&self) -> &Arc<Dir> {
-        &self.dir
+    pub fn run(&self) -> &Run {
+        &self.run
     }
 
     /// Records that the snapshot at the refinement's end breakpoint is `seq` (named
     /// `<to>.new` from now on).
     pub(crate) fn mark_reached(&mut self, seq: u32) -> Result<()> {
-        if let Some(parent) = &mut self.info.parent {
+        if let Some(parent) = &mut self.run.info.parent {
             parent.reached = Some(seq);
-            write_run_info(&self.dir, &self.info)?;
+            write_run_info(&self.run.dir, &self.run.info)?;
         }
         Ok(())
     }
 
     /// Records how the run ended in its `run.json`, and lets go of the run.
     pub fn finish(mut self, status: RunStatus) -> Result<()> {
-        self.info.status = status;
-        write_run_info(&self.dir, &self.info)
+        self.run.info.status = status;
+        write_run_info(&self.run.dir, &self.run.info)
     }
 }
 

@@ -215,7 +215,7 @@ impl Drop for SpillFile {
 impl RunLog {
     /// What makes spares for this run, on any thread.
     pub fn spares(&self) -> Spares {
-        Spares { dir: Arc::clone(self.dir_handle()) }
+        Spares { dir: Arc::clone(self.run().dir_handle()) }
     }
 
     /// Commits `spill` as snapshot `meta.seq`: writes its record (the `copied` runs, whose
@@ -259,10 +259,10 @@ impl RunLog {
         // A recycled spare's lock goes before its new name comes: a reader that opened it
         // under its old name, and gets the lock now, finds that name gone.
         spill.file.unlock().map_err(|e| io_error(&path, e))?;
-        let dir = self.dir_handle();
+        let dir = Arc::clone(self.run().dir_handle());
         let name = file_name(seq, Form::Raw);
         dir.rename_new(&spill.name, &name).map_err(|e| io_error(&dir.join(&name), e))?;
-        if let Some(parent) = &self.info().parent
+        if let Some(parent) = &self.run().info().parent
             && parent.to.as_ref().is_some_and(|to| meta.name == format!("{to}.new"))
         {
             self.mark_reached(seq)?;

@@ -199,7 +199,7 @@ impl std::fmt::Debug for RunWriter {
 impl RunLog {
     /// The compactor of this run, which is being captured: it starts at S0.
     pub fn compactor(&self) -> Result<RunWriter> {
-        RunWriter::new(Arc::clone(self.dir_handle()), self.info().clone(), None)
+        RunWriter::new(Arc::clone(self.run().dir_handle()), self.run().info().clone(), None)
     }
 }
 

@@ -36,7 +36,7 @@ pub fn build(case: &Case, root: &Path, files: &Files) -> RunId {
         parent,
     };
     let mut log = store.create_run(info).expect("a run in a new store");
-    let id = log.id();
+    let id = log.run().id();
     let mut writer = log.compactor().expect("the compactor of a new run");
     let heap = MappingSpec {
         start: Start::After(0),
@@ -54,7 +54,7 @@ pub fn build(case: &Case, root: &Path, files: &Files) -> RunId {
         if let Some(specs) = &spec.mappings {
             mappings = resolve::mappings(specs, case.base, files);
         }
-        let name = log.info().snapshot_name(seq);
+        let name = log.run().info().snapshot_name(seq);
         let meta = resolve::meta(spec, seq, name, mappings.clone(), files);
         let written = if spec.how == How::Compact && writer.next_seq() == seq {
             write_compacted(&mut writer, spec, meta)

@@ -178,7 +178,7 @@ fn thread_ids_are_positive_and_listed_once() {
     // The capture's commit does not check: the reader does.
     let spill = log.spares().make(0).unwrap();
     log.commit(spill, &[], &[], &twice(1)).unwrap();
-    let run = store.open_run(&log.id()).unwrap();
+    let run = store.open_run(&log.run().id()).unwrap();
     let e = run.open_snapshot("S1").unwrap_err();
     assert_eq!(e.to_string(), "snapshot S1 is corrupt: metadata: thread 100 is listed twice");
     assert!(matches!(run.read_meta(1), Err(Error::Corrupt { .. })));

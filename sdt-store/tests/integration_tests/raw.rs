@@ -91,7 +91,7 @@ fn raw_and_compacted_snapshots_read_back_the_same() {
     for (seq, (cur, written)) in history.iter().enumerate() {
         commit(&mut log, seq as u32, cur, written, seq == 0);
     }
-    let id = log.id();
+    let id = log.run().id();
     check_reads(&store, id, &history, 0);
     let run = store.open_run(&id).unwrap();
     let listed: Vec<_> = run.snapshots().unwrap().map(|e| e.unwrap()).collect();
@@ -124,7 +124,7 @@ fn a_run_whose_sdt_died_keeps_its_snapshots_and_is_finished_later() {
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::open_or_create(tmp.path()).unwrap();
     let mut log = store.create_run(run_info()).unwrap();
-    let id = log.id();
+    let id = log.run().id();
     let history = history();
     let mut writer = log.compactor().unwrap();
     for (seq, (cur, written)) in history.iter().enumerate() {
@@ -187,7 +187,7 @@ fn damaged_raw_files_are_named() {
     for (seq, (cur, written)) in history.iter().take(3).enumerate() {
         commit(&mut log, seq as u32, cur, written, seq == 0);
     }
-    let run = store.open_run(&log.id()).unwrap();
+    let run = store.open_run(&log.run().id()).unwrap();
     let path = |seq: u32| run.dir().join(format!("S{seq}.raw"));
     // S2's record cut short: S2 is corrupt.
     let len = std::fs::metadata(path(2)).unwrap().len();
@@ -220,7 +220,7 @@ fn compacted_raw_files_become_spares_only_when_no_reader_holds_them() {
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::open_or_create(tmp.path()).unwrap();
     let mut log = store.create_run(run_info()).unwrap();
-    let id = log.id();
+    let id = log.run().id();
     let history = history();
     for (seq, (cur, written)) in history.iter().take(3).enumerate() {
         commit(&mut log, seq as u32, cur, written, seq == 0);

@@ -231,7 +231,7 @@ fn run_ids_are_distinct_under_concurrency() {
     let store = Store::open_or_create(tmp.path()).unwrap();
     let mut ids: Vec<u32> = std::thread::scope(|s| {
         let handles: Vec<_> =
-            (0..8).map(|_| s.spawn(|| store.create_run(run_info()).unwrap().id().0)).collect();
+            (0..8).map(|_| s.spawn(|| store.create_run(run_info()).unwrap().run().id().0)).collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
     ids.sort();

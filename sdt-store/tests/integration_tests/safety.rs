@@ -90,7 +90,7 @@ fn links_and_fifos_in_a_store_are_refused() {
     std::fs::remove_file(store.root().join("runs/2")).unwrap();
     std::os::unix::fs::symlink(&elsewhere, store.root().join("runs/2")).unwrap();
     let log = store.create_run(run_info()).unwrap();
-    assert_eq!(log.id(), RunId(3));
+    assert_eq!(log.run().id(), RunId(3));
     assert!(std::fs::read_dir(&elsewhere).unwrap().next().is_none());
     assert_eq!(std::fs::read(&secret).unwrap(), b"not the store's");
 }
