@@ -1,8 +1,8 @@
 //! SDT's capture service: runs a program under ptrace (or registered with SDT's kernel
 //! module) and, at every breakpoint that passes the capture config (and every timer
-//! tick), freezes all of its threads, reads
-//! their registers and the pages that hold content, resumes them, and hands the capture
-//! to a writer thread that stores it incrementally.
+//! tick), freezes all of its threads, reads their registers and copies the pages that
+//! hold content straight into the store's raw log, resumes them, and commits the
+//! snapshot; a compactor thread stores it incrementally later.
 //!
 //! ```no_run
 //! use sdt_daemon::{CaptureConfig, RunOptions};
