@@ -93,7 +93,11 @@ pub struct RunOptions {
     /// Which breakpoints capture, timed snapshots, limits.
     pub config: CaptureConfig,
     /// Compare every stored snapshot with the live process's memory (slow; for tests).
+    /// The run then returns once every snapshot is compacted.
     pub verify: bool,
+    /// Return once every snapshot is compacted, rather than when the program ends
+    /// (leaving [`WriteTotals::raw_left`] for a background `sdt compact`).
+    pub wait_for_compaction: bool,
     /// No line per snapshot.
     pub quiet: bool,
     /// How changed pages are found.
@@ -338,7 +342,7 @@ fn drive<B: EventSource>(
     let exit = match exit {
         Ok(exit) => exit,
         Err(e) => {
-            let (_, error) = writer.finish(RunStatus::Failed { message: human::error_chain(&e) });
+            let (_, error) = writer.finish(RunStatus::Failed { message: human::error_chain(&e) }, false);
             problems.extend(error);
             return Err(e);
         }
@@ -348,7 +352,7 @@ fn drive<B: EventSource>(
         ProgramExit::Signal(signal, _) => RunStatus::Signaled { signal },
         ProgramExit::Stopped => RunStatus::Stopped { reason: "the refinement reached its end".into() },
     };
-    let (totals, error) = writer.finish(status);
+    let (totals, error) = writer.finish(status, opts.wait_for_compaction || opts.verify);
     problems.extend(error);
     Ok(RunOutcome { run: run_id, exit, totals, problems })
 }

@@ -17,8 +17,13 @@
 //! may hold before compaction catches up is bounded (`sdt run --disk-budget`): past it, a
 //! breakpoint's capture waits for the compactor (which then runs at normal priority),
 //! and a timed snapshot is skipped.
+//!
+//! When the program ends, compaction stops between two blocks (unless asked to finish
+//! first): what it has not reached stays raw and readable, for a background
+//! `sdt compact` to take over, so that `sdt run` returns with the program.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -43,7 +48,8 @@ pub struct WriteTotals {
     pub stored_bytes: u64,
     /// Bytes the compacted snapshots would take stored whole.
     pub full_bytes: u64,
-    /// Snapshots left raw (compaction stopped), for `sdt compact`.
+    /// Snapshots left raw (compaction stopped at the program's end, or after an error),
+    /// for `sdt compact`.
     pub raw_left: u32,
     /// Timed snapshots skipped because the raw log was at its budget.
     pub timed_skipped: u32,
@@ -93,6 +99,8 @@ pub(crate) struct StoreWriter {
     spare_maker: Option<JoinHandle<()>>,
     committed: Option<Sender<Note>>,
     compactor: Option<JoinHandle<(WriteTotals, Option<String>)>>,
+    /// Set at the program's end to stop compaction between two blocks.
+    stop_compaction: Arc<AtomicBool>,
     backlog: Arc<(Mutex<Backlog>, Condvar)>,
     /// Bytes the backlog may reach before captures wait or are skipped.
     budget: u64,
@@ -123,6 +131,8 @@ impl StoreWriter {
         let mut compactor = log.compactor()?;
         let (recycled_tx, recycled_rx) = channel::<Recycled>();
         compactor.recycle_into(recycled_tx);
+        let stop_compaction = Arc::new(AtomicBool::new(false));
+        compactor.cancel_on(Arc::clone(&stop_compaction));
         let (committed_tx, committed_rx) = channel::<Note>();
         let run = log.run().id();
         let backlog = Arc::new((Mutex::new(Backlog::default()), Condvar::new()));
@@ -147,6 +157,7 @@ impl StoreWriter {
             spare_maker: Some(spare_maker),
             committed: Some(committed_tx),
             compactor: Some(compactor),
+            stop_compaction,
             backlog,
             budget,
             quiet,
@@ -257,9 +268,15 @@ impl StoreWriter {
         self.totals.lost.push(why);
     }
 
-    /// Waits for the compactor to finish what is committed (at normal priority now: the
-    /// program has ended) and records how the run ended.
-    pub(crate) fn finish(mut self, status: RunStatus) -> (WriteTotals, Option<String>) {
+    /// Records how the run ended, once the compactor has stopped (at normal priority now:
+    /// the program has ended): after at most [`END_GRACE`], between two blocks, leaving
+    /// what it has not compacted raw ([`WriteTotals::raw_left`]); or, with
+    /// `wait_for_compaction`, once it has compacted everything.
+    pub(crate) fn finish(
+        mut self,
+        status: RunStatus,
+        wait_for_compaction: bool,
+    ) -> (WriteTotals, Option<String>) {
         drop(self.prepare.take());
         drop(self.committed.take());
         // The spare it may be making is removed with the one made ready: no spare outlives
@@ -268,9 +285,17 @@ impl StoreWriter {
             maker.join().ok();
         }
         self.ready.lock().unwrap().spare = None;
-        // The program has ended: what is left is compacted at once.
+        // The program has ended: the compactor may have the CPUs now.
         if let Some(compactor) = self.backlog.0.lock().unwrap().compactor {
             sdt_sys::set_thread_urgency(Some(compactor), sdt_sys::Urgency::Normal).ok();
+        }
+        if !wait_for_compaction {
+            // A short run's few snapshots are compacted before sdt returns; a long
+            // backlog is left for the background.
+            let (backlog, caught_up) = &*self.backlog;
+            let held = backlog.lock().unwrap();
+            drop(caught_up.wait_timeout_while(held, END_GRACE, |b| b.bytes > 0 && !b.stopped).unwrap());
+            self.stop_compaction.store(true, Ordering::Relaxed);
         }
         let (compacted, compact_error) =
             self.compactor.take().expect("finish once").join().expect("compactor thread panicked");
@@ -289,6 +314,10 @@ impl StoreWriter {
         (totals, error)
     }
 }
+
+/// How long the end of a run waits for compaction to catch up before leaving the rest to
+/// a background `sdt compact`.
+const END_GRACE: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// The spare thread: makes spares of the sizes asked for, allocated and faulted in, one
 /// at a time, from the raw files compaction recycles where it can. It runs at normal
@@ -388,8 +417,8 @@ fn offer(ready: &Mutex<Ready>, spare: SpillFile) {
 const WATCH_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// The compactor thread: compacts each committed snapshot in order, on idle CPU time
-/// while the program runs; at the end, at normal priority, whatever is left. Stops at
-/// the first error: what is not compacted stays readable, raw.
+/// while the program runs; at the end, at normal priority, whatever is left, unless
+/// told to stop. Stops at the first error: what is not compacted stays readable, raw.
 fn compact_loop(
     writer: &mut RunWriter,
     store_root: &std::path::Path,
@@ -423,10 +452,17 @@ fn compact_loop(
             continue;
         }
         let verified = note.live.as_ref().map(|live| verify(store_root, run, &note.name, live));
-        if let Err(e) = compact_through(writer, note.seq, &mut totals) {
-            error = Some(format!("compaction stopped at {}: {}", note.name, human::error_chain(&e)));
-            done(true);
-            continue;
+        match compact_through(writer, note.seq, &mut totals) {
+            Ok(()) => {}
+            Err(sdt_store::Error::Cancelled) => {
+                done(true);
+                continue;
+            }
+            Err(e) => {
+                error = Some(format!("compaction stopped at {}: {}", note.name, human::error_chain(&e)));
+                done(true);
+                continue;
+            }
         }
         if let Some(raw) = verified {
             let compacted = verify(store_root, run, &note.name, note.live.as_deref().unwrap_or_default());
@@ -443,12 +479,12 @@ fn compact_loop(
         }
         done(false);
     }
-    if let (Some(_), Some(last)) = (&error, last_seq) {
+    if let Some(last) = last_seq {
         totals.raw_left = last + 1 - writer.next_seq();
-        error = error.map(|e| {
-            format!("{e}; {} snapshot(s) stay raw (readable; `sdt compact` finishes them)", totals.raw_left)
-        });
     }
+    let error = error.map(|e| {
+        format!("{e}; {} snapshot(s) stay raw (readable; `sdt compact` finishes them)", totals.raw_left)
+    });
     (totals, error)
 }
 

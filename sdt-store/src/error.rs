@@ -114,6 +114,12 @@ pub enum Error {
         /// The run.
         id: String,
     },
+    /// Compaction stopped because its caller asked it to ([`RunWriter::cancel_on`]); the
+    /// snapshot stays raw.
+    ///
+    /// [`RunWriter::cancel_on`]: crate::RunWriter::cancel_on
+    #[error("compaction was cancelled")]
+    Cancelled,
     /// The writer was handed something that breaks its contract (a bug in the caller).
     #[error("store writer misuse: {0}")]
     BadInput(String),

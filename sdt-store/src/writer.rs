@@ -20,6 +20,7 @@ use std::fs::File;
 use std::io::{self, ErrorKind};
 use std::num::NonZero;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
 
 use xxhash_rust::xxh3::xxh3_128;
@@ -92,6 +93,8 @@ pub struct RunWriter {
     /// Where compacted raw files no reader holds go, to be spares again; without it, they
     /// are removed.
     recycle: Option<Sender<Recycled>>,
+    /// Set by the caller to stop compaction between blocks.
+    cancel: Option<Arc<AtomicBool>>,
 }
 
 /// A page with content: where its bytes are stored, their hash, and the patches in its
@@ -276,6 +279,7 @@ impl RunWriter {
             workers,
             _lock: lock,
             recycle: None,
+            cancel: None,
         })
     }
 
@@ -283,6 +287,20 @@ impl RunWriter {
     /// spare to reuse ([`Recycled`]) instead of removing it.
     pub fn recycle_into(&mut self, bin: Sender<Recycled>) {
         self.recycle = Some(bin);
+    }
+
+    /// Stops compaction soon after `flag` is set: the snapshot being written is abandoned
+    /// (it stays raw, readable) and it and every later call fail with [`Error::Cancelled`].
+    pub fn cancel_on(&mut self, flag: Arc<AtomicBool>) {
+        self.cancel = Some(flag);
+    }
+
+    /// [`Error::Cancelled`] once the caller has asked to stop.
+    fn check_cancelled(&self) -> Result<()> {
+        match &self.cancel {
+            Some(flag) if flag.load(Ordering::Relaxed) => Err(Error::Cancelled),
+            _ => Ok(()),
+        }
     }
 
     /// The seq of the next snapshot to compact or write.
@@ -294,6 +312,7 @@ impl RunWriter {
     /// then removes the raw file. `Ok(None)` if there is no raw file for it (not captured
     /// yet, or none will be).
     pub fn compact(&mut self) -> Result<Option<WriteReport>> {
+        self.check_cancelled()?;
         let seq = self.next_seq;
         let name = self.info.snapshot_name(seq);
         let (bytes, record) = match reader::read_raw(&self.dir, seq, &name) {
@@ -372,6 +391,7 @@ impl RunWriter {
         }
         check_meta(&meta).map_err(|e| Error::BadInput(format!("snapshot {}: {e}", meta.name)))?;
         let Diff { mut entries, changed, candidates } = self.diff(seq, pages)?;
+        self.check_cancelled()?;
         if u32::try_from(entries.len()).is_err() {
             return Err(Error::BadInput(format!("snapshot {}: more than 2^32 pages", meta.name)));
         }
@@ -445,6 +465,7 @@ impl RunWriter {
         file.write(&format::encode_header(seq))?;
         let mut blocks = Vec::with_capacity(new_pages.len().div_ceil(BLOCK_PAGES));
         for batch in new_pages.chunks(BLOCK_PAGES * BLOCKS_PER_THREAD * self.workers.len()) {
+            self.check_cancelled()?;
             let frames = compress_batch(&mut self.workers, batch).map_err(compress_error)?;
             for (frame, pages) in frames.iter().zip(batch.chunks(BLOCK_PAGES)) {
                 let page_count = pages.len() as u32;

@@ -55,7 +55,8 @@ pub enum Action {
     /// List the runs in the store.
     Runs(RunsOpt),
     /// Compact a run's raw snapshots (diff and compress them): what a run left when its
-    /// sdt died, or when compaction stopped for want of disk space.
+    /// sdt died, or when compaction stopped for want of disk space. While the background
+    /// compaction `sdt run` starts when the program ends is going on, waits for it.
     #[command(after_help = "Example:\n  sdt compact --run 3")]
     Compact(CompactOpt),
     /// Show a snapshot: trigger, timing, threads with pc/sp, mappings.
@@ -178,9 +179,15 @@ pub struct RunOpt {
     /// those arrivals (`solve@1,10-12`). Repeatable; ptrace backend only.
     #[arg(long = "break", value_name = "FUNC[@HIT,…]")]
     pub breaks: Vec<String>,
-    /// Compare every stored snapshot with the live process's memory (slow).
+    /// Compare every stored snapshot with the live process's memory (slow; implies
+    /// --wait-compaction).
     #[arg(long)]
     pub verify: bool,
+    /// Return once every snapshot is compacted. Without it, sdt returns when the program
+    /// ends and a background `sdt compact` finishes what is left (the snapshots are
+    /// readable meanwhile; `sdt compact` waits for it).
+    #[arg(long)]
+    pub wait_compaction: bool,
     /// Captures the raw log may hold before compaction catches up, in MiB (default: half
     /// the store's free space); past it, breakpoint captures wait for compaction and
     /// timed snapshots are skipped.
@@ -260,6 +267,10 @@ pub struct CompactOpt {
     pub store: StoreArgs,
     #[command(flatten)]
     pub run: RunArgs,
+    /// As started by `sdt run` when the program ends: quietly, on idle CPU time only,
+    /// and not at all if another sdt holds the run.
+    #[arg(long, hide = true)]
+    pub background: bool,
 }
 
 #[derive(Debug, Args)]

@@ -1,16 +1,38 @@
 //! `sdt compact`: diff and compress a run's raw snapshots, which a run leaves when its
-//! sdt dies or its disk fills up; and record that a run whose sdt died has ended.
+//! program ends (for the background compactor `sdt run` starts), when its sdt dies or
+//! when its disk fills up; and record that a run whose sdt died has ended.
 
-use anyhow::{Context, Result};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
 use sdt_daemon::human;
+use sdt_store::{Run, RunId, RunStatus, Store};
 
 use crate::cli::CompactOpt;
 use crate::select;
 
 pub fn compact(opt: CompactOpt) -> Result<()> {
+    if opt.background {
+        // Only what no program wants: the next `sdt run` is not slowed by this one's.
+        sdt_sys::set_thread_urgency(None, sdt_sys::Urgency::Background).ok();
+    }
     let (store, run) = select::open_run(&opt.store, &opt.run)?;
     let id = run.id();
-    let mut writer = store.compactor(id).with_context(|| format!("compacting run {id}"))?;
+    let mut waited = false;
+    let mut writer = loop {
+        match store.compactor(id) {
+            Ok(writer) => break writer,
+            // Another compactor has it (the one `sdt run` left, or a user's): it does the work.
+            Err(sdt_store::Error::RunHeld { .. }) if opt.background => return Ok(()),
+            Err(sdt_store::Error::RunHeld { .. }) => {
+                wait_for_compactor(&store, id)?;
+                waited = true;
+            }
+            Err(e) => return Err(e).with_context(|| format!("compacting run {id}")),
+        }
+    };
     let first = writer.next_seq();
     let (mut stored, mut full) = (0, 0);
     while let Some(report) =
@@ -18,11 +40,13 @@ pub fn compact(opt: CompactOpt) -> Result<()> {
     {
         stored += report.file_bytes;
         full += report.full_bytes;
-        eprintln!(
-            "sdt: compacted {} of run {id}: {}",
-            run.info().snapshot_name(writer.next_seq() - 1),
-            human::bytes(report.file_bytes)
-        );
+        if !opt.background {
+            eprintln!(
+                "sdt: compacted {} of run {id}: {}",
+                run.info().snapshot_name(writer.next_seq() - 1),
+                human::bytes(report.file_bytes)
+            );
+        }
     }
     let done = writer.next_seq() - first;
     if writer.record_interrupted()? {
@@ -31,7 +55,12 @@ pub fn compact(opt: CompactOpt) -> Result<()> {
             run.info().sdt_pid
         );
     }
-    if done == 0 {
+    if opt.background {
+        return Ok(());
+    }
+    if done == 0 && waited {
+        eprintln!("sdt: run {id}: compacted");
+    } else if done == 0 {
         eprintln!("sdt: run {id} has no raw snapshots");
     } else {
         eprintln!(
@@ -42,4 +71,67 @@ pub fn compact(opt: CompactOpt) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Starts `sdt compact --background` on run `id` of `store`, detached (its own process
+/// group, no terminal, stdio to `/dev/null`), and returns its pid. It takes the run's
+/// lock, which the run's `sdt` has let go of, and ends quietly if someone else has it.
+pub fn start_in_background(store: &Path, id: RunId) -> std::io::Result<u32> {
+    use std::os::unix::process::CommandExt;
+    let child = Command::new(std::env::current_exe()?)
+        .arg("compact")
+        .arg("--background")
+        .arg("--run")
+        .arg(id.to_string())
+        .arg("--store")
+        .arg(store)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        // Out of the terminal's foreground group: a ^C for the next command spares it.
+        .process_group(0)
+        .spawn()?;
+    // Not waited for: it outlives us and is reaped by whoever inherits it.
+    Ok(child.id())
+}
+
+/// How often a waiting `sdt compact` looks at the run again.
+const POLL: Duration = Duration::from_millis(100);
+
+/// Waits until no `sdt compact` holds run `id` (the one `sdt run` left behind, or a
+/// user's), saying how many raw snapshots are left as it goes; refuses a run whose
+/// capture is still going on. `^C` ends the wait; the compaction goes on.
+fn wait_for_compactor(store: &Store, id: RunId) -> Result<()> {
+    let mut said = None;
+    loop {
+        // Read again each time: the run's end is recorded before its compaction is
+        // handed over.
+        let run = store.open_run(&id)?;
+        if !run.is_held() {
+            return Ok(());
+        }
+        if run.info().status == RunStatus::Running {
+            bail!(
+                "run {id} is being captured by sdt (pid {}): its snapshots are compacted as the program runs",
+                run.info().sdt_pid
+            );
+        }
+        let raw = count_raw(&run)?;
+        if said != Some(raw) {
+            eprintln!(
+                "sdt: run {id} is being compacted in the background: {raw} raw snapshot(s) left, waiting"
+            );
+            said = Some(raw);
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// The run's snapshots still stored raw.
+fn count_raw(run: &Run) -> Result<usize> {
+    let mut raw = 0;
+    for entry in run.snapshots()? {
+        raw += usize::from(entry?.raw);
+    }
+    Ok(raw)
 }

@@ -38,9 +38,12 @@ impl Row {
 #[derive(Default)]
 struct Totals {
     listed: usize,
+    /// Bytes of the compacted snapshots, and what they would take stored whole.
     stored: u64,
     full: u64,
+    /// Snapshots not compacted yet, and the bytes of their raw files.
     raw: usize,
+    raw_bytes: u64,
     modes: Vec<String>,
 }
 
@@ -48,9 +51,13 @@ impl Totals {
     fn add(&mut self, row: &Row) {
         self.listed += 1;
         if let Row::Ok { meta, raw, file_bytes } = row {
-            self.stored += file_bytes;
-            self.full += meta.stats.full_bytes;
-            self.raw += usize::from(*raw);
+            if *raw {
+                self.raw += 1;
+                self.raw_bytes += file_bytes;
+            } else {
+                self.stored += file_bytes;
+                self.full += meta.stats.full_bytes;
+            }
             if !self.modes.contains(&meta.stats.mode) {
                 self.modes.push(meta.stats.mode.clone());
             }
@@ -253,15 +260,20 @@ fn run_line(run: &Run) -> Result<String> {
 }
 
 /// `10 listed: 57.8 KiB stored (compacted 2.9% of full), full 1.9 MiB, uffd-wp`: the line
-/// after a run's table, over the rows listed.
+/// after a run's table, over the rows listed; with `…; 3 raw, 1.2 GiB as captured` for
+/// those not compacted yet.
 fn totals_line(t: &Totals) -> String {
     let compacted = if t.full > 0 {
         format!(" (compacted {:.1}% of full)", 100.0 * t.stored as f64 / t.full as f64)
     } else {
         String::new()
     };
+    let raw = match t.raw {
+        0 => String::new(),
+        n => format!("; {n} raw, {} as captured", human::bytes(t.raw_bytes)),
+    };
     format!(
-        "{} listed: {} stored{compacted}, full {}{}",
+        "{} listed: {} stored{compacted}, full {}{raw}{}",
         t.listed,
         human::bytes(t.stored),
         human::bytes(t.full),

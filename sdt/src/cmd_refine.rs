@@ -49,6 +49,7 @@ pub fn refine(opt: RefineOpt) -> Result<ExitCode> {
             store: opt.store.store.clone(),
             config: config.clone(),
             verify: false,
+            wait_for_compaction: false,
             quiet: opt.capture.quiet,
             tracking: Tracking::Auto,
             disk_budget: None,

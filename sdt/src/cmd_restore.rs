@@ -48,6 +48,7 @@ pub fn restore(opt: RestoreOpt) -> Result<ExitCode> {
         store: opt.store.store.clone(),
         config: capture_config(capture.config.as_deref(), capture.every)?,
         verify: false,
+        wait_for_compaction: false,
         quiet: capture.quiet,
         tracking: Tracking::Auto,
         disk_budget: None,

@@ -7,6 +7,7 @@ use anyhow::Result;
 use sdt_daemon::{CaptureConfig, ProgramExit, RunOptions, RunOutcome, SymbolBreak, Target, Tracking, human};
 
 use crate::cli::{RunOpt, TrackingArg};
+use crate::cmd_compact;
 
 pub fn run(opt: RunOpt) -> Result<ExitCode> {
     let outcome = sdt_daemon::run(&RunOptions {
@@ -14,6 +15,7 @@ pub fn run(opt: RunOpt) -> Result<ExitCode> {
         store: opt.store.store.clone(),
         config: capture_config(opt.config.as_deref(), opt.every)?,
         verify: opt.verify,
+        wait_for_compaction: opt.wait_compaction,
         quiet: opt.quiet,
         tracking: match opt.tracking {
             TrackingArg::Auto => Tracking::Auto,
@@ -52,12 +54,24 @@ pub fn capture_config(path: Option<&Path>, every: Option<u64>) -> Result<Capture
     Ok(config)
 }
 
-/// What went wrong during the run, and unless `quiet` a line on what it stored.
+/// Hands the snapshots the run left raw to a background `sdt compact`; says what went
+/// wrong during the run, and unless `quiet` what it stored.
 pub fn report(outcome: &RunOutcome, store: &Path, quiet: bool) {
     for problem in &outcome.problems {
         eprintln!("sdt: warning: {problem}");
     }
     let t = &outcome.totals;
+    let compacting = match t.raw_left {
+        0 => String::new(),
+        n => match cmd_compact::start_in_background(store, outcome.run) {
+            Ok(pid) => format!(
+                "; {n} more being compacted in the background (pid {pid}; readable meanwhile, `sdt compact` waits for it)"
+            ),
+            Err(e) => {
+                format!("; {n} left raw (readable; `sdt compact --run {}` compacts them: {e})", outcome.run)
+            }
+        },
+    };
     if !quiet {
         let ratio = if t.full_bytes > 0 {
             format!(", {:.1}%", 100.0 * t.stored_bytes as f64 / t.full_bytes as f64)
@@ -65,11 +79,12 @@ pub fn report(outcome: &RunOutcome, store: &Path, quiet: bool) {
             String::new()
         };
         eprintln!(
-            "sdt: run {} in {}: {} snapshot{}, stored {} (full {}{ratio}); `sdt ls` lists them",
+            "sdt: run {} in {}: {} snapshot{}, {} compacted to {} (full {}{ratio}){compacting}; `sdt ls` lists them",
             outcome.run,
             store.display(),
             t.snapshots,
             if t.snapshots == 1 { "" } else { "s" },
+            t.snapshots.saturating_sub(t.raw_left),
             human::bytes(t.stored_bytes),
             human::bytes(t.full_bytes),
         );

@@ -172,7 +172,7 @@ fn incremental_snapshots_store_only_changes() {
     let sdt = Sdt::new();
     let prog = program("states");
     sdt.ok(&["run", "--", prog.to_str().unwrap()]);
-    let s = sdt.snapshots();
+    let s = sdt.compacted_snapshots();
     assert_eq!(s.len(), 2);
     let stored = |i: usize, key: &str| int(&s[i], key).unwrap();
     assert_eq!(stored(0, "pages_stored"), stored(0, "pages"), "S0 stores every page");

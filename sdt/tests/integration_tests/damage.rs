@@ -10,7 +10,7 @@ use crate::harness::{Sdt, describe, program, run, stderr, stdout, wait_with_time
 fn a_truncated_snapshot_is_named_and_earlier_ones_still_read() {
     let sdt = Sdt::new();
     let prog = program("breakpoints");
-    sdt.ok(&["run", "-q", "--", prog.to_str().unwrap(), "1", "3", "1/1/1/1"]);
+    sdt.ok(&["run", "-q", "--wait-compaction", "--", prog.to_str().unwrap(), "1", "3", "1/1/1/1"]);
     let s1 = sdt.store().join("runs/1/S1.snap");
     let len = std::fs::metadata(&s1).unwrap().len();
     std::fs::OpenOptions::new().write(true).open(&s1).unwrap().set_len(len / 2).unwrap();

@@ -138,6 +138,13 @@ impl Sdt {
         serde_json::from_slice::<Value>(&out.stdout).unwrap().as_array().unwrap().clone()
     }
 
+    /// `sdt ls --json` of the latest run once it is compacted (`sdt compact` waits for
+    /// the background compaction `sdt run` may have left).
+    pub fn compacted_snapshots(&self) -> Vec<Value> {
+        self.ok(&["compact"]);
+        self.snapshots()
+    }
+
     /// Exports a snapshot's core into the temp directory.
     pub fn core(&self, snapshot: &str) -> PathBuf {
         let path = self.dir.path().join(format!("{snapshot}.core"));

@@ -4,6 +4,7 @@
 
 mod harness;
 
+mod background;
 mod behaviour;
 mod capture;
 mod credentials;

@@ -41,10 +41,11 @@ fn run_as_root(test: &str, breakpoints: &[&str]) -> Option<Sdt> {
     Some(sdt)
 }
 
-/// A real run of `breakpoints` with the given breakpoints, one thread: S0, S1, ….
+/// A real run of `breakpoints` with the given breakpoints, one thread: S0, S1, …,
+/// compacted (the tests edit the `.snap` files).
 fn run_breakpoints(sdt: &Sdt, breakpoints: &[&str]) {
     let prog = program("breakpoints");
-    let mut args = vec!["run", "-q", "--", prog.to_str().unwrap(), "1", "1"];
+    let mut args = vec!["run", "-q", "--wait-compaction", "--", prog.to_str().unwrap(), "1", "1"];
     args.extend_from_slice(breakpoints);
     sdt.ok(&args);
 }

@@ -1,0 +1,54 @@
+//! `sdt run` returns when the program ends, leaving compaction it has not finished to a
+//! background `sdt compact`; the snapshots read the same before and after.
+
+use std::time::Instant;
+
+use crate::harness::{Sdt, describe, program, stderr, stdout};
+
+#[test]
+fn sdt_run_returns_with_the_program_and_compaction_finishes_in_the_background() {
+    let sdt = Sdt::new();
+    let prog = program("dirty");
+    // 8 snapshots of 192 MiB, every page written between them: far more than compaction
+    // does in the moment sdt gives it once the program has ended.
+    let started = Instant::now();
+    let out = sdt.ok(&["run", "--", prog.to_str().unwrap(), "192", "100", "8"]);
+    let took = started.elapsed();
+    let err = stderr(&out);
+    assert!(stdout(&out).contains("dirty done"), "{}", describe(&out));
+    let left: u32 = err
+        .split_once(" more being compacted in the background")
+        .and_then(|(before, _)| before.rsplit(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("sdt run said nothing of background compaction ({took:?}): {err}"));
+    assert!((1..=8).contains(&left), "{err}");
+
+    // Readable at once, raw: listed, and exported.
+    let listed = sdt.snapshots();
+    assert_eq!(listed.len(), 8, "{listed:?}");
+    assert!(listed.iter().all(|s| s["complete"] == true), "{listed:?}");
+    assert!(listed.last().unwrap()["raw"] == true, "S7 raw still: {listed:?}");
+    let ls = stdout(&sdt.ok(&["ls"]));
+    assert!(ls.contains("exited 0") && ls.contains("being compacted"), "{ls}");
+    let raw_core = std::fs::read(sdt.core("S7")).unwrap();
+
+    // `sdt compact` waits for the background one; then every snapshot is compacted and
+    // reads as it did raw.
+    let out = sdt.ok(&["compact"]);
+    assert!(stderr(&out).contains("compacted"), "{}", describe(&out));
+    let listed = sdt.snapshots();
+    assert!(listed.iter().all(|s| s["raw"] == false), "{listed:?}");
+    let path = sdt.dir.path().join("S7.compacted.core");
+    sdt.ok(&["export", "core", "S7", "-o", path.to_str().unwrap()]);
+    assert!(std::fs::read(&path).unwrap() == raw_core, "S7 exports differently compacted");
+}
+
+#[test]
+fn wait_compaction_returns_with_every_snapshot_compacted() {
+    let sdt = Sdt::new();
+    let prog = program("dirty");
+    let out = sdt.ok(&["run", "--wait-compaction", "--", prog.to_str().unwrap(), "64", "100", "4"]);
+    assert!(!stderr(&out).contains("background"), "{}", describe(&out));
+    let listed = sdt.snapshots();
+    assert_eq!(listed.len(), 4);
+    assert!(listed.iter().all(|s| s["raw"] == false), "{listed:?}");
+}
