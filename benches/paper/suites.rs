@@ -603,7 +603,7 @@ fn parsec_mirror(dir: &Path, app: &ParsecApp) -> Result<(String, Recipe), String
             in_copy.join(app.name),
         )
     };
-    let tools = if needs_m4(&app_dir.join(src)) { vec!["m4"] } else { Vec::new() };
+    let tools = if needs_m4(&app_dir.join(src), None) { vec!["m4"] } else { Vec::new() };
     Ok((
         format!("PARSEC source mirror at {}", app_dir.display()),
         Recipe {
@@ -620,9 +620,14 @@ fn parsec_mirror(dir: &Path, app: &ParsecApp) -> Result<(String, Recipe), String
     ))
 }
 
-/// Whether a folder's sources go through m4 first: SPLASH's `.C`/`.H`/`.c.in`/`.h.in`,
-/// PARSEC's `c.m4.pthreads` macros.
-fn needs_m4(dir: &Path) -> bool {
+/// Whether building in `dir` runs m4: its sources are m4's (SPLASH's `.C`/`.H`/`.c.in`,
+/// PARSEC's `c.m4.pthreads` macros) and its Makefile, or the `config` it includes, uses
+/// m4 (Splash-4 releases that ship the generated `.c` beside the `.c.in` do not).
+fn needs_m4(dir: &Path, config: Option<&Path>) -> bool {
+    let uses_m4 = |makefile: &Path| std::fs::read_to_string(makefile).is_ok_and(|t| t.contains("m4"));
+    if !uses_m4(&dir.join("Makefile")) && !config.is_some_and(uses_m4) {
+        return false;
+    }
     let Ok(entries) = std::fs::read_dir(dir) else { return false };
     entries.filter_map(|e| e.ok()).any(|e| {
         let name = e.file_name().to_string_lossy().into_owned();
@@ -762,14 +767,15 @@ fn find_splash(dir: &Path) -> Vec<Result<Program, Missing>> {
         .collect()
 }
 
-/// The recipe for a SPLASH program built with `make` in `sub` of a copy of `root`.
+/// The recipe for a SPLASH program built with `make` in `sub` of a copy of `root`, whose
+/// Makefile includes `root/Makefile.config`.
 fn splash_make(root: &Path, sub: &Path, app: &SplashApp) -> Recipe {
     let src = root.join(sub);
     let binary = makefile_target(&src.join("Makefile")).unwrap_or_else(|| app.binary.to_owned());
     Recipe {
         copy: Some((root.to_owned(), PathBuf::new())),
         build: vec![Step { dir: sub.to_owned(), argv: strings(&["make"]), env: Vec::new() }],
-        tools: if needs_m4(&src) { vec!["m4"] } else { Vec::new() },
+        tools: if needs_m4(&src, Some(&root.join("Makefile.config"))) { vec!["m4"] } else { Vec::new() },
         exe: sub.join(binary),
         inputs: None,
         args: app.args,
@@ -1060,6 +1066,14 @@ mod tests {
             assert_eq!(lu_r.tools, ["m4"]);
             assert!(fmm.reason.starts_with("not found: no fmm/Makefile in "), "{}", fmm.reason);
         }
+        // A release that ships the generated .c files and a Makefile.config without m4
+        // builds without it.
+        tree(
+            &root,
+            &[("Makefile.config", "CC := gcc\n%.o: %.c\n\t$(CC) -c $<\n"), ("Splash-4/fft/fft.c", "")],
+        );
+        let fft = find(None, Some(&root)).into_iter().next().unwrap().ok().unwrap();
+        assert!(recipe(&fft).tools.is_empty());
     }
 
     /// A program whose build fails says so, with the build's last lines.
