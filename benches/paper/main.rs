@@ -6,12 +6,16 @@
 //! ```sh
 //! scripts/bench-paper                                  # our seven workloads, default size
 //! scripts/bench-paper --size small --reps 1 --threads 2 --only fft,lu
-//! scripts/bench-paper --parsec ~/parsec-3.0 --splash ~/Splash-3 --list
+//! scripts/bench-paper --parsec ~/parsec-3.0 --splash ~/Splash-4 --list
 //! ```
 //!
 //! Our workloads (`benches/workloads/paper/`) reach ten breakpoints that
-//! `capture.toml` passes; PARSEC and SPLASH-2 programs, built from the user's sources,
-//! are captured by timed snapshots (`sdt run --every`), ten spread over the run.
+//! `capture.toml` passes; PARSEC and SPLASH programs, built from the user's sources
+//! (the layouts `suites` recognises), are captured by timed snapshots, ten spread over
+//! the run, and checked by their own output. Each program ends with one line saying
+//! whether it was found, built and ran, or why not; a run that fails its check, or that
+//! cannot be measured, keeps its program and thread count out of the figures, and gcore
+//! failing (a program that already ended) leaves only that row's gcore figures out.
 //!
 //! Needs `target/release/sdt` and `libsdt.a` (the script builds them), gcc and gdb.
 
@@ -36,9 +40,23 @@ use suites::Program;
 const EXAMPLES: &str = "EXAMPLES:
   scripts/bench-paper                                  all seven workloads, 2/4/8 threads
   scripts/bench-paper --size small --reps 1 --only fft  a quick look
-  scripts/bench-paper --parsec ~/parsec-3.0 --splash ~/Splash-3
+  scripts/bench-paper --parsec ~/parsec-3.0 --splash ~/Splash-4
                                                        the real programs too, from their sources
-  scripts/bench-paper --parsec ~/parsec-3.0 --list     which of them can be found, and stop";
+  scripts/bench-paper --parsec ~/parsec-3.0 --list     which of them can be found, and stop
+  scripts/bench-paper --threads 2 --reps 1             one thread count: every figure but 7
+
+SOURCES:
+  --parsec  a PARSEC 3.0 tree (bin/parsecmgmt, pkgs/apps/NAME), built with parsecmgmt's
+            gcc-pthreads; or a source mirror without parsecmgmt (NAME/ with its Makefile
+            at its top or in src/, inputs in NAME/inputs/input_SIZE.tar), copied and built
+            with `make version=pthreads` (bodytrack: ./configure --enable-threads, make)
+  --splash  SPLASH-2/SPLASH-3 (codes/Makefile.config, codes/kernels/fft, …), Splash-4
+            (Makefile.config, Splash-4/fft, Splash-4/lu-contiguous_blocks, Splash-4/fmm;
+            the checkout or its Splash-4/ folder), copied and built with `make` (m4 where
+            the sources are .c.in); or a PARSEC 3.0 tree for its SPLASH-2x
+  Each runs with its own check: FFT and LU -t (TEST PASSED), FMM (Finished FMM),
+  blackscholes (prices.txt), swaptions (its prices), fluidanimate (out.fluid),
+  bodytrack (poses.txt). A failed check is a failed program, not a figure.";
 
 /// The paper's evaluation: Table 2 and Figures 6–9, for our workloads and, given their
 /// sources, PARSEC's and SPLASH-2's programs.
@@ -60,10 +78,12 @@ pub struct Args {
     /// Output folder [default: target/bench-paper].
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// A PARSEC 3.0 tree: blackscholes, fluidanimate, bodytrack and swaptions from it.
+    /// A PARSEC 3.0 tree or source mirror: blackscholes, fluidanimate, bodytrack and
+    /// swaptions from it.
     #[arg(long, value_name = "DIR")]
     pub parsec: Option<PathBuf>,
-    /// A SPLASH-2 or SPLASH-3 tree (or PARSEC 3.0's, for SPLASH-2x): FFT, LU and FMM from it.
+    /// A SPLASH-2, SPLASH-3 or Splash-4 tree (or PARSEC 3.0's, for SPLASH-2x): FFT, LU
+    /// and FMM from it.
     #[arg(long, value_name = "DIR")]
     pub splash: Option<PathBuf>,
     /// Say which programs were found (and why others were not), and stop.
@@ -125,15 +145,20 @@ fn real_main(args: &Args) -> Result<()> {
     let wanted = |name: &str| args.only.is_empty() || args.only.iter().any(|o| o == name);
     found.retain(|p| wanted(&p.name));
     missing.retain(|m| wanted(&m.name));
+    // One line per program, in the order found: what became of it.
+    let mut outcomes: Vec<Outcome> = found
+        .iter()
+        .map(|p| Outcome { name: p.name.clone(), line: format!("found ({})", p.origin) })
+        .collect();
+    outcomes.extend(
+        missing.iter().map(|m| Outcome { name: m.name.clone(), line: format!("skipped: {}", m.reason) }),
+    );
     for m in &missing {
         eprintln!("bench-paper: {}: {}", m.name, m.reason);
     }
     if args.list {
-        for p in &found {
-            println!("{}: found ({})", p.name, p.origin);
-        }
-        for m in &missing {
-            println!("{}: {}", m.name, m.reason);
+        for o in &outcomes {
+            println!("{}: {}", o.name, o.line);
         }
         return Ok(());
     }
@@ -143,16 +168,20 @@ fn real_main(args: &Args) -> Result<()> {
     for p in found {
         eprintln!("bench-paper: building {}", p.name);
         let name = p.name.clone();
+        let outcome = outcomes.iter_mut().find(|o| o.name == name).expect("every program found has its line");
         match suites::place(p, &out, args.size).build(&out, args.size) {
-            Ok(p) => programs.push(p),
+            Ok(p) => {
+                outcome.line.push_str(", built");
+                programs.push(p);
+            }
             Err(e) => {
-                let m = suites::Missing { name, reason: format!("{e:#}") };
-                eprintln!("bench-paper: {}: {}", m.name, m.reason);
-                missing.push(m);
+                eprintln!("bench-paper: {name}: {e:#}");
+                outcome.line.push_str(&format!("; not built: {}", format!("{e:#}").replace('\n', " ")));
             }
         }
     }
     if programs.is_empty() {
+        print_outcomes(&outcomes);
         bail!("no program to run");
     }
 
@@ -163,8 +192,27 @@ fn real_main(args: &Args) -> Result<()> {
     let mut runner = Runner::new(&out, args, programs.len())?;
     let mut cells: Vec<Cell> = Vec::new();
     for program in &programs {
+        let mut ran = Vec::new();
+        let mut failed = Vec::new();
         for &threads in &args.threads {
-            cells.push(runner.measure(program, threads)?);
+            // A program that cannot be measured at one thread count is reported; the
+            // evaluation goes on.
+            match runner.measure(program, threads) {
+                Ok(cell) if cell.failed.is_empty() => {
+                    ran.push(threads.to_string());
+                    cells.push(cell);
+                }
+                Ok(cell) => failed.push(format!("FAILED at {threads} threads ({})", cell.failed.join("; "))),
+                Err(e) => failed.push(format!("could not be measured at {threads} threads ({e:#})")),
+            }
+        }
+        let outcome =
+            outcomes.iter_mut().find(|o| o.name == program.name).expect("every program built has its line");
+        if !ran.is_empty() {
+            outcome.line.push_str(&format!(", ran at {} threads: ok", ran.join(", ")));
+        }
+        for f in failed {
+            outcome.line.push_str(&format!(", {f}"));
         }
     }
     runner.finish();
@@ -183,7 +231,7 @@ fn real_main(args: &Args) -> Result<()> {
         load: (load_before, load_after),
         others: (others_s.max(0.0), others_pct.max(0.0)),
         kernel: kernel(),
-        missing,
+        programs: outcomes.iter().map(|o| format!("{}: {}", o.name, o.line)).collect(),
         elapsed_s: started.elapsed().as_secs_f64(),
     };
     let table = report::table2(&cells, cpus);
@@ -192,16 +240,34 @@ fn real_main(args: &Args) -> Result<()> {
     println!();
     println!("{}", report::summary(&cells, args.threads.as_slice()).join("\n"));
     println!();
+    print_outcomes(&outcomes);
+    println!();
     println!(
         "other processes took {:.0} CPU-seconds while the programs ran ({:.1}% of the machine)",
         context.others.0, context.others.1
     );
     println!(
-        "bench-paper: wrote {} (report.md, table2.md, fig6-9 .csv/.png/.svg) in {:.0} s",
+        "bench-paper: wrote {} (report.md, table2.md, the figures' .csv, .png and .svg) in {:.0} s",
         out.display(),
         started.elapsed().as_secs_f64()
     );
+    if cells.is_empty() {
+        bail!("no program ran to a right result: see the lines above");
+    }
     Ok(())
+}
+
+/// What became of one program: found, built, ran (at which thread counts), or skipped and why.
+struct Outcome {
+    name: String,
+    line: String,
+}
+
+fn print_outcomes(outcomes: &[Outcome]) {
+    println!("programs:");
+    for o in outcomes {
+        println!("  {}: {}", o.name, o.line);
+    }
 }
 
 /// `/proc/loadavg`'s first three fields.

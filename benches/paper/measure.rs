@@ -6,13 +6,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::Value;
 
-use crate::suites::{Kind, Program};
+use crate::suites::{Check, Kind, Program, RunOutput};
 use crate::{Args, Size, workloads};
 
 /// How long one run may take before it is killed.
@@ -21,12 +21,13 @@ const TIMEOUT: Duration = Duration::from_secs(600);
 pub const SNAPSHOTS: usize = 10;
 
 /// One run's time: the program's region of interest where it prints one (ours), its
-/// whole run otherwise.
+/// whole run otherwise; and whether its result was right.
 #[derive(Clone, Debug)]
 pub struct Timing {
     pub roi_s: f64,
     pub wall_s: f64,
-    pub passed: bool,
+    /// What was wrong: its exit status, or its own check of its result.
+    pub failure: Option<String>,
 }
 
 /// One snapshot, from `sdt ls --json`.
@@ -50,6 +51,8 @@ pub struct SdtRun {
 pub struct GcoreRun {
     pub timing: Timing,
     pub dumps: Vec<(f64, u64)>,
+    /// Why gcore stopped before the last point (it failed, or the program had ended).
+    pub stopped: Option<String>,
 }
 
 /// Everything measured for one program at one thread count.
@@ -60,7 +63,10 @@ pub struct Cell {
     pub plain: Vec<Timing>,
     pub sdt: Vec<SdtRun>,
     pub gcore: Option<GcoreRun>,
-    /// What went wrong or looks off (a failed self-check, a missing snapshot, …).
+    /// Runs that failed (their exit status or their own check): a program with any is
+    /// reported as failed, not in the figures.
+    pub failed: Vec<String>,
+    /// What looks off (a missing snapshot, gcore figures left out, …).
     pub notes: Vec<String>,
 }
 
@@ -129,6 +135,7 @@ impl Runner {
             plain: Vec::new(),
             sdt: Vec::new(),
             gcore: None,
+            failed: Vec::new(),
             notes: Vec::new(),
         };
         let over = if threads as usize > std::thread::available_parallelism().map_or(1, |n| n.get()) {
@@ -142,8 +149,8 @@ impl Runner {
                 program.name, self.reps
             ));
             let t = inv.run_plain(&dir)?;
-            if !t.passed {
-                cell.notes.push(format!("without SDT, run {rep}: the self-check failed"));
+            if let Some(why) = &t.failure {
+                cell.failed.push(format!("without SDT, run {rep}: {why}"));
             }
             cell.plain.push(t);
             self.tick();
@@ -157,8 +164,8 @@ impl Runner {
                 ((plain * 1e3 / (SNAPSHOTS as f64 + 0.5)) as u64).max(1)
             });
             let run = self.run_sdt(&inv, &dir, every_ms)?;
-            if !run.timing.passed {
-                cell.notes.push(format!("under sdt run, run {rep}: the self-check failed"));
+            if let Some(why) = &run.timing.failure {
+                cell.failed.push(format!("under sdt run, run {rep}: {why}"));
             }
             if run.snaps.len() != SNAPSHOTS {
                 cell.notes.push(format!(
@@ -177,25 +184,29 @@ impl Runner {
                 let plain = crate::stats::median(&cell.plain.iter().map(|t| t.wall_s).collect::<Vec<_>>());
                 inv.run_gcore_timed(&dir, Duration::from_secs_f64(plain / (SNAPSHOTS as f64 + 0.5)))?
             };
-            if g.dumps.len() != SNAPSHOTS {
-                cell.notes.push(format!("under gcore: {} dumps, not {SNAPSHOTS}", g.dumps.len()));
+            if let Some(why) = &g.timing.failure {
+                cell.failed.push(format!("under gcore: {why}"));
             }
-            if !g.timing.passed {
-                cell.notes.push("under gcore: the self-check failed".into());
+            match &g.stopped {
+                // The row's gcore figures are left out: they would not be of ten dumps.
+                Some(why) => cell.notes.push(format!(
+                    "gcore figures missing: {} dumps of {SNAPSHOTS}, then {why}",
+                    g.dumps.len()
+                )),
+                None => cell.gcore = Some(g),
             }
-            cell.gcore = Some(g);
             self.tick();
         }
-        for note in &cell.notes {
+        for note in cell.failed.iter().map(|f| format!("FAILED {f}")).chain(cell.notes.iter().cloned()) {
             self.bar.suspend(|| eprintln!("bench-paper: {} at {threads} threads: {note}", program.name));
         }
         Ok(cell)
     }
 
     /// `sdt run`'s arguments before `--`. Our workloads reach their breakpoints, which the
-    /// benchmark's config passes; suite programs get ten timed snapshots. With symbol
-    /// breakpoints (issue 6, part 2), suite programs would use
-    /// `--break {recipe.break_at}` with `--config` here instead of `--every`.
+    /// benchmark's config passes; suite programs get ten timed snapshots, spread over the
+    /// run as the paper's are (`--break {recipe.break_at}` with `@HITS` would stop them at
+    /// a function instead, here and nowhere else).
     fn sdt_args(&self, store: &Path, every_ms: Option<u64>) -> Vec<String> {
         let mut args: Vec<String> =
             vec!["run".into(), "-q".into(), "--store".into(), store.display().to_string()];
@@ -243,12 +254,14 @@ impl Runner {
     }
 }
 
-/// How to start one program at one thread count.
+/// How to start one program at one thread count, and how to check its result.
 struct Invocation {
     exe: PathBuf,
     args: Vec<String>,
     stdin: Option<PathBuf>,
-    ours: bool,
+    /// A suite program's own check; ours print `result: PASS`.
+    check: Option<Check>,
+    size: Size,
 }
 
 impl Invocation {
@@ -259,7 +272,8 @@ impl Invocation {
                 exe,
                 args: vec![threads.to_string(), size.name().into()],
                 stdin: None,
-                ours: true,
+                check: None,
+                size,
             },
             Kind::Suite(recipe) => {
                 if let Some(tar) = &recipe.inputs {
@@ -274,7 +288,7 @@ impl Invocation {
                     std::fs::write(&path, make(threads, size)).ok();
                     path
                 });
-                Invocation { exe, args: (recipe.args)(threads, size), stdin, ours: false }
+                Invocation { exe, args: (recipe.args)(threads, size), stdin, check: Some(recipe.check), size }
             }
         })
     }
@@ -297,23 +311,41 @@ impl Invocation {
         let out_path = dir.join(format!("{label}.out"));
         let out = std::fs::File::create(&out_path)?;
         cmd.current_dir(dir).stdin(self.stdin()?).stdout(out.try_clone()?).stderr(out);
+        let started = SystemTime::now();
         let start = Instant::now();
         let mut child = cmd.spawn().with_context(|| format!("starting {:?}", cmd.get_program()))?;
         let status = wait_with_timeout(&mut child, TIMEOUT)?;
         let wall_s = start.elapsed().as_secs_f64();
         let text = std::fs::read_to_string(&out_path).unwrap_or_default();
-        Ok(self.timing(&text, wall_s, status.success()))
+        Ok(self.timing(&text, wall_s, status, dir, started))
     }
 
-    fn timing(&self, stdout: &str, wall_s: f64, success: bool) -> Timing {
-        let roi = stdout.lines().find_map(|l| l.strip_prefix("roi_ms ")?.trim().parse::<f64>().ok());
-        let passed = if self.ours { success && stdout.lines().any(|l| l == "result: PASS") } else { success };
-        Timing { roi_s: roi.map_or(wall_s, |ms| ms / 1e3), wall_s, passed }
+    /// A run's time, and what was wrong with it: its exit status, else its own check.
+    fn timing(
+        &self,
+        text: &str,
+        wall_s: f64,
+        status: std::process::ExitStatus,
+        dir: &Path,
+        started: SystemTime,
+    ) -> Timing {
+        let roi = text.lines().find_map(|l| l.strip_prefix("roi_ms ")?.trim().parse::<f64>().ok());
+        let failure = if !status.success() {
+            Some(format!("it {status}"))
+        } else {
+            match self.check {
+                None if !text.lines().any(|l| l == "result: PASS") => Some("no `result: PASS` line".into()),
+                None => None,
+                Some(check) => check(&RunOutput { dir, text, size: self.size, started }).err(),
+            }
+        };
+        Timing { roi_s: roi.map_or(wall_s, |ms| ms / 1e3), wall_s, failure }
     }
 
     /// Our workloads with `PAPER_GCORE=1`: they stop at each capturing breakpoint and
     /// say so; gcore dumps them there.
     fn run_gcore_at_breakpoints(&self, dir: &Path) -> Result<GcoreRun> {
+        let started = SystemTime::now();
         let start = Instant::now();
         let mut child = Command::new(&self.exe)
             .args(&self.args)
@@ -328,10 +360,16 @@ impl Invocation {
         let mut stdin = child.stdin.take().unwrap();
         let mut text = String::new();
         let mut dumps = Vec::new();
+        let mut stopped = None;
         for line in BufReader::new(child.stdout.take().unwrap()).lines() {
             let line = line?;
             if line.starts_with("gcore-point ") {
-                dumps.push(gcore(child.id(), dir)?);
+                if stopped.is_none() {
+                    match gcore(child.id(), dir) {
+                        Ok(dump) => dumps.push(dump),
+                        Err(e) => stopped = Some(format!("{e:#}")),
+                    }
+                }
                 stdin.write_all(b"\n")?;
             } else {
                 text.push_str(&line);
@@ -341,13 +379,18 @@ impl Invocation {
         drop(stdin);
         let status = child.wait()?;
         done.store(true, Ordering::Relaxed);
-        Ok(GcoreRun { timing: self.timing(&text, start.elapsed().as_secs_f64(), status.success()), dumps })
+        if stopped.is_none() && dumps.len() != SNAPSHOTS {
+            stopped = Some(format!("the program reached {} gcore points", dumps.len()));
+        }
+        let timing = self.timing(&text, start.elapsed().as_secs_f64(), status, dir, started);
+        Ok(GcoreRun { timing, dumps, stopped })
     }
 
     /// A suite program: gcore every `gap`, ten times or until it ends.
     fn run_gcore_timed(&self, dir: &Path, gap: Duration) -> Result<GcoreRun> {
         let out_path = dir.join("gcore.out");
         let out = std::fs::File::create(&out_path)?;
+        let started = SystemTime::now();
         let start = Instant::now();
         let mut child = Command::new(&self.exe)
             .args(&self.args)
@@ -359,20 +402,32 @@ impl Invocation {
             .context("starting the program for gcore")?;
         let done = watchdog(child.id());
         let mut dumps = Vec::new();
+        let mut stopped = None;
         let mut next = start + gap;
         let status = loop {
             if let Some(status) = child.try_wait()? {
                 break status;
             }
-            if dumps.len() < SNAPSHOTS && Instant::now() >= next {
-                dumps.push(gcore(child.id(), dir)?);
+            if stopped.is_none() && dumps.len() < SNAPSHOTS && Instant::now() >= next {
+                match gcore(child.id(), dir) {
+                    Ok(dump) => dumps.push(dump),
+                    // Most often the program ended while gcore attached: it runs on.
+                    Err(e) => stopped = Some(format!("{e:#}")),
+                }
                 next += gap;
             }
             std::thread::sleep(Duration::from_millis(2));
         };
         done.store(true, Ordering::Relaxed);
+        if stopped.is_none() && dumps.len() < SNAPSHOTS {
+            stopped = Some(format!(
+                "the program ended after {:.3} s, before the next point",
+                start.elapsed().as_secs_f64()
+            ));
+        }
         let text = std::fs::read_to_string(&out_path).unwrap_or_default();
-        Ok(GcoreRun { timing: self.timing(&text, start.elapsed().as_secs_f64(), status.success()), dumps })
+        let timing = self.timing(&text, start.elapsed().as_secs_f64(), status, dir, started);
+        Ok(GcoreRun { timing, dumps, stopped })
     }
 }
 
@@ -391,7 +446,12 @@ fn gcore(pid: u32, dir: &Path) -> Result<(f64, u64)> {
     let size = std::fs::metadata(&core).map(|m| m.len()).unwrap_or(0);
     std::fs::remove_file(&core).ok();
     if size == 0 {
-        bail!("gcore wrote no core of {pid}: {}", String::from_utf8_lossy(&out.stderr));
+        let said = String::from_utf8_lossy(&out.stderr);
+        let said = said.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("").trim();
+        bail!(
+            "gcore wrote no core of process {pid} ({})",
+            if said.is_empty() { "it said nothing" } else { said }
+        );
     }
     Ok((secs, size))
 }

@@ -56,9 +56,24 @@ fn font() -> Result<()> {
     .map_err(|e| anyhow!(e))
 }
 
-pub fn draw_figures(out: &Path, cells: &[Cell], threads: &[u32], cpus: usize) -> Result<()> {
+/// Draws each figure that the runs allow as `out/<stem>.png` and `.svg`; gives, per
+/// figure, why it was not drawn, if it was not.
+pub fn draw_figures(
+    out: &Path,
+    cells: &[Cell],
+    threads: &[u32],
+    cpus: usize,
+) -> Result<Vec<(&'static str, Option<String>)>> {
     font()?;
+    let mut drawn = Vec::new();
     for (stem, chart) in report::chart_data(cells, threads, cpus) {
+        let chart = match chart {
+            Ok(chart) => chart,
+            Err(why) => {
+                drawn.push((stem, Some(why)));
+                continue;
+            }
+        };
         let png = out.join(format!("{stem}.png"));
         let svg = out.join(format!("{stem}.svg"));
         let root = BitMapBackend::new(&png, SIZE).into_drawing_area();
@@ -67,8 +82,9 @@ pub fn draw_figures(out: &Path, cells: &[Cell], threads: &[u32], cpus: usize) ->
         let root = SVGBackend::new(&svg, SIZE).into_drawing_area();
         draw(&root, &chart)?;
         root.present().map_err(|e| anyhow!("{}: {e}", svg.display()))?;
+        drawn.push((stem, None));
     }
-    Ok(())
+    Ok(drawn)
 }
 
 fn colour(i: usize) -> RGBColor {

@@ -10,7 +10,6 @@ use crate::Size;
 use crate::measure::{Cell, SNAPSHOTS};
 use crate::plots::{self, Chart};
 use crate::stats::median;
-use crate::suites::Missing;
 
 /// The paper's figures (mean over its seven programs), by thread count 2, 4, 8.
 const PAPER_OVERHEAD: [(u32, f64); 3] = [(2, 19.80), (4, 33.62), (8, 51.88)];
@@ -34,7 +33,8 @@ pub struct Context {
     /// machine's CPU time.
     pub others: (f64, f64),
     pub kernel: String,
-    pub missing: Vec<Missing>,
+    /// One line per program: found, built, ran, or skipped and why.
+    pub programs: Vec<String>,
     pub elapsed_s: f64,
 }
 
@@ -87,8 +87,7 @@ pub fn row(cell: &Cell) -> Row {
     let written_pct = by_index(&|s| 100.0 * s.copied_bytes as f64 / s.full_bytes.max(1) as f64);
     let changed_pct = by_index(&|s| 100.0 * s.pages_stored as f64 / s.pages.max(1) as f64);
     let gcore = cell.gcore.as_ref().filter(|g| !g.dumps.is_empty());
-    let passed = cell.plain.iter().chain(cell.sdt.iter().map(|r| &r.timing)).all(|t| t.passed)
-        && cell.gcore.as_ref().is_none_or(|g| g.timing.passed);
+    let passed = cell.failed.is_empty();
     Row {
         et,
         ets,
@@ -283,19 +282,22 @@ pub fn write_all(out: &Path, cells: &[Cell], ctx: &Context) -> Result<()> {
     }
     std::fs::write(out.join("fig9-page-changes.csv"), csv)?;
 
-    let plot_note = match plots::draw_figures(out, cells, &ctx.threads, ctx.cpus) {
-        Ok(()) => None,
-        Err(e) => {
-            eprintln!("bench-paper: plots not drawn: {e:#}");
-            Some(format!("{e:#}"))
-        }
-    };
-    std::fs::write(out.join("report.md"), report(cells, ctx, &table, plot_note.as_deref()))
+    let drawn = plots::draw_figures(out, cells, &ctx.threads, ctx.cpus).map_err(|e| {
+        eprintln!("bench-paper: plots not drawn: {e:#}");
+        format!("{e:#}")
+    });
+    std::fs::write(out.join("report.md"), report(cells, ctx, &table, &drawn))
         .with_context(|| format!("writing {}", out.join("report.md").display()))?;
     Ok(())
 }
 
-fn report(cells: &[Cell], ctx: &Context, table: &str, plot_note: Option<&str>) -> String {
+/// `drawn`: each figure and why it was not drawn, if it was not; or why none was.
+fn report(
+    cells: &[Cell],
+    ctx: &Context,
+    table: &str,
+    drawn: &Result<Vec<(&'static str, Option<String>)>, String>,
+) -> String {
     let m = means(cells);
     let mut r = String::new();
     let _ = writeln!(r, "# The paper's evaluation, on SDT\n");
@@ -388,23 +390,32 @@ fn report(cells: &[Cell], ctx: &Context, table: &str, plot_note: Option<&str>) -
     if !notes.is_empty() {
         let _ = writeln!(r, "\nNotes:\n\n{}", notes.join("\n"));
     }
-    if !ctx.missing.is_empty() {
-        let _ = writeln!(r, "\nNot run:\n");
-        for m in &ctx.missing {
-            let _ = writeln!(r, "- {}: {}", m.name, m.reason.replace('\n', " "));
-        }
+    let _ = writeln!(
+        r,
+        "\n## Programs\n\nWhat became of each program (a failed run, by its exit status or its own check of its result, keeps that program and thread count out of the figures):\n"
+    );
+    for line in &ctx.programs {
+        let _ = writeln!(r, "- {}", line.replace('\n', " "));
     }
     let _ = writeln!(r, "\n## Figures\n");
-    match plot_note {
-        None => {
+    match drawn {
+        Ok(drawn) => {
             for (stem, title) in plots::FIGURES {
-                let _ = writeln!(
-                    r,
-                    "### {title}\n\n![{title}]({stem}.png)\n\nData: [{stem}.csv]({stem}.csv), plot: [{stem}.svg]({stem}.svg)\n"
-                );
+                match drawn.iter().find(|d| d.0 == stem).and_then(|d| d.1.as_deref()) {
+                    None => {
+                        let _ = writeln!(
+                            r,
+                            "### {title}\n\n![{title}]({stem}.png)\n\nData: [{stem}.csv]({stem}.csv), plot: [{stem}.svg]({stem}.svg)\n"
+                        );
+                    }
+                    Some(why) => {
+                        let _ =
+                            writeln!(r, "### {title}\n\nNot drawn: {why}. Data: [{stem}.csv]({stem}.csv)\n");
+                    }
+                }
             }
         }
-        Some(e) => {
+        Err(e) => {
             let _ = writeln!(
                 r,
                 "Plots were not drawn ({e}); the data is in fig6-overhead.csv, fig7-capture-growth.csv, fig8-storage.csv and fig9-page-changes.csv."
@@ -414,8 +425,12 @@ fn report(cells: &[Cell], ctx: &Context, table: &str, plot_note: Option<&str>) -
     r
 }
 
-/// The figures' series, for the plots.
-pub fn chart_data(cells: &[Cell], threads: &[u32], cpus: usize) -> Vec<(&'static str, Chart)> {
+/// The figures' series, for the plots; for a figure the runs cannot give, why.
+pub fn chart_data(
+    cells: &[Cell],
+    threads: &[u32],
+    cpus: usize,
+) -> Vec<(&'static str, Result<Chart, String>)> {
     let mut programs: Vec<String> = Vec::new();
     for c in cells {
         if !programs.contains(&c.program) {
@@ -450,42 +465,118 @@ pub fn chart_data(cells: &[Cell], threads: &[u32], cpus: usize) -> Vec<(&'static
                 .map(|c| (p.clone(), row(c).changed_pct))
         })
         .collect();
+    let growth = if growth_series.is_empty() {
+        Err(format!(
+            "it compares thread counts, and this run had one ({base}); give two or more, e.g. --threads {base},{}",
+            base * 4
+        ))
+    } else {
+        Ok(Chart::Bars {
+            title: format!("Capture time (mean pause) growth from {base} threads"),
+            y_label: "growth %".into(),
+            groups: programs.clone(),
+            series: growth_series,
+        })
+    };
     vec![
         (
             "fig6-overhead",
-            Chart::Bars {
+            Ok(Chart::Bars {
                 title: "Overhead of ten snapshots (ETS / ET − 1)".into(),
                 y_label: "overhead %".into(),
                 groups: programs.clone(),
                 series: series(&|r| r.overhead_pct),
-            },
+            }),
         ),
-        (
-            "fig7-capture-growth",
-            Chart::Bars {
-                title: format!("Capture time (mean pause) growth from {base} threads"),
-                y_label: "growth %".into(),
-                groups: programs.clone(),
-                series: growth_series,
-            },
-        ),
+        ("fig7-capture-growth", growth),
         (
             "fig8-storage",
-            Chart::Bars {
+            Ok(Chart::Bars {
                 title: "Incremental storage: TIS as % of TS".into(),
                 y_label: "TIS / TS %".into(),
                 groups: programs.clone(),
                 series: series(&|r| r.tis_pct()),
-            },
+            }),
         ),
         (
             "fig9-page-changes",
-            Chart::Lines {
+            Ok(Chart::Lines {
                 title: format!("Pages changed since the previous snapshot ({base} threads)"),
                 x_label: "snapshot".into(),
                 y_label: "pages changed %".into(),
                 series: lines,
-            },
+            }),
         ),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::{SdtRun, Snap, Timing};
+
+    /// A cell of one program at `threads`: five runs each, ten snapshots each.
+    fn cell(program: &str, threads: u32) -> Cell {
+        let timing = |s: f64| Timing { roi_s: s, wall_s: s, failure: None };
+        let snap = Snap {
+            pause_us: 500.0,
+            full_bytes: 1 << 20,
+            stored_bytes: 1 << 16,
+            pages: 256,
+            pages_stored: 16,
+            ..Default::default()
+        };
+        Cell {
+            program: program.into(),
+            paper: "FFT (SPLASH-2)",
+            threads,
+            plain: vec![timing(1.0); 5],
+            sdt: (0..5)
+                .map(|_| SdtRun { timing: timing(1.02), snaps: vec![snap.clone(); SNAPSHOTS] })
+                .collect(),
+            gcore: None,
+            failed: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
+    /// With one thread count, every figure but the growth between thread counts is drawn,
+    /// and the report says why that one is not.
+    #[test]
+    fn one_thread_count_gives_every_figure_it_can() {
+        let cells = [cell("fft", 2), cell("lu", 2)];
+        let charts = chart_data(&cells, &[2], 2);
+        let why: Vec<(&str, Option<String>)> = charts.into_iter().map(|(stem, c)| (stem, c.err())).collect();
+        assert_eq!(why[0], ("fig6-overhead", None));
+        assert_eq!(why[2], ("fig8-storage", None));
+        assert_eq!(why[3], ("fig9-page-changes", None));
+        assert_eq!(why[1].0, "fig7-capture-growth");
+        assert!(why[1].1.as_deref().unwrap().contains("this run had one (2)"), "{:?}", why[1]);
+        assert!(chart_data(&[cell("fft", 2), cell("fft", 8)], &[2, 8], 2)[1].1.is_ok());
+
+        let out = tempfile::tempdir().unwrap();
+        let ctx = Context {
+            command: "--threads 2".into(),
+            size: Size::Small,
+            reps: 5,
+            threads: vec![2],
+            cpus: 2,
+            load: ("0".into(), "0".into()),
+            others: (0.0, 0.0),
+            kernel: "6.1".into(),
+            programs: vec!["fft: found (ours), built, ran at 2 threads: ok".into()],
+            elapsed_s: 1.0,
+        };
+        write_all(out.path(), &cells, &ctx).unwrap();
+        let report = std::fs::read_to_string(out.path().join("report.md")).unwrap();
+        assert!(report.contains("- fft: found (ours), built, ran at 2 threads: ok"), "{report}");
+        if plots::draw_figures(out.path(), &cells, &[2], 2).is_ok() {
+            for stem in ["fig6-overhead", "fig8-storage", "fig9-page-changes"] {
+                assert!(out.path().join(format!("{stem}.png")).exists(), "{stem}");
+                assert!(report.contains(&format!("]({stem}.png)")), "{report}");
+            }
+            assert!(!out.path().join("fig7-capture-growth.png").exists());
+            assert!(report.contains("Not drawn: it compares thread counts"), "{report}");
+        }
+    }
 }

@@ -19,6 +19,12 @@
 //! the usual prologues (`endbr64`, `push` of a register), else by stopping every thread
 //! for the step, so that no thread passes FUNC's entry while its int3 is out.
 //!
+//! FUNC is a symbol as the program's ELF symbol table has it (`solve`, `_ZN5Klass6methodEv`)
+//! or a C++ or Rust function as its source names it: the symbols are demangled and FUNC
+//! matched against the name without parameters (`Klass::method`, `ns::f`, `crate::m::f`)
+//! or, where FUNC has parameters, with them (`Foo::bar(int)`). A name that several
+//! functions have (overloads) is an error that lists them.
+//!
 //! Only the program's own functions can be named (its libraries are not loaded yet at its
 //! start), and only in the image `sdt run` started: after `execve` the breakpoints are
 //! gone. A child the program forks inherits the int3s untraced, and dies of `SIGTRAP`
@@ -119,18 +125,23 @@ impl SymbolTraps {
                     b.name, b.name
                 ));
             }
-            let addr = sdt_restore::handover::symbol_in(
-                &mappings,
-                &exe,
-                &b.name,
-                &sdt_restore::handover::open_regular,
-            )
-            .ok_or_else(|| {
-                format!(
-                    "--break {}: the program {exe} defines no such symbol (stripped, or in a library?)",
-                    b.name
-                )
-            })?;
+            let open = &sdt_restore::handover::open_regular;
+            let addr = match sdt_restore::handover::symbol_in(&mappings, &exe, &b.name, open) {
+                Some(addr) => addr,
+                None => {
+                    let functions = program_functions(&exe, &b.name)?;
+                    let symbol = match_function(&b.name, &functions)?;
+                    symbol.and_then(|s| sdt_restore::handover::symbol_in(&mappings, &exe, s, open)).ok_or_else(
+                        || {
+                            format!(
+                                "--break {}: the program {exe} defines no such symbol (stripped, or in a library?){}",
+                                b.name,
+                                suggestion(&b.name, &functions)
+                            )
+                        },
+                    )?
+                }
+            };
             let mut original = [0u8];
             memory::read_exact(pid, addr, &mut original).map_err(|e| format!("--break {}: {e}", b.name))?;
             traps.push(Trap {
@@ -253,6 +264,107 @@ impl SymbolTraps {
     }
 }
 
+/// One function of the program: its symbol, address and source names.
+#[derive(Debug)]
+struct Function {
+    symbol: String,
+    addr: u64,
+    /// Demangled with parameters (`Foo::bar(int) const`); the symbol where it is not mangled.
+    full: String,
+    /// Demangled without parameters or return type (`Foo::bar`).
+    bare: String,
+}
+
+impl Function {
+    fn new(symbol: &str, addr: u64) -> Function {
+        // Rust first: its legacy mangling also reads as C++, with the hash as a name.
+        if let Ok(rust) = rustc_demangle::try_demangle(symbol) {
+            let name = format!("{rust:#}");
+            return Function { symbol: symbol.to_owned(), addr, full: name.clone(), bare: name };
+        }
+        let cpp = cpp_demangle::Symbol::new(symbol).ok();
+        let demangle = |options: cpp_demangle::DemangleOptions| {
+            cpp.as_ref().and_then(|s| s.demangle_with_options(&options).ok())
+        };
+        let full = demangle(cpp_demangle::DemangleOptions::new()).unwrap_or_else(|| symbol.to_owned());
+        let bare = demangle(cpp_demangle::DemangleOptions::new().no_params().no_return_type())
+            .unwrap_or_else(|| symbol.to_owned());
+        Function { symbol: symbol.to_owned(), addr, full, bare }
+    }
+
+    /// Whether `--break name` names this function: by its name without parameters, or,
+    /// where `name` has parameters, with them (spaces aside, ` const` optional).
+    fn is_named(&self, name: &str) -> bool {
+        let squeeze = |s: &str| s.split_whitespace().collect::<String>();
+        if name.contains('(') {
+            let (want, full) = (squeeze(name), squeeze(&self.full));
+            full == want || full.strip_suffix("const") == Some(want.as_str())
+        } else {
+            squeeze(&self.bare) == squeeze(name)
+        }
+    }
+}
+
+/// The identifier every symbol that can demangle to `name` holds as it is (`bar` of
+/// `ns::Foo::bar(int)`), where there is one: only those symbols need demangling.
+fn last_identifier(name: &str) -> Option<&str> {
+    let base = name.split('(').next()?;
+    let last = base.split('<').next()?.rsplit("::").next()?.trim();
+    let plain = !last.is_empty() && last.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    (plain && !last.starts_with("operator")).then_some(last)
+}
+
+/// The functions the program `exe` defines that could be `name`, from its symbol tables.
+fn program_functions(exe: &str, name: &str) -> Result<Vec<Function>, String> {
+    use object::{Object, ObjectSymbol, SymbolKind};
+    let must_hold = last_identifier(name).unwrap_or("");
+    let file =
+        sdt_restore::handover::open_regular(exe).ok_or_else(|| format!("--break: cannot open {exe}"))?;
+    let cache = object::ReadCache::new(file);
+    let elf = object::File::parse(&cache).map_err(|e| format!("--break: reading {exe}'s symbols: {e}"))?;
+    Ok(elf
+        .symbols()
+        .chain(elf.dynamic_symbols())
+        .filter(|s| s.kind() == SymbolKind::Text && !s.is_undefined())
+        .filter_map(|s| Some((s.name().ok()?, s.address())))
+        .filter(|(symbol, _)| symbol.contains(must_hold))
+        .map(|(symbol, addr)| Function::new(symbol, addr))
+        .collect())
+}
+
+/// The symbol of the one function `name` names, if any; an error listing them if several
+/// (at different addresses) do.
+fn match_function<'f>(name: &str, functions: &'f [Function]) -> Result<Option<&'f str>, String> {
+    let mut named: Vec<&Function> = functions.iter().filter(|f| f.is_named(name)).collect();
+    named.sort_by_key(|f| f.addr);
+    named.dedup_by_key(|f| f.addr);
+    match named[..] {
+        [] => Ok(None),
+        [one] => Ok(Some(&one.symbol)),
+        _ => {
+            let mut names: Vec<&str> = named.iter().map(|f| f.full.as_str()).collect();
+            names.sort();
+            Err(format!(
+                "--break {name} is ambiguous: the program has {} functions of that name: {}; give the parameters, e.g. --break '{}'",
+                names.len(),
+                names.join(", "),
+                names[0]
+            ))
+        }
+    }
+}
+
+/// ` (did you mean …?)`: functions whose name ends in `::name`, for an unknown name.
+fn suggestion(name: &str, functions: &[Function]) -> String {
+    let tail = format!("::{name}");
+    let mut near: Vec<&str> =
+        functions.iter().map(|f| f.bare.as_str()).filter(|b| b.ends_with(&tail)).collect();
+    near.sort();
+    near.dedup();
+    near.truncate(5);
+    if near.is_empty() { String::new() } else { format!(" (did you mean {}?)", near.join(", ")) }
+}
+
 /// A function's first instruction, where it is one [`SymbolTraps::emulate_entry`] runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Prologue {
@@ -298,6 +410,51 @@ mod tests {
         );
         assert!(SymbolBreak::parse("main@2,-3--1").unwrap_err().contains("`-3--1`: hits count from 1"));
         assert!(SymbolBreak::parse("main@").unwrap_err().contains("is not a number"));
+    }
+
+    /// Symbols as g++ and rustc write them, named as their sources do.
+    #[test]
+    fn demangled_names_match() {
+        let functions: Vec<Function> = [
+            ("_Z9bs_threadPv", 0x1000),
+            ("_ZN21ParticleFilterPthread4ExecEv", 0x1100),
+            ("_ZN3Foo3barEi", 0x1200),
+            ("_ZN3Foo3barEd", 0x1300),
+            ("_ZNK3Foo3bazEv", 0x1400),
+            // A constructor's complete and base objects at one address: one function.
+            ("_ZN5KlassC1Ev", 0x1500),
+            ("_ZN5KlassC2Ev", 0x1500),
+            ("_ZN4core3fmt5write17h0123456789abcdefE", 0x1600),
+            ("step", 0x1700),
+        ]
+        .into_iter()
+        .map(|(s, a)| Function::new(s, a))
+        .collect();
+        let found = |name: &str| match_function(name, &functions);
+        assert_eq!(found("bs_thread"), Ok(Some("_Z9bs_threadPv")));
+        assert_eq!(found("ParticleFilterPthread::Exec"), Ok(Some("_ZN21ParticleFilterPthread4ExecEv")));
+        assert_eq!(found("Foo::bar(int)"), Ok(Some("_ZN3Foo3barEi")));
+        assert_eq!(found("Foo::bar( double )"), Ok(Some("_ZN3Foo3barEd")));
+        assert_eq!(found("Foo::baz"), Ok(Some("_ZNK3Foo3bazEv")));
+        assert_eq!(found("Foo::baz()"), Ok(Some("_ZNK3Foo3bazEv")));
+        assert_eq!(found("Klass::Klass"), Ok(Some("_ZN5KlassC1Ev")));
+        assert_eq!(found("core::fmt::write"), Ok(Some("_ZN4core3fmt5write17h0123456789abcdefE")));
+        assert_eq!(found("step"), Ok(Some("step")));
+        assert_eq!(found("bar"), Ok(None));
+        assert_eq!(found("Foo::bar(long)"), Ok(None));
+        assert_eq!(
+            found("Foo::bar").unwrap_err(),
+            "--break Foo::bar is ambiguous: the program has 2 functions of that name: Foo::bar(double), \
+             Foo::bar(int); give the parameters, e.g. --break 'Foo::bar(double)'"
+        );
+        assert_eq!(suggestion("bar", &functions), " (did you mean Foo::bar?)");
+        assert_eq!(suggestion("nothing", &functions), "");
+
+        assert_eq!(last_identifier("ns::Foo::bar(int)"), Some("bar"));
+        assert_eq!(last_identifier("bs_thread"), Some("bs_thread"));
+        assert_eq!(last_identifier("max<int>(int, int)"), Some("max"));
+        assert_eq!(last_identifier("Foo::operator+(Foo const&)"), None);
+        assert_eq!(last_identifier("Klass::~Klass"), None);
     }
 
     #[test]

@@ -176,7 +176,9 @@ pub struct RunOpt {
     pub every: Option<u64>,
     /// Also break at the entry of the program's function FUNC, as if it called
     /// SetBreakpoint(1, 0, N, 1, "symbol=FUNC") (N: the N-th --break); `@HITS` keeps only
-    /// those arrivals (`solve@1,10-12`). Repeatable; ptrace backend only.
+    /// those arrivals (`solve@1,10-12`). FUNC is a symbol or a C++/Rust name as the source
+    /// writes it: `Klass::method`, or `'Foo::bar(int)'` to pick one of its overloads.
+    /// Repeatable; ptrace backend only.
     #[arg(long = "break", value_name = "FUNC[@HIT,…]")]
     pub breaks: Vec<String>,
     /// Compare every stored snapshot with the live process's memory (slow; implies

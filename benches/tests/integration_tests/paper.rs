@@ -135,6 +135,45 @@ fn gcore_points() {
     assert_eq!(points, (1..=10).collect::<Vec<_>>());
 }
 
+/// `bench-paper --list` finds the programs of a Splash-4 checkout and of a PARSEC source
+/// mirror, and says why the others are skipped.
+#[test]
+fn splash4_and_parsec_mirror_are_listed() {
+    let dir = tempfile::tempdir().unwrap();
+    for (path, text) in [
+        ("Splash-4/Makefile.config", ""),
+        ("Splash-4/Splash-4/fft/Makefile", "TARGET = FFT\nOBJS = fft.o\ninclude ../../Makefile.config\n"),
+        ("Splash-4/Splash-4/lu-contiguous_blocks/Makefile", "TARGET = LU-CONT\n"),
+        ("parsec/swaptions/src/Makefile", "EXEC = swaptions\n"),
+        ("parsec/blackscholes/Makefile", "TARGET = blackscholes\n"),
+    ] {
+        let path = dir.path().join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_bench-paper"))
+        .arg("--list")
+        .arg("--splash")
+        .arg(dir.path().join("Splash-4"))
+        .arg("--parsec")
+        .arg(dir.path().join("parsec"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = stdout_of(&out);
+    let d = dir.path().display();
+    for line in [
+        format!("splash/fft: found (Splash-4 at {d}/Splash-4)\n"),
+        format!("splash/lu: found (Splash-4 at {d}/Splash-4)\n"),
+        format!("splash/fmm: skipped: not found: no fmm/Makefile in {d}/Splash-4/Splash-4\n"),
+        format!("parsec/swaptions: found (PARSEC source mirror at {d}/parsec/swaptions)\n"),
+        format!("parsec/blackscholes: skipped: inputs not found: no {d}/parsec/blackscholes/inputs"),
+        format!("parsec/fluidanimate: skipped: not found: {d}/parsec has neither bin/parsecmgmt"),
+    ] {
+        assert!(text.contains(&line), "{line}\nnot in:\n{text}");
+    }
+}
+
 /// `bench-paper --list` names every suite program it cannot find, and why.
 #[test]
 fn missing_suites_are_named() {
@@ -152,7 +191,7 @@ fn missing_suites_are_named() {
     for app in ["blackscholes", "fluidanimate", "bodytrack", "swaptions"] {
         assert!(
             text.contains(&format!(
-                "parsec/{app}: not found: --parsec /nonexistent/parsec-3.0 is not a folder\n"
+                "parsec/{app}: skipped: not found: --parsec /nonexistent/parsec-3.0 is not a folder\n"
             )),
             "{text}"
         );
@@ -160,7 +199,7 @@ fn missing_suites_are_named() {
     for kernel in ["fft", "lu", "fmm"] {
         assert!(
             text.contains(&format!(
-                "splash/{kernel}: not found: --splash /nonexistent/Splash-3 is not a folder\n"
+                "splash/{kernel}: skipped: not found: --splash /nonexistent/Splash-3 is not a folder\n"
             )),
             "{text}"
         );

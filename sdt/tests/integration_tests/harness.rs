@@ -26,12 +26,26 @@ pub fn program(name: &str) -> PathBuf {
     compiled(name, &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs").join(format!("{name}.c")))
 }
 
+/// Compiles `tests/programs/<name>.cpp` with g++ (once per test run); `None` where g++
+/// is not installed.
+pub fn cpp_program(name: &str) -> Option<PathBuf> {
+    let found = Command::new("g++").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status();
+    if !found.is_ok_and(|s| s.success()) {
+        return None;
+    }
+    Some(compiled(
+        name,
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs").join(format!("{name}.cpp")),
+    ))
+}
+
 /// Compiles `examples/<name>/<name>.c` (the README's examples) against libsdt.a.
 pub fn example(name: &str) -> PathBuf {
     compiled(name, &workspace().join("examples").join(name).join(format!("{name}.c")))
 }
 
-/// `source` compiled against libsdt.a as `name` (once per test run).
+/// `source` compiled against libsdt.a as `name` (once per test run): C with gcc, `.cpp`
+/// with g++.
 fn compiled(name: &str, source: &Path) -> PathBuf {
     static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
     let mut built = BUILT.get_or_init(Default::default).lock().unwrap();
@@ -48,7 +62,8 @@ fn compiled(name: &str, source: &Path) -> PathBuf {
     std::fs::create_dir_all(&out_dir).unwrap();
     let out = out_dir.join(name);
     let tmp = out_dir.join(format!("{name}.{}.tmp", std::process::id()));
-    let status = Command::new("gcc")
+    let compiler = if source.extension().is_some_and(|e| e == "cpp") { "g++" } else { "gcc" };
+    let status = Command::new(compiler)
         .args(["-g", "-O0", "-pthread", "-Wall", "-Werror"])
         .arg(source)
         .arg("-I")
@@ -57,8 +72,8 @@ fn compiled(name: &str, source: &Path) -> PathBuf {
         .args(["-ldl", "-lm", "-o"])
         .arg(&tmp)
         .status()
-        .expect("running gcc");
-    assert!(status.success(), "gcc failed on {}", source.display());
+        .unwrap_or_else(|e| panic!("running {compiler}: {e}"));
+    assert!(status.success(), "{compiler} failed on {}", source.display());
     std::fs::rename(&tmp, &out).unwrap();
     built.insert(name.to_owned(), out.clone());
     out

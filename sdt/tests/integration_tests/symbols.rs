@@ -2,7 +2,7 @@
 //! never calls SetBreakpoint, with every arrival counted, none lost, and the program's
 //! results unchanged.
 
-use crate::harness::{Sdt, describe, gdb, int, program, run, stderr, stdout};
+use crate::harness::{Sdt, cpp_program, describe, gdb, int, program, run, stderr, stdout};
 
 #[test]
 fn function_entries_capture_the_arrivals_asked_for() {
@@ -57,4 +57,61 @@ fn break_errors_name_the_problem() {
         assert_eq!(out.status.code(), Some(1), "{full:?}: {}", describe(&out));
         assert!(stderr(&out).contains(says), "{full:?}: {}", describe(&out));
     }
+}
+
+/// C++ functions named as the source names them: `Klass::method` (demangled, without
+/// parameters), an overload with its parameters, and an ambiguous name refused with the
+/// candidates.
+#[test]
+fn cpp_functions_by_their_source_names() {
+    let test = "cpp_functions_by_their_source_names";
+    let Some(prog) = cpp_program("klass") else {
+        use std::io::Write;
+        writeln!(std::io::stderr(), "{test}: skipped: g++ missing (apt-get install g++)").ok();
+        return;
+    };
+    let sdt = Sdt::new();
+    let plain = run(&mut std::process::Command::new(&prog));
+    let out = sdt.ok(&[
+        "run",
+        "--break",
+        "Klass::method@3",
+        "--break",
+        "Klass::scale(double)@1",
+        "--",
+        prog.to_str().unwrap(),
+    ]);
+    assert_eq!(stdout(&out), stdout(&plain), "{}", describe(&out));
+    let snaps = sdt.snapshots();
+    let mut got: Vec<(String, i64)> =
+        snaps.iter().map(|s| (s["attrs"].as_str().unwrap().to_owned(), int(s, "hit").unwrap())).collect();
+    got.sort();
+    assert_eq!(
+        got,
+        [("symbol=Klass::method".to_owned(), 3), ("symbol=Klass::scale(double)".to_owned(), 1)],
+        "{}",
+        describe(&out)
+    );
+
+    // gdb shows the thread at the method's entry, its third call: x (in rsi until the
+    // prologue stores it) is 2.
+    let at_method = snaps.iter().find(|s| s["attrs"] == "symbol=Klass::method").unwrap();
+    let core = sdt.core(at_method["name"].as_str().unwrap());
+    let shown = gdb(&prog, &core, &["bt 1", "print $rsi", "print $pc == (long)&'Klass::method(long)'"]);
+    assert!(shown.contains("#0  Klass::method (this="), "{shown}");
+    assert!(shown.contains("$1 = 2\n"), "{shown}");
+    assert!(shown.contains("$2 = true\n"), "{shown}");
+
+    let refused = sdt.output(&["run", "--break", "Klass::scale", "--", prog.to_str().unwrap()]);
+    assert_eq!(refused.status.code(), Some(1), "{}", describe(&refused));
+    assert!(
+        stderr(&refused).contains(
+            "--break Klass::scale is ambiguous: the program has 2 functions of that name: \
+             Klass::scale(double), Klass::scale(int); give the parameters"
+        ),
+        "{}",
+        describe(&refused)
+    );
+    let unknown = sdt.output(&["run", "--break", "method", "--", prog.to_str().unwrap()]);
+    assert!(stderr(&unknown).contains("(did you mean Klass::method?)"), "{}", describe(&unknown));
 }
