@@ -227,6 +227,16 @@ impl Runner {
         let mut cmd = Command::new(&self.sdt);
         cmd.args(self.sdt_args(&store, every_ms)).arg("--").arg(&inv.exe).args(&inv.args);
         let timing = inv.run(cmd, dir, "sdt")?;
+        // Storage is counted compacted: `sdt run` returned with the program, and `sdt
+        // compact` waits for the compaction it left in the background.
+        let compact = Command::new(&self.sdt)
+            .args(["compact", "--store"])
+            .arg(&store)
+            .output()
+            .context("sdt compact")?;
+        if !compact.status.success() {
+            bail!("sdt compact failed: {}", String::from_utf8_lossy(&compact.stderr));
+        }
         let ls = Command::new(&self.sdt)
             .args(["ls", "--json", "--store"])
             .arg(&store)
