@@ -92,6 +92,11 @@ fn footprint_mib(line: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// The "S s" of a result line: the program's own time from its start to its check.
+fn program_secs(line: &str) -> f64 {
+    line.split(", ").find_map(|part| part.strip_suffix(" s")?.parse().ok()).unwrap_or(0.0)
+}
+
 /// The workload alone: seconds from spawn to exit, and its footprint.
 fn run_plain(name: &str, exe: &Path, threads: u32) -> Result<(f64, f64)> {
     let start = Instant::now();
@@ -138,6 +143,8 @@ fn sample_memory(pid: u32, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Pea
 /// One `sdt run` of a workload.
 struct SdtRun {
     secs: f64,
+    /// The program's own time, as it printed it.
+    program_secs: f64,
     pauses_us: Vec<f64>,
     waited: usize,
     raw_bytes: u64,
@@ -207,14 +214,14 @@ fn run_sdt(
     let secs = start.elapsed().as_secs_f64();
     stop.store(true, Ordering::Relaxed);
     let peak = sampler.join().expect("memory sampler");
-    result_line(name, "under sdt run", &out)?;
+    let line = result_line(name, "under sdt run", &out)?;
 
     let snaps = ls_json(&sdt, store, None)?;
     let run = snaps
         .first()
         .and_then(|s| s["run"].as_u64())
         .with_context(|| format!("{name}: sdt run took no snapshot"))?;
-    bar.set_message(format!("{name} · waiting for compaction"));
+    progress(bar, format!("{name} · waiting for compaction"));
     let returned = Instant::now();
     let snaps = wait_for_compaction(&sdt, store, run)?;
     let compaction_secs = returned.elapsed().as_secs_f64();
@@ -222,6 +229,7 @@ fn run_sdt(
     let total = |key: &str| snaps.iter().map(|s| num(s, key) as u64).sum::<u64>();
     Ok(SdtRun {
         secs,
+        program_secs: program_secs(&line),
         pauses_us: snaps.iter().map(|s| num(s, "pause_us")).collect(),
         waited: snaps.iter().filter(|s| num(s, "wait_us") > 0.0).count(),
         raw_bytes: total("copied_bytes"),
@@ -265,11 +273,12 @@ impl Row {
         let hwm = self.sdt_runs.iter().map(|r| r.peak.hwm_kib).max().unwrap_or(0);
         let anon = self.sdt_runs.iter().map(|r| r.peak.anon_kib).max().unwrap_or(0);
         format!(
-            "| {} | {threads} | {:.0} | {:.2} | {:.2} | {:+.1} | {} | {:.1} / {:.1} / {:.1} | {waited}/{snapshots} | {:.0} | {:.0} | {:.0} | {:.1} | {:.0} ({:.0}) |",
+            "| {} | {threads} | {:.0} | {:.2} | {:.2} | {:.2} | {:+.1} | {} | {:.1} / {:.1} / {:.1} | {waited}/{snapshots} | {:.0} | {:.0} | {:.0} | {:.1} | {:.0} ({:.0}) |",
             self.name,
             self.footprint_mib,
             self.plain_secs,
             self.sdt_secs(),
+            self.median_of(|r| r.program_secs),
             100.0 * self.overhead(),
             self.median_of(|r| r.pauses_us.len() as f64),
             median(&pauses) / 1e3,
@@ -285,11 +294,20 @@ impl Row {
     }
 }
 
+/// Shows what runs now: on the bar, or as a line where stderr is no terminal.
+fn progress(bar: &ProgressBar, what: String) {
+    if bar.is_hidden() {
+        eprintln!("bench large: {what}");
+    } else {
+        bar.set_message(what);
+    }
+}
+
 fn measure(name: &'static str, exe: &Path, opts: &Options, dir: &Path, bar: &ProgressBar) -> Result<Row> {
     let mut plain = Vec::new();
     let mut footprint_mib = 0.0;
     for rep in 1..=opts.reps {
-        bar.set_message(format!("{name} · alone {rep}/{}", opts.reps));
+        progress(bar, format!("{name} · alone {rep}/{}", opts.reps));
         let (secs, footprint) = run_plain(name, exe, opts.threads)?;
         plain.push(secs);
         footprint_mib = footprint;
@@ -299,7 +317,7 @@ fn measure(name: &'static str, exe: &Path, opts: &Options, dir: &Path, bar: &Pro
     let every_ms = ((plain_secs * 1e3 / (SNAPSHOTS + 1.0)).round() as u64).max(1);
     let mut sdt_runs = Vec::new();
     for rep in 1..=opts.reps {
-        bar.set_message(format!("{name} · sdt run --every {every_ms} {rep}/{}", opts.reps));
+        progress(bar, format!("{name} · sdt run --every {every_ms} {rep}/{}", opts.reps));
         let store = tempfile::tempdir_in(dir).context("making a store directory")?;
         sdt_runs.push(run_sdt(name, exe, opts.threads, every_ms, store.path(), bar)?);
         bar.inc(1);
@@ -331,10 +349,10 @@ fn real_main() -> Result<()> {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut report = format!(
         "large-footprint benchmark: sdt run --every T (T = time alone / {}), ptrace backend, {cpus} CPUs, {} runs each\n\
-         times: median, from spawn to return; pauses: every snapshot of every run; waited: snapshots that waited, of all;\n\
+         times: median, from spawn to return; program s: its own time under sdt run, as it printed it; pauses: every snapshot of every run; waited: snapshots that waited, of all;\n\
          raw (copied), stored (after compaction) and full bytes: per run, the median run; sdt peak: VmHWM (largest RssAnon) of the sdt process\n\n\
-         | workload | threads | footprint MiB | plain s | sdt run s | overhead % | snapshots | pause p50 / p90 / max ms | waited | raw MiB | stored MiB | full MiB | stored % of full | sdt peak MiB (anon) |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+         | workload | threads | footprint MiB | plain s | sdt run s | program s | overhead % | snapshots | pause p50 / p90 / max ms | waited | raw MiB | stored MiB | full MiB | stored % of full | sdt peak MiB (anon) |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
         SNAPSHOTS + 1.0,
         opts.reps
     );
