@@ -153,6 +153,8 @@ struct SdtRun {
     /// Seconds from `sdt run`'s return until no snapshot was raw any more.
     compaction_secs: f64,
     peak: Peak,
+    /// How written pages were found (`uffd-wp`, `page-hash`).
+    tracking: String,
 }
 
 /// `sdt ls --json` of one run (the latest if `run` is None).
@@ -237,6 +239,7 @@ fn run_sdt(
         full_bytes: total("full_bytes"),
         compaction_secs,
         peak,
+        tracking: snaps[0]["mode"].as_str().unwrap_or("?").to_owned(),
     })
 }
 
@@ -347,9 +350,11 @@ fn real_main() -> Result<()> {
     bar.finish_and_clear();
 
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let tracking = &rows[0].sdt_runs[0].tracking;
     let mut report = format!(
-        "large-footprint benchmark: sdt run --every T (T = time alone / {}), ptrace backend, {cpus} CPUs, {} runs each\n\
-         times: median, from spawn to return; program s: its own time under sdt run, as it printed it; pauses: every snapshot of every run; waited: snapshots that waited, of all;\n\
+        "large-footprint benchmark: sdt run --every T (T = time alone / {}), ptrace backend, {tracking}, {cpus} CPUs, {} runs each\n\
+         times: median, from spawn to return; program s: its own time under sdt run, as it printed it;\n\
+         pauses: every snapshot of every run; waited: snapshots whose capture first waited for room in the store, of all;\n\
          raw (copied), stored (after compaction) and full bytes: per run, the median run; sdt peak: VmHWM (largest RssAnon) of the sdt process\n\n\
          | workload | threads | footprint MiB | plain s | sdt run s | program s | overhead % | snapshots | pause p50 / p90 / max ms | waited | raw MiB | stored MiB | full MiB | stored % of full | sdt peak MiB (anon) |\n\
          |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
