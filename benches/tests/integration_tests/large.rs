@@ -53,7 +53,7 @@ fn usage() {
 }
 
 /// `sdt run --every 10` of the ocean workload: it still passes its check, and its timed
-/// snapshots are listed, compacted, each holding the grids.
+/// snapshots are listed and compacted, the last one holding the grids.
 #[test]
 fn timed_snapshots() {
     let exe = build("ocean");
@@ -87,12 +87,14 @@ fn timed_snapshots() {
         std::thread::sleep(Duration::from_millis(50));
     };
     assert!(!snaps.is_empty(), "no timed snapshot of a run of about 50 ms at 10 ms");
-    let grids = 3 * 514 * 514 * 8;
     for s in &snaps {
         assert_eq!(s["trigger"], "timer", "{s}");
         assert_eq!(s["complete"], true, "{s}");
-        assert!(s["full_bytes"].as_u64().unwrap() > grids, "{s}");
         assert!(s["pause_us"].as_f64().unwrap() > 0.0, "{s}");
     }
     assert!(snaps[0]["stored_bytes"].as_u64().unwrap() > 0, "{}", snaps[0]);
+    // The first tick may come before the grids are made; the last one comes after.
+    let grids = 3 * 514 * 514 * 8;
+    let last = snaps.last().unwrap();
+    assert!(last["full_bytes"].as_u64().unwrap() > grids, "the last snapshot lacks the grids: {last}");
 }
