@@ -328,6 +328,12 @@ fn measure(name: &'static str, exe: &Path, opts: &Options, dir: &Path, bar: &Pro
     Ok(Row { name, footprint_mib, plain_secs, sdt_runs })
 }
 
+/// The machine's 1-minute load average, as /proc/loadavg has it.
+fn load_average() -> String {
+    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    text.split_whitespace().next().unwrap_or("?").to_owned()
+}
+
 fn real_main() -> Result<()> {
     let opts = parse_options()?;
     let dir = workspace().join("target/bench-large");
@@ -337,6 +343,7 @@ fn real_main() -> Result<()> {
     let exes: Vec<PathBuf> =
         names.iter().map(|n| workloads::build(&format!("large/{n}"), &dir, n, &[])).collect();
 
+    let load_before = load_average();
     let bar = ProgressBar::new((names.len() * opts.reps * 2) as u64);
     bar.set_style(
         ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} runs  {msg}")
@@ -367,6 +374,10 @@ fn real_main() -> Result<()> {
     }
     let mean = rows.iter().map(Row::overhead).sum::<f64>() / rows.len() as f64;
     report += &format!("\nmean overhead: {:+.1}%\n", 100.0 * mean);
+    report += &format!(
+        "load average (1 min) of the machine: {load_before} before, {} after: other work slows both columns\n",
+        load_average()
+    );
     report += "compaction finished after sdt run returned (median):";
     for row in &rows {
         report += &format!(" {} {:.1} s;", row.name, row.median_of(|r| r.compaction_secs));
