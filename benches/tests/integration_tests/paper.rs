@@ -8,9 +8,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
-#[path = "../../workloads.rs"]
-#[allow(dead_code)]
-mod workloads;
+use crate::workloads;
 
 fn build(name: &str) -> PathBuf {
     let out = workloads::release().join("test-programs/paper");
