@@ -6,7 +6,7 @@
 //! classes = [1, 3]         # only these classes
 //! ids = [1, "10-19"]       # only these ids: numbers and "a-b" ranges
 //! hits = [1, "3-4"]        # only these arrivals at a breakpoint (1 = first)
-//! every_ms = 100           # also a timed snapshot every 100 ms
+//! every_ms = 100           # also a timed snapshot every 100 ms the program runs
 //! max_snapshots = 50       # stop capturing after 50 snapshots
 //!
 //! [attrs]                  # the breakpoint must carry each key, value matching the glob

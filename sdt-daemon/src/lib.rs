@@ -531,6 +531,10 @@ impl<B: EventSource> Session<'_, B> {
                         if let Some(exit) = self.snapshot(None)? {
                             return Ok(exit);
                         }
+                        // The next one comes a whole interval after the program resumed,
+                        // however long this one took: slow captures do not pile up and
+                        // leave the program no time to run.
+                        events.set_interval(self.opts.config.every_ms.map(Duration::from_millis))?;
                     }
                     Event::Timer => {}
                 }

@@ -171,7 +171,8 @@ pub struct RunOpt {
     /// max_snapshots.
     #[arg(long, short = 'c', value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Also take a timed snapshot every MS milliseconds (overrides every_ms).
+    /// Also take a timed snapshot every MS milliseconds (overrides every_ms), counted from
+    /// the end of the previous one: slow captures do not pile up.
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
     pub every: Option<u64>,
     /// Also break at the entry of the program's function FUNC, as if it called
