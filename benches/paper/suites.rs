@@ -119,6 +119,19 @@ pub struct Missing {
     pub reason: String,
 }
 
+/// The suite program `name`, standing for the paper's `paper`, as `found` (where, and
+/// its recipe), or why not.
+fn suite_program(
+    name: String,
+    paper: &'static str,
+    found: Result<(String, Recipe), String>,
+) -> Result<Program, Missing> {
+    match found {
+        Ok((origin, recipe)) => Ok(Program { name, paper, origin, kind: Kind::Suite(recipe), exe: None }),
+        Err(reason) => Err(Missing { name, reason }),
+    }
+}
+
 /// Our seven workloads.
 pub fn ours() -> Vec<Program> {
     [
@@ -490,15 +503,7 @@ fn find_parsec(dir: &Path) -> Vec<Result<Program, Missing>> {
             } else {
                 parsec_mirror(dir, app)
             };
-            found
-                .map(|(origin, recipe)| Program {
-                    name: name.clone(),
-                    paper: app.paper,
-                    origin,
-                    kind: Kind::Suite(recipe),
-                    exe: None,
-                })
-                .map_err(|reason| Missing { name, reason })
+            suite_program(name, app.paper, found)
         })
         .collect()
 }
@@ -754,15 +759,7 @@ fn find_splash(dir: &Path) -> Vec<Result<Program, Missing>> {
                 Ok(SplashTree::Splash4 { root, apps }) => splash4(root, apps, app),
                 Ok(SplashTree::Splash2x(parsec)) => splash2x(parsec, app),
             };
-            found
-                .map(|(origin, recipe)| Program {
-                    name: name.clone(),
-                    paper: app.paper,
-                    origin,
-                    kind: Kind::Suite(recipe),
-                    exe: None,
-                })
-                .map_err(|reason| Missing { name, reason })
+            suite_program(name, app.paper, found)
         })
         .collect()
 }
