@@ -11,11 +11,11 @@
 //! - `text`: pages of English-like words; between snapshots 10% of the pages get a word
 //!   replaced by one of another length, which shifts the rest of the page.
 //!
-//! Each case writes SNAPSHOTS snapshots of an MB MiB region, then reads the last one back
-//! whole and checks it byte for byte. Stored % is the files' bytes over the bytes of every
+//! Each case writes SNAPSHOTS snapshots of an MB MiB region, then reads each back whole
+//! and checks it against a hash of what was written. Stored % is the files' bytes over the bytes of every
 //! snapshot stored whole; compaction MB/s is those bytes over the writer's time (all
 //! threads of this machine), then over the CPU time it took (what it costs, however
-//! busy the machine); read MB/s reads the last snapshot, every page through its chain of
+//! busy the machine); read MB/s reads every snapshot, every page through its chain of
 //! patches, likewise.
 //!
 //! ```sh
@@ -344,12 +344,15 @@ fn measure(work: &mut dyn Workload, snapshots: u32, root: &std::path::Path) -> F
         write_cpu: Duration::ZERO,
         read: Duration::ZERO,
         read_cpu: Duration::ZERO,
-        read_bytes: len,
+        read_bytes: len * u64::from(snapshots),
     };
+    // What each snapshot held, to check what reads back.
+    let mut hashes = Vec::new();
     for seq in 0..snapshots {
         if seq > 0 {
             work.step(seq);
         }
+        hashes.push(hash(work.bytes()));
         let pages = work.bytes().chunks_exact(PAGE).enumerate();
         let pages = pages.map(|(i, page)| (BASE + (i * PAGE) as u64, PageSource::Data(page)));
         let (started, cpu) = (Instant::now(), cpu_time());
@@ -365,14 +368,22 @@ fn measure(work: &mut dyn Workload, snapshots: u32, root: &std::path::Path) -> F
         f.blocks_stored += r.blocks_stored;
     }
     let run = store.open_run(&writer.id()).unwrap();
-    let snap = run.open_snapshot_seq(snapshots - 1).unwrap();
     let mut back = vec![0; len as usize];
-    let (started, cpu) = (Instant::now(), cpu_time());
-    snap.read(BASE, &mut back).unwrap();
-    f.read = started.elapsed();
-    f.read_cpu = cpu_time() - cpu;
-    assert!(back == work.bytes(), "the last snapshot reads back other bytes than were written");
+    for (seq, written) in hashes.iter().enumerate() {
+        let snap = run.open_snapshot_seq(seq as u32).unwrap();
+        let (started, cpu) = (Instant::now(), cpu_time());
+        snap.read(BASE, &mut back).unwrap();
+        f.read += started.elapsed();
+        f.read_cpu += cpu_time() - cpu;
+        assert!(hash(&back) == *written, "S{seq} reads back other bytes than were written");
+    }
     f
+}
+
+fn hash(bytes: &[u8]) -> u64 {
+    let mut h = std::hash::DefaultHasher::new();
+    std::hash::Hasher::write(&mut h, bytes);
+    std::hash::Hasher::finish(&h)
 }
 
 fn mb_per_s(bytes: u64, time: Duration) -> f64 {

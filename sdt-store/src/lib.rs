@@ -61,7 +61,8 @@
 //! almost nothing, and the index names the previous version's slot as its *base*. A page
 //! goes in whole when it is new, when its patch would have many nonzero bytes that do not
 //! compress better than the page (the XOR of doubles that changed a little keeps their
-//! high bytes zero; byte-shuffled, those compress), or when
+//! high bytes zero; byte-shuffled, those compress, and such patches form chains of at
+//! most 4), or when
 //! its previous version already heads a chain of 8 patches: reading a page of any
 //! snapshot follows at most 8 bases, so it XORs at most 9 stored pages from at most 9
 //! files, and never replays the run. Pages that are zero, or that a read-only file mapping provides

@@ -16,7 +16,8 @@
 //!
 //! - Large patches (many nonzero bytes: every word of a page of doubles changed a little)
 //!   are decided per group of 64 changed pages: [`SAMPLE_PAGES`] of them, shuffled, must
-//!   compress to at most [`LARGE_PATCH_EIGHTHS`]/8 of their pages; then all are stored.
+//!   compress to at most [`LARGE_PATCH_EIGHTHS`]/8 of their pages; then all are stored,
+//!   in chains of at most [`MAX_LARGE_PATCH_DEPTH`] patches.
 //! - Each block of 64 stored pages is one zstd frame of its bytes, or of its bytes
 //!   byte-shuffled (`shuffle.rs`), whichever shrinks a sample of its pages more; or its
 //!   bytes as they are, uncompressed, when neither shrinks the sample by 1/32 or the
@@ -64,6 +65,11 @@ const MAX_PATCH_BYTES: usize = PAGE / 4;
 /// gathers into runs, where their pages hold noise. The rest of a share pays for the
 /// longer chain reading goes through.
 const LARGE_PATCH_EIGHTHS: usize = 7;
+/// Nor are they stored on a previous version whose chain holds this many patches or more:
+/// a page whose every word changes would otherwise be read, and read back by the next
+/// compaction, through as many pages as [`MAX_PATCH_DEPTH`] allows, each from a block of
+/// its own, for a small part of a page's saving each time.
+const MAX_LARGE_PATCH_DEPTH: u32 = 4;
 /// Nor are they stored unless they save at least 1/this of their pages' uncompressed
 /// bytes: a few bytes saved on pages that compress to almost nothing are not worth a
 /// chain link.
@@ -284,7 +290,8 @@ impl Worker {
 
     /// Appends the patch of `c` on its base to the worker's `patches` and says how large
     /// it is; `None` (nothing appended) if the base does not read back as remembered (its
-    /// file damaged or gone since): the page is stored whole.
+    /// file damaged or gone since), or the patch is large and its base's chain holds
+    /// [`MAX_LARGE_PATCH_DEPTH`] patches: the page is stored whole.
     fn make_patch(&mut self, c: &Candidate<'_>, needed_by: &str) -> Option<Patch> {
         let base = &c.base;
         let old = self.slots.page(base.source_seq, false, base.slot, base.page, needed_by).ok()?;
@@ -295,8 +302,14 @@ impl Worker {
         self.patches.extend_from_slice(c.bytes);
         xor_into(&mut self.patches[at..], old);
         let changed = nonzero_bytes(&self.patches[at..]);
-        let small = changed <= MAX_PATCH_BYTES && changed < nonzero_bytes(c.bytes);
-        Some(if small { Patch::Small } else { Patch::Large })
+        if changed <= MAX_PATCH_BYTES && changed < nonzero_bytes(c.bytes) {
+            return Some(Patch::Small);
+        }
+        if base.depth >= MAX_LARGE_PATCH_DEPTH {
+            self.patches.truncate(at);
+            return None;
+        }
+        Some(Patch::Large)
     }
 
     /// Whether the large patches `large` (each its candidate in `group` and its place in
