@@ -2,14 +2,14 @@
 //! through [`ReadAt`] (a file read with `pread`, or a byte slice). No other I/O here
 //! (`dir` writes the files).
 //!
-//! # `S<seq>.snap`, format version 2 (all integers little-endian)
+//! # `S<seq>.snap`, format version 3 (all integers little-endian)
 //!
 //! ```text
 //! offset          size      field                                  readers check
 //! 0               32        FileHeader
 //!   +0            8           magic = b"SDTSNAP\0"                 # must match
-//!   +8            4           version u32 = 2                      # checked after the checksum:
-//!                                                                  #   1 or 2 read, other
+//!   +8            4           version u32 = 3                      # checked after the checksum:
+//!                                                                  #   1..=3 read, other
 //!                                                                  #   → UnsupportedVersion
 //!   +12           4           seq u32                              # = <seq> of the file name
 //!   +16           8           reserved u64                         # = 0
@@ -19,9 +19,12 @@
 //!   +0            4           compressed_len u32                   # = that distance - 16
 //!   +4            4           page_count u32                       # = the index's count, 1..=64
 //!   +8            8           checksum u64 = xxh3_64(frame)        # must match
-//!   +16           comp_len    one zstd frame                       # → page_count * 4096 bytes:
-//!                                                                  #   each slot's page, whole or
-//!                                                                  #   as a patch (`index.rs`)
+//!   +16           comp_len    the pages, as the index's encoding   # → page_count * 4096 bytes:
+//!                                  for the block says:             #   each slot's page, whole or
+//!                                  0: one zstd frame of them       #   as a patch (`index.rs`)
+//!                                  1: one zstd frame of them
+//!                                     byte-shuffled (`shuffle.rs`)
+//!                                  2: the bytes themselves         # comp_len = page_count * 4096
 //! index_offset    index_len   zstd frame of the index (`index.rs`) # checksum in the footer;
 //!                                                                  #   frame records its size
 //! meta_offset     meta_len    zstd frame of serde_json(SnapshotMeta) # likewise; meta.seq = seq
@@ -49,8 +52,9 @@
 //!
 //! Every version keeps the header's 32 bytes as above (magic, version, checksum at 24),
 //! so a reader tells a newer file from a damaged one. Changed the layout? Bump
-//! [`VERSION`]. Version 1 differs only in its index, which has no patch table: every slot
-//! holds its page whole. This build reads both and writes version 2.
+//! [`VERSION`]. Versions 1 and 2 differ only in their index: it records no encoding per
+//! block (every block is one zstd frame), and in version 1 it has no patch table either
+//! (every slot holds its page whole). This build reads all three and writes version 3.
 
 use std::fs::File;
 use std::io;
@@ -62,13 +66,14 @@ use zstd::bulk::Decompressor;
 use crate::Error;
 use crate::index::{BlockTable, Index};
 use crate::model::{PAGE_SIZE, SnapshotMeta, check_meta};
+use crate::shuffle;
 
 /// First bytes of every snapshot file.
 pub(crate) const MAGIC: [u8; 8] = *b"SDTSNAP\0";
 /// First bytes of every footer.
 pub(crate) const FOOTER_MAGIC: [u8; 8] = *b"SDTFOOT\0";
 /// The format version this build writes, and the newest it reads. Not the crate version.
-pub(crate) const VERSION: u32 = 2;
+pub(crate) const VERSION: u32 = 3;
 /// The oldest format version this build reads.
 pub(crate) const OLDEST_VERSION: u32 = 1;
 /// Size of the file header.
@@ -84,6 +89,26 @@ pub(crate) const MAX_BLOCK_PAGES: u32 = 64;
 pub(crate) const MAX_ZSTD_RATIO: u64 = 32 * 1024;
 /// zstd level for blocks, index and metadata.
 pub(crate) const ZSTD_LEVEL: i32 = 1;
+
+/// How a block's bytes encode its pages (`page_count * 4096` bytes, each slot's page whole
+/// or as a patch): recorded in the index (format version 3 on; before, every block is
+/// [`Zstd`](Encoding::Zstd)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Encoding {
+    /// One zstd frame of the pages.
+    Zstd = 0,
+    /// One zstd frame of the pages byte-shuffled as 64-bit words (`shuffle.rs`).
+    ShuffledZstd = 1,
+    /// The pages themselves: they did not compress.
+    Stored = 2,
+}
+
+impl Encoding {
+    /// The encoding numbered `n` in an index, if there is one.
+    pub(crate) fn from_u8(n: u8) -> Option<Encoding> {
+        [Encoding::Zstd, Encoding::ShuffledZstd, Encoding::Stored].into_iter().find(|e| *e as u8 == n)
+    }
+}
 
 /// Why a snapshot file cannot be read, before the caller names the snapshot.
 #[derive(Debug, PartialEq, Eq)]
@@ -437,7 +462,8 @@ pub(crate) fn decode_meta(file: &(impl ReadAt + ?Sized), opened: &Opened) -> Res
 }
 
 /// Checks block `block` of a file that passed [`open`] and decodes its pages into `out`
-/// (replacing what was there); `scratch` holds the compressed bytes.
+/// (replacing what was there) as the index's encoding says; `scratch` holds the encoded
+/// bytes (and, after, anything).
 pub(crate) fn decode_block(
     file: &(impl ReadAt + ?Sized),
     table: &BlockTable,
@@ -446,7 +472,7 @@ pub(crate) fn decode_block(
     scratch: &mut Vec<u8>,
     out: &mut Vec<u8>,
 ) -> Result<(), Bad> {
-    let Some((offset, end, page_count)) = table.extent(block) else {
+    let Some((offset, end, page_count, encoding)) = table.extent(block) else {
         return Err(Bad::Corrupt(format!("block {block} is not in the index")));
     };
     // Header and frame in one read: the index says where the block ends.
@@ -473,6 +499,16 @@ pub(crate) fn decode_block(
     }
     let want = page_count as usize * PAGE_SIZE as usize;
     out.clear();
+    if encoding == Encoding::Stored {
+        if frame.len() != want {
+            return Err(Bad::Corrupt(format!(
+                "block {block} at offset {offset}: stored as is in {} bytes, expected {want}",
+                frame.len()
+            )));
+        }
+        out.extend_from_slice(frame);
+        return Ok(());
+    }
     out.reserve_exact(want);
     let n = dctx
         .decompress_to_buffer(frame, out)
@@ -481,6 +517,13 @@ pub(crate) fn decode_block(
         return Err(Bad::Corrupt(format!(
             "block {block} at offset {offset}: decodes to {n} bytes, expected {want}"
         )));
+    }
+    if encoding == Encoding::ShuffledZstd {
+        // The compressed bytes are no longer needed: their buffer takes the pages.
+        scratch.clear();
+        scratch.resize(want, 0);
+        shuffle::unshuffle(out, scratch);
+        std::mem::swap(out, scratch);
     }
     Ok(())
 }
@@ -492,9 +535,9 @@ mod tests {
     #[test]
     fn header_bytes() {
         let h = encode_header(7);
-        assert_eq!(&h[..16], b"SDTSNAP\0\x02\0\0\0\x07\0\0\0");
+        assert_eq!(&h[..16], b"SDTSNAP\0\x03\0\0\0\x07\0\0\0");
         assert_eq!(&h[16..24], &[0; 8]);
-        assert_eq!(check_header(&h, 7), Ok(2));
+        assert_eq!(check_header(&h, 7), Ok(3));
         assert_eq!(check_header(&h, 8), Err(Bad::Corrupt("header says seq 7, the file name says 8".into())));
         assert!(
             matches!(check_header(&h[..31], 7), Err(Bad::Corrupt(d)) if d.starts_with("truncated: file is 31 bytes"))
@@ -511,11 +554,12 @@ mod tests {
             h
         };
         assert_eq!(check_header(&with_version(1), 0), Ok(1));
-        assert_eq!(check_header(&with_version(3), 0), Err(Bad::Version(3)));
+        assert_eq!(check_header(&with_version(2), 0), Ok(2));
+        assert_eq!(check_header(&with_version(4), 0), Err(Bad::Version(4)));
         assert_eq!(check_header(&with_version(0), 0), Err(Bad::Version(0)));
         // The same change without a matching checksum is damage, not a version.
         let mut h = encode_header(0);
-        h[8] = 3;
+        h[8] = 4;
         assert!(matches!(check_header(&h, 0), Err(Bad::Corrupt(d)) if d.starts_with("header checksum")));
     }
 
@@ -552,7 +596,7 @@ mod tests {
         let file = file_with_footer(&footer, &[0; 7]);
         assert_eq!(check_footer(file.as_slice(), 3, VERSION), Ok(footer));
         assert!(
-            matches!(check_footer(file.as_slice(), 3, 1), Err(Bad::Corrupt(d)) if d == "footer version 2, header says 1")
+            matches!(check_footer(file.as_slice(), 3, 1), Err(Bad::Corrupt(d)) if d == "footer version 3, header says 1")
         );
         let short = file_with_footer(&footer, &[0; 6]);
         assert!(

@@ -7,11 +7,13 @@
 //! ```text
 //! field                                      readers check
 //! block_count u32
-//! block_count × BlockEntry (12 bytes)
+//! block_count × BlockEntry (13 bytes; 12 before version 3)
 //!   file_offset u64                          # of its BlockHeader; the first is 32, each
 //!                                            #   next >= this + 17, the last + 17 <= index_offset;
 //!                                            #   none: index_offset = 32
 //!   page_count u32                           # 1..=64
+//!   encoding u8                              # version 3 on (before: 0); 0 zstd, 1 shuffled
+//!                                            #   zstd, 2 stored as is (`format.rs`)
 //! run_count u32
 //! run_count × SlotRun (20 bytes): page runs
 //!   first u64 = first page (address / 4096)  # >= the previous run's end; the run is not
@@ -41,7 +43,7 @@
 //! chain cannot loop. Both tables are sorted, their runs do not overlap and are maximal:
 //! a run never continues the previous one (same `seq`, next key, next slot).
 
-use crate::format::{BLOCK_HEADER_LEN, HEADER_LEN, MAX_BLOCK_PAGES};
+use crate::format::{BLOCK_HEADER_LEN, Encoding, HEADER_LEN, MAX_BLOCK_PAGES};
 use crate::model::PAGE_SIZE;
 
 /// Most patches in the chain from a slot to the whole page it ends at. The writer stores a
@@ -51,7 +53,10 @@ pub(crate) const MAX_PATCH_DEPTH: u32 = 8;
 pub(crate) const MAX_PAGES: u64 = 1 << (64 - PAGE_SIZE.trailing_zeros());
 /// Smallest block: its header and a non-empty frame.
 const MIN_BLOCK_LEN: u64 = BLOCK_HEADER_LEN + 1;
-const BLOCK_ENTRY_LEN: usize = 12;
+/// A block entry's bytes, from format version 3 on (with its encoding).
+const BLOCK_ENTRY_LEN: usize = 13;
+/// A block entry's bytes in versions 1 and 2.
+const BLOCK_ENTRY_LEN_V2: usize = 12;
 const RUN_LEN: usize = 20;
 
 /// One block of a snapshot file.
@@ -61,6 +66,8 @@ pub(crate) struct BlockEntry {
     pub offset: u64,
     /// Pages it holds, 1..=64.
     pub page_count: u32,
+    /// How its bytes encode them.
+    pub encoding: Encoding,
 }
 
 /// Consecutive keys mapped to consecutive slots of one file: pages to the slots holding
@@ -157,11 +164,12 @@ impl BlockTable {
         Some((block, (slot - self.first_slots[block]) as usize))
     }
 
-    /// Block `block`'s start, end (the next block's start or the index's) and page count.
-    pub(crate) fn extent(&self, block: usize) -> Option<(u64, u64, u32)> {
+    /// Block `block`'s start, end (the next block's start or the index's), page count and
+    /// encoding.
+    pub(crate) fn extent(&self, block: usize) -> Option<(u64, u64, u32, Encoding)> {
         let b = self.blocks.get(block)?;
         let end = self.blocks.get(block + 1).map_or(self.end, |next| next.offset);
-        Some((b.offset, end, b.page_count))
+        Some((b.offset, end, b.page_count, b.encoding))
     }
 }
 
@@ -329,6 +337,7 @@ impl Index {
         for b in blocks {
             out.extend_from_slice(&b.offset.to_le_bytes());
             out.extend_from_slice(&b.page_count.to_le_bytes());
+            out.push(b.encoding as u8);
         }
         encode_runs(&mut out, &self.pages);
         encode_runs(&mut out, &self.patches);
@@ -339,12 +348,21 @@ impl Index {
     /// frame starts at `index_offset`. Returns what is wrong otherwise.
     pub(crate) fn decode(bytes: &[u8], seq: u32, index_offset: u64, version: u32) -> Result<Index, String> {
         let mut input = Bytes { rest: bytes };
-        let block_count = input.count("blocks", BLOCK_ENTRY_LEN)?;
+        let entry_len = if version >= 3 { BLOCK_ENTRY_LEN } else { BLOCK_ENTRY_LEN_V2 };
+        let block_count = input.count("blocks", entry_len)?;
         let mut blocks = Vec::with_capacity(block_count);
         let mut next_min = HEADER_LEN;
         for i in 0..block_count {
             let offset = input.u64("blocks")?;
             let page_count = input.u32("blocks")?;
+            let encoding = if version >= 3 {
+                let [n] = input.take::<1>("blocks")?;
+                Encoding::from_u8(n).ok_or_else(|| {
+                    format!("index: block {i} at offset {offset}: encoding {n}, expected 0..=2")
+                })?
+            } else {
+                Encoding::Zstd
+            };
             if !(1..=MAX_BLOCK_PAGES).contains(&page_count) {
                 return Err(format!(
                     "index: block {i} at offset {offset}: page count {page_count}, expected 1..={MAX_BLOCK_PAGES}"
@@ -362,7 +380,7 @@ impl Index {
             next_min = offset
                 .checked_add(MIN_BLOCK_LEN)
                 .ok_or_else(|| format!("index: block {i} at offset {offset} overflows"))?;
-            blocks.push(BlockEntry { offset, page_count });
+            blocks.push(BlockEntry { offset, page_count, encoding });
         }
         if next_min > index_offset {
             return Err(format!("index: blocks reach offset {next_min}, past the index at {index_offset}"));
@@ -400,7 +418,10 @@ mod tests {
     fn sample() -> Index {
         Index {
             blocks: BlockTable::new(
-                vec![BlockEntry { offset: 32, page_count: 64 }, BlockEntry { offset: 1000, page_count: 3 }],
+                vec![
+                    BlockEntry { offset: 32, page_count: 64, encoding: Encoding::ShuffledZstd },
+                    BlockEntry { offset: 1000, page_count: 3, encoding: Encoding::Stored },
+                ],
                 2000,
             ),
             pages: vec![run(0x10, 2, 0, 5), run(0x12, 67, 2, 0), run(0x100, 1, 1, 0)],
@@ -409,14 +430,14 @@ mod tests {
     }
 
     fn decode(bytes: &[u8], seq: u32, index_offset: u64) -> Result<Index, String> {
-        Index::decode(bytes, seq, index_offset, 2)
+        Index::decode(bytes, seq, index_offset, 3)
     }
 
     #[test]
     fn round_trip() {
         let index = sample();
         let bytes = index.encode();
-        assert_eq!(bytes.len(), 4 + 2 * 12 + 4 + 3 * 20 + 4 + 2 * 20);
+        assert_eq!(bytes.len(), 4 + 2 * 13 + 4 + 3 * 20 + 4 + 2 * 20);
         assert_eq!(decode(&bytes, 2, 2000), Ok(index));
     }
 
@@ -425,7 +446,8 @@ mod tests {
         #[rustfmt::skip]
         let bytes: &[u8] = &[
             1, 0, 0, 0,                                      // block_count
-            32, 0, 0, 0, 0, 0, 0, 0,  2, 0, 0, 0,            // block 0: offset 32, 2 pages
+            32, 0, 0, 0, 0, 0, 0, 0,  2, 0, 0, 0,            // block 0: offset 32, 2 pages,
+            1,                                               //   shuffled zstd
             1, 0, 0, 0,                                      // run_count
             0x34, 0x12, 0, 0, 0, 0, 0, 0,  2, 0, 0, 0,       // run 0: page 0x1234, 2 pages
             1, 0, 0, 0,  0, 0, 0, 0,                         //   in S1, from slot 0
@@ -445,10 +467,22 @@ mod tests {
         let mut longer = bytes.to_vec();
         longer.push(0);
         assert_eq!(decode(&longer, 1, 100), Err("index: 1 bytes after the last run".into()));
-        // Version 1 has no patch table: the same bytes up to it.
-        let v1 = Index::decode(&bytes[..40], 1, 100, 1).unwrap();
+        // Versions 1 and 2 record no encoding (all blocks plain zstd): the same bytes without it.
+        let v2_bytes = [&bytes[..16], &bytes[17..]].concat();
+        let v2 = Index::decode(&v2_bytes, 1, 100, 2).unwrap();
+        assert_eq!(v2.blocks.extent(0), Some((32, 100, 2, Encoding::Zstd)));
+        assert_eq!((&v2.pages, &v2.patches), (&index.pages, &index.patches));
+        // Version 1 has no patch table either: the same bytes up to it.
+        let v1 = Index::decode(&v2_bytes[..40], 1, 100, 1).unwrap();
         assert_eq!((v1.pages, v1.patches), (index.pages, vec![]));
-        assert_eq!(Index::decode(bytes, 1, 100, 1), Err("index: 24 bytes after the last run".into()));
+        assert_eq!(Index::decode(&v2_bytes, 1, 100, 1), Err("index: 24 bytes after the last run".into()));
+        // An encoding this build does not know is damage.
+        let mut unknown = bytes.to_vec();
+        unknown[16] = 3;
+        assert_eq!(
+            decode(&unknown, 1, 100),
+            Err("index: block 0 at offset 32: encoding 3, expected 0..=2".into())
+        );
     }
 
     fn decode_err(index: &Index, seq: u32, index_offset: u64) -> String {
@@ -527,7 +561,7 @@ mod tests {
         assert!(decode(&i.encode(), 2, 1017).is_ok());
         let blocks =
             |b: Vec<BlockEntry>| Index { blocks: BlockTable::new(b, 2000), pages: vec![], patches: vec![] };
-        let e = |offset, page_count| BlockEntry { offset, page_count };
+        let e = |offset, page_count| BlockEntry { offset, page_count, encoding: Encoding::Zstd };
         assert!(decode_err(&blocks(vec![e(33, 1)]), 0, 2000).contains("block 0 at offset 33, expected 32"));
         assert!(decode_err(&blocks(vec![e(32, 0)]), 0, 2000).contains("page count 0"));
         assert!(decode_err(&blocks(vec![e(32, 65)]), 0, 2000).contains("page count 65"));
@@ -556,8 +590,8 @@ mod tests {
         assert_eq!(i.blocks.locate(64), Some((1, 0)));
         assert_eq!(i.blocks.locate(66), Some((1, 2)));
         assert_eq!(i.blocks.locate(67), None);
-        assert_eq!(i.blocks.extent(0), Some((32, 1000, 64)));
-        assert_eq!(i.blocks.extent(1), Some((1000, 2000, 3)));
+        assert_eq!(i.blocks.extent(0), Some((32, 1000, 64, Encoding::ShuffledZstd)));
+        assert_eq!(i.blocks.extent(1), Some((1000, 2000, 3, Encoding::Stored)));
         assert_eq!(i.blocks.extent(2), None);
     }
 

@@ -28,7 +28,8 @@
 //! ```
 //!
 //! Run ids are allocated by creating `runs/<n>`, so concurrent runs never share one. The
-//! bytes of a compacted snapshot file (header, zstd blocks of up to 64 pages, index,
+//! bytes of a compacted snapshot file (header, blocks of up to 64 pages, each zstd,
+//! byte-shuffled zstd or stored as is, index,
 //! metadata, footer), with the checks readers make beside each field, are laid out at the
 //! top of `src/format.rs`; the index (page runs, patch runs) at the top of `src/index.rs`;
 //! a raw file at the top of `src/raw.rs`.
@@ -58,7 +59,10 @@
 //! (`->S0`). A changed page whose previous version is stored goes in as a *patch*
 //! (`^`): the page XOR its previous version, mostly zero bytes that zstd shrinks to
 //! almost nothing, and the index names the previous version's slot as its *base*. A page
-//! goes in whole when it is new, when its patch would have many nonzero bytes, or when
+//! goes in whole when it is new, when its patch would have many nonzero bytes that do not
+//! compress better than the page (the XOR of doubles that changed a little keeps their
+//! high bytes zero; byte-shuffled, those compress, and such patches form chains of at
+//! most 4), or when
 //! its previous version already heads a chain of 8 patches: reading a page of any
 //! snapshot follows at most 8 bases, so it XORs at most 9 stored pages from at most 9
 //! files, and never replays the run. Pages that are zero, or that a read-only file mapping provides
@@ -67,7 +71,8 @@
 //! # Design constraints
 //!
 //! - Every file starts with a magic number and a format version that is not the crate
-//!   version (2; version-1 files, which hold no patches, still read); every block, the
+//!   version (3; version-2 files, whose blocks are all plain zstd, and version-1 files,
+//!   which hold no patches either, still read); every block, the
 //!   index, the metadata and the footer carry a checksum.
 //! - A snapshot is committed before its number is given out, and a compacted file is
 //!   written as `S<n>.snap.incomplete` and renamed when complete (its raw form removed
@@ -104,6 +109,7 @@ pub mod model;
 mod names;
 mod raw;
 mod reader;
+mod shuffle;
 mod spill;
 mod trust;
 mod writer;

@@ -9,7 +9,20 @@
 //! XOR its previous version) when the previous version's chain holds fewer than
 //! [`MAX_PATCH_DEPTH`] patches, the previous version reads back from the store with the
 //! remembered hash, and the patch has few nonzero bytes (at most [`MAX_PATCH_BYTES`], and
-//! fewer than the page); else whole.
+//! fewer than the page) or belongs with patches that compress better than their pages
+//! (below); else whole.
+//!
+//! Encodings are chosen by trying them on samples, at zstd's fastest usual level:
+//!
+//! - Large patches (many nonzero bytes: every word of a page of doubles changed a little)
+//!   are decided per group of 64 changed pages: [`SAMPLE_PAGES`] of them, shuffled, must
+//!   compress to at most [`LARGE_PATCH_EIGHTHS`]/8 of their pages; then all are stored,
+//!   in chains of at most [`MAX_LARGE_PATCH_DEPTH`] patches.
+//! - Each block of 64 stored pages is one zstd frame of its bytes, or of its bytes
+//!   byte-shuffled (`shuffle.rs`), whichever shrinks a sample of its pages more; or its
+//!   bytes as they are, uncompressed, when neither shrinks the sample by 1/32 or the
+//!   frame would not be smaller (random data: no time spent compressing it, nor reading
+//!   it back).
 //!
 //! Previous versions are read back through the reader's [`Slots`], one per worker
 //! thread, each keeping [`WORKER_BLOCKS`] decoded blocks. The changed pages are shared
@@ -27,12 +40,13 @@ use xxhash_rust::xxh3::xxh3_128;
 use zstd::bulk::Compressor;
 
 use crate::dir::{Form, RunId, RunInfo, RunLog, SnapshotFile, file_name, io_error, write_run_info};
-use crate::format::{self, Footer, MAX_BLOCK_PAGES, ZSTD_LEVEL};
+use crate::format::{self, Encoding, Footer, MAX_BLOCK_PAGES, ZSTD_LEVEL};
 use crate::fs::Dir;
 use crate::index::{BlockEntry, BlockTable, Index, MAX_PAGES, MAX_PATCH_DEPTH, SlotRun, push_run};
 use crate::model::{PAGE_SIZE, SnapshotMeta, check_meta};
 use crate::raw::{self, PageSpan};
 use crate::reader::{self, Slots, xor_into};
+use crate::shuffle::shuffle;
 use crate::spill::Recycled;
 use crate::{Error, Result, RunStatus, Store};
 
@@ -44,8 +58,28 @@ const BLOCKS_PER_THREAD: usize = 8;
 const PATCHES_PER_THREAD: usize = 256;
 const BLOCK_PAGES: usize = MAX_BLOCK_PAGES as usize;
 const PAGE: usize = PAGE_SIZE as usize;
-/// A patch with more nonzero bytes than this is not worth its place in a chain.
+/// A patch with at most this many nonzero bytes (and fewer than its page) is stored.
 const MAX_PATCH_BYTES: usize = PAGE / 4;
+/// Larger patches are stored when, shuffled and compressed, they take at most this share
+/// (in eighths) of what their pages take: words that changed a little (doubles of a
+/// simulation stepping on) leave their high bytes zero in the patch, which shuffling
+/// gathers into runs, where their pages hold noise. The rest of a share pays for the
+/// longer chain reading goes through.
+const LARGE_PATCH_EIGHTHS: usize = 7;
+/// Nor are they stored on a previous version whose chain holds this many patches or more:
+/// a page whose every word changes would otherwise be read, and read back by the next
+/// compaction, through as many pages as [`MAX_PATCH_DEPTH`] allows, each from a block of
+/// its own, for a small part of a page's saving each time.
+const MAX_LARGE_PATCH_DEPTH: u32 = 4;
+/// Nor are they stored unless they save at least 1/this of their pages' uncompressed
+/// bytes: a few bytes saved on pages that compress to almost nothing are not worth a
+/// chain link.
+const LARGE_PATCH_MIN_SAVING: usize = 64;
+/// Pages of a block compressed both plainly and shuffled to choose its encoding.
+const SAMPLE_PAGES: usize = 8;
+/// A sample that zstd shrinks by less than 1/this is incompressible: its block is stored
+/// as is, without compressing it.
+const STORED_BELOW: usize = 32;
 /// Decoded blocks of earlier files each worker keeps (4 MiB): more than a chain of
 /// patches spans, so that neighbouring pages share them.
 const WORKER_BLOCKS: usize = 16;
@@ -72,6 +106,12 @@ pub struct WriteReport {
     pub pages_stored: u64,
     /// Of those, pages stored as a patch on their previous version.
     pub pages_patched: u64,
+    /// Blocks the pages are stored in (up to 64 pages each).
+    pub blocks: u64,
+    /// Of those, blocks compressed byte-shuffled (as 64-bit words).
+    pub blocks_shuffled: u64,
+    /// Of those, blocks stored as they are: they did not compress.
+    pub blocks_stored: u64,
     /// Bytes the snapshot would take stored whole.
     pub full_bytes: u64,
     /// Size of the snapshot's file.
@@ -130,11 +170,23 @@ struct Candidate<'a> {
     base: PageEntry,
 }
 
-/// A thread's contexts: a compressor and the buffer a block is gathered in, and a reader
-/// of earlier files.
+/// How many bytes of a patch are nonzero.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Patch {
+    /// At most [`MAX_PATCH_BYTES`], and fewer than in its page: stored.
+    Small,
+    /// More: stored if such patches compress better than their pages.
+    Large,
+}
+
+/// A thread's contexts: a compressor, the buffers a block is gathered, sampled and
+/// shuffled in, the patches of a group of changed pages, and a reader of earlier files.
 struct Worker {
     cctx: Compressor<'static>,
     block: Vec<u8>,
+    sample: Vec<u8>,
+    shuffled: Vec<u8>,
+    patches: Vec<u8>,
     slots: Slots,
 }
 
@@ -144,47 +196,162 @@ impl Worker {
         Ok(Worker {
             cctx: Compressor::new(ZSTD_LEVEL)?,
             block: Vec::with_capacity(BLOCK_PAGES * PAGE),
+            sample: Vec::with_capacity(SAMPLE_PAGES * PAGE),
+            shuffled: Vec::with_capacity(BLOCK_PAGES * PAGE),
+            patches: Vec::with_capacity(BLOCK_PAGES * PAGE),
             slots: Slots::new(Arc::clone(dir), WORKER_BLOCKS, WORKER_FILES)?,
         })
     }
 
-    fn compress(&mut self, pages: &[&[u8]]) -> io::Result<Vec<u8>> {
+    /// The block of `pages`, encoded as [`Worker::choose`] finds best, and its encoding.
+    fn encode(&mut self, pages: &[&[u8]]) -> io::Result<(Encoding, Vec<u8>)> {
         self.block.clear();
         for page in pages {
             self.block.extend_from_slice(page);
         }
-        self.cctx.compress(&self.block)
+        let frame = match self.choose(pages)? {
+            Encoding::Stored => None,
+            Encoding::Zstd => Some((Encoding::Zstd, self.cctx.compress(&self.block)?)),
+            Encoding::ShuffledZstd => {
+                self.shuffled.resize(self.block.len(), 0);
+                shuffle(&self.block, &mut self.shuffled);
+                Some((Encoding::ShuffledZstd, self.cctx.compress(&self.shuffled)?))
+            }
+        };
+        Ok(frame.filter(|(_, frame)| frame.len() < self.block.len()).unwrap_or_else(|| {
+            let block = std::mem::replace(&mut self.block, Vec::with_capacity(BLOCK_PAGES * PAGE));
+            (Encoding::Stored, block)
+        }))
+    }
+
+    /// The encoding for the block of `pages`: zstd, plain or shuffled, whichever shrinks
+    /// [`SAMPLE_PAGES`] of them, spread over the block, more; stored as is if neither
+    /// shrinks them by 1/[`STORED_BELOW`].
+    fn choose(&mut self, pages: &[&[u8]]) -> io::Result<Encoding> {
+        self.sample.clear();
+        for page in pages.iter().step_by(pages.len().div_ceil(SAMPLE_PAGES)) {
+            self.sample.extend_from_slice(page);
+        }
+        let (plain, shuffled) = self.sample_sizes()?;
+        let best = plain.min(shuffled);
+        Ok(if best > self.sample.len() - self.sample.len() / STORED_BELOW {
+            Encoding::Stored
+        } else if shuffled < plain {
+            Encoding::ShuffledZstd
+        } else {
+            Encoding::Zstd
+        })
     }
 
     /// The patches worth storing for `candidates`, back to back, and which candidates got
     /// one. `needed_by` names the snapshot being written.
     fn patch(&mut self, candidates: &[Candidate<'_>], needed_by: &str) -> (Vec<u8>, Vec<bool>) {
         let mut patches = Vec::new();
-        let made = candidates.iter().map(|c| self.try_patch(c, needed_by, &mut patches)).collect();
+        let mut made = Vec::with_capacity(candidates.len());
+        for group in candidates.chunks(BLOCK_PAGES) {
+            self.patch_group(group, needed_by, &mut patches, &mut made);
+        }
         (patches, made)
     }
 
-    /// Appends the patch of `c` on its base to `patches` if it is worth storing; returns
-    /// whether it did.
-    fn try_patch(&mut self, c: &Candidate<'_>, needed_by: &str, patches: &mut Vec<u8>) -> bool {
+    /// Appends to `patches` the patches worth storing of `group`, and to `made` whether
+    /// each candidate got one. A patch with few nonzero bytes is stored; the large ones
+    /// are stored, all of them, when a sample of them compresses better than their pages.
+    fn patch_group(
+        &mut self,
+        group: &[Candidate<'_>],
+        needed_by: &str,
+        patches: &mut Vec<u8>,
+        made: &mut Vec<bool>,
+    ) {
+        self.patches.clear();
+        let kinds: Vec<Option<Patch>> = group.iter().map(|c| self.make_patch(c, needed_by)).collect();
+        // Each large patch's candidate, and where the patch is in `self.patches`.
+        let mut large = Vec::new();
+        let mut at = 0;
+        for (i, kind) in kinds.iter().enumerate() {
+            if *kind == Some(Patch::Large) {
+                large.push((i, at));
+            }
+            at += PAGE * usize::from(kind.is_some());
+        }
+        let keep_large = !large.is_empty() && self.large_patches_pay(group, &large);
+        let mut at = 0;
+        for kind in kinds {
+            let keep = match kind {
+                None => false,
+                Some(Patch::Small) => true,
+                Some(Patch::Large) => keep_large,
+            };
+            if keep {
+                patches.extend_from_slice(&self.patches[at..at + PAGE]);
+            }
+            at += PAGE * usize::from(kind.is_some());
+            made.push(keep);
+        }
+    }
+
+    /// Appends the patch of `c` on its base to the worker's `patches` and says how large
+    /// it is; `None` (nothing appended) if the base does not read back as remembered (its
+    /// file damaged or gone since), or the patch is large and its base's chain holds
+    /// [`MAX_LARGE_PATCH_DEPTH`] patches: the page is stored whole.
+    fn make_patch(&mut self, c: &Candidate<'_>, needed_by: &str) -> Option<Patch> {
         let base = &c.base;
-        // A previous version that does not read back (its file damaged or gone since) or
-        // not as remembered is no base: the page is stored whole.
-        let Ok(old) = self.slots.page(base.source_seq, false, base.slot, base.page, needed_by) else {
-            return false;
-        };
+        let old = self.slots.page(base.source_seq, false, base.slot, base.page, needed_by).ok()?;
         if xxh3_128(old) != base.hash {
-            return false;
+            return None;
         }
-        let at = patches.len();
-        patches.extend_from_slice(c.bytes);
-        xor_into(&mut patches[at..], old);
-        let changed = nonzero_bytes(&patches[at..]);
+        let at = self.patches.len();
+        self.patches.extend_from_slice(c.bytes);
+        xor_into(&mut self.patches[at..], old);
+        let changed = nonzero_bytes(&self.patches[at..]);
         if changed <= MAX_PATCH_BYTES && changed < nonzero_bytes(c.bytes) {
-            return true;
+            return Some(Patch::Small);
         }
-        patches.truncate(at);
-        false
+        if base.depth >= MAX_LARGE_PATCH_DEPTH {
+            self.patches.truncate(at);
+            return None;
+        }
+        Some(Patch::Large)
+    }
+
+    /// Whether the large patches `large` (each its candidate in `group` and its place in
+    /// the worker's `patches`) are worth storing: [`SAMPLE_PAGES`] of them, shuffled and
+    /// compressed, take at most [`LARGE_PATCH_EIGHTHS`] eighths of what their pages take,
+    /// compressed as they are or shuffled, whichever is less, and save at least
+    /// 1/[`LARGE_PATCH_MIN_SAVING`] of the pages' bytes.
+    fn large_patches_pay(&mut self, group: &[Candidate<'_>], large: &[(usize, usize)]) -> bool {
+        let mut sampled_patches = Vec::with_capacity(SAMPLE_PAGES * PAGE);
+        self.sample.clear();
+        for &(i, at) in large.iter().step_by(large.len().div_ceil(SAMPLE_PAGES)) {
+            sampled_patches.extend_from_slice(&self.patches[at..at + PAGE]);
+            self.sample.extend_from_slice(group[i].bytes);
+        }
+        let sizes = (|| {
+            let patched = self.shuffled_size(&sampled_patches)?;
+            let (plain, shuffled) = self.sample_sizes()?;
+            let pages = plain.min(shuffled);
+            io::Result::Ok((patched, pages))
+        })();
+        let min_saving = sampled_patches.len() / LARGE_PATCH_MIN_SAVING;
+        sizes.is_ok_and(|(patched, pages)| {
+            patched * 8 <= pages * LARGE_PATCH_EIGHTHS && patched + min_saving <= pages
+        })
+    }
+
+    /// Compressed size of `bytes` shuffled.
+    fn shuffled_size(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        self.shuffled.resize(bytes.len(), 0);
+        shuffle(bytes, &mut self.shuffled);
+        Ok(self.cctx.compress(&self.shuffled)?.len())
+    }
+
+    /// Compressed sizes of the worker's `sample` as it is and shuffled.
+    fn sample_sizes(&mut self) -> io::Result<(usize, usize)> {
+        let plain = self.cctx.compress(&self.sample)?.len();
+        self.shuffled.resize(self.sample.len(), 0);
+        shuffle(&self.sample, &mut self.shuffled);
+        Ok((plain, self.cctx.compress(&self.shuffled)?.len()))
     }
 }
 
@@ -432,8 +599,8 @@ impl RunWriter {
 
         let mut file = SnapshotFile::create(&self.dir, seq)?;
         let written = self.write_file(&mut file, seq, &new_pages, runs, patch_runs, &meta_frame);
-        let file_bytes = match written {
-            Ok(()) => file.finish()?,
+        let (blocks, file_bytes) = match written {
+            Ok(blocks) => (blocks, file.finish()?),
             Err(e) => {
                 file.abandon();
                 return Err(e);
@@ -443,6 +610,9 @@ impl RunWriter {
             pages: page_count,
             pages_stored: new_pages.len() as u64,
             pages_patched,
+            blocks: blocks.iter().sum(),
+            blocks_shuffled: blocks[Encoding::ShuffledZstd as usize],
+            blocks_stored: blocks[Encoding::Stored as usize],
             full_bytes: page_count * PAGE_SIZE,
             file_bytes,
         };
@@ -452,6 +622,7 @@ impl RunWriter {
     }
 
     /// Writes the body of snapshot file `seq`: header, blocks, index, metadata, footer.
+    /// Returns how many blocks it encoded each way, by [`Encoding`] number.
     fn write_file(
         &mut self,
         file: &mut SnapshotFile,
@@ -460,16 +631,18 @@ impl RunWriter {
         runs: Vec<SlotRun>,
         patch_runs: Vec<SlotRun>,
         meta_frame: &[u8],
-    ) -> Result<()> {
+    ) -> Result<[u64; 3]> {
         let compress_error = |e| io_error(&self.dir.join(&file_name(seq, Form::Compact)), e);
         file.write(&format::encode_header(seq))?;
         let mut blocks = Vec::with_capacity(new_pages.len().div_ceil(BLOCK_PAGES));
+        let mut encoded = [0; 3];
         for batch in new_pages.chunks(BLOCK_PAGES * BLOCKS_PER_THREAD * self.workers.len()) {
             self.check_cancelled()?;
             let frames = compress_batch(&mut self.workers, batch).map_err(compress_error)?;
-            for (frame, pages) in frames.iter().zip(batch.chunks(BLOCK_PAGES)) {
+            for ((encoding, frame), pages) in frames.iter().zip(batch.chunks(BLOCK_PAGES)) {
                 let page_count = pages.len() as u32;
-                blocks.push(BlockEntry { offset: file.len(), page_count });
+                blocks.push(BlockEntry { offset: file.len(), page_count, encoding: *encoding });
+                encoded[*encoding as usize] += 1;
                 file.write(&format::encode_block_header(frame, page_count))?;
                 file.write(frame)?;
             }
@@ -491,7 +664,8 @@ impl RunWriter {
             meta_len: meta_frame.len() as u32,
             meta_checksum: format::meta_checksum(meta_frame),
         };
-        file.write(&footer.encode())
+        file.write(&footer.encode())?;
+        Ok(encoded)
     }
 
     /// Compares `pages`, snapshot `seq`, with the previous snapshot.
@@ -602,12 +776,12 @@ fn is_zero(page: &[u8]) -> bool {
     page.chunks(64).all(|chunk| chunk.iter().fold(0, |acc, &b| acc | b) == 0)
 }
 
-/// Compresses `pages` as blocks of up to 64 pages, spread over the workers' threads.
-fn compress_batch(workers: &mut [Worker], pages: &[&[u8]]) -> io::Result<Vec<Vec<u8>>> {
+/// Encodes `pages` as blocks of up to 64 pages, spread over the workers' threads.
+fn compress_batch(workers: &mut [Worker], pages: &[&[u8]]) -> io::Result<Vec<(Encoding, Vec<u8>)>> {
     let blocks: Vec<&[&[u8]]> = pages.chunks(BLOCK_PAGES).collect();
     let mut frames = Vec::with_capacity(blocks.len());
     for chunk in on_threads(workers, &blocks, 1, |worker, blocks| {
-        blocks.iter().map(|block| worker.compress(block)).collect::<io::Result<Vec<_>>>()
+        blocks.iter().map(|block| worker.encode(block)).collect::<io::Result<Vec<_>>>()
     }) {
         frames.extend(chunk?);
     }
@@ -663,8 +837,18 @@ mod tests {
         let mut workers: Vec<Worker> = (0..3).map(|_| Worker::new(&dir).unwrap()).collect();
         let frames = compress_batch(&mut workers, &refs).unwrap();
         assert_eq!(frames.len(), 4);
-        for (frame, chunk) in frames.iter().zip(refs.chunks(BLOCK_PAGES)) {
-            assert_eq!(zstd::bulk::decompress(frame, 1 << 20).unwrap(), chunk.concat());
+        for ((encoding, frame), chunk) in frames.iter().zip(refs.chunks(BLOCK_PAGES)) {
+            let pages = match encoding {
+                Encoding::Stored => frame.clone(),
+                Encoding::Zstd => zstd::bulk::decompress(frame, 1 << 20).unwrap(),
+                Encoding::ShuffledZstd => {
+                    let shuffled = zstd::bulk::decompress(frame, 1 << 20).unwrap();
+                    let mut pages = vec![0; shuffled.len()];
+                    crate::shuffle::unshuffle(&shuffled, &mut pages);
+                    pages
+                }
+            };
+            assert_eq!(pages, chunk.concat());
         }
         assert!(compress_batch(&mut workers, &[]).unwrap().is_empty());
     }

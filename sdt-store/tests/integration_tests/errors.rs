@@ -66,16 +66,16 @@ fn snapshot_errors() {
     std::fs::rename(run.dir().join("S1.snap"), run.dir().join("S1.snap.incomplete")).unwrap();
     assert!(matches!(run.open_snapshot("S1"), Err(Error::Incomplete { .. })));
 
-    // A file from a later format version: version 3 with a valid header checksum.
+    // A file from a later format version: version 4 with a valid header checksum.
     let path = run.dir().join("S0.snap");
     let mut bytes = std::fs::read(&path).unwrap();
-    bytes[8] = 3;
+    bytes[8] = 4;
     let sum = xxhash_rust::xxh3::xxh3_64(&bytes[..24]);
     bytes[24..32].copy_from_slice(&sum.to_le_bytes());
     std::fs::write(&path, &bytes).unwrap();
     let e = run.open_snapshot("S0").unwrap_err();
-    assert!(matches!(e, Error::UnsupportedVersion { found: 3, supported: 2, .. }), "{e:?}");
-    assert_eq!(e.to_string(), "snapshot S0 has format version 3; this sdt reads versions 1 to 2");
+    assert!(matches!(e, Error::UnsupportedVersion { found: 4, supported: 3, .. }), "{e:?}");
+    assert_eq!(e.to_string(), "snapshot S0 has format version 4; this sdt reads versions 1 to 3");
 }
 
 #[test]

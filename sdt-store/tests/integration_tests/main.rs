@@ -4,6 +4,7 @@
 mod chain;
 mod common;
 mod damage;
+mod encodings;
 mod errors;
 mod patches;
 mod props;
