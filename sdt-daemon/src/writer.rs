@@ -329,14 +329,15 @@ impl StoreWriter {
 }
 
 /// The spare thread: makes spares of the sizes asked for, allocated and faulted in, one
-/// at a time, from the raw files compaction recycles where it can. It runs as urgently as
-/// the tracer where it may: the faults cost the program CPU time now rather than in the
-/// next pause, where they would stop every thread, and a busy machine does not hold them
-/// up past the next capture. It holds still while a capture is under way.
+/// at a time, from the raw files compaction recycles where it can. Once captures ask for
+/// sizes, it runs as urgently as the tracer where it may: the faults cost the program CPU
+/// time now rather than in the next pause, where they would stop every thread, and a busy
+/// machine does not hold them up past the next capture. It holds still while a capture is
+/// under way.
 ///
 /// Until the first capture asks for a size, it keeps a spare as large as the program's
-/// resident memory ready (checked every [`WATCH_EVERY`]): the first snapshot copies every
-/// page, and faulting a spare in during that pause would double it.
+/// resident memory ready (checked every [`WATCH_EVERY`]), at normal priority: the first
+/// snapshot copies every page, and faulting a spare in during that pause would double it.
 fn spare_loop(
     spares: &Spares,
     sizes: &Receiver<usize>,
@@ -344,10 +345,9 @@ fn spare_loop(
     shared: &Shared,
     pid: Tid,
 ) {
-    if let Err(e) = sdt_sys::set_thread_urgency(None, sdt_sys::Urgency::Immediate) {
-        log::debug!("the spare thread stays at normal priority: {e}");
-    }
     let mut watching = true;
+    // Made as urgent as the tracer.
+    let mut urgent = false;
     let mut bin: Vec<Recycled> = Vec::new();
     loop {
         let wanted = sizes.recv_timeout(WATCH_EVERY);
@@ -359,23 +359,24 @@ fn spare_loop(
             // Only the latest request matters.
             Ok(bytes) => {
                 watching = false;
+                if !std::mem::replace(&mut urgent, true)
+                    && let Err(e) = sdt_sys::set_thread_urgency(None, sdt_sys::Urgency::Immediate)
+                {
+                    log::debug!("the spare thread stays at normal priority: {e}");
+                }
                 let bytes = sizes.try_iter().last().unwrap_or(bytes);
                 if bytes == 0 || capacity() >= bytes {
                     continue;
                 }
                 let start = sdt_sys::monotonic_ns();
                 let made = match bin.pop() {
-                    // Its pages are in memory already: faulted in whole.
-                    Some(r) => spares.reuse(r, bytes).map(|spare| {
-                        let faulted = spare.capacity();
-                        offer(shared, spare, faulted);
-                    }),
-                    None => spares.make(0).and_then(|mut spare| {
-                        spare.grow(bytes)?;
-                        offer(shared, spare, 0);
-                        fault_in(shared)
-                    }),
+                    Some(r) => spares.reuse(r, bytes),
+                    None => spares.make(0).and_then(|mut spare| spare.grow(bytes).map(|()| spare)),
                 };
+                let made = made.and_then(|spare| {
+                    offer(shared, spare, 0);
+                    fault_in(shared)
+                });
                 log::debug!("spare of {bytes} bytes made in {} µs", (sdt_sys::monotonic_ns() - start) / 1000);
                 made
             }
