@@ -15,7 +15,9 @@
 //! A capture never waits for the spare thread: the spare is allocated first and offered
 //! at once, then faulted in a piece at a time; a capture that comes meanwhile takes it as
 //! it is (its copy faults in the rest), and the spare thread holds still until the
-//! program runs again, so that it takes no CPU or memory-map lock from the copy.
+//! program runs again, so that it takes no CPU or memory-map lock from the copy. Behind
+//! the ready spare waits the next, allocated: a capture right after the last one takes
+//! it rather than make a file in its pause.
 //!
 //! Captures go to disk raw, in one copy, whatever compaction is doing. A snapshot whose
 //! commit returned is in the store even if `sdt` dies the next instant. What the raw log
@@ -83,7 +85,11 @@ struct Ready {
     spare: Option<SpillFile>,
     /// Bytes at the start of the spare's data area faulted in; the rest is allocated.
     faulted: usize,
-    /// The spare thread has the spare out, growing it or faulting a piece of it in.
+    /// The spare after it, allocated but not faulted in: it becomes the ready one when a
+    /// capture takes that.
+    next: Option<SpillFile>,
+    /// The spare thread has the spare or the next out, growing it or faulting a piece of
+    /// it in.
     out: bool,
     /// A capture is under way: the spare thread waits until it ends.
     capturing: bool,
@@ -99,6 +105,12 @@ struct Ready {
 struct Shared {
     ready: Mutex<Ready>,
     changed: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::LockResult<std::sync::MutexGuard<'_, Ready>> {
+        self.ready.lock()
+    }
 }
 
 /// Keeps the spare thread still while a capture is under way; dropped once the program
@@ -224,17 +236,25 @@ impl StoreWriter {
     /// thread still until the capture's program runs again.
     pub(crate) fn take_spare(&self) -> Result<(SpillFile, u64, CaptureUnderWay), sdt_store::Error> {
         let start = sdt_sys::monotonic_ns();
-        let mut ready = self.ready.ready.lock().unwrap();
+        let mut ready = self.ready.lock().unwrap();
         ready.capturing = true;
         ready.taken = true;
         let under_way = CaptureUnderWay(Arc::clone(&self.ready));
         if let Some(why) = ready.failed.take() {
             log::debug!("no spare was made ready: {why}");
         }
-        // The spare thread puts it back within one piece.
-        ready = self.ready.changed.wait_while(ready, |r| r.out).unwrap();
-        ready.faulted = 0;
-        match ready.spare.take() {
+        // The spare thread puts it back within one piece, unless a fault of that piece
+        // waits for the file system (its journal): then the next spare will do.
+        ready = self.ready.changed.wait_timeout_while(ready, OUT_WAIT, |r| r.out).unwrap().0;
+        let taken = match ready.spare.take() {
+            Some(spare) => {
+                ready.spare = ready.next.take();
+                ready.faulted = 0;
+                Some(spare)
+            }
+            None => ready.next.take(),
+        };
+        match taken {
             Some(spare) => Ok((spare, sdt_sys::monotonic_ns() - start, under_way)),
             None => {
                 drop(ready);
@@ -251,8 +271,9 @@ impl StoreWriter {
     /// program's resident memory then.
     pub(crate) fn prepare(&mut self, bytes: usize) {
         let first = !std::mem::replace(&mut self.prepared, true);
-        let ready = self.ready.ready.lock().unwrap();
-        if !first && (bytes == 0 || ready.spare.as_ref().is_some_and(|s| s.capacity() >= bytes)) {
+        let ready = self.ready.lock().unwrap();
+        let room = |s: &Option<SpillFile>| s.as_ref().is_some_and(|s| s.capacity() >= bytes);
+        if !first && (bytes == 0 || room(&ready.spare) && room(&ready.next)) {
             return;
         }
         drop(ready);
@@ -305,7 +326,7 @@ impl StoreWriter {
         if let Some(maker) = self.spare_maker.take() {
             maker.join().ok();
         }
-        self.ready.ready.lock().unwrap().spare = None;
+        self.ready.lock().unwrap().spare = None;
         // The program has ended: what is left is compacted at once.
         if let Some(compactor) = self.backlog.0.lock().unwrap().compactor {
             sdt_sys::set_thread_urgency(Some(compactor), sdt_sys::Urgency::Normal).ok();
@@ -354,7 +375,7 @@ fn spare_loop(
         // Two at most: a run keeps about one spare in use and one ready.
         bin.extend(recycled.try_iter());
         bin.truncate(RECYCLED_KEPT);
-        let capacity = || shared.ready.lock().unwrap().spare.as_ref().map_or(0, SpillFile::capacity);
+        let capacity = || shared.lock().unwrap().spare.as_ref().map_or(0, SpillFile::capacity);
         let made = match wanted {
             // Only the latest request matters.
             Ok(bytes) => {
@@ -365,24 +386,20 @@ fn spare_loop(
                     log::debug!("the spare thread stays at normal priority: {e}");
                 }
                 let bytes = sizes.try_iter().last().unwrap_or(bytes);
-                if bytes == 0 || capacity() >= bytes {
+                if bytes == 0 {
                     continue;
                 }
                 let start = sdt_sys::monotonic_ns();
-                let made = match bin.pop() {
-                    Some(r) => spares.reuse(r, bytes),
-                    None => spares.make(0).and_then(|mut spare| spare.grow(bytes).map(|()| spare)),
-                };
-                let made = made.and_then(|spare| {
-                    offer(shared, spare, 0);
-                    fault_in(shared)
-                });
-                log::debug!("spare of {bytes} bytes made in {} µs", (sdt_sys::monotonic_ns() - start) / 1000);
+                let made = make_ready(spares, shared, &mut bin, bytes);
+                log::debug!(
+                    "spares of {bytes} bytes made in {} µs",
+                    (sdt_sys::monotonic_ns() - start) / 1000
+                );
                 made
             }
             Err(RecvTimeoutError::Timeout) if watching => {
                 let Some(resident) = procfs::resident_bytes(pid) else { continue };
-                let held = shared.ready.lock().unwrap();
+                let held = shared.lock().unwrap();
                 watching = !held.taken;
                 drop(held);
                 if !watching || capacity() as u64 >= resident {
@@ -396,17 +413,51 @@ fn spare_loop(
             Err(RecvTimeoutError::Disconnected) => return,
         };
         if let Err(e) = made {
-            shared.ready.lock().unwrap().failed = Some(human::error_chain(&e));
+            shared.lock().unwrap().failed = Some(human::error_chain(&e));
         }
     }
+}
+
+/// Makes a spare of at least `bytes` ready, faulted in, and the next one allocated
+/// behind it, from the `recycled` files first.
+fn make_ready(
+    spares: &Spares,
+    shared: &Shared,
+    recycled: &mut Vec<Recycled>,
+    bytes: usize,
+) -> Result<(), sdt_store::Error> {
+    let mut allocate = || match recycled.pop() {
+        Some(r) => spares.reuse(r, bytes),
+        None => spares.make(0).and_then(|mut spare| spare.grow(bytes).map(|()| spare)),
+    };
+    let mut ready = shared.lock().unwrap();
+    if ready.spare.is_none() {
+        ready.spare = ready.next.take();
+        ready.faulted = 0;
+    }
+    let small = ready.spare.as_ref().is_none_or(|s| s.capacity() < bytes);
+    drop(ready);
+    if small {
+        offer(shared, allocate()?, 0);
+    }
+    fault_in(shared)?;
+    let small = shared.lock().unwrap().next.as_ref().is_none_or(|s| s.capacity() < bytes);
+    if small {
+        let next = allocate()?;
+        shared.lock().unwrap().next = Some(next);
+    }
+    Ok(())
 }
 
 /// Recycled raw files the spare thread keeps for the spares to come.
 const RECYCLED_KEPT: usize = 2;
 
 /// Bytes the spare thread faults in at a time: a capture that wants the spare meanwhile
-/// waits at most for one piece.
-const FAULT_PIECE: usize = 1 << 20;
+/// waits for one piece (about 100 µs)…
+const FAULT_PIECE: usize = 256 << 10;
+
+/// …for this long at most.
+const OUT_WAIT: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// Grows the ready spare (or a new one) to `want` bytes, allocated, not faulted in.
 fn grow_ready(spares: &Spares, shared: &Shared, want: usize) -> Result<(), sdt_store::Error> {
@@ -426,7 +477,7 @@ fn grow_ready(spares: &Spares, shared: &Shared, want: usize) -> Result<(), sdt_s
 fn fault_in(shared: &Shared) -> Result<(), sdt_store::Error> {
     loop {
         let Some(mut spare) = take_out(shared) else { return Ok(()) };
-        let from = shared.ready.lock().unwrap().faulted;
+        let from = shared.lock().unwrap().faulted;
         let to = spare.capacity().min(from + FAULT_PIECE);
         if from >= to {
             put_back(shared, spare, None);
@@ -444,7 +495,7 @@ fn fault_in(shared: &Shared) -> Result<(), sdt_store::Error> {
 /// The ready spare, taken out for the spare thread to work on (once no capture is under
 /// way); `None` if there is none.
 fn take_out(shared: &Shared) -> Option<SpillFile> {
-    let mut ready = shared.changed.wait_while(shared.ready.lock().unwrap(), |r| r.capturing).unwrap();
+    let mut ready = shared.changed.wait_while(shared.lock().unwrap(), |r| r.capturing).unwrap();
     let spare = ready.spare.take()?;
     ready.out = true;
     Some(spare)
@@ -452,7 +503,7 @@ fn take_out(shared: &Shared) -> Option<SpillFile> {
 
 /// Puts the spare taken out back, faulted in up to `faulted` bytes if given.
 fn put_back(shared: &Shared, spare: SpillFile, faulted: Option<usize>) {
-    let mut ready = shared.ready.lock().unwrap();
+    let mut ready = shared.lock().unwrap();
     ready.spare = Some(spare);
     ready.out = false;
     if let Some(faulted) = faulted {
@@ -465,7 +516,7 @@ fn put_back(shared: &Shared, spare: SpillFile, faulted: Option<usize>) {
 /// Makes `spare`, faulted in up to `faulted` bytes, the one ready for the next capture,
 /// unless a larger one is.
 fn offer(shared: &Shared, spare: SpillFile, faulted: usize) {
-    let mut ready = shared.ready.lock().unwrap();
+    let mut ready = shared.lock().unwrap();
     if ready.spare.as_ref().is_none_or(|s| s.capacity() < spare.capacity()) {
         ready.spare = Some(spare);
         ready.faulted = faulted;
