@@ -244,8 +244,12 @@ impl StoreWriter {
             log::debug!("no spare was made ready: {why}");
         }
         // The spare thread puts it back within one piece, unless a fault of that piece
-        // waits for the file system (its journal): then the next spare will do.
-        ready = self.ready.changed.wait_timeout_while(ready, OUT_WAIT, |r| r.out).unwrap().0;
+        // waits for the file system (its journal): then the next spare will do, if there
+        // is one.
+        ready = match ready.next {
+            Some(_) => self.ready.changed.wait_timeout_while(ready, OUT_WAIT, |r| r.out).unwrap().0,
+            None => self.ready.changed.wait_while(ready, |r| r.out).unwrap(),
+        };
         let taken = match ready.spare.take() {
             Some(spare) => {
                 ready.spare = ready.next.take();
