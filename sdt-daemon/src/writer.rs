@@ -93,6 +93,10 @@ struct Ready {
     out: bool,
     /// A capture is under way: the spare thread waits until it ends.
     capturing: bool,
+    /// The spare thread is growing the spare to the program's resident size, for the
+    /// first capture, which waits for it: faulting the rest in itself, on every capture
+    /// thread at once, would take it longer.
+    growing: bool,
     /// A capture has taken a spare: spares are sized by what captures copy from now on.
     taken: bool,
     /// Why the last spare could not be made, once.
@@ -236,7 +240,7 @@ impl StoreWriter {
     /// thread still until the capture's program runs again.
     pub(crate) fn take_spare(&self) -> Result<(SpillFile, u64, CaptureUnderWay), sdt_store::Error> {
         let start = sdt_sys::monotonic_ns();
-        let mut ready = self.ready.lock().unwrap();
+        let mut ready = self.ready.changed.wait_while(self.ready.lock().unwrap(), |r| r.growing).unwrap();
         ready.capturing = true;
         ready.taken = true;
         let under_way = CaptureUnderWay(Arc::clone(&self.ready));
@@ -411,7 +415,11 @@ fn spare_loop(
                 }
                 // With room to grow into before the next check.
                 let want = (resident + resident / 8) as usize;
-                grow_ready(spares, shared, want).and_then(|()| fault_in(shared))
+                shared.lock().unwrap().growing = true;
+                let grown = grow_ready(spares, shared, want).and_then(|()| fault_in(shared));
+                shared.lock().unwrap().growing = false;
+                shared.changed.notify_all();
+                grown
             }
             Err(RecvTimeoutError::Timeout) => continue,
             Err(RecvTimeoutError::Disconnected) => return,
