@@ -261,8 +261,8 @@ impl Tracer {
             }
         }
         match stop {
-            Stop::Signal(libc::SIGTRAP) => match trap_at(tid)? {
-                Trap::Sdt(hit) => {
+            Stop::Signal(libc::SIGTRAP) => match trap_at(tid) {
+                Ok(Trap::Sdt(hit)) => {
                     thread.at_breakpoint = Some(hit.clone());
                     let event = TargetEvent::Breakpoint(hit);
                     if freezing {
@@ -272,8 +272,11 @@ impl Tracer {
                     return Ok(Some(event));
                 }
                 // Resumed without the signal: the call returns RESULT_PENDING.
-                Trap::Unreadable => {}
-                Trap::Foreign => thread.signal = libc::SIGTRAP,
+                Ok(Trap::Unreadable) => {}
+                Ok(Trap::Foreign) => thread.signal = libc::SIGTRAP,
+                // Killed since it stopped: its exit report follows.
+                Err(e) if e.is_gone() => {}
+                Err(e) => return Err(e),
             },
             Stop::Signal(sig) if thread.signal == 0 => thread.signal = sig,
             Stop::Signal(sig) => self.resend.push((tid, sig)),
