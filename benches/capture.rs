@@ -1,11 +1,17 @@
 //! Capture benchmark: pause per snapshot, capture deviation, copy throughput and storage
 //! of `sdt run` (ptrace backend) on a workload of N threads over an H MiB heap of random
-//! bytes that writes D% of its pages between snapshots while its threads compute, and
-//! gdb's `gcore` of the same workload in the same run.
+//! bytes that writes D% of its pages between snapshots, and gdb's `gcore` of the same
+//! workload in the same run.
+//!
+//! Between snapshots the workload's threads compute (`--shape busy`, the default) or
+//! sleep at a barrier (`--shape barrier`) while the main thread breaks; `--gap-ms` is
+//! the time between a capture and the next breakpoint (0: back to back). Given either
+//! option, the table gets a row per shape and gap, and a comparison of their pauses.
 //!
 //! ```sh
 //! scripts/bench capture                          # 2/4/8 threads x 4/64/400 MiB x 1/10/100 %
 //! scripts/bench capture --threads 4 --heap-mb 400 --dirty 1,10 --tracking page-hash
+//! scripts/bench capture --threads 4 --heap-mb 400 --dirty 1,10 --shape busy,barrier --gap-ms 0,100
 //! ```
 //!
 //! Needs `target/release/sdt` and `libsdt.a` (scripts/bench builds them), gcc and gdb.
@@ -28,8 +34,22 @@ struct Options {
     heap_mb: Vec<u32>,
     dirty: Vec<u32>,
     snapshots: u32,
-    gap_ms: u32,
+    /// What the workers do while the main thread breaks: `busy` or `barrier`.
+    shapes: Vec<String>,
+    gaps_ms: Vec<u32>,
     tracking: String,
+    /// `--shape` or `--gap-ms` was given: rows say which.
+    by_shape: bool,
+}
+
+/// A workload configuration: one row of the table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Config<'a> {
+    heap_mb: u32,
+    dirty: u32,
+    threads: u32,
+    shape: &'a str,
+    gap_ms: u32,
 }
 
 fn parse_options() -> Options {
@@ -38,8 +58,10 @@ fn parse_options() -> Options {
         heap_mb: vec![4, 64, 400],
         dirty: vec![1, 10, 100],
         snapshots: 10,
-        gap_ms: 100,
+        shapes: vec!["busy".into()],
+        gaps_ms: vec![100],
         tracking: "auto".into(),
+        by_shape: false,
     };
     let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
     while let Some(flag) = args.next() {
@@ -52,10 +74,20 @@ fn parse_options() -> Options {
             "--heap-mb" => opts.heap_mb = list(),
             "--dirty" => opts.dirty = list(),
             "--snapshots" => opts.snapshots = list()[0],
-            "--gap-ms" => opts.gap_ms = list()[0],
+            "--gap-ms" => {
+                opts.gaps_ms = list();
+                opts.by_shape = true;
+            }
+            "--shape" => {
+                opts.shapes = value.split(',').map(str::to_owned).collect();
+                if let Some(bad) = opts.shapes.iter().find(|s| !["busy", "barrier"].contains(&s.as_str())) {
+                    panic!("--shape: unknown shape {bad} (busy, barrier)");
+                }
+                opts.by_shape = true;
+            }
             "--tracking" => opts.tracking = value,
             other => panic!(
-                "unknown option {other} (--threads, --heap-mb, --dirty, --snapshots, --gap-ms, --tracking)"
+                "unknown option {other} (--threads, --heap-mb, --dirty, --snapshots, --gap-ms, --shape, --tracking)"
             ),
         }
     }
@@ -108,15 +140,14 @@ struct Row {
     plain_rounds_ms: f64,
     /// `sdt run` from start to end, writing included.
     run_secs: f64,
-    gcore_secs: f64,
-    gcore_bytes: u64,
 }
 
-fn measure(exe: &Path, dir: &Path, opts: &Options, threads: u32, heap_mb: u32, dirty: u32) -> Row {
+fn measure(exe: &Path, dir: &Path, opts: &Options, c: Config) -> Row {
     let sdt = workloads::release().join("sdt");
-    let store = dir.join(format!("store-{threads}-{heap_mb}-{dirty}"));
+    let store = dir.join(format!("store-{}-{}-{}-{}-{}", c.threads, c.heap_mb, c.dirty, c.shape, c.gap_ms));
     std::fs::remove_dir_all(&store).ok();
-    let args = [threads, heap_mb, dirty, opts.snapshots, opts.gap_ms].map(|n| n.to_string());
+    let mut args = [c.threads, c.heap_mb, c.dirty, opts.snapshots, c.gap_ms].map(|n| n.to_string()).to_vec();
+    args.push(c.shape.to_owned());
 
     let plain = Command::new(exe).args(&args).output().expect("workload");
     assert!(plain.status.success());
@@ -137,7 +168,6 @@ fn measure(exe: &Path, dir: &Path, opts: &Options, threads: u32, heap_mb: u32, d
     let field =
         |key: &str| snaps.iter().skip(1).map(|s| s[key].as_f64().unwrap_or(0.0)).collect::<Vec<f64>>();
     let total = |key: &str| snaps.iter().map(|s| s[key].as_u64().unwrap_or(0)).sum::<u64>();
-    let (gcore_secs, gcore_bytes) = gcore(exe, dir, threads, heap_mb);
     std::fs::remove_dir_all(&store).ok();
     Row {
         mode: snaps[0]["mode"].as_str().unwrap_or("?").to_owned(),
@@ -151,8 +181,6 @@ fn measure(exe: &Path, dir: &Path, opts: &Options, threads: u32, heap_mb: u32, d
         rounds_ms: rounds_ms(&traced.stdout),
         plain_rounds_ms: rounds_ms(&plain.stdout),
         run_secs,
-        gcore_secs,
-        gcore_bytes,
     }
 }
 
@@ -174,46 +202,68 @@ fn main() {
     std::fs::create_dir_all(&dir).unwrap();
     let exe = workloads::build("heap", &dir, "heap", &[]);
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    println!(
-        "capture benchmark: ptrace backend, {} snapshots per run, {} ms of computing between them, {cpus} CPUs",
-        opts.snapshots, opts.gap_ms
-    );
+    if opts.by_shape {
+        println!(
+            "capture benchmark: ptrace backend, {} snapshots per run, {cpus} CPUs; shape: what the workers do \
+             while the main thread breaks (busy: compute, barrier: sleep at a barrier); gap: ms from a capture \
+             to the next breakpoint (0: back to back)",
+            opts.snapshots
+        );
+    } else {
+        println!(
+            "capture benchmark: ptrace backend, {} snapshots per run, {} ms of computing between them, {cpus} CPUs",
+            opts.snapshots, opts.gaps_ms[0]
+        );
+    }
     println!("pause, wait, deviation and copy are per snapshot after the first (median; p90 for pause);");
     println!("slowdown: the workload's own running time under sdt run against without it;");
     println!("gcore: median of three dumps of the same workload, threads waiting");
     println!();
+    let (shape_head, shape_rule) = if opts.by_shape { (" shape | gap ms |", "---|---|") } else { ("", "") };
     println!(
-        "| threads | heap MiB | dirty % | mode | pause S0 ms | pause ms | p90 ms | waited ms | deviation µs | copied MiB | copy GB/s | stored / full MiB | stored % | slowdown % | sdt run s | gcore s | gcore MiB | gcore / pause |"
+        "| threads | heap MiB | dirty % |{shape_head} mode | pause S0 ms | pause ms | p90 ms | waited ms | deviation µs | copied MiB | copy GB/s | stored / full MiB | stored % | slowdown % | sdt run s | gcore s | gcore MiB | gcore / pause |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|{shape_rule}---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut medians = BTreeMap::new();
+    let mut gcores = BTreeMap::new();
     for &heap_mb in &opts.heap_mb {
         for &dirty in &opts.dirty {
             for &threads in &opts.threads {
-                let r = measure(&exe, &dir, &opts, threads, heap_mb, dirty);
-                let pause = median(&r.pauses);
-                medians.insert((heap_mb, dirty, threads), pause);
-                let copied = median(&r.copied);
-                let over = if threads as usize > cpus { "*" } else { "" };
-                println!(
-                    "| {threads}{over} | {heap_mb} | {dirty} | {} | {:.2} | {:.3} | {:.3} | {:.2} | {:.0} | {:.1} | {:.1} | {:.1} / {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.1} | {:.0}× |",
-                    r.mode,
-                    r.first_pause_us / 1e3,
-                    pause / 1e3,
-                    p90(&r.pauses) / 1e3,
-                    median(&r.waits) / 1e3,
-                    median(&r.deviations),
-                    mib(copied),
-                    copied / (pause * 1e3).max(1.0),
-                    mib(r.stored as f64),
-                    mib(r.full as f64),
-                    100.0 * r.stored as f64 / r.full.max(1) as f64,
-                    100.0 * (r.rounds_ms / r.plain_rounds_ms - 1.0),
-                    r.run_secs,
-                    r.gcore_secs,
-                    mib(r.gcore_bytes as f64),
-                    r.gcore_secs * 1e6 / pause.max(1.0),
-                );
+                for shape in &opts.shapes {
+                    for &gap_ms in &opts.gaps_ms {
+                        let c = Config { heap_mb, dirty, threads, shape, gap_ms };
+                        let r = measure(&exe, &dir, &opts, c);
+                        // gcore's dump does not depend on what the workload writes.
+                        let (gcore_secs, gcore_bytes) = *gcores
+                            .entry((threads, heap_mb))
+                            .or_insert_with(|| gcore(&exe, &dir, threads, heap_mb));
+                        let pause = median(&r.pauses);
+                        medians.insert(c, pause);
+                        let copied = median(&r.copied);
+                        let over = if threads as usize > cpus { "*" } else { "" };
+                        let shape_cells =
+                            if opts.by_shape { format!(" {shape} | {gap_ms} |") } else { String::new() };
+                        println!(
+                            "| {threads}{over} | {heap_mb} | {dirty} |{shape_cells} {} | {:.2} | {:.3} | {:.3} | {:.2} | {:.0} | {:.1} | {:.1} | {:.1} / {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.1} | {:.0}× |",
+                            r.mode,
+                            r.first_pause_us / 1e3,
+                            pause / 1e3,
+                            p90(&r.pauses) / 1e3,
+                            median(&r.waits) / 1e3,
+                            median(&r.deviations),
+                            mib(copied),
+                            copied / (pause * 1e3).max(1.0),
+                            mib(r.stored as f64),
+                            mib(r.full as f64),
+                            100.0 * r.stored as f64 / r.full.max(1) as f64,
+                            100.0 * (r.rounds_ms / r.plain_rounds_ms - 1.0),
+                            r.run_secs,
+                            gcore_secs,
+                            mib(gcore_bytes as f64),
+                            gcore_secs * 1e6 / pause.max(1.0),
+                        );
+                    }
+                }
             }
         }
     }
@@ -223,11 +273,46 @@ fn main() {
     if lo != hi {
         println!();
         println!("pause growth from {lo} to {hi} threads (median pause):");
-        for &heap_mb in &opts.heap_mb {
-            for &dirty in &opts.dirty {
-                let (a, b) = (medians[&(heap_mb, dirty, *lo)], medians[&(heap_mb, dirty, *hi)]);
-                println!("  {heap_mb} MiB, {dirty}%: {:+.1}%", 100.0 * (b / a.max(1.0) - 1.0));
-            }
+        for (c, &pause) in medians.iter().filter(|(c, _)| c.threads == *lo) {
+            let b = medians[&Config { threads: *hi, ..*c }];
+            let which =
+                if opts.by_shape { format!(", {}, gap {} ms", c.shape, c.gap_ms) } else { String::new() };
+            println!("  {} MiB, {}%{which}: {:+.1}%", c.heap_mb, c.dirty, 100.0 * (b / pause.max(1.0) - 1.0));
         }
+    }
+    if opts.by_shape {
+        compare_shapes(&opts, &medians);
+    }
+}
+
+/// How the pause of each shape and gap compares with the busy shape's, and with the
+/// largest gap's, at the same threads, heap and dirty share.
+fn compare_shapes(opts: &Options, medians: &BTreeMap<Config, f64>) {
+    let widest = *opts.gaps_ms.iter().max().unwrap();
+    println!();
+    println!(
+        "median pause against the busy shape at the same gap, and against the same shape {widest} ms apart:"
+    );
+    for (c, &pause) in medians {
+        let busy = medians.get(&Config { shape: "busy", ..*c }).filter(|_| c.shape != "busy");
+        let apart = medians.get(&Config { gap_ms: widest, ..*c }).filter(|_| c.gap_ms != widest);
+        let mut against = Vec::new();
+        if let Some(busy) = busy {
+            against.push(format!("{:.2}× busy", pause / busy.max(1.0)));
+        }
+        if let Some(apart) = apart {
+            against.push(format!("{:.2}× {widest} ms apart", pause / apart.max(1.0)));
+        }
+        println!(
+            "  {} threads, {} MiB, {}%, {}, gap {} ms: {:.3} ms{}{}",
+            c.threads,
+            c.heap_mb,
+            c.dirty,
+            c.shape,
+            c.gap_ms,
+            pause / 1e3,
+            if against.is_empty() { "" } else { ", " },
+            against.join(", ")
+        );
     }
 }

@@ -2,15 +2,22 @@
  * Capture benchmark workload. THREADS threads share a HEAP_MB heap of random bytes
  * (incompressible: storage figures are not flattered). Each of SNAPSHOTS rounds, every
  * thread writes DIRTY_PCT percent of its slice of the heap (a contiguous run from a
- * random page, one word per page) and then computes for GAP_MS; halfway through, while
- * the workers are busy on their CPUs, the main thread reaches a breakpoint.
+ * random page, one word per page), and then, by SHAPE:
+ *
+ *   busy     (default) computes for GAP_MS; halfway through, while the workers are busy
+ *            on their CPUs, the main thread reaches a breakpoint.
+ *   barrier  waits at a barrier (asleep in futex) while the main thread waits GAP_MS
+ *            and reaches a breakpoint.
+ *
+ * Either way about GAP_MS pass between a capture's end and the next breakpoint; with
+ * GAP_MS = 0 the breakpoints come back to back (only the round's writes between them).
  *
  * It prints how long its rounds took ("rounds_ms N"), so that a run under sdt can be
  * compared with a run without it. With SNAPSHOTS = 0 it fills the heap, starts its
  * threads (which wait), prints "ready" and waits for SIGTERM: the same process for gdb's
  * gcore to dump.
  *
- *   usage: heap THREADS HEAP_MB DIRTY_PCT SNAPSHOTS [GAP_MS]
+ *   usage: heap THREADS HEAP_MB DIRTY_PCT SNAPSHOTS [GAP_MS [busy|barrier]]
  */
 #include <pthread.h>
 #include <signal.h>
@@ -28,6 +35,8 @@
 static unsigned char *heap;
 static size_t pages;
 static int nthreads, dirty_pct, snapshots, gap_ms = 100;
+/* The workers wait at the barrier while the main thread breaks, instead of computing. */
+static int barrier_shape;
 static pthread_barrier_t round_start, round_end;
 static atomic_int dirtied;
 
@@ -62,7 +71,7 @@ static void *worker(void *arg)
 			((unsigned long long *)(heap + page * PAGE))[round % 512] += round + 1;
 		}
 		atomic_fetch_add(&dirtied, 1);
-		while (now_ms() - start < gap_ms)
+		while (!barrier_shape && now_ms() - start < gap_ms)
 			for (int i = 0; i < 1000; i++)
 				sink += i * 0.5;
 		pthread_barrier_wait(&round_end);
@@ -73,7 +82,7 @@ static void *worker(void *arg)
 int main(int argc, char **argv)
 {
 	if (argc < 5) {
-		fprintf(stderr, "usage: heap THREADS HEAP_MB DIRTY_PCT SNAPSHOTS [GAP_MS]\n");
+		fprintf(stderr, "usage: heap THREADS HEAP_MB DIRTY_PCT SNAPSHOTS [GAP_MS [busy|barrier]]\n");
 		return 2;
 	}
 	nthreads = atoi(argv[1]);
@@ -82,6 +91,12 @@ int main(int argc, char **argv)
 	snapshots = atoi(argv[4]);
 	if (argc > 5)
 		gap_ms = atoi(argv[5]);
+	if (argc > 6 && strcmp(argv[6], "barrier") == 0)
+		barrier_shape = 1;
+	else if (argc > 6 && strcmp(argv[6], "busy") != 0) {
+		fprintf(stderr, "heap: unknown shape %s (busy or barrier)\n", argv[6]);
+		return 2;
+	}
 	heap = malloc(pages * PAGE);
 	if (!heap)
 		return 3;
@@ -119,7 +134,7 @@ int main(int argc, char **argv)
 		pthread_barrier_wait(&round_start);
 		while (atomic_load(&dirtied) < nthreads * (round + 1))
 			usleep(100);
-		usleep(gap_ms * 1000 / 2);
+		usleep(gap_ms * 1000 / (barrier_shape ? 1 : 2));
 		SetBreakpoint(1, 1, 1, 1, "bench=heap");
 		pthread_barrier_wait(&round_end);
 	}

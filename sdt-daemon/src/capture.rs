@@ -100,6 +100,37 @@ pub(crate) struct Collected {
     /// With `verify`: every readable mapping's bytes as read live, to compare with the
     /// store's copy once written.
     pub live: Option<Vec<(u64, Vec<u8>)>>,
+    /// How long its parts took, for the debug log.
+    pub phases: Phases,
+}
+
+/// How long the parts of a collection took, in nanoseconds from its start.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Phases {
+    /// `/proc/PID/maps` read and classified.
+    maps_ns: u64,
+    /// The pages found (scans done).
+    found_ns: u64,
+    /// The copy, from its first piece's start to its last piece's end.
+    copy_ns: u64,
+    /// The registers, open files and signal sets (on the calling thread meanwhile).
+    meanwhile_ns: u64,
+    /// Everything, new mappings registered for tracking included.
+    total_ns: u64,
+}
+
+impl std::fmt::Display for Phases {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "maps {} µs, pages found at {} µs, copy {} µs, registers and files {} µs, all {} µs",
+            self.maps_ns / 1000,
+            self.found_ns / 1000,
+            self.copy_ns / 1000,
+            self.meanwhile_ns / 1000,
+            self.total_ns / 1000
+        )
+    }
 }
 
 /// A mapping (index into the capture's mappings) and which of its pages to take.
@@ -219,7 +250,8 @@ fn spawn_copies<'scope>(
 
 /// The threads that find and copy pages while the program is stopped (its CPUs are free
 /// then), one per CPU up to eight, started once: a thread woken costs a tenth of one
-/// started.
+/// started. They run as urgently as the tracer where they may (`SCHED_FIFO`), so that
+/// other programs busy on the machine do not stretch the pause.
 fn capture_threads() -> Result<&'static rayon::ThreadPool, sdt_sys::Error> {
     static POOL: OnceLock<rayon::ThreadPool> = OnceLock::new();
     if let Some(pool) = POOL.get() {
@@ -229,6 +261,11 @@ fn capture_threads() -> Result<&'static rayon::ThreadPool, sdt_sys::Error> {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .thread_name(|i| format!("sdt-capture-{i}"))
+        .start_handler(|_| {
+            if let Err(e) = sdt_sys::set_thread_urgency(None, sdt_sys::Urgency::Immediate) {
+                log::debug!("capture threads stay at normal priority: {e}");
+            }
+        })
         .build()
         .map_err(|e| sdt_sys::Error {
             call: "starting the capture threads",
@@ -328,17 +365,22 @@ impl Capturer {
         verify: bool,
         meanwhile: impl FnOnce() -> T,
     ) -> Result<(Collected, T), CaptureError> {
+        let start = sdt_sys::monotonic_ns();
+        let since_start = || sdt_sys::monotonic_ns() - start;
         self.wake();
         let mut mappings =
             procfs::parse_maps(&procfs::read_text(via, "maps").map_err(CaptureError::proc("maps"))?);
         let tasks = self.plan(&mut mappings);
+        let mut phases = Phases { maps_ns: since_start(), ..Phases::default() };
         self.lost_track = self.tracker.is_some();
         let report = Mutex::new(CopyReport::default());
         let mut found = None;
         let mut handed_bytes = 0;
         let this = &*self;
+        let mut found_ns = 0;
         let extra = self.threads.in_place_scope(|scope| {
-            let (report, found, handed_bytes) = (&report, &mut found, &mut handed_bytes);
+            let (report, found, handed_bytes, found_ns) =
+                (&report, &mut found, &mut handed_bytes, &mut found_ns);
             let mut free = spill.data();
             scope.spawn(move |scope| {
                 *found = Some(this.find(&tasks, |runs| {
@@ -353,11 +395,15 @@ impl Capturer {
                     spawn_copies(scope, report, via, &ranges, part);
                     true
                 }));
+                *found_ns = since_start();
             });
             // The woken threads stop spinning; one takes the finding.
             this.awake.store(false, Ordering::Relaxed);
-            meanwhile()
+            let extra = meanwhile();
+            phases.meanwhile_ns = since_start() - phases.maps_ns;
+            extra
         });
+        phases.found_ns = found_ns;
         let Found { copy, unchanged, unregistered, first_sight_bytes } =
             found.expect("the finding task ran")?;
 
@@ -394,6 +440,8 @@ impl Capturer {
         }
         let live = verify.then(|| read_live(via, &mappings)).transpose()?;
         self.lost_track = false;
+        phases.copy_ns = report.copy_ns();
+        phases.total_ns = since_start();
         let collected = Collected {
             mappings,
             copied: copy.runs,
@@ -401,6 +449,7 @@ impl Capturer {
             copy_ns: report.copy_ns(),
             first_sight_bytes,
             live,
+            phases,
         };
         Ok((collected, extra))
     }

@@ -550,6 +550,7 @@ impl<B: EventSource> Session<'_, B> {
     /// the breaking one after the commit (`SDT_DECLINED` if the store could not take it).
     fn snapshot(&mut self, hit: Option<BreakpointHit>) -> Result<Option<ProgramExit>, Error> {
         let trigger_ns = hit.as_ref().map_or_else(monotonic_ns, |h| h.record.trigger_ns);
+        let seen_ns = monotonic_ns();
         let declined = hit.as_ref().map(|h| (h, RESULT_DECLINED));
         let until = self.until().cloned();
         let ends = matches!((&until, &hit), (Some(u), Some(h)) if u.reached_by(h));
@@ -581,10 +582,11 @@ impl<B: EventSource> Session<'_, B> {
                 return self.thaw(declined, false).map(|()| None);
             }
         };
-        let mut spill = match self.writer.take_spare() {
-            Ok((spill, made_ns)) => {
+        // The spare thread holds still until the program runs again.
+        let (mut spill, under_way) = match self.writer.take_spare() {
+            Ok((spill, made_ns, under_way)) => {
                 wait_ns += made_ns;
-                spill
+                (spill, under_way)
             }
             Err(e) => {
                 self.writer.lost(format!(
@@ -596,6 +598,7 @@ impl<B: EventSource> Session<'_, B> {
             }
         };
         let breaking = hit.as_ref().map(|h| h.tid);
+        let freeze_ns = monotonic_ns();
         let frozen = match self.tracer.freeze(breaking) {
             Ok(frozen) => frozen,
             Err(FreezeError::TargetGone(exit)) => return Ok(Some(exit)),
@@ -609,6 +612,7 @@ impl<B: EventSource> Session<'_, B> {
             self.start_tracking(via, breaking)?;
         }
         let seq = self.next_seq;
+        let capture_ns = monotonic_ns();
         let captured = match self.capture(&frozen, breaking, &mut spill) {
             Ok(captured) => captured,
             Err(CaptureFailed { why, no_room }) => {
@@ -622,6 +626,7 @@ impl<B: EventSource> Session<'_, B> {
                 return self.thaw(declined, false).map(|()| None);
             }
         };
+        let captured_ns = monotonic_ns();
         let last = self.opts.config.max_snapshots.is_some_and(|max| seq + 1 >= max);
         // The thread that waits for its number, while the others run on. A symbol
         // breakpoint's thread gets no number; the end of a refinement stays stopped until
@@ -634,6 +639,18 @@ impl<B: EventSource> Session<'_, B> {
             (None, hit) => self.thaw(hit.as_ref().map(|h| (h, i64::from(seq))), last)?,
         }
         let resumed_ns = monotonic_ns();
+        drop(under_way);
+        log::debug!(
+            "S{seq} pause {} µs: seen {} µs after the trap, store room and spare {} µs, freeze {} µs, \
+             capture {} µs ({}), resume {} µs",
+            (resumed_ns - trigger_ns) / 1000,
+            seen_ns.saturating_sub(trigger_ns) / 1000,
+            (freeze_ns - seen_ns) / 1000,
+            (capture_ns - freeze_ns) / 1000,
+            (captured_ns - capture_ns) / 1000,
+            captured.collected.phases,
+            (resumed_ns - captured_ns) / 1000,
+        );
         let stats = CaptureStats {
             pause_ns: resumed_ns.saturating_sub(trigger_ns),
             deviation_ns: frozen.all_stopped_ns.saturating_sub(trigger_ns),
@@ -642,7 +659,12 @@ impl<B: EventSource> Session<'_, B> {
         };
         let (meta, spans) =
             self.describe(seq, &hit, until.as_ref().filter(|_| ends), captured, stats, trigger_ns);
+        // The next capture likely copies about as much: have a spare ready for it, made
+        // while this one is committed.
         let copied = (meta.stats.copied_bytes - spans.first_sight_bytes) as usize;
+        if !ends {
+            self.writer.prepare(copied + copied / 4);
+        }
         let committed = self.writer.commit(spill, &spans.copied, &spans.unchanged, &meta, spans.live);
         let result = match committed {
             Ok(_) => {
@@ -671,8 +693,6 @@ impl<B: EventSource> Session<'_, B> {
             self.stop_program();
             return Ok(Some(ProgramExit::Stopped));
         }
-        // The next capture likely copies about as much: have a spare ready for it.
-        self.writer.prepare(copied + copied / 4);
         Ok(None)
     }
 

@@ -10,6 +10,12 @@
 //!  at breakpoint       int3 with TRAP_MAGIC                 after its capture, PTRACE_CONT 0
 //! ```
 //!
+//! A machine busy with other programs would make a freeze wait for every interrupted
+//! thread to get a CPU: where sdt may (`CAP_SYS_NICE`), each thread it interrupts runs
+//! as a real-time thread until it has stopped, as does a thread running an injected
+//! system call until it is done, and gets its own scheduling back before it resumes
+//! ([`Hurried`]).
+//!
 //! Signals the program receives are held while it is frozen and delivered when it
 //! resumes; outside captures they are delivered at once.
 //!
@@ -73,6 +79,50 @@ pub(crate) struct Tracer {
     resend: Vec<(Tid, i32)>,
     /// Breakpoints at function entries (`--break`).
     symbols: SymbolTraps,
+    /// Interrupted threads may be made real-time until they stop (no `EPERM` yet).
+    may_hurry: bool,
+}
+
+/// Threads of the program made real-time until they stop; dropped, each gets its own
+/// scheduling back (a thread that has exited meanwhile is skipped).
+#[derive(Default)]
+struct Hurried(Vec<(Tid, sdt_sys::Scheduling)>);
+
+impl Hurried {
+    /// Makes `tid` real-time if it shares the CPUs by fairness; false if sdt may not.
+    fn hurry(&mut self, tid: Tid) -> bool {
+        let Ok(own) = sdt_sys::scheduling(tid) else { return true };
+        if !own.is_fair() {
+            return true;
+        }
+        let urgent = sdt_sys::Scheduling {
+            policy: libc::SCHED_FIFO | (own.policy & libc::SCHED_RESET_ON_FORK),
+            priority: 1,
+        };
+        match sdt_sys::set_scheduling(tid, urgent) {
+            Ok(()) => {
+                self.0.push((tid, own));
+                true
+            }
+            Err(e) if e.errno() == libc::EPERM => {
+                log::debug!("threads are stopped at their own priority: {e}");
+                false
+            }
+            Err(_) => true,
+        }
+    }
+}
+
+impl Drop for Hurried {
+    fn drop(&mut self) {
+        for (tid, own) in self.0.drain(..) {
+            if let Err(e) = sdt_sys::set_scheduling(tid, own)
+                && !e.is_gone()
+            {
+                log::warn!("thread {tid} keeps a real-time priority: {e}");
+            }
+        }
+    }
 }
 
 impl Tracer {
@@ -83,14 +133,21 @@ impl Tracer {
         ptrace::resume(pid, 0)?;
         let mut threads = BTreeMap::new();
         threads.insert(pid, Thread::default());
-        Ok(Tracer { pid, threads, queued: VecDeque::new(), resend: Vec::new(), symbols })
+        Ok(Tracer { pid, threads, queued: VecDeque::new(), resend: Vec::new(), symbols, may_hurry: true })
     }
 
     /// Traces `pid`, restored with every thread in `threads` seized and stopped.
     pub(crate) fn adopt(pid: Tid, threads: impl IntoIterator<Item = Tid>) -> Tracer {
         let threads =
             threads.into_iter().map(|tid| (tid, Thread { stopped: true, ..Thread::default() })).collect();
-        Tracer { pid, threads, queued: VecDeque::new(), resend: Vec::new(), symbols: SymbolTraps::default() }
+        Tracer {
+            pid,
+            threads,
+            queued: VecDeque::new(),
+            resend: Vec::new(),
+            symbols: SymbolTraps::default(),
+            may_hurry: true,
+        }
     }
 
     /// The next breakpoint or the program's end, if one is ready; handles (and resumes
@@ -204,8 +261,8 @@ impl Tracer {
             }
         }
         match stop {
-            Stop::Signal(libc::SIGTRAP) => match trap_at(tid)? {
-                Trap::Sdt(hit) => {
+            Stop::Signal(libc::SIGTRAP) => match trap_at(tid) {
+                Ok(Trap::Sdt(hit)) => {
                     thread.at_breakpoint = Some(hit.clone());
                     let event = TargetEvent::Breakpoint(hit);
                     if freezing {
@@ -215,8 +272,11 @@ impl Tracer {
                     return Ok(Some(event));
                 }
                 // Resumed without the signal: the call returns RESULT_PENDING.
-                Trap::Unreadable => {}
-                Trap::Foreign => thread.signal = libc::SIGTRAP,
+                Ok(Trap::Unreadable) => {}
+                Ok(Trap::Foreign) => thread.signal = libc::SIGTRAP,
+                // Killed since it stopped: its exit report follows.
+                Err(e) if e.is_gone() => {}
+                Err(e) => return Err(e),
             },
             Stop::Signal(sig) if thread.signal == 0 => thread.signal = sig,
             Stop::Signal(sig) => self.resend.push((tid, sig)),
@@ -444,8 +504,13 @@ impl Tracer {
             let zombie_leader = t.exiting && tid == pid;
             !t.stopped && !zombie_leader
         };
+        // Until every thread has stopped.
+        let mut hurried = Hurried::default();
         for (&tid, thread) in &self.threads {
             if must_stop((&tid, thread)) && !thread.exiting {
+                if self.may_hurry {
+                    self.may_hurry = hurried.hurry(tid);
+                }
                 match ptrace::interrupt(tid) {
                     // Dying: its report is on its way.
                     Err(e) if e.is_gone() => {}
@@ -470,6 +535,7 @@ impl Tracer {
         }
         self.stop_all(&must_stop, deadline)?;
         let all_stopped_ns = monotonic_ns();
+        drop(hurried);
         let via = self.threads.iter().find(|(_, t)| t.stopped && !t.exiting).map(|(&tid, _)| tid);
         // The snapshot holds the program's own bytes, not the symbol breakpoints' int3s.
         if let Some(via) = breaking.or(via) {
@@ -611,9 +677,9 @@ impl Tracer {
     }
 
     /// Runs one system call on `tid`, a thread the current freeze holds (see
-    /// [`ptrace::inject_syscall_waiting`]). A signal that arrives for it meanwhile is held
-    /// for the thaw. If the program ends meanwhile, its end is the next event and the
-    /// call fails.
+    /// [`ptrace::inject_syscall_waiting`]), real-time meanwhile where sdt may. A signal
+    /// that arrives for it meanwhile is held for the thaw. If the program ends meanwhile,
+    /// its end is the next event and the call fails.
     pub(crate) fn inject_syscall(
         &mut self,
         tid: Tid,
@@ -621,6 +687,10 @@ impl Tracer {
         nr: u64,
         args: &[u64],
     ) -> Result<i64, sdt_sys::Error> {
+        let mut hurried = Hurried::default();
+        if self.may_hurry {
+            self.may_hurry = hurried.hurry(tid);
+        }
         ptrace::inject_syscall_waiting(tid, syscall_at, nr, args, || match self.next_report_of(tid) {
             Ok(stop) => Ok(stop),
             Err(FreezeError::Sys(e)) => Err(e),

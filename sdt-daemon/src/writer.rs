@@ -5,12 +5,19 @@
 //! ```text
 //!  daemon loop                                   helper threads
 //!  take_spare() ◀─────────── ready spare ◀─────── spare thread: allocate, map, touch
-//!  freeze, copy pages into the spare
+//!  freeze, copy pages into the spare              (holds still until the resume)
 //!  resume every thread but the breaking one
+//!  prepare(n) ────────────────────────────────▶ spare thread
 //!  commit → S<seq>.raw ─────── seq ─────────────▶ compactor (SCHED_IDLE): S<seq>.snap
 //!  resume the breaking thread: its number
-//!  prepare(n) ────────────────────────────────▶ spare thread
 //! ```
+//!
+//! A capture never waits for the spare thread: the spare is allocated first and offered
+//! at once, then faulted in a piece at a time; a capture that comes meanwhile takes it as
+//! it is (its copy faults in the rest), and the spare thread holds still until the
+//! program runs again, so that it takes no CPU or memory-map lock from the copy. Behind
+//! the ready spare waits the next, allocated: a capture right after the last one takes
+//! it rather than make a file in its pause.
 //!
 //! Captures go to disk raw, in one copy, whatever compaction is doing. A snapshot whose
 //! commit returned is in the store even if `sdt` dies the next instant. What the raw log
@@ -29,7 +36,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
 use sdt_store::{
-    Committed, PageSpan, Recycled, RunLog, RunStatus, RunWriter, SnapshotMeta, Spares, SpillFile, Store,
+    Committed, PAGE_SIZE, PageSpan, Recycled, RunLog, RunStatus, RunWriter, SnapshotMeta, Spares, SpillFile,
+    Store,
 };
 
 use sdt_sys::Tid;
@@ -81,17 +89,56 @@ struct Backlog {
 #[derive(Default)]
 struct Ready {
     spare: Option<SpillFile>,
+    /// Bytes at the start of the spare's data area faulted in; the rest is allocated.
+    faulted: usize,
+    /// The spare after it, allocated but not faulted in: it becomes the ready one when a
+    /// capture takes that.
+    next: Option<SpillFile>,
+    /// The spare thread has the spare or the next out, growing it or faulting a piece of
+    /// it in.
+    out: bool,
+    /// A capture is under way: the spare thread waits until it ends.
+    capturing: bool,
+    /// The spare thread is growing the spare to the program's resident size, for the
+    /// first capture, which waits for it: faulting the rest in itself, on every capture
+    /// thread at once, would take it longer.
+    growing: bool,
     /// A capture has taken a spare: spares are sized by what captures copy from now on.
     taken: bool,
     /// Why the last spare could not be made, once.
     failed: Option<String>,
 }
 
+/// The ready spare, shared by the daemon loop and the spare thread, and the signal of
+/// its changes (the spare put back, a capture ended).
+#[derive(Default)]
+struct Shared {
+    ready: Mutex<Ready>,
+    changed: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::LockResult<std::sync::MutexGuard<'_, Ready>> {
+        self.ready.lock()
+    }
+}
+
+/// Keeps the spare thread still while a capture is under way; dropped once the program
+/// runs again.
+pub(crate) struct CaptureUnderWay(Arc<Shared>);
+
+impl Drop for CaptureUnderWay {
+    fn drop(&mut self) {
+        self.0.ready.lock().unwrap().capturing = false;
+        self.0.changed.notify_all();
+    }
+}
+
 /// Handle on the store side of a run.
 pub(crate) struct StoreWriter {
     log: RunLog,
     spares: Spares,
-    ready: Arc<Mutex<Ready>>,
+    ready: Arc<Shared>,
     /// Sizes of spares to make ready.
     prepare: Option<Sender<usize>>,
     /// A size was asked for since the run started.
@@ -141,7 +188,7 @@ impl StoreWriter {
             .name("sdt-compact".into())
             .spawn(move || compact_loop(&mut compactor, &store_root, run, &committed_rx, &shared))
             .expect("spawning the compactor thread");
-        let ready = Arc::new(Mutex::new(Ready::default()));
+        let ready = Arc::new(Shared::default());
         let (prepare_tx, prepare_rx) = channel::<usize>();
         let (spare_maker, shared) = (spares.clone(), Arc::clone(&ready));
         let spare_maker = std::thread::Builder::new()
@@ -198,21 +245,40 @@ impl StoreWriter {
         Room::Ready(sdt_sys::monotonic_ns() - start)
     }
 
-    /// A spare for the next capture: the one made ready if there is one, else a new one
-    /// with no room yet (the capture grows it); and the nanoseconds making that took.
-    pub(crate) fn take_spare(&self) -> Result<(SpillFile, u64), sdt_store::Error> {
-        let mut ready = self.ready.lock().unwrap();
+    /// A spare for the capture about to start: the one made ready if there is one (taken
+    /// as it is, should the spare thread be faulting it in), else a new one with no room
+    /// yet (the capture grows it); the nanoseconds waited for it; and what keeps the spare
+    /// thread still until the capture's program runs again.
+    pub(crate) fn take_spare(&self) -> Result<(SpillFile, u64, CaptureUnderWay), sdt_store::Error> {
+        let start = sdt_sys::monotonic_ns();
+        let mut ready = self.ready.changed.wait_while(self.ready.lock().unwrap(), |r| r.growing).unwrap();
+        ready.capturing = true;
         ready.taken = true;
+        let under_way = CaptureUnderWay(Arc::clone(&self.ready));
         if let Some(why) = ready.failed.take() {
             log::debug!("no spare was made ready: {why}");
         }
-        match ready.spare.take() {
-            Some(spare) => Ok((spare, 0)),
+        // The spare thread puts it back within one piece, unless a fault of that piece
+        // waits for the file system (its journal): then the next spare will do, if there
+        // is one.
+        ready = match ready.next {
+            Some(_) => self.ready.changed.wait_timeout_while(ready, OUT_WAIT, |r| r.out).unwrap().0,
+            None => self.ready.changed.wait_while(ready, |r| r.out).unwrap(),
+        };
+        let taken = match ready.spare.take() {
+            Some(spare) => {
+                ready.spare = ready.next.take();
+                ready.faulted = 0;
+                Some(spare)
+            }
+            None => ready.next.take(),
+        };
+        match taken {
+            Some(spare) => Ok((spare, sdt_sys::monotonic_ns() - start, under_way)),
             None => {
                 drop(ready);
-                let start = sdt_sys::monotonic_ns();
                 let spare = self.spares.make(0)?;
-                Ok((spare, sdt_sys::monotonic_ns() - start))
+                Ok((spare, sdt_sys::monotonic_ns() - start, under_way))
             }
         }
     }
@@ -225,7 +291,8 @@ impl StoreWriter {
     pub(crate) fn prepare(&mut self, bytes: usize) {
         let first = !std::mem::replace(&mut self.prepared, true);
         let ready = self.ready.lock().unwrap();
-        if !first && (bytes == 0 || ready.spare.as_ref().is_some_and(|s| s.capacity() >= bytes)) {
+        let room = |s: &Option<SpillFile>| s.as_ref().is_some_and(|s| s.capacity() >= bytes);
+        if !first && (bytes == 0 || room(&ready.spare) && room(&ready.next)) {
             return;
         }
         drop(ready);
@@ -320,96 +387,180 @@ impl StoreWriter {
 const END_GRACE: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// The spare thread: makes spares of the sizes asked for, allocated and faulted in, one
-/// at a time, from the raw files compaction recycles where it can. It runs at normal
-/// priority: the faults cost the program CPU time now rather than in the next pause,
-/// where they would stop every thread.
+/// at a time, from the raw files compaction recycles where it can. Once captures ask for
+/// sizes, it runs as urgently as the tracer where it may: the faults cost the program CPU
+/// time now rather than in the next pause, where they would stop every thread, and a busy
+/// machine does not hold them up past the next capture. It holds still while a capture is
+/// under way.
 ///
 /// Until the first capture asks for a size, it keeps a spare as large as the program's
-/// resident memory ready (checked every [`WATCH_EVERY`]): the first snapshot copies every
-/// page, and faulting a spare in during that pause would double it.
+/// resident memory ready (checked every [`WATCH_EVERY`]), at normal priority: the first
+/// snapshot copies every page, and faulting a spare in during that pause would double it.
 fn spare_loop(
     spares: &Spares,
     sizes: &Receiver<usize>,
     recycled: &Receiver<Recycled>,
-    ready: &Mutex<Ready>,
+    shared: &Shared,
     pid: Tid,
 ) {
     let mut watching = true;
+    // Made as urgent as the tracer.
+    let mut urgent = false;
     let mut bin: Vec<Recycled> = Vec::new();
     loop {
         let wanted = sizes.recv_timeout(WATCH_EVERY);
         // Two at most: a run keeps about one spare in use and one ready.
         bin.extend(recycled.try_iter());
         bin.truncate(RECYCLED_KEPT);
-        let spare = match wanted {
+        let capacity = || shared.lock().unwrap().spare.as_ref().map_or(0, SpillFile::capacity);
+        let made = match wanted {
             // Only the latest request matters.
             Ok(bytes) => {
                 watching = false;
+                if !std::mem::replace(&mut urgent, true)
+                    && let Err(e) = sdt_sys::set_thread_urgency(None, sdt_sys::Urgency::Immediate)
+                {
+                    log::debug!("the spare thread stays at normal priority: {e}");
+                }
                 let bytes = sizes.try_iter().last().unwrap_or(bytes);
-                let have = ready.lock().unwrap().spare.as_ref().map_or(0, SpillFile::capacity);
-                if bytes == 0 || have >= bytes {
+                if bytes == 0 {
                     continue;
                 }
-                match bin.pop() {
-                    Some(r) => spares.reuse(r, bytes),
-                    None => spares.make(bytes),
-                }
+                let start = sdt_sys::monotonic_ns();
+                let made = make_ready(spares, shared, &mut bin, bytes);
+                log::debug!(
+                    "spares of {bytes} bytes made in {} µs",
+                    (sdt_sys::monotonic_ns() - start) / 1000
+                );
+                made
             }
             Err(RecvTimeoutError::Timeout) if watching => {
                 let Some(resident) = procfs::resident_bytes(pid) else { continue };
-                let held = ready.lock().unwrap();
+                let held = shared.lock().unwrap();
                 watching = !held.taken;
-                let have = held.spare.as_ref().map_or(0, SpillFile::capacity);
                 drop(held);
-                if !watching || have as u64 >= resident {
+                if !watching || capacity() as u64 >= resident {
                     continue;
                 }
-                // With room to grow into before the next check; grown in place a step at
-                // a time, so that a capture meanwhile waits at most for one step and
-                // faults in only the rest during its pause.
+                // With room to grow into before the next check.
                 let want = (resident + resident / 8) as usize;
-                if have == 0 {
-                    spares.make(WATCH_STEP.min(want))
-                } else {
-                    match grow_ready(ready, want) {
-                        Ok(()) => continue,
-                        Err(e) => Err(e),
-                    }
-                }
+                shared.lock().unwrap().growing = true;
+                let grown = grow_ready(spares, shared, want).and_then(|()| fault_in(shared));
+                shared.lock().unwrap().growing = false;
+                shared.changed.notify_all();
+                grown
             }
             Err(RecvTimeoutError::Timeout) => continue,
             Err(RecvTimeoutError::Disconnected) => return,
         };
-        match spare {
-            Ok(spare) => offer(ready, spare),
-            Err(e) => ready.lock().unwrap().failed = Some(human::error_chain(&e)),
+        if let Err(e) = made {
+            shared.lock().unwrap().failed = Some(human::error_chain(&e));
         }
     }
+}
+
+/// Makes a spare of at least `bytes` ready, faulted in, and the next one allocated
+/// behind it, from the `recycled` files first.
+fn make_ready(
+    spares: &Spares,
+    shared: &Shared,
+    recycled: &mut Vec<Recycled>,
+    bytes: usize,
+) -> Result<(), sdt_store::Error> {
+    let mut allocate = || match recycled.pop() {
+        Some(r) => spares.reuse(r, bytes),
+        None => spares.make(0).and_then(|mut spare| spare.grow(bytes).map(|()| spare)),
+    };
+    let mut ready = shared.lock().unwrap();
+    if ready.spare.is_none() {
+        ready.spare = ready.next.take();
+        ready.faulted = 0;
+    }
+    let small = ready.spare.as_ref().is_none_or(|s| s.capacity() < bytes);
+    drop(ready);
+    if small {
+        offer(shared, allocate()?, 0);
+    }
+    fault_in(shared)?;
+    let small = shared.lock().unwrap().next.as_ref().is_none_or(|s| s.capacity() < bytes);
+    if small {
+        let next = allocate()?;
+        shared.lock().unwrap().next = Some(next);
+    }
+    Ok(())
 }
 
 /// Recycled raw files the spare thread keeps for the spares to come.
 const RECYCLED_KEPT: usize = 2;
 
-/// Grows the ready spare to `want` bytes, [`WATCH_STEP`] at a time, until a capture takes
-/// it.
-fn grow_ready(ready: &Mutex<Ready>, want: usize) -> Result<(), sdt_store::Error> {
+/// Bytes the spare thread faults in at a time: a capture that wants the spare meanwhile
+/// waits for one piece (about 100 µs)…
+const FAULT_PIECE: usize = 256 << 10;
+
+/// …for this long at most.
+const OUT_WAIT: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// Grows the ready spare (or a new one) to `want` bytes, allocated, not faulted in.
+fn grow_ready(spares: &Spares, shared: &Shared, want: usize) -> Result<(), sdt_store::Error> {
+    let Some(mut spare) = take_out(shared) else {
+        let mut spare = spares.make(0)?;
+        spare.grow(want)?;
+        offer(shared, spare, 0);
+        return Ok(());
+    };
+    let grown = spare.grow(want);
+    put_back(shared, spare, None);
+    grown
+}
+
+/// Faults the ready spare in, a piece at a time, holding still while a capture is under
+/// way, until it is faulted in whole or a capture took it.
+fn fault_in(shared: &Shared) -> Result<(), sdt_store::Error> {
     loop {
-        let mut held = ready.lock().unwrap();
-        let Some(spare) = held.spare.as_mut().filter(|s| s.capacity() < want) else { return Ok(()) };
-        let step = want.min(spare.capacity() + WATCH_STEP);
-        spare.grow_faulted_in(step)?;
+        let Some(mut spare) = take_out(shared) else { return Ok(()) };
+        let from = shared.lock().unwrap().faulted;
+        let to = spare.capacity().min(from + FAULT_PIECE);
+        if from >= to {
+            put_back(shared, spare, None);
+            return Ok(());
+        }
+        for page in spare.data()[from..to].chunks_mut(PAGE_SIZE as usize) {
+            // A non-zero byte: a store of the zero there could be left out. The data
+            // area's bytes mean nothing until a capture copies pages over them.
+            page[0] = 1;
+        }
+        put_back(shared, spare, Some(to));
     }
 }
 
-/// How much the spare thread faults in at a time while sizing a spare by the program's
-/// resident memory.
-const WATCH_STEP: usize = 32 << 20;
+/// The ready spare, taken out for the spare thread to work on (once no capture is under
+/// way); `None` if there is none.
+fn take_out(shared: &Shared) -> Option<SpillFile> {
+    let mut ready = shared.changed.wait_while(shared.lock().unwrap(), |r| r.capturing).unwrap();
+    let spare = ready.spare.take()?;
+    ready.out = true;
+    Some(spare)
+}
 
-/// Makes `spare` the one ready for the next capture, unless a larger one is.
-fn offer(ready: &Mutex<Ready>, spare: SpillFile) {
-    let mut ready = ready.lock().unwrap();
+/// Puts the spare taken out back, faulted in up to `faulted` bytes if given.
+fn put_back(shared: &Shared, spare: SpillFile, faulted: Option<usize>) {
+    let mut ready = shared.lock().unwrap();
+    ready.spare = Some(spare);
+    ready.out = false;
+    if let Some(faulted) = faulted {
+        ready.faulted = faulted;
+    }
+    drop(ready);
+    shared.changed.notify_all();
+}
+
+/// Makes `spare`, faulted in up to `faulted` bytes, the one ready for the next capture,
+/// unless a larger one is.
+fn offer(shared: &Shared, spare: SpillFile, faulted: usize) {
+    let mut ready = shared.lock().unwrap();
     if ready.spare.as_ref().is_none_or(|s| s.capacity() < spare.capacity()) {
         ready.spare = Some(spare);
+        ready.faulted = faulted;
     }
 }
 

@@ -16,7 +16,7 @@
 //! A raw file compacted while no reader holds it (readers hold a shared `flock` on the
 //! raw files they read) is not removed but [`Recycled`]: renamed to a spare name under an
 //! exclusive lock and made the next spare, its pages still in memory and on disk, so that
-//! a run does not allocate and fault in fresh memory for every capture. The lock is let
+//! a run does not allocate fresh memory and disk for every capture. The lock is let
 //! go at the commit, before the rename to its new name: a reader that opened the file
 //! under its old name sees that name gone.
 
@@ -140,8 +140,10 @@ impl Spares {
 }
 
 impl Spares {
-    /// `recycled` as a spare with room for `bytes` of pages, faulted in: its pages are
-    /// mostly in memory already. A file much larger than asked for is cut down first.
+    /// `recycled` as a spare with room for `bytes` of pages, its pages mostly in memory
+    /// already but not faulted into this process: write to each before a capture copies
+    /// into it (see [`SpillFile::grow`]). A file much larger than asked for is cut down
+    /// first.
     pub fn reuse(&self, mut recycled: Recycled, bytes: usize) -> Result<SpillFile> {
         let bytes = bytes.next_multiple_of(PAGE_SIZE as usize);
         // Until it is a spare, `recycled` removes the file if anything fails.
@@ -156,8 +158,7 @@ impl Spares {
         let map = map(file, &path, raw::HEADER_PAGE as usize + keep)?;
         let (name, file) = recycled.taken.take().expect("checked above");
         let mut spill = SpillFile { dir: Arc::clone(&recycled.dir), name, file, map, capacity: keep };
-        touch(spill.data());
-        spill.grow_faulted_in(bytes)?;
+        spill.grow(bytes)?;
         Ok(spill)
     }
 }

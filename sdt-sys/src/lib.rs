@@ -151,6 +151,51 @@ pub fn set_thread_urgency(tid: Option<Tid>, urgency: Urgency) -> Result<()> {
     if rc == 0 { Ok(()) } else { Err(Error::last("sched_setscheduler", tid.map_or(0, Tid::raw))) }
 }
 
+/// A thread's scheduling policy (with `SCHED_RESET_ON_FORK` if set) and static priority.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Scheduling {
+    /// `SCHED_OTHER`, `SCHED_FIFO`, …, or'ed with `SCHED_RESET_ON_FORK`.
+    pub policy: i32,
+    /// The static priority (0 for the policies that are not real-time).
+    pub priority: i32,
+}
+
+impl Scheduling {
+    /// Whether the policy shares the CPUs by fairness (`SCHED_OTHER`, `SCHED_BATCH`,
+    /// `SCHED_IDLE`), as opposed to real-time or deadline scheduling.
+    pub fn is_fair(&self) -> bool {
+        matches!(
+            self.policy & !libc::SCHED_RESET_ON_FORK,
+            libc::SCHED_OTHER | libc::SCHED_BATCH | libc::SCHED_IDLE
+        )
+    }
+}
+
+/// `sched_getscheduler(tid)` and `sched_getparam(tid)`: how any thread is scheduled.
+#[doc(alias = "sched_getscheduler")]
+pub fn scheduling(tid: Tid) -> Result<Scheduling> {
+    let mut param = libc::sched_param { sched_priority: 0 };
+    #[allow(unsafe_code)]
+    // SAFETY: `param` is a valid, writable sched_param.
+    let (policy, rc) =
+        unsafe { (libc::sched_getscheduler(tid.raw()), libc::sched_getparam(tid.raw(), &mut param)) };
+    if policy < 0 || rc != 0 {
+        return Err(Error::last("sched_getscheduler", tid.raw()));
+    }
+    Ok(Scheduling { policy, priority: param.sched_priority })
+}
+
+/// `sched_setscheduler(tid, policy, {priority})`: schedules any thread so (raising its
+/// priority needs `CAP_SYS_NICE`). A fair policy keeps the thread's nice value.
+#[doc(alias = "sched_setscheduler")]
+pub fn set_scheduling(tid: Tid, scheduling: Scheduling) -> Result<()> {
+    let param = libc::sched_param { sched_priority: scheduling.priority };
+    #[allow(unsafe_code)]
+    // SAFETY: `param` is a valid sched_param.
+    let rc = unsafe { libc::sched_setscheduler(tid.raw(), scheduling.policy, &param) };
+    if rc == 0 { Ok(()) } else { Err(Error::last("sched_setscheduler", tid.raw())) }
+}
+
 /// `gettid()`: the calling thread's id.
 pub fn current_tid() -> Tid {
     #[allow(unsafe_code)]
