@@ -162,6 +162,9 @@ fn measure(exe: &Path, dir: &Path, opts: &Options, c: Config) -> Row {
         .expect("sdt");
     let run_secs = start.elapsed().as_secs_f64();
     assert!(traced.status.success(), "sdt run failed: {}", String::from_utf8_lossy(&traced.stderr));
+    // Storage compacted: `sdt compact` waits for what `sdt run` left to the background.
+    let compact = Command::new(&sdt).args(["compact", "--store"]).arg(&store).output().expect("sdt compact");
+    assert!(compact.status.success(), "sdt compact failed: {}", String::from_utf8_lossy(&compact.stderr));
     let ls = Command::new(&sdt).args(["ls", "--json", "--store"]).arg(&store).output().expect("sdt ls");
     let snaps: Vec<Value> = serde_json::from_slice(&ls.stdout).expect("ls --json");
     assert_eq!(snaps.len() as u32, opts.snapshots, "every breakpoint should have captured");
