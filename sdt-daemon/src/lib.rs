@@ -2,7 +2,8 @@
 //! module) and, at every breakpoint that passes the capture config (and every timer
 //! tick), freezes all of its threads, reads their registers and copies the pages that
 //! hold content straight into the store's raw log, resumes them, and commits the
-//! snapshot; a compactor thread stores it incrementally later.
+//! snapshot; a compactor thread stores it incrementally later (and, once the program
+//! has ended, a background `sdt compact`).
 //!
 //! ```no_run
 //! use sdt_daemon::{CaptureConfig, RunOptions};
@@ -12,6 +13,7 @@
 //!     store: ".sdt".into(),
 //!     config: CaptureConfig::parse("max_level = 2", "inline").unwrap(),
 //!     verify: false,
+//!     wait_for_compaction: false,
 //!     quiet: false,
 //!     tracking: Default::default(),
 //!     disk_budget: None,
