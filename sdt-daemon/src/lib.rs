@@ -46,6 +46,7 @@ mod capture;
 pub mod config;
 mod freeze;
 pub mod human;
+mod idle;
 mod kmod;
 pub mod launch;
 mod procfs;

@@ -42,6 +42,7 @@ use sdt_store::{
 
 use sdt_sys::Tid;
 
+use crate::idle::{self, IdleMeter};
 use crate::{human, procfs};
 
 /// What the store did over the whole run.
@@ -81,6 +82,8 @@ struct Backlog {
     bytes: u64,
     /// The compactor stopped (after an error): the backlog will not shrink.
     stopped: bool,
+    /// The program has ended: compaction no longer waits for spare CPU time.
+    ended: bool,
     /// The compactor thread, to run it at normal priority while a capture waits for it.
     compactor: Option<sdt_sys::Tid>,
 }
@@ -186,7 +189,7 @@ impl StoreWriter {
         let shared = Arc::clone(&backlog);
         let compactor = std::thread::Builder::new()
             .name("sdt-compact".into())
-            .spawn(move || compact_loop(&mut compactor, &store_root, run, &committed_rx, &shared))
+            .spawn(move || compact_loop(&mut compactor, &store_root, run, &committed_rx, &shared, budget / 2))
             .expect("spawning the compactor thread");
         let ready = Arc::new(Shared::default());
         let (prepare_tx, prepare_rx) = channel::<usize>();
@@ -353,9 +356,13 @@ impl StoreWriter {
         }
         self.ready.lock().unwrap().spare = None;
         // The program has ended: the compactor may have the CPUs now.
-        if let Some(compactor) = self.backlog.0.lock().unwrap().compactor {
+        let mut backlog = self.backlog.0.lock().unwrap();
+        backlog.ended = true;
+        if let Some(compactor) = backlog.compactor {
             sdt_sys::set_thread_urgency(Some(compactor), sdt_sys::Urgency::Normal).ok();
         }
+        drop(backlog);
+        self.backlog.1.notify_all();
         if !wait_for_compaction {
             // A short run's few snapshots are compacted before sdt returns; a long
             // backlog is left for the background.
@@ -567,15 +574,18 @@ fn offer(shared: &Shared, spare: SpillFile, faulted: usize) {
 /// How often the spare thread checks the program's size before its first capture.
 const WATCH_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
 
-/// The compactor thread: compacts each committed snapshot in order, on idle CPU time
-/// while the program runs; at the end, at normal priority, whatever is left, unless
-/// told to stop. Stops at the first error: what is not compacted stays readable, raw.
+/// The compactor thread: compacts each committed snapshot in order while the program
+/// runs when the machine has CPU time to spare or the raw log holds `eager_from` bytes
+/// (at idle priority, [`wait_for_spare_cpu`]); at the end, at normal priority, whatever
+/// is left, unless told to stop. Stops at the first error: what is not compacted stays
+/// readable, raw.
 fn compact_loop(
     writer: &mut RunWriter,
     store_root: &std::path::Path,
     run: sdt_store::RunId,
     committed: &Receiver<Note>,
     backlog: &(Mutex<Backlog>, Condvar),
+    eager_from: u64,
 ) -> (WriteTotals, Option<String>) {
     let background = || {
         if let Err(e) = sdt_sys::set_thread_urgency(None, sdt_sys::Urgency::Background) {
@@ -602,6 +612,7 @@ fn compact_loop(
         if error.is_some() {
             continue;
         }
+        wait_for_spare_cpu(backlog, eager_from);
         let verified = note.live.as_ref().map(|live| verify(store_root, run, &note.name, live));
         match compact_through(writer, note.seq, &mut totals) {
             Ok(()) => {}
@@ -638,6 +649,27 @@ fn compact_loop(
     });
     (totals, error)
 }
+
+/// Waits until the machine has at least [`SPARE_CPUS`] idle (over [`idle::WINDOW`]), the
+/// raw log holds `eager_from` bytes, or the program has ended.
+fn wait_for_spare_cpu(backlog: &(Mutex<Backlog>, Condvar), eager_from: u64) {
+    let mut meter = IdleMeter::new();
+    let (lock, changed) = backlog;
+    let due = |b: &Backlog| b.ended || b.bytes >= eager_from;
+    loop {
+        let held = lock.lock().unwrap();
+        if due(&held) || due(&changed.wait_timeout(held, idle::WINDOW).unwrap().0) {
+            return;
+        }
+        if meter.spare_cpus().is_none_or(|spare| spare >= SPARE_CPUS) {
+            return;
+        }
+    }
+}
+
+/// Idle CPU time (in CPUs) that lets compaction run while the program does: more than
+/// the gaps of threads waiting on each other, less than a whole CPU.
+const SPARE_CPUS: f64 = 0.5;
 
 /// Compacts every snapshot up to and including `seq`.
 fn compact_through(

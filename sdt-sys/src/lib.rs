@@ -216,11 +216,15 @@ pub fn kill_thread(pid: Tid, tid: Tid, signal: i32) -> Result<()> {
 /// `clock_gettime(CLOCK_MONOTONIC)` in nanoseconds: the clock the target's library stamps
 /// its breakpoints with, so that the two can be subtracted.
 pub fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     #[allow(unsafe_code)]
     // SAFETY: `ts` is a valid, writable timespec.
     unsafe {
-        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+        libc::clock_gettime(clock, &mut ts);
     }
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
