@@ -16,7 +16,7 @@
 //! Needs `target/release/sdt` (scripts/bench builds it) and gcc. Writes the table to
 //! `target/bench-large/large.md` too.
 
-use std::io::Write;
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
@@ -145,6 +145,8 @@ struct SdtRun {
     secs: f64,
     /// The program's own time, as it printed it.
     program_secs: f64,
+    /// Seconds from the program's result line (its last) to `sdt run`'s return.
+    return_secs: f64,
     pauses_us: Vec<f64>,
     waited: usize,
     raw_bytes: u64,
@@ -200,7 +202,7 @@ fn run_sdt(
 ) -> Result<SdtRun> {
     let sdt = workloads::release().join("sdt");
     let start = Instant::now();
-    let child = Command::new(&sdt)
+    let mut child = Command::new(&sdt)
         .args(["run", "-q", "--every", &every_ms.to_string(), "--store"])
         .arg(store)
         .arg("--")
@@ -212,8 +214,21 @@ fn run_sdt(
         .context("starting sdt run")?;
     let stop = Arc::new(AtomicBool::new(false));
     let sampler = sample_memory(child.id(), stop.clone());
-    let out = child.wait_with_output().context("waiting for sdt run")?;
+    // Read as it comes, to see when the program prints its last line.
+    let mut stdout = String::new();
+    let mut printed = None;
+    for line in BufReader::new(child.stdout.take().expect("piped")).lines() {
+        let line = line.context("reading the program's output")?;
+        if line.starts_with(&format!("{name}:")) {
+            printed = Some(Instant::now());
+        }
+        stdout += &line;
+        stdout.push('\n');
+    }
+    let mut out = child.wait_with_output().context("waiting for sdt run")?;
     let secs = start.elapsed().as_secs_f64();
+    let return_secs = printed.map_or(f64::NAN, |t| t.elapsed().as_secs_f64());
+    out.stdout = stdout.into_bytes();
     stop.store(true, Ordering::Relaxed);
     let peak = sampler.join().expect("memory sampler");
     let line = result_line(name, "under sdt run", &out)?;
@@ -232,6 +247,7 @@ fn run_sdt(
     Ok(SdtRun {
         secs,
         program_secs: program_secs(&line),
+        return_secs,
         pauses_us: snaps.iter().map(|s| num(s, "pause_us")).collect(),
         waited: snaps.iter().filter(|s| num(s, "wait_us") > 0.0).count(),
         raw_bytes: total("copied_bytes"),
@@ -276,12 +292,13 @@ impl Row {
         let hwm = self.sdt_runs.iter().map(|r| r.peak.hwm_kib).max().unwrap_or(0);
         let anon = self.sdt_runs.iter().map(|r| r.peak.anon_kib).max().unwrap_or(0);
         format!(
-            "| {} | {threads} | {:.0} | {:.2} | {:.2} | {:.2} | {:+.1} | {} | {:.1} / {:.1} / {:.1} | {waited}/{snapshots} | {:.0} | {:.0} | {:.0} | {:.1} | {:.0} ({:.0}) |",
+            "| {} | {threads} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} | {:+.1} | {} | {:.1} / {:.1} / {:.1} | {waited}/{snapshots} | {:.0} | {:.0} | {:.0} | {:.1} | {:.0} ({:.0}) |",
             self.name,
             self.footprint_mib,
             self.plain_secs,
             self.sdt_secs(),
             self.median_of(|r| r.program_secs),
+            self.median_of(|r| r.return_secs),
             100.0 * self.overhead(),
             self.median_of(|r| r.pauses_us.len() as f64),
             median(&pauses) / 1e3,
@@ -361,10 +378,11 @@ fn real_main() -> Result<()> {
     let mut report = format!(
         "large-footprint benchmark: sdt run --every T (T = time alone / {}), ptrace backend, {tracking}, {cpus} CPUs, {} runs each\n\
          times: median, from spawn to return; program s: its own time under sdt run, as it printed it;\n\
+         return s: from the program's last line to sdt run's return;\n\
          pauses: every snapshot of every run; waited: snapshots whose capture first waited for room in the store, of all;\n\
          raw (copied), stored (after compaction) and full bytes: per run, the median run; sdt peak: VmHWM (largest RssAnon) of the sdt process\n\n\
-         | workload | threads | footprint MiB | plain s | sdt run s | program s | overhead % | snapshots | pause p50 / p90 / max ms | waited | raw MiB | stored MiB | full MiB | stored % of full | sdt peak MiB (anon) |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+         | workload | threads | footprint MiB | plain s | sdt run s | program s | return s | overhead % | snapshots | pause p50 / p90 / max ms | waited | raw MiB | stored MiB | full MiB | stored % of full | sdt peak MiB (anon) |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
         SNAPSHOTS + 1.0,
         opts.reps
     );

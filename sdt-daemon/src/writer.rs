@@ -108,6 +108,8 @@ struct Ready {
     growing: bool,
     /// A capture has taken a spare: spares are sized by what captures copy from now on.
     taken: bool,
+    /// The program has ended: the spare thread leaves what it is making.
+    closing: bool,
     /// Why the last spare could not be made, once.
     failed: Option<String>,
 }
@@ -350,7 +352,8 @@ impl StoreWriter {
         drop(self.prepare.take());
         drop(self.committed.take());
         // The spare it may be making is removed with the one made ready: no spare outlives
-        // the run.
+        // the run. It stops at its next piece.
+        self.ready.lock().unwrap().closing = true;
         if let Some(maker) = self.spare_maker.take() {
             maker.join().ok();
         }
@@ -489,7 +492,9 @@ fn make_ready(
         offer(shared, allocate()?, 0);
     }
     fault_in(shared)?;
-    let small = shared.lock().unwrap().next.as_ref().is_none_or(|s| s.capacity() < bytes);
+    let next = shared.lock().unwrap();
+    let small = !next.closing && next.next.as_ref().is_none_or(|s| s.capacity() < bytes);
+    drop(next);
     if small {
         let next = allocate()?;
         shared.lock().unwrap().next = Some(next);
@@ -541,9 +546,12 @@ fn fault_in(shared: &Shared) -> Result<(), sdt_store::Error> {
 }
 
 /// The ready spare, taken out for the spare thread to work on (once no capture is under
-/// way); `None` if there is none.
+/// way); `None` if there is none, or the run is closing.
 fn take_out(shared: &Shared) -> Option<SpillFile> {
     let mut ready = shared.changed.wait_while(shared.lock().unwrap(), |r| r.capturing).unwrap();
+    if ready.closing {
+        return None;
+    }
     let spare = ready.spare.take()?;
     ready.out = true;
     Some(spare)
