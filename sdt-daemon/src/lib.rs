@@ -623,7 +623,8 @@ impl<B: EventSource> Session<'_, B> {
                 if no_room && hit.is_some() {
                     self.writer.lost(message);
                 } else {
-                    log::warn!("{message}");
+                    // Said once, with the run's end.
+                    log::debug!("{message}");
                     self.problems.push(message);
                 }
                 return self.thaw(declined, false).map(|()| None);
