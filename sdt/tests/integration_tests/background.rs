@@ -1,9 +1,10 @@
 //! `sdt run` returns when the program ends, leaving compaction it has not finished to a
 //! background `sdt compact`; the snapshots read the same before and after.
 
-use std::time::Instant;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
 
-use crate::harness::{Sdt, describe, program, stderr, stdout};
+use crate::harness::{Sdt, describe, program, stderr, stdout, wait_within};
 
 #[test]
 fn sdt_run_returns_with_the_program_and_compaction_finishes_in_the_background() {
@@ -51,4 +52,32 @@ fn wait_compaction_returns_with_every_snapshot_compacted() {
     let listed = sdt.snapshots();
     assert_eq!(listed.len(), 4);
     assert!(listed.iter().all(|s| s["raw"] == false), "{listed:?}");
+}
+
+#[test]
+fn compact_refuses_a_run_still_being_captured_and_finishes_it_after() {
+    let sdt = Sdt::new();
+    let prog = program("spin");
+    let child = sdt
+        .command(&["run", "-q", "--every", "50", "--", prog.to_str().unwrap(), "2000"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once the run has a snapshot, its sdt holds it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while sdt.output(&["ls", "--json"]).stdout.len() < 3 {
+        assert!(Instant::now() < deadline, "no snapshot within 10 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = sdt.output(&["compact"]);
+    assert!(!out.status.success(), "{}", describe(&out));
+    assert!(stderr(&out).contains("is being captured by sdt"), "{}", describe(&out));
+
+    let out = wait_within(child, Duration::from_secs(30), "sdt run");
+    assert!(out.status.success(), "{}", describe(&out));
+    sdt.ok(&["compact"]);
+    let listed = sdt.snapshots();
+    assert!(!listed.is_empty() && listed.iter().all(|s| s["raw"] == false), "{listed:?}");
 }
