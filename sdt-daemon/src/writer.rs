@@ -36,8 +36,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
 use sdt_store::{
-    Committed, PAGE_SIZE, PageSpan, Recycled, RunLog, RunStatus, RunWriter, SnapshotMeta, Spares, SpillFile,
-    Store,
+    Committed, PageSpan, Recycled, RunLog, RunStatus, RunWriter, SnapshotMeta, Spares, SpillFile, Store,
 };
 
 use sdt_sys::Tid;
@@ -282,7 +281,7 @@ impl StoreWriter {
             Some(spare) => Ok((spare, sdt_sys::monotonic_ns() - start, under_way)),
             None => {
                 drop(ready);
-                let spare = self.spares.make(0)?;
+                let spare = self.spares.make()?;
                 Ok((spare, sdt_sys::monotonic_ns() - start, under_way))
             }
         }
@@ -479,7 +478,7 @@ fn make_ready(
 ) -> Result<(), sdt_store::Error> {
     let mut allocate = || match recycled.pop() {
         Some(r) => spares.reuse(r, bytes),
-        None => spares.make(0).and_then(|mut spare| spare.grow(bytes).map(|()| spare)),
+        None => spares.make().and_then(|mut spare| spare.grow(bytes).map(|()| spare)),
     };
     let mut ready = shared.lock().unwrap();
     if ready.spare.is_none() {
@@ -515,7 +514,7 @@ const OUT_WAIT: std::time::Duration = std::time::Duration::from_millis(1);
 /// Grows the ready spare (or a new one) to `want` bytes, allocated, not faulted in.
 fn grow_ready(spares: &Spares, shared: &Shared, want: usize) -> Result<(), sdt_store::Error> {
     let Some(mut spare) = take_out(shared) else {
-        let mut spare = spares.make(0)?;
+        let mut spare = spares.make()?;
         spare.grow(want)?;
         offer(shared, spare, 0);
         return Ok(());
@@ -536,11 +535,7 @@ fn fault_in(shared: &Shared) -> Result<(), sdt_store::Error> {
             put_back(shared, spare, None);
             return Ok(());
         }
-        for page in spare.data()[from..to].chunks_mut(PAGE_SIZE as usize) {
-            // A non-zero byte: a store of the zero there could be left out. The data
-            // area's bytes mean nothing until a capture copies pages over them.
-            page[0] = 1;
-        }
+        spare.fault_in(from..to);
         put_back(shared, spare, Some(to));
     }
 }

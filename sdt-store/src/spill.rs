@@ -2,8 +2,8 @@
 //! as `S<seq>.raw` the moment the snapshot exists.
 //!
 //! ```text
-//!  (program runs)     RunLog::spare(n)  → .spare-P-K.raw: header page + n bytes, allocated,
-//!                                          mapped, every page touched (no fault in the copy)
+//!  (program runs)     Spares::make, grow → .spare-P-K.raw: header page + n bytes, allocated,
+//!                     fault_in             mapped, every page touched (no fault in the copy)
 //!  (pause)            capture copies pages into SpillFile::data() (process_vm_readv)
 //!  (breaking thread   RunLog::commit     → record + commit written, renamed to S<seq>.raw:
 //!   still held)                            the snapshot survives sdt's death from here on
@@ -113,24 +113,20 @@ impl std::fmt::Debug for SpillFile {
 }
 
 impl Spares {
-    /// A spare with room for `bytes` of pages (rounded up to whole pages), allocated on
-    /// disk and faulted into this process's page tables, so that copying into it costs no
-    /// page fault.
-    pub fn make(&self, bytes: usize) -> Result<SpillFile> {
+    /// An empty spare: its header written, no room for pages yet ([`SpillFile::grow`]).
+    pub fn make(&self) -> Result<SpillFile> {
         let name = spare_name();
         let path = self.dir.join(&name);
         let file = self.dir.create_file(&name).map_err(|e| io_error(&path, e))?;
         let header = raw::encode_header();
         let made = file.write_all_at(&header, 0).map_err(|e| io_error(&path, e)).and_then(|()| {
-            let mut spill = SpillFile {
+            Ok(SpillFile {
                 dir: Arc::clone(&self.dir),
                 name: name.clone(),
                 map: map(&file, &path, raw::HEADER_PAGE as usize)?,
                 file,
                 capacity: 0,
-            };
-            spill.grow_faulted_in(bytes)?;
-            Ok(spill)
+            })
         });
         if made.is_err() {
             self.dir.remove_file(&name).ok();
@@ -192,13 +188,15 @@ impl SpillFile {
         Ok(())
     }
 
-    /// [`grow`](Self::grow), then faults the new pages in: for a spare made ready ahead
-    /// of a capture.
-    pub fn grow_faulted_in(&mut self, bytes: usize) -> Result<()> {
-        let old = self.capacity;
-        self.grow(bytes)?;
-        touch(&mut self.data()[old..]);
-        Ok(())
+    /// Writes to every page of `range` of the data area, so that each is in this
+    /// process's page tables and in the page cache before a capture copies into it: for
+    /// a spare made ready ahead of a capture.
+    pub fn fault_in(&mut self, range: std::ops::Range<usize>) {
+        for page in self.data()[range].chunks_mut(PAGE_SIZE as usize) {
+            // A non-zero byte: a store of the zero already there could be left out. The
+            // data area's bytes mean nothing until a capture copies pages over them.
+            page[0] = 1;
+        }
     }
 
     fn path(&self) -> PathBuf {
@@ -293,17 +291,6 @@ fn allocate(file: &File, len: u64) -> io::Result<()> {
         Err(nix::errno::Errno::EOPNOTSUPP) => Ok(()),
         Err(e) => Err(e.into()),
     }
-}
-
-/// Writes to every page of `data`, so that each is in this process's page tables and in
-/// the page cache before a capture copies into it.
-fn touch(data: &mut [u8]) {
-    for page in data.chunks_mut(PAGE_SIZE as usize) {
-        // A non-zero byte: a store of the zero already there could be left out. The data
-        // area's bytes mean nothing until a capture copies pages over them.
-        page[0] = 1;
-    }
-    std::hint::black_box(data);
 }
 
 /// Extends `map` (of a spare's file) to `len` bytes, in place or moved, keeping the pages

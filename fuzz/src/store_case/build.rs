@@ -172,7 +172,8 @@ fn commit_raw(log: &mut RunLog, spec: &SnapSpec, meta: SnapshotMeta) -> bool {
         Room::Short => need.saturating_sub(PAGE),
         Room::More(n) => need + usize::from(n % 16) * PAGE,
     };
-    let mut spill = log.spares().make(room).expect("a small spare");
+    let mut spill = log.spares().make().expect("a spare");
+    spill.grow(room).expect("room in a small spare");
     for (slot, (_, bytes)) in pages.iter().enumerate() {
         if let Some(dst) = spill.data().get_mut(slot * PAGE..(slot + 1) * PAGE) {
             dst.copy_from_slice(bytes);

@@ -176,7 +176,7 @@ fn thread_ids_are_positive_and_listed_once() {
     writer.write_snapshot(meta(0, maps.clone()), []).unwrap();
 
     // The capture's commit does not check: the reader does.
-    let spill = log.spares().make(0).unwrap();
+    let spill = log.spares().make().unwrap();
     log.commit(spill, &[], &[], &twice(1)).unwrap();
     let run = store.open_run(&log.run().id()).unwrap();
     let e = run.open_snapshot("S1").unwrap_err();

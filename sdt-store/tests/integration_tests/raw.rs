@@ -19,7 +19,8 @@ fn addr(i: u64) -> u64 {
 /// spare, the other pages of `cur` unchanged since the snapshot before.
 fn commit(log: &mut RunLog, seq: u32, cur: &BTreeMap<u64, Vec<u8>>, written: &[u64], first: bool) {
     let copied: Vec<u64> = if first { cur.keys().copied().collect() } else { written.to_vec() };
-    let mut spill = log.spares().make(copied.len() * PAGE).unwrap();
+    let mut spill = log.spares().make().unwrap();
+    spill.grow(copied.len() * PAGE).unwrap();
     let mut spans: Vec<PageSpan> = Vec::new();
     for (k, a) in copied.iter().enumerate() {
         spill.data()[k * PAGE..(k + 1) * PAGE].copy_from_slice(&cur[a]);
@@ -136,7 +137,9 @@ fn a_run_whose_sdt_died_keeps_its_snapshots_and_is_finished_later() {
     }
     assert!(store.open_run(&id).unwrap().is_held());
     // Death mid-work: a spare being filled, a compaction half written, nothing recorded.
-    std::mem::forget(log.spares().make(8 * PAGE).unwrap());
+    let mut spare = log.spares().make().unwrap();
+    spare.grow(8 * PAGE).unwrap();
+    std::mem::forget(spare);
     std::fs::write(store.root().join(format!("runs/{id}/S3.snap.incomplete")), b"SDTSNAP\0 half").unwrap();
     // And a raw file whose compaction had finished, not yet removed.
     std::fs::copy(
@@ -203,7 +206,8 @@ fn damaged_raw_files_are_named() {
     let e = run.open_snapshot("S3").unwrap_err();
     assert!(matches!(&e, Error::Corrupt { snapshot, .. } if snapshot == "S2"), "{e:?}");
     // A raw file never committed (a spare renamed by hand) is not a snapshot.
-    let mut spare = log.spares().make(PAGE).unwrap();
+    let mut spare = log.spares().make().unwrap();
+    spare.grow(PAGE).unwrap();
     spare.data()[0] = 1;
     let spare_name = std::fs::read_dir(run.dir())
         .unwrap()

@@ -27,7 +27,8 @@ fn store_files_are_private_whatever_the_umask() {
         let mut writer = log.compactor()?;
         let page = page(1, 0x1000);
         writer.write_snapshot(meta(0, vec![anon(0x1000, 1)]), [(0x1000, PageSource::Data(&page))])?;
-        let spill = log.spares().make(4096)?;
+        let mut spill = log.spares().make()?;
+        spill.grow(4096)?;
         drop(spill);
         log.finish(sdt_store::RunStatus::Exited { code: 0 })
     })();
