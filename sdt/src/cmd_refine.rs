@@ -10,7 +10,7 @@ use sdt_store::{Store, Trigger};
 
 use crate::cli::RefineOpt;
 use crate::cmd_export::{cached_core, checked_program};
-use crate::cmd_run::{capture_config, report};
+use crate::cmd_run::{capture_config, conclude};
 use crate::select;
 
 pub fn refine(opt: RefineOpt) -> Result<ExitCode> {
@@ -57,7 +57,7 @@ pub fn refine(opt: RefineOpt) -> Result<ExitCode> {
             breaks: Vec::new(),
         })
         .with_context(|| format!("resuming {}", from.name()))?;
-        report(&outcome, &opt.store.store, opt.capture.quiet);
+        conclude(&outcome, &opt.store.store, opt.capture.quiet);
         let ProgramExit::Stopped = outcome.exit else {
             eprintln!(
                 "sdt: the resumed program ended ({}) before it reached the breakpoint of {} (level {level}, \

@@ -8,7 +8,7 @@ use sdt_restore::Privileges;
 use sdt_store::{BeyondOwner, SnapshotMeta};
 
 use crate::cli::RestoreOpt;
-use crate::cmd_run::{capture_config, exit_code, report};
+use crate::cmd_run::{capture_config, conclude, exit_code};
 use crate::select;
 
 pub fn restore(opt: RestoreOpt) -> Result<ExitCode> {
@@ -56,7 +56,7 @@ pub fn restore(opt: RestoreOpt) -> Result<ExitCode> {
         breaks: Vec::new(),
     })
     .with_context(|| format!("restoring {name} of run {}", run.id()))?;
-    report(&outcome, &opt.store.store, capture.quiet);
+    conclude(&outcome, &opt.store.store, capture.quiet);
     Ok(exit_code(outcome.exit, capture.quiet))
 }
 

@@ -31,7 +31,7 @@ pub fn run(opt: RunOpt) -> Result<ExitCode> {
             .collect::<Result<_, _>>()
             .map_err(anyhow::Error::msg)?,
     })?;
-    report(&outcome, &opt.store.store, opt.quiet);
+    conclude(&outcome, &opt.store.store, opt.quiet);
     if !outcome.totals.lost.is_empty() {
         return Ok(ExitCode::from(LOST_SNAPSHOTS));
     }
@@ -56,7 +56,7 @@ pub fn capture_config(path: Option<&Path>, every: Option<u64>) -> Result<Capture
 
 /// Hands the snapshots the run left raw to a background `sdt compact`; says what went
 /// wrong during the run, and unless `quiet` what it stored.
-pub fn report(outcome: &RunOutcome, store: &Path, quiet: bool) {
+pub fn conclude(outcome: &RunOutcome, store: &Path, quiet: bool) {
     for problem in &outcome.problems {
         eprintln!("sdt: warning: {problem}");
     }
