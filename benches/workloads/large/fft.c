@@ -15,6 +15,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "../bit_reverse.h"
 #include "large.h"
 
 static int m;
@@ -51,16 +52,7 @@ static void transpose(double complex *dst, const double complex *src, long rows,
 /* In-place radix-2 FFT of a[0..len), roots[k] = exp(-2 pi i k / len); inverse: conjugates. */
 static void fft_row(double complex *a, long len, const double complex *roots, int inverse)
 {
-	for (long i = 1, j = 0; i < len; i++) {
-		long bit = len >> 1;
-		for (; j & bit; bit >>= 1)
-			j ^= bit;
-		j |= bit;
-		if (i < j) {
-			double complex t = a[i];
-			a[i] = a[j], a[j] = t;
-		}
-	}
+	bit_reverse(a, len);
 	for (long half = 1; half < len; half <<= 1)
 		for (long i = 0; i < len; i += 2 * half)
 			for (long k = 0; k < half; k++) {

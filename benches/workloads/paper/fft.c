@@ -14,6 +14,7 @@
 #include <complex.h>
 #include <math.h>
 
+#include "../bit_reverse.h"
 #include "paper.h"
 
 static int nthreads, m, iterations;
@@ -37,16 +38,7 @@ static void transpose(double complex *dst, const double complex *src, long r0, l
 /* In-place iterative radix-2 FFT of one row (length `rows`), bit reversal first. */
 static void fft_row(double complex *a)
 {
-	for (long i = 1, j = 0; i < rows; i++) {
-		long bit = rows >> 1;
-		for (; j & bit; bit >>= 1)
-			j ^= bit;
-		j |= bit;
-		if (i < j) {
-			double complex t = a[i];
-			a[i] = a[j], a[j] = t;
-		}
-	}
+	bit_reverse(a, rows);
 	for (long len = 2; len <= rows; len <<= 1) {
 		long stride = rows / len;
 		for (long i = 0; i < rows; i += len)
