@@ -230,6 +230,9 @@ struct Started<B = Tracer> {
     pid: Tid,
     /// What stops its threads: ptrace, or the kernel module.
     tracer: B,
+    /// Opened while the program was still stopped: its `/proc/PID/pagemap` must be opened
+    /// before its main thread can exit (a zombie leader's has no memory to show).
+    capturer: Capturer,
     info: RunInfo,
     /// For a restored process: its namespace's init.
     init: Option<Tid>,
@@ -285,7 +288,7 @@ fn drive<B: EventSource>(
     started_ns: u64,
     opts: &RunOptions,
 ) -> Result<RunOutcome, Error> {
-    let Started { pid, tracer, info, init, inherited } = started;
+    let Started { pid, tracer, capturer, info, init, inherited } = started;
     let run = match store.create_run(info) {
         Ok(run) => run,
         Err(e) => {
@@ -311,7 +314,7 @@ fn drive<B: EventSource>(
     let mut session = Session {
         pid,
         tracer,
-        capturer: Capturer::new(pid)?,
+        capturer,
         tracking_failed: false,
         process: ProcessInfo::default(),
         auxv: Vec::new(),
@@ -382,13 +385,15 @@ fn launch<B>(
         .collect();
     let started_wall_ns = wall_ns();
     let pid = sdt_sys::spawn::spawn_seized(&spawn)?;
-    let tracer = start(pid).inspect_err(|_| {
+    let started = Capturer::new(pid).map_err(Error::from).and_then(|capturer| Ok((capturer, start(pid)?)));
+    let (capturer, tracer) = started.inspect_err(|_| {
         sdt_sys::kill_process(pid, libc::SIGKILL).ok();
         sdt_sys::reap(pid);
     })?;
     Ok(Started {
         pid,
         tracer,
+        capturer,
         info: RunInfo {
             id: RunId(0),
             command: command.to_vec(),

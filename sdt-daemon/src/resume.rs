@@ -48,6 +48,7 @@ pub(crate) fn start(store: &Store, from: &RestoreFrom, opts: &RunOptions) -> Res
     Ok(Started {
         pid,
         tracer: Tracer::adopt(pid, restored.threads.iter().map(|t| t.host)),
+        capturer: crate::capture::Capturer::new(pid)?,
         info: RunInfo {
             id: RunId(0),
             command: info.command.clone(),
