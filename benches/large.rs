@@ -43,6 +43,10 @@ const COMPACTION_TIMEOUT: Duration = Duration::from_secs(600);
 /// How often the `sdt` process's memory is read.
 const SAMPLE_EVERY: Duration = Duration::from_millis(10);
 
+/// A capture that waited this long (µs) for room or a spare before freezing counts as
+/// having waited; shorter is the handing over of a spare ready for it.
+const WAITED_US: f64 = 1000.0;
+
 struct Options {
     threads: u32,
     reps: usize,
@@ -249,7 +253,7 @@ fn run_sdt(
         program_secs: program_secs(&line),
         return_secs,
         pauses_us: snaps.iter().map(|s| num(s, "pause_us")).collect(),
-        waited: snaps.iter().filter(|s| num(s, "wait_us") > 0.0).count(),
+        waited: snaps.iter().filter(|s| num(s, "wait_us") >= WAITED_US).count(),
         raw_bytes: total("copied_bytes"),
         stored_bytes: total("stored_bytes"),
         full_bytes: total("full_bytes"),
@@ -379,7 +383,7 @@ fn real_main() -> Result<()> {
         "large-footprint benchmark: sdt run --every T (T = time alone / {}), ptrace backend, {tracking}, {cpus} CPUs, {} runs each\n\
          times: median, from spawn to return; program s: its own time under sdt run, as it printed it;\n\
          return s: from the program's last line to sdt run's return;\n\
-         pauses: every snapshot of every run; waited: snapshots whose capture first waited for room in the store, of all;\n\
+         pauses: every snapshot of every run; waited: snapshots whose capture first waited 1 ms or more for room in the store or a spare, of all;\n\
          raw (copied), stored (after compaction) and full bytes: per run, the median run; sdt peak: VmHWM (largest RssAnon) of the sdt process\n\n\
          | workload | threads | footprint MiB | plain s | sdt run s | program s | return s | overhead % | snapshots | pause p50 / p90 / max ms | waited | raw MiB | stored MiB | full MiB | stored % of full | sdt peak MiB (anon) |\n\
          |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",

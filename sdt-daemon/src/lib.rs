@@ -668,13 +668,13 @@ impl<B: EventSource> Session<'_, B> {
         };
         let (meta, spans) =
             self.describe(seq, &hit, until.as_ref().filter(|_| ends), captured, stats, trigger_ns);
-        // The next capture likely copies about as much: have a spare ready for it, made
-        // while this one is committed.
         let copied = (meta.stats.copied_bytes - spans.first_sight_bytes) as usize;
-        if !ends {
-            self.writer.prepare(copied + copied / 4);
-        }
         let committed = self.writer.commit(spill, &spans.copied, &spans.unchanged, &meta, spans.live);
+        // The next capture likely copies about as much: have a spare ready for it, in the
+        // capture buffer the commit gave back.
+        if !ends {
+            self.writer.prepare(copied);
+        }
         let result = match committed {
             Ok(_) => {
                 self.next_seq += 1;

@@ -4,20 +4,20 @@
 //!
 //! ```text
 //!  daemon loop                                   helper threads
-//!  take_spare() ◀─────────── ready spare ◀─────── spare thread: allocate, map, touch
-//!  freeze, copy pages into the spare              (holds still until the resume)
-//!  resume every thread but the breaking one
-//!  prepare(n) ────────────────────────────────▶ spare thread
+//!  take_spare() ◀─────────── ready spare ◀─────── spare thread: file allocated, the
+//!  freeze, copy pages into the spare              capture buffer grown and touched
+//!  resume every thread but the breaking one       (holds still until the resume)
 //!  commit → S<seq>.raw ─────── seq ─────────────▶ compactor (SCHED_IDLE): S<seq>.snap
+//!  prepare(n) ────────────────────────────────▶ spare thread
 //!  resume the breaking thread: its number
 //! ```
 //!
-//! A capture never waits for the spare thread: the spare is allocated first and offered
-//! at once, then faulted in a piece at a time; a capture that comes meanwhile takes it as
-//! it is (its copy faults in the rest), and the spare thread holds still until the
-//! program runs again, so that it takes no CPU or memory-map lock from the copy. Behind
-//! the ready spare waits the next, allocated: a capture right after the last one takes
-//! it rather than make a file in its pause.
+//! A capture hardly waits for the spare thread: the spare is offered as soon as its file
+//! is made and its buffer grown, then faulted in a piece at a time; a capture that comes
+//! meanwhile takes it as it is (its copy faults in the rest), and the spare thread holds
+//! still until the program runs again, so that it takes no CPU or memory-map lock from
+//! the copy. Spares share one capture buffer, kept for the whole run (`SpillFile`): after
+//! the first capture, copies go into memory already in place.
 //!
 //! Captures go to disk raw, in one copy, whatever compaction is doing. A snapshot whose
 //! commit returned is in the store even if `sdt` dies the next instant. What the raw log
@@ -35,9 +35,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
-use sdt_store::{
-    Committed, PageSpan, Recycled, RunLog, RunStatus, RunWriter, SnapshotMeta, Spares, SpillFile, Store,
-};
+use sdt_store::{Committed, PageSpan, RunLog, RunStatus, RunWriter, SnapshotMeta, Spares, SpillFile, Store};
 
 use sdt_sys::Tid;
 
@@ -91,12 +89,7 @@ struct Backlog {
 #[derive(Default)]
 struct Ready {
     spare: Option<SpillFile>,
-    /// Bytes at the start of the spare's data area faulted in; the rest is allocated.
-    faulted: usize,
-    /// The spare after it, allocated but not faulted in: it becomes the ready one when a
-    /// capture takes that.
-    next: Option<SpillFile>,
-    /// The spare thread has the spare or the next out, growing it or faulting a piece of
+    /// The spare thread has the spare out, making or growing it, or faulting a piece of
     /// it in.
     out: bool,
     /// A capture is under way: the spare thread waits until it ends.
@@ -180,8 +173,6 @@ impl StoreWriter {
     ) -> Result<StoreWriter, sdt_store::Error> {
         let spares = log.spares();
         let mut compactor = log.compactor()?;
-        let (recycled_tx, recycled_rx) = channel::<Recycled>();
-        compactor.recycle_into(recycled_tx);
         let stop_compaction = Arc::new(AtomicBool::new(false));
         compactor.cancel_on(Arc::clone(&stop_compaction));
         let (committed_tx, committed_rx) = channel::<Note>();
@@ -197,7 +188,7 @@ impl StoreWriter {
         let (spare_maker, shared) = (spares.clone(), Arc::clone(&ready));
         let spare_maker = std::thread::Builder::new()
             .name("sdt-spare".into())
-            .spawn(move || spare_loop(&spare_maker, &prepare_rx, &recycled_rx, &shared, pid))
+            .spawn(move || spare_loop(&spare_maker, &prepare_rx, &shared, pid))
             .expect("spawning the spare thread");
         Ok(StoreWriter {
             log,
@@ -262,41 +253,29 @@ impl StoreWriter {
         if let Some(why) = ready.failed.take() {
             log::debug!("no spare was made ready: {why}");
         }
-        // The spare thread puts it back within one piece, unless a fault of that piece
-        // waits for the file system (its journal): then the next spare will do, if there
-        // is one.
-        ready = match ready.next {
-            Some(_) => self.ready.changed.wait_timeout_while(ready, OUT_WAIT, |r| r.out).unwrap().0,
-            None => self.ready.changed.wait_while(ready, |r| r.out).unwrap(),
+        // The spare thread puts it back within one piece, unless making its file waits for
+        // the file system (its journal): then the capture makes its own (with a buffer of
+        // its own, should the spare thread's still hold the run's).
+        ready = self.ready.changed.wait_timeout_while(ready, OUT_WAIT, |r| r.out).unwrap().0;
+        let taken = ready.spare.take();
+        drop(ready);
+        let spare = match taken {
+            Some(spare) => spare,
+            None => self.spares.make()?,
         };
-        let taken = match ready.spare.take() {
-            Some(spare) => {
-                ready.spare = ready.next.take();
-                ready.faulted = 0;
-                Some(spare)
-            }
-            None => ready.next.take(),
-        };
-        match taken {
-            Some(spare) => Ok((spare, sdt_sys::monotonic_ns() - start, under_way)),
-            None => {
-                drop(ready);
-                let spare = self.spares.make()?;
-                Ok((spare, sdt_sys::monotonic_ns() - start, under_way))
-            }
-        }
+        Ok((spare, sdt_sys::monotonic_ns() - start, under_way))
     }
 
-    /// Makes sure a spare of at least `bytes`, allocated and faulted in, waits for the
-    /// next capture, made on a helper thread while the program runs.
+    /// Makes sure a spare of at least `bytes` faulted in, and room for a quarter more,
+    /// waits for the next capture, made on a helper thread while the program runs.
     ///
     /// The first call always reaches the spare thread: it stops sizing the spare by the
     /// program's resident memory then.
     pub(crate) fn prepare(&mut self, bytes: usize) {
         let first = !std::mem::replace(&mut self.prepared, true);
         let ready = self.ready.lock().unwrap();
-        let room = |s: &Option<SpillFile>| s.as_ref().is_some_and(|s| s.capacity() >= bytes);
-        if !first && (bytes == 0 || room(&ready.spare) && room(&ready.next)) {
+        let room = ready.spare.as_ref().is_some_and(|s| s.capacity() >= bytes);
+        if !first && (bytes == 0 || room) {
             return;
         }
         drop(ready);
@@ -396,32 +375,20 @@ impl StoreWriter {
 const END_GRACE: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// The spare thread: makes spares of the sizes asked for, allocated and faulted in, one
-/// at a time, from the raw files compaction recycles where it can. Once captures ask for
-/// sizes, it runs as urgently as the tracer where it may: the faults cost the program CPU
-/// time now rather than in the next pause, where they would stop every thread, and a busy
-/// machine does not hold them up past the next capture. It holds still while a capture is
-/// under way.
+/// at a time. Once captures ask for sizes, it runs as urgently as the tracer where it
+/// may: the faults cost the program CPU time now rather than in the next pause, where
+/// they would stop every thread, and a busy machine does not hold them up past the next
+/// capture. It holds still while a capture is under way.
 ///
 /// Until the first capture asks for a size, it keeps a spare as large as the program's
 /// resident memory ready (checked every [`WATCH_EVERY`]), at normal priority: the first
 /// snapshot copies every page, and faulting a spare in during that pause would double it.
-fn spare_loop(
-    spares: &Spares,
-    sizes: &Receiver<usize>,
-    recycled: &Receiver<Recycled>,
-    shared: &Shared,
-    pid: Tid,
-) {
+fn spare_loop(spares: &Spares, sizes: &Receiver<usize>, shared: &Shared, pid: Tid) {
     let mut watching = true;
     // Made as urgent as the tracer.
     let mut urgent = false;
-    let mut bin: Vec<Recycled> = Vec::new();
     loop {
         let wanted = sizes.recv_timeout(WATCH_EVERY);
-        // Two at most: a run keeps about one spare in use and one ready.
-        bin.extend(recycled.try_iter());
-        bin.truncate(RECYCLED_KEPT);
-        let capacity = || shared.lock().unwrap().spare.as_ref().map_or(0, SpillFile::capacity);
         let made = match wanted {
             // Only the latest request matters.
             Ok(bytes) => {
@@ -436,25 +403,21 @@ fn spare_loop(
                     continue;
                 }
                 let start = sdt_sys::monotonic_ns();
-                let made = make_ready(spares, shared, &mut bin, bytes);
-                log::debug!(
-                    "spares of {bytes} bytes made in {} µs",
-                    (sdt_sys::monotonic_ns() - start) / 1000
-                );
+                let made = make_ready(spares, shared, bytes);
+                log::debug!("spare of {bytes} bytes made in {} µs", (sdt_sys::monotonic_ns() - start) / 1000);
                 made
             }
             Err(RecvTimeoutError::Timeout) if watching => {
                 let Some(resident) = procfs::resident_bytes(pid) else { continue };
                 let held = shared.lock().unwrap();
                 watching = !held.taken;
+                let capacity = held.spare.as_ref().map_or(0, SpillFile::capacity);
                 drop(held);
-                if !watching || capacity() as u64 >= resident {
+                if !watching || capacity as u64 >= resident {
                     continue;
                 }
-                // With room to grow into before the next check.
-                let want = (resident + resident / 8) as usize;
                 shared.lock().unwrap().growing = true;
-                let grown = grow_ready(spares, shared, want).and_then(|()| fault_in(shared));
+                let grown = make_ready(spares, shared, resident as usize);
                 shared.lock().unwrap().growing = false;
                 shared.changed.notify_all();
                 grown
@@ -468,110 +431,70 @@ fn spare_loop(
     }
 }
 
-/// Makes a spare of at least `bytes` ready, faulted in, and the next one allocated
-/// behind it, from the `recycled` files first.
-fn make_ready(
-    spares: &Spares,
-    shared: &Shared,
-    recycled: &mut Vec<Recycled>,
-    bytes: usize,
-) -> Result<(), sdt_store::Error> {
-    let mut allocate = || match recycled.pop() {
-        Some(r) => spares.reuse(r, bytes),
-        None => spares.make().and_then(|mut spare| spare.grow(bytes).map(|()| spare)),
+/// Makes a spare ready (the ready one grown, or a new one) with room for `bytes` and a
+/// quarter more, then faults its first `bytes` in: memory new to the process costs more
+/// than the copy into it, so room that a capture may not need is left to the capture
+/// that does.
+fn make_ready(spares: &Spares, shared: &Shared, bytes: usize) -> Result<(), sdt_store::Error> {
+    let Some(out) = take_out(shared) else { return Ok(()) };
+    let room = bytes + bytes / 4;
+    let grown = match out {
+        Some(mut spare) => spare.grow(room).map(|()| spare),
+        None => spares.make().and_then(|mut spare| spare.grow(room).map(|()| spare)),
     };
-    let mut ready = shared.lock().unwrap();
-    if ready.spare.is_none() {
-        ready.spare = ready.next.take();
-        ready.faulted = 0;
+    match grown {
+        Ok(spare) => put_back(shared, Some(spare)),
+        Err(e) => {
+            put_back(shared, None);
+            return Err(e);
+        }
     }
-    let small = ready.spare.as_ref().is_none_or(|s| s.capacity() < bytes);
-    drop(ready);
-    if small {
-        offer(shared, allocate()?, 0);
-    }
-    fault_in(shared)?;
-    let next = shared.lock().unwrap();
-    let small = !next.closing && next.next.as_ref().is_none_or(|s| s.capacity() < bytes);
-    drop(next);
-    if small {
-        let next = allocate()?;
-        shared.lock().unwrap().next = Some(next);
-    }
+    fault_in(shared, bytes);
     Ok(())
 }
-
-/// Recycled raw files the spare thread keeps for the spares to come.
-const RECYCLED_KEPT: usize = 2;
 
 /// Bytes the spare thread faults in at a time: a capture that wants the spare meanwhile
 /// waits for one piece (about 100 µs)…
 const FAULT_PIECE: usize = 256 << 10;
 
-/// …for this long at most.
-const OUT_WAIT: std::time::Duration = std::time::Duration::from_millis(1);
+/// …or for the file system while the spare thread makes a file, this long at most.
+const OUT_WAIT: std::time::Duration = std::time::Duration::from_millis(20);
 
-/// Grows the ready spare (or a new one) to `want` bytes, allocated, not faulted in.
-fn grow_ready(spares: &Spares, shared: &Shared, want: usize) -> Result<(), sdt_store::Error> {
-    let Some(mut spare) = take_out(shared) else {
-        let mut spare = spares.make()?;
-        spare.grow(want)?;
-        offer(shared, spare, 0);
-        return Ok(());
-    };
-    let grown = spare.grow(want);
-    put_back(shared, spare, None);
-    grown
-}
-
-/// Faults the ready spare in, a piece at a time, holding still while a capture is under
-/// way, until it is faulted in whole or a capture took it.
-fn fault_in(shared: &Shared) -> Result<(), sdt_store::Error> {
-    loop {
-        let Some(mut spare) = take_out(shared) else { return Ok(()) };
-        let from = shared.lock().unwrap().faulted;
-        let to = spare.capacity().min(from + FAULT_PIECE);
-        if from >= to {
-            put_back(shared, spare, None);
-            return Ok(());
+/// Faults the ready spare's first `bytes` in, a piece at a time, holding still while a
+/// capture is under way, until they are or a capture took it.
+fn fault_in(shared: &Shared, bytes: usize) {
+    while let Some(Some(mut spare)) = take_out(shared) {
+        let whole = spare.fault_in(FAULT_PIECE);
+        let done = whole || spare.faulted() >= bytes;
+        put_back(shared, Some(spare));
+        if done {
+            return;
         }
-        spare.fault_in(from..to);
-        put_back(shared, spare, Some(to));
     }
+    // Taken by a capture, or the run is closing.
+    put_back(shared, None);
 }
 
-/// The ready spare, taken out for the spare thread to work on (once no capture is under
-/// way); `None` if there is none, or the run is closing.
-fn take_out(shared: &Shared) -> Option<SpillFile> {
+/// The ready spare (`Some(None)` if there is none), taken out for the spare thread to
+/// work on once no capture is under way, until [`put_back`]; `None` if the run is closing.
+fn take_out(shared: &Shared) -> Option<Option<SpillFile>> {
     let mut ready = shared.changed.wait_while(shared.lock().unwrap(), |r| r.capturing).unwrap();
     if ready.closing {
         return None;
     }
-    let spare = ready.spare.take()?;
     ready.out = true;
-    Some(spare)
+    Some(ready.spare.take())
 }
 
-/// Puts the spare taken out back, faulted in up to `faulted` bytes if given.
-fn put_back(shared: &Shared, spare: SpillFile, faulted: Option<usize>) {
+/// Ends [`take_out`], with the spare it took (or made) ready again.
+fn put_back(shared: &Shared, spare: Option<SpillFile>) {
     let mut ready = shared.lock().unwrap();
-    ready.spare = Some(spare);
-    ready.out = false;
-    if let Some(faulted) = faulted {
-        ready.faulted = faulted;
+    if spare.is_some() {
+        ready.spare = spare;
     }
+    ready.out = false;
     drop(ready);
     shared.changed.notify_all();
-}
-
-/// Makes `spare`, faulted in up to `faulted` bytes, the one ready for the next capture,
-/// unless a larger one is.
-fn offer(shared: &Shared, spare: SpillFile, faulted: usize) {
-    let mut ready = shared.lock().unwrap();
-    if ready.spare.as_ref().is_none_or(|s| s.capacity() < spare.capacity()) {
-        ready.spare = Some(spare);
-        ready.faulted = faulted;
-    }
 }
 
 /// How often the spare thread checks the program's size before its first capture.

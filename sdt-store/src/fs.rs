@@ -126,12 +126,6 @@ impl Dir {
         self.open_regular(name, OFlag::O_RDONLY)
     }
 
-    /// Opens the regular file `name` for reading and writing, as [`Dir::open_file`] does
-    /// for reading.
-    pub(crate) fn open_file_rw(&self, name: &str) -> io::Result<File> {
-        self.open_regular(name, OFlag::O_RDWR)
-    }
-
     fn open_regular(&self, name: &str, access: OFlag) -> io::Result<File> {
         let fd = openat(
             self.fd.as_fd(),
@@ -205,19 +199,6 @@ impl Dir {
             component(to)?,
             RenameFlags::RENAME_NOREPLACE,
         )?)
-    }
-
-    /// Whether `name` in this directory is `file` (the same device and inode), not
-    /// following a link; `false` if nothing has that name.
-    pub(crate) fn names(&self, name: &str, file: &File) -> io::Result<bool> {
-        let here =
-            match nix::sys::stat::fstatat(self.fd.as_fd(), component(name)?, AtFlags::AT_SYMLINK_NOFOLLOW) {
-                Ok(st) => st,
-                Err(nix::errno::Errno::ENOENT) => return Ok(false),
-                Err(e) => return Err(e.into()),
-            };
-        let open = nix::sys::stat::fstat(file.as_fd())?;
-        Ok((here.st_dev, here.st_ino) == (open.st_dev, open.st_ino))
     }
 
     /// Removes the file (or link) `name`.

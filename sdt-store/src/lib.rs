@@ -121,7 +121,7 @@ pub use model::*;
 pub use names::is_snapshot_name;
 pub use raw::PageSpan;
 pub use reader::Snapshot;
-pub use spill::{Committed, Recycled, Spares, SpillFile};
+pub use spill::{Committed, Spares, SpillFile};
 pub use trust::{Access, BeyondOwner, CredentialsRefused, Owner, OwnerRights, Trust};
 pub use writer::{PageSource, RunWriter, WriteReport};
 

@@ -341,18 +341,6 @@ fn open_form(dir: &Dir, seq: u32, raw: bool, name: &str, meta: bool) -> Result<O
     let path = dir.join(&file_name);
     let bytes = dir.open_file(&file_name).and_then(FileBytes::new).map_err(|e| io_error(&path, e))?;
     if raw {
-        // Held while the file is open: compaction reuses a raw file as a spare only when
-        // no reader holds it. One it has taken, or taken and since given a new name, is
-        // gone as far as this reader is concerned.
-        let taken = || io_error(&path, std::io::Error::new(ErrorKind::NotFound, "compacted meanwhile"));
-        match bytes.file.try_lock_shared() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => return Err(taken()),
-            Err(std::fs::TryLockError::Error(e)) => return Err(io_error(&path, e)),
-        }
-        if !dir.names(&file_name, &bytes.file).map_err(|e| io_error(&path, e))? {
-            return Err(taken());
-        }
         let header = format::range(&bytes, 0, raw::HEADER_PAGE.min(bytes.len), "raw header page")
             .map_err(|bad| bad.named(name))?;
         let commit = raw::check_header_page(&header, seq, bytes.len).map_err(|bad| bad.named(name))?;

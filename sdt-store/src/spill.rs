@@ -1,34 +1,35 @@
-//! The capture's side of the raw log: files that a capture copies pages into, committed
-//! as `S<seq>.raw` the moment the snapshot exists.
+//! The capture's side of the raw log: a file per capture, and the memory its pages are
+//! copied into, written to the file when the snapshot is committed as `S<seq>.raw`.
 //!
 //! ```text
-//!  (program runs)     Spares::make, grow → .spare-P-K.raw: header page + n bytes, allocated,
-//!                     fault_in             mapped, every page touched (no fault in the copy)
+//!  (program runs)     Spares::make, grow → .spare-P-K.raw: header page + n bytes allocated;
+//!                     fault_in             the run's capture buffer grown to n, touched
 //!  (pause)            capture copies pages into SpillFile::data() (process_vm_readv)
-//!  (breaking thread   RunLog::commit     → record + commit written, renamed to S<seq>.raw:
-//!   still held)                            the snapshot survives sdt's death from here on
+//!  (breaking thread   RunLog::commit     → pages written from the buffer (O_DIRECT: no
+//!   still held)                            copy), record + commit, renamed to S<seq>.raw:
+//!                                          the snapshot survives sdt's death from here on
 //!  (program runs)     compaction         → S<seq>.snap written, S<seq>.raw removed
 //! ```
 //!
-//! Space is allocated (`fallocate`) when a spare is made, so a full disk shows there, as
-//! an error, never as a `SIGBUS` in the middle of a copy.
+//! The capture buffer is anonymous memory kept for the whole run and handed from spare
+//! to spare ([`Spares`]), so that a capture copies into memory already in place: memory
+//! new to the process costs a page fault and a page of zeros per page, several times the
+//! copy itself (on virtual machines that hand freed memory back to their host, more
+//! still). Its pages go to disk by direct I/O, which the device does, not the CPU; where
+//! the file system refuses direct I/O, by an ordinary write.
 //!
-//! A raw file compacted while no reader holds it (readers hold a shared `flock` on the
-//! raw files they read) is not removed but [`Recycled`]: renamed to a spare name under an
-//! exclusive lock and made the next spare, its pages still in memory and on disk, so that
-//! a run does not allocate fresh memory and disk for every capture. The lock is let
-//! go at the commit, before the rename to its new name: a reader that opened the file
-//! under its old name sees that name gone.
+//! Space is allocated (`fallocate`) when a spare grows, so a full disk shows there, as an
+//! error, before the capture that would need it.
 
 use std::fs::File;
 use std::io::{self, ErrorKind};
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
-use memmap2::MmapMut;
-use nix::fcntl::{FallocateFlags, fallocate};
+use memmap2::{Advice, MmapMut};
+use nix::fcntl::{FallocateFlags, FcntlArg, OFlag, fallocate, fcntl};
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::dir::{Form, RunLog, file_name, io_error};
@@ -37,55 +38,32 @@ use crate::model::{PAGE_SIZE, SnapshotMeta};
 use crate::raw::{self, Commit, PageSpan};
 use crate::{Error, Result};
 
+const PAGE: usize = PAGE_SIZE as usize;
+
 /// A raw snapshot file being filled by a capture: a spare, until [`RunLog::commit`].
-/// Dropped uncommitted, it is removed.
+/// Dropped uncommitted, it is removed. Either way its buffer goes back to its [`Spares`].
 pub struct SpillFile {
     dir: Arc<Dir>,
     name: String,
     file: File,
-    /// The header page and `capacity` bytes of data area.
-    map: MmapMut,
+    /// Where the capture copies pages; `None` until the spare first grows.
+    buffer: Option<Buffer>,
+    /// Where the buffer goes when the spare is done with.
+    pool: Pool,
+    /// Bytes of data area allocated in the file, and usable in the buffer.
     capacity: usize,
 }
 
-/// A compacted raw file, taken under an exclusive lock and renamed to a spare name, to
-/// become a spare again ([`Spares::reuse`]). Dropped, it is removed.
-pub struct Recycled {
-    dir: Arc<Dir>,
-    /// The spare name and the file; taken when it becomes a spare.
-    taken: Option<(String, File)>,
+/// Memory a capture copies pages into: anonymous, on huge pages where the kernel gives
+/// them, kept from one capture to the next.
+struct Buffer {
+    map: MmapMut,
+    /// Bytes at its start written to since it was mapped: in this process's page tables.
+    touched: usize,
 }
 
-impl std::fmt::Debug for Recycled {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Recycled").field("name", &self.taken.as_ref().map(|t| &t.0)).finish()
-    }
-}
-
-impl Drop for Recycled {
-    fn drop(&mut self) {
-        if let Some((name, _)) = &self.taken {
-            self.dir.remove_file(name).ok();
-        }
-    }
-}
-
-impl Recycled {
-    /// Takes raw file `name` of `dir`, if no reader holds it: its commit cleared and its
-    /// name changed to a spare's. `None` (the file untouched) if a reader holds it.
-    pub(crate) fn take(dir: &Arc<Dir>, name: &str) -> Result<Option<Recycled>> {
-        let file = dir.open_file_rw(name).map_err(|e| io_error(&dir.join(name), e))?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => return Ok(None),
-            Err(std::fs::TryLockError::Error(e)) => return Err(io_error(&dir.join(name), e)),
-        }
-        let spare = spare_name();
-        file.write_all_at(&[0; 64], raw::commit_offset()).map_err(|e| io_error(&dir.join(name), e))?;
-        dir.rename_new(name, &spare).map_err(|e| io_error(&dir.join(&spare), e))?;
-        Ok(Some(Recycled { dir: Arc::clone(dir), taken: Some((spare, file)) }))
-    }
-}
+/// The buffer no spare holds at the moment (the largest one, should two have been made).
+type Pool = Arc<Mutex<Option<Buffer>>>;
 
 /// A spare's name, unique in this process: `.spare-PID-K.raw`.
 fn spare_name() -> String {
@@ -93,16 +71,24 @@ fn spare_name() -> String {
     format!(".spare-{}-{}.raw", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
-/// Makes spares for a run; a clone can work on another thread.
-#[derive(Clone, Debug)]
+/// Makes spares for a run; a clone can work on another thread. The spares one `Spares`
+/// and its clones make share one capture buffer: each takes it while it lives.
+#[derive(Clone)]
 pub struct Spares {
     dir: Arc<Dir>,
+    pool: Pool,
+}
+
+impl std::fmt::Debug for Spares {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Spares").field("dir", &self.dir.path()).finish()
+    }
 }
 
 /// What committing a snapshot wrote.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Committed {
-    /// Size of the committed file's used part: header page, pages, record.
+    /// Size of the committed file: header page, pages, record.
     pub file_bytes: u64,
 }
 
@@ -113,48 +99,22 @@ impl std::fmt::Debug for SpillFile {
 }
 
 impl Spares {
-    /// An empty spare: its header written, no room for pages yet ([`SpillFile::grow`]).
+    /// A spare with no room for pages yet ([`SpillFile::grow`]), its header written, and
+    /// the capture buffer if no other spare holds it.
     pub fn make(&self) -> Result<SpillFile> {
         let name = spare_name();
         let path = self.dir.join(&name);
         let file = self.dir.create_file(&name).map_err(|e| io_error(&path, e))?;
-        let header = raw::encode_header();
-        let made = file.write_all_at(&header, 0).map_err(|e| io_error(&path, e)).and_then(|()| {
-            Ok(SpillFile {
-                dir: Arc::clone(&self.dir),
-                name: name.clone(),
-                map: map(&file, &path, raw::HEADER_PAGE as usize)?,
-                file,
-                capacity: 0,
-            })
-        });
-        if made.is_err() {
-            self.dir.remove_file(&name).ok();
-        }
-        made
-    }
-}
-
-impl Spares {
-    /// `recycled` as a spare with room for `bytes` of pages, its pages mostly in memory
-    /// already but not faulted into this process: write to each before a capture copies
-    /// into it (see [`SpillFile::grow`]). A file much larger than asked for is cut down
-    /// first.
-    pub fn reuse(&self, mut recycled: Recycled, bytes: usize) -> Result<SpillFile> {
-        let bytes = bytes.next_multiple_of(PAGE_SIZE as usize);
-        // Until it is a spare, `recycled` removes the file if anything fails.
-        let (name, file) = recycled.taken.as_ref().expect("a recycled file is taken only here");
-        let path = recycled.dir.join(name);
-        let len = file.metadata().map_err(|e| io_error(&path, e))?.len();
-        let have = len.saturating_sub(raw::HEADER_PAGE) as usize;
-        let keep = if have > 2 * bytes { bytes } else { have };
-        if keep < have {
-            file.set_len(raw::HEADER_PAGE + keep as u64).map_err(|e| io_error(&path, e))?;
-        }
-        let map = map(file, &path, raw::HEADER_PAGE as usize + keep)?;
-        let (name, file) = recycled.taken.take().expect("checked above");
-        let mut spill = SpillFile { dir: Arc::clone(&recycled.dir), name, file, map, capacity: keep };
-        spill.grow(bytes)?;
+        let spill = SpillFile {
+            dir: Arc::clone(&self.dir),
+            name,
+            file,
+            buffer: self.pool.lock().unwrap().take(),
+            pool: Arc::clone(&self.pool),
+            capacity: 0,
+        };
+        // Dropped on error, it removes the file.
+        spill.file.write_all_at(&raw::encode_header(), 0).map_err(|e| io_error(&path, e))?;
         Ok(spill)
     }
 }
@@ -162,7 +122,10 @@ impl Spares {
 impl SpillFile {
     /// The data area: pages go here back to back, in the order of the copied runs.
     pub fn data(&mut self) -> &mut [u8] {
-        &mut self.map[raw::HEADER_PAGE as usize..]
+        match &mut self.buffer {
+            Some(buffer) => &mut buffer.map[..self.capacity],
+            None => &mut [],
+        }
     }
 
     /// Bytes the data area holds.
@@ -170,51 +133,118 @@ impl SpillFile {
         self.capacity
     }
 
+    /// Bytes at the start of the data area already in this process's page tables: a
+    /// capture copies into them without a fault.
+    pub fn faulted(&self) -> usize {
+        self.buffer.as_ref().map_or(0, |b| b.touched.min(self.capacity))
+    }
+
     /// Makes the data area at least `bytes` long (whole pages), allocating the space on
-    /// disk first: a full disk is an error here, not a fault later. The new pages are not
-    /// faulted in: `process_vm_readv` into file pages not yet mapped takes a fault per
-    /// page inside the copy, 3–5 times slower than writing a byte to each first, so a
-    /// copy into them should do that first.
+    /// disk first: a full disk is an error here, not at the commit. Memory the buffer
+    /// gains is not faulted in: `process_vm_readv` into pages not yet mapped takes a
+    /// fault per page inside the copy, 3–5 times slower than writing a byte to each
+    /// first, so a copy into them should do that first ([`SpillFile::fault_in`]).
     pub fn grow(&mut self, bytes: usize) -> Result<()> {
-        let bytes = bytes.next_multiple_of(PAGE_SIZE as usize);
+        let bytes = bytes.next_multiple_of(PAGE);
         if bytes <= self.capacity {
             return Ok(());
         }
         let path = self.path();
-        let len = raw::HEADER_PAGE as usize + bytes;
-        allocate(&self.file, len as u64).map_err(|e| io_error(&path, e))?;
-        remap(&mut self.map, len).map_err(|e| io_error(&path, e))?;
+        allocate(&self.file, raw::HEADER_PAGE + bytes as u64).map_err(|e| io_error(&path, e))?;
+        let grown = match &mut self.buffer {
+            Some(buffer) if buffer.map.len() >= bytes => Ok(()),
+            Some(buffer) => remap(&mut buffer.map, bytes),
+            None => MmapMut::map_anon(bytes).map(|map| self.buffer = Some(Buffer { map, touched: 0 })),
+        };
+        if let Err(e) = grown {
+            let why = format!("cannot grow the capture buffer to {bytes} bytes: {e}");
+            return Err(io_error(&path, io::Error::new(e.kind(), why)));
+        }
+        if let Some(buffer) = &self.buffer {
+            // Huge pages, where the kernel has them: fewer faults, and pinned cheaply by
+            // the direct write. Only a hint.
+            buffer.map.advise(Advice::HugePage).ok();
+        }
         self.capacity = bytes;
         Ok(())
     }
 
-    /// Writes to every page of `range` of the data area, so that each is in this
-    /// process's page tables and in the page cache before a capture copies into it: for
-    /// a spare made ready ahead of a capture.
-    pub fn fault_in(&mut self, range: std::ops::Range<usize>) {
-        for page in self.data()[range].chunks_mut(PAGE_SIZE as usize) {
-            // A non-zero byte: a store of the zero already there could be left out. The
-            // data area's bytes mean nothing until a capture copies pages over them.
-            page[0] = 1;
+    /// Writes to the data area's pages after those already faulted in, up to `bytes` more,
+    /// so that each is in this process's page tables before a capture copies into it: for
+    /// a spare made ready ahead of a capture. Returns whether the whole data area is.
+    pub fn fault_in(&mut self, bytes: usize) -> bool {
+        let (from, capacity) = (self.faulted(), self.capacity);
+        let to = capacity.min(from + bytes.next_multiple_of(PAGE));
+        if let Some(buffer) = &mut self.buffer {
+            for page in buffer.map[from..to].chunks_mut(PAGE) {
+                // A non-zero byte: a store of the zero already there could be left out.
+                // The data area's bytes mean nothing until a capture copies pages over them.
+                page[0] = 1;
+            }
+            buffer.touched = buffer.touched.max(to);
         }
+        to >= capacity
     }
 
     fn path(&self) -> PathBuf {
         self.dir.join(&self.name)
     }
+
+    /// Writes the first `bytes` of the data area to the file, by direct I/O where the
+    /// file system takes it.
+    fn write_data(&self, bytes: usize) -> io::Result<()> {
+        let data = self.buffer.as_ref().map_or(&[][..], |b| &b.map[..bytes]);
+        let direct = set_direct(&self.file, true).is_ok();
+        let mut written = 0;
+        while written < data.len() {
+            let chunk = &data[written..data.len().min(written + WRITE_CHUNK)];
+            match self.file.write_at(chunk, raw::HEADER_PAGE + written as u64) {
+                Ok(0) => return Err(ErrorKind::WriteZero.into()),
+                Ok(n) => written += n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                // Alignment the device wants and we do not meet: an ordinary write.
+                Err(e) if direct && e.raw_os_error() == Some(nix::errno::Errno::EINVAL as i32) => {
+                    set_direct(&self.file, false)?;
+                    return self.file.write_all_at(&data[written..], raw::HEADER_PAGE + written as u64);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        if direct {
+            set_direct(&self.file, false)?;
+        }
+        Ok(())
+    }
+}
+
+/// Bytes a direct write hands the kernel at a time.
+const WRITE_CHUNK: usize = 64 << 20;
+
+/// Turns direct I/O on `file` on or off.
+fn set_direct(file: &File, on: bool) -> io::Result<()> {
+    let flags = OFlag::from_bits_truncate(fcntl(file, FcntlArg::F_GETFL)?);
+    let flags = if on { flags | OFlag::O_DIRECT } else { flags - OFlag::O_DIRECT };
+    fcntl(file, FcntlArg::F_SETFL(flags))?;
+    Ok(())
 }
 
 impl Drop for SpillFile {
     fn drop(&mut self) {
         // Committed files were renamed: this finds nothing then.
         self.dir.remove_file(&self.name).ok();
+        if let Some(buffer) = self.buffer.take() {
+            let mut pool = self.pool.lock().unwrap();
+            if pool.as_ref().is_none_or(|kept| kept.map.len() < buffer.map.len()) {
+                *pool = Some(buffer);
+            }
+        }
     }
 }
 
 impl RunLog {
     /// What makes spares for this run, on any thread.
     pub fn spares(&self) -> Spares {
-        Spares { dir: Arc::clone(self.run().dir_handle()) }
+        Spares { dir: Arc::clone(self.run().dir_handle()), pool: Pool::default() }
     }
 
     /// Commits `spill` as snapshot `meta.seq`: writes its record (the `copied` runs, whose
@@ -248,16 +278,16 @@ impl RunLog {
         };
         let path = spill.path();
         let end = commit.record_offset + commit.record_len;
-        // The record may run past the space allocated for pages: allocate it first.
+        spill.write_data((slot_count * PAGE_SIZE) as usize).map_err(|e| io_error(&path, e))?;
+        // The record may run past the space allocated for pages (allocate it first), or
+        // end before it: what is past it is given back.
         allocate(&spill.file, end).map_err(|e| io_error(&path, e))?;
+        spill.file.set_len(end).map_err(|e| io_error(&path, e))?;
         spill.file.write_all_at(&record, commit.record_offset).map_err(|e| io_error(&path, e))?;
         spill
             .file
             .write_all_at(&raw::encode_commit(seq, &commit), raw::commit_offset())
             .map_err(|e| io_error(&path, e))?;
-        // A recycled spare's lock goes before its new name comes: a reader that opened it
-        // under its old name, and gets the lock now, finds that name gone.
-        spill.file.unlock().map_err(|e| io_error(&path, e))?;
         let dir = Arc::clone(self.run().dir_handle());
         let name = file_name(seq, Form::Raw);
         dir.rename_new(&spill.name, &name).map_err(|e| io_error(&dir.join(&name), e))?;
@@ -293,30 +323,11 @@ fn allocate(file: &File, len: u64) -> io::Result<()> {
     }
 }
 
-/// Extends `map` (of a spare's file) to `len` bytes, in place or moved, keeping the pages
+/// Extends the capture buffer `map` to `len` bytes, in place or moved, keeping the pages
 /// already mapped.
 #[allow(unsafe_code)]
 fn remap(map: &mut MmapMut, len: usize) -> io::Result<()> {
-    // SAFETY: the file behind `map` was allocated to at least `len` bytes just before (and
-    // is never truncated, see `map`); no reference into the old mapping outlives this
-    // call, since `map` is borrowed mutably.
+    // SAFETY: `map` is anonymous memory of this process, borrowed mutably here, so no
+    // reference into the old mapping outlives the call.
     unsafe { map.remap(len, memmap2::RemapOptions::new().may_move(true)) }
-}
-
-/// Maps the first `len` bytes of `file`, shared and writable.
-#[allow(unsafe_code)]
-fn map(file: &File, path: &std::path::Path, len: usize) -> Result<MmapMut> {
-    // SAFETY: `file` is a spare this process created with O_EXCL, mode 0600, in a 0700
-    // directory of the store, and allocated to at least `len` bytes before mapping; it is
-    // written only through this mapping and `write_all_at` past the mapped pages, and
-    // never truncated, so the mapped bytes stay backed for as long as the map lives.
-    unsafe { memmap2::MmapOptions::new().len(len).map_mut(file) }.map_err(|e| {
-        io_error(
-            path,
-            match e.kind() {
-                ErrorKind::OutOfMemory => io::Error::new(ErrorKind::OutOfMemory, "cannot map the spare"),
-                _ => e,
-            },
-        )
-    })
 }

@@ -34,7 +34,6 @@ use std::io::{self, ErrorKind};
 use std::num::NonZero;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::Sender;
 
 use xxhash_rust::xxh3::xxh3_128;
 use zstd::bulk::Compressor;
@@ -47,7 +46,6 @@ use crate::model::{PAGE_SIZE, SnapshotMeta, check_meta};
 use crate::raw::{self, PageSpan};
 use crate::reader::{self, Slots, xor_into};
 use crate::shuffle::shuffle;
-use crate::spill::Recycled;
 use crate::{Error, Result, RunStatus, Store};
 
 /// Most worker threads (compression, patches).
@@ -130,9 +128,6 @@ pub struct RunWriter {
     workers: Vec<Worker>,
     /// The run's lock, when this writer took it (compacting a run no `sdt` holds).
     _lock: Option<File>,
-    /// Where compacted raw files no reader holds go, to be spares again; without it, they
-    /// are removed.
-    recycle: Option<Sender<Recycled>>,
     /// Set by the caller to stop compaction between blocks.
     cancel: Option<Arc<AtomicBool>>,
 }
@@ -445,15 +440,8 @@ impl RunWriter {
             prev: Vec::new(),
             workers,
             _lock: lock,
-            recycle: None,
             cancel: None,
         })
-    }
-
-    /// Hands each raw file compacted from now on, when no reader holds it, to `bin` as a
-    /// spare to reuse ([`Recycled`]) instead of removing it.
-    pub fn recycle_into(&mut self, bin: Sender<Recycled>) {
-        self.recycle = Some(bin);
     }
 
     /// Stops compaction soon after `flag` is set: the snapshot being written is abandoned
@@ -496,16 +484,8 @@ impl RunWriter {
             .map_err(|e| io_error(&self.dir.join(&file_name(seq, Form::Raw)), e))?;
         let data = map.as_deref().map_or(&[][..], |m| &m[raw::HEADER_PAGE as usize..]);
         let report = self.write_snapshot(record.meta, raw_pages(&record.copied, &record.unchanged, data))?;
-        // Our own shared lock goes with it: readers' locks are what keeps a file.
         drop((map, bytes));
         let raw_name = file_name(seq, Form::Raw);
-        if let Some(bin) = &self.recycle
-            && let Some(recycled) = Recycled::take(&self.dir, &raw_name)?
-        {
-            // A spare thread gone drops it, which removes it.
-            bin.send(recycled).ok();
-            return Ok(Some(report));
-        }
         self.dir.remove_file(&raw_name).map_err(|e| io_error(&self.dir.join(&raw_name), e))?;
         Ok(Some(report))
     }

@@ -220,75 +220,54 @@ fn damaged_raw_files_are_named() {
 }
 
 #[test]
-fn compacted_raw_files_become_spares_only_when_no_reader_holds_them() {
+fn spares_share_one_buffer_whose_old_bytes_never_reach_a_later_snapshot() {
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::open_or_create(tmp.path()).unwrap();
     let mut log = store.create_run(run_info()).unwrap();
-    let id = log.run().id();
-    let history = history();
-    for (seq, (cur, written)) in history.iter().take(3).enumerate() {
-        commit(&mut log, seq as u32, cur, written, seq == 0);
-    }
-    let (bin, recycled) = std::sync::mpsc::channel();
-    let mut writer = log.compactor().unwrap();
-    writer.recycle_into(bin);
-    // A reader of S2 holds S2.raw and the raw files it resolves through: none of those
-    // is recycled, and the reader reads on.
-    let run = store.open_run(&id).unwrap();
-    let held = run.open_snapshot("S2").unwrap();
-    for _ in 0..3 {
-        writer.compact().unwrap().unwrap();
-    }
-    assert_eq!(recycled.try_iter().count(), 0);
-    let m = anon(BASE, PAGES);
-    assert!(read_mapping(&held, &m).unwrap() == read_mapping(&run.open_snapshot("S2").unwrap(), &m).unwrap());
-    drop(held);
+    let spares = log.spares();
+    // S0 fills the buffer with 8 pages of ones.
+    let mut first = spares.make().unwrap();
+    first.grow(8 * PAGE).unwrap();
+    assert_eq!(first.faulted(), 0);
+    assert!(!first.fault_in(3 * PAGE) && first.faulted() == 3 * PAGE);
+    assert!(first.fault_in(usize::MAX / 2) && first.faulted() == 8 * PAGE);
+    first.data().fill(1);
+    let buffer = first.data().as_ptr();
+    let spans = [PageSpan { first: BASE / 4096, pages: 8 }];
+    let m = anon(BASE, 8);
+    log.commit(first, &spans, &[], &meta(0, vec![m.clone()])).unwrap();
 
-    // Unread, the next two are recycled: renamed to spare names, then made spares whose
-    // old contents never show through.
-    for (seq, (cur, written)) in history.iter().enumerate().skip(3).take(2) {
-        commit(&mut log, seq as u32, cur, written, false);
-    }
-    writer.compact().unwrap().unwrap();
-    writer.compact().unwrap().unwrap();
-    let mut taken: Vec<_> = recycled.try_iter().collect();
-    assert_eq!(taken.len(), 2);
+    // S1, from the same buffer, copies 2 pages: the 6 left over are not in its file, and
+    // the rest of the mapping is S0's.
+    let mut second = spares.make().unwrap();
+    assert_eq!(second.capacity(), 0, "a new spare has no room on disk yet");
+    second.grow(2 * PAGE).unwrap();
+    assert_eq!(second.data().as_ptr(), buffer, "the buffer is the same memory");
+    assert_eq!(second.faulted(), 2 * PAGE, "and still faulted in");
+    second.data().fill(2);
+    let spans = [PageSpan { first: BASE / 4096 + 1, pages: 2 }];
+    let unchanged =
+        [PageSpan { first: BASE / 4096, pages: 1 }, PageSpan { first: BASE / 4096 + 3, pages: 5 }];
+    let committed = log.commit(second, &spans, &unchanged, &meta(1, vec![m.clone()])).unwrap();
+    let run = store.open_run(&log.run().id()).unwrap();
+    let raw_len = std::fs::metadata(run.dir().join("S1.raw")).unwrap().len();
+    assert_eq!(raw_len, committed.file_bytes);
+    assert!(raw_len < 4096 + 3 * PAGE as u64, "S1.raw holds 2 pages and its record: {raw_len} bytes");
+    let mut expected = vec![1u8; 8 * PAGE];
+    expected[PAGE..3 * PAGE].fill(2);
+    assert!(read_mapping(&run.open_snapshot("S1").unwrap(), &m).unwrap() == expected);
+    assert!(read_mapping(&run.open_snapshot("S0").unwrap(), &m).unwrap() == vec![1u8; 8 * PAGE]);
+
+    // A spare dropped uncommitted leaves no file, and gives the buffer back.
+    let mut dropped = spares.make().unwrap();
+    dropped.grow(PAGE).unwrap();
+    drop(dropped);
     let names: Vec<String> = std::fs::read_dir(run.dir())
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
-    assert!(!names.iter().any(|n| n.ends_with(".raw") && n.starts_with('S')), "{names:?}");
-    assert_eq!(names.iter().filter(|n| n.starts_with(".spare-")).count(), 2, "{names:?}");
-    let spare = log.spares().reuse(taken.pop().unwrap(), 3 * PAGE).unwrap();
-    drop(taken);
-    let (cur, written) = &history[5];
-    // The recycled spare takes snapshot 5's pages, as a fresh one would.
-    let mut spare = spare;
-    let mut spans: Vec<PageSpan> = Vec::new();
-    for (k, a) in written.iter().enumerate().take(3) {
-        spare.data()[k * PAGE..(k + 1) * PAGE].copy_from_slice(&cur[a]);
-        spans.push(PageSpan { first: a / 4096, pages: 1 });
-    }
-    let unchanged: Vec<PageSpan> = (0..PAGES)
-        .map(addr)
-        .filter(|a| !written[..3.min(written.len())].contains(a))
-        .map(|a| PageSpan { first: a / 4096, pages: 1 })
-        .collect();
-    log.commit(spare, &spans, &unchanged, &meta(5, vec![anon(BASE, PAGES)])).unwrap();
-    let snap = run.open_snapshot("S5").unwrap();
-    let mut expected = history[4].0.clone();
-    for a in written.iter().take(3) {
-        expected.insert(*a, cur[a].clone());
-    }
-    let nonzero: BTreeMap<u64, Vec<u8>> =
-        expected.into_iter().filter(|(_, b)| b.iter().any(|&x| x != 0)).collect();
-    assert!(read_mapping(&snap, &m).unwrap() == expected_anon(&m, &nonzero));
-    let names: Vec<String> = std::fs::read_dir(run.dir())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    assert!(
-        !names.iter().any(|n| n.starts_with(".spare-")),
-        "the unused recycled file is removed: {names:?}"
-    );
+    assert!(!names.iter().any(|n| n.starts_with(".spare-")), "{names:?}");
+    let mut again = spares.make().unwrap();
+    again.grow(PAGE).unwrap();
+    assert_eq!(again.data().as_ptr(), buffer);
 }
