@@ -36,10 +36,11 @@
 //!
 //! # Raw log and compaction
 //!
-//! A capture copies its pages straight into a spare of the run (`spill`): one copy, into
-//! the page cache, of a file allocated ahead. [`RunLog::commit`] appends the snapshot's
-//! record and renames it `S<n>.raw`; from then on it reads back, and survives the death
-//! of the process that captured it. [`RunWriter::compact`] later writes `S<n>.snap` from
+//! A capture copies its pages into a spare of the run (`spill`): one copy, into memory
+//! the run keeps from capture to capture, for a file allocated ahead. [`RunLog::commit`]
+//! writes them to the file by direct I/O, appends the snapshot's record and renames it
+//! `S<n>.raw`; from then on it reads back, and survives the death of the process that
+//! captured it. [`RunWriter::compact`] later writes `S<n>.snap` from
 //! it and removes it. Readers take whichever form is there: a raw snapshot's unchanged
 //! pages resolve through the snapshots before it.
 //!
