@@ -15,7 +15,6 @@ fn addr(i: u64) -> u64 {
     BASE + i * 4096
 }
 
-#[test]
 fn two_hundred_snapshots() {
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::open_or_create(tmp.path()).unwrap();
@@ -63,3 +62,5 @@ fn two_hundred_snapshots() {
     let e = run.open_snapshot("S0").unwrap_err();
     assert!(matches!(e, Error::NoSuchSnapshot { .. }), "{e:?}");
 }
+
+sdt_test_harness::tests![two_hundred_snapshots];

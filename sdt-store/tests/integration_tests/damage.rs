@@ -93,7 +93,6 @@ fn check(run: &Run, m: &Mapping, expected: &Expected, damaged: u32, meta_only: b
     }
 }
 
-#[test]
 fn every_truncation_and_every_flipped_byte() {
     let tmp = tempfile::tempdir().unwrap();
     let (run, m, expected) = small_store(tmp.path());
@@ -120,7 +119,6 @@ fn every_truncation_and_every_flipped_byte() {
     check(&run, &m, &expected, u32::MAX, true, "restored");
 }
 
-#[test]
 fn incomplete_files_are_ignored() {
     let tmp = tempfile::tempdir().unwrap();
     let (run, m, expected) = small_store(tmp.path());
@@ -136,3 +134,5 @@ fn incomplete_files_are_ignored() {
     assert_eq!(e.to_string(), "no snapshot S5 in run 1 (snapshots: S0, S1, S2, S3)");
     check(&run, &m, &expected, u32::MAX, true, "with S4.snap.incomplete");
 }
+
+sdt_test_harness::tests![every_truncation_and_every_flipped_byte, incomplete_files_are_ignored];

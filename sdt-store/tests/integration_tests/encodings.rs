@@ -73,7 +73,6 @@ fn write_and_check(history: &[BTreeMap<u64, Vec<u8>>], pages: u64) -> Vec<WriteR
 /// doubles change every snapshot (whole-page patches, shuffled, in chains of at most 4),
 /// one random page changes one word (small patches, in chains of at most 8), the text
 /// pages stay.
-#[test]
 fn each_encoding_reads_back() {
     let mut history = Vec::new();
     for step in 0..12u32 {
@@ -110,7 +109,6 @@ fn each_encoding_reads_back() {
 
 /// Text rewritten in place (a word inserted, shifting the rest) is stored whole, plainly
 /// compressed: its patch would be noise where the page is text.
-#[test]
 fn rewritten_text_goes_whole() {
     let s0: BTreeMap<u64, Vec<u8>> = (0..BLOCK).map(|i| (a(i), text(i))).collect();
     let s1 = s0
@@ -128,7 +126,6 @@ fn rewritten_text_goes_whole() {
 
 /// A run that the previous build wrote in format version 2 (all blocks plain zstd, with
 /// patches) reads the same.
-#[test]
 fn version_2_run_reads() {
     let store = Store::open(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v2")).unwrap();
     let run = store.open_run(&store.latest_run().unwrap()).unwrap();
@@ -176,7 +173,6 @@ proptest! {
 
     /// Runs of pages of every kind, changing kind or step at random: every snapshot reads
     /// back exactly, whatever encodings and patches the writer chose.
-    #[test]
     fn mixed_pages_read_back(run in prop::collection::vec(prop::collection::vec(kind(), 80), 1..6)) {
         let history: Vec<BTreeMap<u64, Vec<u8>>> = run
             .iter()
@@ -200,3 +196,10 @@ proptest! {
         write_and_check(&history, 80);
     }
 }
+
+sdt_test_harness::tests![
+    each_encoding_reads_back,
+    rewritten_text_goes_whole,
+    version_2_run_reads,
+    mixed_pages_read_back,
+];

@@ -6,7 +6,6 @@ use sdt_store::{Error, PageSource, RunId, Store};
 
 use crate::common::*;
 
-#[test]
 fn store_and_run_errors() {
     let tmp = tempfile::tempdir().unwrap();
     let missing = tmp.path().join("nope");
@@ -47,7 +46,6 @@ fn store_and_run_errors() {
     assert_eq!(store.latest_run().unwrap(), RunId(1));
 }
 
-#[test]
 fn snapshot_errors() {
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::open_or_create(tmp.path()).unwrap();
@@ -78,7 +76,6 @@ fn snapshot_errors() {
     assert_eq!(e.to_string(), "snapshot S0 has format version 4; this sdt reads versions 1 to 3");
 }
 
-#[test]
 fn writer_misuse_is_bad_input_and_changes_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::open_or_create(tmp.path()).unwrap();
@@ -131,7 +128,6 @@ fn writer_misuse_is_bad_input_and_changes_nothing() {
 /// An unchanged run that leaves the address space is refused: its end once wrapped
 /// around, so that a lower page after it passed as ascending and the snapshot was
 /// written with its index out of order, unreadable.
-#[test]
 fn an_unchanged_run_past_the_address_space_is_bad_input() {
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::open_or_create(tmp.path()).unwrap();
@@ -156,7 +152,6 @@ fn an_unchanged_run_past_the_address_space_is_bad_input() {
 /// A thread listed twice, or with an id that is no thread's, is refused by the writer and
 /// read as damage: exporters write one file per thread, named by its id (CRIU's
 /// `core-<tid>.img`), and failed on the second one with a misleading write error.
-#[test]
 fn thread_ids_are_positive_and_listed_once() {
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::open_or_create(tmp.path()).unwrap();
@@ -184,3 +179,11 @@ fn thread_ids_are_positive_and_listed_once() {
     assert!(matches!(run.read_meta(1), Err(Error::Corrupt { .. })));
     run.open_snapshot("S0").unwrap();
 }
+
+sdt_test_harness::tests![
+    store_and_run_errors,
+    snapshot_errors,
+    writer_misuse_is_bad_input_and_changes_nothing,
+    an_unchanged_run_past_the_address_space_is_bad_input,
+    thread_ids_are_positive_and_listed_once,
+];

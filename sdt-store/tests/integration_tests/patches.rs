@@ -37,7 +37,6 @@ fn assert_fails(run: &Run, seq: u32, i: u64, damaged: &str, says: &str) {
 /// Pages changed by a few bytes, some in every snapshot: chains grow to 8 patches, the next
 /// change stores the page whole and starts a new chain; pages that vanish or are rewritten
 /// come back whole. Every snapshot reads back exactly after all were written.
-#[test]
 fn chains_grow_to_the_bound_and_restart_whole() {
     const PAGES: u64 = 24;
     const SNAPSHOTS: u32 = 30;
@@ -104,7 +103,6 @@ fn chains_grow_to_the_bound_and_restart_whole() {
 
 /// An 8-byte change costs a few dozen bytes, not a page; a page rewritten with random
 /// bytes is stored whole, as before patches.
-#[test]
 fn small_changes_cost_little_and_random_pages_go_whole() {
     const PAGES: u64 = 64;
     let tmp = tempfile::tempdir().unwrap();
@@ -173,7 +171,6 @@ fn chain_store(root: &Path) -> (Run, Vec<BTreeMap<u64, Vec<u8>>>) {
     (store.open_run(&writer.id()).unwrap(), history)
 }
 
-#[test]
 fn damage_to_a_base_is_named() {
     let tmp = tempfile::tempdir().unwrap();
     let (run, history) = chain_store(tmp.path());
@@ -216,7 +213,6 @@ fn damage_to_a_base_is_named() {
 }
 
 /// A base that cannot be read when the next snapshot is written: the page goes in whole.
-#[test]
 fn writer_stores_whole_when_the_base_is_gone() {
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::open_or_create(tmp.path()).unwrap();
@@ -265,7 +261,6 @@ fn rewrite_index(path: &Path, edit: impl FnOnce(&mut Vec<u8>)) {
 
 /// A file whose index makes a chain longer than the bound is refused, naming the chain's
 /// first file; snapshots the chain does not pass through read.
-#[test]
 fn a_chain_past_the_bound_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::open_or_create(tmp.path()).unwrap();
@@ -315,7 +310,6 @@ fn a_chain_past_the_bound_is_refused() {
 /// An index whose run claims four billion pages of an earlier file that holds one lists
 /// as one range (exporters work from ranges, so nothing allocates for the claim), and
 /// reading past the real page is damage, named.
-#[test]
 fn a_run_claiming_more_than_its_file_holds_costs_nothing_until_read() {
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::open_or_create(tmp.path()).unwrap();
@@ -338,3 +332,12 @@ fn a_run_claiming_more_than_its_file_holds_costs_nothing_until_read() {
     let e = snap.read(a(1), &mut page).unwrap_err();
     assert!(e.to_string().contains("slot 1 of S0, which holds 1 pages"), "{e}");
 }
+
+sdt_test_harness::tests![
+    chains_grow_to_the_bound_and_restart_whole,
+    small_changes_cost_little_and_random_pages_go_whole,
+    damage_to_a_base_is_named,
+    writer_stores_whole_when_the_base_is_gone,
+    a_chain_past_the_bound_is_refused,
+    a_run_claiming_more_than_its_file_holds_costs_nothing_until_read,
+];

@@ -55,7 +55,6 @@ fn addr(i: usize) -> u64 {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
-    #[test]
     fn snapshots_read_back_and_store_only_changes(
         run in prop::collection::vec(prop::collection::vec(action(), PAGES), 1..12)
     ) {
@@ -129,3 +128,5 @@ proptest! {
         }
     }
 }
+
+sdt_test_harness::tests![snapshots_read_back_and_store_only_changes];

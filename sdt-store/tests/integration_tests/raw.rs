@@ -83,7 +83,6 @@ fn check_reads(store: &Store, id: sdt_store::RunId, history: &History, first_raw
     }
 }
 
-#[test]
 fn raw_and_compacted_snapshots_read_back_the_same() {
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::open_or_create(tmp.path()).unwrap();
@@ -120,7 +119,6 @@ fn raw_and_compacted_snapshots_read_back_the_same() {
     log.finish(RunStatus::Exited { code: 0 }).unwrap();
 }
 
-#[test]
 fn a_run_whose_sdt_died_keeps_its_snapshots_and_is_finished_later() {
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::open_or_create(tmp.path()).unwrap();
@@ -181,7 +179,6 @@ fn a_run_whose_sdt_died_keeps_its_snapshots_and_is_finished_later() {
     check_reads(&store, id, &history, 10);
 }
 
-#[test]
 fn damaged_raw_files_are_named() {
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::open_or_create(tmp.path()).unwrap();
@@ -219,7 +216,6 @@ fn damaged_raw_files_are_named() {
     assert!(e.to_string().contains("never committed"), "{e}");
 }
 
-#[test]
 fn spares_share_one_buffer_whose_old_bytes_never_reach_a_later_snapshot() {
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::open_or_create(tmp.path()).unwrap();
@@ -271,3 +267,10 @@ fn spares_share_one_buffer_whose_old_bytes_never_reach_a_later_snapshot() {
     again.grow(PAGE).unwrap();
     assert_eq!(again.data().as_ptr(), buffer);
 }
+
+sdt_test_harness::tests![
+    raw_and_compacted_snapshots_read_back_the_same,
+    a_run_whose_sdt_died_keeps_its_snapshots_and_is_finished_later,
+    damaged_raw_files_are_named,
+    spares_share_one_buffer_whose_old_bytes_never_reach_a_later_snapshot,
+];

@@ -45,7 +45,6 @@ fn h(i: u64) -> u64 {
     HEAP + i * 4096
 }
 
-#[test]
 fn changes_appear_disappear_and_file_mappings() {
     let tmp = tempfile::tempdir().unwrap();
     let lib_path = tmp.path().join("lib.so");
@@ -179,7 +178,6 @@ fn changes_appear_disappear_and_file_mappings() {
 }
 
 /// Enough pages for several blocks and compression threads.
-#[test]
 fn many_blocks() {
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::open_or_create(tmp.path()).unwrap();
@@ -225,7 +223,6 @@ fn many_blocks() {
     }
 }
 
-#[test]
 fn run_ids_are_distinct_under_concurrency() {
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::open_or_create(tmp.path()).unwrap();
@@ -248,7 +245,6 @@ fn run_ids_are_distinct_under_concurrency() {
     assert!(run.snapshots().unwrap().is_empty());
 }
 
-#[test]
 fn finish_records_status() {
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::open_or_create(tmp.path()).unwrap();
@@ -265,7 +261,6 @@ fn finish_records_status() {
 
 /// A write that fails at its last step (the rename) leaves the run as it was: the next
 /// attempt at the same seq diffs against the last complete snapshot.
-#[test]
 fn failed_write_changes_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::open_or_create(tmp.path()).unwrap();
@@ -297,7 +292,6 @@ fn failed_write_changes_nothing() {
 }
 
 /// A run that an earlier build wrote in format version 1 (no patches) reads the same.
-#[test]
 fn version_1_run_reads() {
     let store = Store::open(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v1")).unwrap();
     let run = store.open_run(&store.latest_run().unwrap()).unwrap();
@@ -317,3 +311,12 @@ fn version_1_run_reads() {
         assert_eq!(snap.meta().stats.pages_stored, changes.len() as u64, "S{seq}");
     }
 }
+
+sdt_test_harness::tests![
+    changes_appear_disappear_and_file_mappings,
+    many_blocks,
+    run_ids_are_distinct_under_concurrency,
+    finish_records_status,
+    failed_write_changes_nothing,
+    version_1_run_reads,
+];

@@ -7,6 +7,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use sdt_store::{Error, PageSource, RunId, Store};
+use sdt_test_harness::Skip;
 
 use crate::common::*;
 
@@ -14,7 +15,6 @@ fn mode(path: &Path) -> u32 {
     std::fs::symlink_metadata(path).unwrap().permissions().mode() & 0o7777
 }
 
-#[test]
 fn store_files_are_private_whatever_the_umask() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("store");
@@ -46,7 +46,6 @@ fn store_files_are_private_whatever_the_umask() {
     assert_eq!(store.exposed_mode().unwrap(), Some(0o755));
 }
 
-#[test]
 fn links_and_fifos_in_a_store_are_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::open_or_create(&tmp.path().join("store")).unwrap();
@@ -96,12 +95,8 @@ fn links_and_fifos_in_a_store_are_refused() {
     assert_eq!(std::fs::read(&secret).unwrap(), b"not the store's");
 }
 
-#[test]
-fn root_creating_in_a_users_store_leaves_it_theirs() {
-    if !nix::unistd::Uid::effective().is_root() {
-        eprintln!("root_creating_in_a_users_store_leaves_it_theirs: skipped: needs root");
-        return;
-    }
+fn root_creating_in_a_users_store_leaves_it_theirs() -> Result<(), Skip> {
+    sdt_test_harness::root("it needs root (a store owned by another uid)")?;
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("store");
     std::fs::create_dir(&root).unwrap();
@@ -113,4 +108,11 @@ fn root_creating_in_a_users_store_leaves_it_theirs() {
         let meta = std::fs::symlink_metadata(root.join(path)).unwrap();
         assert_eq!((meta.uid(), meta.gid()), (1001, 1001), "{path}");
     }
+    Ok(())
 }
+
+sdt_test_harness::tests![
+    store_files_are_private_whatever_the_umask,
+    links_and_fifos_in_a_store_are_refused,
+    root_creating_in_a_users_store_leaves_it_theirs,
+];

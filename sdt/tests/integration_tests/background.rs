@@ -6,7 +6,6 @@ use std::time::{Duration, Instant};
 
 use crate::harness::{Sdt, describe, program, stderr, stdout, wait_within};
 
-#[test]
 fn sdt_run_returns_with_the_program_and_compaction_finishes_in_the_background() {
     let sdt = Sdt::new();
     let prog = program("dirty");
@@ -43,7 +42,6 @@ fn sdt_run_returns_with_the_program_and_compaction_finishes_in_the_background() 
     assert!(std::fs::read(&path).unwrap() == raw_core, "S7 exports differently compacted");
 }
 
-#[test]
 fn wait_compaction_returns_with_every_snapshot_compacted() {
     let sdt = Sdt::new();
     let prog = program("dirty");
@@ -54,7 +52,6 @@ fn wait_compaction_returns_with_every_snapshot_compacted() {
     assert!(listed.iter().all(|s| s["raw"] == false), "{listed:?}");
 }
 
-#[test]
 fn compact_refuses_a_run_still_being_captured_and_finishes_it_after() {
     let sdt = Sdt::new();
     let prog = program("spin");
@@ -81,3 +78,9 @@ fn compact_refuses_a_run_still_being_captured_and_finishes_it_after() {
     let listed = sdt.snapshots();
     assert!(!listed.is_empty() && listed.iter().all(|s| s["raw"] == false), "{listed:?}");
 }
+
+sdt_test_harness::tests![
+    sdt_run_returns_with_the_program_and_compaction_finishes_in_the_background,
+    wait_compaction_returns_with_every_snapshot_compacted,
+    compact_refuses_a_run_still_being_captured_and_finishes_it_after,
+];

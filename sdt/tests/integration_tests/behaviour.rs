@@ -6,7 +6,6 @@ use std::process::Stdio;
 
 use crate::harness::{Sdt, describe, program, run, stdout, wait_with_timeout};
 
-#[test]
 fn exit_code_is_the_programs() {
     let sdt = Sdt::new();
     let prog = program("behave");
@@ -17,7 +16,6 @@ fn exit_code_is_the_programs() {
     assert!(ls.lines().next().unwrap().contains("exited 7"), "{ls}");
 }
 
-#[test]
 fn stdin_and_stdout_pass_through() {
     let sdt = Sdt::new();
     let prog = program("behave");
@@ -34,7 +32,6 @@ fn stdin_and_stdout_pass_through() {
     assert_eq!(stdout(&out), "HELLO, SNAPSHOTS\n");
 }
 
-#[test]
 fn signals_reach_the_program() {
     let sdt = Sdt::new();
     let prog = program("behave");
@@ -43,7 +40,6 @@ fn signals_reach_the_program() {
     assert_eq!(sdt.snapshots().len(), 1);
 }
 
-#[test]
 fn a_fatal_signal_ends_sdt_the_same_way_and_keeps_snapshots() {
     let sdt = Sdt::new();
     let prog = program("behave");
@@ -58,7 +54,6 @@ fn libc_sigsegv() -> i32 {
     11
 }
 
-#[test]
 fn sigterm_sent_to_sdt_is_forwarded() {
     let sdt = Sdt::new();
     let prog = program("behave");
@@ -73,7 +68,6 @@ fn sigterm_sent_to_sdt_is_forwarded() {
     assert_eq!(rest, "got SIGTERM\n");
 }
 
-#[test]
 fn forked_and_execed_children_do_not_trap() {
     let sdt = Sdt::new();
     let prog = program("behave");
@@ -82,7 +76,6 @@ fn forked_and_execed_children_do_not_trap() {
     assert_eq!(sdt.snapshots().len(), 1);
 }
 
-#[test]
 fn the_main_thread_may_exit_first() {
     let sdt = Sdt::new();
     let prog = program("behave");
@@ -96,7 +89,6 @@ fn the_main_thread_may_exit_first() {
     assert!(snaps.iter().all(|s| s["threads"] == 1), "{snaps:?}");
 }
 
-#[test]
 fn a_program_that_execs_keeps_being_captured() {
     let sdt = Sdt::new();
     let prog = program("behave");
@@ -114,7 +106,6 @@ fn a_program_that_execs_keeps_being_captured() {
     );
 }
 
-#[test]
 fn without_sdt_breakpoints_do_nothing() {
     let out = run(&mut std::process::Command::new(program("states")));
     assert!(out.status.success());
@@ -127,7 +118,6 @@ fn without_sdt_breakpoints_do_nothing() {
     assert_eq!(stdout(&out), "done\n");
 }
 
-#[test]
 fn a_thread_that_cannot_stop_costs_a_snapshot_not_a_hang() {
     let sdt = Sdt::new();
     let prog = program("behave");
@@ -162,3 +152,16 @@ fn a_thread_that_cannot_stop_costs_a_snapshot_not_a_hang() {
     assert_eq!(stdout(&out), "bp -3\ndone\n", "SDT_DECLINED is -3");
     assert_eq!(sdt.snapshots().len(), 0);
 }
+
+sdt_test_harness::tests![
+    exit_code_is_the_programs,
+    stdin_and_stdout_pass_through,
+    signals_reach_the_program,
+    a_fatal_signal_ends_sdt_the_same_way_and_keeps_snapshots,
+    sigterm_sent_to_sdt_is_forwarded,
+    forked_and_execed_children_do_not_trap,
+    the_main_thread_may_exit_first,
+    a_program_that_execs_keeps_being_captured,
+    without_sdt_breakpoints_do_nothing,
+    a_thread_that_cannot_stop_costs_a_snapshot_not_a_hang,
+];

@@ -10,7 +10,6 @@ fn triggers(sdt: &Sdt) -> Vec<(i64, i64, i64)> {
         .collect()
 }
 
-#[test]
 fn config_filters_by_level_class_id_and_attrs() {
     let sdt = Sdt::new();
     let cfg =
@@ -45,7 +44,6 @@ fn config_filters_by_level_class_id_and_attrs() {
     assert_eq!(printed.matches("captured").count(), 2, "{printed}");
 }
 
-#[test]
 fn filtered_breakpoints_make_no_system_call() {
     // The program runs a million filtered breakpoints in seccomp strict mode, where any
     // system call but read/write/_exit kills it.
@@ -58,7 +56,6 @@ fn filtered_breakpoints_make_no_system_call() {
     assert_eq!(sdt.snapshots().len(), 1);
 }
 
-#[test]
 fn hits_select_arrivals() {
     let sdt = Sdt::new();
     let cfg = config(&sdt, "hits = [2, \"4-5\"]\n");
@@ -69,7 +66,6 @@ fn hits_select_arrivals() {
     assert_eq!(hits, [(1, 2), (2, 2), (1, 4), (2, 4), (1, 5), (2, 5)]);
 }
 
-#[test]
 fn multiple_mark_zero_captures_once_across_threads() {
     let sdt = Sdt::new();
     let prog = program("breakpoints");
@@ -91,7 +87,6 @@ fn multiple_mark_zero_captures_once_across_threads() {
     }
 }
 
-#[test]
 fn timed_snapshots() {
     let sdt = Sdt::new();
     let prog = program("spin");
@@ -108,7 +103,6 @@ fn timed_snapshots() {
     }
 }
 
-#[test]
 fn max_snapshots_stops_capturing_and_the_program_runs_on() {
     let sdt = Sdt::new();
     let cfg = config(&sdt, "max_snapshots = 3\n");
@@ -119,7 +113,6 @@ fn max_snapshots_stops_capturing_and_the_program_runs_on() {
     assert!(stdout(&out).ends_with("done\n"));
 }
 
-#[test]
 fn past_max_snapshots_breakpoints_that_pass_are_declined_without_stopping() {
     let sdt = Sdt::new();
     let cfg = config(&sdt, "max_snapshots = 2\nmax_level = 1\n");
@@ -147,7 +140,6 @@ fn past_max_snapshots_breakpoints_that_pass_are_declined_without_stopping() {
     assert_eq!(sdt.snapshots().len(), 0, "max_snapshots = 0 captures nothing");
 }
 
-#[test]
 fn stored_memory_equals_live_memory_through_thread_churn() {
     let sdt = Sdt::new();
     let prog = program("churn");
@@ -167,7 +159,6 @@ fn stored_memory_equals_live_memory_through_thread_churn() {
     assert!(stdout(&out).contains("churn done: 20 rounds"));
 }
 
-#[test]
 fn incremental_snapshots_store_only_changes() {
     let sdt = Sdt::new();
     let prog = program("states");
@@ -188,7 +179,6 @@ fn incremental_snapshots_store_only_changes() {
     }
 }
 
-#[test]
 fn rust_programs_use_the_macro() {
     let sdt = Sdt::new();
     let example = crate::harness::target_dir().join("examples/rust_threads");
@@ -203,3 +193,16 @@ fn rust_programs_use_the_macro() {
         describe(&out)
     );
 }
+
+sdt_test_harness::tests![
+    config_filters_by_level_class_id_and_attrs,
+    filtered_breakpoints_make_no_system_call,
+    hits_select_arrivals,
+    multiple_mark_zero_captures_once_across_threads,
+    timed_snapshots,
+    max_snapshots_stops_capturing_and_the_program_runs_on,
+    past_max_snapshots_breakpoints_that_pass_are_declined_without_stopping,
+    stored_memory_equals_live_memory_through_thread_churn,
+    incremental_snapshots_store_only_changes,
+    rust_programs_use_the_macro,
+];

@@ -6,6 +6,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+use sdt_test_harness::Skip;
 use serde_json::Value;
 
 use crate::harness::{Sdt, describe, program, stderr, stdout};
@@ -34,11 +35,8 @@ fn run_as_user(sdt: &Sdt, secret: &Path, kept: &Path) -> String {
     stdout(&out)
 }
 
-#[test]
-fn a_program_restored_by_root_resumes_as_the_user_it_ran_as() {
-    if !may_restore("a_program_restored_by_root_resumes_as_the_user_it_ran_as") {
-        return;
-    }
+fn a_program_restored_by_root_resumes_as_the_user_it_ran_as() -> Result<(), Skip> {
+    may_restore()?;
     let (_dir, secret, kept) = files();
     let sdt = Sdt::new();
     let original = run_as_user(&sdt, &secret, &kept);
@@ -94,13 +92,11 @@ fn a_program_restored_by_root_resumes_as_the_user_it_ran_as() {
         "{}",
         describe(&out)
     );
+    Ok(())
 }
 
-#[test]
-fn keep_root_resumes_as_root_and_says_so() {
-    if !may_restore("keep_root_resumes_as_root_and_says_so") {
-        return;
-    }
+fn keep_root_resumes_as_root_and_says_so() -> Result<(), Skip> {
+    may_restore()?;
     let (_dir, secret, kept) = files();
     let sdt = Sdt::new();
     run_as_user(&sdt, &secret, &kept);
@@ -126,13 +122,11 @@ fn keep_root_resumes_as_root_and_says_so() {
         "{}",
         describe(&out)
     );
+    Ok(())
 }
 
-#[test]
-fn a_seccomp_filter_is_refused_unless_the_restore_goes_on_without_it() {
-    if !may_restore("a_seccomp_filter_is_refused_unless_the_restore_goes_on_without_it") {
-        return;
-    }
+fn a_seccomp_filter_is_refused_unless_the_restore_goes_on_without_it() -> Result<(), Skip> {
+    may_restore()?;
     // noufd runs dirty under a seccomp filter (and no_new_privs, which filters need).
     let sdt = Sdt::new();
     let (noufd, dirty) = (program("noufd"), program("dirty"));
@@ -152,4 +146,11 @@ fn a_seccomp_filter_is_refused_unless_the_restore_goes_on_without_it() {
     assert!(out.status.success(), "{}", describe(&out));
     assert!(stderr(&out).contains("resume without it"), "{}", describe(&out));
     assert_eq!(stdout(&out), "dirty done\n", "{}", describe(&out));
+    Ok(())
 }
+
+sdt_test_harness::tests![
+    a_program_restored_by_root_resumes_as_the_user_it_ran_as,
+    keep_root_resumes_as_root_and_says_so,
+    a_seccomp_filter_is_refused_unless_the_restore_goes_on_without_it,
+];

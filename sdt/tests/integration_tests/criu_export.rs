@@ -4,13 +4,14 @@
 //! `rounds.c`, and the restored process prints exactly what the original printed from
 //! that snapshot on.
 //!
-//! The crit test is skipped (with a line saying so) where `crit` is missing, the guest
-//! tests where `qemu-system-x86_64` is; `.ci/run` installs both.
+//! The crit test is reported ignored where `crit` is missing, the guest tests where
+//! `qemu-system-x86_64` is (or, after the guest's checks, `crit`); `.ci/run` installs both.
 
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use sdt_test_harness::Skip;
 use serde_json::Value;
 
 use crate::guest::{field, guest, have_qemu};
@@ -20,14 +21,13 @@ use crate::harness::{Sdt, describe, program, run, stderr, wait_with_timeout};
 const ROUNDS: u32 = 40;
 const BP_ROUND: u32 = 10;
 
-/// True if `crit` runs; otherwise says the test is skipped.
-fn have_crit(test: &str) -> bool {
+/// `Ok` if `crit` runs; otherwise the [`Skip`] saying so.
+pub fn have_crit() -> Result<(), Skip> {
     let found = Command::new("crit").arg("--help").output().is_ok_and(|o| o.status.success());
     if !found {
-        use std::io::Write;
-        writeln!(std::io::stderr(), "{test}: skipped: crit is not installed (apt-get install criu)").ok();
+        return Err(Skip::new("crit", "crit is not installed", "apt-get install criu"));
     }
-    found
+    Ok(())
 }
 
 /// Decodes every image in `dir` with `crit decode`, checks that `crit encode` gives the
@@ -75,11 +75,8 @@ fn entry<'a>(images: &'a HashMap<String, Value>, name: &str) -> &'a Value {
     &image["entries"][0]
 }
 
-#[test]
-fn crit_decodes_and_reencodes_the_images_of_a_real_snapshot() {
-    if !have_crit("crit_decodes_and_reencodes_the_images_of_a_real_snapshot") {
-        return;
-    }
+fn crit_decodes_and_reencodes_the_images_of_a_real_snapshot() -> Result<(), Skip> {
+    have_crit()?;
     let rounds = program("rounds");
     let sdt = Sdt::new();
     // Its stdout and stderr are files, as `criu restore` wants them.
@@ -127,6 +124,7 @@ fn crit_decodes_and_reencodes_the_images_of_a_real_snapshot() {
         .map(|f| f["fd"].as_u64().unwrap())
         .collect();
     assert_eq!(fds, [0, 1, 2], "only stdio: rounds closes the rest");
+    Ok(())
 }
 
 /// The guest's script: run `rounds` under `sdt run`, export S0, put its output file back
@@ -187,8 +185,8 @@ echo END-IMG
 }
 
 /// Runs the script in a guest with `qemu_args`, checks the restored run, and returns
-/// the images as crit decodes them (empty without crit).
-fn restore_in_guest(qemu_args: &[&str]) -> HashMap<String, Value> {
+/// the images as crit decodes them.
+fn restore_in_guest(qemu_args: &[&str]) -> Result<HashMap<String, Value>, Skip> {
     let rounds = program("rounds");
     let sdt_bin = env!("CARGO_BIN_EXE_sdt");
     let mut args = vec!["--timeout", "150", "--file", sdt_bin, "--file", rounds.to_str().unwrap()];
@@ -228,9 +226,7 @@ fn restore_in_guest(qemu_args: &[&str]) -> HashMap<String, Value> {
 
     let encoded: String =
         text.lines().skip_while(|l| *l != "BEGIN-IMG").skip(1).take_while(|l| *l != "END-IMG").collect();
-    if !have_crit("restore_in_guest") {
-        return HashMap::new();
-    }
+    have_crit()?;
     let dir = tempfile::tempdir().unwrap();
     let tgz = dir.path().join("img.tgz");
     let mut decode = Command::new("base64");
@@ -241,7 +237,7 @@ fn restore_in_guest(qemu_args: &[&str]) -> HashMap<String, Value> {
     let out = run(Command::new("tar").arg("xzf").arg(&tgz).arg("-C").arg(dir.path()));
     assert!(out.status.success(), "{}", describe(&out));
     std::fs::remove_file(&tgz).unwrap();
-    crit_roundtrip(dir.path(), false)
+    Ok(crit_roundtrip(dir.path(), false))
 }
 
 /// The leader's FPU state in its core image.
@@ -250,28 +246,26 @@ fn leader_fpregs(images: &HashMap<String, Value>) -> &Value {
     &entry(images, &format!("core-{pid}.img"))["thread_info"]["fpregs"]
 }
 
-#[test]
-fn criu_restores_an_exported_snapshot_in_the_guest() {
-    if !have_qemu("criu_restores_an_exported_snapshot_in_the_guest") {
-        return;
-    }
+fn criu_restores_an_exported_snapshot_in_the_guest() -> Result<(), Skip> {
+    have_qemu()?;
     // QEMU's default CPU has no XSAVE: the images carry the FXSAVE area alone.
-    let images = restore_in_guest(&[]);
-    if !images.is_empty() {
-        assert!(leader_fpregs(&images).get("xsave").is_none(), "{}", leader_fpregs(&images));
-    }
+    let images = restore_in_guest(&[])?;
+    assert!(leader_fpregs(&images).get("xsave").is_none(), "{}", leader_fpregs(&images));
+    Ok(())
 }
 
-#[test]
-fn criu_restores_an_exported_snapshot_with_xsave_state_in_the_guest() {
-    if !have_qemu("criu_restores_an_exported_snapshot_with_xsave_state_in_the_guest") {
-        return;
-    }
+fn criu_restores_an_exported_snapshot_with_xsave_state_in_the_guest() -> Result<(), Skip> {
+    have_qemu()?;
     // QEMU's `max` CPU has XSAVE and AVX: the images carry the upper halves of the YMM
     // registers too.
-    let images = restore_in_guest(&["-cpu", "max"]);
-    if !images.is_empty() {
-        let fpregs = leader_fpregs(&images);
-        assert_eq!(fpregs["xsave"]["ymmh_space"].as_array().map(Vec::len), Some(64), "{fpregs}");
-    }
+    let images = restore_in_guest(&["-cpu", "max"])?;
+    let fpregs = leader_fpregs(&images);
+    assert_eq!(fpregs["xsave"]["ymmh_space"].as_array().map(Vec::len), Some(64), "{fpregs}");
+    Ok(())
 }
+
+sdt_test_harness::tests![
+    crit_decodes_and_reencodes_the_images_of_a_real_snapshot,
+    criu_restores_an_exported_snapshot_in_the_guest,
+    criu_restores_an_exported_snapshot_with_xsave_state_in_the_guest,
+];

@@ -6,7 +6,6 @@ use std::time::{Duration, Instant};
 
 use crate::harness::{Sdt, describe, program, run, stderr, stdout, wait_with_timeout, wait_within};
 
-#[test]
 fn a_truncated_snapshot_is_named_and_earlier_ones_still_read() {
     let sdt = Sdt::new();
     let prog = program("breakpoints");
@@ -24,7 +23,6 @@ fn a_truncated_snapshot_is_named_and_earlier_ones_still_read() {
     assert!(stderr(&out).contains("snapshot S1 is corrupt"), "{}", stderr(&out));
 }
 
-#[test]
 fn a_program_killed_during_a_capture_ends_the_run_cleanly() {
     let sdt = Sdt::new();
     let prog = program("behave");
@@ -53,7 +51,6 @@ impl Delays {
     }
 }
 
-#[test]
 fn a_program_killed_at_any_instant_of_its_captures_ends_the_run_cleanly() {
     let seed = std::env::var("SDT_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
@@ -101,7 +98,6 @@ fn kill_during_captures(threads: u32, delay: Duration, what: &str) {
     }
 }
 
-#[test]
 fn killing_sdt_mid_run_keeps_every_finished_snapshot() {
     let sdt = Sdt::new();
     let prog = program("churn");
@@ -139,3 +135,10 @@ fn killing_sdt_mid_run_keeps_every_finished_snapshot() {
         sdt.core(&name);
     }
 }
+
+sdt_test_harness::tests![
+    a_truncated_snapshot_is_named_and_earlier_ones_still_read,
+    a_program_killed_during_a_capture_ends_the_run_cleanly,
+    a_program_killed_at_any_instant_of_its_captures_ends_the_run_cleanly,
+    killing_sdt_mid_run_keeps_every_finished_snapshot,
+];

@@ -1,5 +1,7 @@
 //! Bad input: a one-line error naming the problem, and a non-zero exit.
 
+use sdt_test_harness::Skip;
+
 use crate::harness::{Sdt, config, program, stderr};
 
 /// Runs `sdt ARGS`, expects failure with one error line containing `needle`.
@@ -15,7 +17,6 @@ fn fails_with(sdt: &Sdt, args: &[&str], needle: &str) {
     );
 }
 
-#[test]
 fn missing_program() {
     let sdt = Sdt::new();
     fails_with(&sdt, &["run", "--", "./no-such-program"], "program not found: ./no-such-program");
@@ -27,7 +28,6 @@ fn missing_program() {
     assert!(!sdt.store().join("runs").exists(), "no run is created for a program that cannot start");
 }
 
-#[test]
 fn program_not_executable() {
     let sdt = Sdt::new();
     let file = sdt.dir.path().join("data.txt");
@@ -37,7 +37,6 @@ fn program_not_executable() {
     fails_with(&sdt, &["run", "--", file.to_str().unwrap()], "cannot execute");
 }
 
-#[test]
 fn bad_config() {
     let sdt = Sdt::new();
     let prog = program("behave");
@@ -60,7 +59,6 @@ fn bad_config() {
     );
 }
 
-#[test]
 fn configs_that_cannot_mean_anything_are_refused() {
     let sdt = Sdt::new();
     let prog = program("behave");
@@ -92,17 +90,10 @@ fn configs_that_cannot_mean_anything_are_refused() {
     assert!(!sdt.store().join("runs").exists(), "no run is created for a refused config");
 }
 
-#[test]
-fn a_store_we_may_not_write_is_named_not_blamed_on_ptrace() {
+fn a_store_we_may_not_write_is_named_not_blamed_on_ptrace() -> Result<(), Skip> {
     use std::os::unix::fs::PermissionsExt;
     use std::os::unix::process::CommandExt;
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!(
-            "a_store_we_may_not_write_is_named_not_blamed_on_ptrace: skipped: needs root to run sdt as uid 1001"
-        );
-        return;
-    }
+    sdt_test_harness::root("running sdt as uid 1001 needs root")?;
     let sdt = Sdt::new();
     std::fs::set_permissions(sdt.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     // Root's, so not writable by uid 1001 (root would bypass the check).
@@ -125,9 +116,9 @@ fn a_store_we_may_not_write_is_named_not_blamed_on_ptrace() {
         );
         assert!(!err.contains("ptrace"), "{args:?}: {err}");
     }
+    Ok(())
 }
 
-#[test]
 fn empty_or_missing_store_and_unknown_names() {
     let sdt = Sdt::new();
     fails_with(&sdt, &["ls"], "no SDT store at");
@@ -141,3 +132,12 @@ fn empty_or_missing_store_and_unknown_names() {
     fails_with(&sdt, &["export", "core", "S3", "-o", "x.core"], "no snapshot S3");
     fails_with(&sdt, &["ls", "--run", "7"], "no run 7");
 }
+
+sdt_test_harness::tests![
+    missing_program,
+    program_not_executable,
+    bad_config,
+    configs_that_cannot_mean_anything_are_refused,
+    a_store_we_may_not_write_is_named_not_blamed_on_ptrace,
+    empty_or_missing_store_and_unknown_names,
+];

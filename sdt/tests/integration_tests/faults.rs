@@ -10,6 +10,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use sdt_test_harness::Skip;
+
 use crate::harness::*;
 
 /// `sdt run` kills, at least 30 as the issue asks.
@@ -107,7 +109,6 @@ fn check_promises(sdt: &Sdt, told: &Told, rng: &mut Rng, sample: usize) {
     assert_eq!(values, expected, "snapshots {picked:?}: {output}");
 }
 
-#[test]
 fn sdt_killed_at_random_instants_keeps_every_snapshot_it_gave() {
     let mut rng = Rng::from_env("sdt_killed_at_random_instants_keeps_every_snapshot_it_gave");
     let prog = program("faults");
@@ -164,12 +165,18 @@ struct SmallFs {
 }
 
 impl SmallFs {
-    fn mount(mb: u64) -> Option<SmallFs> {
+    /// The [`Skip`] where `mount` fails (it needs root).
+    fn mount(mb: u64) -> Result<SmallFs, Skip> {
         let dir = tempfile::tempdir().unwrap();
         let out = run(Command::new("mount")
             .args(["-t", "tmpfs", "-o", &format!("size={mb}m,mode=0700"), "tmpfs"])
             .arg(dir.path()));
-        out.status.success().then_some(SmallFs { dir })
+        if !out.status.success() {
+            let said = stderr(&out);
+            let why = format!("mounting a tmpfs needs root ({})", said.lines().next().unwrap_or_default());
+            return Err(Skip::needs_root(why));
+        }
+        Ok(SmallFs { dir })
     }
 
     fn path(&self) -> &Path {
@@ -183,14 +190,8 @@ impl Drop for SmallFs {
     }
 }
 
-#[test]
-fn a_full_store_declines_breakpoints_and_says_how_many_were_lost() {
-    let Some(fs) = SmallFs::mount(20) else {
-        eprintln!(
-            "a_full_store_declines_breakpoints_and_says_how_many_were_lost: skipped: mounting a tmpfs needs root"
-        );
-        return;
-    };
+fn a_full_store_declines_breakpoints_and_says_how_many_were_lost() -> Result<(), Skip> {
+    let fs = SmallFs::mount(20)?;
     let sdt = Sdt::new();
     let store = fs.path().join(".sdt");
     let prog = program("faults");
@@ -226,9 +227,9 @@ fn a_full_store_declines_breakpoints_and_says_how_many_were_lost() {
     sdt_on_fs(&["export", "core", &format!("S{r}"), "-o", core.to_str().unwrap()]);
     let output = gdb(&prog, &core, &[&format!("print marks[{thread}]")]);
     assert_eq!(gdb_values(&output), [mark.to_string()], "{output}");
+    Ok(())
 }
 
-#[test]
 fn timed_snapshots_past_the_disk_budget_are_skipped_not_waited_for() {
     let sdt = Sdt::new();
     let prog = program("dirty");
@@ -259,3 +260,9 @@ fn timed_snapshots_past_the_disk_budget_are_skipped_not_waited_for() {
     assert!(start.elapsed() < Duration::from_secs(60));
     sdt.ok(&["ls"]);
 }
+
+sdt_test_harness::tests![
+    sdt_killed_at_random_instants_keeps_every_snapshot_it_gave,
+    a_full_store_declines_breakpoints_and_says_how_many_were_lost,
+    timed_snapshots_past_the_disk_budget_are_skipped_not_waited_for,
+];

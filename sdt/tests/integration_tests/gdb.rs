@@ -18,7 +18,6 @@ fn printed_values(out: &str, n: u32) -> (String, String, String, String) {
     (field("counter_global="), field("arr[5]="), field("message="), field("origin="))
 }
 
-#[test]
 fn gdb_shows_every_thread_stack_and_value() {
     let sdt = Sdt::new();
     let prog = program("states");
@@ -76,7 +75,6 @@ fn gdb_shows_every_thread_stack_and_value() {
     }
 }
 
-#[test]
 fn the_breaking_thread_is_current_in_gdb() {
     let sdt = Sdt::new();
     let prog = program("breakpoints");
@@ -88,7 +86,6 @@ fn the_breaking_thread_is_current_in_gdb() {
     assert!(text.contains(" run ("), "its backtrace reaches run():\n{text}");
 }
 
-#[test]
 fn sdt_gdb_opens_a_snapshot() {
     let sdt = Sdt::new();
     let prog = program("states");
@@ -103,3 +100,9 @@ fn sdt_gdb_opens_a_snapshot() {
     let cores = sdt.store().join("runs/1/cores");
     assert!(cores.join("S0.core").exists() && cores.join("S1.core").exists());
 }
+
+sdt_test_harness::tests![
+    gdb_shows_every_thread_stack_and_value,
+    the_breaking_thread_is_current_in_gdb,
+    sdt_gdb_opens_a_snapshot,
+];

@@ -2,12 +2,14 @@
 //! loads an out-of-tree module, and CRIU dumps and restores a process in it; and the
 //! harness fails loudly when the kernel warns, the guest hangs or the script kills it.
 //!
-//! Skipped (with a line saying so) where `qemu-system-x86_64` is not installed;
-//! `scripts/guest/prepare` installs it.
+//! Reported ignored where `qemu-system-x86_64` is not installed; `scripts/guest/prepare`
+//! installs it.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+use sdt_test_harness::Skip;
 
 use crate::harness::{describe, program, run, stderr, stdout};
 
@@ -15,21 +17,16 @@ fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
 }
 
-/// True if `qemu-system-x86_64` is on PATH; otherwise says the test is skipped.
-pub fn have_qemu(test: &str) -> bool {
+/// `Ok` if `qemu-system-x86_64` is on PATH; otherwise the [`Skip`] saying so.
+pub fn have_qemu() -> Result<(), Skip> {
     let found = std::env::var_os("PATH")
         .map(|path| std::env::split_paths(&path).any(|dir| dir.join("qemu-system-x86_64").is_file()))
         .unwrap_or(false);
     if !found {
-        // Straight to stderr, past the test harness's capture, so the skip is seen.
-        use std::io::Write;
-        writeln!(
-            std::io::stderr(),
-            "{test}: skipped: qemu-system-x86_64 is not installed (scripts/guest/prepare installs it)"
-        )
-        .ok();
+        let why = "qemu-system-x86_64 is not installed";
+        return Err(Skip::new("qemu-system-x86_64", why, "scripts/guest/prepare installs it"));
     }
-    found
+    Ok(())
 }
 
 /// Runs `scripts/guest/prepare` and returns the variables it prints.
@@ -106,11 +103,8 @@ kill "$pid"
 exit 7
 "#;
 
-#[test]
-fn guest_boots_6_1_runs_programs_loads_module_and_criu_restores() {
-    if !have_qemu("guest_boots_6_1_runs_programs_loads_module_and_criu_restores") {
-        return;
-    }
+fn guest_boots_6_1_runs_programs_loads_module_and_criu_restores() -> Result<(), Skip> {
+    have_qemu()?;
     let states = program("states");
     let counter = program("counter");
     let vars = prepare();
@@ -168,13 +162,11 @@ fn guest_boots_6_1_runs_programs_loads_module_and_criu_restores() {
     assert!(n["restored"] >= n["dumped"], "restored from the dump, not started afresh: {n:?}\n{all}");
     assert!(n["later"] > n["restored"], "the restored process counts on: {n:?}\n{all}");
     assert_eq!(n["restored_pid"], n["pid"], "{n:?}");
+    Ok(())
 }
 
-#[test]
-fn guest_run_fails_on_a_kernel_warning() {
-    if !have_qemu("guest_run_fails_on_a_kernel_warning") {
-        return;
-    }
+fn guest_run_fails_on_a_kernel_warning() -> Result<(), Skip> {
+    have_qemu()?;
     let vars = prepare();
     let hello = format!("{}:/root/hello.ko", vars["GUEST_HELLO_KO"]);
     let out = guest(
@@ -189,13 +181,11 @@ fn guest_run_fails_on_a_kernel_warning() {
     let err = stderr(&out);
     assert!(err.contains("the kernel log shows a problem") && err.contains("WARNING:"), "{all}");
     assert!(err.contains("last 40 lines of the console"), "{all}");
+    Ok(())
 }
 
-#[test]
-fn guest_run_fails_on_timeout_and_on_a_missing_exit_line() {
-    if !have_qemu("guest_run_fails_on_timeout_and_on_a_missing_exit_line") {
-        return;
-    }
+fn guest_run_fails_on_timeout_and_on_a_missing_exit_line() -> Result<(), Skip> {
+    have_qemu()?;
     prepare();
     let out = guest(&["--timeout", "2", "--cpus", "1"], "exit 0\n");
     assert_eq!(out.status.code(), Some(124), "{}", describe(&out));
@@ -208,4 +198,11 @@ fn guest_run_fails_on_timeout_and_on_a_missing_exit_line() {
     assert_eq!(out.status.code(), Some(125), "{}", describe(&out));
     assert!(stdout(&out).contains("GUEST going down\n"), "{}", describe(&out));
     assert!(stderr(&out).contains("without an SDT-GUEST-EXIT line"), "{}", describe(&out));
+    Ok(())
 }
+
+sdt_test_harness::tests![
+    guest_boots_6_1_runs_programs_loads_module_and_criu_restores,
+    guest_run_fails_on_a_kernel_warning,
+    guest_run_fails_on_timeout_and_on_a_missing_exit_line,
+];

@@ -7,6 +7,7 @@ use std::process::{Child, ChildStdout, Command, Output, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use sdt_test_harness::Skip;
 use serde_json::Value;
 
 /// How long any one command may take before the test fails.
@@ -26,14 +27,14 @@ pub fn program(name: &str) -> PathBuf {
     compiled(name, &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs").join(format!("{name}.c")))
 }
 
-/// Compiles `tests/programs/<name>.cpp` with g++ (once per test run); `None` where g++
-/// is not installed.
-pub fn cpp_program(name: &str) -> Option<PathBuf> {
+/// Compiles `tests/programs/<name>.cpp` with g++ (once per test run); the [`Skip`] where
+/// g++ is not installed.
+pub fn cpp_program(name: &str) -> Result<PathBuf, Skip> {
     let found = Command::new("g++").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status();
     if !found.is_ok_and(|s| s.success()) {
-        return None;
+        return Err(Skip::new("g++", "g++ is not installed", "apt-get install g++"));
     }
-    Some(compiled(
+    Ok(compiled(
         name,
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs").join(format!("{name}.cpp")),
     ))

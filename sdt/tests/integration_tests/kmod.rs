@@ -6,13 +6,14 @@
 //! task, no oops (`scripts/guest/run` fails on any), and the module unloads. A snapshot
 //! the module took is exported for CRIU and restored.
 //!
-//! Skipped (with a line saying so) where `qemu-system-x86_64` is not installed.
+//! Reported ignored where `qemu-system-x86_64` is not installed.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
+use sdt_test_harness::Skip;
 use serde_json::Value;
 
 use crate::guest::{field, guest, have_qemu, numbers, prepare};
@@ -65,16 +66,10 @@ fn module() -> PathBuf {
 /// tree, for Debian's 6.1 kernel from the headers the guest uses; the module is built
 /// for that kernel, without warnings. (Installing and loading need that kernel running:
 /// the guest tests load the module `make` builds.)
-#[test]
-fn dkms_builds_the_module_for_debians_kernel() {
-    if !have_qemu("dkms_builds_the_module_for_debians_kernel") {
-        return;
-    }
+fn dkms_builds_the_module_for_debians_kernel() -> Result<(), Skip> {
+    have_qemu()?;
     if Command::new("dkms").arg("--version").output().is_err() {
-        eprintln!(
-            "dkms_builds_the_module_for_debians_kernel: skipped: dkms is not installed (.ci/run installs it)"
-        );
-        return;
+        return Err(Skip::new("dkms", "dkms is not installed", "apt-get install dkms"));
     }
     let vars = prepare();
     let (kver, kdir) = (&vars["GUEST_KVER"], &vars["GUEST_KDIR"]);
@@ -111,6 +106,7 @@ fn dkms_builds_the_module_for_debians_kernel() {
     assert!(warnings.is_empty(), "dkms built with warnings:\n{}", warnings.join("\n"));
     let info = run(Command::new("modinfo").arg("-F").arg("vermagic").arg(&built));
     assert!(stdout(&info).starts_with(&format!("{kver} ")), "{}", describe(&info));
+    Ok(())
 }
 
 /// The `scripts/guest/run` arguments for the module, `sdt` and these test programs.
@@ -358,11 +354,8 @@ fn comparable(out: &Out, backend: &str, snap: &str) -> BTreeMap<&'static str, Ve
     ])
 }
 
-#[test]
-fn kmod_captures_what_ptrace_captures_in_the_guest() {
-    if !have_qemu("kmod_captures_what_ptrace_captures_in_the_guest") {
-        return;
-    }
+fn kmod_captures_what_ptrace_captures_in_the_guest() -> Result<(), Skip> {
+    have_qemu()?;
     let dir = tempfile::tempdir().unwrap();
     let disk = dir.path().join("out.img");
     std::fs::File::create(&disk).unwrap().set_len(512 << 20).unwrap();
@@ -495,6 +488,7 @@ fn kmod_captures_what_ptrace_captures_in_the_guest() {
     );
     assert!(status["ipis"] > 0, "the pauses used IPIs: {status:?}");
     assert_eq!(field(&text, "rmmod"), "rc=0", "{all}");
+    Ok(())
 }
 
 const STRESS_SCRIPT: &str = r#"
@@ -539,11 +533,8 @@ rmmod sdt
 echo "GUEST rmmod rc=$?"
 "#;
 
-#[test]
-fn kmod_survives_stress_and_kills_mid_capture_in_the_guest() {
-    if !have_qemu("kmod_survives_stress_and_kills_mid_capture_in_the_guest") {
-        return;
-    }
+fn kmod_survives_stress_and_kills_mid_capture_in_the_guest() -> Result<(), Skip> {
+    have_qemu()?;
     let args = guest_args(&["kmodstress"]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let started = std::time::Instant::now();
@@ -592,15 +583,12 @@ fn kmod_survives_stress_and_kills_mid_capture_in_the_guest() {
     assert_eq!((gone["sessions"], gone["capturing"], gone["held"], gone["pending"]), (0, 0, 0, 0), "{all}");
     assert!(text.contains("killed by signal 9"), "{all}");
     assert_eq!(field(&text, "rmmod"), "rc=0", "{all}");
+    Ok(())
 }
 
-#[test]
-fn without_the_module_kmod_is_refused_with_the_way_to_load_it() {
+fn without_the_module_kmod_is_refused_with_the_way_to_load_it() -> Result<(), Skip> {
     if Path::new("/dev/sdt").exists() {
-        eprintln!(
-            "without_the_module_kmod_is_refused_with_the_way_to_load_it: skipped: /dev/sdt exists here"
-        );
-        return;
+        return Err(Skip::new("the module unloaded", "/dev/sdt exists here", "rmmod sdt"));
     }
     let sdt = crate::harness::Sdt::new();
     let prog = program("states");
@@ -623,4 +611,12 @@ fn without_the_module_kmod_is_refused_with_the_way_to_load_it() {
         "{}",
         describe(&out)
     );
+    Ok(())
 }
+
+sdt_test_harness::tests![
+    dkms_builds_the_module_for_debians_kernel,
+    kmod_captures_what_ptrace_captures_in_the_guest,
+    kmod_survives_stress_and_kills_mid_capture_in_the_guest,
+    without_the_module_kmod_is_refused_with_the_way_to_load_it,
+];

@@ -2,25 +2,17 @@
 //! prints and by gdb on the snapshots the resumed run takes.
 //!
 //! Restores need the right to create PID namespaces (root in CI); without it each test
-//! says it is skipped.
+//! is reported ignored.
 
 use std::process::Output;
 
+use sdt_test_harness::Skip;
+
 use crate::harness::{Sdt, config, describe, example, gdb, gdb_values, program, stderr, stdout, workspace};
 
-/// True if this process may create PID namespaces; otherwise says the test is skipped.
-pub(crate) fn may_restore(test: &str) -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root {
-        use std::io::Write;
-        writeln!(
-            std::io::stderr(),
-            "{test}: skipped: restoring needs root (a PID namespace with chosen pids)"
-        )
-        .ok();
-    }
-    root
+/// `Ok` if this process may create PID namespaces (is root); otherwise the [`Skip`].
+pub(crate) fn may_restore() -> Result<(), Skip> {
+    sdt_test_harness::root("restoring needs root (a PID namespace with chosen pids)")
 }
 
 fn names(sdt: &Sdt) -> Vec<String> {
@@ -36,11 +28,8 @@ fn race_run(sdt: &Sdt, mode: &str, rounds: &str) -> Output {
     out
 }
 
-#[test]
-fn every_snapshot_of_mutate_resumes_to_the_same_end() {
-    if !may_restore("every_snapshot_of_mutate_resumes_to_the_same_end") {
-        return;
-    }
+fn every_snapshot_of_mutate_resumes_to_the_same_end() -> Result<(), Skip> {
+    may_restore()?;
     let sdt = Sdt::new();
     let prog = program("mutate");
     let original = sdt.ok(&["run", "-q", "--", prog.to_str().unwrap(), "3"]);
@@ -53,13 +42,11 @@ fn every_snapshot_of_mutate_resumes_to_the_same_end() {
         // adds up to the same checksum only if the memory came back exactly.
         assert_eq!(stdout(&out), stdout(&original), "restore {name}: {}", describe(&out));
     }
+    Ok(())
 }
 
-#[test]
-fn every_snapshot_of_the_rounds_and_dirty_programs_resumes_to_the_same_end() {
-    if !may_restore("every_snapshot_of_the_rounds_and_dirty_programs_resumes_to_the_same_end") {
-        return;
-    }
+fn every_snapshot_of_the_rounds_and_dirty_programs_resumes_to_the_same_end() -> Result<(), Skip> {
+    may_restore()?;
     // rounds: workers in lockstep with a sleeper, two breakpoints and timed snapshots
     // between; each restored run prints the original's lines from its snapshot's round on.
     // (Breakpoints are off in a resumed run: one reached after the snapshot answers
@@ -100,13 +87,11 @@ fn every_snapshot_of_the_rounds_and_dirty_programs_resumes_to_the_same_end() {
         assert!(out.status.success(), "restore {name}: {}", describe(&out));
         assert_eq!(stdout(&out), "dirty done\n", "restore {name}: {}", describe(&out));
     }
+    Ok(())
 }
 
-#[test]
-fn snapshots_taken_while_threads_are_born_and_die_resume_to_the_same_end() {
-    if !may_restore("snapshots_taken_while_threads_are_born_and_die_resume_to_the_same_end") {
-        return;
-    }
+fn snapshots_taken_while_threads_are_born_and_die_resume_to_the_same_end() -> Result<(), Skip> {
+    may_restore()?;
     // A ticker traps every millisecond while the main thread creates and joins threads:
     // snapshots catch it inside clone3 (a restored clone that "failed" would run a second
     // copy of the thread) and threads on their way out (whose id word a join waits on).
@@ -120,13 +105,11 @@ fn snapshots_taken_while_threads_are_born_and_die_resume_to_the_same_end() {
         assert!(out.status.success(), "restore {name}: {}", describe(&out));
         assert_eq!(stdout(&out), stdout(&original), "restore {name}: {}", describe(&out));
     }
+    Ok(())
 }
 
-#[test]
-fn threads_caught_on_their_way_to_a_trap_are_declined_not_killed() {
-    if !may_restore("threads_caught_on_their_way_to_a_trap_are_declined_not_killed") {
-        return;
-    }
+fn threads_caught_on_their_way_to_a_trap_are_declined_not_killed() -> Result<(), Skip> {
+    may_restore()?;
     // Every breakpoint captures: the workers reach theirs together, so snapshots catch
     // some of them past the filter check, before or at their int3. Resumed with the
     // breakpoints off, those still trap, and must go on.
@@ -138,13 +121,11 @@ fn threads_caught_on_their_way_to_a_trap_are_declined_not_killed() {
         assert!(out.status.success(), "restore {name}: {}", describe(&out));
         assert!(stdout(&out).ends_with(&format!("{last}\n")), "restore {name}: {}", describe(&out));
     }
+    Ok(())
 }
 
-#[test]
-fn a_restored_program_prints_what_the_original_printed_from_there_on() {
-    if !may_restore("a_restored_program_prints_what_the_original_printed_from_there_on") {
-        return;
-    }
+fn a_restored_program_prints_what_the_original_printed_from_there_on() -> Result<(), Skip> {
+    may_restore()?;
     let sdt = Sdt::new();
     let original = race_run(&sdt, "locked", "5");
     let printed = stdout(&original);
@@ -158,13 +139,11 @@ fn a_restored_program_prints_what_the_original_printed_from_there_on() {
         assert_eq!(stdout(&out), expected, "restore S{k}: {}", describe(&out));
         assert!(stderr(&out).contains(&format!("restored S{k} of run 1 in")), "{}", describe(&out));
     }
+    Ok(())
 }
 
-#[test]
-fn extra_environment_variables_reach_the_resumed_programs_getenv() {
-    if !may_restore("extra_environment_variables_reach_the_resumed_programs_getenv") {
-        return;
-    }
+fn extra_environment_variables_reach_the_resumed_programs_getenv() -> Result<(), Skip> {
+    may_restore()?;
     let sdt = Sdt::new();
     let prog = program("environ");
     let names = ["SDT_TEST_GREETING", "SDT_TEST_KEEP", "SDT_TEST_REPLACED"];
@@ -221,13 +200,11 @@ fn extra_environment_variables_reach_the_resumed_programs_getenv() {
         assert!(stderr(&out).contains("an extra environment variable is NAME=VALUE"), "{}", describe(&out));
         assert_eq!(stdout(&out), "", "{bad}: nothing ran");
     }
+    Ok(())
 }
 
-#[test]
-fn refining_a_deterministic_interval_reproduces_its_end() {
-    if !may_restore("refining_a_deterministic_interval_reproduces_its_end") {
-        return;
-    }
+fn refining_a_deterministic_interval_reproduces_its_end() -> Result<(), Skip> {
+    may_restore()?;
     let sdt = Sdt::new();
     let original = race_run(&sdt, "locked", "5");
     let fine = config(&sdt, "max_level = 2\n");
@@ -272,13 +249,11 @@ fn refining_a_deterministic_interval_reproduces_its_end() {
     assert!(stdout(&out).contains("verdict: S1.3.new reproduced S1.3"), "{}", describe(&out));
     let all = names(&sdt);
     assert!(all.iter().any(|n| n == "S1.0.0") && all.iter().any(|n| n == "S1.3.new"), "{all:?}");
+    Ok(())
 }
 
-#[test]
-fn refine_detects_a_mismatch_and_retries() {
-    if !may_restore("refine_detects_a_mismatch_and_retries") {
-        return;
-    }
+fn refine_detects_a_mismatch_and_retries() -> Result<(), Skip> {
+    may_restore()?;
     let sdt = Sdt::new();
     race_run(&sdt, "racy", "4");
     let out =
@@ -297,13 +272,11 @@ fn refine_detects_a_mismatch_and_retries() {
     }
     assert!(err.contains("S2 was not reproduced in 3 attempts"), "{err}");
     assert_eq!(text.matches(" NO\n").count(), 3, "{text}");
+    Ok(())
 }
 
-#[test]
-fn unsupported_objects_and_bad_intervals_are_named() {
-    if !may_restore("unsupported_objects_and_bad_intervals_are_named") {
-        return;
-    }
+fn unsupported_objects_and_bad_intervals_are_named() -> Result<(), Skip> {
+    may_restore()?;
     // states.c blocks a thread in read() on a pipe of its own.
     let sdt = Sdt::new();
     let prog = program("states");
@@ -355,10 +328,10 @@ fn unsupported_objects_and_bad_intervals_are_named() {
         assert_eq!(out.status.code(), Some(1), "{full:?}: {}", describe(&out));
         assert!(stderr(&out).contains(says), "{full:?}: {}", describe(&out));
     }
+    Ok(())
 }
 
-#[test]
-fn a_check_gdb_cannot_evaluate_stops_refine_before_anything_runs() {
+fn a_check_gdb_cannot_evaluate_stops_refine_before_anything_runs() -> Result<(), Skip> {
     let sdt = Sdt::new();
     let bank = example("bank");
     let examples = workspace().join("examples/bank");
@@ -382,9 +355,9 @@ fn a_check_gdb_cannot_evaluate_stops_refine_before_anything_runs() {
     }
     assert_eq!(stdout(&sdt.ok(&["runs"])).matches("refines").count(), 0, "no refinement run was made");
 
-    if !may_restore("a_check_gdb_cannot_evaluate_stops_refine_before_anything_runs (its valid check)") {
-        return;
-    }
+    // The valid check refines, which restores: without root the test is reported ignored,
+    // its refusals above passed.
+    may_restore()?;
     // The README's example as it now reads: a sum gdb evaluates, compared in S8 and S8.new
     // (the race makes them differ, most of the time).
     let fine = examples.join("fine.toml");
@@ -409,4 +382,18 @@ fn a_check_gdb_cannot_evaluate_stops_refine_before_anything_runs() {
     assert!(values.len() == 3 && values[..2].iter().all(|v| v.parse::<i64>().is_ok()), "{row}");
     let verdict = if values[2] == "yes" { "reproduced" } else { "differs from" };
     assert!(text.contains(&format!("verdict: S8.new {verdict} S8")), "{}", describe(&out));
+    Ok(())
 }
+
+sdt_test_harness::tests![
+    every_snapshot_of_mutate_resumes_to_the_same_end,
+    every_snapshot_of_the_rounds_and_dirty_programs_resumes_to_the_same_end,
+    snapshots_taken_while_threads_are_born_and_die_resume_to_the_same_end,
+    threads_caught_on_their_way_to_a_trap_are_declined_not_killed,
+    a_restored_program_prints_what_the_original_printed_from_there_on,
+    extra_environment_variables_reach_the_resumed_programs_getenv,
+    refining_a_deterministic_interval_reproduces_its_end,
+    refine_detects_a_mismatch_and_retries,
+    unsupported_objects_and_bad_intervals_are_named,
+    a_check_gdb_cannot_evaluate_stops_refine_before_anything_runs,
+];

@@ -6,12 +6,13 @@
 //! escaped.
 //!
 //! Most tests need root (to own a secret file and hand the store to another uid); without
-//! it each says it is skipped.
+//! it each is reported ignored.
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use sdt_test_harness::Skip;
 use serde_json::{Value, json};
 
 use crate::harness::{Sdt, describe, program, stderr, stdout};
@@ -19,26 +20,13 @@ use crate::harness::{Sdt, describe, program, stderr, stdout};
 /// The store's owner in these tests: not root, and no account needed.
 const OWNER: u32 = 1001;
 
-/// True if this process is root; otherwise says the test is skipped.
-fn is_root(test: &str) -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root {
-        use std::io::Write;
-        writeln!(std::io::stderr(), "{test}: skipped: it needs root (a store owned by another uid)").ok();
-    }
-    root
-}
-
 /// If this process is root, a store holding a real run of `breakpoints`, as
-/// [`run_breakpoints`] makes it; otherwise says the test is skipped.
-fn run_as_root(test: &str, breakpoints: &[&str]) -> Option<Sdt> {
-    if !is_root(test) {
-        return None;
-    }
+/// [`run_breakpoints`] makes it; otherwise the [`Skip`].
+fn run_as_root(breakpoints: &[&str]) -> Result<Sdt, Skip> {
+    sdt_test_harness::root("it needs root (a store owned by another uid)")?;
     let sdt = Sdt::new();
     run_breakpoints(&sdt, breakpoints);
-    Some(sdt)
+    Ok(sdt)
 }
 
 /// A real run of `breakpoints` with the given breakpoints, one thread: S0, S1, …,
@@ -124,13 +112,8 @@ fn files_under(dir: &Path) -> Vec<PathBuf> {
     found
 }
 
-#[test]
-fn a_program_path_that_reads_as_a_gdb_option_runs_nothing() {
-    let Some(sdt) =
-        run_as_root("a_program_path_that_reads_as_a_gdb_option_runs_nothing", &["1/1/1/0", "1/1/2/0"])
-    else {
-        return;
-    };
+fn a_program_path_that_reads_as_a_gdb_option_runs_nothing() -> Result<(), Skip> {
+    let sdt = run_as_root(&["1/1/1/0", "1/1/2/0"])?;
     let marker = sdt.dir.path().join("marker");
     let exe = format!("--eval-command=shell touch {}", marker.display());
     for seq in [0, 1] {
@@ -150,15 +133,11 @@ fn a_program_path_that_reads_as_a_gdb_option_runs_nothing() {
     assert!(!marker.exists(), "sdt refine ran the store's command: {}", describe(&out));
     assert!(!out.status.success());
     assert!(stderr(&out).contains("--check needs the program"), "{}", describe(&out));
+    Ok(())
 }
 
-#[test]
-fn a_snapshot_name_with_a_path_in_it_is_corrupt_and_writes_nothing_outside() {
-    let Some(sdt) =
-        run_as_root("a_snapshot_name_with_a_path_in_it_is_corrupt_and_writes_nothing_outside", &["1/1/1/0"])
-    else {
-        return;
-    };
+fn a_snapshot_name_with_a_path_in_it_is_corrupt_and_writes_nothing_outside() -> Result<(), Skip> {
+    let sdt = run_as_root(&["1/1/1/0"])?;
     let outside = sdt.dir.path().join("outside");
     std::fs::create_dir(&outside).unwrap();
     // cores/../../../../outside/x: runs/1, runs, the store, then the test's directory.
@@ -167,15 +146,11 @@ fn a_snapshot_name_with_a_path_in_it_is_corrupt_and_writes_nothing_outside() {
 
     let says = "snapshot S0 is corrupt: metadata names it \"../../../../outside/x\"";
     refused_writing_nothing(&sdt, &["gdb", "S0", "--", "-batch"], says, &outside);
+    Ok(())
 }
 
-#[test]
-fn a_refinement_named_with_a_path_is_refused_and_writes_nothing_outside() {
-    let Some(sdt) =
-        run_as_root("a_refinement_named_with_a_path_is_refused_and_writes_nothing_outside", &["1/1/1/0"])
-    else {
-        return;
-    };
+fn a_refinement_named_with_a_path_is_refused_and_writes_nothing_outside() -> Result<(), Skip> {
+    let sdt = run_as_root(&["1/1/1/0"])?;
     let outside = sdt.dir.path().join("outside");
     std::fs::create_dir(&outside).unwrap();
     // Run 2, a "refinement" of run 1 whose snapshot 0 is named ../../../../outside/y.0.
@@ -195,6 +170,7 @@ fn a_refinement_named_with_a_path_is_refused_and_writes_nothing_outside() {
     refused_writing_nothing(&sdt, &["gdb", "--run", "2", "--", "-batch"], says, &outside);
     sdt.ok(&["gdb", "--", "-batch"]);
     assert_eq!(files_under(&outside), Vec::<PathBuf>::new());
+    Ok(())
 }
 
 /// Runs `sdt ARGS`, which must fail saying `says` and leave `outside` empty.
@@ -205,13 +181,8 @@ fn refused_writing_nothing(sdt: &Sdt, args: &[&str], says: &str, outside: &Path)
     assert_eq!(files_under(outside), Vec::<PathBuf>::new());
 }
 
-#[test]
-fn symbolic_links_in_the_store_are_not_followed_when_writing_cores() {
-    let Some(sdt) =
-        run_as_root("symbolic_links_in_the_store_are_not_followed_when_writing_cores", &["1/1/1/0"])
-    else {
-        return;
-    };
+fn symbolic_links_in_the_store_are_not_followed_when_writing_cores() -> Result<(), Skip> {
+    let sdt = run_as_root(&["1/1/1/0"])?;
     let victim = sdt.dir.path().join("victim");
     std::fs::write(&victim, b"root's own").unwrap();
     std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o600)).unwrap();
@@ -241,11 +212,11 @@ fn symbolic_links_in_the_store_are_not_followed_when_writing_cores() {
     std::os::unix::fs::symlink(&victim, sdt.dir.path().join("out.core.tmp")).unwrap();
     sdt.ok(&["export", "core", "S0", "-o", "out.core"]);
     assert!(untouched(), "sdt export core wrote through a link");
+    Ok(())
 }
 
-#[test]
-fn a_fifo_mapping_blocks_no_exporter() {
-    let Some(sdt) = run_as_root("a_fifo_mapping_blocks_no_exporter", &["1/1/1/0"]) else { return };
+fn a_fifo_mapping_blocks_no_exporter() -> Result<(), Skip> {
+    let sdt = run_as_root(&["1/1/1/0"])?;
     // Its name also shows that error messages print a store's strings escaped.
     let fifo = sdt.dir.path().join("fifo\x1b[2J");
     let c_path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
@@ -267,11 +238,11 @@ fn a_fifo_mapping_blocks_no_exporter() {
     assert!(err.contains("fifo\\x1b[2J is not read for snapshot S0: it is a FIFO"), "{}", describe(&criu));
     assert!(!err.contains('\x1b'), "a raw escape reached the terminal: {err:?}");
     assert!(!sdt.dir.path().join("img").exists());
+    Ok(())
 }
 
-#[test]
-fn a_64_tib_mapping_exports_small_and_fast() {
-    let Some(sdt) = run_as_root("a_64_tib_mapping_exports_small_and_fast", &["1/1/1/0"]) else { return };
+fn a_64_tib_mapping_exports_small_and_fast() -> Result<(), Skip> {
+    let sdt = run_as_root(&["1/1/1/0"])?;
     let (start, end) = (0x1000_0000_0000u64, 0x5000_0000_0000u64);
     rewrite_meta(&snap_file(&sdt, 1, 0), |m| {
         let zero = json!({"kind": "zero"});
@@ -301,14 +272,11 @@ fn a_64_tib_mapping_exports_small_and_fast() {
     let prog = program("breakpoints");
     let text = crate::harness::gdb(&prog, &core, &[&format!("print *(long *){:#x}", end - 8)]);
     assert!(text.contains("= 0"), "{text}");
+    Ok(())
 }
 
-#[test]
-fn a_file_the_stores_owner_cannot_read_stays_out_of_the_exports() {
-    let Some(sdt) = run_as_root("a_file_the_stores_owner_cannot_read_stays_out_of_the_exports", &["1/1/1/0"])
-    else {
-        return;
-    };
+fn a_file_the_stores_owner_cannot_read_stays_out_of_the_exports() -> Result<(), Skip> {
+    let sdt = run_as_root(&["1/1/1/0"])?;
     let secret = sdt.dir.path().join("secret");
     let mark = format!("TOPSECRET-{}-", std::process::id());
     std::fs::write(&secret, mark.repeat(4096 / mark.len() + 1)).unwrap();
@@ -337,9 +305,9 @@ fn a_file_the_stores_owner_cannot_read_stays_out_of_the_exports() {
     let criu = sdt.output(&["export", "criu", "S0", "-o", "img"]);
     assert!(!criu.status.success(), "criu restore would map it: {}", describe(&criu));
     assert!(stderr(&criu).contains("who could not read it"), "{}", describe(&criu));
+    Ok(())
 }
 
-#[test]
 fn a_stores_strings_are_printed_escaped() {
     let sdt = Sdt::new();
     run_breakpoints(&sdt, &["1/1/1/0/phase=\x1b[31mred\x1b[0m"]);
@@ -426,12 +394,8 @@ fn refused_promptly(sdt: &Sdt, args: &[&str], says: &[&str]) -> String {
     err
 }
 
-#[test]
-fn a_users_store_that_claims_more_than_the_user_has_is_refused_or_lowered() {
-    let test = "a_users_store_that_claims_more_than_the_user_has_is_refused_or_lowered";
-    if !crate::restore::may_restore(test) {
-        return;
-    }
+fn a_users_store_that_claims_more_than_the_user_has_is_refused_or_lowered() -> Result<(), Skip> {
+    crate::restore::may_restore()?;
     // What `credentials` reads and keeps open, in a directory anyone may enter.
     let files = tempfile::tempdir().unwrap();
     std::fs::set_permissions(files.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -502,26 +466,19 @@ fn a_users_store_that_claims_more_than_the_user_has_is_refused_or_lowered() {
         &["restore", "-q", "S0"],
         &["recorded with permitted capabilities 0x200000", "has: none"],
     );
+    Ok(())
 }
 
-/// Decodes the CRIU image `path` with `crit`; `None` (saying so) where crit is missing.
-fn crit_decode(path: &Path) -> Option<Value> {
-    let out = match std::process::Command::new("crit").arg("decode").arg("-i").arg(path).output() {
-        Ok(out) => out,
-        Err(_) => {
-            use std::io::Write;
-            writeln!(std::io::stderr(), "crit is not installed: {} not decoded", path.display()).ok();
-            return None;
-        }
-    };
+/// Decodes the CRIU image `path` with `crit`; the [`Skip`] where crit is missing.
+fn crit_decode(path: &Path) -> Result<Value, Skip> {
+    crate::criu_export::have_crit()?;
+    let out = std::process::Command::new("crit").arg("decode").arg("-i").arg(path).output().unwrap();
     assert!(out.status.success(), "crit decode {}: {}", path.display(), describe(&out));
-    Some(serde_json::from_slice(&out.stdout).unwrap())
+    Ok(serde_json::from_slice(&out.stdout).unwrap())
 }
 
-#[test]
-fn criu_images_of_a_users_store_carry_only_the_users_credentials() {
-    let test = "criu_images_of_a_users_store_carry_only_the_users_credentials";
-    let Some(sdt) = run_as_root(test, &["1/1/1/0"]) else { return };
+fn criu_images_of_a_users_store_carry_only_the_users_credentials() -> Result<(), Skip> {
+    let sdt = run_as_root(&["1/1/1/0"])?;
     chown_store(&sdt.store(), OWNER);
     // Recorded as root, who ran it.
     let says = ["recorded with user ids [0, 0, 0, 0], more than the owner of its store (uid 1001) has"];
@@ -544,7 +501,7 @@ fn criu_images_of_a_users_store_carry_only_the_users_credentials() {
         .collect();
     assert!(!cores.is_empty());
     for core in cores {
-        let Some(image) = crit_decode(&core) else { return };
+        let image = crit_decode(&core)?;
         let creds = &image["entries"][0]["thread_core"]["creds"];
         for id in ["uid", "euid", "suid", "fsuid", "gid", "egid", "sgid", "fsgid"] {
             assert_eq!(creds[id], json!(OWNER), "{id} in {}: {creds}", core.display());
@@ -553,15 +510,12 @@ fn criu_images_of_a_users_store_carry_only_the_users_credentials() {
             assert_eq!(creds[set], json!([0, 0]), "{set} in {}: {creds}", core.display());
         }
     }
+    Ok(())
 }
 
-#[test]
-fn a_descriptor_the_stores_owner_could_not_open_is_refused() {
-    let test = "a_descriptor_the_stores_owner_could_not_open_is_refused";
-    if !crate::restore::may_restore(test) {
-        return;
-    }
-    let Some(sdt) = run_as_root(test, &["1/1/1/0"]) else { return };
+fn a_descriptor_the_stores_owner_could_not_open_is_refused() -> Result<(), Skip> {
+    crate::restore::may_restore()?;
+    let sdt = run_as_root(&["1/1/1/0"])?;
     let secret = sdt.dir.path().join("secret");
     std::fs::write(&secret, "root's own\n").unwrap();
     std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
@@ -592,15 +546,12 @@ fn a_descriptor_the_stores_owner_could_not_open_is_refused() {
     let why = "it is a FIFO, not a regular file";
     refused_promptly(&sdt, &["restore", "-q", "S0"], &[&fd, why]);
     refused_promptly(&sdt, &["export", "criu", "S0", "-o", "img"], &[&criu_fd, why]);
+    Ok(())
 }
 
-#[test]
-fn a_mapping_naming_a_fifo_ends_a_restore_promptly() {
-    let test = "a_mapping_naming_a_fifo_ends_a_restore_promptly";
-    if !crate::restore::may_restore(test) {
-        return;
-    }
-    let Some(sdt) = run_as_root(test, &["1/1/1/0", "1/1/2/0"]) else { return };
+fn a_mapping_naming_a_fifo_ends_a_restore_promptly() -> Result<(), Skip> {
+    crate::restore::may_restore()?;
+    let sdt = run_as_root(&["1/1/1/0", "1/1/2/0"])?;
     let fifo = sdt.dir.path().join("fifo");
     mkfifo(&fifo);
     let fifo_path = fifo.to_str().unwrap();
@@ -618,4 +569,20 @@ fn a_mapping_naming_a_fifo_ends_a_restore_promptly() {
     let refine = ["refine", "--from", "S0", "--to", "S1", "--check", "nbps"];
     refused_promptly(&sdt, &refine, &[&mapping, why]);
     refused_promptly(&sdt, &["export", "criu", "S0", "-o", "img"], &[fifo_path, why]);
+    Ok(())
 }
+
+sdt_test_harness::tests![
+    a_program_path_that_reads_as_a_gdb_option_runs_nothing,
+    a_snapshot_name_with_a_path_in_it_is_corrupt_and_writes_nothing_outside,
+    a_refinement_named_with_a_path_is_refused_and_writes_nothing_outside,
+    symbolic_links_in_the_store_are_not_followed_when_writing_cores,
+    a_fifo_mapping_blocks_no_exporter,
+    a_64_tib_mapping_exports_small_and_fast,
+    a_file_the_stores_owner_cannot_read_stays_out_of_the_exports,
+    a_stores_strings_are_printed_escaped,
+    a_users_store_that_claims_more_than_the_user_has_is_refused_or_lowered,
+    criu_images_of_a_users_store_carry_only_the_users_credentials,
+    a_descriptor_the_stores_owner_could_not_open_is_refused,
+    a_mapping_naming_a_fifo_ends_a_restore_promptly,
+];

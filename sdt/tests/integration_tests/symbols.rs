@@ -2,9 +2,10 @@
 //! never calls SetBreakpoint, with every arrival counted, none lost, and the program's
 //! results unchanged.
 
+use sdt_test_harness::Skip;
+
 use crate::harness::{Sdt, cpp_program, describe, gdb, int, program, run, stderr, stdout};
 
-#[test]
 fn function_entries_capture_the_arrivals_asked_for() {
     let sdt = Sdt::new();
     let prog = program("symbols");
@@ -39,7 +40,6 @@ fn function_entries_capture_the_arrivals_asked_for() {
     assert!(shown.contains("= 1\n"), "{shown}");
 }
 
-#[test]
 fn break_errors_name_the_problem() {
     let sdt = Sdt::new();
     let prog = program("symbols");
@@ -62,14 +62,8 @@ fn break_errors_name_the_problem() {
 /// C++ functions named as the source names them: `Klass::method` (demangled, without
 /// parameters), an overload with its parameters, and an ambiguous name refused with the
 /// candidates.
-#[test]
-fn cpp_functions_by_their_source_names() {
-    let test = "cpp_functions_by_their_source_names";
-    let Some(prog) = cpp_program("klass") else {
-        use std::io::Write;
-        writeln!(std::io::stderr(), "{test}: skipped: g++ missing (apt-get install g++)").ok();
-        return;
-    };
+fn cpp_functions_by_their_source_names() -> Result<(), Skip> {
+    let prog = cpp_program("klass")?;
     let sdt = Sdt::new();
     let plain = run(&mut std::process::Command::new(&prog));
     let out = sdt.ok(&[
@@ -114,4 +108,11 @@ fn cpp_functions_by_their_source_names() {
     );
     let unknown = sdt.output(&["run", "--break", "method", "--", prog.to_str().unwrap()]);
     assert!(stderr(&unknown).contains("(did you mean Klass::method?)"), "{}", describe(&unknown));
+    Ok(())
 }
+
+sdt_test_harness::tests![
+    function_entries_capture_the_arrivals_asked_for,
+    break_errors_name_the_problem,
+    cpp_functions_by_their_source_names,
+];

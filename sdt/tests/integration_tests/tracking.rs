@@ -21,12 +21,10 @@ fn mutate_verified(tracking: &str) -> Sdt {
     sdt
 }
 
-#[test]
 fn tracked_snapshots_equal_a_full_copy_through_every_kind_of_change() {
     mutate_verified("uffd-wp");
 }
 
-#[test]
 fn page_hash_snapshots_equal_a_full_copy_too() {
     mutate_verified("page-hash");
 }
@@ -36,7 +34,6 @@ fn copied_after_first(sdt: &Sdt) -> Vec<i64> {
     sdt.snapshots().iter().skip(1).map(|s| int(s, "copied_bytes").unwrap()).collect()
 }
 
-#[test]
 fn tracking_copies_only_the_pages_written() {
     let heap = 32 << 20;
     let prog = program("dirty");
@@ -61,7 +58,6 @@ fn tracking_copies_only_the_pages_written() {
     }
 }
 
-#[test]
 fn without_userfaultfd_it_falls_back_to_page_hashes() {
     let sdt = Sdt::new();
     let noufd = program("noufd");
@@ -93,3 +89,10 @@ fn without_userfaultfd_it_falls_back_to_page_hashes() {
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
     assert!(stderr(&out).contains("userfaultfd write tracking is unavailable"), "{}", describe(&out));
 }
+
+sdt_test_harness::tests![
+    tracked_snapshots_equal_a_full_copy_through_every_kind_of_change,
+    page_hash_snapshots_equal_a_full_copy_too,
+    tracking_copies_only_the_pages_written,
+    without_userfaultfd_it_falls_back_to_page_hashes,
+];
