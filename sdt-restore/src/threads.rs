@@ -11,7 +11,6 @@
 use sdt_store::{SignalAction, Snapshot, SnapshotMeta, ThreadRunState, ThreadState, set_gpreg};
 use sdt_sys::ptrace::{self, Regset};
 
-use crate::handover;
 use crate::remote::Remote;
 use crate::{Error, RestoredThread};
 
@@ -77,7 +76,7 @@ pub(crate) fn set_up(
     snap: &Snapshot,
     threads: &[(RestoredThread, &ThreadState)],
 ) -> Result<(), Error> {
-    let tid_offset = handover::tid_word_offset(snap.meta(), &|addr, buf| snap.read(addr, buf).is_ok());
+    let tid_offset = sdt_target::tid_word_offset(snap.meta(), &|addr, buf| snap.read(addr, buf).is_ok());
     if tid_offset.is_none() {
         log::warn!("no thread-id word found in the threads' TLS: joining a restored thread may hang");
     }
