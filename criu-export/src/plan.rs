@@ -187,7 +187,7 @@ impl<'a> Plan<'a> {
         let mut threads = Vec::new();
         for t in &self.meta.threads {
             t.check_regsets()?;
-            let fs_base = t.reg("fs_base").filter(|&b| b != 0);
+            let fs_base = t.regs().ok().map(|r| r.fs_base).filter(|&b| b != 0);
             let clear_tid = fs_base.zip(tid_offset).and_then(|(base, off)| base.checked_add(off));
             if t.state == ThreadRunState::Exiting {
                 // Past its last user instruction: CRIU cannot restore it, so it goes (its
@@ -202,10 +202,7 @@ impl<'a> Plan<'a> {
                 });
                 continue;
             }
-            let mut regs = [0u64; 27];
-            for (i, r) in regs.iter_mut().enumerate() {
-                *r = u64::from_le_bytes(t.gpregs[i * 8..i * 8 + 8].try_into().unwrap());
-            }
+            let mut regs = t.regs()?.words();
             restart_syscall(&mut regs);
             let creds = source.credentials_of(t.tid)?;
             if clear_tid.is_none() {

@@ -163,6 +163,9 @@ pub enum Error {
         /// The thread, by its snapshot id.
         tid: i32,
     },
+    /// A thread's register set has the wrong size (a damaged or crafted snapshot).
+    #[error(transparent)]
+    Regset(#[from] sdt_store::RegsetSizeError),
     /// A thread's recorded credentials are more than the owner of its store has.
     #[error(transparent)]
     BeyondOwner(#[from] sdt_store::CredentialsRefused),

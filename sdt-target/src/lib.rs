@@ -76,7 +76,9 @@ pub fn patches(meta: &SnapshotMeta, read: Read) -> Vec<Patch> {
         for t in meta.threads.iter().filter(|t| t.state == ThreadRunState::Exiting) {
             // A thread pointer so high that the word would wrap (a crafted snapshot) is no
             // glibc thread's: nothing to patch.
-            if let Some(addr) = t.reg("fs_base").filter(|&b| b != 0).and_then(|b| b.checked_add(offset)) {
+            if let Some(addr) =
+                t.regs().ok().map(|r| r.fs_base).filter(|&b| b != 0).and_then(|b| b.checked_add(offset))
+            {
                 out.push(Patch { addr, bytes: 0u32.to_le_bytes().to_vec() });
             }
         }
@@ -90,7 +92,8 @@ pub fn patches(meta: &SnapshotMeta, read: Read) -> Vec<Patch> {
 pub fn trap_record(meta: &SnapshotMeta, read: Read) -> Option<(u64, TrapRecord)> {
     let Trigger::Breakpoint { tid, level, class, id, .. } = meta.trigger else { return None };
     let thread = meta.threads.iter().find(|t| t.tid == tid)?;
-    ["rdi", "rdx"].into_iter().filter_map(|r| thread.reg(r)).find_map(|addr| {
+    let regs = thread.regs().ok()?;
+    [regs.rdi, regs.rdx].into_iter().find_map(|addr| {
         let mut bytes = [0u8; TRAP_RECORD_SIZE];
         if !read(addr, &mut bytes) {
             return None;
@@ -108,7 +111,7 @@ pub fn tid_word_offset(meta: &SnapshotMeta, read: Read) -> Option<u64> {
         .threads
         .iter()
         .filter_map(|t| {
-            let base = t.reg("fs_base").filter(|&b| b != 0)?;
+            let base = t.regs().ok().map(|r| r.fs_base).filter(|&b| b != 0)?;
             let mut block = vec![0u8; TID_SEARCH as usize];
             read(base, &mut block).then_some((t.tid, block))
         })
