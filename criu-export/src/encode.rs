@@ -16,7 +16,7 @@ use crate::images::{
     PAGES_ID, gen_core, gen_fdinfo, gen_files, gen_fs, gen_ids, gen_inventory, gen_mm, gen_pagemap,
     gen_pstree,
 };
-use sdt_restore::handover::Patch;
+use sdt_target::Patch;
 
 use crate::plan::{PageRun, Plan};
 

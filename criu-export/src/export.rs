@@ -61,13 +61,13 @@ pub fn export_criu(source: &impl Source, dir: &Path) -> Result<Report, Error> {
 }
 
 /// The address of the SDT library's state word, found by symbol in the files the
-/// program mapped ([`sdt_restore::handover::symbol_in`]). Only the files the store
+/// program mapped ([`sdt_target::symbol_in`]). Only the files the store
 /// checks are read ([`Source::open_file`]); one it refuses is not (and the plan refuses
 /// the export, naming it).
 fn state_word(source: &impl Source) -> Option<u64> {
     let meta = source.meta();
     let open = |path: &str| source.open_file(meta.mapped_file(path)?).ok();
-    sdt_restore::handover::symbol_in(&meta.mappings, &meta.process.exe, sdt_abi::SYMBOL_STATE, &open)
+    sdt_target::symbol_in(&meta.mappings, &meta.process.exe, sdt_abi::SYMBOL_STATE, &open)
 }
 
 /// Image files in an open directory.

@@ -6,11 +6,11 @@
 use std::collections::{BTreeSet, HashMap};
 
 use sdt_abi::STATE_OFF;
-use sdt_restore::handover::{self, Patch};
 use sdt_store::{
     Access, Content, Credentials, FileKind, GPREG_NAMES, Mapping, OpenFile, PAGE_SIZE, Reopen, SnapshotMeta,
     ThreadRunState, ThreadState, Trigger,
 };
+use sdt_target::Patch;
 
 use crate::encode::Source;
 use crate::{Error, pb};
@@ -183,11 +183,11 @@ impl<'a> Plan<'a> {
 
     fn plan_threads(&mut self, source: &impl Source) -> Result<(), Error> {
         let read = |addr: u64, buf: &mut [u8]| source.read(addr, buf).is_ok();
-        let tid_offset = handover::tid_word_offset(self.meta, &read);
+        let tid_offset = sdt_target::tid_word_offset(self.meta, &read);
         let mut threads = Vec::new();
         for t in &self.meta.threads {
             t.check_regsets()?;
-            let fs_base = t.reg("fs_base").filter(|&b| b != 0);
+            let fs_base = t.regs().ok().map(|r| r.fs_base).filter(|&b| b != 0);
             let clear_tid = fs_base.zip(tid_offset).and_then(|(base, off)| base.checked_add(off));
             if t.state == ThreadRunState::Exiting {
                 // Past its last user instruction: CRIU cannot restore it, so it goes (its
@@ -202,10 +202,7 @@ impl<'a> Plan<'a> {
                 });
                 continue;
             }
-            let mut regs = [0u64; 27];
-            for (i, r) in regs.iter_mut().enumerate() {
-                *r = u64::from_le_bytes(t.gpregs[i * 8..i * 8 + 8].try_into().unwrap());
-            }
+            let mut regs = t.regs()?.words();
             restart_syscall(&mut regs);
             let creds = source.credentials_of(t.tid)?;
             if clear_tid.is_none() {
@@ -224,13 +221,13 @@ impl<'a> Plan<'a> {
     }
 
     /// Patches the memory so that the restored program, which no tracer watches, runs on
-    /// as the original did (see [`handover`]): the breakpoint that took the snapshot
+    /// as the original did (see [`sdt_target`]): the breakpoint that took the snapshot
     /// returns the snapshot's number, exiting threads' id words are cleared, and later
     /// breakpoints cost nothing instead of stopping it with `SIGTRAP`.
     fn plan_handover(&mut self, source: &impl Source, state_word: Option<u64>) {
         let read = |addr: u64, buf: &mut [u8]| source.read(addr, buf).is_ok();
-        self.patches.extend(handover::patches(self.meta, &read));
-        let record = handover::trap_record(self.meta, &read);
+        self.patches.extend(sdt_target::patches(self.meta, &read));
+        let record = sdt_target::trap_record(self.meta, &read);
         if let (Trigger::Breakpoint { tid, .. }, None) = (&self.meta.trigger, &record) {
             self.notes.push(format!(
                 "thread {tid}: the breakpoint's record is unreadable; its SetBreakpoint() returns {} in the \

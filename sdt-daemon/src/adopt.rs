@@ -1,9 +1,9 @@
 //! Taking over a restored process: its SDT library (found by
-//! [`sdt_restore::handover::Library`]) learns the new capture filter, or is switched off.
+//! [`sdt_target::Library`]) learns the new capture filter, or is switched off.
 
 use sdt_abi::{Filter, RECONFIG_SIZE, STATE_OFF, STATE_UNINIT};
-use sdt_restore::handover::Library;
 use sdt_sys::{Tid, memory};
+use sdt_target::Library;
 
 /// Hands `filter` to the library: its next breakpoint adopts it.
 pub(crate) fn install(library: &Library, pid: Tid, filter: &Filter) -> Result<(), String> {

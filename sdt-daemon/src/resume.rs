@@ -10,7 +10,7 @@ use sdt_sys::ptrace::options;
 use crate::adopt;
 use sdt_abi::RESULT_DECLINED;
 use sdt_restore::Privileges;
-use sdt_restore::handover::{Library, checked_files};
+use sdt_target::{Library, checked_files};
 
 use crate::freeze::{BreakpointHit, FreezeError, Freezer, TargetEvent};
 use crate::ptrace::Tracer;

@@ -125,13 +125,13 @@ impl SymbolTraps {
                     b.name, b.name
                 ));
             }
-            let open = &sdt_restore::handover::open_regular;
-            let addr = match sdt_restore::handover::symbol_in(&mappings, &exe, &b.name, open) {
+            let open = &sdt_sys::open_regular;
+            let addr = match sdt_target::symbol_in(&mappings, &exe, &b.name, open) {
                 Some(addr) => addr,
                 None => {
                     let functions = program_functions(&exe, &b.name)?;
                     let symbol = match_function(&b.name, &functions)?;
-                    symbol.and_then(|s| sdt_restore::handover::symbol_in(&mappings, &exe, s, open)).ok_or_else(
+                    symbol.and_then(|s| sdt_target::symbol_in(&mappings, &exe, s, open)).ok_or_else(
                         || {
                             format!(
                                 "--break {}: the program {exe} defines no such symbol (stripped, or in a library?){}",
@@ -318,8 +318,7 @@ fn last_identifier(name: &str) -> Option<&str> {
 fn program_functions(exe: &str, name: &str) -> Result<Vec<Function>, String> {
     use object::{Object, ObjectSymbol, SymbolKind};
     let must_hold = last_identifier(name).unwrap_or("");
-    let file =
-        sdt_restore::handover::open_regular(exe).ok_or_else(|| format!("--break: cannot open {exe}"))?;
+    let file = sdt_sys::open_regular(exe).ok_or_else(|| format!("--break: cannot open {exe}"))?;
     let cache = object::ReadCache::new(file);
     let elf = object::File::parse(&cache).map_err(|e| format!("--break: reading {exe}'s symbols: {e}"))?;
     Ok(elf

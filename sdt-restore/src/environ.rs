@@ -9,7 +9,6 @@
 use sdt_store::{PAGE_SIZE, Snapshot};
 
 use crate::Error;
-use crate::handover;
 use crate::remote::Remote;
 
 /// glibc's names for the pointer (one object; a program that uses `environ` directly
@@ -32,9 +31,9 @@ pub(crate) fn set(remote: &mut Remote, snap: &Snapshot, vars: &[(String, String)
             .into(),
     };
     let mut pointers: Vec<u64> = Vec::new();
-    let open = handover::checked_files(snap);
+    let open = sdt_target::checked_files(snap);
     for name in ENVIRON_SYMBOLS {
-        if let Some(addr) = handover::symbol(snap.meta(), name, &open).filter(|a| !pointers.contains(a)) {
+        if let Some(addr) = sdt_target::symbol(snap.meta(), name, &open).filter(|a| !pointers.contains(a)) {
             pointers.push(addr);
         }
     }

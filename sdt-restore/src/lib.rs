@@ -60,7 +60,6 @@
 mod creds;
 mod environ;
 mod files;
-pub mod handover;
 mod memory;
 mod plan;
 mod remote;
@@ -164,6 +163,9 @@ pub enum Error {
         /// The thread, by its snapshot id.
         tid: i32,
     },
+    /// A thread's register set has the wrong size (a damaged or crafted snapshot).
+    #[error(transparent)]
+    Regset(#[from] sdt_store::RegsetSizeError),
     /// A thread's recorded credentials are more than the owner of its store has.
     #[error(transparent)]
     BeyondOwner(#[from] sdt_store::CredentialsRefused),
@@ -264,7 +266,7 @@ pub fn restore(snap: &Snapshot, trust: &Trust, options: &Options) -> Result<Rest
         memory::move_specials(&mut remote, &plans, scratch)?.map(|at| at + (syscall_at - vdso.start));
     memory::map_all(&mut remote, &plans)?;
     let bytes_written = memory::write_pages(&mut remote, snap, &plans)?;
-    for patch in handover::patches(meta, &|addr, buf| snap.read(addr, buf).is_ok()) {
+    for patch in sdt_target::patches(meta, &|addr, buf| snap.read(addr, buf).is_ok()) {
         sdt_sys::memory::write(pid, patch.addr, &patch.bytes).map_err(Error::Sys)?;
     }
     environ::set(&mut remote, snap, options.env)?;

@@ -178,8 +178,12 @@ pub(crate) fn descriptors(meta: &SnapshotMeta, check: CheckReopen) -> Result<Vec
     Ok(fds)
 }
 
-/// Refuses what the restore cannot recreate about the threads.
+/// Refuses what the restore cannot recreate about the threads, and register sets of the
+/// wrong size (a damaged or crafted snapshot).
 pub(crate) fn threads(meta: &SnapshotMeta) -> Result<(), Error> {
+    for t in &meta.threads {
+        t.check_regsets()?;
+    }
     let leader = meta.threads.iter().find(|t| t.tid == meta.process.pid);
     match leader {
         None => Err(Error::Unsupported {
@@ -194,7 +198,7 @@ pub(crate) fn threads(meta: &SnapshotMeta) -> Result<(), Error> {
 
 #[cfg(test)]
 mod tests {
-    use sdt_store::{FileRef, OpenFile};
+    use sdt_store::{FileRef, OpenFile, ThreadState};
 
     use super::*;
 
@@ -260,6 +264,28 @@ mod tests {
         let mut meta: SnapshotMeta = serde_json::from_str(json).unwrap();
         meta.files = files;
         meta
+    }
+
+    #[test]
+    fn a_short_register_set_is_refused_by_name() {
+        let thread = |gpregs: usize| ThreadState {
+            tid: 1,
+            name: String::new(),
+            state: ThreadRunState::Running,
+            gpregs: vec![0; gpregs],
+            fpregs: vec![0; sdt_store::FPREGS_SIZE],
+            xstate: Vec::new(),
+            sigmask: 0,
+            rseq: None,
+            robust_list: None,
+        };
+        let mut meta = meta_with(Vec::new());
+        meta.threads = vec![thread(sdt_store::GPREGS_SIZE)];
+        assert!(threads(&meta).is_ok());
+        meta.threads = vec![thread(8)];
+        let err = threads(&meta).unwrap_err();
+        assert!(matches!(err, Error::Regset(_)), "{err:?}");
+        assert_eq!(err.to_string(), "thread 1: gpregs is 8 bytes, expected 216");
     }
 
     /// Checks nothing, opens by the recorded path.

@@ -8,10 +8,9 @@
 //! have. The one the kernel cannot restart in a new thread (`-ERESTART_RESTARTBLOCK`,
 //! an interrupted `nanosleep`) starts its call again from the beginning instead.
 
-use sdt_store::{SignalAction, Snapshot, SnapshotMeta, ThreadRunState, ThreadState, set_gpreg};
+use sdt_store::{SignalAction, Snapshot, SnapshotMeta, ThreadRunState, ThreadState};
 use sdt_sys::ptrace::{self, Regset};
 
-use crate::handover;
 use crate::remote::Remote;
 use crate::{Error, RestoredThread};
 
@@ -77,12 +76,12 @@ pub(crate) fn set_up(
     snap: &Snapshot,
     threads: &[(RestoredThread, &ThreadState)],
 ) -> Result<(), Error> {
-    let tid_offset = handover::tid_word_offset(snap.meta(), &|addr, buf| snap.read(addr, buf).is_ok());
+    let tid_offset = sdt_target::tid_word_offset(snap.meta(), &|addr, buf| snap.read(addr, buf).is_ok());
     if tid_offset.is_none() {
         log::warn!("no thread-id word found in the threads' TLS: joining a restored thread may hang");
     }
     for (t, state) in threads {
-        let word = tid_offset.zip(state.reg("fs_base").filter(|&b| b != 0));
+        let word = tid_offset.zip(state.regs().ok().map(|r| r.fs_base).filter(|&b| b != 0));
         if let Some((off, fs_base)) = word.filter(|(off, base)| base.checked_add(*off).is_some()) {
             remote.call_on(
                 t.host,
@@ -127,13 +126,11 @@ pub(crate) fn set_up(
 /// Gives every thread its snapshot registers, FPU/vector state and signal mask.
 pub(crate) fn set_registers(threads: &[(RestoredThread, &ThreadState)]) -> Result<(), Error> {
     for (t, state) in threads {
-        let mut gpregs = state.gpregs.clone();
-        if state.reg("orig_rax").is_some_and(|nr| (nr as i64) >= 0)
-            && state.reg("rax").is_some_and(|rax| rax as i64 == ERESTART_RESTARTBLOCK)
-        {
-            set_gpreg(&mut gpregs, "rax", ERESTARTNOINTR as u64);
+        let mut regs = state.regs()?;
+        if (regs.orig_rax as i64) >= 0 && regs.rax as i64 == ERESTART_RESTARTBLOCK {
+            regs.rax = ERESTARTNOINTR as u64;
         }
-        ptrace::set_regset(t.host, Regset::General, &gpregs).map_err(Error::Sys)?;
+        ptrace::set_regset(t.host, Regset::General, bytemuck::bytes_of(&regs)).map_err(Error::Sys)?;
         if state.xstate.is_empty() {
             ptrace::set_regset(t.host, Regset::Fp, &state.fpregs).map_err(Error::Sys)?;
         } else {

@@ -342,19 +342,68 @@ pub const GPREG_NAMES: [&str; 27] = [
 ];
 
 impl ThreadState {
-    /// A general register by its `user_regs_struct` name (`"rip"`, `"fs_base"`, …).
-    pub fn reg(&self, name: &str) -> Option<u64> {
-        gpreg(&self.gpregs, name)
+    /// The general registers, typed; an error if [`ThreadState::gpregs`] is not
+    /// [`GPREGS_SIZE`] bytes.
+    pub fn regs(&self) -> Result<UserRegs, RegsetSizeError> {
+        bytemuck::try_pod_read_unaligned(&self.gpregs).map_err(|_| RegsetSizeError {
+            tid: self.tid,
+            regset: "gpregs",
+            found: self.gpregs.len(),
+            expected: GPREGS_SIZE,
+        })
     }
 
     /// The instruction pointer.
     pub fn pc(&self) -> u64 {
-        self.reg("rip").unwrap_or(0)
+        self.regs().map_or(0, |r| r.rip)
     }
 
     /// The stack pointer.
     pub fn sp(&self) -> u64 {
-        self.reg("rsp").unwrap_or(0)
+        self.regs().map_or(0, |r| r.rsp)
+    }
+}
+
+/// `struct user_regs_struct` of x86_64 (`<sys/user.h>`): the general registers, as
+/// `PTRACE_GETREGSET` with `NT_PRSTATUS` returns them, in [`GPREG_NAMES`] order.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+#[allow(missing_docs)]
+pub struct UserRegs {
+    pub r15: u64,
+    pub r14: u64,
+    pub r13: u64,
+    pub r12: u64,
+    pub rbp: u64,
+    pub rbx: u64,
+    pub r11: u64,
+    pub r10: u64,
+    pub r9: u64,
+    pub r8: u64,
+    pub rax: u64,
+    pub rcx: u64,
+    pub rdx: u64,
+    pub rsi: u64,
+    pub rdi: u64,
+    pub orig_rax: u64,
+    pub rip: u64,
+    pub cs: u64,
+    pub eflags: u64,
+    pub rsp: u64,
+    pub ss: u64,
+    pub fs_base: u64,
+    pub gs_base: u64,
+    pub ds: u64,
+    pub es: u64,
+    pub fs: u64,
+    pub gs: u64,
+}
+const _: () = assert!(size_of::<UserRegs>() == GPREGS_SIZE);
+
+impl UserRegs {
+    /// The registers in [`GPREG_NAMES`] order.
+    pub fn words(self) -> [u64; 27] {
+        bytemuck::cast(self)
     }
 }
 

@@ -113,6 +113,21 @@ impl Error {
 /// Result type of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// `open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW)`, of a regular file only:
+/// for the mappings of a live process, which its kernel names. `None` if `path` is not a
+/// regular file (a FIFO or device is never opened) or cannot be opened.
+#[doc(alias = "open")]
+pub fn open_regular(path: &str) -> Option<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    // Checked before opening, so that a FIFO or device is never opened, and after.
+    if !std::fs::symlink_metadata(path).ok()?.is_file() {
+        return None;
+    }
+    let flags = libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_NOFOLLOW;
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(flags).open(path).ok()?;
+    file.metadata().ok()?.is_file().then_some(file)
+}
+
 /// `kill(pid, sig)`: sends a signal to a process.
 #[doc(alias = "kill")]
 pub fn kill_process(pid: Tid, signal: i32) -> Result<()> {

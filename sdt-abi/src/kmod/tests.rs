@@ -91,52 +91,10 @@ fn layout_matches_the_c_header() {
         ("SDT_IOC_TRIGGER", IOC_TRIGGER),
         // libsdt's header issues the trigger itself.
         ("SDT_KMOD_TRIGGER", IOC_TRIGGER),
-        ("sizeof(struct sdt_trap)", size_of::<TrapRecord>() as u64),
         ("SDT_PROTOCOL_VERSION", crate::PROTOCOL_VERSION.into()),
         ("SDT_IOC_FREEZE", IOC_FREEZE),
         ("SDT_IOC_GET", IOC_GET),
         ("SDT_IOC_RELEASE", IOC_RELEASE),
-        ("sizeof(struct sdt_trap_record)", size_of::<TrapRecord>() as u64),
-        ("offsetof(struct sdt_trap_record, hit)", offset_of!(TrapRecord, hit) as u64),
-        ("offsetof(struct sdt_trap_record, state_ptr)", offset_of!(TrapRecord, state_ptr) as u64),
-        ("offsetof(struct sdt_trap_record, result)", offset_of!(TrapRecord, result) as u64),
-        ("sizeof(struct sdt_filter)", size_of::<FilterHeader>() as u64),
-        ("offsetof(struct sdt_filter, strings_len)", offset_of!(FilterHeader, strings_len) as u64),
-        ("sizeof(struct sdt_rule)", size_of::<Rule>() as u64),
-        ("offsetof(struct sdt_rule, id)", offset_of!(Rule, id) as u64),
-        ("offsetof(struct sdt_rule, first)", offset_of!(Rule, first) as u64),
-        ("offsetof(struct sdt_rule, last)", offset_of!(Rule, last) as u64),
-        ("offsetof(struct sdt_rule, key_off)", offset_of!(Rule, key_off) as u64),
-        ("offsetof(struct sdt_rule, glob_len)", offset_of!(Rule, glob_len) as u64),
-        ("sizeof(struct sdt_version)", size_of::<Version>() as u64),
-        ("offsetof(struct sdt_version, xstate_size)", offset_of!(Version, xstate_size) as u64),
-        ("sizeof(struct sdt_register)", size_of::<Register>() as u64),
-        ("offsetof(struct sdt_register, pid)", offset_of!(Register, pid) as u64),
-        ("offsetof(struct sdt_register, filter)", offset_of!(Register, filter) as u64),
-        ("sizeof(struct sdt_query)", size_of::<Query>() as u64),
-        ("offsetof(struct sdt_query, daemon_pid)", offset_of!(Query, daemon_pid) as u64),
-        ("sizeof(struct sdt_release)", size_of::<Release>() as u64),
-        ("offsetof(struct sdt_release, flags)", offset_of!(Release, flags) as u64),
-        ("sizeof(struct sdt_sigaction)", size_of::<SigAction>() as u64),
-        ("offsetof(struct sdt_sigaction, mask)", offset_of!(SigAction, mask) as u64),
-        ("sizeof(struct sdt_snapshot)", size_of::<Snapshot>() as u64),
-        ("offsetof(struct sdt_snapshot, flags)", offset_of!(Snapshot, flags) as u64),
-        ("offsetof(struct sdt_snapshot, seq)", offset_of!(Snapshot, seq) as u64),
-        ("offsetof(struct sdt_snapshot, trigger_tid)", offset_of!(Snapshot, trigger_tid) as u64),
-        ("offsetof(struct sdt_snapshot, start_ns)", offset_of!(Snapshot, start_ns) as u64),
-        ("offsetof(struct sdt_snapshot, held_ns)", offset_of!(Snapshot, held_ns) as u64),
-        ("offsetof(struct sdt_snapshot, exec_id)", offset_of!(Snapshot, exec_id) as u64),
-        ("offsetof(struct sdt_snapshot, record_addr)", offset_of!(Snapshot, record_addr) as u64),
-        ("offsetof(struct sdt_snapshot, record)", offset_of!(Snapshot, record) as u64),
-        ("offsetof(struct sdt_snapshot, nr_actions)", offset_of!(Snapshot, nr_actions) as u64),
-        ("offsetof(struct sdt_snapshot, actions)", offset_of!(Snapshot, actions) as u64),
-        ("sizeof(struct sdt_thread)", size_of::<Thread>() as u64),
-        ("offsetof(struct sdt_thread, sigmask)", offset_of!(Thread, sigmask) as u64),
-        ("offsetof(struct sdt_thread, rseq_sig)", offset_of!(Thread, rseq_sig) as u64),
-        ("offsetof(struct sdt_thread, robust_list_len)", offset_of!(Thread, robust_list_len) as u64),
-        ("offsetof(struct sdt_thread, xstate_size)", offset_of!(Thread, xstate_size) as u64),
-        ("offsetof(struct sdt_thread, gpregs)", offset_of!(Thread, gpregs) as u64),
-        ("offsetof(struct sdt_thread, fpregs)", offset_of!(Thread, fpregs) as u64),
     ];
     let mut main = String::from(
         "#include <stddef.h>\n#include <stdio.h>\n#include <sdt.h>\n#include \"include/uapi/linux/sdt_kmod.h\"\nint main(void)\n{\n",
@@ -150,6 +108,166 @@ fn layout_matches_the_c_header() {
     assert_eq!(values.len(), checks.len());
     for ((expr, rust), c) in checks.iter().zip(values) {
         assert_eq!(*rust, c, "{expr}: Rust says {rust}, the C header {c}");
+    }
+}
+
+/// A Rust struct's layout: its size and, in declaration order, each field's name, offset
+/// and size.
+macro_rules! rust_layout {
+    ($ty:ty { $($field:ident),* $(,)? }) => {{
+        fn size_of_field<T, F: Fn(&$ty) -> &T>(_: F) -> usize {
+            size_of::<T>()
+        }
+        let fields: Vec<(String, usize, usize)> = vec![$((
+            stringify!($field).to_owned(),
+            offset_of!($ty, $field),
+            size_of_field(|s: &$ty| &s.$field),
+        )),*];
+        (size_of::<$ty>(), fields)
+    }};
+}
+
+/// The field names of `struct name` in the C header `text`, in order: declarations
+/// `type a;`, `type a, b;` and `type a[N];`, comments left out.
+fn c_fields(text: &str, name: &str) -> Vec<String> {
+    let open = format!("struct {name} {{");
+    let start = text.find(&open).unwrap_or_else(|| panic!("no {open} in the header")) + open.len();
+    let body = &text[start..start + text[start..].find("};").unwrap()];
+    let mut code = String::new();
+    let mut rest = body;
+    while let Some(at) = rest.find("/*") {
+        code.push_str(&rest[..at]);
+        rest = &rest[at + rest[at..].find("*/").unwrap() + 2..];
+    }
+    code.push_str(rest);
+    let mut fields = Vec::new();
+    for decl in code.split(';').map(str::trim).filter(|d| !d.is_empty()) {
+        // `type first, second`: the type ends before the first declarator.
+        let mut declarators = decl.split(',');
+        let head = declarators.next().unwrap();
+        let first = head.rsplit(|c: char| c.is_whitespace() || c == '*').next().unwrap();
+        for declarator in std::iter::once(first).chain(declarators) {
+            let name = declarator.trim().split('[').next().unwrap();
+            assert!(name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'), "cannot read {decl:?}");
+            fields.push(name.to_owned());
+        }
+    }
+    fields
+}
+
+/// Every ABI struct of the module's header, and libsdt's trap record, field by field:
+/// the same names in the same order (`class_` is `class` in Rust), at the same offsets,
+/// with the same sizes, in structs of the same size. A field added, dropped, moved or
+/// resized on either side fails here.
+#[test]
+fn every_field_matches_the_c_headers() {
+    let kmod_h = std::fs::read_to_string(kmod_dir().join("include/uapi/linux/sdt_kmod.h")).unwrap();
+    let sdt_h =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdt-lib/include/sdt.h"))
+            .unwrap();
+    let trap = rust_layout!(TrapRecord {
+        version,
+        size,
+        level,
+        class,
+        id,
+        multiple_mark,
+        hit,
+        attrs_ptr,
+        attrs_len,
+        trigger_ns,
+        state_ptr,
+        result,
+    });
+    let structs = [
+        ("sdt_trap", &sdt_h, trap.clone()),
+        ("sdt_trap_record", &kmod_h, trap),
+        ("sdt_filter", &kmod_h, rust_layout!(FilterHeader { flags, max_level, nr_rules, strings_len })),
+        (
+            "sdt_rule",
+            &kmod_h,
+            rust_layout!(Rule { kind, level, class, id, first, last, key_off, key_len, glob_off, glob_len }),
+        ),
+        ("sdt_version", &kmod_h, rust_layout!(Version { version, thread_size, xstate_size, reserved })),
+        ("sdt_register", &kmod_h, rust_layout!(Register { version, size, pid, filter_len, filter })),
+        ("sdt_query", &kmod_h, rust_layout!(Query { version, registered, daemon_pid, reserved })),
+        ("sdt_release", &kmod_h, rust_layout!(Release { result, flags, reserved })),
+        ("sdt_sigaction", &kmod_h, rust_layout!(SigAction { handler, flags, restorer, mask })),
+        (
+            "sdt_snapshot",
+            &kmod_h,
+            rust_layout!(Snapshot {
+                threads,
+                threads_len,
+                flags,
+                seq,
+                kind,
+                nr_threads,
+                thread_size,
+                trigger_tid,
+                start_ns,
+                held_ns,
+                exec_id,
+                record_addr,
+                record,
+                nr_actions,
+                reserved,
+                actions,
+            }),
+        ),
+        (
+            "sdt_thread",
+            &kmod_h,
+            rust_layout!(Thread {
+                tid,
+                flags,
+                sigmask,
+                rseq,
+                rseq_len,
+                rseq_sig,
+                robust_list,
+                robust_list_len,
+                gpregs_size,
+                fpregs_size,
+                xstate_size,
+                reserved,
+                gpregs,
+                fpregs,
+            }),
+        ),
+    ];
+    // What the C compiler says of each struct: its size, then each field's offset and size.
+    let mut main = String::from(
+        "#include <stddef.h>\n#include <stdio.h>\n#include <sdt.h>\n#include \"include/uapi/linux/sdt_kmod.h\"\nint main(void)\n{\n",
+    );
+    let mut c_names = Vec::new();
+    for (name, header, _) in &structs {
+        let fields = c_fields(header, name);
+        main.push_str(&format!("\tprintf(\"%zu\\n\", sizeof(struct {name}));\n"));
+        for f in &fields {
+            main.push_str(&format!(
+                "\tprintf(\"%zu %zu\\n\", offsetof(struct {name}, {f}), sizeof(((struct {name} *)0)->{f}));\n"
+            ));
+        }
+        c_names.push(fields);
+    }
+    main.push_str("\treturn 0;\n}\n");
+    let printed = run_c(&main, &[], "");
+    let mut lines = printed.lines();
+    for ((name, _, (rust_size, rust_fields)), c_fields) in structs.iter().zip(c_names) {
+        let names: Vec<String> = c_fields.iter().map(|f| f.trim_end_matches('_').to_owned()).collect();
+        let rust_names: Vec<&String> = rust_fields.iter().map(|(n, _, _)| n).collect();
+        assert_eq!(rust_names, names.iter().collect::<Vec<_>>(), "struct {name}: fields in C and in Rust");
+        let c_size: usize = lines.next().unwrap().parse().unwrap();
+        assert_eq!(*rust_size, c_size, "sizeof(struct {name})");
+        for (f, (_, offset, size)) in c_fields.iter().zip(rust_fields) {
+            let (c_offset, c_size) = lines.next().unwrap().split_once(' ').unwrap();
+            assert_eq!(
+                (*offset, *size),
+                (c_offset.parse().unwrap(), c_size.parse().unwrap()),
+                "struct {name}.{f}: offset, size"
+            );
+        }
     }
 }
 

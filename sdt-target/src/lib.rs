@@ -1,9 +1,12 @@
-//! What a resumed program's memory needs beyond its snapshot, whoever resumes it (this
-//! crate's restorer, or CRIU from exported images):
+//! What SDT knows of a target program's insides, for whoever reads or resumes its
+//! snapshots (the daemon, the restorer, the exporters): where the breaking thread's trap
+//! record is (its registers at the stop), where glibc keeps a thread's id, and where the
+//! program's SDT library is (its ELF symbols). A resumed program's memory needs, beyond
+//! its snapshot:
 //!
 //! - The thread stopped at the snapshot's breakpoint waits for an answer in its trap
 //!   record, which the capture wrote after copying the memory: it gets the snapshot's
-//!   number, as the original did.
+//!   number, as the original did (what its `SetBreakpoint` returns).
 //! - Threads that were exiting are not resumed; the id word the kernel clears on a
 //!   thread's way out (glibc's `pthread_join` waits for it) is cleared instead.
 //! - The program's SDT library keeps a state word and a reconfiguration buffer, found by
@@ -16,9 +19,16 @@
 //! them ([`checked_files`]): a path the store names is never opened, let alone read to
 //! its end, unless it is the regular file the program mapped. Of each file only its ELF
 //! headers and symbol tables are read, within the file's size.
+//!
+//! # Design constraints
+//!
+//! This crate makes no system call of its own and links no ptrace code: the exporters use
+//! it as well as the daemon and the restorer. What it reads comes through the closures.
 
-use std::fs::{File, OpenOptions};
-use std::os::unix::fs::OpenOptionsExt;
+#![deny(missing_docs)]
+#![deny(unsafe_code)]
+
+use std::fs::File;
 
 use object::{Object, ObjectSegment, ObjectSymbol, ReadCache};
 use sdt_abi::{SYMBOL_RECONFIG, SYMBOL_STATE, TRAP_RECORD_SIZE, TrapRecord};
@@ -35,18 +45,6 @@ pub type Open<'a> = &'a dyn Fn(&str) -> Option<File>;
 /// owner); any other path, `None`.
 pub fn checked_files(snap: &Snapshot) -> impl Fn(&str) -> Option<File> + '_ {
     move |path| snap.open_file(snap.meta().mapped_file(path)?).ok()
-}
-
-/// Opens `path` if it is a regular file, neither blocking nor taking a terminal: for the
-/// mappings of a live process, which its kernel names.
-pub fn open_regular(path: &str) -> Option<File> {
-    // Checked before opening, so that a FIFO or device is never opened, and after.
-    if !std::fs::symlink_metadata(path).ok()?.is_file() {
-        return None;
-    }
-    let flags = libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_NOFOLLOW;
-    let file = OpenOptions::new().read(true).custom_flags(flags).open(path).ok()?;
-    file.metadata().ok()?.is_file().then_some(file)
 }
 
 /// Where glibc keeps a thread's id in its `struct pthread` (x86_64, glibc 2.26 and
@@ -78,7 +76,9 @@ pub fn patches(meta: &SnapshotMeta, read: Read) -> Vec<Patch> {
         for t in meta.threads.iter().filter(|t| t.state == ThreadRunState::Exiting) {
             // A thread pointer so high that the word would wrap (a crafted snapshot) is no
             // glibc thread's: nothing to patch.
-            if let Some(addr) = t.reg("fs_base").filter(|&b| b != 0).and_then(|b| b.checked_add(offset)) {
+            if let Some(addr) =
+                t.regs().ok().map(|r| r.fs_base).filter(|&b| b != 0).and_then(|b| b.checked_add(offset))
+            {
                 out.push(Patch { addr, bytes: 0u32.to_le_bytes().to_vec() });
             }
         }
@@ -92,7 +92,8 @@ pub fn patches(meta: &SnapshotMeta, read: Read) -> Vec<Patch> {
 pub fn trap_record(meta: &SnapshotMeta, read: Read) -> Option<(u64, TrapRecord)> {
     let Trigger::Breakpoint { tid, level, class, id, .. } = meta.trigger else { return None };
     let thread = meta.threads.iter().find(|t| t.tid == tid)?;
-    ["rdi", "rdx"].into_iter().filter_map(|r| thread.reg(r)).find_map(|addr| {
+    let regs = thread.regs().ok()?;
+    [regs.rdi, regs.rdx].into_iter().find_map(|addr| {
         let mut bytes = [0u8; TRAP_RECORD_SIZE];
         if !read(addr, &mut bytes) {
             return None;
@@ -110,7 +111,7 @@ pub fn tid_word_offset(meta: &SnapshotMeta, read: Read) -> Option<u64> {
         .threads
         .iter()
         .filter_map(|t| {
-            let base = t.reg("fs_base").filter(|&b| b != 0)?;
+            let base = t.regs().ok().map(|r| r.fs_base).filter(|&b| b != 0)?;
             let mut block = vec![0u8; TID_SEARCH as usize];
             read(base, &mut block).then_some((t.tid, block))
         })
@@ -201,9 +202,9 @@ mod tests {
     fn a_symbol_is_found_where_the_process_has_it() {
         let exe = std::fs::read_link("/proc/self/exe").unwrap().display().to_string();
         // Defined by libc, which is mapped wherever the loader put it.
-        let at = symbol_in(&own_mappings(), &exe, "getpid", &open_regular);
+        let at = symbol_in(&own_mappings(), &exe, "getpid", &sdt_sys::open_regular);
         assert_eq!(at, Some(libc::getpid as unsafe extern "C" fn() -> libc::pid_t as usize as u64));
-        assert_eq!(symbol_in(&own_mappings(), &exe, "no_such_symbol_anywhere", &open_regular), None);
+        assert_eq!(symbol_in(&own_mappings(), &exe, "no_such_symbol_anywhere", &sdt_sys::open_regular), None);
     }
 
     #[test]
@@ -215,8 +216,8 @@ mod tests {
             |p: &str| Mapping::parse_maps_line(&format!("1000-2000 r--p 00000000 00:05 7 {p}")).unwrap();
         let mappings = [line(fifo.to_str().unwrap()), line("/dev/zero")];
         // Found nowhere, and promptly: neither is opened for reading.
-        assert_eq!(symbol_in(&mappings, "", "main", &open_regular), None);
-        assert!(open_regular(fifo.to_str().unwrap()).is_none());
-        assert!(open_regular("/dev/zero").is_none());
+        assert_eq!(symbol_in(&mappings, "", "main", &sdt_sys::open_regular), None);
+        assert!(sdt_sys::open_regular(fifo.to_str().unwrap()).is_none());
+        assert!(sdt_sys::open_regular("/dev/zero").is_none());
     }
 }
