@@ -70,13 +70,14 @@ use sdt_sys::events::{Event, Events};
 use sdt_sys::ptrace::options;
 use sdt_sys::{Tid, monotonic_ns};
 
+pub use adopt::AdoptError;
 pub use config::{CaptureConfig, ConfigError};
 pub use freeze::ProgramExit;
 pub use kmod::{KmodError, available as kmod_available};
 pub use launch::LaunchError;
 pub use resume::{Resumed, resume_detached};
-pub use symbols::SymbolBreak;
-pub use tracking::Tracking;
+pub use symbols::{BreakError, SymbolBreak};
+pub use tracking::{Tracking, TrackingError, VdsoError};
 pub use writer::WriteTotals;
 
 use capture::{Capturer, Collected, PageRun};
@@ -212,14 +213,14 @@ pub enum Error {
     #[error(transparent)]
     Sys(#[from] sdt_sys::Error),
     /// Write tracking was asked for and cannot be had.
-    #[error("userfaultfd write tracking is unavailable: {0}")]
-    Tracking(String),
+    #[error("userfaultfd write tracking is unavailable")]
+    Tracking(#[source] TrackingError),
     /// A restored process could not be taken over.
-    #[error("taking over the restored process: {0}")]
-    Adopt(String),
+    #[error("taking over the restored process")]
+    Adopt(#[from] AdoptError),
     /// A `--break` cannot be placed.
-    #[error("{0}")]
-    Break(String),
+    #[error(transparent)]
+    Break(#[from] BreakError),
     /// The kernel module cannot capture the program.
     #[error(transparent)]
     Kmod(#[from] KmodError),
@@ -249,15 +250,11 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, Error> {
     let started_ns = monotonic_ns();
     let breaks = !opts.breaks.is_empty();
     if breaks && matches!(opts.target, Target::Restore(_)) {
-        return Err(Error::Break("--break applies to a program sdt run launches, not a restored one".into()));
+        return Err(BreakError::Restored.into());
     }
     let kmod = match (opts.backend, &opts.target) {
         (Backend::Kmod, Target::Restore(_)) => return Err(KmodError::Restore.into()),
-        (Backend::Kmod, _) if breaks => {
-            return Err(Error::Break(
-                "--break needs the ptrace backend: the kernel module places no breakpoints".into(),
-            ));
-        }
+        (Backend::Kmod, _) if breaks => return Err(BreakError::Kmod.into()),
         (Backend::Kmod, _) => true,
         (Backend::Auto, Target::Launch(_)) => !breaks && kmod::available(),
         _ => false,
@@ -853,7 +850,7 @@ impl<B: EventSource> Session<'_, B> {
     }
 
     /// The program image's vDSO, found on first use.
-    fn vdso(&mut self, via: Tid) -> Result<Vdso, String> {
+    fn vdso(&mut self, via: Tid) -> Result<Vdso, VdsoError> {
         match self.vdso {
             Some(vdso) => Ok(vdso),
             None => Ok(*self.vdso.insert(Vdso::find(via)?)),
@@ -872,7 +869,8 @@ impl<B: EventSource> Session<'_, B> {
         if let Some(read) = self.tracer.signal_actions(caught, ignored) {
             return read;
         }
-        let syscall_at = if caught == 0 { 0 } else { self.vdso(via)?.syscall_at };
+        let syscall_at =
+            if caught == 0 { 0 } else { self.vdso(via).map_err(|e| human::error_chain(&e))?.syscall_at };
         let tracer = self.tracer.injector().ok_or("no way to read the signal handlers")?;
         let thread = tracer.injection_thread(breaking).unwrap_or(via);
         signals::read_actions(tracer, thread, syscall_at, caught, ignored)
@@ -893,7 +891,7 @@ impl<B: EventSource> Session<'_, B> {
             self.tracking_failed = true;
             return Ok(());
         }
-        let vdso = self.vdso(via);
+        let vdso = self.vdso(via).map_err(TrackingError::from);
         let tracer = self.tracer.injector().expect("checked above");
         let thread = tracer.injection_thread(breaking).unwrap_or(via);
         let started =
@@ -903,10 +901,13 @@ impl<B: EventSource> Session<'_, B> {
                 self.capturer.track_with(uffd);
                 Ok(())
             }
-            Err(why) if self.opts.tracking == Tracking::UffdWp => Err(Error::Tracking(why)),
-            Err(why) => {
+            Err(e) if self.opts.tracking == Tracking::UffdWp => Err(Error::Tracking(e)),
+            Err(e) => {
                 self.tracking_failed = true;
-                log::warn!("dirty-page tracking is off ({why}); comparing page hashes instead");
+                log::warn!(
+                    "dirty-page tracking is off ({}); comparing page hashes instead",
+                    human::error_chain(&e)
+                );
                 Ok(())
             }
         }
