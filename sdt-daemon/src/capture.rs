@@ -25,7 +25,9 @@ use sdt_sys::pagemap::{PM_FILE, PM_PRESENT, PM_SWAPPED, Pagemap, ScanQuery};
 use sdt_sys::uapi::{PAGE_IS_FILE, PAGE_IS_PRESENT, PAGE_IS_SWAPPED, PageRegion};
 use sdt_sys::uffd::Userfaultfd;
 
+use crate::freeze::FreezeError;
 use crate::procfs;
+use crate::tracking::VdsoError;
 
 /// Mappings whose pages cannot be read through `process_vm_readv`.
 const SPECIAL_UNREADABLE: [&str; 3] = ["[vvar]", "[vvar_vclock]", "[vsyscall]"];
@@ -669,6 +671,9 @@ fn read_live(pid: Tid, mappings: &[Mapping]) -> Result<Vec<(u64, Vec<u8>)>, sdt_
 /// Why a capture failed after the freeze.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum CaptureError {
+    /// Every thread is exiting: none to read memory through.
+    #[error("every thread is exiting")]
+    Exiting,
     /// A `/proc` file could not be read (the process is likely gone).
     #[error("reading /proc/PID/{file}")]
     Proc {
@@ -682,9 +687,32 @@ pub(crate) enum CaptureError {
     /// The spare could not take the pages (the disk is full).
     #[error(transparent)]
     Store(#[from] sdt_store::Error),
+    /// The registers could not be read.
+    #[error(transparent)]
+    Threads(#[from] FreezeError),
+    /// The open files could not be read.
+    #[error("reading open files")]
+    OpenFiles(#[source] std::io::Error),
+    /// The caught and ignored signal sets could not be read.
+    #[error("reading signal sets")]
+    SignalSets(#[source] std::io::Error),
+    /// The vDSO, where injected calls run, cannot be found.
+    #[error(transparent)]
+    Vdso(#[from] VdsoError),
+    /// The injected calls that read the signal handlers failed.
+    #[error("reading signal handlers")]
+    SignalHandlers(#[source] sdt_sys::Error),
+    /// Neither the backend nor an injected call can read the signal handlers: why.
+    #[error("the signal handlers were not read: {0}")]
+    SignalHandlersUnread(&'static str),
 }
 
 impl CaptureError {
+    /// The store had no room for the pages.
+    pub(crate) fn no_room(&self) -> bool {
+        matches!(self, CaptureError::Store(_))
+    }
+
     fn proc(file: &'static str) -> impl Fn(std::io::Error) -> CaptureError {
         move |source| CaptureError::Proc { file, source }
     }

@@ -30,13 +30,14 @@ use std::collections::{BTreeMap, VecDeque};
 use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
 
-use sdt_abi::{RESULT_DECLINED, TRAP_MAGIC, TRAP_RECORD_SIZE, TrapRecord, declined_state};
+use sdt_abi::{TRAP_MAGIC, TRAP_RECORD_SIZE, TrapRecord, declined_state};
 use sdt_store::{RobustList, Rseq, SignalAction, ThreadRunState, ThreadState, gpreg};
 use sdt_sys::ptrace::{self, Regset, event};
 use sdt_sys::wait::{self, Stop};
 use sdt_sys::{Tid, memory, monotonic_ns};
 
-use crate::freeze::{BreakpointHit, EventSource, FreezeError, Freezer, Frozen, ProgramExit, TargetEvent};
+use crate::capture::CaptureError;
+use crate::freeze::{BreakpointHit, EventSource, FreezeError, Freezer, ProgramExit, Stopped, TargetEvent};
 use crate::symbols::{Arrival, SymbolBreak, SymbolTraps};
 
 /// `si_code` of a `SIGTRAP` raised by `int3`.
@@ -399,13 +400,12 @@ fn trap_at(tid: Tid) -> Result<Trap, sdt_sys::Error> {
 }
 
 impl Freezer for Tracer {
-    fn freeze(&mut self, breaking: Option<Tid>) -> Result<Frozen, FreezeError> {
+    fn freeze_all(&mut self, breaking: Option<Tid>) -> Result<Stopped, FreezeError> {
         match self.stop_every_thread(breaking) {
+            // Everyone that stopped goes on ([`crate::freeze::Held::freeze`]); the
+            // breakpoint's call returns SDT_DECLINED.
             Err(FreezeError::Sys(e)) if e.source.kind() == std::io::ErrorKind::TimedOut => {
                 log::warn!("no snapshot: {}", e.source);
-                // Everyone that stopped goes on; the breakpoint's call returns SDT_DECLINED.
-                let hit = breaking.and_then(|tid| self.threads.get(&tid)?.at_breakpoint.clone());
-                self.thaw(hit.as_ref().map(|h| (h, RESULT_DECLINED)), false)?;
                 Err(FreezeError::Skip("a thread did not stop"))
             }
             other => other,
@@ -489,9 +489,9 @@ impl Freezer for Tracer {
 }
 
 impl Tracer {
-    /// [`Freezer::freeze`], short of giving up: a thread that does not stop within
+    /// [`Freezer::freeze_all`], short of giving up: a thread that does not stop within
     /// [`STOP_TIMEOUT`] is a `TimedOut` error, with every thread left as it is.
-    fn stop_every_thread(&mut self, breaking: Option<Tid>) -> Result<Frozen, FreezeError> {
+    fn stop_every_thread(&mut self, breaking: Option<Tid>) -> Result<Stopped, FreezeError> {
         // Every thread must stop, or finish dying: a thread resumed from its exit stop
         // still writes its tid word (CLONE_CHILD_CLEARTID) on the way out, so the capture
         // waits for its exit report. The leader is the exception: once past its exit stop
@@ -541,7 +541,7 @@ impl Tracer {
         if let Some(via) = breaking.or(via) {
             self.symbols.disarm(via)?;
         }
-        Ok(Frozen { all_stopped_ns, via: breaking.or(via) })
+        Ok(Stopped { all_stopped_ns, via: breaking.or(via) })
     }
 
     /// Moves thread `tid`, stopped at a symbol breakpoint's function entry, past the
@@ -746,7 +746,7 @@ impl EventSource for Tracer {
         Some(self)
     }
 
-    fn signal_actions(&self, _caught: u64, _ignored: u64) -> Option<Result<Vec<SignalAction>, String>> {
+    fn signal_actions(&self, _caught: u64, _ignored: u64) -> Option<Result<Vec<SignalAction>, CaptureError>> {
         None
     }
 }

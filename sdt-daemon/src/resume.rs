@@ -12,7 +12,7 @@ use sdt_abi::RESULT_DECLINED;
 use sdt_restore::Privileges;
 use sdt_restore::handover::{Library, checked_files};
 
-use crate::freeze::{BreakpointHit, FreezeError, Freezer, TargetEvent};
+use crate::freeze::{Held, TargetEvent};
 use crate::ptrace::Tracer;
 use crate::{Error, ProgramExit, RestoreFrom, RunOptions, Started, TRACE_OPTIONS, wall_ns};
 
@@ -135,17 +135,11 @@ pub fn resume_detached(
 
 /// Runs the program to its end, declining every breakpoint that still traps.
 fn run_declining(tracer: &mut Tracer) -> Result<ProgramExit, Error> {
-    let thaw = |tracer: &mut Tracer, hit: Option<&BreakpointHit>| match tracer
-        .thaw(hit.map(|h| (h, RESULT_DECLINED)), true)
-    {
-        Ok(()) | Err(FreezeError::TargetGone(_) | FreezeError::Skip(_)) => Ok(()),
-        Err(FreezeError::Sys(e)) if e.is_gone() => Ok(()),
-        Err(FreezeError::Sys(e)) => Err(Error::Sys(e)),
-    };
-    thaw(tracer, None)?;
+    // The restored threads are all stopped: they go now.
+    Held::new(tracer, None).release(RESULT_DECLINED, true)?;
     loop {
         match tracer.next_event()? {
-            TargetEvent::Breakpoint(hit) => thaw(tracer, Some(&hit))?,
+            TargetEvent::Breakpoint(hit) => Held::new(tracer, Some(&hit)).release(RESULT_DECLINED, true)?,
             TargetEvent::Exec => {}
             TargetEvent::Exited(exit) => return Ok(exit),
         }
