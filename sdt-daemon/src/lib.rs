@@ -3,7 +3,8 @@
 //! tick), freezes all of its threads, reads their registers and copies the pages that
 //! hold content straight into the store's raw log, resumes them, and commits the
 //! snapshot; a compactor thread stores it incrementally later (and, once the program
-//! has ended, a background `sdt compact`).
+//! has ended, a background `sdt compact`). [`refine`] runs an interval of a run again
+//! from its first snapshot and compares its end with the original's.
 //!
 //! ```no_run
 //! use sdt_daemon::{CaptureConfig, RunOptions};
@@ -51,6 +52,7 @@ mod kmod;
 pub mod launch;
 mod procfs;
 mod ptrace;
+pub mod refine;
 mod resume;
 mod session;
 mod signals;
