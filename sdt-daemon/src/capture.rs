@@ -25,7 +25,9 @@ use sdt_sys::pagemap::{PM_FILE, PM_PRESENT, PM_SWAPPED, Pagemap, ScanQuery};
 use sdt_sys::uapi::{PAGE_IS_FILE, PAGE_IS_PRESENT, PAGE_IS_SWAPPED, PageRegion};
 use sdt_sys::uffd::Userfaultfd;
 
+use crate::freeze::FreezeError;
 use crate::procfs;
+use crate::tracking::VdsoError;
 
 /// Mappings whose pages cannot be read through `process_vm_readv`.
 const SPECIAL_UNREADABLE: [&str; 3] = ["[vvar]", "[vvar_vclock]", "[vsyscall]"];
@@ -192,6 +194,17 @@ impl CopyList {
             self.closed = true;
         }
     }
+}
+
+/// What [`Capturer::find_and_copy`] leaves.
+struct Finding<T> {
+    /// The pages to take.
+    found: Result<Found, sdt_sys::Error>,
+    /// Bytes at the start of the spare the copies have taken so far.
+    handed_bytes: usize,
+    report: Mutex<CopyReport>,
+    /// What ran on the calling thread meanwhile returned.
+    extra: T,
 }
 
 /// What the copy tasks of one capture report.
@@ -366,24 +379,66 @@ impl Capturer {
         meanwhile: impl FnOnce() -> T,
     ) -> Result<(Collected, T), CaptureError> {
         let start = sdt_sys::monotonic_ns();
-        let since_start = || sdt_sys::monotonic_ns() - start;
         self.wake();
         let mut mappings =
             procfs::parse_maps(&procfs::read_text(via, "maps").map_err(CaptureError::proc("maps"))?);
         let tasks = self.plan(&mut mappings);
-        let mut phases = Phases { maps_ns: since_start(), ..Phases::default() };
+        let mut phases = Phases { maps_ns: sdt_sys::monotonic_ns() - start, ..Phases::default() };
         self.lost_track = self.tracker.is_some();
+        let Finding { found, handed_bytes, report, extra } =
+            self.find_and_copy(via, &tasks, spill, start, &mut phases, meanwhile);
+        let Found { copy, unchanged, unregistered, first_sight_bytes } = found?;
+        self.copy_rest(via, &copy, spill, handed_bytes, &report)?;
+        let report = report.into_inner().unwrap();
+        if let Some(e) = report.error {
+            return Err(e.into());
+        }
+        if let Some(first) = report.failed.iter().min() {
+            log::warn!(
+                "{} page(s) could not be read and are stored as zero, first at {first:#x}",
+                report.failed.len()
+            );
+        }
+        self.track_new(&mappings, &unregistered);
+        let live = verify.then(|| read_live(via, &mappings)).transpose()?;
+        self.lost_track = false;
+        phases.copy_ns = report.copy_ns();
+        phases.total_ns = sdt_sys::monotonic_ns() - start;
+        let collected = Collected {
+            mappings,
+            copied: copy.runs,
+            unchanged,
+            copy_ns: report.copy_ns(),
+            first_sight_bytes,
+            live,
+            phases,
+        };
+        Ok((collected, extra))
+    }
+
+    /// Finds the pages of `tasks` on one capture thread, which hands what the spare holds
+    /// to the others to copy as it goes, while `meanwhile` runs on this thread; notes in
+    /// `phases` when the finding and `meanwhile` ended (from `start`).
+    fn find_and_copy<T>(
+        &self,
+        via: Tid,
+        tasks: &[Task],
+        spill: &mut SpillFile,
+        start: u64,
+        phases: &mut Phases,
+        meanwhile: impl FnOnce() -> T,
+    ) -> Finding<T> {
+        let since_start = || sdt_sys::monotonic_ns() - start;
         let report = Mutex::new(CopyReport::default());
         let mut found = None;
         let mut handed_bytes = 0;
-        let this = &*self;
         let mut found_ns = 0;
         let extra = self.threads.in_place_scope(|scope| {
             let (report, found, handed_bytes, found_ns) =
                 (&report, &mut found, &mut handed_bytes, &mut found_ns);
             let mut free = spill.data();
             scope.spawn(move |scope| {
-                *found = Some(this.find(&tasks, |runs| {
+                *found = Some(self.find(tasks, |runs| {
                     let bytes: usize = runs.iter().map(PageRun::bytes).sum();
                     if bytes > free.len() {
                         return false;
@@ -398,60 +453,48 @@ impl Capturer {
                 *found_ns = since_start();
             });
             // The woken threads stop spinning; one takes the finding.
-            this.awake.store(false, Ordering::Relaxed);
+            self.awake.store(false, Ordering::Relaxed);
             let extra = meanwhile();
             phases.meanwhile_ns = since_start() - phases.maps_ns;
             extra
         });
         phases.found_ns = found_ns;
-        let Found { copy, unchanged, unregistered, first_sight_bytes } =
-            found.expect("the finding task ran")?;
+        Finding { found: found.expect("the finding task ran"), handed_bytes, report, extra }
+    }
 
-        // What the spare could not hold, copied now into the grown spare.
+    /// Copies what the spare could not hold during the finding into the spare, grown,
+    /// after the `handed_bytes` already copied.
+    fn copy_rest(
+        &self,
+        via: Tid,
+        copy: &CopyList,
+        spill: &mut SpillFile,
+        handed_bytes: usize,
+        report: &Mutex<CopyReport>,
+    ) -> Result<(), sdt_store::Error> {
         let need: usize = copy.runs.iter().map(PageRun::bytes).sum();
         spill.grow(need)?;
         let rest: Vec<RemoteRange> = copy.runs[copy.handed..].iter().map(PageRun::remote).collect();
         if !rest.is_empty() {
             let dst = &mut spill.data()[handed_bytes..need];
-            self.threads.in_place_scope(|scope| spawn_copies(scope, &report, via, &rest, dst));
+            self.threads.in_place_scope(|scope| spawn_copies(scope, report, via, &rest, dst));
         }
-        let report = report.into_inner().unwrap();
-        if let Some(e) = report.error {
-            return Err(e.into());
-        }
-        if let Some(first) = report.failed.iter().min() {
-            log::warn!(
-                "{} page(s) could not be read and are stored as zero, first at {first:#x}",
-                report.failed.len()
-            );
-        }
-        // Mappings new to the tracker were read whole above; from now on it answers for
-        // them. (Protecting after reading: protected unpopulated pages hold markers that
-        // residency scans would count as swapped.)
-        if let Some(tracker) = &self.tracker {
-            for m in unregistered.iter().map(|&i| &mappings[i]) {
-                let len = m.end - m.start;
-                if let Err(e) =
-                    tracker.register_wp(m.start, len).and_then(|()| tracker.write_protect(m.start, len))
-                {
-                    log::debug!("{:#x}-{:#x} {}: not tracked ({e})", m.start, m.end, m.path);
-                }
+        Ok(())
+    }
+
+    /// Registers the mappings new to the tracker (`unregistered`, read whole by this
+    /// capture): from now on it answers for them. (Protecting after reading: protected
+    /// unpopulated pages hold markers that residency scans would count as swapped.)
+    fn track_new(&self, mappings: &[Mapping], unregistered: &[usize]) {
+        let Some(tracker) = &self.tracker else { return };
+        for m in unregistered.iter().map(|&i| &mappings[i]) {
+            let len = m.end - m.start;
+            if let Err(e) =
+                tracker.register_wp(m.start, len).and_then(|()| tracker.write_protect(m.start, len))
+            {
+                log::debug!("{:#x}-{:#x} {}: not tracked ({e})", m.start, m.end, m.path);
             }
         }
-        let live = verify.then(|| read_live(via, &mappings)).transpose()?;
-        self.lost_track = false;
-        phases.copy_ns = report.copy_ns();
-        phases.total_ns = since_start();
-        let collected = Collected {
-            mappings,
-            copied: copy.runs,
-            unchanged,
-            copy_ns: report.copy_ns(),
-            first_sight_bytes,
-            live,
-            phases,
-        };
-        Ok((collected, extra))
     }
 
     /// Classifies the mappings: a task for each whose pages the snapshot takes.
@@ -669,6 +712,9 @@ fn read_live(pid: Tid, mappings: &[Mapping]) -> Result<Vec<(u64, Vec<u8>)>, sdt_
 /// Why a capture failed after the freeze.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum CaptureError {
+    /// Every thread is exiting: none to read memory through.
+    #[error("every thread is exiting")]
+    Exiting,
     /// A `/proc` file could not be read (the process is likely gone).
     #[error("reading /proc/PID/{file}")]
     Proc {
@@ -682,9 +728,32 @@ pub(crate) enum CaptureError {
     /// The spare could not take the pages (the disk is full).
     #[error(transparent)]
     Store(#[from] sdt_store::Error),
+    /// The registers could not be read.
+    #[error(transparent)]
+    Threads(#[from] FreezeError),
+    /// The open files could not be read.
+    #[error("reading open files")]
+    OpenFiles(#[source] std::io::Error),
+    /// The caught and ignored signal sets could not be read.
+    #[error("reading signal sets")]
+    SignalSets(#[source] std::io::Error),
+    /// The vDSO, where injected calls run, cannot be found.
+    #[error(transparent)]
+    Vdso(#[from] VdsoError),
+    /// The injected calls that read the signal handlers failed.
+    #[error("reading signal handlers")]
+    SignalHandlers(#[source] sdt_sys::Error),
+    /// Neither the backend nor an injected call can read the signal handlers: why.
+    #[error("the signal handlers were not read: {0}")]
+    SignalHandlersUnread(&'static str),
 }
 
 impl CaptureError {
+    /// The store had no room for the pages.
+    pub(crate) fn no_room(&self) -> bool {
+        matches!(self, CaptureError::Store(_))
+    }
+
     fn proc(file: &'static str) -> impl Fn(std::io::Error) -> CaptureError {
         move |source| CaptureError::Proc { file, source }
     }

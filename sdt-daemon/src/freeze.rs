@@ -22,11 +22,13 @@
 
 use std::os::fd::BorrowedFd;
 
-use sdt_abi::TrapRecord;
+use sdt_abi::{RESULT_DECLINED, TrapRecord};
 use sdt_store::{SignalAction, ThreadState};
 use sdt_sys::Tid;
 use sdt_sys::wait::Stop;
 
+use crate::capture::CaptureError;
+use crate::human::error_chain;
 use crate::ptrace::Tracer;
 
 /// A thread stopped at a breakpoint that passed the program's filter.
@@ -80,7 +82,7 @@ impl ProgramExit {
 /// Something the daemon loop must act on.
 #[derive(Clone, Debug)]
 pub(crate) enum TargetEvent {
-    /// A breakpoint passed; its thread is stopped until [`Freezer::thaw`].
+    /// A breakpoint passed; its thread is stopped until [`Freezer::thaw`] (see [`Held`]).
     Breakpoint(BreakpointHit),
     /// The program called `execve`: a new image, the same pid.
     Exec,
@@ -88,9 +90,9 @@ pub(crate) enum TargetEvent {
     Exited(ProgramExit),
 }
 
-/// Every thread stopped.
+/// Every thread stopped, as a backend reports it (see [`Held::freeze`]).
 #[derive(Debug)]
-pub(crate) struct Frozen {
+pub(crate) struct Stopped {
     /// `CLOCK_MONOTONIC` when the last thread stopped.
     pub all_stopped_ns: u64,
     /// A stopped thread that has not exited, through which memory can be read (the
@@ -116,8 +118,10 @@ pub(crate) enum FreezeError {
 /// Stops and resumes every thread of the target.
 pub(crate) trait Freezer {
     /// Stops every thread, including ones blocked in system calls, just created or
-    /// exiting. A thread already stopped at a breakpoint stays stopped.
-    fn freeze(&mut self, breaking: Option<Tid>) -> Result<Frozen, FreezeError>;
+    /// exiting. A thread already stopped at a breakpoint stays stopped. On failure the
+    /// threads that stopped stay stopped (but for `TargetGone`: there are none left):
+    /// [`Held::freeze`] resumes them.
+    fn freeze_all(&mut self, breaking: Option<Tid>) -> Result<Stopped, FreezeError>;
 
     /// Every stopped thread's registers and signal mask, the breaking thread first.
     fn read_threads(&mut self, breaking: Option<Tid>) -> Result<Vec<ThreadState>, FreezeError>;
@@ -155,5 +159,164 @@ pub(crate) trait EventSource: Freezer {
 
     /// The dispositions of the `caught` and `ignored` signals (bit `n - 1` for signal
     /// `n`), where the freeze read them; `None`: read them by injection.
-    fn signal_actions(&self, caught: u64, ignored: u64) -> Option<Result<Vec<SignalAction>, String>>;
+    fn signal_actions(&self, caught: u64, ignored: u64) -> Option<Result<Vec<SignalAction>, CaptureError>>;
+}
+
+/// Threads of the program held stopped for a capture: a breakpoint's thread at its trap
+/// (with the kernel module, every thread), or, without a breakpoint, those a restore left
+/// stopped (none otherwise). The value owns the stopped state, as remoteprocess's
+/// `ThreadLock` does: [`Held::release`] resumes the threads with the outcome the capture
+/// chose, [`Held::freeze`] stops every other thread too; dropped, it resumes every thread
+/// (the breakpoint's call returns `SDT_DECLINED`) and says so.
+pub(crate) struct Held<'a, B: Freezer> {
+    backend: &'a mut B,
+    hit: Option<&'a BreakpointHit>,
+    /// Something is stopped that nothing has resumed yet: a drop resumes it.
+    pending: bool,
+}
+
+impl<'a, B: Freezer> Held<'a, B> {
+    /// The threads `backend` holds stopped for `hit` (or, without one, for a restore).
+    pub(crate) fn new(backend: &'a mut B, hit: Option<&'a BreakpointHit>) -> Held<'a, B> {
+        Held { backend, hit, pending: hit.is_some() }
+    }
+
+    /// Resumes every thread: a breakpoint's call returns `result`; with `turn_off`, the
+    /// program's breakpoints stop trapping (see [`Freezer::thaw`]).
+    pub(crate) fn release(mut self, result: i64, turn_off: bool) -> Result<(), sdt_sys::Error> {
+        self.resume(result, turn_off)
+    }
+
+    /// Stops every other thread too. When that fails, the threads go on (the
+    /// breakpoint's call returns `SDT_DECLINED`), unless the program has ended.
+    pub(crate) fn freeze(mut self) -> Result<Frozen<'a, B>, FreezeError> {
+        match self.backend.freeze_all(self.hit.map(|h| h.tid)) {
+            Ok(stopped) => {
+                self.pending = true;
+                Ok(Frozen { held: self, all_stopped_ns: stopped.all_stopped_ns, via: stopped.via })
+            }
+            Err(FreezeError::TargetGone(exit)) => {
+                self.pending = false;
+                Err(FreezeError::TargetGone(exit))
+            }
+            Err(FreezeError::Skip(why)) => {
+                self.resume(RESULT_DECLINED, false)?;
+                Err(FreezeError::Skip(why))
+            }
+            // Dropped: what stopped goes on.
+            Err(e) => Err(e),
+        }
+    }
+
+    /// [`Freezer::thaw`], once. A program that ends meanwhile is no error: its end is
+    /// the backend's next event.
+    fn resume(&mut self, result: i64, turn_off: bool) -> Result<(), sdt_sys::Error> {
+        self.pending = false;
+        let thawed = self.backend.thaw(self.hit.map(|h| (h, result)), turn_off);
+        unless_ended(thawed, "resuming the program's threads")
+    }
+}
+
+impl<B: Freezer> Drop for Held<'_, B> {
+    fn drop(&mut self) {
+        if !self.pending {
+            return;
+        }
+        match self.hit {
+            Some(hit) => log::warn!(
+                "a capture was abandoned: every thread resumes, thread {}'s breakpoint returns SDT_DECLINED",
+                hit.tid
+            ),
+            None => log::warn!("a capture was abandoned: every thread resumes"),
+        }
+        if let Err(e) = self.resume(RESULT_DECLINED, false) {
+            log::warn!("threads of the program may stay stopped: {}", error_chain(&e));
+        }
+    }
+}
+
+/// Every thread of the program stopped ([`Held::freeze`]): what a capture reads. Its
+/// methods resume the threads; dropped, it resumes every one as a [`Held`] does.
+pub(crate) struct Frozen<'a, B: Freezer> {
+    held: Held<'a, B>,
+    /// `CLOCK_MONOTONIC` when the last thread stopped.
+    pub all_stopped_ns: u64,
+    /// A stopped thread that has not exited, through which memory can be read (the
+    /// leader may have exited); `None` if every thread is exiting.
+    pub via: Option<Tid>,
+}
+
+impl<'a, B: Freezer> Frozen<'a, B> {
+    /// The breakpoint the capture is for, if any.
+    pub(crate) fn hit(&self) -> Option<&'a BreakpointHit> {
+        self.held.hit
+    }
+
+    /// The breakpoint's thread, if any.
+    pub(crate) fn breaking(&self) -> Option<Tid> {
+        self.held.hit.map(|h| h.tid)
+    }
+
+    /// Every stopped thread's registers and signal mask, the breaking thread first.
+    pub(crate) fn read_threads(&mut self) -> Result<Vec<ThreadState>, FreezeError> {
+        let breaking = self.breaking();
+        self.held.backend.read_threads(breaking)
+    }
+
+    /// Resumes every thread but the breakpoint's, which waits for its result (see
+    /// [`Freezer::resume_others`]).
+    pub(crate) fn resume_others(&mut self) -> Result<(), sdt_sys::Error> {
+        let Some(held) = self.breaking() else { return Ok(()) };
+        unless_ended(self.held.backend.resume_others(held), "resuming the other threads")
+    }
+
+    /// Resumes every thread (see [`Held::release`]).
+    pub(crate) fn release(self, result: i64, turn_off: bool) -> Result<(), sdt_sys::Error> {
+        self.held.release(result, turn_off)
+    }
+
+    /// Leaves every thread stopped, for good: the program is ended next (a refinement
+    /// that reached its end), and nothing resumes them.
+    pub(crate) fn keep_stopped(mut self) {
+        self.held.pending = false;
+    }
+}
+
+impl<B: EventSource> Frozen<'_, B> {
+    /// The ptrace tracer holding the program, to inject system calls into a held thread
+    /// (see [`EventSource::injector`]).
+    pub(crate) fn injector(&mut self) -> Option<&mut Tracer> {
+        self.held.backend.injector()
+    }
+
+    /// See [`EventSource::signal_actions`].
+    pub(crate) fn signal_actions(
+        &self,
+        caught: u64,
+        ignored: u64,
+    ) -> Option<Result<Vec<SignalAction>, CaptureError>> {
+        self.held.backend.signal_actions(caught, ignored)
+    }
+}
+
+/// The outcome of resuming threads (`what`): the program ending meanwhile is an ordinary
+/// outcome, not an error (its end is the backend's next event), logged as what was
+/// dropped; any other failure is returned.
+fn unless_ended(result: Result<(), FreezeError>, what: &str) -> Result<(), sdt_sys::Error> {
+    match result {
+        Ok(()) => Ok(()),
+        Err(FreezeError::TargetGone(exit)) => {
+            log::debug!("{what}: the program ended meanwhile ({exit:?}); its end is reported next");
+            Ok(())
+        }
+        Err(FreezeError::Sys(e)) if e.is_gone() => {
+            log::debug!("{what}: {}; the thread is gone, its exit report follows", error_chain(&e));
+            Ok(())
+        }
+        Err(FreezeError::Skip(why)) => {
+            log::warn!("{what}: {why}");
+            Ok(())
+        }
+        Err(FreezeError::Sys(e)) => Err(e),
+    }
 }

@@ -5,7 +5,7 @@
 //!  launch: fork, PTRACE_SEIZE, execve ─ stop at exec ─ SDT_IOC_REGISTER ─ PTRACE_DETACH
 //!  breakpoint: the program's SDT_IOC_TRIGGER holds every thread; /dev/sdt turns readable;
 //!              poll() reads the capture (SDT_IOC_GET) and reports the breakpoint
-//!  timer:      freeze() = SDT_IOC_FREEZE + SDT_IOC_GET (waiting)
+//!  timer:      freeze_all() = SDT_IOC_FREEZE + SDT_IOC_GET (waiting)
 //!  thaw:       SDT_IOC_RELEASE with the breakpoint's result
 //!  end:        SIGCHLD, waitpid(pid)
 //! ```
@@ -28,7 +28,8 @@ use sdt_sys::kmod::Device;
 use sdt_sys::wait;
 use sdt_sys::{Tid, ptrace};
 
-use crate::freeze::{BreakpointHit, EventSource, FreezeError, Freezer, Frozen, ProgramExit, TargetEvent};
+use crate::capture::CaptureError;
+use crate::freeze::{BreakpointHit, EventSource, FreezeError, Freezer, ProgramExit, Stopped, TargetEvent};
 use crate::ptrace::Tracer;
 
 /// Why the kernel module cannot capture a program.
@@ -218,7 +219,7 @@ fn thread_state(t: &Thread, xstate: &[u8]) -> ThreadState {
 }
 
 impl Freezer for Kmod {
-    fn freeze(&mut self, breaking: Option<Tid>) -> Result<Frozen, FreezeError> {
+    fn freeze_all(&mut self, breaking: Option<Tid>) -> Result<Stopped, FreezeError> {
         if breaking.is_none() {
             match self.device.freeze() {
                 Ok(()) => {}
@@ -235,7 +236,7 @@ impl Freezer for Kmod {
         }
         let held = self.held.as_ref().expect("a breakpoint comes with its capture");
         let via = breaking.or_else(|| held.threads.first().and_then(|t| Tid::new(t.tid)));
-        Ok(Frozen { all_stopped_ns: held.snap.held_ns, via })
+        Ok(Stopped { all_stopped_ns: held.snap.held_ns, via })
     }
 
     fn read_threads(&mut self, _breaking: Option<Tid>) -> Result<Vec<ThreadState>, FreezeError> {
@@ -306,10 +307,10 @@ impl EventSource for Kmod {
         None
     }
 
-    fn signal_actions(&self, caught: u64, ignored: u64) -> Option<Result<Vec<SignalAction>, String>> {
+    fn signal_actions(&self, caught: u64, ignored: u64) -> Option<Result<Vec<SignalAction>, CaptureError>> {
         let snap = &self.held.as_ref()?.snap;
         if snap.nr_actions as usize != NSIG {
-            return Some(Err("the kernel module did not read the signal handlers".into()));
+            return Some(Err(CaptureError::SignalHandlersUnread("the kernel module did not read them")));
         }
         let mut actions = Vec::new();
         for signo in 1..=NSIG as i32 {

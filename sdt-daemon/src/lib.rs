@@ -3,7 +3,8 @@
 //! tick), freezes all of its threads, reads their registers and copies the pages that
 //! hold content straight into the store's raw log, resumes them, and commits the
 //! snapshot; a compactor thread stores it incrementally later (and, once the program
-//! has ended, a background `sdt compact`).
+//! has ended, a background `sdt compact`). [`refine`] runs an interval of a run again
+//! from its first snapshot and compares its end with the original's.
 //!
 //! ```no_run
 //! use sdt_daemon::{CaptureConfig, RunOptions};
@@ -51,7 +52,9 @@ mod kmod;
 pub mod launch;
 mod procfs;
 mod ptrace;
+pub mod refine;
 mod resume;
+mod session;
 mod signals;
 mod symbols;
 mod tracking;
@@ -61,30 +64,28 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use sdt_abi::{RESULT_DECLINED, RESULT_FILTERED};
-use sdt_store::{
-    CaptureStats, MemoryLayout, OpenFile, PageSpan, ProcessInfo, RunId, RunInfo, RunStatus, SignalAction,
-    SnapshotMeta, SnapshotTime, SpillFile, Store, ThreadState, Trigger,
-};
-use sdt_sys::events::{Event, Events};
+use sdt_abi::RESULT_DECLINED;
+use sdt_store::{ProcessInfo, RunId, RunInfo, RunStatus, Store};
+use sdt_sys::events::Events;
 use sdt_sys::ptrace::options;
 use sdt_sys::{Tid, monotonic_ns};
 
+pub use adopt::AdoptError;
 pub use config::{CaptureConfig, ConfigError};
 pub use freeze::ProgramExit;
 pub use kmod::{KmodError, available as kmod_available};
 pub use launch::LaunchError;
 pub use resume::{Resumed, resume_detached};
-pub use symbols::SymbolBreak;
-pub use tracking::Tracking;
+pub use symbols::{BreakError, SymbolBreak};
+pub use tracking::{Tracking, TrackingError, VdsoError};
 pub use writer::WriteTotals;
 
-use capture::{Capturer, Collected, PageRun};
-use freeze::{BreakpointHit, EventSource, FreezeError, Frozen, TargetEvent};
+use capture::Capturer;
+use freeze::{BreakpointHit, EventSource, Held};
 use kmod::Kmod;
 use ptrace::Tracer;
-use tracking::Vdso;
-use writer::{Room, StoreWriter};
+use session::{Image, Recorder, Session};
+use writer::StoreWriter;
 
 /// What `sdt run` (or `sdt restore`, `sdt refine`) was asked to do.
 #[derive(Clone, Debug)]
@@ -212,14 +213,14 @@ pub enum Error {
     #[error(transparent)]
     Sys(#[from] sdt_sys::Error),
     /// Write tracking was asked for and cannot be had.
-    #[error("userfaultfd write tracking is unavailable: {0}")]
-    Tracking(String),
+    #[error("userfaultfd write tracking is unavailable")]
+    Tracking(#[source] TrackingError),
     /// A restored process could not be taken over.
-    #[error("taking over the restored process: {0}")]
-    Adopt(String),
+    #[error("taking over the restored process")]
+    Adopt(#[from] AdoptError),
     /// A `--break` cannot be placed.
-    #[error("{0}")]
-    Break(String),
+    #[error(transparent)]
+    Break(#[from] BreakError),
     /// The kernel module cannot capture the program.
     #[error(transparent)]
     Kmod(#[from] KmodError),
@@ -249,15 +250,11 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, Error> {
     let started_ns = monotonic_ns();
     let breaks = !opts.breaks.is_empty();
     if breaks && matches!(opts.target, Target::Restore(_)) {
-        return Err(Error::Break("--break applies to a program sdt run launches, not a restored one".into()));
+        return Err(BreakError::Restored.into());
     }
     let kmod = match (opts.backend, &opts.target) {
         (Backend::Kmod, Target::Restore(_)) => return Err(KmodError::Restore.into()),
-        (Backend::Kmod, _) if breaks => {
-            return Err(Error::Break(
-                "--break needs the ptrace backend: the kernel module places no breakpoints".into(),
-            ));
-        }
+        (Backend::Kmod, _) if breaks => return Err(BreakError::Kmod.into()),
         (Backend::Kmod, _) => true,
         (Backend::Auto, Target::Launch(_)) => !breaks && kmod::available(),
         _ => false,
@@ -288,41 +285,29 @@ fn drive<B: EventSource>(
     started_ns: u64,
     opts: &RunOptions,
 ) -> Result<RunOutcome, Error> {
-    let Started { pid, tracer, capturer, info, init, inherited } = started;
-    let run = match store.create_run(info) {
-        Ok(run) => run,
-        Err(e) => {
-            sdt_sys::kill_process(init.unwrap_or(pid), libc::SIGKILL).ok();
-            return Err(e.into());
-        }
-    };
-    let run_id = run.run().id();
-    let info = run.run().info().clone();
+    let Started { pid, mut tracer, capturer, info, init, inherited } = started;
     let budget = opts.disk_budget.unwrap_or_else(|| default_budget(store));
-    let writer = match StoreWriter::start(run, pid, store.root().to_owned(), budget, opts.quiet) {
-        Ok(writer) => writer,
-        Err(e) => {
-            sdt_sys::kill_process(init.unwrap_or(pid), libc::SIGKILL).ok();
-            return Err(e.into());
-        }
-    };
+    let created = store.create_run(info).and_then(|log| {
+        let info = log.run().info().clone();
+        Ok((info, StoreWriter::start(log, pid, store.root().to_owned(), budget, opts.quiet)?))
+    });
+    let (info, writer) = created.inspect_err(|_| {
+        sdt_sys::kill_process(init.unwrap_or(pid), libc::SIGKILL).ok();
+    })?;
     // The tracer handles a breakpoint the moment it traps, and program threads it resumes
     // do not preempt it mid-thaw. (Started after the program, which must not inherit it.)
     if let Err(e) = sdt_sys::set_thread_urgency(None, sdt_sys::Urgency::Immediate) {
         log::debug!("tracer stays at normal priority: {e}");
     }
-    let mut session = Session {
+    // A restored program's threads are all stopped: they go now (no breakpoint answered).
+    Held::new(&mut tracer, None).release(RESULT_DECLINED, false)?;
+    let rec = Recorder {
         pid,
-        tracer,
-        capturer,
-        tracking_failed: false,
+        image: Image::new(capturer),
         process: ProcessInfo::default(),
-        auxv: Vec::new(),
-        layout: None,
-        vdso: None,
+        info,
         writer,
         opts,
-        info,
         init,
         ns_tids: init.map(|_| HashMap::new()),
         inherited,
@@ -332,13 +317,18 @@ fn drive<B: EventSource>(
         told_unfiltered: false,
         problems: Vec::new(),
     };
-    // A restored program's threads are all stopped: they go now.
-    session.thaw(None, false)?;
+    let mut session = Session { tracer, rec };
     events.set_interval(opts.config.every_ms.map(Duration::from_millis))?;
     let exit = session.run_to_end(&mut events);
-    let Session { writer, mut problems, init, .. } = session;
+    finish(session.rec, exit, opts)
+}
+
+/// Records how the run ended, with what went wrong on the way; a restored program's
+/// namespace ends with it (after an error, it is killed).
+fn finish(rec: Recorder, exit: Result<ProgramExit, Error>, opts: &RunOptions) -> Result<RunOutcome, Error> {
+    let Recorder { writer, mut problems, init, info, .. } = rec;
     if let Some(init) = init {
-        // A restored program's namespace ends with it; after an error it may still run.
+        // After an error, the program may still run.
         if exit.is_ok() {
             sdt_sys::reap(init);
         } else {
@@ -360,7 +350,7 @@ fn drive<B: EventSource>(
     };
     let (totals, error) = writer.finish(status, opts.wait_for_compaction || opts.verify);
     problems.extend(error);
-    Ok(RunOutcome { run: run_id, exit, totals, problems })
+    Ok(RunOutcome { run: info.id, exit, totals, problems })
 }
 
 /// Launches `command` seized with `ptrace_options`, and hands it, stopped at its
@@ -418,518 +408,7 @@ fn default_budget(store: &Store) -> u64 {
 /// The ptrace options every traced program gets.
 const TRACE_OPTIONS: u32 = options::TRACECLONE | options::TRACEEXIT | options::EXITKILL;
 
-/// Whether a breakpoint passes the capture filter by its own numbers, attributes and hit
-/// (a forced one traps whatever the filter says).
-fn passes(filter: &sdt_abi::Filter, hit: &BreakpointHit) -> bool {
-    let r = &hit.record;
-    filter.matches_numbers(r.level, r.class, r.id)
-        && filter.matches_attrs(hit.attrs.as_bytes())
-        && filter.matches_hit(r.hit)
-}
-
 /// Wall-clock time in nanoseconds since the Unix epoch.
-fn wall_ns() -> i64 {
+pub(crate) fn wall_ns() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64)
-}
-
-/// What a capture read with every thread stopped.
-struct Captured {
-    /// The thread memory was read through.
-    via: Tid,
-    collected: Collected,
-    threads: Vec<ThreadState>,
-    files: Vec<OpenFile>,
-    signals: Vec<SignalAction>,
-}
-
-/// Why a capture failed.
-struct CaptureFailed {
-    why: String,
-    /// The store had no room for its pages.
-    no_room: bool,
-}
-
-impl From<String> for CaptureFailed {
-    fn from(why: String) -> CaptureFailed {
-        CaptureFailed { why, no_room: false }
-    }
-}
-
-/// A capture's pages as the store takes them.
-struct Spans {
-    copied: Vec<PageSpan>,
-    unchanged: Vec<PageSpan>,
-    /// Bytes copied from mappings write tracking met for the first time.
-    first_sight_bytes: u64,
-    /// With `--verify`: the live bytes to compare the stored snapshot with.
-    live: Option<Vec<(u64, Vec<u8>)>>,
-}
-
-/// One run in progress.
-struct Session<'a, B> {
-    pid: Tid,
-    /// What stops the program's threads: ptrace, or the kernel module.
-    tracer: B,
-    capturer: Capturer,
-    /// Tracking could not be set up for this program image.
-    tracking_failed: bool,
-    /// The process as last read.
-    process: ProcessInfo,
-    /// The auxiliary vector of the current program image.
-    auxv: Vec<u8>,
-    /// The memory layout of the current program image (its `brk` aside).
-    layout: Option<MemoryLayout>,
-    /// The vDSO of the current program image, for injected system calls.
-    vdso: Option<Vdso>,
-    writer: StoreWriter,
-    opts: &'a RunOptions,
-    /// The run, as created.
-    info: RunInfo,
-    /// For a restored process: its namespace's init.
-    init: Option<Tid>,
-    /// For a restored process: thread ids in its namespace, by ids in ours.
-    ns_tids: Option<HashMap<Tid, i32>>,
-    /// Descriptors (number, target) the program got from `sdt run` at launch.
-    inherited: Vec<(i32, String)>,
-    started_ns: u64,
-    next_seq: u32,
-    /// False once `max_snapshots` is reached.
-    capturing: bool,
-    /// The user was told that without a config every breakpoint captures.
-    told_unfiltered: bool,
-    problems: Vec<String>,
-}
-
-impl<B: EventSource> Session<'_, B> {
-    /// The daemon loop: breakpoints and program exit from the tracer; timer ticks and
-    /// signals from `events`.
-    fn run_to_end(&mut self, events: &mut Events) -> Result<ProgramExit, Error> {
-        loop {
-            while let Some(event) = self.tracer.poll()? {
-                let exit = match event {
-                    TargetEvent::Breakpoint(hit) => self.snapshot(Some(hit))?,
-                    TargetEvent::Exec => {
-                        // A new image: new pagemap, new tracking, new auxv.
-                        self.capturer = Capturer::new(self.pid)?;
-                        self.tracking_failed = false;
-                        self.auxv.clear();
-                        self.layout = None;
-                        self.vdso = None;
-                        None
-                    }
-                    TargetEvent::Exited(exit) => Some(exit),
-                };
-                if let Some(exit) = exit {
-                    return Ok(exit);
-                }
-            }
-            for event in events.wait_with(self.tracer.wake_fd(), None)? {
-                match event {
-                    // The backend has something: the loop's next poll takes it.
-                    Event::Ready => {}
-                    Event::Signal { signo: libc::SIGCHLD, .. } => {}
-                    // Sent to sdt by another process (`kill`): pass it on. Signals from
-                    // the terminal (SI_KERNEL) reached the program's group already.
-                    Event::Signal { signo, code, .. } if code <= 0 => {
-                        log::info!("forwarding signal {signo} to the program");
-                        self.tracer.signal(signo).ok();
-                    }
-                    Event::Signal { .. } => {}
-                    Event::Timer if self.capturing => {
-                        if let Some(exit) = self.snapshot(None)? {
-                            return Ok(exit);
-                        }
-                        // The next one comes a whole interval after the program resumed,
-                        // however long this one took: slow captures do not pile up and
-                        // leave the program no time to run.
-                        events.set_interval(self.opts.config.every_ms.map(Duration::from_millis))?;
-                    }
-                    Event::Timer => {}
-                }
-            }
-        }
-    }
-
-    /// Takes one snapshot: for a breakpoint, or (with `None`) for a timer tick. Returns
-    /// the program's exit if it ended meanwhile.
-    ///
-    /// A breakpoint's thread learns its snapshot's number only once the snapshot is
-    /// committed to the store: the other threads resume as soon as the pages are copied,
-    /// the breaking one after the commit (`SDT_DECLINED` if the store could not take it).
-    fn snapshot(&mut self, hit: Option<BreakpointHit>) -> Result<Option<ProgramExit>, Error> {
-        let trigger_ns = hit.as_ref().map_or_else(monotonic_ns, |h| h.record.trigger_ns);
-        let seen_ns = monotonic_ns();
-        let declined = hit.as_ref().map(|h| (h, RESULT_DECLINED));
-        let until = self.until().cloned();
-        let ends = matches!((&until, &hit), (Some(u), Some(h)) if u.reached_by(h));
-        if let (Some(u), Some(h)) = (&until, &hit)
-            && !ends
-            && u.same_breakpoint(h)
-            && !passes(&self.opts.config.filter, h)
-        {
-            // It trapped only because the refinement forces the breakpoint it ends at.
-            return self.thaw(Some((h, RESULT_FILTERED)), false).map(|()| None);
-        }
-        if !self.capturing {
-            return self.thaw(declined, true).map(|()| None);
-        }
-        if !self.told_unfiltered && self.opts.config.text.is_empty() && hit.is_some() && !self.opts.quiet {
-            self.told_unfiltered = true;
-            eprintln!(
-                "sdt: no --config: every breakpoint captures (a snapshot per arrival); to capture fewer, \
-                 pass --config FILE with max_level, classes, ids, hits or max_snapshots (see `sdt run --help`)"
-            );
-        }
-        let mut wait_ns = match self.writer.room(hit.is_none()) {
-            Room::Ready(waited) => waited,
-            Room::Skipped(why) => {
-                log::info!("no snapshot S{}: {why}", self.next_seq);
-                if hit.is_some() {
-                    self.writer.lost(format!("S{}: {why}", self.next_seq));
-                }
-                return self.thaw(declined, false).map(|()| None);
-            }
-        };
-        // The spare thread holds still until the program runs again.
-        let (mut spill, under_way) = match self.writer.take_spare() {
-            Ok((spill, made_ns, under_way)) => {
-                wait_ns += made_ns;
-                (spill, under_way)
-            }
-            Err(e) => {
-                self.writer.lost(format!(
-                    "S{}: the store has no room: {}",
-                    self.next_seq,
-                    human::error_chain(&e)
-                ));
-                return self.thaw(declined, false).map(|()| None);
-            }
-        };
-        let breaking = hit.as_ref().map(|h| h.tid);
-        let freeze_ns = monotonic_ns();
-        let frozen = match self.tracer.freeze(breaking) {
-            Ok(frozen) => frozen,
-            Err(FreezeError::TargetGone(exit)) => return Ok(Some(exit)),
-            Err(FreezeError::Skip(why)) => {
-                log::debug!("no snapshot now: {why}");
-                return Ok(None);
-            }
-            Err(FreezeError::Sys(e)) => return Err(e.into()),
-        };
-        if let Some(via) = frozen.via {
-            self.start_tracking(via, breaking)?;
-        }
-        let seq = self.next_seq;
-        let capture_ns = monotonic_ns();
-        let captured = match self.capture(&frozen, breaking, &mut spill) {
-            Ok(captured) => captured,
-            Err(CaptureFailed { why, no_room }) => {
-                let message = format!("capture of S{seq} failed: {why}");
-                if no_room && hit.is_some() {
-                    self.writer.lost(message);
-                } else {
-                    // Said once, with the run's end.
-                    log::debug!("{message}");
-                    self.problems.push(message);
-                }
-                return self.thaw(declined, false).map(|()| None);
-            }
-        };
-        let captured_ns = monotonic_ns();
-        let last = self.opts.config.max_snapshots.is_some_and(|max| seq + 1 >= max);
-        // The thread that waits for its number, while the others run on. A symbol
-        // breakpoint's thread gets no number; the end of a refinement stays stopped until
-        // the program is ended.
-        let held = hit.as_ref().filter(|h| h.record_addr != 0 && !ends);
-        match (held, &hit) {
-            (Some(h), _) => self.resume_others(h.tid)?,
-            (None, _) if ends => {}
-            // A symbol breakpoint's thread is moved past the function's entry.
-            (None, hit) => self.thaw(hit.as_ref().map(|h| (h, i64::from(seq))), last)?,
-        }
-        let resumed_ns = monotonic_ns();
-        drop(under_way);
-        log::debug!(
-            "S{seq} pause {} µs: seen {} µs after the trap, store room and spare {} µs, freeze {} µs, \
-             capture {} µs ({}), resume {} µs",
-            (resumed_ns - trigger_ns) / 1000,
-            seen_ns.saturating_sub(trigger_ns) / 1000,
-            (freeze_ns - seen_ns) / 1000,
-            (capture_ns - freeze_ns) / 1000,
-            (captured_ns - capture_ns) / 1000,
-            captured.collected.phases,
-            (resumed_ns - captured_ns) / 1000,
-        );
-        let stats = CaptureStats {
-            pause_ns: resumed_ns.saturating_sub(trigger_ns),
-            deviation_ns: frozen.all_stopped_ns.saturating_sub(trigger_ns),
-            wait_ns,
-            ..CaptureStats::default()
-        };
-        let (meta, spans) =
-            self.describe(seq, &hit, until.as_ref().filter(|_| ends), captured, stats, trigger_ns);
-        let copied = (meta.stats.copied_bytes - spans.first_sight_bytes) as usize;
-        let committed = self.writer.commit(spill, &spans.copied, &spans.unchanged, &meta, spans.live);
-        // The next capture likely copies about as much: have a spare ready for it, in the
-        // capture buffer the commit gave back.
-        if !ends {
-            self.writer.prepare(copied);
-        }
-        let result = match committed {
-            Ok(_) => {
-                self.next_seq += 1;
-                i64::from(seq)
-            }
-            Err(e) => {
-                self.writer.lost(format!(
-                    "{}: the store could not take it: {}",
-                    meta.name,
-                    human::error_chain(&e)
-                ));
-                // Its pages' written bits were taken by the scan: the next capture copies all.
-                self.capturer.capture_lost();
-                RESULT_DECLINED
-            }
-        };
-        if let Some(h) = held {
-            self.thaw(Some((h, result)), last && result >= 0)?;
-        }
-        if last && result >= 0 {
-            self.capturing = false;
-            log::info!("max_snapshots reached: no more snapshots");
-        }
-        if ends {
-            self.stop_program();
-            return Ok(Some(ProgramExit::Stopped));
-        }
-        Ok(None)
-    }
-
-    /// The breakpoint that ends a refinement, if this run is one.
-    fn until(&self) -> Option<&Until> {
-        match &self.opts.target {
-            Target::Restore(from) => from.until.as_ref(),
-            Target::Launch(_) => None,
-        }
-    }
-
-    /// What must be read with every thread stopped: the pages (into `spill`), and, while
-    /// the capture threads copy them, the registers, open files and signal dispositions.
-    fn capture(
-        &mut self,
-        frozen: &Frozen,
-        breaking: Option<Tid>,
-        spill: &mut SpillFile,
-    ) -> Result<Captured, CaptureFailed> {
-        let via = frozen.via.ok_or_else(|| CaptureFailed::from("every thread is exiting".to_owned()))?;
-        let (capturer, tracer) = (&mut self.capturer, &mut self.tracer);
-        let (collected, (threads, files, signal_sets)) = capturer
-            .collect(via, spill, self.opts.verify, || {
-                (tracer.read_threads(breaking), procfs::open_files(via), procfs::signal_sets(via))
-            })
-            .map_err(|e| CaptureFailed {
-                no_room: matches!(e, capture::CaptureError::Store(_)),
-                why: human::error_chain(&e),
-            })?;
-        let threads = threads.map_err(|e| human::error_chain(&e))?;
-        let mut files = files.map_err(|e| format!("reading open files: {e}"))?;
-        for f in &mut files {
-            f.inherited = self.inherited.iter().any(|(fd, target)| *fd == f.fd && *target == f.target);
-        }
-        let (caught, ignored) = signal_sets.map_err(|e| format!("reading signal sets: {e}"))?;
-        let signals = self.signal_actions(via, breaking, caught, ignored)?;
-        Ok(Captured { via, collected, threads, files, signals })
-    }
-
-    /// The snapshot's metadata, from what the capture read and what need not be read with
-    /// the program stopped (read now); and its pages as the store takes them.
-    fn describe(
-        &mut self,
-        seq: u32,
-        hit: &Option<BreakpointHit>,
-        end_of: Option<&Until>,
-        captured: Captured,
-        stats: CaptureStats,
-        trigger_ns: u64,
-    ) -> (SnapshotMeta, Spans) {
-        let Captured { via, collected, mut threads, files, signals } = captured;
-        for t in &mut threads {
-            if let Some(tid) = Tid::new(t.tid) {
-                t.name = procfs::thread_name(self.pid, tid);
-            }
-        }
-        if let Ok(process) =
-            procfs::process_info(self.pid, via).or_else(|_| procfs::process_info(self.pid, self.pid))
-        {
-            self.process = process;
-        }
-        if self.auxv.is_empty() {
-            self.auxv = procfs::read(via, "auxv").unwrap_or_default();
-        }
-        if self.layout.is_none() {
-            self.layout = procfs::memory_layout(via, &collected.mappings)
-                .inspect_err(|e| log::warn!("reading the memory layout: {e}"))
-                .ok();
-        }
-        // Only the break moves during an image's life: it is the heap mapping's end.
-        let layout = self.layout.map(|l| MemoryLayout {
-            brk: collected.mappings.iter().find(|m| m.path == "[heap]").map_or(l.start_brk, |m| m.end),
-            ..l
-        });
-        // A restored program's threads are known by their ids in its namespace.
-        for t in &mut threads {
-            t.tid = self.ns_tid(t.tid);
-        }
-        let mut process = self.process.clone();
-        process.pid = self.ns_tid(process.pid);
-        let now_ns = monotonic_ns();
-        let meta = SnapshotMeta {
-            name: match end_of {
-                Some(u) => format!("{}.new", u.name),
-                None => self.info.snapshot_name(seq),
-            },
-            seq,
-            trigger: match hit {
-                Some(h) => Trigger::Breakpoint {
-                    level: h.record.level,
-                    class: h.record.class,
-                    id: h.record.id,
-                    multiple_mark: h.record.multiple_mark,
-                    attrs: h.attrs.clone(),
-                    hit: h.record.hit,
-                    tid: self.ns_tid(h.tid.raw()),
-                },
-                None => Trigger::Timer,
-            },
-            time: SnapshotTime {
-                wall_ns: wall_ns() - (now_ns - trigger_ns) as i64,
-                since_start_ns: trigger_ns.saturating_sub(self.started_ns),
-            },
-            process,
-            threads,
-            mappings: collected.mappings,
-            auxv: self.auxv.clone(),
-            stats: CaptureStats {
-                mode: Tracking::mode_name(self.capturer.tracking()).into(),
-                copied_bytes: collected.copied.iter().map(|r| r.bytes() as u64).sum(),
-                copy_ns: collected.copy_ns,
-                ..stats
-            },
-            files,
-            signals,
-            layout: layout.unwrap_or_default(),
-        };
-        let spans = Spans {
-            copied: collected.copied.iter().map(PageRun::span).collect(),
-            unchanged: collected.unchanged.iter().map(PageRun::span).collect(),
-            first_sight_bytes: collected.first_sight_bytes,
-            live: collected.live,
-        };
-        (meta, spans)
-    }
-
-    /// Ends the program (a refinement that has what it was for): kills it, every
-    /// process of its namespace with it, and waits until it is gone.
-    fn stop_program(&mut self) {
-        match self.init.take() {
-            Some(init) => sdt_sys::kill_namespace(init),
-            None => {
-                sdt_sys::kill_process(self.pid, libc::SIGKILL).ok();
-                while let Ok((tid, stop)) = sdt_sys::wait::wait_any() {
-                    if tid == self.pid
-                        && matches!(stop, sdt_sys::wait::Stop::Exited(_) | sdt_sys::wait::Stop::Killed(..))
-                    {
-                        break;
-                    }
-                }
-            }
-        }
-    }
-
-    /// The id thread `host` (an id in our namespace) has in the program's namespace.
-    fn ns_tid(&mut self, host: i32) -> i32 {
-        let (Some(map), Some(tid)) = (&mut self.ns_tids, Tid::new(host)) else { return host };
-        *map.entry(tid).or_insert_with(|| procfs::ns_tid(tid).unwrap_or(host))
-    }
-
-    /// The program image's vDSO, found on first use.
-    fn vdso(&mut self, via: Tid) -> Result<Vdso, String> {
-        match self.vdso {
-            Some(vdso) => Ok(vdso),
-            None => Ok(*self.vdso.insert(Vdso::find(via)?)),
-        }
-    }
-
-    /// The dispositions of the caught and ignored signals, read by injected calls on a
-    /// held thread. Only caught signals cost a call.
-    fn signal_actions(
-        &mut self,
-        via: Tid,
-        breaking: Option<Tid>,
-        caught: u64,
-        ignored: u64,
-    ) -> Result<Vec<sdt_store::SignalAction>, String> {
-        if let Some(read) = self.tracer.signal_actions(caught, ignored) {
-            return read;
-        }
-        let syscall_at = if caught == 0 { 0 } else { self.vdso(via)?.syscall_at };
-        let tracer = self.tracer.injector().ok_or("no way to read the signal handlers")?;
-        let thread = tracer.injection_thread(breaking).unwrap_or(via);
-        signals::read_actions(tracer, thread, syscall_at, caught, ignored)
-            .map_err(|e| format!("reading signal handlers: {}", human::error_chain(&e)))
-    }
-
-    /// Sets write tracking up on the first capture of a program image, if the run wants
-    /// it and the kernel has it.
-    fn start_tracking(&mut self, via: Tid, breaking: Option<Tid>) -> Result<(), Error> {
-        if self.capturer.tracking() || self.tracking_failed || self.opts.tracking == Tracking::PageHash {
-            return Ok(());
-        }
-        if self.tracer.injector().is_none() {
-            // The kernel module: nothing can make the program create a userfaultfd.
-            log::info!(
-                "changed pages are found by comparing page hashes (the kmod backend cannot inject system calls)"
-            );
-            self.tracking_failed = true;
-            return Ok(());
-        }
-        let vdso = self.vdso(via);
-        let tracer = self.tracer.injector().expect("checked above");
-        let thread = tracer.injection_thread(breaking).unwrap_or(via);
-        let started =
-            vdso.and_then(|vdso| tracking::start(tracer, self.pid, thread, vdso, self.capturer.pagemap()));
-        match started {
-            Ok(uffd) => {
-                self.capturer.track_with(uffd);
-                Ok(())
-            }
-            Err(why) if self.opts.tracking == Tracking::UffdWp => Err(Error::Tracking(why)),
-            Err(why) => {
-                self.tracking_failed = true;
-                log::warn!("dirty-page tracking is off ({why}); comparing page hashes instead");
-                Ok(())
-            }
-        }
-    }
-
-    /// Resumes every thread but `held`, which waits for its breakpoint's result.
-    fn resume_others(&mut self, held: Tid) -> Result<(), Error> {
-        match self.tracer.resume_others(held) {
-            Ok(()) => Ok(()),
-            // The program is ending; its exit report comes next.
-            Err(FreezeError::TargetGone(_) | FreezeError::Skip(_)) => Ok(()),
-            Err(FreezeError::Sys(e)) if e.is_gone() => Ok(()),
-            Err(FreezeError::Sys(e)) => Err(e.into()),
-        }
-    }
-
-    fn thaw(&mut self, breakpoint: Option<(&BreakpointHit, i64)>, turn_off: bool) -> Result<(), Error> {
-        match self.tracer.thaw(breakpoint, turn_off) {
-            Ok(()) => Ok(()),
-            // The program is ending; its exit report comes next.
-            Err(FreezeError::TargetGone(_) | FreezeError::Skip(_)) => Ok(()),
-            Err(FreezeError::Sys(e)) if e.is_gone() => Ok(()),
-            Err(FreezeError::Sys(e)) => Err(e.into()),
-        }
-    }
 }

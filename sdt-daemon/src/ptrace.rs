@@ -27,16 +27,18 @@
 //! death and the capture ends with the program's exit.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::ops::ControlFlow;
 use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
 
-use sdt_abi::{RESULT_DECLINED, TRAP_MAGIC, TRAP_RECORD_SIZE, TrapRecord, declined_state};
+use sdt_abi::{TRAP_MAGIC, TRAP_RECORD_SIZE, TrapRecord, declined_state};
 use sdt_store::{RobustList, Rseq, SignalAction, ThreadRunState, ThreadState, gpreg};
 use sdt_sys::ptrace::{self, Regset, event};
 use sdt_sys::wait::{self, Stop};
 use sdt_sys::{Tid, memory, monotonic_ns};
 
-use crate::freeze::{BreakpointHit, EventSource, FreezeError, Freezer, Frozen, ProgramExit, TargetEvent};
+use crate::capture::CaptureError;
+use crate::freeze::{BreakpointHit, EventSource, FreezeError, Freezer, ProgramExit, Stopped, TargetEvent};
 use crate::symbols::{Arrival, SymbolBreak, SymbolTraps};
 
 /// `si_code` of a `SIGTRAP` raised by `int3`.
@@ -190,45 +192,18 @@ impl Tracer {
         stop: Stop,
         freezing: bool,
     ) -> Result<Option<TargetEvent>, sdt_sys::Error> {
-        let exit = match ProgramExit::from_stop(stop) {
-            Some(exit) => {
-                self.threads.remove(&tid);
-                if tid != self.pid {
-                    return Ok(None);
-                }
-                Some(exit)
-            }
-            // SIGKILL does not wait for the capture: the program is gone, let it go.
-            None if freezing && matches!(stop, Stop::Event(event::EXIT, _)) && killed(tid) => {
-                self.threads.entry(tid).or_default().stopped = true;
-                Some(self.let_die()?)
-            }
-            None => None,
-        };
-        if let Some(exit) = exit {
-            // During a freeze, whoever waited may not be the one to pass the end on (a
-            // thaw does not): it is the next event too.
-            if freezing {
-                self.queued.push_back(TargetEvent::Exited(exit));
-            }
-            return Ok(Some(TargetEvent::Exited(exit)));
+        if let Some(exit) = ProgramExit::from_stop(stop) {
+            self.threads.remove(&tid);
+            return Ok((tid == self.pid).then(|| self.program_ended(exit, freezing)));
+        }
+        // SIGKILL does not wait for the capture: the program is gone, let it go.
+        if freezing && matches!(stop, Stop::Event(event::EXIT, _)) && killed(tid) {
+            self.threads.entry(tid).or_default().stopped = true;
+            let exit = self.let_die()?;
+            return Ok(Some(self.program_ended(exit, freezing)));
         }
         match stop {
-            Stop::Event(event::EXEC, _) => {
-                // execve ended every other thread; the caller's id is now the pid. The
-                // new image has none of the old one's breakpoints.
-                let pid = self.pid;
-                self.threads.clear();
-                self.symbols.clear();
-                let leader = self.threads.entry(pid).or_default();
-                leader.stopped = true;
-                if freezing {
-                    self.queued.push_back(TargetEvent::Exec);
-                    return Ok(None);
-                }
-                resume_thread(pid, leader)?;
-                return Ok(Some(TargetEvent::Exec));
-            }
+            Stop::Event(event::EXEC, _) => return self.on_exec(freezing),
             Stop::Event(event::CLONE, _) => {
                 if let Some(child) = Tid::new(ptrace::event_message(tid)? as i32) {
                     // Its first stop is still to come (unless it came first).
@@ -240,44 +215,16 @@ impl Tracer {
         }
         // A stop from a thread we have not heard of is a new thread's first stop, which
         // can arrive before its parent's clone event.
-        let thread = self.threads.entry(tid).or_default();
-        thread.stopped = true;
-        if stop == Stop::Signal(libc::SIGTRAP) {
-            match self.symbols.arrival(tid, !freezing)? {
-                Arrival::NotOurs => {}
-                Arrival::Later => return Ok(None),
-                Arrival::Pass => {
-                    match self.step_over(tid).and_then(|()| self.thaw(None, false)) {
-                        // Its exit report was taken on the way: it is queued.
-                        Ok(()) | Err(FreezeError::Skip(_) | FreezeError::TargetGone(_)) => {}
-                        Err(FreezeError::Sys(e)) => return Err(e),
-                    }
-                    return Ok(None);
-                }
-                Arrival::Hit(hit) => {
-                    thread.at_breakpoint = Some(hit.clone());
-                    return Ok(Some(TargetEvent::Breakpoint(hit)));
-                }
-            }
+        self.threads.entry(tid).or_default().stopped = true;
+        if stop == Stop::Signal(libc::SIGTRAP)
+            && let ControlFlow::Break(event) = self.on_sigtrap(tid, freezing)?
+        {
+            return Ok(event);
         }
+        let thread = self.threads.get_mut(&tid).expect("entered above");
         match stop {
-            Stop::Signal(libc::SIGTRAP) => match trap_at(tid) {
-                Ok(Trap::Sdt(hit)) => {
-                    thread.at_breakpoint = Some(hit.clone());
-                    let event = TargetEvent::Breakpoint(hit);
-                    if freezing {
-                        self.queued.push_back(event);
-                        return Ok(None);
-                    }
-                    return Ok(Some(event));
-                }
-                // Resumed without the signal: the call returns RESULT_PENDING.
-                Ok(Trap::Unreadable) => {}
-                Ok(Trap::Foreign) => thread.signal = libc::SIGTRAP,
-                // Killed since it stopped: its exit report follows.
-                Err(e) if e.is_gone() => {}
-                Err(e) => return Err(e),
-            },
+            // Not a breakpoint: resumed, with the signal if it is the program's own.
+            Stop::Signal(libc::SIGTRAP) => {}
             Stop::Signal(sig) if thread.signal == 0 => thread.signal = sig,
             Stop::Signal(sig) => self.resend.push((tid, sig)),
             Stop::Event(event::EXIT, _) => thread.exiting = true,
@@ -294,6 +241,80 @@ impl Tracer {
             resume_thread(tid, thread)?;
         }
         Ok(None)
+    }
+
+    /// The program's end, as the event to report. During a freeze, whoever waited may not
+    /// be the one to pass the end on (a thaw does not): it is the next event too.
+    fn program_ended(&mut self, exit: ProgramExit, freezing: bool) -> TargetEvent {
+        if freezing {
+            self.queued.push_back(TargetEvent::Exited(exit));
+        }
+        TargetEvent::Exited(exit)
+    }
+
+    /// The program called `execve`: it ended every other thread, and the caller's id is
+    /// now the pid. The new image has none of the old one's breakpoints.
+    fn on_exec(&mut self, freezing: bool) -> Result<Option<TargetEvent>, sdt_sys::Error> {
+        let pid = self.pid;
+        self.threads.clear();
+        self.symbols.clear();
+        let leader = self.threads.entry(pid).or_default();
+        leader.stopped = true;
+        if freezing {
+            self.queued.push_back(TargetEvent::Exec);
+            return Ok(None);
+        }
+        resume_thread(pid, leader)?;
+        Ok(Some(TargetEvent::Exec))
+    }
+
+    /// Handles thread `tid`'s `SIGTRAP` stop if it is a breakpoint's (`Break` with what
+    /// to report: a breakpoint, or nothing when it is queued during a freeze or stepped
+    /// over); `Continue` if the thread is to be resumed as after any stop (with the
+    /// signal, if the trap is the program's own).
+    fn on_sigtrap(
+        &mut self,
+        tid: Tid,
+        freezing: bool,
+    ) -> Result<ControlFlow<Option<TargetEvent>>, sdt_sys::Error> {
+        match self.symbols.arrival(tid, !freezing)? {
+            Arrival::NotOurs => {}
+            Arrival::Later => return Ok(ControlFlow::Break(None)),
+            Arrival::Pass => {
+                match self.step_over(tid).and_then(|()| self.thaw(None, false)) {
+                    // Its exit report was taken on the way: it is queued.
+                    Ok(()) | Err(FreezeError::Skip(_) | FreezeError::TargetGone(_)) => {}
+                    Err(FreezeError::Sys(e)) => return Err(e),
+                }
+                return Ok(ControlFlow::Break(None));
+            }
+            // Counted: not during a freeze.
+            Arrival::Hit(hit) => return Ok(ControlFlow::Break(self.at_breakpoint(tid, hit, freezing))),
+        }
+        match trap_at(tid) {
+            Ok(Trap::Sdt(hit)) => Ok(ControlFlow::Break(self.at_breakpoint(tid, hit, freezing))),
+            // Resumed without the signal: the call returns RESULT_PENDING.
+            Ok(Trap::Unreadable) => Ok(ControlFlow::Continue(())),
+            Ok(Trap::Foreign) => {
+                self.threads.entry(tid).or_default().signal = libc::SIGTRAP;
+                Ok(ControlFlow::Continue(()))
+            }
+            // Killed since it stopped: its exit report follows.
+            Err(e) if e.is_gone() => Ok(ControlFlow::Continue(())),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Thread `tid` stopped at breakpoint `hit`, and is held until its capture: the event
+    /// to report now (during a freeze, it is queued instead).
+    fn at_breakpoint(&mut self, tid: Tid, hit: BreakpointHit, freezing: bool) -> Option<TargetEvent> {
+        self.threads.entry(tid).or_default().at_breakpoint = Some(hit.clone());
+        let event = TargetEvent::Breakpoint(hit);
+        if freezing {
+            self.queued.push_back(event);
+            return None;
+        }
+        Some(event)
     }
 }
 
@@ -399,13 +420,12 @@ fn trap_at(tid: Tid) -> Result<Trap, sdt_sys::Error> {
 }
 
 impl Freezer for Tracer {
-    fn freeze(&mut self, breaking: Option<Tid>) -> Result<Frozen, FreezeError> {
+    fn freeze_all(&mut self, breaking: Option<Tid>) -> Result<Stopped, FreezeError> {
         match self.stop_every_thread(breaking) {
+            // Everyone that stopped goes on ([`crate::freeze::Held::freeze`]); the
+            // breakpoint's call returns SDT_DECLINED.
             Err(FreezeError::Sys(e)) if e.source.kind() == std::io::ErrorKind::TimedOut => {
                 log::warn!("no snapshot: {}", e.source);
-                // Everyone that stopped goes on; the breakpoint's call returns SDT_DECLINED.
-                let hit = breaking.and_then(|tid| self.threads.get(&tid)?.at_breakpoint.clone());
-                self.thaw(hit.as_ref().map(|h| (h, RESULT_DECLINED)), false)?;
                 Err(FreezeError::Skip("a thread did not stop"))
             }
             other => other,
@@ -489,9 +509,9 @@ impl Freezer for Tracer {
 }
 
 impl Tracer {
-    /// [`Freezer::freeze`], short of giving up: a thread that does not stop within
+    /// [`Freezer::freeze_all`], short of giving up: a thread that does not stop within
     /// [`STOP_TIMEOUT`] is a `TimedOut` error, with every thread left as it is.
-    fn stop_every_thread(&mut self, breaking: Option<Tid>) -> Result<Frozen, FreezeError> {
+    fn stop_every_thread(&mut self, breaking: Option<Tid>) -> Result<Stopped, FreezeError> {
         // Every thread must stop, or finish dying: a thread resumed from its exit stop
         // still writes its tid word (CLONE_CHILD_CLEARTID) on the way out, so the capture
         // waits for its exit report. The leader is the exception: once past its exit stop
@@ -541,7 +561,7 @@ impl Tracer {
         if let Some(via) = breaking.or(via) {
             self.symbols.disarm(via)?;
         }
-        Ok(Frozen { all_stopped_ns, via: breaking.or(via) })
+        Ok(Stopped { all_stopped_ns, via: breaking.or(via) })
     }
 
     /// Moves thread `tid`, stopped at a symbol breakpoint's function entry, past the
@@ -746,7 +766,7 @@ impl EventSource for Tracer {
         Some(self)
     }
 
-    fn signal_actions(&self, _caught: u64, _ignored: u64) -> Option<Result<Vec<SignalAction>, String>> {
+    fn signal_actions(&self, _caught: u64, _ignored: u64) -> Option<Result<Vec<SignalAction>, CaptureError>> {
         None
     }
 }

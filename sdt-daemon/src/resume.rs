@@ -7,12 +7,12 @@ use sdt_store::{BeyondOwner, Refinement, Run, RunId, RunInfo, RunStatus, Snapsho
 use sdt_sys::monotonic_ns;
 use sdt_sys::ptrace::options;
 
-use crate::adopt;
+use crate::adopt::{self, AdoptError};
 use sdt_abi::RESULT_DECLINED;
 use sdt_restore::Privileges;
 use sdt_target::{Library, checked_files};
 
-use crate::freeze::{BreakpointHit, FreezeError, Freezer, TargetEvent};
+use crate::freeze::{Held, TargetEvent};
 use crate::ptrace::Tracer;
 use crate::{Error, ProgramExit, RestoreFrom, RunOptions, Started, TRACE_OPTIONS, wall_ns};
 
@@ -34,14 +34,8 @@ pub(crate) fn start(store: &Store, from: &RestoreFrom, opts: &RunOptions) -> Res
         filter.always.push((u.level, u.class, u.id));
     }
     match find_library(&snap) {
-        Some(library) => adopt::install(&library, pid, &filter).map_err(|e| kill(Error::Adopt(e)))?,
-        None if from.until.is_some() => {
-            return Err(kill(Error::Adopt(
-                "the program's libsdt state word was not found: its breakpoints cannot be reached (was it \
-                 stripped?)"
-                    .into(),
-            )));
-        }
+        Some(library) => adopt::install(&library, pid, &filter).map_err(|e| kill(e.into()))?,
+        None if from.until.is_some() => return Err(kill(AdoptError::NoLibrary.into())),
         None => log::warn!("the program's libsdt symbols were not found: only timed snapshots will be taken"),
     }
     let info = parent.info();
@@ -115,7 +109,7 @@ pub fn resume_detached(
     let restore_ns = monotonic_ns() - start;
     let pid = restored.pid;
     let prepared = match find_library(&snap) {
-        Some(library) => adopt::switch_off(&library, pid).map_err(Error::Adopt),
+        Some(library) => adopt::switch_off(&library, pid).map_err(Error::from),
         None => Ok(()),
     };
     if let Err(e) = prepared {
@@ -141,17 +135,11 @@ pub fn resume_detached(
 
 /// Runs the program to its end, declining every breakpoint that still traps.
 fn run_declining(tracer: &mut Tracer) -> Result<ProgramExit, Error> {
-    let thaw = |tracer: &mut Tracer, hit: Option<&BreakpointHit>| match tracer
-        .thaw(hit.map(|h| (h, RESULT_DECLINED)), true)
-    {
-        Ok(()) | Err(FreezeError::TargetGone(_) | FreezeError::Skip(_)) => Ok(()),
-        Err(FreezeError::Sys(e)) if e.is_gone() => Ok(()),
-        Err(FreezeError::Sys(e)) => Err(Error::Sys(e)),
-    };
-    thaw(tracer, None)?;
+    // The restored threads are all stopped: they go now.
+    Held::new(tracer, None).release(RESULT_DECLINED, true)?;
     loop {
         match tracer.next_event()? {
-            TargetEvent::Breakpoint(hit) => thaw(tracer, Some(&hit))?,
+            TargetEvent::Breakpoint(hit) => Held::new(tracer, Some(&hit)).release(RESULT_DECLINED, true)?,
             TargetEvent::Exec => {}
             TargetEvent::Exited(exit) => return Ok(exit),
         }

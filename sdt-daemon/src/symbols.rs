@@ -30,7 +30,7 @@
 //! gone. A child the program forks inherits the int3s untraced, and dies of `SIGTRAP`
 //! if it calls FUNC.
 
-use sdt_abi::{PROTOCOL_VERSION, Span, TRAP_RECORD_SIZE, TrapRecord};
+use sdt_abi::{PROTOCOL_VERSION, Span, SpanError, TRAP_RECORD_SIZE, TrapRecord};
 use sdt_store::{GPREGS_SIZE, Mapping, gpreg, set_gpreg};
 use sdt_sys::ptrace::{self, Regset};
 use sdt_sys::{Tid, memory, monotonic_ns};
@@ -49,15 +49,111 @@ pub struct SymbolBreak {
     pub hits: Vec<Span>,
 }
 
+/// Why a `--break` cannot be placed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BreakError {
+    /// A hit is not a number or a range.
+    #[error("--break {text}")]
+    BadHits {
+        /// The `--break` value.
+        text: String,
+        /// What is wrong with the hit.
+        #[source]
+        source: SpanError,
+    },
+    /// A hit below 1.
+    #[error("--break {text}: `{span}`: hits count from 1 (the first call)")]
+    HitZero {
+        /// The `--break` value.
+        text: String,
+        /// The hit.
+        span: Span,
+    },
+    /// No function is named.
+    #[error("--break {text}: no function named (use --break FUNC or FUNC@HITS)")]
+    NoFunction {
+        /// The `--break` value.
+        text: String,
+    },
+    /// A function is named twice.
+    #[error("--break {name} is given twice: name its hits in one (--break {name}@1,5-7)")]
+    Twice {
+        /// The function.
+        name: String,
+    },
+    /// The program's mappings could not be read.
+    #[error("reading maps")]
+    Maps(#[source] std::io::Error),
+    /// The program's file could not be opened.
+    #[error("--break: cannot open {exe}")]
+    Open {
+        /// The program.
+        exe: String,
+    },
+    /// The program's symbols could not be read.
+    #[error("--break: reading {exe}'s symbols")]
+    Symbols {
+        /// The program.
+        exe: String,
+        /// What the ELF reader said.
+        #[source]
+        source: object::Error,
+    },
+    /// The program has no such function.
+    #[error(
+        "--break {name}: the program {exe} defines no such symbol (stripped, or in a library?){suggestion}"
+    )]
+    NoSuchSymbol {
+        /// The function.
+        name: String,
+        /// The program.
+        exe: String,
+        /// Functions whose names end in `::name`, as `(did you mean …?)`, or nothing.
+        suggestion: String,
+    },
+    /// Several functions have the name.
+    #[error(
+        "--break {name} is ambiguous: the program has {} functions of that name: {}; give the parameters, e.g. --break '{}'",
+        functions.len(),
+        functions.join(", "),
+        functions[0]
+    )]
+    Ambiguous {
+        /// The name.
+        name: String,
+        /// The functions, demangled with their parameters, sorted.
+        functions: Vec<String>,
+    },
+    /// The function's first byte could not be read.
+    #[error("--break {name}")]
+    Unreadable {
+        /// The function.
+        name: String,
+        /// The read.
+        #[source]
+        source: sdt_sys::Error,
+    },
+    /// An int3 could not be written.
+    #[error("placing the breakpoints")]
+    Place(#[source] sdt_sys::Error),
+    /// The program is a restored one.
+    #[error("--break applies to a program sdt run launches, not a restored one")]
+    Restored,
+    /// The backend is the kernel module.
+    #[error("--break needs the ptrace backend: the kernel module places no breakpoints")]
+    Kmod,
+}
+
 impl SymbolBreak {
     /// Parses `FUNC` or `FUNC@HIT,HIT-HIT,…`.
-    pub fn parse(text: &str) -> Result<SymbolBreak, String> {
+    pub fn parse(text: &str) -> Result<SymbolBreak, BreakError> {
         let (name, hits) = match text.split_once('@') {
             Some((name, hits)) => {
                 let hit = |h: &str| match Span::parse(h) {
                     Ok(span) if span.first >= 1 => Ok(span),
-                    Ok(span) => Err(format!("--break {text}: `{span}`: hits count from 1 (the first call)")),
-                    Err(e) => Err(format!("--break {text}: {e}")),
+                    Ok(span) => Err(BreakError::HitZero { text: text.to_owned(), span }),
+                    Err(source) => Err(BreakError::BadHits { text: text.to_owned(), source }),
                 };
                 let hits = hits.split(',').map(hit).collect::<Result<Vec<_>, _>>()?;
                 (name, hits)
@@ -65,7 +161,7 @@ impl SymbolBreak {
             None => (text, Vec::new()),
         };
         if name.is_empty() {
-            return Err(format!("--break {text}: no function named (use --break FUNC or FUNC@HITS)"));
+            return Err(BreakError::NoFunction { text: text.to_owned() });
         }
         Ok(SymbolBreak { name: name.to_owned(), hits })
     }
@@ -107,12 +203,11 @@ pub(crate) struct SymbolTraps {
 impl SymbolTraps {
     /// Finds every function of `breaks` in the program `pid` (stopped at its exec) and
     /// places its int3. An unknown function is an error naming it.
-    pub(crate) fn place(pid: Tid, breaks: &[SymbolBreak]) -> Result<SymbolTraps, String> {
+    pub(crate) fn place(pid: Tid, breaks: &[SymbolBreak]) -> Result<SymbolTraps, BreakError> {
         if breaks.is_empty() {
             return Ok(SymbolTraps::default());
         }
-        let maps =
-            std::fs::read_to_string(format!("/proc/{pid}/maps")).map_err(|e| format!("reading maps: {e}"))?;
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).map_err(BreakError::Maps)?;
         let mappings: Vec<Mapping> = maps.lines().filter_map(Mapping::parse_maps_line).collect();
         let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
             .map(|p| p.display().to_string())
@@ -120,30 +215,12 @@ impl SymbolTraps {
         let mut traps: Vec<Trap> = Vec::new();
         for b in breaks {
             if traps.iter().any(|t| t.name == b.name) {
-                return Err(format!(
-                    "--break {} is given twice: name its hits in one (--break {}@1,5-7)",
-                    b.name, b.name
-                ));
+                return Err(BreakError::Twice { name: b.name.clone() });
             }
-            let open = &sdt_sys::open_regular;
-            let addr = match sdt_target::symbol_in(&mappings, &exe, &b.name, open) {
-                Some(addr) => addr,
-                None => {
-                    let functions = program_functions(&exe, &b.name)?;
-                    let symbol = match_function(&b.name, &functions)?;
-                    symbol.and_then(|s| sdt_target::symbol_in(&mappings, &exe, s, open)).ok_or_else(
-                        || {
-                            format!(
-                                "--break {}: the program {exe} defines no such symbol (stripped, or in a library?){}",
-                                b.name,
-                                suggestion(&b.name, &functions)
-                            )
-                        },
-                    )?
-                }
-            };
+            let addr = function_entry(&mappings, &exe, &b.name)?;
             let mut original = [0u8];
-            memory::read_exact(pid, addr, &mut original).map_err(|e| format!("--break {}: {e}", b.name))?;
+            memory::read_exact(pid, addr, &mut original)
+                .map_err(|source| BreakError::Unreadable { name: b.name.clone(), source })?;
             traps.push(Trap {
                 name: b.name.clone(),
                 hits: b.hits.clone(),
@@ -153,7 +230,7 @@ impl SymbolTraps {
             });
         }
         let mut placed = SymbolTraps { traps, armed: false };
-        placed.arm(pid).map_err(|e| format!("placing the breakpoints: {e}"))?;
+        placed.arm(pid).map_err(BreakError::Place)?;
         Ok(placed)
     }
 
@@ -314,13 +391,32 @@ fn last_identifier(name: &str) -> Option<&str> {
     (plain && !last.starts_with("operator")).then_some(last)
 }
 
+/// The address of function `name` of the program `exe` (mapped as `mappings` say): a
+/// symbol of that name, else the one function whose demangled name it is.
+fn function_entry(mappings: &[Mapping], exe: &str, name: &str) -> Result<u64, BreakError> {
+    let open = &sdt_sys::open_regular;
+    if let Some(addr) = sdt_target::symbol_in(mappings, exe, name, open) {
+        return Ok(addr);
+    }
+    let functions = program_functions(exe, name)?;
+    let symbol = match_function(name, &functions)?;
+    symbol.and_then(|s| sdt_target::symbol_in(mappings, exe, s, open)).ok_or_else(|| {
+        BreakError::NoSuchSymbol {
+            name: name.to_owned(),
+            exe: exe.to_owned(),
+            suggestion: suggestion(name, &functions),
+        }
+    })
+}
+
 /// The functions the program `exe` defines that could be `name`, from its symbol tables.
-fn program_functions(exe: &str, name: &str) -> Result<Vec<Function>, String> {
+fn program_functions(exe: &str, name: &str) -> Result<Vec<Function>, BreakError> {
     use object::{Object, ObjectSymbol, SymbolKind};
     let must_hold = last_identifier(name).unwrap_or("");
-    let file = sdt_sys::open_regular(exe).ok_or_else(|| format!("--break: cannot open {exe}"))?;
+    let file = sdt_sys::open_regular(exe).ok_or_else(|| BreakError::Open { exe: exe.to_owned() })?;
     let cache = object::ReadCache::new(file);
-    let elf = object::File::parse(&cache).map_err(|e| format!("--break: reading {exe}'s symbols: {e}"))?;
+    let elf =
+        object::File::parse(&cache).map_err(|source| BreakError::Symbols { exe: exe.to_owned(), source })?;
     Ok(elf
         .symbols()
         .chain(elf.dynamic_symbols())
@@ -333,7 +429,7 @@ fn program_functions(exe: &str, name: &str) -> Result<Vec<Function>, String> {
 
 /// The symbol of the one function `name` names, if any; an error listing them if several
 /// (at different addresses) do.
-fn match_function<'f>(name: &str, functions: &'f [Function]) -> Result<Option<&'f str>, String> {
+fn match_function<'f>(name: &str, functions: &'f [Function]) -> Result<Option<&'f str>, BreakError> {
     let mut named: Vec<&Function> = functions.iter().filter(|f| f.is_named(name)).collect();
     named.sort_by_key(|f| f.addr);
     named.dedup_by_key(|f| f.addr);
@@ -341,14 +437,9 @@ fn match_function<'f>(name: &str, functions: &'f [Function]) -> Result<Option<&'
         [] => Ok(None),
         [one] => Ok(Some(&one.symbol)),
         _ => {
-            let mut names: Vec<&str> = named.iter().map(|f| f.full.as_str()).collect();
-            names.sort();
-            Err(format!(
-                "--break {name} is ambiguous: the program has {} functions of that name: {}; give the parameters, e.g. --break '{}'",
-                names.len(),
-                names.join(", "),
-                names[0]
-            ))
+            let mut functions: Vec<String> = named.iter().map(|f| f.full.clone()).collect();
+            functions.sort();
+            Err(BreakError::Ambiguous { name: name.to_owned(), functions })
         }
     }
 }
@@ -401,14 +492,15 @@ mod tests {
         let b = SymbolBreak::parse("step@1,5-7").unwrap();
         assert_eq!(b.name, "step");
         assert_eq!(b.hits, vec![Span::single(1), Span { first: 5, last: 7 }]);
-        assert!(SymbolBreak::parse("@3").unwrap_err().contains("no function"));
-        assert!(SymbolBreak::parse("f@x").unwrap_err().contains("`x`"));
-        assert_eq!(
-            SymbolBreak::parse("main@0").unwrap_err(),
-            "--break main@0: `0`: hits count from 1 (the first call)"
-        );
-        assert!(SymbolBreak::parse("main@2,-3--1").unwrap_err().contains("`-3--1`: hits count from 1"));
-        assert!(SymbolBreak::parse("main@").unwrap_err().contains("is not a number"));
+        let refused = |text: &str| crate::human::error_chain(&SymbolBreak::parse(text).unwrap_err());
+        assert!(matches!(SymbolBreak::parse("@3"), Err(BreakError::NoFunction { .. })));
+        assert!(refused("@3").contains("no function"));
+        assert!(matches!(SymbolBreak::parse("f@x"), Err(BreakError::BadHits { .. })));
+        assert_eq!(refused("f@x"), "--break f@x: `x` is not a number or an `a-b` range with a <= b");
+        assert!(matches!(SymbolBreak::parse("main@0"), Err(BreakError::HitZero { .. })));
+        assert_eq!(refused("main@0"), "--break main@0: `0`: hits count from 1 (the first call)");
+        assert!(refused("main@2,-3--1").contains("`-3--1`: hits count from 1"));
+        assert!(refused("main@").contains("is not a number"));
     }
 
     /// Symbols as g++ and rustc write them, named as their sources do.
@@ -429,20 +521,20 @@ mod tests {
         .into_iter()
         .map(|(s, a)| Function::new(s, a))
         .collect();
-        let found = |name: &str| match_function(name, &functions);
-        assert_eq!(found("bs_thread"), Ok(Some("_Z9bs_threadPv")));
-        assert_eq!(found("ParticleFilterPthread::Exec"), Ok(Some("_ZN21ParticleFilterPthread4ExecEv")));
-        assert_eq!(found("Foo::bar(int)"), Ok(Some("_ZN3Foo3barEi")));
-        assert_eq!(found("Foo::bar( double )"), Ok(Some("_ZN3Foo3barEd")));
-        assert_eq!(found("Foo::baz"), Ok(Some("_ZNK3Foo3bazEv")));
-        assert_eq!(found("Foo::baz()"), Ok(Some("_ZNK3Foo3bazEv")));
-        assert_eq!(found("Klass::Klass"), Ok(Some("_ZN5KlassC1Ev")));
-        assert_eq!(found("core::fmt::write"), Ok(Some("_ZN4core3fmt5write17h0123456789abcdefE")));
-        assert_eq!(found("step"), Ok(Some("step")));
-        assert_eq!(found("bar"), Ok(None));
-        assert_eq!(found("Foo::bar(long)"), Ok(None));
+        let found = |name: &str| match_function(name, &functions).unwrap();
+        assert_eq!(found("bs_thread"), Some("_Z9bs_threadPv"));
+        assert_eq!(found("ParticleFilterPthread::Exec"), Some("_ZN21ParticleFilterPthread4ExecEv"));
+        assert_eq!(found("Foo::bar(int)"), Some("_ZN3Foo3barEi"));
+        assert_eq!(found("Foo::bar( double )"), Some("_ZN3Foo3barEd"));
+        assert_eq!(found("Foo::baz"), Some("_ZNK3Foo3bazEv"));
+        assert_eq!(found("Foo::baz()"), Some("_ZNK3Foo3bazEv"));
+        assert_eq!(found("Klass::Klass"), Some("_ZN5KlassC1Ev"));
+        assert_eq!(found("core::fmt::write"), Some("_ZN4core3fmt5write17h0123456789abcdefE"));
+        assert_eq!(found("step"), Some("step"));
+        assert_eq!(found("bar"), None);
+        assert_eq!(found("Foo::bar(long)"), None);
         assert_eq!(
-            found("Foo::bar").unwrap_err(),
+            match_function("Foo::bar", &functions).unwrap_err().to_string(),
             "--break Foo::bar is ambiguous: the program has 2 functions of that name: Foo::bar(double), \
              Foo::bar(int); give the parameters, e.g. --break 'Foo::bar(double)'"
         );

@@ -56,16 +56,53 @@ pub(crate) struct Vdso {
     pub syscall_at: u64,
 }
 
+/// Why the program's vDSO, where injected system calls run, cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum VdsoError {
+    /// `/proc/PID/maps` could not be read.
+    #[error("reading maps")]
+    Maps(#[source] std::io::Error),
+    /// The program has no `[vdso]` mapping.
+    #[error("the program has no vDSO")]
+    Missing,
+    /// Its bytes could not be read.
+    #[error("reading the vDSO")]
+    Read(#[source] sdt_sys::Error),
+    /// It holds no `syscall` instruction.
+    #[error("no syscall instruction in the vDSO")]
+    NoSyscall,
+}
+
+/// Why write tracking cannot be set up for a program.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TrackingError {
+    /// The vDSO, where the injected calls run, cannot be used.
+    #[error(transparent)]
+    Vdso(#[from] VdsoError),
+    /// The kernel has no `PAGEMAP_SCAN` (before Linux 6.7).
+    #[error("the kernel lacks PAGEMAP_SCAN (Linux 6.7)")]
+    NoPagemapScan(#[source] sdt_sys::Error),
+    /// A system call injected into the program, or taking the descriptor from it, failed.
+    #[error(transparent)]
+    Sys(#[from] sdt_sys::Error),
+    /// `userfaultfd(2)` in the program failed.
+    #[error("userfaultfd(2) in the program failed")]
+    Userfaultfd(#[source] std::io::Error),
+    /// The kernel has no asynchronous write-protect (before Linux 6.7).
+    #[error("the kernel lacks async write-protect (Linux 6.7)")]
+    NoAsyncWp(#[source] sdt_sys::Error),
+}
+
 impl Vdso {
     /// Finds the vDSO of the frozen program through its held thread `via`.
-    pub(crate) fn find(via: Tid) -> Result<Vdso, String> {
-        let maps =
-            procfs::parse_maps(&procfs::read_text(via, "maps").map_err(|e| format!("reading maps: {e}"))?);
-        let vdso = maps.iter().find(|m| m.path == "[vdso]").ok_or("the program has no vDSO")?;
+    pub(crate) fn find(via: Tid) -> Result<Vdso, VdsoError> {
+        let maps = procfs::parse_maps(&procfs::read_text(via, "maps").map_err(VdsoError::Maps)?);
+        let vdso = maps.iter().find(|m| m.path == "[vdso]").ok_or(VdsoError::Missing)?;
         let mut bytes = vec![0u8; (vdso.end - vdso.start) as usize];
-        memory::read_exact(via, vdso.start, &mut bytes).map_err(|e| format!("reading the vDSO: {e}"))?;
-        let at =
-            bytes.windows(2).position(|w| w == [0x0f, 0x05]).ok_or("no syscall instruction in the vDSO")?;
+        memory::read_exact(via, vdso.start, &mut bytes).map_err(VdsoError::Read)?;
+        let at = bytes.windows(2).position(|w| w == [0x0f, 0x05]).ok_or(VdsoError::NoSyscall)?;
         Ok(Vdso { start: vdso.start, end: vdso.end, syscall_at: vdso.start + at as u64 })
     }
 }
@@ -78,32 +115,23 @@ pub(crate) fn start(
     via: Tid,
     vdso: Vdso,
     pagemap: &Pagemap,
-) -> Result<Userfaultfd, String> {
+) -> Result<Userfaultfd, TrackingError> {
     // PAGEMAP_SCAN came with async write-protect; a kernel without it fails here.
-    pagemap.scan(vdso.start, vdso.end, ScanQuery::RESIDENT, &mut Vec::new(), &mut Vec::new()).map_err(
-        |e| format!("the kernel lacks PAGEMAP_SCAN (Linux 6.7): {}", crate::human::error_chain(&e)),
-    )?;
+    pagemap
+        .scan(vdso.start, vdso.end, ScanQuery::RESIDENT, &mut Vec::new(), &mut Vec::new())
+        .map_err(TrackingError::NoPagemapScan)?;
     let syscall_at = vdso.syscall_at;
 
     let flags = (libc::O_CLOEXEC | libc::O_NONBLOCK | UFFD_USER_MODE_ONLY) as u64;
-    let fd = tracer
-        .inject_syscall(via, syscall_at, libc::SYS_userfaultfd as u64, &[flags])
-        .map_err(|e| crate::human::error_chain(&e))?;
+    let fd = tracer.inject_syscall(via, syscall_at, libc::SYS_userfaultfd as u64, &[flags])?;
     if fd < 0 {
-        return Err(format!(
-            "userfaultfd(2) in the program failed: {}",
-            std::io::Error::from_raw_os_error(-fd as i32)
-        ));
+        return Err(TrackingError::Userfaultfd(std::io::Error::from_raw_os_error(-fd as i32)));
     }
     let taken = uffd::pidfd_open(pid).and_then(|pidfd| uffd::pidfd_getfd(&pidfd, pid, fd as i32));
     // The program's descriptor table goes back to what it was, whatever happened above.
-    match tracer.inject_syscall(via, syscall_at, libc::SYS_close as u64, &[fd as u64]) {
-        Ok(0) => {}
-        Ok(rc) => log::warn!("closing the program's copy of the userfaultfd (fd {fd}) failed: errno {}", -rc),
-        Err(e) => return Err(crate::human::error_chain(&e)),
+    match tracer.inject_syscall(via, syscall_at, libc::SYS_close as u64, &[fd as u64])? {
+        0 => {}
+        rc => log::warn!("closing the program's copy of the userfaultfd (fd {fd}) failed: errno {}", -rc),
     }
-    let taken = taken.map_err(|e| crate::human::error_chain(&e))?;
-    Userfaultfd::enable_wp_async(taken).map_err(|e| {
-        format!("the kernel lacks async write-protect (Linux 6.7): {}", crate::human::error_chain(&e))
-    })
+    Userfaultfd::enable_wp_async(taken?).map_err(TrackingError::NoAsyncWp)
 }

@@ -4,9 +4,9 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, bail};
-use sdt_daemon::{ProgramExit, RestoreFrom, RunOptions, Target, Tracking, Until};
-use sdt_store::{Store, Trigger};
+use anyhow::{Context, Result};
+use sdt_daemon::ProgramExit;
+use sdt_daemon::refine::{Attempts, Comparison, Interval, KeyValues, Progress, Verdict};
 
 use crate::cli::RefineOpt;
 use crate::cmd_export::{cached_core, checked_program};
@@ -15,84 +15,53 @@ use crate::select;
 
 pub fn refine(opt: RefineOpt) -> Result<ExitCode> {
     let (run, from) = select::open_snapshot(&opt.store, &opt.run, Some(&opt.from))?;
-    let to_name = select::snapshot_name(&opt.to);
-    let to = run
-        .open_snapshot(&to_name)
-        .with_context(|| format!("--to must name a snapshot of the run that holds {}", from.name()))?;
-    if to.meta().seq <= from.meta().seq {
-        bail!("--to {} was taken before --from {}: nothing lies between them", to.name(), from.name());
-    }
-    let Trigger::Breakpoint { level, class, id, hit, .. } = to.meta().trigger else {
-        bail!("{} is a timed snapshot: a refinement ends at a breakpoint snapshot", to.name());
-    };
-    let exprs = split_exprs(&opt.check);
-    let program = checked_program(&to)
+    let interval = Interval::new(&run, &from, &select::snapshot_name(&opt.to))?;
+    let to = interval.to().name();
+    let program = checked_program(interval.to())
         .map_err(|why| anyhow::anyhow!("--check needs the program to evaluate in gdb, and {why}"))?;
-    let expected = evaluate(&program, &cached_core(&run, &to)?, &exprs)?;
-    for (expr, value) in exprs.iter().zip(&expected) {
-        if let Err(e) = value {
-            bail!("--check {expr}: gdb cannot evaluate it in {}: {e}", to.name());
+    let evaluate = |run: &_, snap: &_, exprs: &[String]| evaluate(&program, &cached_core(run, snap)?, exprs);
+    let expected = interval.expect(split_exprs(&opt.check), evaluate)?;
+    let attempts = Attempts {
+        store: opt.store.store.clone(),
+        config: capture_config(opt.capture.config.as_deref(), opt.capture.every)?,
+        quiet: opt.capture.quiet,
+        backend: opt.capture.backend.into(),
+        count: opt.retries + 1,
+    };
+    let until = interval.until();
+    let verdict = interval.refine(&expected, &attempts, evaluate, |progress| match progress {
+        Progress::Starting { attempt, of } => {
+            eprintln!("sdt: refining {}..{to} (attempt {attempt} of {of})", from.name());
         }
-    }
-    let config = capture_config(opt.capture.config.as_deref(), opt.capture.every)?;
-    let store = Store::open(&opt.store.store)?;
-    let attempts = opt.retries + 1;
-    for attempt in 1..=attempts {
-        eprintln!("sdt: refining {}..{} (attempt {attempt} of {attempts})", from.name(), to.name());
-        let outcome = sdt_daemon::run(&RunOptions {
-            target: Target::Restore(RestoreFrom {
-                run: run.id(),
-                snapshot: from.name().to_owned(),
-                until: Some(Until { name: to_name.clone(), level, class, id, hit }),
-                env: Vec::new(),
-            }),
-            store: opt.store.store.clone(),
-            config: config.clone(),
-            verify: false,
-            wait_for_compaction: false,
-            quiet: opt.capture.quiet,
-            tracking: Tracking::Auto,
-            disk_budget: None,
-            backend: opt.capture.backend.into(),
-            breaks: Vec::new(),
-        })
-        .with_context(|| format!("resuming {}", from.name()))?;
-        conclude(&outcome, &opt.store.store, opt.capture.quiet);
-        let ProgramExit::Stopped = outcome.exit else {
-            eprintln!(
-                "sdt: the resumed program ended ({}) before it reached the breakpoint of {} (level {level}, \
-                 class {class}, id {id}, hit {hit})",
-                describe_exit(outcome.exit),
-                to.name()
-            );
-            continue;
-        };
-        let child = store.open_run(&outcome.run)?;
-        let new = child.open_snapshot(&format!("{to_name}.new"))?;
-        let got = evaluate(&program, &cached_core(&child, &new)?, &exprs)?;
-        let same = print_table(&exprs, to.name(), &expected, new.name(), &got);
-        if same {
+        Progress::Ran(outcome) => conclude(outcome, &attempts.store, attempts.quiet),
+        Progress::NotReached(exit) => eprintln!(
+            "sdt: the resumed program ended ({}) before it reached the breakpoint of {to} (level {}, class {}, \
+             id {}, hit {})",
+            describe_exit(exit),
+            until.level,
+            until.class,
+            until.id,
+            until.hit
+        ),
+        Progress::Compared(comparison) => {
+            print_table(comparison, to);
+            let verdict = if comparison.reproduced() { "reproduced" } else { "differs from" };
             println!(
-                "verdict: {} reproduced {} (run {}, attempt {attempt})",
-                new.name(),
-                to.name(),
-                child.id()
+                "verdict: {} {verdict} {to} (run {}, attempt {})",
+                comparison.new, comparison.run, comparison.attempt
             );
-            return Ok(ExitCode::SUCCESS);
         }
-        println!(
-            "verdict: {} differs from {} (run {}, attempt {attempt})",
-            new.name(),
-            to.name(),
-            child.id()
-        );
+    })?;
+    match verdict {
+        Verdict::Reproduced { .. } => Ok(ExitCode::SUCCESS),
+        Verdict::NotReproduced { attempts } => {
+            eprintln!(
+                "sdt: {to} was not reproduced in {attempts} attempt{}",
+                if attempts == 1 { "" } else { "s" }
+            );
+            Ok(ExitCode::FAILURE)
+        }
     }
-    eprintln!(
-        "sdt: {} was not reproduced in {attempts} attempt{}",
-        to.name(),
-        if attempts == 1 { "" } else { "s" }
-    );
-    Ok(ExitCode::FAILURE)
 }
 
 /// Each `--check` value split at its top-level commas (not those inside brackets,
@@ -121,41 +90,32 @@ fn split_exprs(values: &[String]) -> Vec<String> {
     out
 }
 
-fn evaluate(program: &Path, core: &Path, exprs: &[String]) -> Result<Vec<Result<String, String>>> {
+fn evaluate(program: &Path, core: &Path, exprs: &[String]) -> Result<KeyValues> {
     sdt_gdb::frontend::evaluate(program, core, exprs)
         .context("running gdb (is it installed? apt-get install gdb)")
 }
 
-/// Prints the key values of both snapshots side by side; returns whether all match.
-fn print_table(
-    exprs: &[String],
-    old: &str,
-    expected: &[Result<String, String>],
-    new: &str,
-    got: &[Result<String, String>],
-) -> bool {
+/// Prints the key values of S2 (`old`) and S2.new side by side.
+fn print_table(comparison: &Comparison, old: &str) {
     let show = |v: &Result<String, String>| match v {
         Ok(v) => v.clone(),
         Err(e) => format!("<{e}>"),
     };
-    let width =
-        |f: &dyn Fn(usize) -> usize, head: usize| (0..exprs.len()).map(f).max().unwrap_or(0).max(head);
-    let we = width(&|i| exprs[i].len(), 4);
-    let wo = width(&|i| show(&expected[i]).len(), old.len());
-    let wn = width(&|i| show(&got[i]).len(), new.len());
-    println!("{:we$}  {:wo$}  {:wn$}  SAME", "EXPR", old, new);
-    let mut all = true;
-    for (i, expr) in exprs.iter().enumerate() {
-        let same = expected[i].is_ok() && expected[i] == got[i];
-        all &= same;
+    let rows = &comparison.rows;
+    let width = |f: &dyn Fn(usize) -> usize, head: usize| (0..rows.len()).map(f).max().unwrap_or(0).max(head);
+    let we = width(&|i| rows[i].expr.len(), 4);
+    let wo = width(&|i| show(&rows[i].expected).len(), old.len());
+    let wn = width(&|i| show(&rows[i].got).len(), comparison.new.len());
+    println!("{:we$}  {:wo$}  {:wn$}  SAME", "EXPR", old, comparison.new);
+    for row in rows {
         println!(
-            "{expr:we$}  {:wo$}  {:wn$}  {}",
-            show(&expected[i]),
-            show(&got[i]),
-            if same { "yes" } else { "NO" }
+            "{:we$}  {:wo$}  {:wn$}  {}",
+            row.expr,
+            show(&row.expected),
+            show(&row.got),
+            if row.same { "yes" } else { "NO" }
         );
     }
-    all
 }
 
 fn describe_exit(exit: ProgramExit) -> String {

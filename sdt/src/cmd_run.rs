@@ -24,12 +24,7 @@ pub fn run(opt: RunOpt) -> Result<ExitCode> {
         },
         disk_budget: opt.disk_budget.map(|mb| mb << 20),
         backend: opt.backend.into(),
-        breaks: opt
-            .breaks
-            .iter()
-            .map(|b| SymbolBreak::parse(b))
-            .collect::<Result<_, _>>()
-            .map_err(anyhow::Error::msg)?,
+        breaks: opt.breaks.iter().map(|b| SymbolBreak::parse(b)).collect::<Result<_, _>>()?,
     })?;
     conclude(&outcome, &opt.store.store, opt.quiet);
     if !outcome.totals.lost.is_empty() {

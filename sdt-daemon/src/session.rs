@@ -1,0 +1,621 @@
+//! One run in progress: the daemon loop, and the snapshot a breakpoint or a timer tick
+//! asks for, in steps.
+//!
+//! ```text
+//!  step        what                                           the program's threads
+//!  decide      does it capture? (filter, max_snapshots,       a breakpoint's stopped (Held)
+//!              the store's room); if not, release
+//!  freeze      stop every thread                              all stopped (Frozen)
+//!  capture     pages into the spare; registers, open files,   all stopped
+//!              signal dispositions
+//!  resume      all but a breakpoint's thread                  a breakpoint's waits
+//!  describe    the snapshot's metadata (thread names and      running
+//!              the process read now, then put together)
+//!  commit      into the store; the breakpoint's thread gets   all running
+//!              the snapshot's number
+//! ```
+//!
+//! Stopped threads are a value ([`Held`], [`Frozen`]): each step that ends the capture
+//! resumes them with its outcome, and one that fails (`?`) drops the value, which
+//! resumes them all, the breakpoint's call returning `SDT_DECLINED`.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use sdt_abi::{RESULT_DECLINED, RESULT_FILTERED};
+use sdt_store::{
+    CaptureStats, MemoryLayout, OpenFile, PageSpan, ProcessInfo, RunInfo, SignalAction, SnapshotMeta,
+    SnapshotTime, SpillFile, ThreadState, Trigger,
+};
+use sdt_sys::events::{Event, Events};
+use sdt_sys::{Tid, monotonic_ns};
+
+use crate::capture::{CaptureError, Capturer, Collected, PageRun, Phases};
+use crate::freeze::{BreakpointHit, EventSource, FreezeError, Freezer, Frozen, Held, TargetEvent};
+use crate::tracking::{self, Tracking, Vdso};
+use crate::writer::{CaptureUnderWay, Room, StoreWriter};
+use crate::{Error, ProgramExit, RunOptions, Target, Until, human, procfs, signals, wall_ns};
+
+/// One run in progress: the backend that stops the program, and the rest.
+pub(crate) struct Session<'a, B> {
+    /// What stops the program's threads: ptrace, or the kernel module.
+    pub tracer: B,
+    pub rec: Recorder<'a>,
+}
+
+/// What a run keeps besides its backend: the program's image as captures know it, the
+/// store writer, the snapshots so far.
+pub(crate) struct Recorder<'a> {
+    pub pid: Tid,
+    pub image: Image,
+    /// The process as last read.
+    pub process: ProcessInfo,
+    pub writer: StoreWriter,
+    pub opts: &'a RunOptions,
+    /// The run, as created.
+    pub info: RunInfo,
+    /// For a restored process: its namespace's init.
+    pub init: Option<Tid>,
+    /// For a restored process: thread ids in its namespace, by ids in ours.
+    pub ns_tids: Option<HashMap<Tid, i32>>,
+    /// Descriptors (number, target) the program got from `sdt run` at launch.
+    pub inherited: Vec<(i32, String)>,
+    pub started_ns: u64,
+    pub next_seq: u32,
+    /// False once `max_snapshots` is reached.
+    pub capturing: bool,
+    /// The user was told that without a config every breakpoint captures.
+    pub told_unfiltered: bool,
+    pub problems: Vec<String>,
+}
+
+/// What captures know of the program's current image: `execve` starts a new one.
+pub(crate) struct Image {
+    pub capturer: Capturer,
+    /// Tracking could not be set up for it.
+    tracking_failed: bool,
+    /// Its auxiliary vector.
+    auxv: Vec<u8>,
+    /// Its memory layout (its `brk` aside).
+    layout: Option<MemoryLayout>,
+    /// Its vDSO, for injected system calls.
+    vdso: Option<Vdso>,
+}
+
+impl Image {
+    /// An image of which only its pagemap (`capturer`) is known yet.
+    pub(crate) fn new(capturer: Capturer) -> Image {
+        Image { capturer, tracking_failed: false, auxv: Vec::new(), layout: None, vdso: None }
+    }
+
+    /// The vDSO, found on first use.
+    fn vdso(&mut self, via: Tid) -> Result<Vdso, tracking::VdsoError> {
+        match self.vdso {
+            Some(vdso) => Ok(vdso),
+            None => Ok(*self.vdso.insert(Vdso::find(via)?)),
+        }
+    }
+}
+
+/// Whether a breakpoint or tick is captured.
+enum Decision {
+    /// Yes; `ends`: it is the breakpoint that ends the refinement.
+    Capture { ends: bool },
+    /// No: the threads go on, the breakpoint's call returning `result`; with `turn_off`,
+    /// the program's breakpoints stop trapping.
+    Release { result: i64, turn_off: bool },
+}
+
+/// When the steps of one snapshot happened (`CLOCK_MONOTONIC`), for its statistics and
+/// the debug log.
+#[derive(Default)]
+struct Timing {
+    trigger_ns: u64,
+    seen_ns: u64,
+    /// Waited for the store's room and the spare.
+    wait_ns: u64,
+    freeze_ns: u64,
+    capture_ns: u64,
+    captured_ns: u64,
+    resumed_ns: u64,
+}
+
+impl Timing {
+    fn log(&self, seq: u32, phases: &Phases) {
+        log::debug!(
+            "S{seq} pause {} µs: seen {} µs after the trap, store room and spare {} µs, freeze {} µs, \
+             capture {} µs ({phases}), resume {} µs",
+            (self.resumed_ns - self.trigger_ns) / 1000,
+            self.seen_ns.saturating_sub(self.trigger_ns) / 1000,
+            (self.freeze_ns - self.seen_ns) / 1000,
+            (self.capture_ns - self.freeze_ns) / 1000,
+            (self.captured_ns - self.capture_ns) / 1000,
+            (self.resumed_ns - self.captured_ns) / 1000,
+        );
+    }
+}
+
+/// What a capture read with every thread stopped.
+struct Captured {
+    /// The thread memory was read through.
+    via: Tid,
+    collected: Collected,
+    threads: Vec<ThreadState>,
+    files: Vec<OpenFile>,
+    signals: Vec<SignalAction>,
+    /// When the last thread stopped.
+    all_stopped_ns: u64,
+}
+
+/// What a snapshot's metadata takes besides the capture, read once the program runs
+/// again.
+struct Details {
+    process: ProcessInfo,
+    layout: MemoryLayout,
+    /// The breaking thread's id in the program's namespace.
+    trigger_tid: Option<i32>,
+    /// The wall-clock time of the trigger.
+    trigger_wall_ns: i64,
+}
+
+/// A capture's pages as the store takes them.
+struct Spans {
+    copied: Vec<PageSpan>,
+    unchanged: Vec<PageSpan>,
+    /// Bytes copied from mappings write tracking met for the first time.
+    first_sight_bytes: u64,
+    /// With `--verify`: the live bytes to compare the stored snapshot with.
+    live: Option<Vec<(u64, Vec<u8>)>>,
+}
+
+impl<B: EventSource> Session<'_, B> {
+    /// The daemon loop: breakpoints and program exit from the tracer; timer ticks and
+    /// signals from `events`.
+    pub(crate) fn run_to_end(&mut self, events: &mut Events) -> Result<ProgramExit, Error> {
+        loop {
+            while let Some(event) = self.tracer.poll()? {
+                let exit = match event {
+                    TargetEvent::Breakpoint(hit) => self.snapshot(Some(hit))?,
+                    TargetEvent::Exec => {
+                        // A new image: new pagemap, new tracking, new auxv.
+                        self.rec.image = Image::new(Capturer::new(self.rec.pid)?);
+                        None
+                    }
+                    TargetEvent::Exited(exit) => Some(exit),
+                };
+                if let Some(exit) = exit {
+                    return Ok(exit);
+                }
+            }
+            for event in events.wait_with(self.tracer.wake_fd(), None)? {
+                match event {
+                    // The backend has something: the loop's next poll takes it.
+                    Event::Ready => {}
+                    Event::Signal { signo: libc::SIGCHLD, .. } => {}
+                    // Sent to sdt by another process (`kill`): pass it on. Signals from
+                    // the terminal (SI_KERNEL) reached the program's group already.
+                    Event::Signal { signo, code, .. } if code <= 0 => {
+                        log::info!("forwarding signal {signo} to the program");
+                        self.tracer.signal(signo).ok();
+                    }
+                    Event::Signal { .. } => {}
+                    Event::Timer if self.rec.capturing => {
+                        if let Some(exit) = self.snapshot(None)? {
+                            return Ok(exit);
+                        }
+                        // The next one comes a whole interval after the program resumed,
+                        // however long this one took: slow captures do not pile up and
+                        // leave the program no time to run.
+                        events.set_interval(self.rec.opts.config.every_ms.map(Duration::from_millis))?;
+                    }
+                    Event::Timer => {}
+                }
+            }
+        }
+    }
+
+    /// Takes one snapshot: for a breakpoint, or (with `None`) for a timer tick. Returns
+    /// the program's exit if it ended meanwhile.
+    fn snapshot(&mut self, hit: Option<BreakpointHit>) -> Result<Option<ProgramExit>, Error> {
+        let trigger_ns = hit.as_ref().map_or_else(monotonic_ns, |h| h.record.trigger_ns);
+        let mut timing = Timing { trigger_ns, seen_ns: monotonic_ns(), ..Timing::default() };
+        let Session { tracer, rec } = self;
+        let held = Held::new(tracer, hit.as_ref());
+        let ends = match rec.decide(hit.as_ref(), &mut timing) {
+            Decision::Capture { ends } => ends,
+            Decision::Release { result, turn_off } => {
+                return Ok(held.release(result, turn_off).map(|()| None)?);
+            }
+        };
+        // The spare thread holds still until the program runs again.
+        let Some((mut spill, under_way)) = rec.take_spare(&mut timing) else {
+            return Ok(held.release(RESULT_DECLINED, false).map(|()| None)?);
+        };
+        timing.freeze_ns = monotonic_ns();
+        let mut frozen = match held.freeze() {
+            Ok(frozen) => frozen,
+            Err(FreezeError::TargetGone(exit)) => return Ok(Some(exit)),
+            Err(FreezeError::Skip(why)) => {
+                log::debug!("no snapshot now: {why}");
+                return Ok(None);
+            }
+            Err(FreezeError::Sys(e)) => return Err(e.into()),
+        };
+        rec.start_tracking(&mut frozen)?;
+        timing.capture_ns = monotonic_ns();
+        let captured = match rec.capture(&mut frozen, &mut spill) {
+            Ok(captured) => captured,
+            Err(e) => {
+                rec.capture_failed(&e, hit.is_some());
+                return Ok(frozen.release(RESULT_DECLINED, false).map(|()| None)?);
+            }
+        };
+        timing.captured_ns = monotonic_ns();
+        rec.store(frozen, captured, spill, under_way, ends, timing)
+    }
+}
+
+impl Recorder<'_> {
+    /// Whether `hit` (or, without one, a timer tick) is captured.
+    fn decide(&mut self, hit: Option<&BreakpointHit>, timing: &mut Timing) -> Decision {
+        let until = self.until();
+        let ends = matches!((until, hit), (Some(u), Some(h)) if u.reached_by(h));
+        if let (Some(u), Some(h)) = (until, hit)
+            && !ends
+            && u.same_breakpoint(h)
+            && !passes(&self.opts.config.filter, h)
+        {
+            // It trapped only because the refinement forces the breakpoint it ends at.
+            return Decision::Release { result: RESULT_FILTERED, turn_off: false };
+        }
+        if !self.capturing {
+            return Decision::Release { result: RESULT_DECLINED, turn_off: true };
+        }
+        if !self.told_unfiltered && self.opts.config.text.is_empty() && hit.is_some() && !self.opts.quiet {
+            self.told_unfiltered = true;
+            eprintln!(
+                "sdt: no --config: every breakpoint captures (a snapshot per arrival); to capture fewer, \
+                 pass --config FILE with max_level, classes, ids, hits or max_snapshots (see `sdt run --help`)"
+            );
+        }
+        match self.writer.room(hit.is_none()) {
+            Room::Ready(waited) => {
+                timing.wait_ns = waited;
+                Decision::Capture { ends }
+            }
+            Room::Skipped(why) => {
+                log::info!("no snapshot S{}: {why}", self.next_seq);
+                if hit.is_some() {
+                    self.writer.lost(format!("S{}: {why}", self.next_seq));
+                }
+                Decision::Release { result: RESULT_DECLINED, turn_off: false }
+            }
+        }
+    }
+
+    /// A spare for the capture, and what keeps the spare thread still until the program
+    /// runs again; `None` (counted as lost) if the store has no room for one.
+    fn take_spare(&mut self, timing: &mut Timing) -> Option<(SpillFile, CaptureUnderWay)> {
+        match self.writer.take_spare() {
+            Ok((spill, made_ns, under_way)) => {
+                timing.wait_ns += made_ns;
+                Some((spill, under_way))
+            }
+            Err(e) => {
+                let why = human::error_chain(&e);
+                self.writer.lost(format!("S{}: the store has no room: {why}", self.next_seq));
+                None
+            }
+        }
+    }
+
+    /// The breakpoint that ends a refinement, if this run is one.
+    fn until(&self) -> Option<&Until> {
+        match &self.opts.target {
+            Target::Restore(from) => from.until.as_ref(),
+            Target::Launch(_) => None,
+        }
+    }
+
+    /// Sets write tracking up on the first capture of a program image, if the run wants
+    /// it and the kernel has it.
+    fn start_tracking<B: EventSource>(&mut self, frozen: &mut Frozen<'_, B>) -> Result<(), Error> {
+        let image = &mut self.image;
+        if image.capturer.tracking() || image.tracking_failed || self.opts.tracking == Tracking::PageHash {
+            return Ok(());
+        }
+        let Some(via) = frozen.via else { return Ok(()) };
+        if frozen.injector().is_none() {
+            // The kernel module: nothing can make the program create a userfaultfd.
+            log::info!(
+                "changed pages are found by comparing page hashes (the kmod backend cannot inject system calls)"
+            );
+            image.tracking_failed = true;
+            return Ok(());
+        }
+        let breaking = frozen.breaking();
+        let vdso = image.vdso(via).map_err(tracking::TrackingError::from);
+        let tracer = frozen.injector().expect("checked above");
+        let thread = tracer.injection_thread(breaking).unwrap_or(via);
+        let started =
+            vdso.and_then(|vdso| tracking::start(tracer, self.pid, thread, vdso, image.capturer.pagemap()));
+        match started {
+            Ok(uffd) => {
+                image.capturer.track_with(uffd);
+                Ok(())
+            }
+            Err(e) if self.opts.tracking == Tracking::UffdWp => Err(Error::Tracking(e)),
+            Err(e) => {
+                image.tracking_failed = true;
+                log::warn!(
+                    "dirty-page tracking is off ({}); comparing page hashes instead",
+                    human::error_chain(&e)
+                );
+                Ok(())
+            }
+        }
+    }
+
+    /// What must be read with every thread stopped: the pages (into `spill`), and, while
+    /// the capture threads copy them, the registers, open files and signal dispositions.
+    fn capture<B: EventSource>(
+        &mut self,
+        frozen: &mut Frozen<'_, B>,
+        spill: &mut SpillFile,
+    ) -> Result<Captured, CaptureError> {
+        let via = frozen.via.ok_or(CaptureError::Exiting)?;
+        let (collected, (threads, files, signal_sets)) =
+            self.image.capturer.collect(via, spill, self.opts.verify, || {
+                (frozen.read_threads(), procfs::open_files(via), procfs::signal_sets(via))
+            })?;
+        let threads = threads?;
+        let mut files = files.map_err(CaptureError::OpenFiles)?;
+        for f in &mut files {
+            f.inherited = self.inherited.iter().any(|(fd, target)| *fd == f.fd && *target == f.target);
+        }
+        let (caught, ignored) = signal_sets.map_err(CaptureError::SignalSets)?;
+        let signals = self.signal_actions(frozen, via, caught, ignored)?;
+        Ok(Captured { via, collected, threads, files, signals, all_stopped_ns: frozen.all_stopped_ns })
+    }
+
+    /// The dispositions of the caught and ignored signals: as the backend read them, or
+    /// read by injected calls on a held thread. Only caught signals cost a call.
+    fn signal_actions<B: EventSource>(
+        &mut self,
+        frozen: &mut Frozen<'_, B>,
+        via: Tid,
+        caught: u64,
+        ignored: u64,
+    ) -> Result<Vec<SignalAction>, CaptureError> {
+        if let Some(read) = frozen.signal_actions(caught, ignored) {
+            return read;
+        }
+        let syscall_at = if caught == 0 { 0 } else { self.image.vdso(via)?.syscall_at };
+        let breaking = frozen.breaking();
+        let tracer = frozen.injector().ok_or(CaptureError::SignalHandlersUnread(
+            "the backend can neither read them nor inject calls",
+        ))?;
+        let thread = tracer.injection_thread(breaking).unwrap_or(via);
+        signals::read_actions(tracer, thread, syscall_at, caught, ignored)
+            .map_err(CaptureError::SignalHandlers)
+    }
+
+    /// Records a failed capture: a breakpoint's that the store had no room for is lost;
+    /// any other is said once, with the run's end.
+    fn capture_failed(&mut self, e: &CaptureError, breakpoint: bool) {
+        let message = format!("capture of S{} failed: {}", self.next_seq, human::error_chain(e));
+        if e.no_room() && breakpoint {
+            self.writer.lost(message);
+        } else {
+            log::debug!("{message}");
+            self.problems.push(message);
+        }
+    }
+
+    /// Resumes the program as the capture's kind asks, commits the snapshot, and gives a
+    /// breakpoint's waiting thread its number. A refinement that has reached its end
+    /// stops the program instead.
+    fn store<B: Freezer>(
+        &mut self,
+        mut frozen: Frozen<'_, B>,
+        mut captured: Captured,
+        spill: SpillFile,
+        under_way: CaptureUnderWay,
+        ends: bool,
+        mut timing: Timing,
+    ) -> Result<Option<ProgramExit>, Error> {
+        let seq = self.next_seq;
+        let last = self.opts.config.max_snapshots.is_some_and(|max| seq + 1 >= max);
+        let hit = frozen.hit();
+        // The thread that waits for its number, while the others run on. A symbol
+        // breakpoint's thread gets no number (it is moved past the function's entry); the
+        // end of a refinement stays stopped until the program is ended.
+        let waiting = match hit {
+            _ if ends => Some(frozen),
+            Some(h) if h.record_addr != 0 => {
+                frozen.resume_others()?;
+                Some(frozen)
+            }
+            _ => {
+                frozen.release(i64::from(seq), last)?;
+                None
+            }
+        };
+        timing.resumed_ns = monotonic_ns();
+        drop(under_way);
+        timing.log(seq, &captured.collected.phases);
+        let details = self.details(&mut captured, hit, timing.trigger_ns);
+        let end_of = self.until().filter(|_| ends);
+        let (meta, spans) = self.describe(seq, hit, end_of, captured, details, &timing);
+        let copied = (meta.stats.copied_bytes - spans.first_sight_bytes) as usize;
+        let result = self.commit(spill, &meta, spans);
+        // The next capture likely copies about as much: have a spare ready for it, in the
+        // capture buffer the commit gave back.
+        if !ends {
+            self.writer.prepare(copied);
+        }
+        let stored = result >= 0;
+        if last && stored {
+            self.capturing = false;
+            log::info!("max_snapshots reached: no more snapshots");
+        }
+        match waiting {
+            Some(frozen) if ends => {
+                frozen.keep_stopped();
+                self.stop_program();
+                return Ok(Some(ProgramExit::Stopped));
+            }
+            Some(frozen) => frozen.release(result, last && stored)?,
+            None => {}
+        }
+        Ok(None)
+    }
+
+    /// Commits the snapshot; its number, or `SDT_DECLINED` (counted as lost) if the store
+    /// could not take it.
+    fn commit(&mut self, spill: SpillFile, meta: &SnapshotMeta, spans: Spans) -> i64 {
+        match self.writer.commit(spill, &spans.copied, &spans.unchanged, meta, spans.live) {
+            Ok(_) => {
+                self.next_seq += 1;
+                i64::from(meta.seq)
+            }
+            Err(e) => {
+                let why = human::error_chain(&e);
+                self.writer.lost(format!("{}: the store could not take it: {why}", meta.name));
+                // Its pages' written bits were taken by the scan: the next capture copies all.
+                self.image.capturer.capture_lost();
+                RESULT_DECLINED
+            }
+        }
+    }
+
+    /// What need not be read with the program stopped, read now: the threads' names and
+    /// their ids in the program's namespace (set in `captured`), the process, and, once
+    /// per image, its auxiliary vector and memory layout.
+    fn details(&mut self, captured: &mut Captured, hit: Option<&BreakpointHit>, trigger_ns: u64) -> Details {
+        let via = captured.via;
+        for t in &mut captured.threads {
+            if let Some(tid) = Tid::new(t.tid) {
+                t.name = procfs::thread_name(self.pid, tid);
+            }
+            t.tid = self.ns_tid(t.tid);
+        }
+        if let Ok(process) =
+            procfs::process_info(self.pid, via).or_else(|_| procfs::process_info(self.pid, self.pid))
+        {
+            self.process = process;
+        }
+        let image = &mut self.image;
+        if image.auxv.is_empty() {
+            image.auxv = procfs::read(via, "auxv").unwrap_or_default();
+        }
+        if image.layout.is_none() {
+            image.layout = procfs::memory_layout(via, &captured.collected.mappings)
+                .inspect_err(|e| log::warn!("reading the memory layout: {e}"))
+                .ok();
+        }
+        // Only the break moves during an image's life: it is the heap mapping's end.
+        let heap_end = captured.collected.mappings.iter().find(|m| m.path == "[heap]").map(|m| m.end);
+        let layout = image.layout.map(|l| MemoryLayout { brk: heap_end.unwrap_or(l.start_brk), ..l });
+        let mut process = self.process.clone();
+        process.pid = self.ns_tid(process.pid);
+        Details {
+            process,
+            layout: layout.unwrap_or_default(),
+            trigger_tid: hit.map(|h| self.ns_tid(h.tid.raw())),
+            trigger_wall_ns: wall_ns() - (monotonic_ns() - trigger_ns) as i64,
+        }
+    }
+
+    /// The snapshot's metadata, and its pages as the store takes them: what the capture
+    /// and [`Recorder::details`] read, put together.
+    fn describe(
+        &self,
+        seq: u32,
+        hit: Option<&BreakpointHit>,
+        end_of: Option<&Until>,
+        captured: Captured,
+        details: Details,
+        timing: &Timing,
+    ) -> (SnapshotMeta, Spans) {
+        let Captured { collected, threads, files, signals, all_stopped_ns, .. } = captured;
+        let trigger = match (hit, details.trigger_tid) {
+            (Some(h), Some(tid)) => Trigger::Breakpoint {
+                level: h.record.level,
+                class: h.record.class,
+                id: h.record.id,
+                multiple_mark: h.record.multiple_mark,
+                attrs: h.attrs.clone(),
+                hit: h.record.hit,
+                tid,
+            },
+            _ => Trigger::Timer,
+        };
+        let stats = CaptureStats {
+            mode: Tracking::mode_name(self.image.capturer.tracking()).into(),
+            pause_ns: timing.resumed_ns.saturating_sub(timing.trigger_ns),
+            deviation_ns: all_stopped_ns.saturating_sub(timing.trigger_ns),
+            wait_ns: timing.wait_ns,
+            copied_bytes: collected.copied.iter().map(|r| r.bytes() as u64).sum(),
+            copy_ns: collected.copy_ns,
+            ..CaptureStats::default()
+        };
+        let meta = SnapshotMeta {
+            name: end_of.map_or_else(|| self.info.snapshot_name(seq), |u| format!("{}.new", u.name)),
+            seq,
+            trigger,
+            time: SnapshotTime {
+                wall_ns: details.trigger_wall_ns,
+                since_start_ns: timing.trigger_ns.saturating_sub(self.started_ns),
+            },
+            process: details.process,
+            threads,
+            mappings: collected.mappings,
+            auxv: self.image.auxv.clone(),
+            stats,
+            files,
+            signals,
+            layout: details.layout,
+        };
+        let spans = Spans {
+            copied: collected.copied.iter().map(PageRun::span).collect(),
+            unchanged: collected.unchanged.iter().map(PageRun::span).collect(),
+            first_sight_bytes: collected.first_sight_bytes,
+            live: collected.live,
+        };
+        (meta, spans)
+    }
+
+    /// Ends the program (a refinement that has what it was for): kills it, every
+    /// process of its namespace with it, and waits until it is gone.
+    fn stop_program(&mut self) {
+        match self.init.take() {
+            Some(init) => sdt_sys::kill_namespace(init),
+            None => {
+                sdt_sys::kill_process(self.pid, libc::SIGKILL).ok();
+                while let Ok((tid, stop)) = sdt_sys::wait::wait_any() {
+                    if tid == self.pid
+                        && matches!(stop, sdt_sys::wait::Stop::Exited(_) | sdt_sys::wait::Stop::Killed(..))
+                    {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The id thread `host` (an id in our namespace) has in the program's namespace.
+    fn ns_tid(&mut self, host: i32) -> i32 {
+        let (Some(map), Some(tid)) = (&mut self.ns_tids, Tid::new(host)) else { return host };
+        *map.entry(tid).or_insert_with(|| procfs::ns_tid(tid).unwrap_or(host))
+    }
+}
+
+/// Whether a breakpoint passes the capture filter by its own numbers, attributes and hit
+/// (a forced one traps whatever the filter says).
+fn passes(filter: &sdt_abi::Filter, hit: &BreakpointHit) -> bool {
+    let r = &hit.record;
+    filter.matches_numbers(r.level, r.class, r.id)
+        && filter.matches_attrs(hit.attrs.as_bytes())
+        && filter.matches_hit(r.hit)
+}
