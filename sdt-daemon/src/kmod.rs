@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use sdt_abi::kmod::{CAPTURE_TRIGGER, NSIG, Snapshot, Thread};
 use sdt_abi::{Filter, RESULT_DECLINED};
 use sdt_store::{RobustList, Rseq, SIG_IGN, SignalAction, ThreadRunState, ThreadState};
-use sdt_sys::kmod::Device;
+use sdt_sys::kmod_ioctl::Device;
 use sdt_sys::wait;
 use sdt_sys::{Tid, ptrace};
 
