@@ -304,9 +304,9 @@ fn gen_sigactions(plan: &Plan) -> Vec<pb::SaEntry> {
 }
 
 /// A thread's credentials: those its snapshot recorded, which the store's owners have
-/// ([`Source::credentials_of`](crate::Source::credentials_of); for a snapshot from before
-/// they were recorded, its real user and group everywhere, every capability for root
-/// and none for anyone else). Capability sets are two words, the low one first. CRIU's
+/// ([`SnapshotSource::credentials_of`](sdt_store::SnapshotSource::credentials_of); for a
+/// snapshot from before they were recorded, its real user and group everywhere, every
+/// capability for root and none for anyone else). Capability sets are two words, the low one first. CRIU's
 /// image has no ambient set; `no_new_privs` is written only when set (CRIU 3.17's `crit`
 /// does not know the field).
 fn gen_creds(c: &Credentials) -> pb::CredsEntry {
