@@ -10,15 +10,11 @@ use sdt_store::{
     Access, Content, Credentials, FileKind, GPREG_NAMES, Mapping, OpenFile, PAGE_SIZE, Reopen, SnapshotMeta,
     SnapshotSource, ThreadRunState, ThreadState, Trigger,
 };
-use sdt_target::Patch;
+use sdt_target::{ERESTART_RESTARTBLOCK, ERESTARTNOHAND, ERESTARTNOINTR, ERESTARTSYS, Patch};
 
 use crate::{Error, pb};
 
-/// Errno values of the kernel's system call restart protocol.
-const ERESTARTSYS: i64 = 512;
-const ERESTARTNOINTR: i64 = 513;
-const ERESTARTNOHAND: i64 = 514;
-const ERESTART_RESTARTBLOCK: i64 = 516;
+/// `EINTR`: what a sleep interrupted by the dump returns.
 const EINTR: i64 = 4;
 /// Length of the `syscall` instruction, which a restarted call runs again.
 const SYSCALL_INSN_LEN: u64 = 2;

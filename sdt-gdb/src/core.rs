@@ -40,6 +40,7 @@ use object::endian::{LittleEndian, U16, U32, U64};
 use object::pod::bytes_of;
 use sdt_store::{
     Content, FileRef, Mapping, PAGE_SIZE, ProcessInfo, SnapshotMeta, SnapshotSource, ThreadState, Trigger,
+    XSAVE_HEADER_END, XSAVE_XCR0_OFFSET, XSAVE_XSTATE_BV_OFFSET,
 };
 
 use crate::Error;
@@ -523,12 +524,6 @@ fn gen_fpregset(thread: &ThreadState) -> &[u8] {
     &thread.fpregs
 }
 
-/// Offset of XCR0 in the XSAVE area's software-reserved bytes (gdb's
-/// `I386_LINUX_XSAVE_XCR0_OFFSET`, Linux's `USER_XSTATE_XCR0_WORD`).
-const XSAVE_XCR0_OFFSET: usize = 464;
-/// Offset of `XSTATE_BV`, the first word of the XSAVE header.
-const XSAVE_XSTATE_BV_OFFSET: usize = 512;
-
 /// XCR0 bits of the components gdb 13 knows (`X86_XSTATE_ALL_MASK`).
 mod xfeature {
     pub const X87: u64 = 1 << 0;
@@ -554,7 +549,7 @@ fn gdb_xstate_size(xcr0: u64) -> usize {
     } else if xcr0 & xfeature::AVX != 0 {
         832
     } else {
-        576
+        XSAVE_HEADER_END
     }
 }
 
