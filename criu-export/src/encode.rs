@@ -46,7 +46,7 @@ pub struct Report {
     pub threads: usize,
     /// Mappings, one vma each.
     pub vmas: usize,
-    /// Descriptors.
+    /// Descriptors, one `fdinfo` entry each.
     pub fds: usize,
     /// Pages in `pages-1.img`.
     pub pages: u64,

@@ -345,8 +345,8 @@ impl Capturer {
     }
 
     /// Reads everything the snapshot stores into `spill`'s data area (grown if needed).
-    /// Every thread must be stopped; `via` is one of them that has not exited, through
-    /// which memory is read. While the capture threads find the pages and copy them,
+    /// Every thread must be stopped; `live_thread` is one of them that has not exited,
+    /// through which memory is read. While the capture threads find the pages and copy them,
     /// `meanwhile` runs on this thread (the tracer's: it reads the registers) and its
     /// result is returned too.
     ///
@@ -360,7 +360,7 @@ impl Capturer {
     /// after, into the grown buffer.
     pub(crate) fn collect<T>(
         &mut self,
-        via: Tid,
+        live_thread: Tid,
         spill: &mut SpillFile,
         verify: bool,
         meanwhile: impl FnOnce() -> T,
@@ -369,7 +369,7 @@ impl Capturer {
         let since_start = || sdt_sys::monotonic_ns() - start;
         self.wake();
         let mut mappings =
-            procfs::parse_maps(&procfs::read_text(via, "maps").map_err(CaptureError::proc("maps"))?);
+            procfs::parse_maps(&procfs::read_text(live_thread, "maps").map_err(CaptureError::proc("maps"))?);
         let tasks = self.plan(&mut mappings);
         let mut phases = Phases { maps_ns: since_start(), ..Phases::default() };
         self.lost_track = self.tracker.is_some();
@@ -392,7 +392,7 @@ impl Capturer {
                     free = rest;
                     *handed_bytes += bytes;
                     let ranges: Vec<RemoteRange> = runs.iter().map(PageRun::remote).collect();
-                    spawn_copies(scope, report, via, &ranges, part);
+                    spawn_copies(scope, report, live_thread, &ranges, part);
                     true
                 }));
                 *found_ns = since_start();
@@ -413,7 +413,7 @@ impl Capturer {
         let rest: Vec<RemoteRange> = copy.runs[copy.handed..].iter().map(PageRun::remote).collect();
         if !rest.is_empty() {
             let dst = &mut spill.data()[handed_bytes..need];
-            self.threads.in_place_scope(|scope| spawn_copies(scope, &report, via, &rest, dst));
+            self.threads.in_place_scope(|scope| spawn_copies(scope, &report, live_thread, &rest, dst));
         }
         let report = report.into_inner().unwrap();
         if let Some(e) = report.error {
@@ -438,7 +438,7 @@ impl Capturer {
                 }
             }
         }
-        let live = verify.then(|| read_live(via, &mappings)).transpose()?;
+        let live = verify.then(|| read_live(live_thread, &mappings)).transpose()?;
         self.lost_track = false;
         phases.copy_ns = report.copy_ns();
         phases.total_ns = since_start();

@@ -198,7 +198,7 @@ pub struct ProcessInfo {
     pub ppid: i32,
     /// Process group.
     pub pgrp: i32,
-    /// Session.
+    /// Session id (`getsid`).
     pub sid: i32,
     /// Real user id.
     pub uid: u32,

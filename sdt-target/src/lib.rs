@@ -66,9 +66,9 @@ const TID_SEARCH: u64 = 0x1000;
 /// Bytes to write into the resumed program's memory.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Patch {
-    /// Where.
+    /// The address in the program's memory the bytes go to.
     pub addr: u64,
-    /// What.
+    /// The bytes written there.
     pub bytes: Vec<u8>,
 }
 
