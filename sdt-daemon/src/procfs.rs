@@ -46,8 +46,9 @@ pub(crate) fn thread_name(pid: Tid, tid: Tid) -> String {
 }
 
 /// The process's identity, from `stat`, `status`, `cmdline`, `exe` and `cwd` read through
-/// `live_thread`, a live thread (a leader that exited first has no memory left to show), and the
-/// leader's `comm`; its credentials, `live_thread`'s and those of each thread whose own differ.
+/// `live_thread`, a thread that has not exited (a leader that exited first has no memory
+/// left to show), and the leader's `comm`; its credentials, `live_thread`'s and those of
+/// each thread whose own differ.
 pub(crate) fn process_info(pid: Tid, live_thread: Tid) -> std::io::Result<ProcessInfo> {
     let stat = read_text(live_thread, "stat")?;
     let (ppid, pgrp, sid) = parse_stat_ids(&stat).unwrap_or_default();
