@@ -23,7 +23,7 @@
 //! store holds them, or a file provides them that [`SnapshotSource::check_file`] lets us
 //! read) are in the file; the others only in `p_memsz` (`p_filesz < p_memsz`, or a
 //! PT_LOAD with `p_filesz` 0 before the first known page): gdb reads them as zeros, as
-//! it does the pages a kernel core dump leaves out. Gaps of up to [`MAX_ZERO_GAP`] pages
+//! it does the pages a kernel core dump leaves out. Gaps of up to `MAX_ZERO_GAP` (4) pages
 //! between known pages are written as zeros rather than split. So a core is as large as
 //! the memory the store holds plus what files provide, whatever the size of the mappings
 //! (a 64 TiB reservation with one page written costs one page).
