@@ -3,12 +3,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 
-use std::fs::File;
-
-use sdt_store::{
-    BeyondOwner, Credentials, CredentialsRefused, FileRef, OwnerRights, PAGE_SIZE, Reopen, Run, Snapshot,
-    SnapshotMeta, Trust,
-};
+use sdt_store::{PAGE_SIZE, SnapshotSource};
 
 use crate::Error;
 use crate::image::{Image, ImageKind};
@@ -19,69 +14,6 @@ use crate::images::{
 use sdt_target::Patch;
 
 use crate::plan::{PageRun, Plan};
-
-/// Where [`write_images`] takes a snapshot from: its metadata, its memory, which pages
-/// the store holds, and what its store's owners may be trusted with.
-pub trait Source {
-    /// Everything about the snapshot except page contents.
-    fn meta(&self) -> &SnapshotMeta;
-    /// Fills `buf` with the snapshot's memory at `addr`.
-    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), sdt_store::Error>;
-    /// Page-aligned addresses of the pages whose contents the store holds, ascending.
-    fn stored_ranges(&self) -> Vec<std::ops::Range<u64>>;
-    /// The file `f` names, if the store checks it to be the version mapped, a regular
-    /// file and readable by the store's owner; else why not.
-    fn open_file(&self, f: &FileRef) -> Result<File, sdt_store::Error>;
-    /// Checks a file `criu restore`, as root, will open by path: that it is what `r` says
-    /// and that the store's owners could open it so ([`Trust::reopen`]); else why not.
-    fn check_reopen(&self, r: &Reopen) -> Result<(), sdt_store::Error>;
-    /// The credentials thread `tid` is restored with: those recorded, if the store's
-    /// owners have them ([`OwnerRights::credentials_of`]); else why not.
-    fn credentials_of(&self, tid: i32) -> Result<Credentials, CredentialsRefused>;
-}
-
-/// A snapshot of a run in a store, as [`export_criu`](crate::export_criu) reads it.
-#[derive(Debug)]
-pub struct Stored<'a> {
-    snap: &'a Snapshot,
-    trust: Trust,
-    rights: OwnerRights,
-}
-
-impl<'a> Stored<'a> {
-    /// `snap`, of `run`: trusted as far as the owners of `run` and its store are.
-    pub fn new(run: &Run, snap: &'a Snapshot) -> Stored<'a> {
-        let trust = Trust::of_run(run);
-        let rights = trust.rights();
-        Stored { snap, trust, rights }
-    }
-}
-
-impl Source for Stored<'_> {
-    fn meta(&self) -> &SnapshotMeta {
-        self.snap.meta()
-    }
-
-    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), sdt_store::Error> {
-        self.snap.read(addr, buf)
-    }
-
-    fn stored_ranges(&self) -> Vec<std::ops::Range<u64>> {
-        self.snap.stored_ranges()
-    }
-
-    fn open_file(&self, f: &FileRef) -> Result<File, sdt_store::Error> {
-        self.snap.open_file(f)
-    }
-
-    fn check_reopen(&self, r: &Reopen) -> Result<(), sdt_store::Error> {
-        self.trust.reopen(r, self.snap.name()).map(drop)
-    }
-
-    fn credentials_of(&self, tid: i32) -> Result<Credentials, CredentialsRefused> {
-        self.rights.credentials_of(&self.meta().process, tid, BeyondOwner::Refuse)
-    }
-}
 
 /// Where [`write_images`] puts the images: a directory, or memory.
 pub trait ImageSink {
@@ -114,7 +46,7 @@ pub struct Report {
     pub threads: usize,
     /// Mappings, one vma each.
     pub vmas: usize,
-    /// Descriptors.
+    /// Descriptors, one `fdinfo` entry each.
     pub fds: usize,
     /// Pages in `pages-1.img`.
     pub pages: u64,
@@ -139,7 +71,7 @@ const CHUNK_PAGES: u64 = 64;
 /// breakpoints are switched off there (a breakpoint snapshot's own record names it too).
 /// Pages are read and written 256 KiB at a time.
 pub fn write_images(
-    source: &impl Source,
+    source: &impl SnapshotSource,
     state_word: Option<u64>,
     sink: &mut dyn ImageSink,
 ) -> Result<Report, Error> {
@@ -180,7 +112,7 @@ fn put(sink: &mut dyn ImageSink, image: &Image, report: &mut Report) -> Result<(
 
 /// The pages of `runs`, in order, with `patches` applied; returns the bytes written.
 fn write_pages(
-    source: &impl Source,
+    source: &impl SnapshotSource,
     runs: &[PageRun],
     patches: &[Patch],
     out: &mut dyn Write,

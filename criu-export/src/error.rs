@@ -43,7 +43,7 @@ pub enum Error {
     Refused {
         /// The descriptor or mapping, and its path: `fd 3 (/etc/shadow)`.
         object: String,
-        /// Why.
+        /// Why it is refused.
         #[source]
         source: sdt_store::Error,
     },

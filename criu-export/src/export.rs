@@ -14,15 +14,16 @@ use std::path::{Path, PathBuf};
 
 use nix::fcntl::{OFlag, open, openat};
 use nix::sys::stat::Mode;
+use sdt_store::SnapshotSource;
 
 use crate::Error;
-use crate::encode::{ImageSink, Report, Source, write_images};
+use crate::encode::{ImageSink, Report, write_images};
 
 /// Writes the CRIU images of `source` (usually an [`sdt_store::Snapshot`]) into the
 /// directory `dir`, which must not exist or be empty. They are written into a temporary
 /// directory beside it, renamed to `dir` when complete, so `dir` never holds a partial
 /// set; on failure nothing is left behind.
-pub fn export_criu(source: &impl Source, dir: &Path) -> Result<Report, Error> {
+pub fn export_criu(source: &impl SnapshotSource, dir: &Path) -> Result<Report, Error> {
     let dir_error = |path: &Path| {
         let path = path.to_owned();
         move |source| Error::Dir { path, source }
@@ -62,9 +63,9 @@ pub fn export_criu(source: &impl Source, dir: &Path) -> Result<Report, Error> {
 
 /// The address of the SDT library's state word, found by symbol in the files the
 /// program mapped ([`sdt_target::symbol_in`]). Only the files the store
-/// checks are read ([`Source::open_file`]); one it refuses is not (and the plan refuses
+/// checks are read ([`SnapshotSource::open_file`]); one it refuses is not (and the plan refuses
 /// the export, naming it).
-fn state_word(source: &impl Source) -> Option<u64> {
+fn state_word(source: &impl SnapshotSource) -> Option<u64> {
     let meta = source.meta();
     let open = |path: &str| source.open_file(meta.mapped_file(path)?).ok();
     sdt_target::symbol_in(&meta.mappings, &meta.process.exe, sdt_abi::SYMBOL_STATE, &open)

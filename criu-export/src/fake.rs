@@ -10,11 +10,9 @@ use sdt_abi::{PROTOCOL_VERSION, RESULT_PENDING, STATE_ON, TRAP_RECORD_SIZE};
 use sdt_store::{
     Access, BeyondOwner, Capabilities, CaptureStats, Content, Credentials, CredentialsRefused, FileKind,
     FileRef, Ids, Mapping, MemoryLayout, OpenFile, OwnerRights, PAGE_SIZE, Perms, ProcessInfo, Reopen, Rseq,
-    SignalAction, SnapshotMeta, SnapshotTime, ThreadCredentials, ThreadRunState, ThreadState, Trigger,
-    set_gpreg,
+    SignalAction, SnapshotMeta, SnapshotSource, SnapshotTime, ThreadCredentials, ThreadRunState, ThreadState,
+    Trigger, set_gpreg,
 };
-
-use crate::Source;
 
 /// Metadata plus the pages the store holds; pages of file mappings read as [`FILE_BYTE`].
 pub struct FakeSource {
@@ -49,7 +47,7 @@ pub const RECORD: u64 = 0x7fff_f002_0f00;
 pub const STATE_WORD: u64 = 0x40_1010;
 pub const SEQ: u32 = 3;
 
-impl Source for FakeSource {
+impl SnapshotSource for FakeSource {
     fn meta(&self) -> &SnapshotMeta {
         &self.meta
     }

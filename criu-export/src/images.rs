@@ -23,7 +23,7 @@
 
 use std::collections::HashMap;
 
-use sdt_store::{Credentials, ThreadState};
+use sdt_store::{Credentials, ThreadState, XSAVE_HEADER_END, XSAVE_XCR0_OFFSET, XSAVE_XSTATE_BV_OFFSET};
 
 use crate::image::{IMAGES_V1_1, Image, ImageKind};
 use crate::pb;
@@ -223,24 +223,21 @@ pub(crate) fn gen_xsave(x: &[u8]) -> Option<pb::UserX86XsaveEntry> {
         (7, 1024, 1664),
         (9, 8, 2688),
     ];
-    const HEADER_END: usize = 576;
-    if x.len() < HEADER_END {
+    if x.len() < XSAVE_HEADER_END {
         return None;
     }
     let u64_at = |o: usize| u64::from_le_bytes(x[o..o + 8].try_into().unwrap());
-    // For ptrace, the kernel puts XCR0 (the enabled features) in the first word of the
-    // legacy area's software-reserved bytes, at 464.
-    let enabled = u64_at(464);
-    let xstate_bv = u64_at(512) & enabled;
+    let enabled = u64_at(XSAVE_XCR0_OFFSET);
+    let xstate_bv = u64_at(XSAVE_XSTATE_BV_OFFSET) & enabled;
     let on: Vec<(u32, usize, usize)> =
         COMPONENTS.into_iter().filter(|&(bit, ..)| enabled & (1 << bit) != 0).collect();
-    let packed_end = HEADER_END + on.iter().map(|&(_, size, _)| size).sum::<usize>();
-    let intel_end = on.iter().map(|&(_, size, offset)| offset + size).max().unwrap_or(HEADER_END);
+    let packed_end = XSAVE_HEADER_END + on.iter().map(|&(_, size, _)| size).sum::<usize>();
+    let intel_end = on.iter().map(|&(_, size, offset)| offset + size).max().unwrap_or(XSAVE_HEADER_END);
     let mut offsets = HashMap::new();
     if x.len() >= intel_end {
         offsets.extend(on.iter().map(|&(bit, _, offset)| (bit, offset)));
     } else if x.len() == packed_end {
-        let mut at = HEADER_END;
+        let mut at = XSAVE_HEADER_END;
         for &(bit, size, _) in &on {
             offsets.insert(bit, at);
             at += size;
@@ -304,9 +301,9 @@ fn gen_sigactions(plan: &Plan) -> Vec<pb::SaEntry> {
 }
 
 /// A thread's credentials: those its snapshot recorded, which the store's owners have
-/// ([`Source::credentials_of`](crate::Source::credentials_of); for a snapshot from before
-/// they were recorded, its real user and group everywhere, every capability for root
-/// and none for anyone else). Capability sets are two words, the low one first. CRIU's
+/// ([`SnapshotSource::credentials_of`](sdt_store::SnapshotSource::credentials_of); for a
+/// snapshot from before they were recorded, its real user and group everywhere, every
+/// capability for root and none for anyone else). Capability sets are two words, the low one first. CRIU's
 /// image has no ambient set; `no_new_privs` is written only when set (CRIU 3.17's `crit`
 /// does not know the field).
 fn gen_creds(c: &Credentials) -> pb::CredsEntry {

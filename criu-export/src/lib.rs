@@ -7,7 +7,7 @@
 //! let store = Store::open(".sdt".as_ref())?;
 //! let run = store.open_run(&store.latest_run()?)?;
 //! let snap = run.open_snapshot("S3")?;
-//! let report = criu_export::export_criu(&criu_export::Stored::new(&run, &snap), "img".as_ref())?;
+//! let report = criu_export::export_criu(&snap, "img".as_ref())?;
 //! println!("{} threads, {} pages; --shell-job: {}", report.threads, report.pages, report.shell_job);
 //! // then: criu restore -D img --shell-job
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -27,8 +27,9 @@
 //!   took the snapshot returns the snapshot's number, as it did in the original run, and
 //!   the SDT library's state word is set to off, so later breakpoints cost nothing
 //!   instead of stopping it with `SIGTRAP`.
-//! - [`write_images`] does no I/O of its own: it reads through a [`Source`] and writes to
-//!   an [`ImageSink`], pages 256 KiB at a time. Only [`export_criu`] touches the file
+//! - [`write_images`] does no I/O of its own: it reads through a
+//!   [`SnapshotSource`](sdt_store::SnapshotSource) and writes to an [`ImageSink`], pages
+//!   256 KiB at a time. Only [`export_criu`] touches the file
 //!   system, writing into a temporary directory (0700, images 0600, never through a
 //!   symbolic link) renamed when complete.
 //! - A snapshot's metadata is untrusted, and `criu restore` runs as root: every file a
@@ -76,6 +77,6 @@ mod pb {
     include!(concat!(env!("OUT_DIR"), "/criu.rs"));
 }
 
-pub use encode::{ImageSink, MemorySink, Report, Source, Stored, write_images};
+pub use encode::{ImageSink, MemorySink, Report, write_images};
 pub use error::Error;
 pub use export::export_criu;

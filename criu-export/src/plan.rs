@@ -8,18 +8,13 @@ use std::collections::{BTreeSet, HashMap};
 use sdt_abi::STATE_OFF;
 use sdt_store::{
     Access, Content, Credentials, FileKind, GPREG_NAMES, Mapping, OpenFile, PAGE_SIZE, Reopen, SnapshotMeta,
-    ThreadRunState, ThreadState, Trigger,
+    SnapshotSource, ThreadRunState, ThreadState, Trigger,
 };
-use sdt_target::Patch;
+use sdt_target::{ERESTART_RESTARTBLOCK, ERESTARTNOHAND, ERESTARTNOINTR, ERESTARTSYS, Patch};
 
-use crate::encode::Source;
 use crate::{Error, pb};
 
-/// Errno values of the kernel's system call restart protocol.
-const ERESTARTSYS: i64 = 512;
-const ERESTARTNOINTR: i64 = 513;
-const ERESTARTNOHAND: i64 = 514;
-const ERESTART_RESTARTBLOCK: i64 = 516;
+/// `EINTR`: what a sleep interrupted by the dump returns.
 const EINTR: i64 = 4;
 /// Length of the `syscall` instruction, which a restarted call runs again.
 const SYSCALL_INSN_LEN: u64 = 2;
@@ -107,7 +102,7 @@ pub(crate) struct Plan<'a> {
 impl<'a> Plan<'a> {
     /// Works out the images of `source`. `state_word` is the address of the SDT library's
     /// state word if the caller found it (by symbol); a breakpoint's own record names it too.
-    pub(crate) fn new(source: &'a impl Source, state_word: Option<u64>) -> Result<Plan<'a>, Error> {
+    pub(crate) fn new(source: &'a impl SnapshotSource, state_word: Option<u64>) -> Result<Plan<'a>, Error> {
         let meta = source.meta();
         if !meta.layout.is_known() {
             return Err(Error::NoLayout { snapshot: meta.name.clone() });
@@ -181,7 +176,7 @@ impl<'a> Plan<'a> {
         self.meta.process.sid != self.meta.process.pid
     }
 
-    fn plan_threads(&mut self, source: &impl Source) -> Result<(), Error> {
+    fn plan_threads(&mut self, source: &impl SnapshotSource) -> Result<(), Error> {
         let read = |addr: u64, buf: &mut [u8]| source.read(addr, buf).is_ok();
         let tid_offset = sdt_target::tid_word_offset(self.meta, &read);
         let mut threads = Vec::new();
@@ -224,7 +219,7 @@ impl<'a> Plan<'a> {
     /// as the original did (see [`sdt_target`]): the breakpoint that took the snapshot
     /// returns the snapshot's number, exiting threads' id words are cleared, and later
     /// breakpoints cost nothing instead of stopping it with `SIGTRAP`.
-    fn plan_handover(&mut self, source: &impl Source, state_word: Option<u64>) {
+    fn plan_handover(&mut self, source: &impl SnapshotSource, state_word: Option<u64>) {
         let read = |addr: u64, buf: &mut [u8]| source.read(addr, buf).is_ok();
         self.patches.extend(sdt_target::patches(self.meta, &read));
         let record = sdt_target::trap_record(self.meta, &read);
@@ -248,7 +243,7 @@ impl<'a> Plan<'a> {
         }
     }
 
-    fn plan_vmas(&mut self, source: &impl Source) -> Result<(), Error> {
+    fn plan_vmas(&mut self, source: &impl SnapshotSource) -> Result<(), Error> {
         use vm::*;
         let meta = self.meta;
         for m in &meta.mappings {
@@ -338,7 +333,7 @@ impl<'a> Plan<'a> {
         Ok(())
     }
 
-    fn plan_fds(&mut self, source: &impl Source) -> Result<(), Error> {
+    fn plan_fds(&mut self, source: &impl SnapshotSource) -> Result<(), Error> {
         // Descriptors that name the same file with the same flags and position are taken
         // for dup(2)s of one open file (a shell's `>out 2>&1`): they share one file entry,
         // so that they share the position after the restore too.
@@ -371,7 +366,12 @@ impl<'a> Plan<'a> {
 
     /// A file entry for descriptor `f`, reopened with `flags`; a file opened by path is
     /// checked first.
-    fn open_file(&mut self, source: &impl Source, f: &OpenFile, flags: u32) -> Result<(i32, u32), Error> {
+    fn open_file(
+        &mut self,
+        source: &impl SnapshotSource,
+        f: &OpenFile,
+        flags: u32,
+    ) -> Result<(i32, u32), Error> {
         let object = || format!("fd {} ({})", f.fd, f.target);
         let unsupported = |why| Err(Error::Unsupported { object: object(), why });
         let checked = |kind| {
@@ -496,7 +496,7 @@ impl<'a> Plan<'a> {
 
     /// The pages to write: those the store holds for private mappings with contents, and
     /// those that patches touch.
-    fn plan_pages(&mut self, source: &impl Source) {
+    fn plan_pages(&mut self, source: &impl SnapshotSource) {
         let stored = source.stored_ranges();
         let patched: BTreeSet<u64> = self
             .patches
@@ -563,7 +563,7 @@ pub(crate) fn restart_syscall(regs: &mut [u64; 27]) {
 /// read (a store is untrusted: it could name `/etc/shadow` for a root `criu restore`
 /// to map). Zeros instead of its pages would be a different program, so a file that
 /// fails refuses the export, naming the mapping.
-fn check_mapped_files(source: &impl Source) -> Result<(), Error> {
+fn check_mapped_files(source: &impl SnapshotSource) -> Result<(), Error> {
     let mut checked = BTreeSet::new();
     for m in &source.meta().mappings {
         let Content::File(f) = &m.content else { continue };
@@ -578,7 +578,11 @@ fn check_mapped_files(source: &impl Source) -> Result<(), Error> {
 }
 
 /// Checks a file `criu restore` opens by path, `object` naming it for the error.
-fn check_reopen(source: &impl Source, r: &Reopen, object: impl FnOnce() -> String) -> Result<(), Error> {
+fn check_reopen(
+    source: &impl SnapshotSource,
+    r: &Reopen,
+    object: impl FnOnce() -> String,
+) -> Result<(), Error> {
     source.check_reopen(r).map_err(|source| Error::Refused { object: object(), source })
 }
 

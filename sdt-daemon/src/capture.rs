@@ -358,8 +358,8 @@ impl Capturer {
     }
 
     /// Reads everything the snapshot stores into `spill`'s data area (grown if needed).
-    /// Every thread must be stopped; `via` is one of them that has not exited, through
-    /// which memory is read. While the capture threads find the pages and copy them,
+    /// Every thread must be stopped; `live_thread` is one of them that has not exited,
+    /// through which memory is read. While the capture threads find the pages and copy them,
     /// `meanwhile` runs on this thread (the tracer's: it reads the registers) and its
     /// result is returned too.
     ///
@@ -373,7 +373,7 @@ impl Capturer {
     /// after, into the grown buffer.
     pub(crate) fn collect<T>(
         &mut self,
-        via: Tid,
+        live_thread: Tid,
         spill: &mut SpillFile,
         verify: bool,
         meanwhile: impl FnOnce() -> T,
@@ -381,14 +381,14 @@ impl Capturer {
         let start = sdt_sys::monotonic_ns();
         self.wake();
         let mut mappings =
-            procfs::parse_maps(&procfs::read_text(via, "maps").map_err(CaptureError::proc("maps"))?);
+            procfs::parse_maps(&procfs::read_text(live_thread, "maps").map_err(CaptureError::proc("maps"))?);
         let tasks = self.plan(&mut mappings);
         let mut phases = Phases { maps_ns: sdt_sys::monotonic_ns() - start, ..Phases::default() };
         self.lost_track = self.tracker.is_some();
         let Finding { found, handed_bytes, report, extra } =
-            self.find_and_copy(via, &tasks, spill, start, &mut phases, meanwhile);
+            self.find_and_copy(live_thread, &tasks, spill, start, &mut phases, meanwhile);
         let Found { copy, unchanged, unregistered, first_sight_bytes } = found?;
-        self.copy_rest(via, &copy, spill, handed_bytes, &report)?;
+        self.copy_rest(live_thread, &copy, spill, handed_bytes, &report)?;
         let report = report.into_inner().unwrap();
         if let Some(e) = report.error {
             return Err(e.into());
@@ -400,7 +400,7 @@ impl Capturer {
             );
         }
         self.track_new(&mappings, &unregistered);
-        let live = verify.then(|| read_live(via, &mappings)).transpose()?;
+        let live = verify.then(|| read_live(live_thread, &mappings)).transpose()?;
         self.lost_track = false;
         phases.copy_ns = report.copy_ns();
         phases.total_ns = sdt_sys::monotonic_ns() - start;
@@ -421,7 +421,7 @@ impl Capturer {
     /// `phases` when the finding and `meanwhile` ended (from `start`).
     fn find_and_copy<T>(
         &self,
-        via: Tid,
+        live_thread: Tid,
         tasks: &[Task],
         spill: &mut SpillFile,
         start: u64,
@@ -447,7 +447,7 @@ impl Capturer {
                     free = rest;
                     *handed_bytes += bytes;
                     let ranges: Vec<RemoteRange> = runs.iter().map(PageRun::remote).collect();
-                    spawn_copies(scope, report, via, &ranges, part);
+                    spawn_copies(scope, report, live_thread, &ranges, part);
                     true
                 }));
                 *found_ns = since_start();
@@ -466,7 +466,7 @@ impl Capturer {
     /// after the `handed_bytes` already copied.
     fn copy_rest(
         &self,
-        via: Tid,
+        live_thread: Tid,
         copy: &CopyList,
         spill: &mut SpillFile,
         handed_bytes: usize,
@@ -477,7 +477,7 @@ impl Capturer {
         let rest: Vec<RemoteRange> = copy.runs[copy.handed..].iter().map(PageRun::remote).collect();
         if !rest.is_empty() {
             let dst = &mut spill.data()[handed_bytes..need];
-            self.threads.in_place_scope(|scope| spawn_copies(scope, report, via, &rest, dst));
+            self.threads.in_place_scope(|scope| spawn_copies(scope, report, live_thread, &rest, dst));
         }
         Ok(())
     }

@@ -97,7 +97,7 @@ pub(crate) struct Stopped {
     pub all_stopped_ns: u64,
     /// A stopped thread that has not exited, through which memory can be read (the
     /// leader may have exited); `None` if every thread is exiting.
-    pub via: Option<Tid>,
+    pub live_thread: Option<Tid>,
 }
 
 /// Why a capture could not be made.
@@ -193,7 +193,11 @@ impl<'a, B: Freezer> Held<'a, B> {
         match self.backend.freeze_all(self.hit.map(|h| h.tid)) {
             Ok(stopped) => {
                 self.pending = true;
-                Ok(Frozen { held: self, all_stopped_ns: stopped.all_stopped_ns, via: stopped.via })
+                Ok(Frozen {
+                    held: self,
+                    all_stopped_ns: stopped.all_stopped_ns,
+                    live_thread: stopped.live_thread,
+                })
             }
             Err(FreezeError::TargetGone(exit)) => {
                 self.pending = false;
@@ -243,7 +247,7 @@ pub(crate) struct Frozen<'a, B: Freezer> {
     pub all_stopped_ns: u64,
     /// A stopped thread that has not exited, through which memory can be read (the
     /// leader may have exited); `None` if every thread is exiting.
-    pub via: Option<Tid>,
+    pub live_thread: Option<Tid>,
 }
 
 impl<'a, B: Freezer> Frozen<'a, B> {

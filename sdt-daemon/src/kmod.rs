@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use sdt_abi::kmod::{CAPTURE_TRIGGER, NSIG, Snapshot, Thread};
 use sdt_abi::{Filter, RESULT_DECLINED};
 use sdt_store::{RobustList, Rseq, SIG_IGN, SignalAction, ThreadRunState, ThreadState};
-use sdt_sys::kmod::Device;
+use sdt_sys::kmod_ioctl::Device;
 use sdt_sys::wait;
 use sdt_sys::{Tid, ptrace};
 
@@ -235,8 +235,8 @@ impl Freezer for Kmod {
             }
         }
         let held = self.held.as_ref().expect("a breakpoint comes with its capture");
-        let via = breaking.or_else(|| held.threads.first().and_then(|t| Tid::new(t.tid)));
-        Ok(Stopped { all_stopped_ns: held.snap.held_ns, via })
+        let live_thread = breaking.or_else(|| held.threads.first().and_then(|t| Tid::new(t.tid)));
+        Ok(Stopped { all_stopped_ns: held.snap.held_ns, live_thread })
     }
 
     fn read_threads(&mut self, _breaking: Option<Tid>) -> Result<Vec<ThreadState>, FreezeError> {

@@ -46,16 +46,17 @@ pub(crate) fn thread_name(pid: Tid, tid: Tid) -> String {
 }
 
 /// The process's identity, from `stat`, `status`, `cmdline`, `exe` and `cwd` read through
-/// `via`, a live thread (a leader that exited first has no memory left to show), and the
-/// leader's `comm`; its credentials, `via`'s and those of each thread whose own differ.
-pub(crate) fn process_info(pid: Tid, via: Tid) -> std::io::Result<ProcessInfo> {
-    let stat = read_text(via, "stat")?;
+/// `live_thread`, a thread that has not exited (a leader that exited first has no memory
+/// left to show), and the leader's `comm`; its credentials, `live_thread`'s and those of
+/// each thread whose own differ.
+pub(crate) fn process_info(pid: Tid, live_thread: Tid) -> std::io::Result<ProcessInfo> {
+    let stat = read_text(live_thread, "stat")?;
     let (ppid, pgrp, sid) = parse_stat_ids(&stat).unwrap_or_default();
-    let status_bytes = read(via, "status")?;
+    let status_bytes = read(live_thread, "status")?;
     let status = String::from_utf8_lossy(&status_bytes);
     let creds = Credentials::parse_status(&status_bytes);
     if creds.is_none() {
-        log::warn!("process {pid}: no credentials in /proc/{via}/status");
+        log::warn!("process {pid}: no credentials in /proc/{live_thread}/status");
     }
     let first_id = |key: &str| {
         status
@@ -64,7 +65,7 @@ pub(crate) fn process_info(pid: Tid, via: Tid) -> std::io::Result<ProcessInfo> {
             .and_then(|v| v.split_whitespace().next()?.parse().ok())
     };
     let link = |name: &str| {
-        std::fs::read_link(format!("/proc/{via}/{name}"))
+        std::fs::read_link(format!("/proc/{live_thread}/{name}"))
             .map(|p: PathBuf| p.display().to_string())
             .unwrap_or_default()
     };
@@ -77,10 +78,10 @@ pub(crate) fn process_info(pid: Tid, via: Tid) -> std::io::Result<ProcessInfo> {
         gid: first_id("Gid:").unwrap_or(0),
         comm: read_text(pid, "comm")?.trim_end().to_owned(),
         exe: link("exe"),
-        cmdline: parse_cmdline(&read(via, "cmdline")?),
+        cmdline: parse_cmdline(&read(live_thread, "cmdline")?),
         cwd: link("cwd"),
         thread_creds: creds.as_ref().map(|c| differing_credentials(pid, c)).unwrap_or_default(),
-        dumpable: creds.as_ref().and_then(|c| dumpable(via, c)),
+        dumpable: creds.as_ref().and_then(|c| dumpable(live_thread, c)),
         creds,
     })
 }
@@ -106,13 +107,13 @@ fn differing_credentials(pid: Tid, common: &Credentials) -> Vec<ThreadCredential
 /// Whether the process is dumpable, told by the owner of its `/proc/TID` directory: the
 /// kernel makes it the thread's effective user when the process is dumpable, root
 /// otherwise. `None` for a thread whose effective user is root, where both look alike.
-fn dumpable(via: Tid, creds: &Credentials) -> Option<bool> {
+fn dumpable(live_thread: Tid, creds: &Credentials) -> Option<bool> {
     use std::os::unix::fs::MetadataExt;
     let euid = creds.uids.effective;
     if euid == 0 {
         return None;
     }
-    Some(std::fs::metadata(format!("/proc/{via}")).ok()?.uid() == euid)
+    Some(std::fs::metadata(format!("/proc/{live_thread}")).ok()?.uid() == euid)
 }
 
 /// `ppid`, `pgrp` and `session` from `/proc/PID/stat`, whose second field (the command,

@@ -482,11 +482,11 @@ impl Freezer for Tracer {
                 note(self.symbols.disarm(tid).map_err(Into::into));
             }
             self.symbols.clear();
-        } else if let Some(via) =
+        } else if let Some(live_thread) =
             self.threads.iter().find(|(_, t)| t.stopped && !t.exiting).map(|(&tid, _)| tid)
         {
             // Back in before anyone runs.
-            note(self.symbols.arm(via).map_err(Into::into));
+            note(self.symbols.arm(live_thread).map_err(Into::into));
         }
         let breaking = breakpoint.map(|(hit, _)| hit.tid);
         for (&tid, thread) in self.threads.iter_mut() {
@@ -556,12 +556,12 @@ impl Tracer {
         self.stop_all(&must_stop, deadline)?;
         let all_stopped_ns = monotonic_ns();
         drop(hurried);
-        let via = self.threads.iter().find(|(_, t)| t.stopped && !t.exiting).map(|(&tid, _)| tid);
+        let live_thread = self.threads.iter().find(|(_, t)| t.stopped && !t.exiting).map(|(&tid, _)| tid);
         // The snapshot holds the program's own bytes, not the symbol breakpoints' int3s.
-        if let Some(via) = breaking.or(via) {
-            self.symbols.disarm(via)?;
+        if let Some(live_thread) = breaking.or(live_thread) {
+            self.symbols.disarm(live_thread)?;
         }
-        Ok(Stopped { all_stopped_ns, via: breaking.or(via) })
+        Ok(Stopped { all_stopped_ns, live_thread: breaking.or(live_thread) })
     }
 
     /// Moves thread `tid`, stopped at a symbol breakpoint's function entry, past the

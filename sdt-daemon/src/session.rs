@@ -89,10 +89,10 @@ impl Image {
     }
 
     /// The vDSO, found on first use.
-    fn vdso(&mut self, via: Tid) -> Result<Vdso, tracking::VdsoError> {
+    fn vdso(&mut self, live_thread: Tid) -> Result<Vdso, tracking::VdsoError> {
         match self.vdso {
             Some(vdso) => Ok(vdso),
-            None => Ok(*self.vdso.insert(Vdso::find(via)?)),
+            None => Ok(*self.vdso.insert(Vdso::find(live_thread)?)),
         }
     }
 }
@@ -138,7 +138,7 @@ impl Timing {
 /// What a capture read with every thread stopped.
 struct Captured {
     /// The thread memory was read through.
-    via: Tid,
+    live_thread: Tid,
     collected: Collected,
     threads: Vec<ThreadState>,
     files: Vec<OpenFile>,
@@ -324,7 +324,7 @@ impl Recorder<'_> {
         if image.capturer.tracking() || image.tracking_failed || self.opts.tracking == Tracking::PageHash {
             return Ok(());
         }
-        let Some(via) = frozen.via else { return Ok(()) };
+        let Some(live_thread) = frozen.live_thread else { return Ok(()) };
         if frozen.injector().is_none() {
             // The kernel module: nothing can make the program create a userfaultfd.
             log::info!(
@@ -334,9 +334,9 @@ impl Recorder<'_> {
             return Ok(());
         }
         let breaking = frozen.breaking();
-        let vdso = image.vdso(via).map_err(tracking::TrackingError::from);
+        let vdso = image.vdso(live_thread).map_err(tracking::TrackingError::from);
         let tracer = frozen.injector().expect("checked above");
-        let thread = tracer.injection_thread(breaking).unwrap_or(via);
+        let thread = tracer.injection_thread(breaking).unwrap_or(live_thread);
         let started =
             vdso.and_then(|vdso| tracking::start(tracer, self.pid, thread, vdso, image.capturer.pagemap()));
         match started {
@@ -363,10 +363,10 @@ impl Recorder<'_> {
         frozen: &mut Frozen<'_, B>,
         spill: &mut SpillFile,
     ) -> Result<Captured, CaptureError> {
-        let via = frozen.via.ok_or(CaptureError::Exiting)?;
+        let live_thread = frozen.live_thread.ok_or(CaptureError::Exiting)?;
         let (collected, (threads, files, signal_sets)) =
-            self.image.capturer.collect(via, spill, self.opts.verify, || {
-                (frozen.read_threads(), procfs::open_files(via), procfs::signal_sets(via))
+            self.image.capturer.collect(live_thread, spill, self.opts.verify, || {
+                (frozen.read_threads(), procfs::open_files(live_thread), procfs::signal_sets(live_thread))
             })?;
         let threads = threads?;
         let mut files = files.map_err(CaptureError::OpenFiles)?;
@@ -374,8 +374,15 @@ impl Recorder<'_> {
             f.inherited = self.inherited.iter().any(|(fd, target)| *fd == f.fd && *target == f.target);
         }
         let (caught, ignored) = signal_sets.map_err(CaptureError::SignalSets)?;
-        let signals = self.signal_actions(frozen, via, caught, ignored)?;
-        Ok(Captured { via, collected, threads, files, signals, all_stopped_ns: frozen.all_stopped_ns })
+        let signals = self.signal_actions(frozen, live_thread, caught, ignored)?;
+        Ok(Captured {
+            live_thread,
+            collected,
+            threads,
+            files,
+            signals,
+            all_stopped_ns: frozen.all_stopped_ns,
+        })
     }
 
     /// The dispositions of the caught and ignored signals: as the backend read them, or
@@ -383,19 +390,19 @@ impl Recorder<'_> {
     fn signal_actions<B: EventSource>(
         &mut self,
         frozen: &mut Frozen<'_, B>,
-        via: Tid,
+        live_thread: Tid,
         caught: u64,
         ignored: u64,
     ) -> Result<Vec<SignalAction>, CaptureError> {
         if let Some(read) = frozen.signal_actions(caught, ignored) {
             return read;
         }
-        let syscall_at = if caught == 0 { 0 } else { self.image.vdso(via)?.syscall_at };
+        let syscall_at = if caught == 0 { 0 } else { self.image.vdso(live_thread)?.syscall_at };
         let breaking = frozen.breaking();
         let tracer = frozen.injector().ok_or(CaptureError::SignalHandlersUnread(
             "the backend can neither read them nor inject calls",
         ))?;
-        let thread = tracer.injection_thread(breaking).unwrap_or(via);
+        let thread = tracer.injection_thread(breaking).unwrap_or(live_thread);
         signals::read_actions(tracer, thread, syscall_at, caught, ignored)
             .map_err(CaptureError::SignalHandlers)
     }
@@ -493,7 +500,7 @@ impl Recorder<'_> {
     /// their ids in the program's namespace (set in `captured`), the process, and, once
     /// per image, its auxiliary vector and memory layout.
     fn details(&mut self, captured: &mut Captured, hit: Option<&BreakpointHit>, trigger_ns: u64) -> Details {
-        let via = captured.via;
+        let live_thread = captured.live_thread;
         for t in &mut captured.threads {
             if let Some(tid) = Tid::new(t.tid) {
                 t.name = procfs::thread_name(self.pid, tid);
@@ -501,16 +508,16 @@ impl Recorder<'_> {
             t.tid = self.ns_tid(t.tid);
         }
         if let Ok(process) =
-            procfs::process_info(self.pid, via).or_else(|_| procfs::process_info(self.pid, self.pid))
+            procfs::process_info(self.pid, live_thread).or_else(|_| procfs::process_info(self.pid, self.pid))
         {
             self.process = process;
         }
         let image = &mut self.image;
         if image.auxv.is_empty() {
-            image.auxv = procfs::read(via, "auxv").unwrap_or_default();
+            image.auxv = procfs::read(live_thread, "auxv").unwrap_or_default();
         }
         if image.layout.is_none() {
-            image.layout = procfs::memory_layout(via, &captured.collected.mappings)
+            image.layout = procfs::memory_layout(live_thread, &captured.collected.mappings)
                 .inspect_err(|e| log::warn!("reading the memory layout: {e}"))
                 .ok();
         }

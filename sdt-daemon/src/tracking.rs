@@ -96,23 +96,23 @@ pub enum TrackingError {
 }
 
 impl Vdso {
-    /// Finds the vDSO of the frozen program through its held thread `via`.
-    pub(crate) fn find(via: Tid) -> Result<Vdso, VdsoError> {
-        let maps = procfs::parse_maps(&procfs::read_text(via, "maps").map_err(VdsoError::Maps)?);
+    /// Finds the vDSO of the frozen program through its held thread `live_thread`.
+    pub(crate) fn find(live_thread: Tid) -> Result<Vdso, VdsoError> {
+        let maps = procfs::parse_maps(&procfs::read_text(live_thread, "maps").map_err(VdsoError::Maps)?);
         let vdso = maps.iter().find(|m| m.path == "[vdso]").ok_or(VdsoError::Missing)?;
         let mut bytes = vec![0u8; (vdso.end - vdso.start) as usize];
-        memory::read_exact(via, vdso.start, &mut bytes).map_err(VdsoError::Read)?;
+        memory::read_exact(live_thread, vdso.start, &mut bytes).map_err(VdsoError::Read)?;
         let at = bytes.windows(2).position(|w| w == [0x0f, 0x05]).ok_or(VdsoError::NoSyscall)?;
         Ok(Vdso { start: vdso.start, end: vdso.end, syscall_at: vdso.start + at as u64 })
     }
 }
 
-/// Sets tracking up on a frozen target through its held thread `via`. `Err` says why the
-/// kernel or the target cannot have it.
+/// Sets tracking up on a frozen target through its held thread `live_thread`. `Err` says
+/// why the kernel or the target cannot have it.
 pub(crate) fn start(
     tracer: &mut Tracer,
     pid: Tid,
-    via: Tid,
+    live_thread: Tid,
     vdso: Vdso,
     pagemap: &Pagemap,
 ) -> Result<Userfaultfd, TrackingError> {
@@ -123,13 +123,13 @@ pub(crate) fn start(
     let syscall_at = vdso.syscall_at;
 
     let flags = (libc::O_CLOEXEC | libc::O_NONBLOCK | UFFD_USER_MODE_ONLY) as u64;
-    let fd = tracer.inject_syscall(via, syscall_at, libc::SYS_userfaultfd as u64, &[flags])?;
+    let fd = tracer.inject_syscall(live_thread, syscall_at, libc::SYS_userfaultfd as u64, &[flags])?;
     if fd < 0 {
         return Err(TrackingError::Userfaultfd(std::io::Error::from_raw_os_error(-fd as i32)));
     }
     let taken = uffd::pidfd_open(pid).and_then(|pidfd| uffd::pidfd_getfd(&pidfd, pid, fd as i32));
     // The program's descriptor table goes back to what it was, whatever happened above.
-    match tracer.inject_syscall(via, syscall_at, libc::SYS_close as u64, &[fd as u64])? {
+    match tracer.inject_syscall(live_thread, syscall_at, libc::SYS_close as u64, &[fd as u64])? {
         0 => {}
         rc => log::warn!("closing the program's copy of the userfaultfd (fd {fd}) failed: errno {}", -rc),
     }

@@ -20,10 +20,10 @@
 //! ```
 //!
 //! A mapping's PT_LOADs cover it from start to end. The pages whose bytes are known (the
-//! store holds them, or a file provides them that [`CoreSource::check_file`] lets us
+//! store holds them, or a file provides them that [`SnapshotSource::check_file`] lets us
 //! read) are in the file; the others only in `p_memsz` (`p_filesz < p_memsz`, or a
 //! PT_LOAD with `p_filesz` 0 before the first known page): gdb reads them as zeros, as
-//! it does the pages a kernel core dump leaves out. Gaps of up to [`MAX_ZERO_GAP`] pages
+//! it does the pages a kernel core dump leaves out. Gaps of up to `MAX_ZERO_GAP` (4) pages
 //! between known pages are written as zeros rather than split. So a core is as large as
 //! the memory the store holds plus what files provide, whatever the size of the mappings
 //! (a 64 TiB reservation with one page written costs one page).
@@ -39,41 +39,11 @@ use object::elf::{self, FileHeader64, NoteHeader32, NoteType, ProgramHeader64, S
 use object::endian::{LittleEndian, U16, U32, U64};
 use object::pod::bytes_of;
 use sdt_store::{
-    Content, FileRef, Mapping, PAGE_SIZE, ProcessInfo, Snapshot, SnapshotMeta, ThreadState, Trigger,
+    Content, FileRef, Mapping, PAGE_SIZE, ProcessInfo, SnapshotMeta, SnapshotSource, ThreadState, Trigger,
+    XSAVE_HEADER_END, XSAVE_XCR0_OFFSET, XSAVE_XSTATE_BV_OFFSET,
 };
 
 use crate::Error;
-
-/// Where [`write_core`] takes a snapshot from: its metadata, its memory, which pages the
-/// store holds and which files may be read.
-pub trait CoreSource {
-    /// Everything about the snapshot except page contents.
-    fn meta(&self) -> &SnapshotMeta;
-    /// Fills `buf` with the snapshot's memory at `addr`.
-    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), sdt_store::Error>;
-    /// Page-aligned addresses of the pages whose contents the store holds, ascending.
-    fn stored_ranges(&self) -> Vec<Range<u64>>;
-    /// Whether the pages the file `f` provides can be read, or why not.
-    fn check_file(&self, f: &FileRef) -> Result<(), sdt_store::Error>;
-}
-
-impl CoreSource for Snapshot {
-    fn meta(&self) -> &SnapshotMeta {
-        Snapshot::meta(self)
-    }
-
-    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), sdt_store::Error> {
-        Snapshot::read(self, addr, buf)
-    }
-
-    fn stored_ranges(&self) -> Vec<Range<u64>> {
-        Snapshot::stored_ranges(self)
-    }
-
-    fn check_file(&self, f: &FileRef) -> Result<(), sdt_store::Error> {
-        Snapshot::check_file(self, f)
-    }
-}
 
 /// What [`write_core`] wrote.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -118,7 +88,7 @@ const SI_KERNEL: i32 = 0x80;
 /// Writes the core file of `source` to `out`, front to back, holding at most 1 MiB of
 /// memory contents at a time. `out` should be buffered: headers and notes are written in
 /// small pieces.
-pub fn write_core<W: Write>(source: &impl CoreSource, out: W) -> Result<CoreReport, Error> {
+pub fn write_core<W: Write>(source: &impl SnapshotSource, out: W) -> Result<CoreReport, Error> {
     let meta = source.meta();
     let contents = Contents::of(source);
     let notes = gen_notes(meta, &contents.readable_files)?;
@@ -174,7 +144,7 @@ struct Contents<'a> {
 }
 
 impl<'a> Contents<'a> {
-    fn of(source: &'a impl CoreSource) -> Contents<'a> {
+    fn of(source: &'a impl SnapshotSource) -> Contents<'a> {
         let mut contents =
             Contents { stored: source.stored_ranges(), readable_files: Vec::new(), notes: Vec::new() };
         let mut refused: Vec<&str> = Vec::new();
@@ -554,12 +524,6 @@ fn gen_fpregset(thread: &ThreadState) -> &[u8] {
     &thread.fpregs
 }
 
-/// Offset of XCR0 in the XSAVE area's software-reserved bytes (gdb's
-/// `I386_LINUX_XSAVE_XCR0_OFFSET`, Linux's `USER_XSTATE_XCR0_WORD`).
-const XSAVE_XCR0_OFFSET: usize = 464;
-/// Offset of `XSTATE_BV`, the first word of the XSAVE header.
-const XSAVE_XSTATE_BV_OFFSET: usize = 512;
-
 /// XCR0 bits of the components gdb 13 knows (`X86_XSTATE_ALL_MASK`).
 mod xfeature {
     pub const X87: u64 = 1 << 0;
@@ -585,7 +549,7 @@ fn gdb_xstate_size(xcr0: u64) -> usize {
     } else if xcr0 & xfeature::AVX != 0 {
         832
     } else {
-        576
+        XSAVE_HEADER_END
     }
 }
 

@@ -18,9 +18,10 @@ use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag, openat, renameat};
 use nix::sys::stat::{Mode, SFlag, fstatat, mkdirat};
 use nix::unistd::{UnlinkatFlags, unlinkat};
+use sdt_store::SnapshotSource;
 
 use crate::Error;
-use crate::core::{CoreReport, CoreSource, write_core};
+use crate::core::{CoreReport, write_core};
 
 /// Temporary names tried before giving up (each taken one is left alone).
 const TEMP_ATTEMPTS: u32 = 100;
@@ -79,7 +80,7 @@ impl OutputDir {
 /// Writes the core file of `source` (usually an [`sdt_store::Snapshot`]) to `path`,
 /// through a temporary file beside it (see the module doc), so `path` never holds a
 /// partial core.
-pub fn export_core(source: &impl CoreSource, path: &Path) -> Result<CoreReport, Error> {
+pub fn export_core(source: &impl SnapshotSource, path: &Path) -> Result<CoreReport, Error> {
     let Some(name) = path.file_name() else {
         return Err(file_error(path, Errno::EISDIR));
     };
@@ -91,7 +92,11 @@ pub fn export_core(source: &impl CoreSource, path: &Path) -> Result<CoreReport, 
 }
 
 /// Writes the core file of `source` as `name` in `dir`, as [`export_core`] does.
-pub fn export_core_in(source: &impl CoreSource, dir: &OutputDir, name: &OsStr) -> Result<CoreReport, Error> {
+pub fn export_core_in(
+    source: &impl SnapshotSource,
+    dir: &OutputDir,
+    name: &OsStr,
+) -> Result<CoreReport, Error> {
     let path = dir.path.join(name);
     let (file, tmp) = create_temp(dir, name)?;
     let result = write_file(source, file, &dir.path.join(&tmp)).and_then(|report| {
@@ -122,7 +127,7 @@ fn create_temp(dir: &OutputDir, name: &OsStr) -> Result<(File, PathBuf), Error> 
     Err(file_error(&dir.path.join(name), last))
 }
 
-fn write_file(source: &impl CoreSource, file: File, path: &Path) -> Result<CoreReport, Error> {
+fn write_file(source: &impl SnapshotSource, file: File, path: &Path) -> Result<CoreReport, Error> {
     let file_error = |source| Error::File { path: path.to_owned(), source };
     let mut out = BufWriter::with_capacity(1 << 20, file);
     let report = write_core(source, &mut out).map_err(|e| match e {

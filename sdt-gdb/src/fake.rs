@@ -4,11 +4,10 @@
 use std::collections::{BTreeSet, HashMap};
 
 use sdt_store::{
-    CaptureStats, Content, FileRef, Mapping, Perms, ProcessInfo, SnapshotMeta, SnapshotTime, ThreadRunState,
-    ThreadState, Trigger,
+    BeyondOwner, CaptureStats, Content, Credentials, CredentialsRefused, FileRef, Mapping, OwnerRights,
+    Perms, ProcessInfo, Reopen, SnapshotMeta, SnapshotSource, SnapshotTime, ThreadRunState, ThreadState,
+    Trigger,
 };
-
-use crate::core::CoreSource;
 
 /// Metadata plus the bytes of memory that are not zero.
 pub struct FakeSource {
@@ -23,7 +22,7 @@ pub struct FakeSource {
     pub corrupt_page: Option<u64>,
 }
 
-impl CoreSource for FakeSource {
+impl SnapshotSource for FakeSource {
     fn meta(&self) -> &SnapshotMeta {
         &self.meta
     }
@@ -60,7 +59,8 @@ impl CoreSource for FakeSource {
         })
     }
 
-    fn check_file(&self, f: &FileRef) -> Result<(), sdt_store::Error> {
+    /// `/dev/null` for every file but the changed one: the files are not on this machine.
+    fn open_file(&self, f: &FileRef) -> Result<std::fs::File, sdt_store::Error> {
         if self.changed_file.as_ref() == Some(&f.path) {
             return Err(sdt_store::Error::FileChanged {
                 path: f.path.clone(),
@@ -68,7 +68,17 @@ impl CoreSource for FakeSource {
                 detail: "size 1, expected 2".into(),
             });
         }
+        Ok(std::fs::File::open("/dev/null").unwrap())
+    }
+
+    /// Every path passes: a core names files, it opens none again.
+    fn check_reopen(&self, _: &Reopen) -> Result<(), sdt_store::Error> {
         Ok(())
+    }
+
+    /// Those recorded, as from a store root owns.
+    fn credentials_of(&self, tid: i32) -> Result<Credentials, CredentialsRefused> {
+        OwnerRights::default().credentials_of(&self.meta.process, tid, BeyondOwner::Refuse)
     }
 }
 

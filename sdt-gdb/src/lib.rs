@@ -20,9 +20,9 @@
 //!
 //! - The layout follows Linux's `fs/binfmt_elf.c` and gdb's `gcore`; [`core`] lists it,
 //!   and each note has its own `gen_*` function. gdb itself is the test of the output.
-//! - [`core::write_core`] does no I/O of its own: it reads through a [`core::CoreSource`]
-//!   and writes to a [`std::io::Write`], front to back, holding at most 1 MiB of memory
-//!   contents at a time, so cores of multi-GiB processes stream. Only [`export_core`] and
+//! - [`core::write_core`] does no I/O of its own: it reads through a
+//!   [`SnapshotSource`](sdt_store::SnapshotSource) and writes to a [`std::io::Write`], front
+//!   to back, holding at most 1 MiB of memory contents at a time, so cores of multi-GiB processes stream. Only [`export_core`] and
 //!   [`export_core_in`] touch the file system: a new 0600 file, never through a
 //!   symbolic link, renamed into place when complete.
 //! - A snapshot's metadata is untrusted: only the pages the store holds and those of

@@ -32,11 +32,11 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
-mod kmod;
-mod session;
+mod capture;
+mod kmod_fd;
 
-pub use kmod::sdt_kmod_fd;
-pub use session::sdt_reconfig;
+pub use capture::sdt_reconfig;
+pub use kmod_fd::sdt_kmod_fd;
 mod sites;
 mod trap;
 
@@ -130,7 +130,7 @@ pub fn set_breakpoint(level: i32, class: i32, id: i32, multiple_mark: i32, attrs
         return Outcome::Filtered;
     }
     let mut record = TrapRecord::default();
-    let result = match session::arm(&mut record, level, class, id, multiple_mark, || attrs.as_bytes()) {
+    let result = match capture::arm(&mut record, level, class, id, multiple_mark, || attrs.as_bytes()) {
         Some(result) => result,
         None => trap::stop(&mut record),
     };
@@ -173,7 +173,7 @@ pub unsafe extern "C" fn sdt_arm(
     // SAFETY: per this function's contract.
     let record = unsafe { &mut *trap };
     // SAFETY: per this function's contract.
-    match session::arm(record, level, class, id, multiple_mark, || unsafe { attr_bytes(attrs) }) {
+    match capture::arm(record, level, class, id, multiple_mark, || unsafe { attr_bytes(attrs) }) {
         None => 0,
         Some(result) => result as c_int,
     }
@@ -201,7 +201,7 @@ pub unsafe extern "C" fn sdt_breakpoint(
     let mut record = TrapRecord::default();
     // SAFETY: the caller promises a NUL-terminated string.
     let result =
-        match session::arm(&mut record, level, class, id, multiple_mark, || unsafe { attr_bytes(attrs) }) {
+        match capture::arm(&mut record, level, class, id, multiple_mark, || unsafe { attr_bytes(attrs) }) {
             Some(result) => result,
             None => trap::stop(&mut record),
         };

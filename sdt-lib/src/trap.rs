@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use sdt_abi::kmod::IOC_TRIGGER;
 use sdt_abi::{PROTOCOL_VERSION, RESULT_PENDING, Site, TRAP_MAGIC, TRAP_RECORD_SIZE, TrapRecord};
 
-use crate::kmod::sdt_kmod_fd;
+use crate::kmod_fd::sdt_kmod_fd;
 use crate::sdt_state;
 
 /// Longest attribute string the tracer reads.
@@ -65,7 +65,7 @@ pub(crate) fn stop(record: &mut TrapRecord) -> i64 {
         }
     } else {
         // SAFETY: `int3` only raises SIGTRAP; the library arms a trap only when `sdt run`
-        // traces this process (session.rs), and the tracer reads the record and writes
+        // traces this process (capture.rs), and the tracer reads the record and writes
         // `result` while this thread is stopped. The asm may read and write memory (no
         // `nomem`), so the compiler keeps the record in memory across it.
         unsafe {

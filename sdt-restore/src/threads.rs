@@ -10,13 +10,11 @@
 
 use sdt_store::{SignalAction, Snapshot, SnapshotMeta, ThreadRunState, ThreadState};
 use sdt_sys::ptrace::{self, Regset};
+use sdt_target::{ERESTART_RESTARTBLOCK, ERESTARTNOINTR};
 
 use crate::remote::Remote;
 use crate::{Error, RestoredThread};
 
-/// `-ERESTART_RESTARTBLOCK`, `-ERESTARTNOINTR` (`include/linux/errno.h`).
-const ERESTART_RESTARTBLOCK: i64 = -516;
-const ERESTARTNOINTR: i64 = -513;
 /// `struct kernel_sigaction` of each signal 1..=64 as the stub sets them.
 pub(crate) fn actions(signals: &[SignalAction]) -> [Option<[u64; 4]>; 64] {
     let mut out = [None; 64];
@@ -127,8 +125,8 @@ pub(crate) fn set_up(
 pub(crate) fn set_registers(threads: &[(RestoredThread, &ThreadState)]) -> Result<(), Error> {
     for (t, state) in threads {
         let mut regs = state.regs()?;
-        if (regs.orig_rax as i64) >= 0 && regs.rax as i64 == ERESTART_RESTARTBLOCK {
-            regs.rax = ERESTARTNOINTR as u64;
+        if (regs.orig_rax as i64) >= 0 && regs.rax as i64 == -ERESTART_RESTARTBLOCK {
+            regs.rax = (-ERESTARTNOINTR) as u64;
         }
         ptrace::set_regset(t.host, Regset::General, bytemuck::bytes_of(&regs)).map_err(Error::Sys)?;
         if state.xstate.is_empty() {

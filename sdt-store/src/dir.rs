@@ -128,12 +128,12 @@ pub enum RunStatus {
     /// `sdt` ended the program once the run had what it was for (a refinement that
     /// reached its end).
     Stopped {
-        /// Why.
+        /// Why `sdt` ended it, for the user.
         reason: String,
     },
     /// Capture stopped early for this reason.
     Failed {
-        /// Why.
+        /// What went wrong, for the user.
         message: String,
     },
 }

@@ -198,7 +198,7 @@ pub struct ProcessInfo {
     pub ppid: i32,
     /// Process group.
     pub pgrp: i32,
-    /// Session.
+    /// Session id (`getsid`).
     pub sid: i32,
     /// Real user id.
     pub uid: u32,
@@ -324,6 +324,15 @@ pub struct Rseq {
 pub const GPREGS_SIZE: usize = 27 * 8;
 /// Size of `struct user_fpregs_struct` on x86_64.
 pub const FPREGS_SIZE: usize = 512;
+/// Offset of XCR0 (the enabled features) in a [`ThreadState::xstate`]: the first word of
+/// the legacy area's software-reserved bytes, where ptrace puts it (Linux's
+/// `USER_XSTATE_XCR0_WORD`, gdb's `I386_LINUX_XSAVE_XCR0_OFFSET`).
+pub const XSAVE_XCR0_OFFSET: usize = 464;
+/// Offset of `XSTATE_BV`, the first word of the XSAVE header.
+pub const XSAVE_XSTATE_BV_OFFSET: usize = 512;
+/// End of the XSAVE header (the legacy area and the header): the extended components,
+/// YMM first, come after it.
+pub const XSAVE_HEADER_END: usize = 576;
 
 /// Where a thread was when it stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -13,7 +13,7 @@
 //! its unchanged pages from the table of the one before. The raw files it takes pages
 //! from stay open, so compaction removing them meanwhile changes nothing for the reader.
 
-use std::cell::RefCell;
+use std::cell::{OnceCell, RefCell};
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::fs::File;
@@ -25,12 +25,14 @@ use std::sync::Arc;
 use zstd::bulk::Decompressor;
 
 use crate::dir::{Form, file_name, io_error, snapshot_name};
-use crate::fileref::{self, Trust};
+use crate::fileref::{self, Reopen, Trust};
 use crate::format::{self, FileBytes, ReadAt};
 use crate::fs::Dir;
 use crate::index::{BlockTable, Index, MAX_PATCH_DEPTH, SlotRun, find_run};
-use crate::model::{Content, FileRef, Mapping, PAGE_SIZE, SnapshotMeta};
+use crate::model::{Content, Credentials, FileRef, Mapping, PAGE_SIZE, SnapshotMeta};
 use crate::raw::{self, PageSpan};
+use crate::source::SnapshotSource;
+use crate::trust::{BeyondOwner, CredentialsRefused, OwnerRights};
 use crate::{Error, Result};
 
 /// Decoded blocks a snapshot keeps, so that a sequential read decodes each block once even
@@ -48,6 +50,9 @@ pub struct Snapshot {
     file_bytes: u64,
     raw: bool,
     state: RefCell<State>,
+    /// What the store's owners have, looked up once, when a thread's credentials are first
+    /// asked for.
+    rights: OnceCell<OwnerRights>,
 }
 
 /// What reading opens and caches as it goes.
@@ -136,6 +141,7 @@ impl Snapshot {
             file_bytes,
             raw,
             state: RefCell::new(State { slots, refs: HashMap::new(), trust }),
+            rights: OnceCell::new(),
         })
     }
 
@@ -245,6 +251,33 @@ impl Snapshot {
 
     fn unmapped(&self, addr: u64) -> Error {
         Error::Unmapped { addr, snapshot: self.name.clone() }
+    }
+}
+
+impl SnapshotSource for Snapshot {
+    fn meta(&self) -> &SnapshotMeta {
+        Snapshot::meta(self)
+    }
+
+    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<()> {
+        Snapshot::read(self, addr, buf)
+    }
+
+    fn stored_ranges(&self) -> Vec<Range<u64>> {
+        Snapshot::stored_ranges(self)
+    }
+
+    fn open_file(&self, f: &FileRef) -> Result<File> {
+        Snapshot::open_file(self, f)
+    }
+
+    fn check_reopen(&self, r: &Reopen) -> Result<()> {
+        self.state.borrow().trust.reopen(r, &self.name).map(drop)
+    }
+
+    fn credentials_of(&self, tid: i32) -> std::result::Result<Credentials, CredentialsRefused> {
+        let rights = self.rights.get_or_init(|| self.state.borrow().trust.rights());
+        rights.credentials_of(&self.meta.process, tid, BeyondOwner::Refuse)
     }
 }
 

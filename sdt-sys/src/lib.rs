@@ -12,7 +12,7 @@
 //! [`wait`] (ptrace stops and exits, decoded without losing real-time signals),
 //! [`memory`] (`process_vm_readv`/`writev`), [`pagemap`] (`/proc/PID/pagemap`),
 //! [`events`] (signalfd + timerfd + poll for the tracer's loop), [`spawn`] (launch a program
-//! already seized by the caller), [`uffd`] (userfaultfd write-protect, pidfds), [`kmod`]
+//! already seized by the caller), [`uffd`] (userfaultfd write-protect, pidfds), [`kmod_ioctl`]
 //! (`/dev/sdt`, SDT's kernel module), with the kernel definitions Debian's headers lack in
 //! [`uapi`].
 //!
@@ -36,7 +36,7 @@
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
 pub mod events;
-pub mod kmod;
+pub mod kmod_ioctl;
 pub mod memory;
 pub mod pagemap;
 pub mod ptrace;

@@ -47,6 +47,16 @@ pub fn checked_files(snap: &Snapshot) -> impl Fn(&str) -> Option<File> + '_ {
     move |path| snap.open_file(snap.meta().mapped_file(path)?).ok()
 }
 
+/// The kernel's system call restart codes (`include/linux/errno.h`): a thread stopped
+/// inside a system call that the kernel restarts has `rax` = minus one of these.
+pub const ERESTARTSYS: i64 = 512;
+/// See [`ERESTARTSYS`].
+pub const ERESTARTNOINTR: i64 = 513;
+/// See [`ERESTARTSYS`].
+pub const ERESTARTNOHAND: i64 = 514;
+/// See [`ERESTARTSYS`]: restarted through `restart_syscall(2)` (sleeps with a timeout).
+pub const ERESTART_RESTARTBLOCK: i64 = 516;
+
 /// Where glibc keeps a thread's id in its `struct pthread` (x86_64, glibc 2.26 and
 /// later), as an offset from the thread pointer (`fs_base`); tried first.
 const GLIBC_TID_OFFSET: u64 = 0x2d0;
@@ -56,9 +66,9 @@ const TID_SEARCH: u64 = 0x1000;
 /// Bytes to write into the resumed program's memory.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Patch {
-    /// Where.
+    /// The address in the program's memory the bytes go to.
     pub addr: u64,
-    /// What.
+    /// The bytes written there.
     pub bytes: Vec<u8>,
 }
 

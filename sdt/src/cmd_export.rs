@@ -31,7 +31,7 @@ pub fn core(opt: ExportCoreOpt) -> Result<()> {
 pub fn criu(opt: ExportCriuOpt) -> Result<()> {
     let (run, snap) = select::open_snapshot(&opt.store, &opt.run, Some(&opt.snapshot))?;
     let dir = &opt.output;
-    let report = criu_export::export_criu(&criu_export::Stored::new(&run, &snap), dir)
+    let report = criu_export::export_criu(&snap, dir)
         .with_context(|| format!("exporting {} to {}", snap.name(), dir.display()))?;
     eprintln!(
         "sdt: wrote {}: CRIU images of {} of run {}, {} threads, {} mappings, {} descriptors, {} pages, {} in {} files",

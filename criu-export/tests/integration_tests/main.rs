@@ -16,7 +16,4 @@ mod crit;
 #[path = "../../src/fake.rs"]
 mod fake;
 
-// `fake.rs` names the trait as a module of the library does.
-use criu_export::Source;
-
 sdt_test_harness::main!(crit);

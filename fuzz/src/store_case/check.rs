@@ -60,13 +60,13 @@ fn check_run(store: &Store, run: &Run, out: &Path) {
             assert_read_error(&e);
         }
         match run.open_snapshot(&entry.name) {
-            Ok(snap) => check_snapshot(run, &snap, entry.seq, out),
+            Ok(snap) => check_snapshot(&snap, entry.seq, out),
             Err(e) => assert_read_error(&e),
         }
     }
 }
 
-fn check_snapshot(run: &sdt_store::Run, snap: &Snapshot, seq: u32, out: &Path) {
+fn check_snapshot(snap: &Snapshot, seq: u32, out: &Path) {
     let meta = snap.meta();
     assert!(sdt_store::is_snapshot_name(snap.name()), "opened as {:?}", snap.name());
     assert_eq!(meta.name, snap.name());
@@ -97,7 +97,7 @@ fn check_snapshot(run: &sdt_store::Run, snap: &Snapshot, seq: u32, out: &Path) {
         })
         .fold(0u64, u64::saturating_add);
     export_core(snap, in_mappings, out);
-    export_criu(run, snap, in_mappings, &out.join(format!("criu-{seq}")));
+    export_criu(snap, in_mappings, &out.join(format!("criu-{seq}")));
 }
 
 /// Reads the start and end of every mapping, across its end, and stored pages.
@@ -157,8 +157,8 @@ fn export_core(snap: &Snapshot, stored: u64, out: &Path) {
     }
 }
 
-fn export_criu(run: &sdt_store::Run, snap: &Snapshot, stored: u64, dir: &Path) {
-    match criu_export::export_criu(&criu_export::Stored::new(run, snap), dir) {
+fn export_criu(snap: &Snapshot, stored: u64, dir: &Path) {
+    match criu_export::export_criu(snap, dir) {
         Ok(report) => {
             let written: u64 = std::fs::read_dir(dir)
                 .expect("the image directory")

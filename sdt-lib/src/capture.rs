@@ -9,16 +9,16 @@ use sdt_abi::{
     STATE_UNINIT, Site, TrapRecord, class_mask_for, id_mask_for, state_for,
 };
 
-use crate::{kmod, sdt_classes, sdt_ids, sdt_state, sites, trap};
+use crate::{kmod_fd, sdt_classes, sdt_ids, sdt_state, sites, trap};
 
 /// Running under `sdt run`: the capture filter the tracer handed over.
-pub(crate) struct Session {
+pub(crate) struct Capture {
     filter: Filter,
 }
 
-/// The current session; null before the first breakpoint looked, or when off. Sessions
+/// The current capture; null before the first breakpoint looked, or when off. Captures
 /// are never freed (a replaced one may still be in use on another thread).
-static SESSION: AtomicPtr<Session> = AtomicPtr::new(std::ptr::null_mut());
+static CAPTURE: AtomicPtr<Capture> = AtomicPtr::new(std::ptr::null_mut());
 
 /// Serialises setting up: only the first breakpoint after `sdt_state` became
 /// `STATE_UNINIT` does it.
@@ -31,50 +31,50 @@ static SETUP: Mutex<()> = Mutex::new(());
 #[allow(non_upper_case_globals)]
 pub static sdt_reconfig: [AtomicU8; RECONFIG_SIZE] = [const { AtomicU8::new(0) }; RECONFIG_SIZE];
 
-/// The session; `None` when not under `sdt run`.
-fn get() -> Option<&'static Session> {
+/// The capture; `None` when not under `sdt run`.
+fn get() -> Option<&'static Capture> {
     if sdt_state.load(Ordering::Acquire) == STATE_UNINIT {
         return set_up();
     }
-    let session = SESSION.load(Ordering::Acquire);
+    let capture = CAPTURE.load(Ordering::Acquire);
     #[allow(unsafe_code)]
     // SAFETY: a non-null pointer came from `Box::leak` in `set_up` and is never freed.
-    (!session.is_null()).then(|| unsafe { &*session })
+    (!capture.is_null()).then(|| unsafe { &*capture })
 }
 
 /// Looks for a filter, the first time in the environment, later in `sdt_reconfig`, and
-/// publishes the session and the state word.
+/// publishes the capture and the state word.
 #[cold]
-fn set_up() -> Option<&'static Session> {
+fn set_up() -> Option<&'static Capture> {
     let _one_at_a_time = SETUP.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     if sdt_state.load(Ordering::Acquire) == STATE_UNINIT {
-        let session = match take_reconfig() {
+        let capture = match take_reconfig() {
             Some(filter) => {
                 // A tracer took the program over (a restored one): breakpoints trap for it.
-                kmod::use_device(-1);
-                Some(Session { filter })
+                kmod_fd::use_device(-1);
+                Some(Capture { filter })
             }
-            None if SESSION.load(Ordering::Acquire).is_null() => start(),
+            None if CAPTURE.load(Ordering::Acquire).is_null() => start(),
             None => None,
         };
-        if let Some(session) = session {
-            let session = Box::leak(Box::new(session));
-            SESSION.store(session, Ordering::Release);
-            publish(&session.filter);
-        } else if SESSION.load(Ordering::Acquire).is_null() {
+        if let Some(capture) = capture {
+            let capture = Box::leak(Box::new(capture));
+            CAPTURE.store(capture, Ordering::Release);
+            publish(&capture.filter);
+        } else if CAPTURE.load(Ordering::Acquire).is_null() {
             sdt_state.store(STATE_OFF, Ordering::Release);
         } else {
             // Asked to look again, with nothing new: go on as before.
-            let current = SESSION.load(Ordering::Acquire);
+            let current = CAPTURE.load(Ordering::Acquire);
             #[allow(unsafe_code)]
             // SAFETY: non-null, leaked by an earlier `set_up`, never freed.
             publish(unsafe { &(*current).filter });
         }
     }
-    let session = SESSION.load(Ordering::Acquire);
+    let capture = CAPTURE.load(Ordering::Acquire);
     #[allow(unsafe_code)]
     // SAFETY: a non-null pointer came from `Box::leak` above and is never freed.
-    (!session.is_null()).then(|| unsafe { &*session })
+    (!capture.is_null()).then(|| unsafe { &*capture })
 }
 
 /// Publishes `filter` to `SetBreakpoint`'s inline checks: the class and id masks, then,
@@ -111,17 +111,17 @@ fn take_reconfig() -> Option<Filter> {
     }
 }
 
-fn start() -> Option<Session> {
+fn start() -> Option<Capture> {
     let tracer: i32 = std::env::var(ENV_TRACER).ok()?.parse().ok()?;
     // An inherited environment is not enough: only the process `sdt run` traces, or
     // registered with the kernel module, may stop.
-    let device = if tracer_pid() == Some(tracer) { -1 } else { kmod::open_registered(tracer)? };
+    let device = if tracer_pid() == Some(tracer) { -1 } else { kmod_fd::open_registered(tracer)? };
     let wire = std::env::var(ENV_CAPTURE).unwrap_or_default();
     let filter = match Filter::decode(&wire) {
         Ok(filter) => filter,
         Err(e) => {
             eprintln!("sdt: {e}; breakpoints are off (is libsdt older or newer than sdt?)");
-            kmod::close(device);
+            kmod_fd::close(device);
             return None;
         }
     };
@@ -131,8 +131,8 @@ fn start() -> Option<Session> {
     unsafe {
         libc::pthread_atfork(None, None, Some(turn_off_in_child));
     }
-    kmod::use_device(device);
-    Some(Session { filter })
+    kmod_fd::use_device(device);
+    Some(Capture { filter })
 }
 
 extern "C" fn turn_off_in_child() {
@@ -166,7 +166,7 @@ pub(crate) fn arm<'a>(
     multiple_mark: i32,
     attrs: impl FnOnce() -> &'a [u8],
 ) -> Option<i64> {
-    let Some(Session { filter }) = get() else { return Some(RESULT_OFF) };
+    let Some(Capture { filter }) = get() else { return Some(RESULT_OFF) };
     // A forced breakpoint (the end of a refinement) passes every condition.
     let forced = filter.forces(level, class, id);
     if !forced && !filter.matches_numbers(level, class, id) {
