@@ -312,6 +312,7 @@ fn drive<B: EventSource>(
         ns_tids: init.map(|_| HashMap::new()),
         inherited,
         started_ns,
+        resumed_ns: started_ns,
         next_seq: 0,
         capturing: opts.config.max_snapshots != Some(0),
         told_unfiltered: false,

@@ -61,6 +61,8 @@ pub(crate) struct Recorder<'a> {
     /// Descriptors (number, target) the program got from `sdt run` at launch.
     pub inherited: Vec<(i32, String)>,
     pub started_ns: u64,
+    /// When the last capture let the program run again.
+    pub resumed_ns: u64,
     pub next_seq: u32,
     /// False once `max_snapshots` is reached.
     pub capturing: bool,
@@ -204,9 +206,13 @@ impl<B: EventSource> Session<'_, B> {
                             return Ok(exit);
                         }
                         // The next one comes a whole interval after the program resumed,
-                        // however long this one took: slow captures do not pile up and
-                        // leave the program no time to run.
-                        events.set_interval(self.rec.opts.config.every_ms.map(Duration::from_millis))?;
+                        // however long this capture took: slow captures do not pile up
+                        // and leave the program no time to run. Its commit, which the
+                        // program does not wait for, counts in the interval.
+                        if let Some(every) = self.rec.opts.config.every_ms.map(Duration::from_millis) {
+                            let since = Duration::from_nanos(monotonic_ns().saturating_sub(self.rec.resumed_ns));
+                            events.set_interval_after(every.saturating_sub(since), every)?;
+                        }
                     }
                     Event::Timer => {}
                 }
@@ -449,6 +455,7 @@ impl Recorder<'_> {
             }
         };
         timing.resumed_ns = monotonic_ns();
+        self.resumed_ns = timing.resumed_ns;
         drop(under_way);
         timing.log(seq, &captured.collected.phases);
         let details = self.details(&mut captured, hit, timing.trigger_ns);

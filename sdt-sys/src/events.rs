@@ -75,6 +75,18 @@ impl Events {
         .map_err(|e| nix_err("timerfd_settime", e))
     }
 
+    /// `timerfd_settime`: expire after `first` (at once if zero), then every `every`.
+    pub fn set_interval_after(&mut self, first: Duration, every: Duration) -> Result<()> {
+        // A zero first expiration would disarm the timer.
+        let first = first.max(Duration::from_nanos(1));
+        self.timer
+            .set(
+                Expiration::IntervalDelayed(TimeSpec::from_duration(first), TimeSpec::from_duration(every)),
+                TimerSetTimeFlags::empty(),
+            )
+            .map_err(|e| nix_err("timerfd_settime", e))
+    }
+
     /// `poll` on the signalfd and the timerfd: blocks until something happens (or
     /// `timeout` passes), then returns everything that did, signals first.
     pub fn wait(&mut self, timeout: Option<Duration>) -> Result<Vec<Event>> {
