@@ -210,7 +210,8 @@ impl<B: EventSource> Session<'_, B> {
                         // and leave the program no time to run. Its commit, which the
                         // program does not wait for, counts in the interval.
                         if let Some(every) = self.rec.opts.config.every_ms.map(Duration::from_millis) {
-                            let since = Duration::from_nanos(monotonic_ns().saturating_sub(self.rec.resumed_ns));
+                            let since =
+                                Duration::from_nanos(monotonic_ns().saturating_sub(self.rec.resumed_ns));
                             events.set_interval_after(every.saturating_sub(since), every)?;
                         }
                     }
