@@ -131,3 +131,18 @@ impl Events {
         Ok(events)
     }
 }
+
+/// Waits up to `timeout` for `fd` to become readable or reach its end (a pipe whose
+/// writer has gone); `false` when the time ran out first.
+pub fn wait_readable(fd: BorrowedFd<'_>, timeout: Duration) -> Result<bool> {
+    let timeout = PollTimeout::try_from(timeout).unwrap_or(PollTimeout::MAX);
+    let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
+    loop {
+        match poll(&mut fds, timeout) {
+            Ok(n) => return Ok(n > 0),
+            // A signal's handler ran: the wait is short, start it again.
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(nix_err("poll", e)),
+        }
+    }
+}

@@ -23,7 +23,12 @@ pub fn compact(opt: CompactOpt) -> Result<()> {
     let mut waited = false;
     let mut writer = loop {
         match store.compactor(id) {
-            Ok(writer) => break writer,
+            Ok(writer) => {
+                if opt.background {
+                    tell_starter_we_hold_the_run();
+                }
+                break writer;
+            }
             // Another compactor has it (the one `sdt run` left, or a user's): it does the work.
             Err(sdt_store::Error::RunHeld { .. }) if opt.background => return Ok(()),
             Err(sdt_store::Error::RunHeld { .. }) => {
@@ -74,11 +79,15 @@ pub fn compact(opt: CompactOpt) -> Result<()> {
 }
 
 /// Starts `sdt compact --background` on run `id` of `store`, detached (its own process
-/// group, no terminal, stdio to `/dev/null`), and returns its pid. It takes the run's
-/// lock, which the run's `sdt` has let go of, and ends quietly if someone else has it.
+/// group, no terminal, stdin and stderr to `/dev/null`), and returns its pid once it holds
+/// the run's lock, which the run's `sdt` has let go of (it ends quietly if someone else
+/// has it). Until then `sdt ls` would call the run's raw snapshots abandoned, and a user's
+/// `sdt compact` would not know to wait.
 pub fn start_in_background(store: &Path, id: RunId) -> std::io::Result<u32> {
+    use std::io::Read;
+    use std::os::fd::AsFd;
     use std::os::unix::process::CommandExt;
-    let child = Command::new(std::env::current_exe()?)
+    let mut child = Command::new(std::env::current_exe()?)
         .arg("compact")
         .arg("--background")
         .arg("--run")
@@ -86,13 +95,31 @@ pub fn start_in_background(store: &Path, id: RunId) -> std::io::Result<u32> {
         .arg("--store")
         .arg(store)
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
+        // Its one byte on stdout says it holds the run; its end closes the pipe.
+        .stdout(Stdio::piped())
         .stderr(Stdio::null())
         // Out of the terminal's foreground group: a ^C for the next command spares it.
         .process_group(0)
         .spawn()?;
+    let mut said = child.stdout.take().expect("stdout is piped");
+    // Not fatal: past it the compactor still runs, and takes the run when it can.
+    if sdt_sys::events::wait_readable(said.as_fd(), HANDOVER).map_err(std::io::Error::other)? {
+        said.read(&mut [0u8; 1])?;
+    }
     // Not waited for: it outlives us and is reaped by whoever inherits it.
     Ok(child.id())
+}
+
+/// How long `sdt run` waits for the background compactor to take the run: an `exec` and
+/// the store's opening, milliseconds unless the machine is swamped.
+const HANDOVER: Duration = Duration::from_secs(5);
+
+/// The background compactor's word to the `sdt run` that started it (one byte on the
+/// pipe that is its stdout; it prints nothing else there). A starter already gone is
+/// no matter.
+fn tell_starter_we_hold_the_run() {
+    use std::io::Write;
+    let _ = std::io::stdout().write_all(b"\n").and_then(|()| std::io::stdout().flush());
 }
 
 /// How often a waiting `sdt compact` looks at the run again.
