@@ -186,6 +186,7 @@ impl<B: EventSource> Session<'_, B> {
                     TargetEvent::Exited(exit) => Some(exit),
                 };
                 if let Some(exit) = exit {
+                    log::debug!("the program has ended: {exit:?}");
                     return Ok(exit);
                 }
             }

@@ -327,6 +327,8 @@ impl StoreWriter {
         status: RunStatus,
         wait_for_compaction: bool,
     ) -> (WriteTotals, Option<String>) {
+        let start = sdt_sys::monotonic_ns();
+        let since = |t: u64| (sdt_sys::monotonic_ns() - t) / 1000;
         drop(self.prepare.take());
         drop(self.committed.take());
         // The spare it may be making is removed with the one made ready: no spare outlives
@@ -336,6 +338,7 @@ impl StoreWriter {
             maker.join().ok();
         }
         self.ready.lock().unwrap().spare = None;
+        let spare_stopped = since(start);
         // The program has ended: the compactor may have the CPUs now.
         let mut backlog = self.backlog.0.lock().unwrap();
         backlog.ended = true;
@@ -352,8 +355,10 @@ impl StoreWriter {
             drop(caught_up.wait_timeout_while(held, END_GRACE, |b| b.bytes > 0 && !b.stopped).unwrap());
             self.stop_compaction.store(true, Ordering::Relaxed);
         }
+        let grace_over = since(start);
         let (compacted, compact_error) =
             self.compactor.take().expect("finish once").join().expect("compactor thread panicked");
+        let compactor_stopped = since(start);
         let totals = WriteTotals {
             timed_skipped: self.totals.timed_skipped,
             stored_bytes: compacted.stored_bytes,
@@ -366,6 +371,11 @@ impl StoreWriter {
             Ok(()) => compact_error,
             Err(e) => Some(format!("could not record the run's end: {}", human::error_chain(&e))),
         };
+        log::debug!(
+            "run's end: spare thread stopped at {spare_stopped} µs, compaction told to stop at {grace_over} µs, \
+             stopped at {compactor_stopped} µs, end recorded at {} µs",
+            since(start)
+        );
         (totals, error)
     }
 }

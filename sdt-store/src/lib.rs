@@ -126,7 +126,7 @@ pub use reader::Snapshot;
 pub use source::SnapshotSource;
 pub use spill::{Committed, Spares, SpillFile};
 pub use trust::{Access, BeyondOwner, CredentialsRefused, Owner, OwnerRights, Trust};
-pub use writer::{PageSource, RunWriter, WriteReport};
+pub use writer::{HeldRun, PageSource, RunWriter, WriteReport};
 
 /// Result type of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

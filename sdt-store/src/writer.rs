@@ -370,10 +370,14 @@ impl RunLog {
 
 impl Store {
     /// The compactor of run `id`, which no `sdt` holds (its capture ended, or its `sdt`
-    /// died): it takes the run's lock, removes what a dead capture or compaction left
-    /// half-made (spares, `.snap.incomplete` files), and goes on after the last compacted
-    /// snapshot. [`Error::RunHeld`] if an `sdt` holds the run.
+    /// died): [`Store::hold_run`], then [`HeldRun::compactor`].
     pub fn compactor(&self, id: RunId) -> Result<RunWriter> {
+        self.hold_run(id)?.compactor()
+    }
+
+    /// Takes run `id`'s lock, which no `sdt` may hold (its capture ended, or its `sdt`
+    /// died), for compacting it. [`Error::RunHeld`] if one does.
+    pub fn hold_run(&self, id: RunId) -> Result<HeldRun> {
         let run = self.open_run(&id)?;
         let dir = Arc::clone(run.dir_handle());
         let lock = dir.open_file(crate::dir::LOCK).map_err(|e| io_error(&dir.join(crate::dir::LOCK), e))?;
@@ -382,6 +386,24 @@ impl Store {
             Err(std::fs::TryLockError::WouldBlock) => return Err(Error::RunHeld { id: id.to_string() }),
             Err(std::fs::TryLockError::Error(e)) => return Err(io_error(&dir.join(crate::dir::LOCK), e)),
         }
+        Ok(HeldRun { run, lock })
+    }
+}
+
+/// A run whose lock this process holds ([`Store::hold_run`]): others see it as being
+/// compacted from the moment it is taken, before the compactor is ready.
+#[derive(Debug)]
+pub struct HeldRun {
+    run: crate::Run,
+    lock: File,
+}
+
+impl HeldRun {
+    /// Its compactor: removes what a dead capture or compaction left half-made (spares,
+    /// `.snap.incomplete` files), and goes on after the last compacted snapshot.
+    pub fn compactor(self) -> Result<RunWriter> {
+        let HeldRun { run, lock } = self;
+        let dir = Arc::clone(run.dir_handle());
         let mut compacted = None;
         let mut raw = Vec::new();
         for entry in dir.entries().map_err(|e| io_error(run.dir(), e))? {

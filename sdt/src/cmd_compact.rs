@@ -21,13 +21,13 @@ pub fn compact(opt: CompactOpt) -> Result<()> {
     let (store, run) = select::open_run(&opt.store, &opt.run)?;
     let id = run.id();
     let mut waited = false;
-    let mut writer = loop {
-        match store.compactor(id) {
-            Ok(writer) => {
+    let held = loop {
+        match store.hold_run(id) {
+            Ok(held) => {
                 if opt.background {
                     tell_starter_we_hold_the_run();
                 }
-                break writer;
+                break held;
             }
             // Another compactor has it (the one `sdt run` left, or a user's): it does the work.
             Err(sdt_store::Error::RunHeld { .. }) if opt.background => return Ok(()),
@@ -38,6 +38,7 @@ pub fn compact(opt: CompactOpt) -> Result<()> {
             Err(e) => return Err(e).with_context(|| format!("compacting run {id}")),
         }
     };
+    let mut writer = held.compactor().with_context(|| format!("compacting run {id}"))?;
     let first = writer.next_seq();
     let (mut stored, mut full) = (0, 0);
     while let Some(report) =
@@ -102,10 +103,12 @@ pub fn start_in_background(store: &Path, id: RunId) -> std::io::Result<u32> {
         .process_group(0)
         .spawn()?;
     let mut said = child.stdout.take().expect("stdout is piped");
+    let start = std::time::Instant::now();
     // Not fatal: past it the compactor still runs, and takes the run when it can.
     if sdt_sys::events::wait_readable(said.as_fd(), HANDOVER).map_err(std::io::Error::other)? {
         said.read(&mut [0u8; 1])?;
     }
+    log::debug!("the background compactor took the run in {:?}", start.elapsed());
     // Not waited for: it outlives us and is reaped by whoever inherits it.
     Ok(child.id())
 }
