@@ -25,6 +25,7 @@ use sdt_sys::pagemap::{PM_FILE, PM_PRESENT, PM_SWAPPED, Pagemap, ScanQuery};
 use sdt_sys::uapi::{PAGE_IS_FILE, PAGE_IS_PRESENT, PAGE_IS_SWAPPED, PageRegion};
 use sdt_sys::uffd::Userfaultfd;
 
+use crate::density::{CHUNK, Density, Tally};
 use crate::freeze::FreezeError;
 use crate::procfs;
 use crate::tracking::VdsoError;
@@ -119,18 +120,21 @@ pub(crate) struct Phases {
     meanwhile_ns: u64,
     /// Everything, new mappings registered for tracking included.
     total_ns: u64,
+    /// Tracked chunks the next capture leaves writable ([`Density`]).
+    left_chunks: usize,
 }
 
 impl std::fmt::Display for Phases {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "maps {} µs, pages found at {} µs, copy {} µs, registers and files {} µs, all {} µs",
+            "maps {} µs, pages found at {} µs, copy {} µs, registers and files {} µs, all {} µs; {} MiB left writable",
             self.maps_ns / 1000,
             self.found_ns / 1000,
             self.copy_ns / 1000,
             self.meanwhile_ns / 1000,
-            self.total_ns / 1000
+            self.total_ns / 1000,
+            self.left_chunks as u64 * CHUNK >> 20
         )
     }
 }
@@ -154,6 +158,8 @@ struct Found {
     unregistered: Vec<usize>,
     /// Bytes to copy from those.
     first_sight_bytes: u64,
+    /// What the protecting scans found, for [`Density`].
+    tally: Tally,
 }
 
 /// Pages to copy, ascending. The first `handed` runs have gone to copy tasks already: a
@@ -301,6 +307,9 @@ pub(crate) struct Capturer {
     lost_track: bool,
     /// `PAGEMAP_SCAN` works (Linux 6.7): residency comes by region, not page by page.
     scan: bool,
+    /// Chunks of tracked memory written so densely that protecting them costs more than
+    /// it saves.
+    density: Density,
     threads: &'static rayon::ThreadPool,
 }
 
@@ -314,6 +323,7 @@ impl Capturer {
             tracker: None,
             lost_track: false,
             scan,
+            density: Density::default(),
             threads: capture_threads()?,
         })
     }
@@ -384,10 +394,17 @@ impl Capturer {
             procfs::parse_maps(&procfs::read_text(live_thread, "maps").map_err(CaptureError::proc("maps"))?);
         let tasks = self.plan(&mut mappings);
         let mut phases = Phases { maps_ns: sdt_sys::monotonic_ns() - start, ..Phases::default() };
+        let read_whole = self.lost_track;
         self.lost_track = self.tracker.is_some();
         let Finding { found, handed_bytes, report, extra } =
             self.find_and_copy(live_thread, &tasks, spill, start, &mut phases, meanwhile);
-        let Found { copy, unchanged, unregistered, first_sight_bytes } = found?;
+        let Found { copy, unchanged, unregistered, first_sight_bytes, tally } = found?;
+        if read_whole {
+            // Tracked memory was read whole, without the scans that re-arm it.
+            self.density.reset();
+        } else {
+            self.density.update(tally);
+        }
         self.copy_rest(live_thread, &copy, spill, handed_bytes, &report)?;
         let report = report.into_inner().unwrap();
         if let Some(e) = report.error {
@@ -404,6 +421,7 @@ impl Capturer {
         self.lost_track = false;
         phases.copy_ns = report.copy_ns();
         phases.total_ns = sdt_sys::monotonic_ns() - start;
+        phases.left_chunks = self.density.left();
         let collected = Collected {
             mappings,
             copied: copy.runs,
@@ -546,23 +564,32 @@ impl Capturer {
         while from < task.end {
             let to = task.end.min(from + SCAN_STRETCH);
             scratch.found.clear();
-            match self.pagemap.scan(
-                from,
-                to,
-                ScanQuery::TAKE_WRITTEN,
-                &mut scratch.regions,
-                &mut scratch.found,
-            ) {
-                Ok(()) => {}
-                // Not registered: new since the last capture, or moved. Read it all.
-                Err(e) if e.errno() == libc::EPERM => {
-                    out.unregistered.push(task.mapping);
-                    let before = out.copy.waiting;
-                    self.select(from, task.end, Pages::Present, scratch, &mut out.copy)?;
-                    out.first_sight_bytes += (out.copy.waiting - before) as u64;
-                    return Ok(());
+            let mut part = from;
+            while part < to {
+                let part_end = self.density.same_until(part, to);
+                let left = self.density.leaves(part / CHUNK);
+                let query = if left { ScanQuery::WRITTEN } else { ScanQuery::TAKE_WRITTEN };
+                let before = scratch.found.len();
+                match self.pagemap.scan(part, part_end, query, &mut scratch.regions, &mut scratch.found) {
+                    Ok(()) => {}
+                    // Not registered: new since the last capture, or moved. Read it all.
+                    Err(e) if e.errno() == libc::EPERM => {
+                        out.unregistered.push(task.mapping);
+                        let before = out.copy.waiting;
+                        self.select(from, task.end, Pages::Present, scratch, &mut out.copy)?;
+                        out.first_sight_bytes += (out.copy.waiting - before) as u64;
+                        return Ok(());
+                    }
+                    Err(e) => return Err(e),
                 }
-                Err(e) => return Err(e),
+                if !left {
+                    out.tally.add_scanned(part, part_end);
+                    // A region merged into the one before this scan's starts at `part`.
+                    for r in &scratch.found[before.saturating_sub(1)..] {
+                        out.tally.add_written(r.start.max(part), r.end.min(part_end));
+                    }
+                }
+                part = part_end;
             }
             let mut at = from;
             for r in &scratch.found {

@@ -45,6 +45,7 @@
 mod adopt;
 mod capture;
 pub mod config;
+mod density;
 mod freeze;
 pub mod human;
 mod idle;

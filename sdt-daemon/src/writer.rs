@@ -83,7 +83,28 @@ struct Backlog {
     ended: bool,
     /// The compactor thread, to run it at normal priority while a capture waits for it.
     compactor: Option<sdt_sys::Tid>,
+    /// Raw bytes compacted so far, and the nanoseconds it took: the compactor's pace.
+    compacted_bytes: u64,
+    compacting_ns: u64,
 }
+
+impl Backlog {
+    /// Whether what is left could be compacted within `within` at the compactor's pace
+    /// so far (or [`ASSUMED_PACE`] before it has compacted anything).
+    fn could_finish_within(&self, within: std::time::Duration) -> bool {
+        let within_ns = within.as_nanos() as u64;
+        if self.compacted_bytes == 0 || self.compacting_ns == 0 {
+            return self.bytes <= ASSUMED_PACE * within_ns / 1_000_000_000;
+        }
+        (self.bytes as u128 * self.compacting_ns as u128) / (self.compacted_bytes as u128)
+            <= within_ns as u128
+    }
+}
+
+/// Raw bytes a second the compactor is taken to compact before it has shown its pace: a
+/// cautious figure for one CPU diffing and compressing, so that a run's end does not wait
+/// in vain for a backlog it cannot finish.
+const ASSUMED_PACE: u64 = 200 << 20;
 
 /// The spare made ready for the next capture.
 #[derive(Default)]
@@ -349,10 +370,12 @@ impl StoreWriter {
         self.backlog.1.notify_all();
         if !wait_for_compaction {
             // A short run's few snapshots are compacted before sdt returns; a long
-            // backlog is left for the background.
+            // backlog is left for the background at once.
             let (backlog, caught_up) = &*self.backlog;
             let held = backlog.lock().unwrap();
-            drop(caught_up.wait_timeout_while(held, END_GRACE, |b| b.bytes > 0 && !b.stopped).unwrap());
+            if held.could_finish_within(END_GRACE) {
+                drop(caught_up.wait_timeout_while(held, END_GRACE, |b| b.bytes > 0 && !b.stopped).unwrap());
+            }
             self.stop_compaction.store(true, Ordering::Relaxed);
         }
         let grace_over = since(start);
@@ -535,9 +558,18 @@ fn compact_loop(
     let mut last_seq = None;
     for note in committed {
         last_seq = Some(note.seq);
+        if error.is_some() {
+            continue;
+        }
+        wait_for_spare_cpu(backlog, eager_from);
+        let started = sdt_sys::monotonic_ns();
         let done = |stopped: bool| {
             let mut b = backlog.0.lock().unwrap();
             b.bytes = b.bytes.saturating_sub(note.bytes);
+            if !stopped {
+                b.compacted_bytes += note.bytes;
+                b.compacting_ns += sdt_sys::monotonic_ns() - started;
+            }
             b.stopped |= stopped;
             if b.bytes == 0 {
                 background();
@@ -545,10 +577,6 @@ fn compact_loop(
             drop(b);
             backlog.1.notify_all();
         };
-        if error.is_some() {
-            continue;
-        }
-        wait_for_spare_cpu(backlog, eager_from);
         let verified = note.live.as_ref().map(|live| verify(store_root, run, &note.name, live));
         match compact_through(writer, note.seq, &mut totals) {
             Ok(()) => {}

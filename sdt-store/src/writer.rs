@@ -84,6 +84,9 @@ const WORKER_BLOCKS: usize = 16;
 /// Earlier snapshot files each worker keeps mapped.
 const WORKER_FILES: usize = 64;
 
+/// Pages a diff goes through between two looks at whether compaction was cancelled.
+const CANCEL_CHECK_PAGES: usize = 4096;
+
 /// Where a page's bytes come from when handed to [`RunWriter::write_snapshot`].
 #[derive(Clone, Copy, Debug)]
 pub enum PageSource<'a> {
@@ -677,7 +680,12 @@ impl RunWriter {
         let mut candidates = Vec::new();
         let mut prev = self.prev.iter().peekable();
         let mut last_addr = None;
-        for (addr, source) in pages {
+        for (n, (addr, source)) in pages.into_iter().enumerate() {
+            // A large snapshot's diff takes a tenth of a second or more: a run's end
+            // need not wait for it.
+            if n % CANCEL_CHECK_PAGES == 0 {
+                self.check_cancelled()?;
+            }
             if addr % PAGE_SIZE != 0 {
                 return Err(Error::BadInput(format!("page address {addr:#x} is not page-aligned")));
             }

@@ -82,6 +82,10 @@ impl ScanQuery {
         report: PAGE_IS_WRITTEN | PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
     };
 
+    /// [`ScanQuery::TAKE_WRITTEN`] without protecting them again: they stay writable,
+    /// and count as written until a scan that protects them.
+    pub const WRITTEN: ScanQuery = ScanQuery { flags: PM_SCAN_CHECK_WPASYNC, ..ScanQuery::TAKE_WRITTEN };
+
     /// Pages present or swapped out, reporting which are file pages.
     pub const RESIDENT: ScanQuery = ScanQuery {
         flags: 0,

@@ -106,7 +106,10 @@ pub fn start_in_background(store: &Path, id: RunId) -> std::io::Result<u32> {
     let start = std::time::Instant::now();
     // Not fatal: past it the compactor still runs, and takes the run when it can.
     if sdt_sys::events::wait_readable(said.as_fd(), HANDOVER).map_err(std::io::Error::other)? {
-        said.read(&mut [0u8; 1])?;
+        // Nothing read: it ended first (another compactor had the run, or it failed).
+        if said.read(&mut [0u8; 1])? == 0 {
+            log::debug!("the background compactor ended without taking the run");
+        }
     }
     log::debug!("the background compactor took the run in {:?}", start.elapsed());
     // Not waited for: it outlives us and is reaped by whoever inherits it.
