@@ -270,10 +270,11 @@ struct Figures {
 /// CPU time this process has used, all threads, user and system (`/proc/self/stat`, in
 /// clock ticks of 10 ms): what compaction costs whatever else runs on the machine.
 fn cpu_time() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
-    // Fields after the command's closing parenthesis; utime and stime are fields 14 and 15.
-    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
-    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    let stat = std::fs::read("/proc/self/stat").unwrap();
+    let stat = sdt_procfs::Stat::parse(&stat).unwrap();
+    // utime and stime.
+    let ticks: u64 =
+        stat.field(14).unwrap().parse::<u64>().unwrap() + stat.field(15).unwrap().parse::<u64>().unwrap();
     Duration::from_millis(ticks * 10)
 }
 

@@ -1,4 +1,6 @@
-//! Shared parts of the fuzz targets (`fuzz_targets/`): the structure-aware store case
-//! that the `store` target draws, and that tests replay.
+//! Shared parts of the fuzz targets (`fuzz_targets/`), which tests replay: the
+//! structure-aware store case that the `store` target draws, and the `procfs` target's
+//! checks.
 
+pub mod procfs_case;
 pub mod store_case;

@@ -27,7 +27,6 @@ use sdt_sys::uffd::Userfaultfd;
 
 use crate::density::{CHUNK, Density, Tally};
 use crate::freeze::FreezeError;
-use crate::procfs;
 use crate::tracking::VdsoError;
 
 /// Mappings whose pages cannot be read through `process_vm_readv`.
@@ -390,8 +389,7 @@ impl Capturer {
     ) -> Result<(Collected, T), CaptureError> {
         let start = sdt_sys::monotonic_ns();
         self.wake();
-        let mut mappings =
-            procfs::parse_maps(&procfs::read_text(live_thread, "maps").map_err(CaptureError::proc("maps"))?);
+        let mut mappings = sdt_procfs::maps(live_thread).map_err(CaptureError::proc("maps"))?;
         let tasks = self.plan(&mut mappings);
         let mut phases = Phases { maps_ns: sdt_sys::monotonic_ns() - start, ..Phases::default() };
         let read_whole = self.lost_track;
@@ -791,7 +789,7 @@ mod tests {
     use super::*;
 
     fn entry(perms: &str, inode: u64, path: &str) -> Mapping {
-        Mapping::parse_maps_line(&format!("1000-3000 {perms} 00000000 00:00 {inode} {path}")).unwrap()
+        sdt_procfs::parse_maps_line(&format!("1000-3000 {perms} 00000000 00:00 {inode} {path}")).unwrap()
     }
 
     #[test]

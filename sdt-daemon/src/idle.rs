@@ -35,31 +35,15 @@ impl IdleMeter {
 /// How long the compactor watches the machine before deciding again.
 pub(crate) const WINDOW: Duration = Duration::from_millis(100);
 
+/// Now (monotonic ns), and the time every CPU has been idle (ns), from `/proc/stat`.
 fn look() -> Option<(u64, u64)> {
-    let stat = std::fs::read_to_string("/proc/stat").ok()?;
-    Some((sdt_sys::monotonic_ns(), parse_idle_ticks(&stat)? * TICK_NS))
-}
-
-/// Idle and I/O-wait ticks of all CPUs together, from `/proc/stat`'s `cpu` line.
-fn parse_idle_ticks(stat: &str) -> Option<u64> {
-    let fields = stat.lines().next()?.strip_prefix("cpu ")?;
-    let mut ticks = fields.split_whitespace().map(|f| f.parse::<u64>().ok());
-    let (idle, iowait) = (ticks.nth(3)??, ticks.next()??);
-    Some(idle + iowait)
+    let stat = std::fs::read("/proc/stat").ok()?;
+    Some((sdt_sys::monotonic_ns(), sdt_procfs::parse_cpu_idle_ticks(&stat)? * TICK_NS))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn idle_ticks() {
-        let stat =
-            "cpu  2255 34 2290 22625563 6290 127 456 0 0 0\ncpu0 1132 34 1441 11311718 3675 127 438 0 0 0\n";
-        assert_eq!(parse_idle_ticks(stat), Some(22625563 + 6290));
-        assert_eq!(parse_idle_ticks("cpu0 1 2 3 4 5\n"), None);
-        assert_eq!(parse_idle_ticks("cpu  1 2 3\n"), None);
-    }
 
     #[test]
     fn meter_reads_this_machine() {

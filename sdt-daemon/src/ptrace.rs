@@ -360,8 +360,8 @@ fn wait_channel(tid: Tid) -> String {
 /// state in `/proc/PID/stat` is `Z`): until then the kernel may still write its memory.
 fn wait_until_zombie(pid: Tid) {
     for _ in 0..1000 {
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return };
-        if stat.rfind(')').and_then(|i| stat.get(i + 2..i + 3)) == Some("Z") {
+        let Ok(stat) = sdt_procfs::read(pid, "stat") else { return };
+        if sdt_procfs::Stat::parse(&stat).and_then(|s| s.state()) == Some('Z') {
             return;
         }
         std::thread::sleep(std::time::Duration::from_micros(50));

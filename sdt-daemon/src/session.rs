@@ -523,7 +523,7 @@ impl Recorder<'_> {
         }
         let image = &mut self.image;
         if image.auxv.is_empty() {
-            image.auxv = procfs::read(live_thread, "auxv").unwrap_or_default();
+            image.auxv = sdt_procfs::read(live_thread, "auxv").unwrap_or_default();
         }
         if image.layout.is_none() {
             image.layout = procfs::memory_layout(live_thread, &captured.collected.mappings)

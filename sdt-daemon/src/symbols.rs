@@ -207,8 +207,7 @@ impl SymbolTraps {
         if breaks.is_empty() {
             return Ok(SymbolTraps::default());
         }
-        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).map_err(BreakError::Maps)?;
-        let mappings: Vec<Mapping> = maps.lines().filter_map(Mapping::parse_maps_line).collect();
+        let mappings = sdt_procfs::maps(pid).map_err(BreakError::Maps)?;
         let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
             .map(|p| p.display().to_string())
             .unwrap_or_default();

@@ -25,7 +25,6 @@ use sdt_sys::pagemap::{Pagemap, ScanQuery};
 use sdt_sys::uapi::UFFD_USER_MODE_ONLY;
 use sdt_sys::uffd::{self, Userfaultfd};
 
-use crate::procfs;
 use crate::ptrace::Tracer;
 
 /// How a run finds the pages that changed since the previous snapshot.
@@ -98,7 +97,7 @@ pub enum TrackingError {
 impl Vdso {
     /// Finds the vDSO of the frozen program through its held thread `live_thread`.
     pub(crate) fn find(live_thread: Tid) -> Result<Vdso, VdsoError> {
-        let maps = procfs::parse_maps(&procfs::read_text(live_thread, "maps").map_err(VdsoError::Maps)?);
+        let maps = sdt_procfs::maps(live_thread).map_err(VdsoError::Maps)?;
         let vdso = maps.iter().find(|m| m.path == "[vdso]").ok_or(VdsoError::Missing)?;
         let mut bytes = vec![0u8; (vdso.end - vdso.start) as usize];
         memory::read_exact(live_thread, vdso.start, &mut bytes).map_err(VdsoError::Read)?;

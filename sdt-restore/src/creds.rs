@@ -156,7 +156,7 @@ pub(crate) fn own() -> Result<Credentials, Error> {
 fn read(path: &str, tid: i32) -> Result<Credentials, Error> {
     let status = std::fs::read(path)
         .map_err(|e| Error::Sys(sdt_sys::Error { call: "reading /proc/PID/status", tid, source: e }))?;
-    Credentials::parse_status(&status).ok_or_else(|| Error::Unsupported {
+    sdt_procfs::parse_credentials(&status).ok_or_else(|| Error::Unsupported {
         what: format!("on a kernel whose {path} lacks the credential lines"),
     })
 }

@@ -323,10 +323,8 @@ fn wait_stopped(tid: Tid) -> Result<(), Error> {
 
 /// The mappings of thread `tid`'s process.
 fn maps_of(tid: Tid) -> Result<Vec<Mapping>, Error> {
-    let text = std::fs::read_to_string(format!("/proc/{tid}/maps")).map_err(|e| {
-        Error::Sys(sdt_sys::Error { call: "reading /proc/PID/maps", tid: tid.raw(), source: e })
-    })?;
-    Ok(text.lines().filter_map(Mapping::parse_maps_line).collect())
+    sdt_procfs::maps(tid)
+        .map_err(|e| Error::Sys(sdt_sys::Error { call: "reading /proc/PID/maps", tid: tid.raw(), source: e }))
 }
 
 /// Words the stub's failure in the snapshot's terms; `names` says what each descriptor

@@ -205,7 +205,7 @@ mod tests {
     fn map(path: &str, perms: &str, content: Content) -> Mapping {
         let inode = if path.starts_with('/') { 7 } else { 0 };
         let line = format!("1000-3000 {perms} 00000000 08:01 {inode} {path}");
-        Mapping { content, ..Mapping::parse_maps_line(&line).unwrap() }
+        Mapping { content, ..sdt_procfs::parse_maps_line(&line).unwrap() }
     }
 
     fn file_ref(path: &str) -> Content {

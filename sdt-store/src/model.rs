@@ -470,43 +470,6 @@ impl Mapping {
     pub fn contains(&self, addr: u64) -> bool {
         self.start <= addr && addr < self.end
     }
-
-    /// Parses one line of `/proc/PID/maps`; `None` if it does not parse. The mapping's
-    /// `content` is left [`Content::Unreadable`] for the capture to decide.
-    pub fn parse_maps_line(line: &str) -> Option<Mapping> {
-        // 7f3c5a000000-7f3c5a021000 rw-p 00000000 00:00 0                          [heap]
-        let mut rest = line;
-        let mut field = || {
-            let trimmed = rest.trim_start();
-            let end = trimmed.find(' ').unwrap_or(trimmed.len());
-            let (f, r) = trimmed.split_at(end);
-            rest = r;
-            f
-        };
-        let (start, end) = field().split_once('-')?;
-        let perms = field().as_bytes();
-        let offset = field();
-        let dev = field().to_owned();
-        let inode = field().parse().ok()?;
-        if perms.len() != 4 {
-            return None;
-        }
-        Some(Mapping {
-            start: u64::from_str_radix(start, 16).ok()?,
-            end: u64::from_str_radix(end, 16).ok()?,
-            perms: Perms {
-                read: perms[0] == b'r',
-                write: perms[1] == b'w',
-                exec: perms[2] == b'x',
-                shared: perms[3] == b's',
-            },
-            offset: u64::from_str_radix(offset, 16).ok()?,
-            dev,
-            inode,
-            path: rest.trim_start().to_owned(),
-            content: Content::Unreadable,
-        })
-    }
 }
 
 /// Checks what [`SnapshotMeta`] promises beyond its types: its mappings as

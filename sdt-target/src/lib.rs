@@ -204,8 +204,7 @@ mod tests {
     use super::*;
 
     fn own_mappings() -> Vec<Mapping> {
-        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-        maps.lines().filter_map(Mapping::parse_maps_line).collect()
+        sdt_procfs::parse_maps(&std::fs::read_to_string("/proc/self/maps").unwrap())
     }
 
     #[test]
@@ -223,7 +222,7 @@ mod tests {
         let fifo = dir.path().join("fifo");
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o666)).unwrap();
         let line =
-            |p: &str| Mapping::parse_maps_line(&format!("1000-2000 r--p 00000000 00:05 7 {p}")).unwrap();
+            |p: &str| sdt_procfs::parse_maps_line(&format!("1000-2000 r--p 00000000 00:05 7 {p}")).unwrap();
         let mappings = [line(fifo.to_str().unwrap()), line("/dev/zero")];
         // Found nowhere, and promptly: neither is opened for reading.
         assert_eq!(symbol_in(&mappings, "", "main", &sdt_sys::open_regular), None);

@@ -69,8 +69,8 @@ fn told(output: &str) -> Told {
 /// Waits until process `pid` is gone (not stopped, not lingering), failing after 10 s.
 fn gone(pid: i32) {
     let start = Instant::now();
-    while let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        let state = stat.rfind(')').and_then(|i| stat.get(i + 2..i + 3)).unwrap_or("?").to_owned();
+    while let Ok(stat) = std::fs::read(format!("/proc/{pid}/stat")) {
+        let state = sdt_procfs::Stat::parse(&stat).and_then(|s| s.state()).unwrap_or('?');
         assert!(start.elapsed() < Duration::from_secs(10), "process {pid} is still there (state {state})");
         std::thread::sleep(Duration::from_millis(20));
     }

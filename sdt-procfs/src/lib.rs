@@ -1,0 +1,111 @@
+//! The `/proc` files SDT reads, parsed in one place: a process's `maps`, `stat`, `statm`,
+//! `status`, `fdinfo/N` and `cmdline`, and the system's `/proc/stat`.
+//!
+//! ```no_run
+//! use sdt_sys::Tid;
+//!
+//! let pid = Tid::new(1234).unwrap();
+//! let mappings = sdt_procfs::maps(pid)?;
+//! let creds = sdt_procfs::parse_credentials(&sdt_procfs::read(pid, "status")?);
+//! let zombie = sdt_procfs::Stat::parse(&sdt_procfs::read(pid, "stat")?).and_then(|s| s.state()) == Some('Z');
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! Parsers take the file's bytes (text, for `maps`, whose paths the store keeps as
+//! strings) and return the store's types where it has one ([`Mapping`],
+//! [`Credentials`](sdt_store::Credentials), [`MemoryLayout`](sdt_store::MemoryLayout))
+//! and plain numbers otherwise. Readers are thin:
+//! [`read`], [`read_text`] and [`maps`] open `/proc/PID/<name>` and nothing else.
+//!
+//! # Design constraints
+//!
+//! - Parsers never panic: a file's bytes come from the kernel, but thread names, paths
+//!   and command lines in them come from the program. What does not parse is `None` (or
+//!   a line left out, for `maps`), never a guess; the fuzz target `procfs` checks it.
+//! - The command in `stat` (field 2) is the thread's name in parentheses and may itself
+//!   hold spaces, parentheses and bytes that are not UTF-8: the fields after it start at
+//!   the file's *last* `)`.
+//! - This crate decides nothing about a process: which files to read, and what to do
+//!   when one is missing (the process is gone), is for the daemon and the restorer.
+//!
+//! # References
+//!
+//! - [proc_pid_maps(5)](https://man7.org/linux/man-pages/man5/proc_pid_maps.5.html),
+//!   [proc_pid_stat(5)](https://man7.org/linux/man-pages/man5/proc_pid_stat.5.html),
+//!   [proc_pid_status(5)](https://man7.org/linux/man-pages/man5/proc_pid_status.5.html),
+//!   [proc_pid_fdinfo(5)](https://man7.org/linux/man-pages/man5/proc_pid_fdinfo.5.html),
+//!   [proc_stat(5)](https://man7.org/linux/man-pages/man5/proc_stat.5.html)
+
+#![deny(missing_docs)]
+#![deny(unsafe_code)]
+
+mod maps;
+mod stat;
+mod status;
+
+pub use maps::{parse_maps, parse_maps_line};
+pub use stat::{Stat, parse_cpu_idle_ticks, parse_statm_resident};
+pub use status::{parse_credentials, parse_fdinfo, parse_ns_tid, parse_real_ids, parse_signal_sets};
+
+use sdt_store::Mapping;
+use sdt_sys::Tid;
+
+/// `/proc/TID/<name>` as bytes (`TID` may be any thread of a process).
+pub fn read(pid: Tid, name: &str) -> std::io::Result<Vec<u8>> {
+    std::fs::read(format!("/proc/{pid}/{name}"))
+}
+
+/// `/proc/TID/<name>` as text; an error if it is not UTF-8.
+pub fn read_text(pid: Tid, name: &str) -> std::io::Result<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/{name}"))
+}
+
+/// The mappings of `pid`'s process, read from its `maps` and parsed by [`parse_maps`].
+pub fn maps(pid: Tid) -> std::io::Result<Vec<Mapping>> {
+    Ok(parse_maps(&read_text(pid, "maps")?))
+}
+
+/// The arguments of a `cmdline` file: NUL-terminated, each made UTF-8 (bytes that are
+/// not become U+FFFD).
+pub fn parse_cmdline(raw: &[u8]) -> Vec<String> {
+    let raw = raw.strip_suffix(&[0]).unwrap_or(raw);
+    if raw.is_empty() {
+        return Vec::new();
+    }
+    raw.split(|&b| b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cmdline_args() {
+        assert_eq!(parse_cmdline(b"./prog\0-n\0\xff\0"), vec!["./prog", "-n", "\u{fffd}"]);
+        assert_eq!(parse_cmdline(b"a b\0\0"), vec!["a b", ""]);
+        // A program that rewrote its arguments may leave the last unterminated.
+        assert_eq!(parse_cmdline(b"x"), vec!["x"]);
+        assert_eq!(parse_cmdline(b""), Vec::<String>::new());
+        assert_eq!(parse_cmdline(b"\0"), Vec::<String>::new());
+    }
+
+    #[test]
+    fn own_files() {
+        let me = Tid::new(std::process::id() as i32).unwrap();
+        let mappings = maps(me).unwrap();
+        let here = cmdline_args as fn() as usize as u64;
+        let text = mappings.iter().find(|m| m.contains(here)).expect("the mapping of this code");
+        assert!(text.perms.exec && !text.perms.write);
+        assert!(parse_credentials(&read(me, "status").unwrap()).is_some());
+        let stat = read(me, "stat").unwrap();
+        assert_eq!(
+            Stat::parse(&stat).and_then(|s| s.ids()).map(|(ppid, ..)| ppid),
+            Some(std::os::unix::process::parent_id() as i32)
+        );
+        // This thread reads its own state while it runs.
+        let own = std::fs::read("/proc/thread-self/stat").unwrap();
+        assert_eq!(Stat::parse(&own).and_then(|s| s.state()), Some('R'));
+        assert!(parse_statm_resident(&read(me, "statm").unwrap()).unwrap() > 0);
+        assert!(!parse_cmdline(&read(me, "cmdline").unwrap()).is_empty());
+    }
+}

@@ -1,0 +1,226 @@
+//! Files of `Key:\tvalue` lines: `/proc/PID/status` (credentials, ids, signal sets) and
+//! `/proc/PID/fdinfo/N`.
+
+use sdt_store::{Capabilities, Credentials, Ids, SeccompMode};
+
+/// The value of the first line of `file` that starts with `key` (`"Uid:"`) and is UTF-8
+/// after it, untrimmed. Other lines, a thread's name that is not UTF-8 among them, are
+/// passed over.
+fn field<'a>(file: &'a [u8], key: &str) -> Option<&'a str> {
+    file.split(|&b| b == b'\n').find_map(|line| std::str::from_utf8(line.strip_prefix(key.as_bytes())?).ok())
+}
+
+/// A 64-bit mask in hexadecimal, as `status` writes `CapEff:` or `SigCgt:`: at most 16
+/// digits.
+fn mask(file: &[u8], key: &str) -> Option<u64> {
+    let hex = field(file, key)?.trim();
+    if hex.is_empty() || hex.len() > 16 {
+        return None;
+    }
+    u64::from_str_radix(hex, 16).ok()
+}
+
+/// Parses the credential lines of a `/proc/PID/status` file. `None` if one that every
+/// supported kernel writes (`Uid:`, `Gid:`, `Groups:`, `CapInh:`, `CapPrm:`,
+/// `CapEff:`, `CapBnd:`) is missing or does not parse; the younger ones (`CapAmb:`,
+/// `NoNewPrivs:`, `Seccomp:`) read as 0 when absent. Other lines, and bytes that are
+/// not UTF-8 in them (a thread's name), are ignored.
+pub fn parse_credentials(status: &[u8]) -> Option<Credentials> {
+    let ids = |key: &str| -> Option<Ids> {
+        let mut values = field(status, key)?.split_whitespace().map(|v| v.parse::<u32>());
+        let mut next = || values.next()?.ok();
+        let ids = Ids { real: next()?, effective: next()?, saved: next()?, fs: next()? };
+        values.next().is_none().then_some(ids)
+    };
+    let number = |key: &str| -> Option<Option<u32>> {
+        match field(status, key) {
+            None => Some(None),
+            Some(v) => v.trim().parse().ok().map(Some),
+        }
+    };
+    let groups =
+        field(status, "Groups:")?.split_whitespace().map(|g| g.parse().ok()).collect::<Option<Vec<u32>>>()?;
+    let seccomp = match number("Seccomp:")?.unwrap_or(0) {
+        0 => SeccompMode::Disabled,
+        1 => SeccompMode::Strict,
+        2 => SeccompMode::Filter,
+        _ => return None,
+    };
+    let no_new_privs = match number("NoNewPrivs:")?.unwrap_or(0) {
+        0 => false,
+        1 => true,
+        _ => return None,
+    };
+    let ambient = match field(status, "CapAmb:") {
+        None => 0,
+        Some(_) => mask(status, "CapAmb:")?,
+    };
+    Some(Credentials {
+        uids: ids("Uid:")?,
+        gids: ids("Gid:")?,
+        groups,
+        caps: Capabilities {
+            inheritable: mask(status, "CapInh:")?,
+            permitted: mask(status, "CapPrm:")?,
+            effective: mask(status, "CapEff:")?,
+            bounding: mask(status, "CapBnd:")?,
+            ambient,
+        },
+        no_new_privs,
+        seccomp,
+    })
+}
+
+/// The real user and group ids of a `status` file (the first numbers of its `Uid:` and
+/// `Gid:` lines), each 0 where its line is missing or does not parse.
+pub fn parse_real_ids(status: &[u8]) -> (u32, u32) {
+    let real = |key: &str| field(status, key).and_then(|v| v.split_whitespace().next()?.parse().ok());
+    (real("Uid:").unwrap_or(0), real("Gid:").unwrap_or(0))
+}
+
+/// The id of a thread in its own (innermost) pid namespace: the last entry of the
+/// `NSpid:` line of its `status`.
+pub fn parse_ns_tid(status: &[u8]) -> Option<i32> {
+    field(status, "NSpid:")?.split_whitespace().last()?.parse().ok()
+}
+
+/// The caught and the ignored signals (`SigCgt:`, `SigIgn:` of a `status` file), bit
+/// `n-1` for signal `n`; a set whose line is missing or does not parse is empty.
+pub fn parse_signal_sets(status: &[u8]) -> (u64, u64) {
+    (mask(status, "SigCgt:").unwrap_or(0), mask(status, "SigIgn:").unwrap_or(0))
+}
+
+/// `pos` (decimal) and `flags` (octal) of an `fdinfo` file, each 0 where its line is
+/// missing or does not parse.
+pub fn parse_fdinfo(info: &[u8]) -> (u64, u32) {
+    let value = |key: &str| field(info, key).map(str::trim);
+    let pos = value("pos:").and_then(|v| v.parse().ok()).unwrap_or(0);
+    let flags = value("flags:").and_then(|v| u32::from_str_radix(v, 8).ok()).unwrap_or(0);
+    (pos, flags)
+}
+
+#[cfg(test)]
+mod tests {
+    use sdt_store::ALL_CAPS;
+
+    use super::*;
+
+    /// The credential lines of a thread of uid 1001 with two supplementary groups and
+    /// one capability, among lines it ignores (a name that is not UTF-8 included).
+    const STATUS: &[u8] = b"Name:\tw\xffrker\n\
+        Umask:\t0022\n\
+        State:\tS (sleeping)\n\
+        Uid:\t1001\t1001\t1001\t1001\n\
+        Gid:\t1001\t1001\t1001\t1001\n\
+        FDSize:\t64\n\
+        Groups:\t27 1002 \n\
+        NSpid:\t4242\t7\n\
+        SigIgn:\t0000000000001000\n\
+        SigCgt:\t0000000000004a02\n\
+        CapInh:\t0000000000000000\n\
+        CapPrm:\t0000000000000400\n\
+        CapEff:\t0000000000000400\n\
+        CapBnd:\t000001ffffffffff\n\
+        CapAmb:\t0000000000000400\n\
+        NoNewPrivs:\t1\n\
+        Seccomp:\t0\n\
+        Seccomp_filters:\t0\n";
+
+    #[test]
+    fn a_full_status() {
+        let c = parse_credentials(STATUS).unwrap();
+        assert_eq!(c.uids, Ids::all(1001));
+        assert_eq!(c.gids, Ids::all(1001));
+        assert_eq!(c.groups, [27, 1002]);
+        let net_bind_service = 1 << 10;
+        assert_eq!(
+            c.caps,
+            Capabilities {
+                inheritable: 0,
+                permitted: net_bind_service,
+                effective: net_bind_service,
+                bounding: ALL_CAPS,
+                ambient: net_bind_service,
+            }
+        );
+        assert!(c.no_new_privs);
+        assert_eq!(c.seccomp, SeccompMode::Disabled);
+        assert_eq!(parse_real_ids(STATUS), (1001, 1001));
+        assert_eq!(parse_ns_tid(STATUS), Some(7));
+        assert_eq!(parse_signal_sets(STATUS), (0x4a02, 0x1000));
+    }
+
+    #[test]
+    fn ids_in_their_order_and_spaces_around_values() {
+        let status = b"Uid:  0 1001\t 2 3 \nGid:\t5\t6\t7\t8\nGroups:\n\
+            CapInh: 0\nCapPrm:\t ffffffffffffffff \nCapEff:\t8000000000000001\nCapBnd:\t1ff\n\
+            Seccomp:\t 2\n";
+        let c = parse_credentials(status).unwrap();
+        assert_eq!(c.uids, Ids { real: 0, effective: 1001, saved: 2, fs: 3 });
+        assert_eq!(c.gids.as_array(), [5, 6, 7, 8]);
+        assert!(c.groups.is_empty());
+        // 64-bit masks: the top bit too.
+        assert_eq!(c.caps.permitted, u64::MAX);
+        assert_eq!(c.caps.effective, 1 << 63 | 1);
+        assert_eq!(c.caps.bounding, 0x1ff);
+        // Lines younger kernels add read as unset when absent.
+        assert_eq!((c.caps.ambient, c.no_new_privs), (0, false));
+        assert_eq!(c.seccomp, SeccompMode::Filter);
+        assert_eq!(parse_real_ids(status), (0, 5));
+    }
+
+    #[test]
+    fn missing_or_bad_lines() {
+        let without = |key: &[u8]| -> Vec<u8> {
+            STATUS
+                .split_inclusive(|&b| b == b'\n')
+                .filter(|l| !l.starts_with(key))
+                .flatten()
+                .copied()
+                .collect()
+        };
+        for key in ["Uid:", "Gid:", "Groups:", "CapInh:", "CapPrm:", "CapEff:", "CapBnd:"] {
+            assert_eq!(parse_credentials(&without(key.as_bytes())), None, "without {key}");
+        }
+        assert!(parse_credentials(&without(b"CapAmb:")).is_some());
+        let with = |line: &[u8]| [STATUS, line].concat();
+        let bad: [&[u8]; 7] = [
+            b"Uid:\t1\t2\t3\n",
+            b"Uid:\t1\t2\t3\t4\t5\n",
+            b"Gid:\t1\t2\tx\t4\n",
+            b"Groups:\t1 -2\n",
+            b"CapEff:\t10000000000000000\n",
+            b"Seccomp:\t3\n",
+            b"NoNewPrivs:\t2\n",
+        ];
+        for line in bad {
+            // The first line of a key counts: put the bad one first.
+            let status =
+                [line, &without(&line[..line.iter().position(|&b| b == b':').unwrap() + 1])].concat();
+            assert_eq!(parse_credentials(&status), None, "{}", String::from_utf8_lossy(line));
+            // And a duplicate after a good one is ignored.
+            assert!(parse_credentials(&with(line)).is_some());
+        }
+        assert_eq!(parse_credentials(b""), None);
+        assert_eq!(parse_credentials(&STATUS[..STATUS.len() / 2]), None);
+        assert_eq!(parse_real_ids(b"Uid:\nGid:\tx\n"), (0, 0));
+        assert_eq!(parse_signal_sets(b"SigCgt:\t00000000000000001\nSigIgn:\tz\n"), (0, 0));
+        assert_eq!(parse_signal_sets(b""), (0, 0));
+    }
+
+    #[test]
+    fn namespace_tid() {
+        assert_eq!(parse_ns_tid(b"Name:\t\xff\nNSpid:\t4242\t17\t3\nNSpgid:\t1\n"), Some(3));
+        assert_eq!(parse_ns_tid(b"NSpid:\t4242\n"), Some(4242));
+        assert_eq!(parse_ns_tid(b"NSpid:\n"), None);
+        assert_eq!(parse_ns_tid(b"NSpid:\t4242\tx\n"), None);
+        assert_eq!(parse_ns_tid(b"Pid:\t4242\n"), None);
+    }
+
+    #[test]
+    fn fdinfo_fields() {
+        assert_eq!(parse_fdinfo(b"pos:\t4096\nflags:\t02100002\nmnt_id:\t25\nino:\t7\n"), (4096, 0o2100002));
+        assert_eq!(parse_fdinfo(b"flags:\t9\npos:\t-1\n"), (0, 0));
+        assert_eq!(parse_fdinfo(b"garbage\xff"), (0, 0));
+    }
+}
