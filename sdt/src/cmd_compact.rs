@@ -104,7 +104,8 @@ pub fn start_in_background(store: &Path, id: RunId) -> std::io::Result<u32> {
     let mut said = child.stdout.take().expect("stdout is piped");
     // Not fatal: past it the compactor still runs, and takes the run when it can.
     if sdt_sys::events::wait_readable(said.as_fd(), HANDOVER).map_err(std::io::Error::other)? {
-        said.read(&mut [0u8; 1])?;
+        // Its byte, or the pipe's end if it failed first: either way, done starting.
+        let _byte_or_end = said.read(&mut [0u8; 1])?;
     }
     // Not waited for: it outlives us and is reaped by whoever inherits it.
     Ok(child.id())
