@@ -82,3 +82,9 @@ pub enum Error {
         source: std::io::Error,
     },
 }
+
+impl From<sdt_store::OutputError> for Error {
+    fn from(e: sdt_store::OutputError) -> Error {
+        Error::Dir { path: e.path, source: e.source }
+    }
+}

@@ -5,16 +5,13 @@
 //! so that each image is created in it by name, `O_EXCL | O_NOFOLLOW`, mode 0600, as
 //! `criu dump` creates its own: renaming or replacing the directory's path meanwhile
 //! redirects nothing, and the images, which hold the process's memory, are readable by
-//! the exporter only.
+//! the exporter only ([`sdt_store::OutputDir::write_dir`]).
 
-use std::fs::{self, File};
+use std::fs;
 use std::io::{BufWriter, Write};
-use std::os::fd::OwnedFd;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use nix::fcntl::{OFlag, open, openat};
-use nix::sys::stat::Mode;
-use sdt_store::SnapshotSource;
+use sdt_store::{OutputDir, SnapshotSource};
 
 use crate::Error;
 use crate::encode::{ImageSink, Report, write_images};
@@ -24,10 +21,7 @@ use crate::encode::{ImageSink, Report, write_images};
 /// directory beside it, renamed to `dir` when complete, so `dir` never holds a partial
 /// set; on failure nothing is left behind.
 pub fn export_criu(source: &impl SnapshotSource, dir: &Path) -> Result<Report, Error> {
-    let dir_error = |path: &Path| {
-        let path = path.to_owned();
-        move |source| Error::Dir { path, source }
-    };
+    let dir_error = |source| Error::Dir { path: dir.to_owned(), source };
     match fs::read_dir(dir) {
         Ok(mut entries) => {
             if entries.next().is_some() {
@@ -35,30 +29,18 @@ pub fn export_criu(source: &impl SnapshotSource, dir: &Path) -> Result<Report, E
             }
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(dir_error(dir)(e)),
+        Err(e) => return Err(dir_error(e)),
     }
-    let parent = match dir.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
-        _ => PathBuf::from("."),
+    let Some(name) = dir.file_name() else {
+        return Err(dir_error(std::io::ErrorKind::InvalidInput.into()));
     };
-    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    // A name of its own, created private.
-    let tmp = tempfile::Builder::new()
-        .prefix(&format!(".{name}.tmp"))
-        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
-        .tempdir_in(&parent)
-        .map_err(dir_error(&parent))?;
-    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-    let fd = open(tmp.path(), flags, Mode::empty()).map_err(|e| dir_error(tmp.path())(e.into()))?;
+    let parent = match dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
     let state_word = state_word(source);
-    let report = write_images(source, state_word, &mut DirSink { fd })?;
-    let tmp_path = tmp.keep();
-    if let Err(e) = fs::rename(&tmp_path, dir) {
-        // Best effort: the error being returned says what went wrong.
-        let _ = fs::remove_dir_all(&tmp_path);
-        return Err(dir_error(dir)(e));
-    }
-    Ok(report)
+    OutputDir::open(parent)?
+        .write_dir(name, |images| write_images(source, state_word, &mut DirSink { images }))
 }
 
 /// The address of the SDT library's state word, found by symbol in the files the
@@ -72,15 +54,13 @@ fn state_word(source: &impl SnapshotSource) -> Option<u64> {
 }
 
 /// Image files in an open directory.
-struct DirSink {
-    fd: OwnedFd,
+struct DirSink<'d> {
+    images: &'d OutputDir,
 }
 
-impl ImageSink for DirSink {
+impl ImageSink for DirSink<'_> {
     fn create(&mut self, name: &str) -> std::io::Result<Box<dyn Write + '_>> {
-        let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-        let fd = openat(&self.fd, name, flags, Mode::S_IRUSR | Mode::S_IWUSR)?;
-        Ok(Box::new(BufWriter::with_capacity(1 << 20, File::from(fd))))
+        Ok(Box::new(BufWriter::with_capacity(1 << 20, self.images.create_file(name)?)))
     }
 }
 

@@ -23,7 +23,7 @@
 
 use std::collections::HashMap;
 
-use sdt_store::{Credentials, ThreadState, XSAVE_HEADER_END, XSAVE_XCR0_OFFSET, XSAVE_XSTATE_BV_OFFSET};
+use sdt_store::{Credentials, UserFpregs, UserRegs, XSAVE_HEADER_END, XsaveHead};
 
 use crate::image::{IMAGES_V1_1, Image, ImageKind};
 use crate::pb;
@@ -137,7 +137,7 @@ pub(crate) fn gen_core(plan: &Plan, thread: &Thread) -> Image {
         thread_info: Some(pb::ThreadInfoX86 {
             clear_tid_addr: thread.clear_tid.unwrap_or(0),
             gpregs: gen_gpregs(&thread.regs),
-            fpregs: gen_fpregs(t),
+            fpregs: gen_fpregs(&thread.fpregs, &t.xstate),
             tls: gen_tls(),
         }),
         tc,
@@ -147,58 +147,54 @@ pub(crate) fn gen_core(plan: &Plan, thread: &Thread) -> Image {
 }
 
 /// `user_regs_struct` as CRIU's register entry: the same 27 registers, in the same order.
-pub(crate) fn gen_gpregs(r: &[u64; 27]) -> pb::UserX86RegsEntry {
+pub(crate) fn gen_gpregs(r: &UserRegs) -> pb::UserX86RegsEntry {
     pb::UserX86RegsEntry {
-        r15: r[0],
-        r14: r[1],
-        r13: r[2],
-        r12: r[3],
-        bp: r[4],
-        bx: r[5],
-        r11: r[6],
-        r10: r[7],
-        r9: r[8],
-        r8: r[9],
-        ax: r[10],
-        cx: r[11],
-        dx: r[12],
-        si: r[13],
-        di: r[14],
-        orig_ax: r[15],
-        ip: r[16],
-        cs: r[17],
-        flags: r[18],
-        sp: r[19],
-        ss: r[20],
-        fs_base: r[21],
-        gs_base: r[22],
-        ds: r[23],
-        es: r[24],
-        fs: r[25],
-        gs: r[26],
+        r15: r.r15,
+        r14: r.r14,
+        r13: r.r13,
+        r12: r.r12,
+        bp: r.rbp,
+        bx: r.rbx,
+        r11: r.r11,
+        r10: r.r10,
+        r9: r.r9,
+        r8: r.r8,
+        ax: r.rax,
+        cx: r.rcx,
+        dx: r.rdx,
+        si: r.rsi,
+        di: r.rdi,
+        orig_ax: r.orig_rax,
+        ip: r.rip,
+        cs: r.cs,
+        flags: r.eflags,
+        sp: r.rsp,
+        ss: r.ss,
+        fs_base: r.fs_base,
+        gs_base: r.gs_base,
+        ds: r.ds,
+        es: r.es,
+        fs: r.fs,
+        gs: r.gs,
         mode: Some(pb::UserX86RegsMode::Native as i32),
     }
 }
 
-/// The FXSAVE area (`user_fpregs_struct`), plus the XSAVE state CRIU carries when the
-/// snapshot has one.
-pub(crate) fn gen_fpregs(t: &ThreadState) -> pb::UserX86FpregsEntry {
-    let f = &t.fpregs;
-    let u16_at = |o: usize| u32::from(u16::from_le_bytes([f[o], f[o + 1]]));
-    let u32_at = |o: usize| u32::from_le_bytes(f[o..o + 4].try_into().unwrap());
-    let u64_at = |o: usize| u64::from_le_bytes(f[o..o + 8].try_into().unwrap());
+/// The FXSAVE area `f` (`user_fpregs_struct`), plus the XSAVE state CRIU carries when the
+/// snapshot has an XSAVE area (`xstate`).
+pub(crate) fn gen_fpregs(f: &UserFpregs, xstate: &[u8]) -> pb::UserX86FpregsEntry {
     pb::UserX86FpregsEntry {
-        cwd: u16_at(0),
-        swd: u16_at(2),
-        twd: u16_at(4),
-        fop: u16_at(6),
-        rip: u64_at(8),
-        rdp: u64_at(16),
-        mxcsr: u32_at(24),
-        mxcsr_mask: u32_at(28),
-        st_space: words32(&f[32..160]),
-        xmm_space: words32(&f[160..416]),
-        xsave: gen_xsave(&t.xstate),
+        cwd: f.cwd.into(),
+        swd: f.swd.into(),
+        twd: f.ftw.into(),
+        fop: f.fop.into(),
+        rip: f.rip,
+        rdp: f.rdp,
+        mxcsr: f.mxcsr,
+        mxcsr_mask: f.mxcr_mask,
+        st_space: f.st_space.to_vec(),
+        xmm_space: f.xmm_space.to_vec(),
+        xsave: gen_xsave(xstate),
     }
 }
 
@@ -223,12 +219,9 @@ pub(crate) fn gen_xsave(x: &[u8]) -> Option<pb::UserX86XsaveEntry> {
         (7, 1024, 1664),
         (9, 8, 2688),
     ];
-    if x.len() < XSAVE_HEADER_END {
-        return None;
-    }
-    let u64_at = |o: usize| u64::from_le_bytes(x[o..o + 8].try_into().unwrap());
-    let enabled = u64_at(XSAVE_XCR0_OFFSET);
-    let xstate_bv = u64_at(XSAVE_XSTATE_BV_OFFSET) & enabled;
+    let head = XsaveHead::read(x)?;
+    let enabled = head.legacy.xcr0();
+    let xstate_bv = head.header.xstate_bv & enabled;
     let on: Vec<(u32, usize, usize)> =
         COMPONENTS.into_iter().filter(|&(bit, ..)| enabled & (1 << bit) != 0).collect();
     let packed_end = XSAVE_HEADER_END + on.iter().map(|&(_, size, _)| size).sum::<usize>();

@@ -7,8 +7,8 @@ use std::collections::{BTreeSet, HashMap};
 
 use sdt_abi::STATE_OFF;
 use sdt_store::{
-    Access, Content, Credentials, FileKind, GPREG_NAMES, Mapping, OpenFile, PAGE_SIZE, Reopen, SnapshotMeta,
-    SnapshotSource, ThreadRunState, ThreadState, Trigger,
+    Access, Content, Credentials, FileKind, Mapping, OpenFile, PAGE_SIZE, Reopen, SnapshotMeta,
+    SnapshotSource, ThreadRunState, ThreadState, Trigger, UserFpregs, UserRegs,
 };
 use sdt_target::{ERESTART_RESTARTBLOCK, ERESTARTNOHAND, ERESTARTNOINTR, ERESTARTSYS, Patch};
 
@@ -65,7 +65,9 @@ pub(crate) struct Thread<'a> {
     pub state: &'a ThreadState,
     /// `user_regs_struct`, with an interrupted system call set up the way CRIU's dump
     /// leaves it.
-    pub regs: [u64; 27],
+    pub regs: UserRegs,
+    /// The FXSAVE area.
+    pub fpregs: UserFpregs,
     /// glibc's `tid` word of the thread, if found: the clear-child-tid address.
     pub clear_tid: Option<u64>,
     /// The credentials it is restored with: those recorded, which the store's owners have.
@@ -181,8 +183,8 @@ impl<'a> Plan<'a> {
         let tid_offset = sdt_target::tid_word_offset(self.meta, &read);
         let mut threads = Vec::new();
         for t in &self.meta.threads {
-            t.check_regsets()?;
-            let fs_base = t.regs().ok().map(|r| r.fs_base).filter(|&b| b != 0);
+            let (mut regs, fpregs) = (t.regs()?, t.fp_regs()?);
+            let fs_base = Some(regs.fs_base).filter(|&b| b != 0);
             let clear_tid = fs_base.zip(tid_offset).and_then(|(base, off)| base.checked_add(off));
             if t.state == ThreadRunState::Exiting {
                 // Past its last user instruction: CRIU cannot restore it, so it goes (its
@@ -197,7 +199,6 @@ impl<'a> Plan<'a> {
                 });
                 continue;
             }
-            let mut regs = t.regs()?.words();
             restart_syscall(&mut regs);
             let creds = source.credentials_of(t.tid)?;
             if clear_tid.is_none() {
@@ -208,7 +209,7 @@ impl<'a> Plan<'a> {
                     fs_base.unwrap_or(0)
                 ));
             }
-            threads.push(Thread { state: t, regs, clear_tid, creds });
+            threads.push(Thread { state: t, regs, fpregs, clear_tid, creds });
         }
         threads.sort_by_key(|t| (t.state.tid != self.meta.process.pid, t.state.tid));
         self.threads = threads;
@@ -542,18 +543,16 @@ impl<'a> Plan<'a> {
 /// `get_task_regs`): a call the kernel would restart is set to run again from its
 /// `syscall` instruction; one that would restart through `restart_syscall(2)` (sleeps
 /// with a timeout) returns `EINTR` instead.
-pub(crate) fn restart_syscall(regs: &mut [u64; 27]) {
-    let at = |name: &str| GPREG_NAMES.iter().position(|&n| n == name).unwrap();
-    let (rax, orig_rax, rip) = (at("rax"), at("orig_rax"), at("rip"));
-    if (regs[orig_rax] as i64) < 0 {
+pub(crate) fn restart_syscall(regs: &mut UserRegs) {
+    if (regs.orig_rax as i64) < 0 {
         return; // not in a system call
     }
-    match -(regs[rax] as i64) {
+    match -(regs.rax as i64) {
         ERESTARTSYS | ERESTARTNOINTR | ERESTARTNOHAND => {
-            regs[rax] = regs[orig_rax];
-            regs[rip] = regs[rip].wrapping_sub(SYSCALL_INSN_LEN);
+            regs.rax = regs.orig_rax;
+            regs.rip = regs.rip.wrapping_sub(SYSCALL_INSN_LEN);
         }
-        ERESTART_RESTARTBLOCK => regs[rax] = (-EINTR) as u64,
+        ERESTART_RESTARTBLOCK => regs.rax = (-EINTR) as u64,
         _ => {}
     }
 }
@@ -628,10 +627,6 @@ mod tests {
     use super::*;
     use crate::fake::{self, BREAKING, EXITING, PID, RECORD, SEQ, SLEEPING, STATE_WORD, TLS};
 
-    fn reg(t: &Thread, name: &str) -> u64 {
-        t.regs[GPREG_NAMES.iter().position(|&n| n == name).unwrap()]
-    }
-
     #[test]
     fn system_calls_restart_as_after_criu_dump() {
         let source = fake::sample();
@@ -639,25 +634,24 @@ mod tests {
         let tids: Vec<i32> = plan.threads.iter().map(|t| t.state.tid).collect();
         assert_eq!(tids, [PID, BREAKING, SLEEPING], "leader first, the exiting thread left out");
         // futex wait (-ERESTARTSYS): back on its `syscall` instruction, rax the call again.
-        assert_eq!((reg(&plan.threads[0], "rip"), reg(&plan.threads[0], "rax")), (0x40_0200, 202));
+        let regs: Vec<UserRegs> = plan.threads.iter().map(|t| t.regs).collect();
+        assert_eq!((regs[0].rip, regs[0].rax), (0x40_0200, 202));
         // At the breakpoint: untouched.
-        assert_eq!((reg(&plan.threads[1], "rip"), reg(&plan.threads[1], "rax")), (0x40_0101, 0x1234));
+        assert_eq!((regs[1].rip, regs[1].rax), (0x40_0101, 0x1234));
         // clock_nanosleep (-ERESTART_RESTARTBLOCK): returns EINTR where it stopped.
-        assert_eq!((reg(&plan.threads[2], "rip"), reg(&plan.threads[2], "rax") as i64), (0x40_0303, -4));
+        assert_eq!((regs[2].rip, regs[2].rax as i64), (0x40_0303, -4));
         assert_eq!(plan.threads[2].clear_tid, Some(TLS + 0x2000 + 0x2d0));
     }
 
     #[test]
     fn other_errors_and_user_mode_stay() {
-        let mut regs = [0u64; 27];
-        regs[15] = 0; // orig_rax: read(2)
-        regs[10] = (-11i64) as u64; // EAGAIN: a finished call
-        regs[16] = 0x1000;
+        // read(2) that ended in EAGAIN: a finished call.
+        let mut regs = UserRegs { orig_rax: 0, rax: (-11i64) as u64, rip: 0x1000, ..UserRegs::default() };
         let before = regs;
         restart_syscall(&mut regs);
         assert_eq!(regs, before);
-        regs[15] = u64::MAX; // not in a call, whatever rax holds
-        regs[10] = (-512i64) as u64;
+        regs.orig_rax = u64::MAX; // not in a call, whatever rax holds
+        regs.rax = (-512i64) as u64;
         let before = regs;
         restart_syscall(&mut regs);
         assert_eq!(regs, before);

@@ -19,6 +19,7 @@
 use std::fmt;
 
 use crate::filter::Filter;
+use crate::regs::{FPREGS_SIZE, GPREGS_SIZE};
 use crate::trap::TrapRecord;
 
 /// `SDT_KMOD_VERSION`: the version of this interface.
@@ -331,7 +332,7 @@ pub const THREAD_TRIGGER: u32 = 1;
 /// `struct sdt_thread`: one held thread in `IOC_GET`'s buffer, followed by
 /// `xstate_size` bytes of XSAVE area.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct Thread {
     /// Its id, in the caller's pid namespace.
     pub tid: i32,
@@ -368,28 +369,8 @@ impl Thread {
     /// the bytes are too short for what the record says it holds.
     pub fn from_bytes(bytes: &[u8]) -> Option<(Thread, &[u8])> {
         let size = size_of::<Thread>();
-        let head = bytes.get(..size)?;
-        let u32_at = |o: usize| u32::from_le_bytes(head[o..o + 4].try_into().unwrap());
-        let u64_at = |o: usize| u64::from_le_bytes(head[o..o + 8].try_into().unwrap());
-        let gp = std::mem::offset_of!(Thread, gpregs);
-        let fp = std::mem::offset_of!(Thread, fpregs);
-        let thread = Thread {
-            tid: u32_at(0) as i32,
-            flags: u32_at(4),
-            sigmask: u64_at(8),
-            rseq: u64_at(16),
-            rseq_len: u32_at(24),
-            rseq_sig: u32_at(28),
-            robust_list: u64_at(32),
-            robust_list_len: u64_at(40),
-            gpregs_size: u32_at(48),
-            fpregs_size: u32_at(52),
-            xstate_size: u32_at(56),
-            reserved: u32_at(60),
-            gpregs: std::array::from_fn(|i| u64_at(gp + i * 8)),
-            fpregs: head[fp..fp + 512].try_into().unwrap(),
-        };
-        if thread.gpregs_size as usize > 27 * 8 || thread.fpregs_size as usize > 512 {
+        let thread: Thread = bytemuck::try_pod_read_unaligned(bytes.get(..size)?).ok()?;
+        if thread.gpregs_size as usize > GPREGS_SIZE || thread.fpregs_size as usize > FPREGS_SIZE {
             return None;
         }
         let xstate = bytes.get(size..size + thread.xstate_size as usize)?;
@@ -398,8 +379,7 @@ impl Thread {
 
     /// The filled part of the general registers, as `PTRACE_GETREGSET` gives them.
     pub fn gpregs_bytes(&self) -> Vec<u8> {
-        let all: Vec<u8> = self.gpregs.iter().flat_map(|r| r.to_le_bytes()).collect();
-        all[..self.gpregs_size as usize].to_vec()
+        bytemuck::bytes_of(&self.gpregs)[..self.gpregs_size as usize].to_vec()
     }
 }
 

@@ -19,7 +19,8 @@
 //!
 //! Where the kernel module captures instead of ptrace, [`kmod`] mirrors its interface
 //! (`kmod/include/uapi/linux/sdt_kmod.h`): the library triggers captures through it, the
-//! daemon registers, reads and releases them.
+//! daemon registers, reads and releases them. The x86_64 register layouts that its
+//! records, ptrace and snapshots carry are typed in [`regs`].
 //!
 //! # Design constraints
 //!
@@ -36,6 +37,7 @@
 mod filter;
 mod glob;
 pub mod kmod;
+pub mod regs;
 mod trap;
 mod wire;
 

@@ -142,7 +142,7 @@ pub const RESULT_PENDING: i64 = -4;
 /// Constraints the tracer checks: `version == PROTOCOL_VERSION`,
 /// `size == size_of::<TrapRecord>()`, `attrs_len <= 4096`.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct TrapRecord {
     /// [`PROTOCOL_VERSION`].
     pub version: u32,
@@ -182,25 +182,7 @@ impl TrapRecord {
     /// Decodes a record read from the target; `None` if the bytes are too short or the
     /// version or size do not match.
     pub fn from_bytes(bytes: &[u8]) -> Option<TrapRecord> {
-        if bytes.len() < TRAP_RECORD_SIZE {
-            return None;
-        }
-        let u32_at = |o: usize| u32::from_le_bytes(bytes[o..o + 4].try_into().unwrap());
-        let u64_at = |o: usize| u64::from_le_bytes(bytes[o..o + 8].try_into().unwrap());
-        let record = TrapRecord {
-            version: u32_at(0),
-            size: u32_at(4),
-            level: u32_at(8) as i32,
-            class: u32_at(12) as i32,
-            id: u32_at(16) as i32,
-            multiple_mark: u32_at(20) as i32,
-            hit: u64_at(24),
-            attrs_ptr: u64_at(32),
-            attrs_len: u64_at(40),
-            trigger_ns: u64_at(48),
-            state_ptr: u64_at(56),
-            result: u64_at(Self::RESULT_OFFSET) as i64,
-        };
+        let record: TrapRecord = bytemuck::try_pod_read_unaligned(bytes.get(..TRAP_RECORD_SIZE)?).ok()?;
         (record.version == PROTOCOL_VERSION && record.size as usize == TRAP_RECORD_SIZE).then_some(record)
     }
 }

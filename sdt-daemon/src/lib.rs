@@ -3,8 +3,9 @@
 //! tick), freezes all of its threads, reads their registers and copies the pages that
 //! hold content straight into the store's raw log, resumes them, and commits the
 //! snapshot; a compactor thread stores it incrementally later (and, once the program
-//! has ended, a background `sdt compact`). [`refine`] runs an interval of a run again
-//! from its first snapshot and compares its end with the original's.
+//! has ended, a background `sdt compact`). A stored snapshot's process, recreated by a
+//! [`Restorer`] the caller hands in (`sdt-restore`, which the capture does not link), is
+//! taken over and captured the same way, or let run to its end ([`resume_detached`]).
 //!
 //! ```no_run
 //! use sdt_daemon::{CaptureConfig, RunOptions};
@@ -53,7 +54,6 @@ mod kmod;
 pub mod launch;
 mod procfs;
 mod ptrace;
-pub mod refine;
 mod resume;
 mod session;
 mod signals;
@@ -63,6 +63,7 @@ mod writer;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use sdt_abi::RESULT_DECLINED;
@@ -76,7 +77,7 @@ pub use config::{CaptureConfig, ConfigError};
 pub use freeze::ProgramExit;
 pub use kmod::{KmodError, available as kmod_available};
 pub use launch::LaunchError;
-pub use resume::{Resumed, resume_detached};
+pub use resume::{RestoredProcess, Restorer, Resumed, resume_detached};
 pub use symbols::{BreakError, SymbolBreak};
 pub use tracking::{Tracking, TrackingError, VdsoError};
 pub use writer::WriteTotals;
@@ -139,7 +140,7 @@ pub enum Target {
     Restore(RestoreFrom),
 }
 
-/// The snapshot a run resumes, and where it ends.
+/// The snapshot a run resumes, what recreates its process, and where the run ends.
 #[derive(Clone, Debug)]
 pub struct RestoreFrom {
     /// The run the snapshot is in.
@@ -148,8 +149,8 @@ pub struct RestoreFrom {
     pub snapshot: String,
     /// The breakpoint that ends the run, if any.
     pub until: Option<Until>,
-    /// Environment variables (name, value) to add to or replace in the program's.
-    pub env: Vec<(String, String)>,
+    /// What recreates the snapshot's process.
+    pub restorer: Arc<dyn Restorer>,
 }
 
 /// A breakpoint arrival that ends a refinement: that of snapshot `name`.
@@ -204,9 +205,9 @@ pub enum Error {
     /// `execve` failed, or launching it did.
     #[error(transparent)]
     Spawn(#[from] sdt_sys::spawn::SpawnError),
-    /// The snapshot's process cannot be restored.
+    /// The snapshot's process cannot be restored: the [`Restorer`]'s error.
     #[error(transparent)]
-    Restore(#[from] sdt_restore::Error),
+    Restore(Box<dyn std::error::Error + Send + Sync>),
     /// The store cannot be opened or written.
     #[error(transparent)]
     Store(#[from] sdt_store::Error),

@@ -32,7 +32,7 @@ use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
 
 use sdt_abi::{TRAP_MAGIC, TRAP_RECORD_SIZE, TrapRecord, declined_state};
-use sdt_store::{RobustList, Rseq, SignalAction, ThreadRunState, ThreadState, gpreg};
+use sdt_store::{RobustList, Rseq, SignalAction, ThreadRunState, ThreadState};
 use sdt_sys::ptrace::{self, Regset, event};
 use sdt_sys::wait::{self, Stop};
 use sdt_sys::{Tid, memory, monotonic_ns};
@@ -399,13 +399,11 @@ fn trap_at(tid: Tid) -> Result<Trap, sdt_sys::Error> {
     if ptrace::siginfo(tid)?.code != SI_KERNEL {
         return Ok(Trap::Foreign);
     }
-    let mut regs = [0u8; sdt_store::GPREGS_SIZE];
-    ptrace::get_regset(tid, Regset::General, &mut regs)?;
-    let reg = |name: &str| gpreg(&regs, name).unwrap_or(0);
-    if reg("rax") != TRAP_MAGIC {
+    let regs = ptrace::regs(tid)?;
+    if regs.rax != TRAP_MAGIC {
         return Ok(Trap::Foreign);
     }
-    let record_addr = reg("rdi");
+    let record_addr = regs.rdi;
     let mut bytes = [0u8; TRAP_RECORD_SIZE];
     let record =
         memory::read_exact(tid, record_addr, &mut bytes).ok().and_then(|()| TrapRecord::from_bytes(&bytes));

@@ -1,29 +1,54 @@
-//! Resuming a stored snapshot's process: restored (`sdt-restore`), taken over by the
-//! tracer with the run's capture filter, or let go untraced. Either way it resumes with
-//! the credentials its snapshot recorded, as far as the owner of its store has them,
-//! unless a detached resume is told otherwise.
+//! Resuming a stored snapshot's process: recreated by the caller's [`Restorer`]
+//! (`sdt-restore`), then taken over by the tracer with the run's capture filter, or let
+//! go untraced. Whose credentials it resumes with is the restorer's business.
 
-use sdt_store::{BeyondOwner, Refinement, Run, RunId, RunInfo, RunStatus, Snapshot, Store, Trust};
+use std::error::Error as StdError;
+
+use sdt_store::{Refinement, Run, RunId, RunInfo, RunStatus, Snapshot, Store};
 use sdt_sys::monotonic_ns;
 use sdt_sys::ptrace::options;
 
 use crate::adopt::{self, AdoptError};
 use sdt_abi::RESULT_DECLINED;
-use sdt_restore::Privileges;
+use sdt_sys::Tid;
 use sdt_target::{Library, checked_files};
 
 use crate::freeze::{Held, TargetEvent};
 use crate::ptrace::Tracer;
 use crate::{Error, ProgramExit, RestoreFrom, RunOptions, Started, TRACE_OPTIONS, wall_ns};
 
+/// Recreates a stored snapshot's process for the capture to take over. `sdt-restore`
+/// does it, handed in by the caller: the capture does not link the restorer.
+pub trait Restorer: std::fmt::Debug + Send + Sync {
+    /// Recreates the process of `snap`, a snapshot of `run`, with every thread in a
+    /// ptrace-stop of the calling thread, seized with the `PTRACE_O_*` `ptrace_options`.
+    fn restore(
+        &self,
+        run: &Run,
+        snap: &Snapshot,
+        ptrace_options: u32,
+    ) -> Result<RestoredProcess, Box<dyn StdError + Send + Sync>>;
+}
+
+/// A process a [`Restorer`] recreated, every thread stopped under the caller's ptrace.
+#[derive(Clone, Debug)]
+pub struct RestoredProcess {
+    /// The process, in the caller's pid namespace.
+    pub pid: Tid,
+    /// Its namespace's init, the caller's child: it exits with the process's status.
+    pub init: Tid,
+    /// Every thread's id in the caller's pid namespace, the main thread first.
+    pub threads: Vec<Tid>,
+    /// Bytes of pages written into the process.
+    pub bytes_written: u64,
+}
+
 /// Restores `from`'s process for a run that captures it, and describes that run.
 pub(crate) fn start(store: &Store, from: &RestoreFrom, opts: &RunOptions) -> Result<Started, Error> {
     let parent = store.open_run(&from.run)?;
     let snap = parent.open_snapshot(&from.snapshot)?;
     let started_wall_ns = wall_ns();
-    let resume =
-        Resume { env: &from.env, privileges: Privileges::Recorded, beyond_owner: BeyondOwner::Refuse };
-    let restored = timed_restore(&parent, &snap, &resume)?;
+    let restored = timed_restore(&parent, &snap, &*from.restorer)?;
     let pid = restored.pid;
     let kill = |e: Error| {
         sdt_sys::kill_namespace(restored.init);
@@ -41,7 +66,7 @@ pub(crate) fn start(store: &Store, from: &RestoreFrom, opts: &RunOptions) -> Res
     let info = parent.info();
     Ok(Started {
         pid,
-        tracer: Tracer::adopt(pid, restored.threads.iter().map(|t| t.host)),
+        tracer: Tracer::adopt(pid, restored.threads.iter().copied()),
         capturer: crate::capture::Capturer::new(pid)?,
         info: RunInfo {
             id: RunId(0),
@@ -74,21 +99,8 @@ pub struct Resumed {
     pub bytes_written: u64,
 }
 
-/// How a stored snapshot resumes: extra environment variables and whose credentials.
-#[derive(Clone, Copy, Debug)]
-struct Resume<'a> {
-    /// Environment variables (name, value) to add to or replace in the program's.
-    env: &'a [(String, String)],
-    /// Whose credentials the program resumes with.
-    privileges: Privileges,
-    /// What becomes of recorded credentials beyond what the store's owner has.
-    beyond_owner: BeyondOwner,
-}
-
-/// Restores snapshot `name` of run `run` in the store at `store`, with the variables of
-/// `env` in its environment and the credentials `privileges` says (those recorded beyond
-/// what the store's owner has refused or lowered, as `beyond_owner` says), switches its
-/// breakpoints off and waits for it to end.
+/// Restores snapshot `name` of run `run` in the store at `store` with `restorer`,
+/// switches its breakpoints off and waits for it to end.
 ///
 /// It stays traced, though nothing is captured: a thread the snapshot caught between its
 /// breakpoint's filter check and the trap still traps, and gets "declined" for an answer
@@ -97,15 +109,13 @@ pub fn resume_detached(
     store: &std::path::Path,
     run: RunId,
     name: &str,
-    env: &[(String, String)],
-    privileges: Privileges,
-    beyond_owner: BeyondOwner,
+    restorer: &dyn Restorer,
 ) -> Result<Resumed, Error> {
     let store = Store::open(store)?;
     let run = store.open_run(&run)?;
     let snap = run.open_snapshot(name)?;
     let start = monotonic_ns();
-    let restored = timed_restore(&run, &snap, &Resume { env, privileges, beyond_owner })?;
+    let restored = timed_restore(&run, &snap, restorer)?;
     let restore_ns = monotonic_ns() - start;
     let pid = restored.pid;
     let prepared = match find_library(&snap) {
@@ -118,7 +128,7 @@ pub fn resume_detached(
     }
     // Terminal signals reach the program (it is in our process group); sdt waits.
     sdt_sys::ignore_terminal_signals();
-    let mut tracer = Tracer::adopt(pid, restored.threads.iter().map(|t| t.host));
+    let mut tracer = Tracer::adopt(pid, restored.threads.iter().copied());
     let exit = run_declining(&mut tracer);
     let exit = match exit {
         Ok(exit) => {
@@ -151,16 +161,10 @@ fn find_library(snap: &Snapshot) -> Option<Library> {
     Library::find(snap.meta(), &|addr, buf| snap.read(addr, buf).is_ok(), &checked_files(snap))
 }
 
-/// [`sdt_restore::restore`] of `snap` of `run`, traced, logging how long it took.
-fn timed_restore(run: &Run, snap: &Snapshot, resume: &Resume) -> Result<sdt_restore::Restored, Error> {
+/// `restorer`'s restore of `snap` of `run`, traced, logging how long it took.
+fn timed_restore(run: &Run, snap: &Snapshot, restorer: &dyn Restorer) -> Result<RestoredProcess, Error> {
     let start = monotonic_ns();
-    let options = sdt_restore::Options {
-        ptrace_options: TRACE_OPTIONS | options::TRACEEXEC,
-        env: resume.env,
-        privileges: resume.privileges,
-        beyond_owner: resume.beyond_owner,
-    };
-    let restored = sdt_restore::restore(snap, &Trust::of_run(run), &options)?;
+    let restored = restorer.restore(run, snap, TRACE_OPTIONS | options::TRACEEXEC).map_err(Error::Restore)?;
     log::info!(
         "restored {} as pid {} in {:.1} ms ({} bytes of pages)",
         snap.name(),

@@ -6,14 +6,23 @@
 //! memory the program does not use; programs catch few signals, so this costs a few
 //! injected calls per capture, and none for a program that catches nothing.
 
+use bytemuck::{Pod, Zeroable};
 use sdt_store::{SIG_IGN, SignalAction};
-use sdt_sys::ptrace::{self, Regset};
+use sdt_sys::ptrace;
 use sdt_sys::{Tid, memory};
 
 use crate::ptrace::Tracer;
 
-/// `struct kernel_sigaction`: handler, flags, restorer, mask.
-const KERNEL_SIGACTION_SIZE: usize = 32;
+/// `struct kernel_sigaction` of x86_64, as `rt_sigaction` writes it.
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct KernelSigaction {
+    handler: u64,
+    flags: u64,
+    restorer: u64,
+    /// The kernel's `sigset_t`: 8 bytes on x86_64.
+    mask: u64,
+}
 /// The x86_64 System V red zone below the stack pointer.
 const RED_ZONE: u64 = 128;
 
@@ -54,24 +63,16 @@ pub(crate) fn read_actions(
             );
             continue;
         }
-        let mut raw = [0u8; KERNEL_SIGACTION_SIZE];
-        memory::read_exact(tid, at, &mut raw)?;
-        let word = |i: usize| u64::from_le_bytes(raw[i * 8..i * 8 + 8].try_into().unwrap());
-        actions.push(SignalAction {
-            signo,
-            handler: word(0),
-            flags: word(1),
-            restorer: word(2),
-            mask: word(3),
-        });
+        let mut action = KernelSigaction::zeroed();
+        memory::read_exact(tid, at, bytemuck::bytes_of_mut(&mut action))?;
+        let KernelSigaction { handler, flags, restorer, mask } = action;
+        actions.push(SignalAction { signo, handler, flags, restorer, mask });
     }
     Ok(actions)
 }
 
 /// Room for one `struct kernel_sigaction` below the thread's red zone, 16-aligned.
 fn below_red_zone(tid: Tid) -> Result<u64, sdt_sys::Error> {
-    let mut regs = [0u8; sdt_store::GPREGS_SIZE];
-    ptrace::get_regset(tid, Regset::General, &mut regs)?;
-    let rsp = sdt_store::gpreg(&regs, "rsp").unwrap_or(0);
-    Ok((rsp - RED_ZONE - 2 * KERNEL_SIGACTION_SIZE as u64) & !15)
+    let rsp = ptrace::regs(tid)?.rsp;
+    Ok((rsp - RED_ZONE - 2 * size_of::<KernelSigaction>() as u64) & !15)
 }

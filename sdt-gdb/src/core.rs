@@ -40,7 +40,7 @@ use object::endian::{LittleEndian, U16, U32, U64};
 use object::pod::bytes_of;
 use sdt_store::{
     Content, FileRef, Mapping, PAGE_SIZE, ProcessInfo, SnapshotMeta, SnapshotSource, ThreadState, Trigger,
-    XSAVE_HEADER_END, XSAVE_XCR0_OFFSET, XSAVE_XSTATE_BV_OFFSET,
+    XSAVE_HEADER_END, XsaveHead,
 };
 
 use crate::Error;
@@ -556,20 +556,23 @@ fn gdb_xstate_size(xcr0: u64) -> usize {
 /// `NT_X86_XSTATE`, in the shape gdb 13 accepts without "Unexpected size of section
 /// `.reg-xstate'": XCR0 and XSTATE_BV masked to the components it knows (newer ones such
 /// as AMX lie past them), the area truncated or zero-padded to the size it computes from
-/// that XCR0. `None` if the snapshot holds no XSAVE area.
+/// that XCR0. `None` if the snapshot holds no XSAVE area; one too short for its header
+/// (a damaged snapshot) counts as enabling nothing.
 fn gen_x86_xstate(xstate: &[u8]) -> Option<Vec<u8>> {
     if xstate.is_empty() {
         return None;
     }
-    let word =
-        |at: usize| xstate.get(at..at + 8).and_then(|b| b.try_into().ok()).map_or(0, u64::from_le_bytes);
-    let xcr0 = word(XSAVE_XCR0_OFFSET) & xfeature::GDB_KNOWN;
-    let xstate_bv = word(XSAVE_XSTATE_BV_OFFSET) & xfeature::GDB_KNOWN;
+    let known = |head: XsaveHead| {
+        (head.legacy.xcr0() & xfeature::GDB_KNOWN, head.header.xstate_bv & xfeature::GDB_KNOWN)
+    };
+    let (xcr0, xstate_bv) = XsaveHead::read(xstate).map_or((0, 0), known);
     let size = gdb_xstate_size(xcr0);
     let mut d = xstate[..xstate.len().min(size)].to_vec();
     d.resize(size, 0);
-    put(&mut d, XSAVE_XCR0_OFFSET, &xcr0.to_le_bytes());
-    put(&mut d, XSAVE_XSTATE_BV_OFFSET, &xstate_bv.to_le_bytes());
+    let mut head = XsaveHead::read(&d)?;
+    head.legacy.set_xcr0(xcr0);
+    head.header.xstate_bv = xstate_bv;
+    d[..XSAVE_HEADER_END].copy_from_slice(head.as_bytes());
     Some(d)
 }
 

@@ -53,4 +53,4 @@ mod fake;
 pub mod frontend;
 
 pub use error::Error;
-pub use export::{OutputDir, export_core, export_core_in};
+pub use export::{export_core, export_core_in};

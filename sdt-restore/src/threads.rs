@@ -128,7 +128,7 @@ pub(crate) fn set_registers(threads: &[(RestoredThread, &ThreadState)]) -> Resul
         if (regs.orig_rax as i64) >= 0 && regs.rax as i64 == -ERESTART_RESTARTBLOCK {
             regs.rax = (-ERESTARTNOINTR) as u64;
         }
-        ptrace::set_regset(t.host, Regset::General, bytemuck::bytes_of(&regs)).map_err(Error::Sys)?;
+        ptrace::set_regs(t.host, &regs).map_err(Error::Sys)?;
         if state.xstate.is_empty() {
             ptrace::set_regset(t.host, Regset::Fp, &state.fpregs).map_err(Error::Sys)?;
         } else {

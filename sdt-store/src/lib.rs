@@ -88,8 +88,9 @@
 //! - File I/O lives in `dir` and in `fileref` (files that mappings refer to, opened only
 //!   when provably the file mapped and readable by the store's owner, and files a restore
 //!   opens again, checked the same way); `trust` says what the store's owners may do,
-//!   and so what credentials its snapshots may claim;
-//!   encoding and decoding (`format`, `index`) work on byte slices.
+//!   and so what credentials its snapshots may claim; the exporters write through
+//!   [`OutputDir`] (`output`): a temporary name, then a rename, the one way both do it.
+//!   Encoding and decoding (`format`, `index`) work on byte slices.
 //! - The writer keeps no page contents between snapshots: only, per page, where its bytes
 //!   are stored, their `xxh3_128` hash, which decides whether a page changed, and the
 //!   length of its patch chain. It reads a changed page's previous version back from the
@@ -108,6 +109,7 @@ mod fs;
 mod index;
 pub mod model;
 mod names;
+mod output;
 mod raw;
 mod reader;
 mod shuffle;
@@ -121,6 +123,7 @@ pub use error::Error;
 pub use fileref::Reopen;
 pub use model::*;
 pub use names::is_snapshot_name;
+pub use output::{OutputDir, OutputError};
 pub use raw::PageSpan;
 pub use reader::Snapshot;
 pub use source::SnapshotSource;

@@ -6,6 +6,9 @@ use serde::{Deserialize, Serialize};
 
 mod creds;
 pub use creds::{ALL_CAPS, Capabilities, Credentials, Ids, SeccompMode, ThreadCredentials};
+pub use sdt_abi::regs::{
+    FPREGS_SIZE, GPREG_NAMES, GPREGS_SIZE, UserFpregs, UserRegs, XSAVE_HEADER_END, XsaveHead, XsaveHeader,
+};
 
 /// Page size of every supported target (x86_64 Linux).
 pub const PAGE_SIZE: u64 = 4096;
@@ -275,13 +278,8 @@ impl ThreadState {
     /// Checks that the register sets have the sizes this type promises
     /// ([`GPREGS_SIZE`], [`FPREGS_SIZE`]), which exporters rely on.
     pub fn check_regsets(&self) -> Result<(), RegsetSizeError> {
-        for (regset, bytes, expected) in
-            [("gpregs", &self.gpregs, GPREGS_SIZE), ("fpregs", &self.fpregs, FPREGS_SIZE)]
-        {
-            if bytes.len() != expected {
-                return Err(RegsetSizeError { tid: self.tid, regset, found: bytes.len(), expected });
-            }
-        }
+        self.regs()?;
+        self.fp_regs()?;
         Ok(())
     }
 }
@@ -320,20 +318,6 @@ pub struct Rseq {
     pub sig: u32,
 }
 
-/// Size of `struct user_regs_struct` on x86_64.
-pub const GPREGS_SIZE: usize = 27 * 8;
-/// Size of `struct user_fpregs_struct` on x86_64.
-pub const FPREGS_SIZE: usize = 512;
-/// Offset of XCR0 (the enabled features) in a [`ThreadState::xstate`]: the first word of
-/// the legacy area's software-reserved bytes, where ptrace puts it (Linux's
-/// `USER_XSTATE_XCR0_WORD`, gdb's `I386_LINUX_XSAVE_XCR0_OFFSET`).
-pub const XSAVE_XCR0_OFFSET: usize = 464;
-/// Offset of `XSTATE_BV`, the first word of the XSAVE header.
-pub const XSAVE_XSTATE_BV_OFFSET: usize = 512;
-/// End of the XSAVE header (the legacy area and the header): the extended components,
-/// YMM first, come after it.
-pub const XSAVE_HEADER_END: usize = 576;
-
 /// Where a thread was when it stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -344,21 +328,30 @@ pub enum ThreadRunState {
     Exiting,
 }
 
-/// Names of the `user_regs_struct` fields, in order.
-pub const GPREG_NAMES: [&str; 27] = [
-    "r15", "r14", "r13", "r12", "rbp", "rbx", "r11", "r10", "r9", "r8", "rax", "rcx", "rdx", "rsi", "rdi",
-    "orig_rax", "rip", "cs", "eflags", "rsp", "ss", "fs_base", "gs_base", "ds", "es", "fs", "gs",
-];
-
 impl ThreadState {
     /// The general registers, typed; an error if [`ThreadState::gpregs`] is not
     /// [`GPREGS_SIZE`] bytes.
     pub fn regs(&self) -> Result<UserRegs, RegsetSizeError> {
-        bytemuck::try_pod_read_unaligned(&self.gpregs).map_err(|_| RegsetSizeError {
+        self.regset("gpregs", &self.gpregs)
+    }
+
+    /// The FXSAVE area, typed; an error if [`ThreadState::fpregs`] is not
+    /// [`FPREGS_SIZE`] bytes.
+    pub fn fp_regs(&self) -> Result<UserFpregs, RegsetSizeError> {
+        self.regset("fpregs", &self.fpregs)
+    }
+
+    /// The register set `bytes`, named `name`, as a `T`; an error if its size is not `T`'s.
+    fn regset<T: bytemuck::AnyBitPattern>(
+        &self,
+        name: &'static str,
+        bytes: &[u8],
+    ) -> Result<T, RegsetSizeError> {
+        bytemuck::try_pod_read_unaligned(bytes).map_err(|_| RegsetSizeError {
             tid: self.tid,
-            regset: "gpregs",
-            found: self.gpregs.len(),
-            expected: GPREGS_SIZE,
+            regset: name,
+            found: bytes.len(),
+            expected: size_of::<T>(),
         })
     }
 
@@ -370,49 +363,6 @@ impl ThreadState {
     /// The stack pointer.
     pub fn sp(&self) -> u64 {
         self.regs().map_or(0, |r| r.rsp)
-    }
-}
-
-/// `struct user_regs_struct` of x86_64 (`<sys/user.h>`): the general registers, as
-/// `PTRACE_GETREGSET` with `NT_PRSTATUS` returns them, in [`GPREG_NAMES`] order.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
-#[allow(missing_docs)]
-pub struct UserRegs {
-    pub r15: u64,
-    pub r14: u64,
-    pub r13: u64,
-    pub r12: u64,
-    pub rbp: u64,
-    pub rbx: u64,
-    pub r11: u64,
-    pub r10: u64,
-    pub r9: u64,
-    pub r8: u64,
-    pub rax: u64,
-    pub rcx: u64,
-    pub rdx: u64,
-    pub rsi: u64,
-    pub rdi: u64,
-    pub orig_rax: u64,
-    pub rip: u64,
-    pub cs: u64,
-    pub eflags: u64,
-    pub rsp: u64,
-    pub ss: u64,
-    pub fs_base: u64,
-    pub gs_base: u64,
-    pub ds: u64,
-    pub es: u64,
-    pub fs: u64,
-    pub gs: u64,
-}
-const _: () = assert!(size_of::<UserRegs>() == GPREGS_SIZE);
-
-impl UserRegs {
-    /// The registers in [`GPREG_NAMES`] order.
-    pub fn words(self) -> [u64; 27] {
-        bytemuck::cast(self)
     }
 }
 

@@ -42,7 +42,7 @@ impl Pagemap {
     pub fn read(&self, start: u64, npages: usize, out: &mut Vec<u64>) -> Result<()> {
         out.clear();
         out.resize(npages, 0);
-        let bytes: &mut [u8] = bytemuck_u64s(out);
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
         self.file.read_exact_at(bytes, start / 4096 * 8).map_err(|source| Error {
             call: "pread /proc/PID/pagemap",
             tid: self.pid.raw(),
@@ -158,15 +158,6 @@ impl Pagemap {
             from = reached;
         }
         Ok(())
-    }
-}
-
-fn bytemuck_u64s(words: &mut [u64]) -> &mut [u8] {
-    #[allow(unsafe_code)]
-    // SAFETY: u8 has no alignment or validity requirements, and the byte slice covers
-    // exactly the words' memory, borrowed mutably for its lifetime.
-    unsafe {
-        std::slice::from_raw_parts_mut(words.as_mut_ptr().cast::<u8>(), words.len() * 8)
     }
 }
 

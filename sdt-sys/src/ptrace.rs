@@ -10,6 +10,9 @@
 
 use std::time::{Duration, Instant};
 
+use bytemuck::{Pod, Zeroable};
+use sdt_abi::regs::UserRegs;
+
 use crate::wait::{self, Stop};
 use crate::{Error, Result, Tid};
 
@@ -114,10 +117,18 @@ pub struct SigInfo {
 /// `ptrace(PTRACE_GETSIGINFO, tid)`: the signal a thread stopped for.
 #[doc(alias = "PTRACE_GETSIGINFO")]
 pub fn siginfo(tid: Tid) -> Result<SigInfo> {
+    /// The fields every `siginfo_t` starts with.
+    #[repr(C)]
+    #[derive(Clone, Copy, Pod, Zeroable)]
+    struct Head {
+        signo: i32,
+        errno: i32,
+        code: i32,
+    }
     let mut raw = [0u8; 128];
     request("PTRACE_GETSIGINFO", libc::PTRACE_GETSIGINFO, tid, 0, raw.as_mut_ptr() as usize)?;
-    let int_at = |o: usize| i32::from_le_bytes(raw[o..o + 4].try_into().unwrap());
-    Ok(SigInfo { signo: int_at(0), errno: int_at(4), code: int_at(8), raw })
+    let head: Head = bytemuck::pod_read_unaligned(&raw[..size_of::<Head>()]);
+    Ok(SigInfo { signo: head.signo, errno: head.errno, code: head.code, raw })
 }
 
 /// `ptrace(PTRACE_GETREGSET, tid, kind, iov)`: copies a register set into `buf` and
@@ -127,6 +138,20 @@ pub fn get_regset(tid: Tid, kind: Regset, buf: &mut [u8]) -> Result<usize> {
     let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
     request("PTRACE_GETREGSET", libc::PTRACE_GETREGSET, tid, kind as usize, &raw mut iov as usize)?;
     Ok(iov.iov_len)
+}
+
+/// [`get_regset`] of the general registers (`NT_PRSTATUS`), typed.
+#[doc(alias = "PTRACE_GETREGSET")]
+pub fn regs(tid: Tid) -> Result<UserRegs> {
+    let mut regs = UserRegs::zeroed();
+    get_regset(tid, Regset::General, bytemuck::bytes_of_mut(&mut regs))?;
+    Ok(regs)
+}
+
+/// [`set_regset`] of the general registers (`NT_PRSTATUS`).
+#[doc(alias = "PTRACE_SETREGSET")]
+pub fn set_regs(tid: Tid, regs: &UserRegs) -> Result<()> {
+    set_regset(tid, Regset::General, bytemuck::bytes_of(regs))
 }
 
 /// `ptrace(PTRACE_SETREGSET, tid, kind, iov)`: replaces a register set.
@@ -175,35 +200,30 @@ pub struct RseqConfig {
 #[doc(alias = "PTRACE_GET_RSEQ_CONFIGURATION")]
 pub fn rseq_config(tid: Tid) -> Result<Option<RseqConfig>> {
     const PTRACE_GET_RSEQ_CONFIGURATION: libc::c_uint = 0x420f;
-    // struct ptrace_rseq_configuration { u64 rseq_abi_pointer; u32 rseq_abi_size;
-    // u32 signature; u32 flags; u32 pad; }
-    let mut conf = [0u8; 24];
+    /// `struct ptrace_rseq_configuration`.
+    #[repr(C)]
+    #[derive(Default)]
+    struct Configuration {
+        rseq_abi_pointer: u64,
+        rseq_abi_size: u32,
+        signature: u32,
+        flags: u32,
+        pad: u32,
+    }
+    let mut conf = Configuration::default();
     match request(
         "PTRACE_GET_RSEQ_CONFIGURATION",
         PTRACE_GET_RSEQ_CONFIGURATION,
         tid,
-        24,
-        conf.as_mut_ptr() as usize,
+        size_of::<Configuration>(),
+        &raw mut conf as usize,
     ) {
         Ok(_) => {}
         Err(e) if e.errno() == libc::EIO => return Ok(None),
         Err(e) => return Err(e),
     }
-    let addr = u64::from_le_bytes(conf[..8].try_into().unwrap());
-    let len = u32::from_le_bytes(conf[8..12].try_into().unwrap());
-    let sig = u32::from_le_bytes(conf[12..16].try_into().unwrap());
+    let Configuration { rseq_abi_pointer: addr, rseq_abi_size: len, signature: sig, .. } = conf;
     Ok((addr != 0).then_some(RseqConfig { addr, len, sig }))
-}
-
-/// Offsets in `struct user_regs_struct` of the registers an injected system call uses.
-mod user_regs {
-    pub const RAX: usize = 10 * 8;
-    pub const ORIG_RAX: usize = 15 * 8;
-    pub const RIP: usize = 16 * 8;
-    /// `rdi, rsi, rdx, r10, r8, r9`: the system-call arguments in order.
-    pub const ARGS: [usize; 6] = [14 * 8, 13 * 8, 12 * 8, 7 * 8, 9 * 8, 8 * 8];
-    /// Size of the structure.
-    pub const SIZE: usize = 27 * 8;
 }
 
 /// Single steps an injected system call may take before it counts as failed.
@@ -255,19 +275,18 @@ pub fn inject_syscall_waiting(
     args: &[u64],
     mut next_stop: impl FnMut() -> Result<Stop>,
 ) -> Result<i64> {
-    let put = |regs: &mut [u8], at: usize, value: u64| regs[at..at + 8].copy_from_slice(&value.to_le_bytes());
-    let get = |regs: &[u8], at: usize| u64::from_le_bytes(regs[at..at + 8].try_into().unwrap());
-    let mut saved = [0u8; user_regs::SIZE];
-    get_regset(tid, Regset::General, &mut saved)?;
-    let mut regs = saved;
-    put(&mut regs, user_regs::RAX, nr);
-    for (&at, &value) in user_regs::ARGS.iter().zip(args) {
-        put(&mut regs, at, value);
+    let saved = regs(tid)?;
+    let mut call = saved;
+    call.rax = nr;
+    // The system-call arguments, in order.
+    let mut slots = [&mut call.rdi, &mut call.rsi, &mut call.rdx, &mut call.r10, &mut call.r8, &mut call.r9];
+    for (slot, &value) in slots.iter_mut().zip(args) {
+        **slot = value;
     }
-    put(&mut regs, user_regs::RIP, syscall_at);
+    call.rip = syscall_at;
     // Not "inside a system call": no restart logic may touch the injected one.
-    put(&mut regs, user_regs::ORIG_RAX, u64::MAX);
-    set_regset(tid, Regset::General, &regs)?;
+    call.orig_rax = u64::MAX;
+    set_regs(tid, &call)?;
     let gone = || Error {
         call: "injected system call",
         tid: tid.raw(),
@@ -278,7 +297,7 @@ pub fn inject_syscall_waiting(
     let result = loop {
         steps += 1;
         if steps > MAX_INJECTION_STEPS {
-            set_regset(tid, Regset::General, &saved)?;
+            set_regs(tid, &saved)?;
             return Err(Error {
                 call: "injected system call",
                 tid: tid.raw(),
@@ -292,16 +311,16 @@ pub fn inject_syscall_waiting(
             Ok(stop) => stop,
             Err(e) => {
                 // Still stopped (the wait gave up for another reason): as it was.
-                set_regset(tid, Regset::General, &saved).ok();
+                set_regs(tid, &saved).ok();
                 return Err(e);
             }
         };
         match stop {
             Stop::Signal(libc::SIGTRAP) => {
-                get_regset(tid, Regset::General, &mut regs)?;
+                let after = regs(tid)?;
                 // A trap before the instruction ran (a pending interrupt) steps again.
-                if get(&regs, user_regs::RIP) == syscall_at + 2 {
-                    break get(&regs, user_regs::RAX) as i64;
+                if after.rip == syscall_at + 2 {
+                    break after.rax as i64;
                 }
             }
             // Killed (SIGKILL needs no delivery): it never runs user code again.
@@ -309,7 +328,7 @@ pub fn inject_syscall_waiting(
             Stop::Signal(_) | Stop::Event(..) => {}
         }
     };
-    set_regset(tid, Regset::General, &saved)?;
+    set_regs(tid, &saved)?;
     Ok(result)
 }
 

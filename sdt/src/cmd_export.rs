@@ -5,8 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use sdt_daemon::human::{self, escape};
-use sdt_gdb::OutputDir;
-use sdt_store::{Content, Run, Snapshot};
+use sdt_store::{Content, OutputDir, Run, Snapshot};
 
 use crate::cli::{ExportCoreOpt, ExportCriuOpt, GdbOpt};
 use crate::select;

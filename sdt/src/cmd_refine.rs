@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use sdt_daemon::ProgramExit;
-use sdt_daemon::refine::{Attempts, Comparison, Interval, KeyValues, Progress, Verdict};
+use sdt_refine::{Attempts, Comparison, Interval, KeyValues, Progress, Verdict};
 
 use crate::cli::RefineOpt;
 use crate::cmd_export::{cached_core, checked_program};

@@ -1,9 +1,11 @@
 //! `sdt restore`: resume a program from a snapshot.
 
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use sdt_daemon::{RestoreFrom, RunOptions, Target, Tracking, human};
+use sdt_refine::Restore;
 use sdt_restore::Privileges;
 use sdt_store::{BeyondOwner, SnapshotMeta};
 
@@ -20,19 +22,19 @@ pub fn restore(opt: RestoreOpt) -> Result<ExitCode> {
     let (privileges, beyond_owner) = privileges(&opt, snap.meta(), detached)?;
     drop(snap);
     if detached {
-        let resumed =
-            sdt_daemon::resume_detached(&opt.store.store, run.id(), &name, &env, privileges, beyond_owner)
-                .inspect_err(|e| match e {
-                    sdt_daemon::Error::Restore(sdt_restore::Error::SeccompFilter { .. }) => eprintln!(
-                        "sdt: hint: `sdt restore --without-seccomp {name}` resumes it without the filter"
-                    ),
-                    sdt_daemon::Error::Restore(sdt_restore::Error::BeyondOwner(refused)) => eprintln!(
-                        "sdt: hint: `sdt restore --as-owner {name}` resumes it as uid {} instead",
-                        refused.owner
-                    ),
-                    _ => {}
-                })
-                .with_context(|| format!("restoring {name} of run {}", run.id()))?;
+        let restore = Restore { env, privileges, beyond_owner };
+        let resumed = sdt_daemon::resume_detached(&opt.store.store, run.id(), &name, &restore)
+            .inspect_err(|e| match crate::restore_error(e) {
+                Some(sdt_restore::Error::SeccompFilter { .. }) => eprintln!(
+                    "sdt: hint: `sdt restore --without-seccomp {name}` resumes it without the filter"
+                ),
+                Some(sdt_restore::Error::BeyondOwner(refused)) => eprintln!(
+                    "sdt: hint: `sdt restore --as-owner {name}` resumes it as uid {} instead",
+                    refused.owner
+                ),
+                _ => {}
+            })
+            .with_context(|| format!("restoring {name} of run {}", run.id()))?;
         if !capture.quiet {
             eprintln!(
                 "sdt: restored {name} of run {} in {} ({} of pages); it ran with its breakpoints off",
@@ -44,7 +46,12 @@ pub fn restore(opt: RestoreOpt) -> Result<ExitCode> {
         return Ok(exit_code(resumed.exit, capture.quiet));
     }
     let outcome = sdt_daemon::run(&RunOptions {
-        target: Target::Restore(RestoreFrom { run: run.id(), snapshot: name.clone(), until: None, env }),
+        target: Target::Restore(RestoreFrom {
+            run: run.id(),
+            snapshot: name.clone(),
+            until: None,
+            restorer: Arc::new(Restore::recorded(env)),
+        }),
         store: opt.store.store.clone(),
         config: capture_config(capture.config.as_deref(), capture.every)?,
         verify: false,

@@ -74,11 +74,8 @@ fn init_logging() {
 fn hint(err: &anyhow::Error) -> Option<String> {
     // A restore refused its PID namespace already says what it needs.
     let no_namespace = |cause: &(dyn std::error::Error + 'static)| {
-        matches!(cause.downcast_ref(), Some(sdt_restore::Error::NoNamespace(_)))
-            || matches!(
-                cause.downcast_ref(),
-                Some(sdt_daemon::Error::Restore(sdt_restore::Error::NoNamespace(_)))
-            )
+        let restore = cause.downcast_ref().or_else(|| restore_error(cause.downcast_ref()?));
+        matches!(restore, Some(sdt_restore::Error::NoNamespace(_)))
     };
     if err.chain().any(no_namespace) {
         return None;
@@ -104,6 +101,15 @@ fn hint(err: &anyhow::Error) -> Option<String> {
             "ptrace was refused; inside a container, start it with --cap-add SYS_PTRACE (and a seccomp profile that allows ptrace)"
                 .into(),
         ),
+    }
+}
+
+/// The restorer's error behind `err`: a run's error shows it as its own, so an error
+/// chain skips it.
+fn restore_error(err: &sdt_daemon::Error) -> Option<&sdt_restore::Error> {
+    match err {
+        sdt_daemon::Error::Restore(e) => e.downcast_ref(),
+        _ => None,
     }
 }
 

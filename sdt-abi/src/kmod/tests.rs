@@ -1,5 +1,6 @@
-//! The mirror against the C headers (the module's and libsdt's), and the module's filter
-//! against [`Filter`]: both by compiling the C side with the host's gcc.
+//! The mirror against the C headers (the module's and libsdt's, and the register layouts
+//! against `<sys/user.h>` and `<asm/sigcontext.h>`), and the module's filter against
+//! [`Filter`]: both by compiling the C side with the host's gcc.
 
 use std::io::Write;
 use std::mem::offset_of;
@@ -8,6 +9,11 @@ use std::process::{Command, Stdio};
 
 use super::*;
 use crate::filter::Span;
+use crate::regs::{UserFpregs, UserRegs, XSAVE_HEADER_END, XsaveHead, XsaveHeader};
+
+/// What the C programs below include: every header whose layouts are mirrored.
+const C_INCLUDES: &str = "#include <stddef.h>\n#include <stdio.h>\n#include <sys/user.h>\n\
+    #include <asm/sigcontext.h>\n#include <sdt.h>\n#include \"include/uapi/linux/sdt_kmod.h\"\n";
 
 fn kmod_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../kmod")
@@ -95,10 +101,13 @@ fn layout_matches_the_c_header() {
         ("SDT_IOC_FREEZE", IOC_FREEZE),
         ("SDT_IOC_GET", IOC_GET),
         ("SDT_IOC_RELEASE", IOC_RELEASE),
+        // The XSAVE header: Linux's `struct xstate_header` is `struct _header` here, with
+        // `xcomp_bv` among its reserved words.
+        ("sizeof(struct _header)", size_of::<XsaveHeader>() as u64),
+        ("offsetof(struct _xstate, xstate_hdr)", offset_of!(XsaveHead, header) as u64),
+        ("offsetof(struct _xstate, ymmh)", XSAVE_HEADER_END as u64),
     ];
-    let mut main = String::from(
-        "#include <stddef.h>\n#include <stdio.h>\n#include <sdt.h>\n#include \"include/uapi/linux/sdt_kmod.h\"\nint main(void)\n{\n",
-    );
+    let mut main = format!("{C_INCLUDES}int main(void)\n{{\n");
     for (expr, _) in &checks {
         main.push_str(&format!("\tprintf(\"%llu\\n\", (unsigned long long)({expr}));\n"));
     }
@@ -109,6 +118,21 @@ fn layout_matches_the_c_header() {
     for ((expr, rust), c) in checks.iter().zip(values) {
         assert_eq!(*rust, c, "{expr}: Rust says {rust}, the C header {c}");
     }
+}
+
+/// Where the C compiler finds the system header `name` (`sys/user.h`).
+fn system_header(name: &str) -> PathBuf {
+    let mut gcc = Command::new("gcc")
+        .args(["-M", "-x", "c", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("running gcc (the tests need it)");
+    gcc.stdin.take().unwrap().write_all(format!("#include <{name}>\n").as_bytes()).unwrap();
+    let out = gcc.wait_with_output().unwrap();
+    let deps = String::from_utf8(out.stdout).unwrap();
+    let path = deps.split_whitespace().find(|p| p.ends_with(&format!("/{name}")));
+    PathBuf::from(path.unwrap_or_else(|| panic!("gcc finds no <{name}>")))
 }
 
 /// A Rust struct's layout: its size and, in declaration order, each field's name, offset
@@ -130,8 +154,16 @@ macro_rules! rust_layout {
 /// The field names of `struct name` in the C header `text`, in order: declarations
 /// `type a;`, `type a, b;` and `type a[N];`, comments left out.
 fn c_fields(text: &str, name: &str) -> Vec<String> {
-    let open = format!("struct {name} {{");
-    let start = text.find(&open).unwrap_or_else(|| panic!("no {open} in the header")) + open.len();
+    // `struct name {`, the brace maybe on the next line.
+    let tag = format!("struct {name}");
+    let start = text
+        .match_indices(&tag)
+        .map(|(at, _)| at + tag.len())
+        .find_map(|end| {
+            let rest = text[end..].trim_start();
+            rest.starts_with('{').then(|| text.len() - rest.len() + 1)
+        })
+        .unwrap_or_else(|| panic!("no {tag} {{ in the header"));
     let body = &text[start..start + text[start..].find("};").unwrap()];
     let mut code = String::new();
     let mut rest = body;
@@ -165,6 +197,7 @@ fn every_field_matches_the_c_headers() {
     let sdt_h =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdt-lib/include/sdt.h"))
             .unwrap();
+    let user_h = std::fs::read_to_string(system_header("sys/user.h")).unwrap();
     let trap = rust_layout!(TrapRecord {
         version,
         size,
@@ -216,6 +249,56 @@ fn every_field_matches_the_c_headers() {
             }),
         ),
         (
+            "user_regs_struct",
+            &user_h,
+            rust_layout!(UserRegs {
+                r15,
+                r14,
+                r13,
+                r12,
+                rbp,
+                rbx,
+                r11,
+                r10,
+                r9,
+                r8,
+                rax,
+                rcx,
+                rdx,
+                rsi,
+                rdi,
+                orig_rax,
+                rip,
+                cs,
+                eflags,
+                rsp,
+                ss,
+                fs_base,
+                gs_base,
+                ds,
+                es,
+                fs,
+                gs,
+            }),
+        ),
+        (
+            "user_fpregs_struct",
+            &user_h,
+            rust_layout!(UserFpregs {
+                cwd,
+                swd,
+                ftw,
+                fop,
+                rip,
+                rdp,
+                mxcsr,
+                mxcr_mask,
+                st_space,
+                xmm_space,
+                padding
+            }),
+        ),
+        (
             "sdt_thread",
             &kmod_h,
             rust_layout!(Thread {
@@ -237,9 +320,7 @@ fn every_field_matches_the_c_headers() {
         ),
     ];
     // What the C compiler says of each struct: its size, then each field's offset and size.
-    let mut main = String::from(
-        "#include <stddef.h>\n#include <stdio.h>\n#include <sdt.h>\n#include \"include/uapi/linux/sdt_kmod.h\"\nint main(void)\n{\n",
-    );
+    let mut main = format!("{C_INCLUDES}int main(void)\n{{\n");
     let mut c_names = Vec::new();
     for (name, header, _) in &structs {
         let fields = c_fields(header, name);

@@ -1,7 +1,7 @@
-//! Refinement (`sdt refine`): S1 resumed under a finer capture config until the program
-//! reaches S2's breakpoint again, where S2.new is taken; the key variables decide whether
-//! S2.new reproduced S2, and the interval runs again until one does or the attempts are
-//! spent.
+//! Resuming stored snapshots under capture, and refinement (`sdt refine`): S1 resumed
+//! under a finer capture config until the program reaches S2's breakpoint again, where
+//! S2.new is taken; the key variables decide whether S2.new reproduced S2, and the
+//! interval runs again until one does or the attempts are spent.
 //!
 //! ```text
 //!  run 1:   S0 ── S1 ─────────────────────────── S2 ── S3
@@ -9,16 +9,55 @@
 //!  run 2:         └ S1.0 ── S1.1 ── … ───────── S2.new   (refines S1..S2 of run 1)
 //! ```
 //!
-//! The key values are read by the caller's evaluator (`sdt refine` runs gdb on each
-//! snapshot's core); this module runs the attempts and gives the verdict.
+//! ```no_run
+//! use sdt_refine::{Attempts, Interval, KeyValues, Verdict};
+//! use sdt_store::{Run, Snapshot, Store};
+//!
+//! let store = Store::open(".sdt".as_ref())?;
+//! let run = store.open_run(&store.latest_run()?)?;
+//! let from = run.open_snapshot("S1")?;
+//! let interval = Interval::new(&run, &from, "S2")?;
+//! // `sdt refine` reads the values with gdb, from each snapshot's core.
+//! let evaluate = |_: &Run, snap: &Snapshot, exprs: &[String]| -> Result<KeyValues, std::io::Error> {
+//!     Ok(exprs.iter().map(|_| Ok(snap.meta().seq.to_string())).collect())
+//! };
+//! let expected = interval.expect(vec!["total".into()], evaluate)?;
+//! let attempts = Attempts {
+//!     store: ".sdt".into(),
+//!     config: sdt_daemon::CaptureConfig::parse("max_level = 3", "inline").unwrap(),
+//!     quiet: true,
+//!     backend: sdt_daemon::Backend::Ptrace,
+//!     count: 3,
+//! };
+//! let verdict = interval.refine(&expected, &attempts, evaluate, |_| {})?;
+//! println!("{}", matches!(verdict, Verdict::Reproduced { .. }));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Design constraints
+//!
+//! - The crate sits above the capture (`sdt-daemon`) and the restorer (`sdt-restore`),
+//!   which know nothing of each other: the capture takes a stored snapshot's process from
+//!   a [`sdt_daemon::Restorer`], and [`Restore`] is the built-in one.
+//! - A resume that captures takes the credentials its snapshot recorded
+//!   ([`Restore::recorded`]).
+//! - The key values are read by the caller's evaluator (`sdt refine` runs gdb on each
+//!   snapshot's core); this crate runs the attempts and gives the verdict.
+
+#![deny(missing_docs)]
+#![deny(unsafe_code)]
+
+mod restore;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
-use sdt_store::{Run, RunId, Snapshot, Store, Trigger};
-
-use crate::{
+use sdt_daemon::{
     Backend, CaptureConfig, Error, ProgramExit, RestoreFrom, RunOptions, RunOutcome, Target, Tracking, Until,
 };
+use sdt_store::{Run, RunId, Snapshot, Store, Trigger};
+
+pub use restore::Restore;
 
 /// The values of the key expressions in one snapshot, in order: each its value as text,
 /// or why it has none.
@@ -242,7 +281,7 @@ impl<'r> Interval<'r> {
         let opts = self.run_options(attempts);
         for attempt in 1..=attempts.count {
             progress(Progress::Starting { attempt, of: attempts.count });
-            let outcome = crate::run(&opts)
+            let outcome = sdt_daemon::run(&opts)
                 .map_err(|source| RefineError::Resume { from: self.from.name().to_owned(), source })?;
             progress(Progress::Ran(&outcome));
             let ProgramExit::Stopped = outcome.exit else {
@@ -273,7 +312,7 @@ impl<'r> Interval<'r> {
                 run: self.run.id(),
                 snapshot: self.from.name().to_owned(),
                 until: Some(self.until.clone()),
-                env: Vec::new(),
+                restorer: Arc::new(Restore::recorded(Vec::new())),
             }),
             store: attempts.store.clone(),
             config: attempts.config.clone(),
