@@ -133,7 +133,7 @@ impl std::fmt::Display for Phases {
             self.copy_ns / 1000,
             self.meanwhile_ns / 1000,
             self.total_ns / 1000,
-            self.left_chunks as u64 * CHUNK >> 20
+            (self.left_chunks as u64 * CHUNK) >> 20
         )
     }
 }

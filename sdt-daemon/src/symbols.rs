@@ -30,9 +30,10 @@
 //! gone. A child the program forks inherits the int3s untraced, and dies of `SIGTRAP`
 //! if it calls FUNC.
 
+use sdt_abi::regs::UserRegs;
 use sdt_abi::{PROTOCOL_VERSION, Span, SpanError, TRAP_RECORD_SIZE, TrapRecord};
-use sdt_store::{GPREGS_SIZE, Mapping, gpreg, set_gpreg};
-use sdt_sys::ptrace::{self, Regset};
+use sdt_store::Mapping;
+use sdt_sys::ptrace;
 use sdt_sys::{Tid, memory, monotonic_ns};
 
 use crate::freeze::BreakpointHit;
@@ -274,14 +275,12 @@ impl SymbolTraps {
         if !self.armed {
             return Ok(Arrival::NotOurs);
         }
-        let mut regs = [0u8; GPREGS_SIZE];
-        ptrace::get_regset(tid, Regset::General, &mut regs)?;
-        let rip = gpreg(&regs, "rip").unwrap_or(0);
-        let Some(index) = self.traps.iter().position(|t| t.addr + 1 == rip) else {
+        let mut regs = ptrace::regs(tid)?;
+        let Some(index) = self.traps.iter().position(|t| t.addr + 1 == regs.rip) else {
             return Ok(Arrival::NotOurs);
         };
-        set_gpreg(&mut regs, "rip", rip - 1);
-        ptrace::set_regset(tid, Regset::General, &regs)?;
+        regs.rip -= 1;
+        ptrace::set_regs(tid, &regs)?;
         if !count {
             return Ok(Arrival::Later);
         }
@@ -317,25 +316,24 @@ impl SymbolTraps {
     /// int3 being taken out, if it is a usual prologue: `endbr64`, or `push` of a
     /// register. False if it is something else.
     pub(crate) fn emulate_entry(&self, tid: Tid) -> Result<bool, sdt_sys::Error> {
-        let mut regs = [0u8; GPREGS_SIZE];
-        ptrace::get_regset(tid, Regset::General, &mut regs)?;
-        let rip = gpreg(&regs, "rip").unwrap_or(0);
+        let mut regs = ptrace::regs(tid)?;
+        let rip = regs.rip;
         let Some(trap) = self.traps.iter().find(|t| t.addr == rip) else { return Ok(false) };
         let mut code = [0u8; 4];
         memory::read_exact(tid, rip, &mut code)?;
         code[0] = trap.original;
         let Some(step) = Prologue::decode(&code) else { return Ok(false) };
         match step {
-            Prologue::Endbr64 => set_gpreg(&mut regs, "rip", rip + 4),
+            Prologue::Endbr64 => regs.rip = rip + 4,
             Prologue::Push { reg, len } => {
-                let value = gpreg(&regs, reg).unwrap_or(0);
-                let rsp = gpreg(&regs, "rsp").unwrap_or(0) - 8;
+                let value = pushed(&regs, reg);
+                let rsp = regs.rsp.wrapping_sub(8);
                 memory::write(tid, rsp, &value.to_le_bytes())?;
-                set_gpreg(&mut regs, "rsp", rsp);
-                set_gpreg(&mut regs, "rip", rip + len);
+                regs.rsp = rsp;
+                regs.rip = rip + len;
             }
         }
-        ptrace::set_regset(tid, Regset::General, &regs)?;
+        ptrace::set_regs(tid, &regs)?;
         Ok(true)
     }
 }
@@ -459,23 +457,40 @@ fn suggestion(name: &str, functions: &[Function]) -> String {
 enum Prologue {
     /// `f3 0f 1e fa`: a no-op outside CET.
     Endbr64,
-    /// `push %reg` (`50+r`, or `41 50+r` for r8–r15).
-    Push { reg: &'static str, len: u64 },
+    /// `push %reg` (`50+r`, or `41 50+r` for r8–r15): `reg` is the register's number
+    /// in the instruction set's encoding (0 `rax`, … 7 `rdi`, 8 `r8`, … 15 `r15`).
+    Push { reg: u8, len: u64 },
+}
+
+/// The general register numbered `reg` in the instruction set's encoding.
+fn pushed(regs: &UserRegs, reg: u8) -> u64 {
+    match reg {
+        0 => regs.rax,
+        1 => regs.rcx,
+        2 => regs.rdx,
+        3 => regs.rbx,
+        4 => regs.rsp,
+        5 => regs.rbp,
+        6 => regs.rsi,
+        7 => regs.rdi,
+        8 => regs.r8,
+        9 => regs.r9,
+        10 => regs.r10,
+        11 => regs.r11,
+        12 => regs.r12,
+        13 => regs.r13,
+        14 => regs.r14,
+        _ => regs.r15,
+    }
 }
 
 impl Prologue {
     fn decode(code: &[u8; 4]) -> Option<Prologue> {
-        const LOW: [&str; 8] = ["rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi"];
-        const HIGH: [&str; 8] = ["r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15"];
         match *code {
             [0xf3, 0x0f, 0x1e, 0xfa] => Some(Prologue::Endbr64),
             // push %rsp pushes the value before the decrement: left to a real step.
-            [op @ 0x50..=0x57, ..] if op != 0x54 => {
-                Some(Prologue::Push { reg: LOW[usize::from(op - 0x50)], len: 1 })
-            }
-            [0x41, op @ 0x50..=0x57, ..] => {
-                Some(Prologue::Push { reg: HIGH[usize::from(op - 0x50)], len: 2 })
-            }
+            [op @ 0x50..=0x57, ..] if op != 0x54 => Some(Prologue::Push { reg: op - 0x50, len: 1 }),
+            [0x41, op @ 0x50..=0x57, ..] => Some(Prologue::Push { reg: 8 + op - 0x50, len: 2 }),
             _ => None,
         }
     }
@@ -550,9 +565,12 @@ mod tests {
     #[test]
     fn prologues_decode() {
         assert_eq!(Prologue::decode(&[0xf3, 0x0f, 0x1e, 0xfa]), Some(Prologue::Endbr64));
-        assert_eq!(Prologue::decode(&[0x55, 0x48, 0x89, 0xe5]), Some(Prologue::Push { reg: "rbp", len: 1 }));
-        assert_eq!(Prologue::decode(&[0x41, 0x57, 0, 0]), Some(Prologue::Push { reg: "r15", len: 2 }));
+        assert_eq!(Prologue::decode(&[0x55, 0x48, 0x89, 0xe5]), Some(Prologue::Push { reg: 5, len: 1 }));
+        assert_eq!(Prologue::decode(&[0x41, 0x57, 0, 0]), Some(Prologue::Push { reg: 15, len: 2 }));
         assert_eq!(Prologue::decode(&[0x54, 0, 0, 0]), None, "push %rsp");
+        let regs = UserRegs { rax: 1, rbp: 2, rdi: 3, r8: 4, r15: 5, ..bytemuck::Zeroable::zeroed() };
+        let values: Vec<u64> = [0, 5, 7, 8, 15].into_iter().map(|r| pushed(&regs, r)).collect();
+        assert_eq!(values, [1, 2, 3, 4, 5]);
         assert_eq!(Prologue::decode(&[0x48, 0x83, 0xec, 0x08]), None, "sub $8, %rsp");
     }
 }

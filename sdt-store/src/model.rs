@@ -366,15 +366,8 @@ impl ThreadState {
     }
 }
 
-/// A register by name from a `user_regs_struct` as bytes; `None` for an unknown name or
-/// short bytes.
-pub fn gpreg(gpregs: &[u8], name: &str) -> Option<u64> {
-    let i = GPREG_NAMES.iter().position(|&n| n == name)?;
-    let bytes = gpregs.get(i * 8..i * 8 + 8)?;
-    Some(u64::from_le_bytes(bytes.try_into().ok()?))
-}
-
-/// Sets a register by name in a `user_regs_struct` as bytes.
+/// Sets a register by name in a `user_regs_struct` as bytes: for building snapshots in
+/// tests and fuzzing, where registers are data.
 ///
 /// # Panics
 ///
