@@ -401,11 +401,7 @@ impl<'a> Plan<'a> {
             FileKind::Socket | FileKind::AnonInode | FileKind::BlockDevice | FileKind::Other
                 if f.inherited =>
             {
-                self.notes.push(format!(
-                    "fd {} ({}) came from whoever started `sdt run`, not from the program: it is /dev/null \
-                     in the restored process",
-                    f.fd, f.target
-                ));
+                self.notes.push(f.inherited_note());
                 reg("/dev/null", None)
             }
             FileKind::Regular => {

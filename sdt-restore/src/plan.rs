@@ -150,12 +150,7 @@ pub(crate) fn descriptors(meta: &SnapshotMeta, check: CheckReopen) -> Result<Vec
         let source = match f.kind {
             _ if stdio => FdSource::Inherit(f.fd),
             _ if f.inherited && !restorable => {
-                log::warn!(
-                    "file descriptor {} ({}) came from whoever started `sdt run`, not from the program: \
-                     the restored program gets /dev/null there",
-                    f.fd,
-                    f.target
-                );
+                log::warn!("{}", f.inherited_note());
                 FdSource::Open { path: c"/dev/null".to_owned(), flags: libc::O_RDWR, pos: 0 }
             }
             _ if f.target.ends_with(" (deleted)") => return Err(unsupported("the file was deleted")),
@@ -312,8 +307,16 @@ mod tests {
         assert!(matches!(&fds[3].source, FdSource::Open { pos: 42, flags, .. } if *flags == libc::O_RDWR));
         assert!(matches!(&fds[4].source, FdSource::Open { path, .. } if path.to_str() == Ok("/dev/null")));
 
-        let mut leaked = open_file(251, "pipe:[9]", FileKind::Pipe);
+        let mut leaked = open_file(251, "pipe:[9]\x1b[2J", FileKind::Pipe);
         leaked.inherited = true;
+        let note = leaked.inherited_note();
+        assert!(
+            note.starts_with("file descriptor 251 (pipe:[9]\\u{1b}[2J) was not opened by the program"),
+            "{note}"
+        );
+        assert!(
+            note.contains("Nothing to do unless the program uses descriptor 251") && note.contains("251>&-")
+        );
         let fds = descriptors(&meta_with(vec![leaked]), &mut as_named).unwrap();
         assert!(matches!(&fds[0].source, FdSource::Open { path, .. } if path.to_str() == Ok("/dev/null")));
 

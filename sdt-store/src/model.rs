@@ -71,6 +71,22 @@ pub struct OpenFile {
     pub inherited: bool,
 }
 
+impl OpenFile {
+    /// What a resume does with an [`inherited`](OpenFile::inherited) descriptor it cannot
+    /// open again (a pipe, a socket), said for the user: it becomes `/dev/null`, and
+    /// whether anything must be done.
+    pub fn inherited_note(&self) -> String {
+        format!(
+            "file descriptor {fd} ({}) was not opened by the program: whatever started `sdt run` \
+             (a shell, an IDE, a build tool) had it open and passed it on. The resumed program \
+             gets /dev/null there. Nothing to do unless the program uses descriptor {fd}; \
+             to leave it out, start `sdt run` with it closed (`sdt run … {fd}>&-` in a shell)",
+            self.target.escape_debug(),
+            fd = self.fd,
+        )
+    }
+}
+
 /// The kind of object an open file descriptor refers to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

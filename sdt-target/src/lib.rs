@@ -30,6 +30,9 @@
 
 use std::fs::File;
 
+mod activity;
+pub use activity::{Activity, SYSCALLS, syscall_name};
+
 use object::{Object, ObjectSegment, ObjectSymbol, ReadCache};
 use sdt_abi::{SYMBOL_RECONFIG, SYMBOL_STATE, TRAP_RECORD_SIZE, TrapRecord};
 use sdt_store::{Mapping, Snapshot, SnapshotMeta, ThreadRunState, Trigger};

@@ -3,6 +3,7 @@
 use anyhow::Result;
 use sdt_daemon::human::{self, escape};
 use sdt_store::{Content, Trigger};
+use sdt_target::Activity;
 
 use crate::cli::ShowOpt;
 use crate::select;
@@ -57,14 +58,18 @@ pub fn show(opt: ShowOpt) -> Result<()> {
         escape(&p.exe),
         args.join(" ")
     );
+    let breaking = match m.trigger {
+        Trigger::Breakpoint { tid, .. } => Some(tid),
+        Trigger::Timer => None,
+    };
     println!("\nthreads ({}):", m.threads.len());
-    println!("  {:>7}  {:<16} {:<8} {:>18} {:>18}", "TID", "NAME", "STATE", "PC", "SP");
+    println!("  {:>7}  {:<16} {:<26} {:>18} {:>18}", "TID", "NAME", "STATE", "PC", "SP");
     for t in &m.threads {
         println!(
-            "  {:>7}  {:<16} {:<8} {:>#18x} {:>#18x}",
+            "  {:>7}  {:<16} {:<26} {:>#18x} {:>#18x}",
             t.tid,
             escape(&t.name),
-            format!("{:?}", t.state).to_lowercase(),
+            Activity::of(t, breaking == Some(t.tid)).to_string(),
             t.pc(),
             t.sp()
         );

@@ -179,6 +179,21 @@ fn incremental_snapshots_store_only_changes() {
     }
 }
 
+fn show_says_what_each_thread_was_doing() {
+    let sdt = Sdt::new();
+    let prog = program("states");
+    sdt.ok(&["run", "--", prog.to_str().unwrap()]);
+    let shown = stdout(&sdt.ok(&["show", "S0"]));
+    let threads = shown.split("threads (").nth(1).and_then(|t| t.split("mappings (").next()).unwrap();
+    // The main thread breaks; a worker spins, one reads a pipe, one sleeps, one waits on
+    // a condition variable.
+    for state in
+        ["at the breakpoint", "running", "waiting in read", "waiting in clock_nanosleep", "waiting in futex"]
+    {
+        assert_eq!(threads.matches(state).count(), 1, "{state}: {shown}");
+    }
+}
+
 fn rust_programs_use_the_macro() {
     let sdt = Sdt::new();
     let example = crate::harness::target_dir().join("examples/rust_threads");
@@ -195,6 +210,7 @@ fn rust_programs_use_the_macro() {
 }
 
 sdt_test_harness::tests![
+    show_says_what_each_thread_was_doing,
     config_filters_by_level_class_id_and_attrs,
     filtered_breakpoints_make_no_system_call,
     hits_select_arrivals,
