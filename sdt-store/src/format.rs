@@ -73,9 +73,9 @@ pub(crate) const MAGIC: [u8; 8] = *b"SDTSNAP\0";
 /// First bytes of every footer.
 pub(crate) const FOOTER_MAGIC: [u8; 8] = *b"SDTFOOT\0";
 /// The format version this build writes, and the newest it reads. Not the crate version.
-pub(crate) const VERSION: u32 = 3;
+pub const VERSION: u32 = 3;
 /// The oldest format version this build reads.
-pub(crate) const OLDEST_VERSION: u32 = 1;
+pub const OLDEST_VERSION: u32 = 1;
 /// Size of the file header.
 pub(crate) const HEADER_LEN: u64 = 32;
 /// Size of a block header.

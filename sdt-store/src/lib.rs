@@ -121,6 +121,7 @@ mod writer;
 pub use dir::{Refinement, Run, RunId, RunInfo, RunLog, RunStatus, SnapshotEntry, Snapshots, Store};
 pub use error::Error;
 pub use fileref::Reopen;
+pub use format::{OLDEST_VERSION as OLDEST_FORMAT_VERSION, VERSION as FORMAT_VERSION};
 pub use model::*;
 pub use names::is_snapshot_name;
 pub use output::{OutputDir, OutputError};

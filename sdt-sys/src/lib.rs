@@ -39,6 +39,7 @@ pub mod events;
 pub mod kmod_ioctl;
 pub mod memory;
 pub mod pagemap;
+pub mod probe;
 pub mod ptrace;
 pub mod respawn;
 pub mod spawn;

@@ -14,7 +14,8 @@ Examples:
   sdt export criu S3 -o img                       CRIU images: criu restore -D img --shell-job
   sdt restore S3                                  resume the program from S3
   sdt refine --from S1 --to S2 --check total      re-run S1..S2 under a finer config
-  sdt runs                                        every run in the store";
+  sdt runs                                        every run in the store
+  sdt doctor                                      check what SDT needs on this machine";
 
 /// SDT, a snapshot debugger for multithreaded programs: run a program once, capture every
 /// thread and page at the breakpoints you marked, then inspect any snapshot in gdb.
@@ -66,6 +67,10 @@ pub enum Action {
     Export(ExportAction),
     /// Open a snapshot in gdb (exports an ELF core and runs `gdb PROG CORE`).
     Gdb(GdbOpt),
+    /// Check what SDT needs on this machine (ptrace, write tracking, gdb, CRIU, the
+    /// kernel module), each by trying it, and say how to fix what is missing. Exit 1 if
+    /// something `sdt run` or `sdt gdb` needs is missing.
+    Doctor,
     /// Resume the program from a snapshot: same memory, threads, registers, files and
     /// signal handlers, same thread ids (in a new PID namespace; needs root).
     ///

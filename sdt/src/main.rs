@@ -5,6 +5,7 @@
 
 mod cli;
 mod cmd_compact;
+mod cmd_doctor;
 mod cmd_export;
 mod cmd_ls;
 mod cmd_refine;
@@ -15,14 +16,12 @@ mod select;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 use cli::{Action, ExportAction, Opt};
 
 fn main() -> ExitCode {
     init_logging();
     sdt_sys::default_sigpipe();
-    let opt = Opt::parse();
+    let opt = parse_options();
     match real_main(opt) {
         Ok(code) => code,
         Err(err) => {
@@ -48,7 +47,20 @@ fn real_main(opt: Opt) -> anyhow::Result<ExitCode> {
         Action::Gdb(o) => cmd_export::gdb(o),
         Action::Restore(o) => cmd_restore::restore(o),
         Action::Refine(o) => cmd_refine::refine(o),
+        Action::Doctor => Ok(cmd_doctor::doctor()),
     }
+}
+
+/// The command line; `--version` also names the store format and the kernel features
+/// found (probed only when asked for).
+fn parse_options() -> Opt {
+    use clap::{CommandFactory, FromArgMatches};
+    let mut command = Opt::command();
+    if std::env::args_os().any(|a| a == "--version") {
+        // Made once per process, for clap, which keeps it to the end.
+        command = command.long_version(&*Box::leak(cmd_doctor::long_version().into_boxed_str()));
+    }
+    Opt::from_arg_matches(&command.get_matches()).unwrap_or_else(|e| e.exit())
 }
 
 /// Warnings read as `sdt: warning: ...`; with `RUST_LOG` set, every record gets a

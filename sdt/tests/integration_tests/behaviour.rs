@@ -153,7 +153,35 @@ fn a_thread_that_cannot_stop_costs_a_snapshot_not_a_hang() {
     assert_eq!(sdt.snapshots().len(), 0);
 }
 
+fn doctor_checks_the_machine_and_names_what_is_missing() {
+    let sdt = Sdt::new();
+    let out = sdt.ok(&["doctor"]);
+    let text = stdout(&out);
+    for line in ["ok       ptrace", "ok       write tracking", "ok       gdb", "everything `sdt run`"] {
+        assert!(text.contains(line), "{line}: {text}");
+    }
+    // Without gdb on the PATH: named, with the fix, and exit 1.
+    let empty = tempfile::tempdir().unwrap();
+    let out = run(sdt.command(&["doctor"]).env("PATH", empty.path()));
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let text = stdout(&out);
+    assert!(text.contains("MISSING  gdb") && text.contains("fix: apt-get install gdb"), "{text}");
+    assert!(text.contains("missing: gdb"), "{text}");
+}
+
+fn version_names_the_store_format_and_the_kernel_features() {
+    let sdt = Sdt::new();
+    let text = stdout(&sdt.ok(&["--version"]));
+    assert!(text.starts_with("sdt 0."), "{text}");
+    assert!(text.contains("store format 3 (reads 1 to 3)"), "{text}");
+    // This machine's kernel has both (Linux 6.7 and later).
+    assert!(text.contains("uffd-wp yes, PAGEMAP_SCAN yes"), "{text}");
+    assert_eq!(stdout(&sdt.ok(&["-V"])).lines().count(), 1);
+}
+
 sdt_test_harness::tests![
+    doctor_checks_the_machine_and_names_what_is_missing,
+    version_names_the_store_format_and_the_kernel_features,
     exit_code_is_the_programs,
     stdin_and_stdout_pass_through,
     signals_reach_the_program,

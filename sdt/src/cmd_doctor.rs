@@ -1,0 +1,246 @@
+//! `sdt doctor`: checks what SDT needs on this machine, each by trying it, and says how to
+//! fix what is missing; and the long `sdt --version`, which names what the kernel offers.
+
+use std::ffi::CString;
+use std::path::Path;
+use std::process::{Command, ExitCode};
+
+use sdt_sys::spawn::{self, spawn_seized};
+
+/// How a check came out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Verdict {
+    Ok,
+    /// SDT works without it, with less.
+    Optional,
+    /// Something SDT needs is missing.
+    Missing,
+}
+
+/// One line of the report: what was checked, what was found, and how to fix it.
+struct Check {
+    name: &'static str,
+    verdict: Verdict,
+    found: String,
+    fix: Option<&'static str>,
+}
+
+pub fn doctor() -> ExitCode {
+    println!("sdt doctor: what SDT needs on this machine (each checked by trying it)");
+    let checks = [ptrace(), write_tracking(), gdb(), criu(), kernel_module()];
+    for c in &checks {
+        let mark = match c.verdict {
+            Verdict::Ok => "ok",
+            Verdict::Optional => "--",
+            Verdict::Missing => "MISSING",
+        };
+        println!("  {mark:<8} {:<15} {}", c.name, c.found);
+        if let Some(fix) = c.fix.filter(|_| c.verdict != Verdict::Ok) {
+            println!("  {:<8} {:<15} fix: {fix}", "", "");
+        }
+    }
+    let missing: Vec<&str> =
+        checks.iter().filter(|c| c.verdict == Verdict::Missing).map(|c| c.name).collect();
+    if missing.is_empty() {
+        println!("sdt doctor: everything `sdt run`, `sdt gdb` and `sdt export` need is here");
+        ExitCode::SUCCESS
+    } else {
+        println!("sdt doctor: missing: {}", missing.join(", "));
+        ExitCode::FAILURE
+    }
+}
+
+/// `sdt run` seizes the program it starts: done here with `true`, as `sdt run` does it.
+fn ptrace() -> Check {
+    let found = ["/bin/true", "/usr/bin/true"].into_iter().find(|p| Path::new(p).exists());
+    let result = match found {
+        None => Err("no /bin/true to try it on".to_owned()),
+        Some(path) => {
+            let program = CString::new(path).expect("no NUL in a literal");
+            let cmd = spawn::Command {
+                program: program.clone(),
+                args: vec![program],
+                env: Vec::new(),
+                ptrace_options: 0,
+            };
+            match spawn_seized(&cmd) {
+                Ok(pid) => {
+                    sdt_sys::kill_process(pid, libc::SIGKILL).ok();
+                    sdt_sys::reap(pid);
+                    Ok(())
+                }
+                Err(e) => Err(e.to_string()),
+            }
+        }
+    };
+    match result {
+        Ok(()) => Check {
+            name: "ptrace",
+            verdict: Verdict::Ok,
+            found: "sdt run can trace the programs it starts".into(),
+            fix: None,
+        },
+        Err(e) => Check {
+            name: "ptrace",
+            verdict: Verdict::Missing,
+            found: format!("sdt run cannot trace a program: {e}"),
+            fix: Some(
+                "allow ptrace: `sudo sysctl kernel.yama.ptrace_scope=1`; in a container, run it with \
+                 --cap-add=SYS_PTRACE and a seccomp profile that permits ptrace",
+            ),
+        },
+    }
+}
+
+/// What the kernel offers for finding the pages written between captures.
+fn write_tracking() -> Check {
+    let features = KernelFeatures::probe();
+    if features.uffd_wp && features.pagemap_scan {
+        Check {
+            name: "write tracking",
+            verdict: Verdict::Ok,
+            found: format!(
+                "userfaultfd async write-protect and PAGEMAP_SCAN (Linux {}): captures copy only written pages",
+                features.release
+            ),
+            fix: None,
+        }
+    } else {
+        Check {
+            name: "write tracking",
+            verdict: Verdict::Optional,
+            found: format!(
+                "Linux {} lacks {}: captures copy and hash every resident page (page-hash mode), slower",
+                features.release,
+                features.missing().join(" and ")
+            ),
+            fix: Some(
+                "Linux 6.7 or later (userfaultfd must be allowed: vm.unprivileged_userfaultfd or user-mode faults)",
+            ),
+        }
+    }
+}
+
+/// gdb opens the cores `sdt gdb` and `sdt refine` export.
+fn gdb() -> Check {
+    match version_line("gdb", "--version") {
+        Some(line) if major_version(&line).is_some_and(|v| v >= MIN_GDB) => {
+            Check { name: "gdb", verdict: Verdict::Ok, found: line, fix: None }
+        }
+        Some(line) => Check {
+            name: "gdb",
+            verdict: Verdict::Missing,
+            found: format!("{line}: older than gdb {MIN_GDB}, which reads the XSAVE notes of SDT's cores"),
+            fix: Some("a newer gdb (apt-get install gdb)"),
+        },
+        None => Check {
+            name: "gdb",
+            verdict: Verdict::Missing,
+            found: "not found: `sdt gdb` and `sdt refine` need it".into(),
+            fix: Some("apt-get install gdb"),
+        },
+    }
+}
+
+/// The oldest gdb SDT's cores are tested with.
+const MIN_GDB: u32 = 10;
+
+/// CRIU restores the images `sdt export criu` writes.
+fn criu() -> Check {
+    match version_line("criu", "--version") {
+        Some(line) => Check { name: "criu", verdict: Verdict::Ok, found: line, fix: None },
+        None => Check {
+            name: "criu",
+            verdict: Verdict::Optional,
+            found: "not found: only `criu restore` of `sdt export criu` images needs it".into(),
+            fix: Some("apt-get install criu"),
+        },
+    }
+}
+
+/// SDT's kernel module, for `sdt run --backend kmod`.
+fn kernel_module() -> Check {
+    if Path::new("/dev/sdt").exists() {
+        Check { name: "kernel module", verdict: Verdict::Ok, found: "/dev/sdt is there".into(), fix: None }
+    } else {
+        Check {
+            name: "kernel module",
+            verdict: Verdict::Optional,
+            found: "not loaded: `sdt run` stops threads with ptrace (the default)".into(),
+            fix: Some("for `--backend kmod`: sudo kmod/install.sh (from the source tree)"),
+        }
+    }
+}
+
+/// The first line `program flag` prints, if it runs.
+fn version_line(program: &str, flag: &str) -> Option<String> {
+    let out = Command::new(program).arg(flag).output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
+    Some(sdt_daemon::human::escape(line).into_owned())
+}
+
+/// The major version in a line such as `GNU gdb (Debian 13.1-3) 13.1`: the last word's
+/// first number.
+fn major_version(line: &str) -> Option<u32> {
+    line.split_whitespace().last()?.split('.').next()?.parse().ok()
+}
+
+/// What the running kernel offers SDT, each found by trying it.
+struct KernelFeatures {
+    release: String,
+    uffd_wp: bool,
+    pagemap_scan: bool,
+}
+
+impl KernelFeatures {
+    fn probe() -> KernelFeatures {
+        KernelFeatures {
+            release: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .map_or_else(|_| "(unknown)".into(), |r| r.trim().to_owned()),
+            uffd_wp: sdt_sys::probe::userfaultfd_wp_async().is_ok(),
+            pagemap_scan: sdt_sys::probe::pagemap_scan().is_ok(),
+        }
+    }
+
+    fn missing(&self) -> Vec<&'static str> {
+        let mut missing = Vec::new();
+        if !self.uffd_wp {
+            missing.push("userfaultfd async write-protect");
+        }
+        if !self.pagemap_scan {
+            missing.push("PAGEMAP_SCAN");
+        }
+        missing
+    }
+}
+
+/// `sdt --version`: the version, the store format, and what the kernel offers.
+pub fn long_version() -> String {
+    let f = KernelFeatures::probe();
+    let yes = |b: bool| if b { "yes" } else { "no" };
+    format!(
+        "{}\nstore format {} (reads {} to {})\nLinux {}: uffd-wp {}, PAGEMAP_SCAN {}, /dev/sdt {}",
+        env!("CARGO_PKG_VERSION"),
+        sdt_store::FORMAT_VERSION,
+        sdt_store::OLDEST_FORMAT_VERSION,
+        sdt_store::FORMAT_VERSION,
+        f.release,
+        yes(f.uffd_wp),
+        yes(f.pagemap_scan),
+        yes(Path::new("/dev/sdt").exists()),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gdb_versions_are_read_from_their_last_word() {
+        assert_eq!(major_version("GNU gdb (Debian 13.1-3) 13.1"), Some(13));
+        assert_eq!(major_version("GNU gdb (GDB) 9.2"), Some(9));
+        assert_eq!(major_version("GNU gdb (GDB)"), None);
+        assert_eq!(major_version(""), None);
+    }
+}
