@@ -71,6 +71,14 @@ pub enum Action {
     /// kernel module), each by trying it, and say how to fix what is missing. Exit 1 if
     /// something `sdt run` or `sdt gdb` needs is missing.
     Doctor,
+    /// Print a shell completion script for sdt (bash, zsh, fish, elvish, powershell).
+    #[command(
+        after_help = "Example:\n  sdt completions bash > ~/.local/share/bash-completion/completions/sdt"
+    )]
+    Completions(CompletionsOpt),
+    /// Write sdt's man pages (sdt.1, sdt-run.1, …) into a directory.
+    #[command(hide = true)]
+    Manpages(ManpagesOpt),
     /// Resume the program from a snapshot: same memory, threads, registers, files and
     /// signal handlers, same thread ids (in a new PID namespace; needs root).
     ///
@@ -279,6 +287,19 @@ pub struct CompactOpt {
     /// and not at all if another sdt holds the run.
     #[arg(long, hide = true)]
     pub background: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsOpt {
+    /// The shell the script is for.
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct ManpagesOpt {
+    /// Directory to write them into (created if needed).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
 }
 
 #[derive(Debug, Args)]

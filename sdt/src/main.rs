@@ -5,6 +5,7 @@
 
 mod cli;
 mod cmd_compact;
+mod cmd_docs;
 mod cmd_doctor;
 mod cmd_export;
 mod cmd_ls;
@@ -48,6 +49,11 @@ fn real_main(opt: Opt) -> anyhow::Result<ExitCode> {
         Action::Restore(o) => cmd_restore::restore(o),
         Action::Refine(o) => cmd_refine::refine(o),
         Action::Doctor => Ok(cmd_doctor::doctor()),
+        Action::Completions(o) => {
+            cmd_docs::completions(o);
+            Ok(ExitCode::SUCCESS)
+        }
+        Action::Manpages(o) => cmd_docs::manpages(o).map(|()| ExitCode::SUCCESS),
     }
 }
 
@@ -57,8 +63,7 @@ fn parse_options() -> Opt {
     use clap::{CommandFactory, FromArgMatches};
     let mut command = Opt::command();
     if std::env::args_os().any(|a| a == "--version") {
-        // Made once per process, for clap, which keeps it to the end.
-        command = command.long_version(&*Box::leak(cmd_doctor::long_version().into_boxed_str()));
+        command = command.long_version(cmd_doctor::long_version());
     }
     Opt::from_arg_matches(&command.get_matches()).unwrap_or_else(|e| e.exit())
 }

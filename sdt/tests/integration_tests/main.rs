@@ -21,6 +21,7 @@ mod errors;
 mod faults;
 mod gdb;
 mod guest;
+mod install;
 mod kmod;
 mod restore;
 mod security;
@@ -38,6 +39,7 @@ sdt_test_harness::main!(
     faults,
     gdb,
     guest,
+    install,
     kmod,
     restore,
     security,
