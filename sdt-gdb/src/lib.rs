@@ -46,11 +46,13 @@
 #![deny(unsafe_code)]
 
 pub mod core;
+pub mod diff;
 mod error;
 mod export;
 #[cfg(test)]
 mod fake;
 pub mod frontend;
+pub mod vars;
 
 pub use error::Error;
 pub use export::{export_core, export_core_in};

@@ -14,6 +14,7 @@ Examples:
   sdt export criu S3 -o img                       CRIU images: criu restore -D img --shell-job
   sdt restore S3                                  resume the program from S3
   sdt refine --from S1 --to S2 --check total      re-run S1..S2 under a finer config
+  sdt diff S1 S2                                  variables, memory and threads that changed
   sdt runs                                        every run in the store";
 
 /// SDT, a snapshot debugger for multithreaded programs: run a program once, capture every
@@ -87,9 +88,30 @@ pub enum Action {
         after_help = "Example:\n  sdt refine --from S1 --to S2 --config fine.toml --check 'total,acct[3].balance'"
     )]
     Refine(RefineOpt),
+    /// What changed between two snapshots: global and thread-local variables by name
+    /// (from the program's DWARF), other changed memory as ranges with the mapping they
+    /// lie in, and threads that appeared, ended or moved.
+    ///
+    /// A snapshot may name its run: `2:S3`, so A and B may come from different runs.
+    #[command(after_help = "Examples:\n  sdt diff S1 S2\n  sdt diff 1:S3 2:S3 --json")]
+    Diff(DiffOpt),
 }
 
-/// Capture settings for a run that resumes a snapshot.
+#[derive(Debug, Args)]
+pub struct DiffOpt {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// The first snapshot (S3, 3, or RUN:SNAP).
+    pub a: String,
+    /// The second snapshot.
+    pub b: String,
+    /// Print a JSON object: {"variables": […], "ranges": […], "threads": […]}.
+    #[arg(long)]
+    pub json: bool,
+}
+
 #[derive(Debug, Args)]
 pub struct CaptureArgs {
     /// Capture config (TOML), as for `sdt run`.
@@ -441,5 +463,13 @@ mod tests {
         let opt = Opt::parse_from(["sdt", "gdb", "S1", "--", "-batch", "-ex", "bt"]);
         let Action::Gdb(gdb) = opt.action else { panic!("not gdb") };
         assert_eq!(gdb.gdb_args, ["-batch", "-ex", "bt"]);
+    }
+
+    #[test]
+    fn diff_options() {
+        let opt = Opt::parse_from(["sdt", "diff", "1:S3", "2:S3", "--json"]);
+        let Action::Diff(d) = opt.action else { panic!("not diff") };
+        assert_eq!((d.a.as_str(), d.b.as_str(), d.json), ("1:S3", "2:S3", true));
+        assert!(Opt::try_parse_from(["sdt", "diff", "S1"]).is_err());
     }
 }

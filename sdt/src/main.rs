@@ -5,6 +5,7 @@
 
 mod cli;
 mod cmd_compact;
+mod cmd_diff;
 mod cmd_export;
 mod cmd_ls;
 mod cmd_refine;
@@ -48,6 +49,7 @@ fn real_main(opt: Opt) -> anyhow::Result<ExitCode> {
         Action::Gdb(o) => cmd_export::gdb(o),
         Action::Restore(o) => cmd_restore::restore(o),
         Action::Refine(o) => cmd_refine::refine(o),
+        Action::Diff(o) => cmd_diff::diff(o).map(|()| ExitCode::SUCCESS),
     }
 }
 

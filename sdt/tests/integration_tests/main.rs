@@ -17,6 +17,7 @@ mod capture;
 mod credentials;
 mod criu_export;
 mod damage;
+mod diff;
 mod errors;
 mod faults;
 mod gdb;
@@ -34,6 +35,7 @@ sdt_test_harness::main!(
     credentials,
     criu_export,
     damage,
+    diff,
     errors,
     faults,
     gdb,
