@@ -45,6 +45,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
+pub mod arrivals;
 pub mod core;
 pub mod diff;
 mod error;

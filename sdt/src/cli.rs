@@ -15,6 +15,7 @@ Examples:
   sdt restore S3                                  resume the program from S3
   sdt refine --from S1 --to S2 --check total      re-run S1..S2 under a finer config
   sdt diff S1 S2                                  variables, memory and threads that changed
+  sdt compare --reference 1 --run 2               where run 2 first departs from run 1
   sdt runs                                        every run in the store";
 
 /// SDT, a snapshot debugger for multithreaded programs: run a program once, capture every
@@ -95,6 +96,12 @@ pub enum Action {
     /// A snapshot may name its run: `2:S3`, so A and B may come from different runs.
     #[command(after_help = "Examples:\n  sdt diff S1 S2\n  sdt diff 1:S3 2:S3 --json")]
     Diff(DiffOpt),
+    /// Check a run against a reference run (the same program on one thread, say): pair
+    /// their snapshots by breakpoint arrival (level, class, id, hit), compare the chosen
+    /// variables at each, and report the first arrival where they differ and the last
+    /// where they agreed. Exit code 0 when nothing differs, 1 when something does.
+    #[command(after_help = "Example:\n  sdt compare --reference 1 --run 2 --vars total,grid --rtol 1e-9")]
+    Compare(CompareOpt),
 }
 
 #[derive(Debug, Args)]
@@ -112,6 +119,32 @@ pub struct DiffOpt {
     pub json: bool,
 }
 
+#[derive(Debug, Args)]
+pub struct CompareOpt {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// The reference run.
+    #[arg(long, value_name = "ID")]
+    pub reference: u32,
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// What to compare, comma-separated (default: every global variable): variables,
+    /// members and elements by name (`total,grid[2],origin.y`), or any expression gdb
+    /// evaluates.
+    #[arg(long, value_name = "EXPR[,EXPR…]")]
+    pub vars: Vec<String>,
+    /// Relative tolerance for numbers: |value - reference| <= atol + rtol * |reference|.
+    #[arg(long, value_name = "X", default_value_t = 0.0)]
+    pub rtol: f64,
+    /// Absolute tolerance for numbers.
+    #[arg(long, value_name = "Y", default_value_t = 0.0)]
+    pub atol: f64,
+    /// Print a JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Capture settings for a run that resumes a snapshot.
 #[derive(Debug, Args)]
 pub struct CaptureArgs {
     /// Capture config (TOML), as for `sdt run`.
@@ -466,10 +499,26 @@ mod tests {
     }
 
     #[test]
-    fn diff_options() {
+    fn diff_and_compare_options() {
         let opt = Opt::parse_from(["sdt", "diff", "1:S3", "2:S3", "--json"]);
         let Action::Diff(d) = opt.action else { panic!("not diff") };
         assert_eq!((d.a.as_str(), d.b.as_str(), d.json), ("1:S3", "2:S3", true));
         assert!(Opt::try_parse_from(["sdt", "diff", "S1"]).is_err());
+        let opt = Opt::parse_from([
+            "sdt",
+            "compare",
+            "--reference",
+            "1",
+            "--run",
+            "2",
+            "--vars",
+            "a,b[2]",
+            "--rtol",
+            "1e-9",
+        ]);
+        let Action::Compare(c) = opt.action else { panic!("not compare") };
+        assert_eq!((c.reference, c.run.run, c.rtol, c.atol), (1, Some(2), 1e-9, 0.0));
+        assert_eq!(c.vars, ["a,b[2]"]);
+        assert!(Opt::try_parse_from(["sdt", "compare"]).is_err(), "--reference is required");
     }
 }

@@ -46,8 +46,8 @@ fn to_json(d: &SnapshotDiff, a: &str, b: &str) -> Value {
 }
 
 /// A changed value as JSON: `name`, `old`, `new`, and `thread` and `more` where they
-/// apply.
-fn change_json(c: &Change) -> Value {
+/// apply. `sdt compare` prints the same.
+pub fn change_json(c: &Change) -> Value {
     let mut v = json!({"name": c.name, "old": c.old, "new": c.new});
     if let Some(tid) = c.thread {
         v["thread"] = tid.into();
@@ -58,8 +58,8 @@ fn change_json(c: &Change) -> Value {
     v
 }
 
-/// A changed value as a line of text: `name: old -> new`.
-fn change_text(c: &Change) -> String {
+/// A changed value as a line of text: `name: old -> new`. `sdt compare` prints the same.
+pub fn change_text(c: &Change) -> String {
     let thread = c.thread.map(|t| format!(" [thread {t}]")).unwrap_or_default();
     let more = if c.more > 0 { format!(" (and {} more elements)", c.more) } else { String::new() };
     format!("{}{thread}: {} -> {}{more}", escape(&c.name), c.old, c.new)

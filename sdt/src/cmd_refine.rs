@@ -70,7 +70,7 @@ pub fn refine(opt: RefineOpt) -> Result<ExitCode> {
 
 /// Each `--check` value split at its top-level commas (not those inside brackets,
 /// parentheses, braces or quotes), trimmed.
-fn split_exprs(values: &[String]) -> Vec<String> {
+pub fn split_exprs(values: &[String]) -> Vec<String> {
     let mut out = Vec::new();
     for value in values {
         let (mut depth, mut quote, mut start) = (0i32, None, 0);

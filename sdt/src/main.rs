@@ -5,6 +5,7 @@
 
 mod cli;
 mod cmd_compact;
+mod cmd_compare;
 mod cmd_diff;
 mod cmd_export;
 mod cmd_ls;
@@ -50,6 +51,7 @@ fn real_main(opt: Opt) -> anyhow::Result<ExitCode> {
         Action::Restore(o) => cmd_restore::restore(o),
         Action::Refine(o) => cmd_refine::refine(o),
         Action::Diff(o) => cmd_diff::diff(o).map(|()| ExitCode::SUCCESS),
+        Action::Compare(o) => cmd_compare::compare(o),
     }
 }
 

@@ -14,6 +14,7 @@ mod harness;
 mod background;
 mod behaviour;
 mod capture;
+mod compare;
 mod credentials;
 mod criu_export;
 mod damage;
@@ -32,6 +33,7 @@ sdt_test_harness::main!(
     background,
     behaviour,
     capture,
+    compare,
     credentials,
     criu_export,
     damage,
