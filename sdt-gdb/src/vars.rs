@@ -515,10 +515,11 @@ fn leaf_changes(
             let before = out.len();
             let mut covered = vec![false; old.len()];
             for (member, offset, mty) in members {
-                let range = *offset as usize..(*offset + mty.size()) as usize;
-                if range.end > old.len() {
+                // Members from the store's DWARF may lie anywhere: only those inside count.
+                let Some(end) = offset.checked_add(mty.size()).filter(|&end| end <= old.len() as u64) else {
                     continue;
-                }
+                };
+                let range = *offset as usize..end as usize;
                 covered[range.clone()].fill(true);
                 leaf_changes(
                     &format!("{name}.{member}"),
@@ -794,6 +795,18 @@ mod tests {
         assert!(!Tolerance::EXACT.same(&Value::Pointer(1), &Value::Pointer(2)));
         assert!(tol.same_text("3.0000000001", "3"));
         assert!(!tol.same_text("{x = 1}", "{x = 2}"));
+    }
+
+    #[test]
+    fn members_outside_their_struct_are_ignored() {
+        let int = Type::Int { size: 4, signed: true };
+        let ty = Type::Struct {
+            size: 4,
+            members: vec![("far".into(), u64::MAX - 1, int.clone()), ("x".into(), 2, int)],
+        };
+        let mut out = Vec::new();
+        leaf_changes("s", &ty, &[0; 4], &[1; 4], &Tolerance::EXACT, 0, &mut out);
+        assert_eq!((out.len(), out[0].name.as_str()), (1, "s"));
     }
 
     #[test]
