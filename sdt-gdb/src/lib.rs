@@ -45,12 +45,15 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
+pub mod arrivals;
 pub mod core;
+pub mod diff;
 mod error;
 mod export;
 #[cfg(test)]
 mod fake;
 pub mod frontend;
+pub mod vars;
 
 pub use error::Error;
 pub use export::{export_core, export_core_in};

@@ -14,6 +14,8 @@ Examples:
   sdt export criu S3 -o img                       CRIU images: criu restore -D img --shell-job
   sdt restore S3                                  resume the program from S3
   sdt refine --from S1 --to S2 --check total      re-run S1..S2 under a finer config
+  sdt diff S1 S2                                  variables, memory and threads that changed
+  sdt compare --reference 1 --run 2               where run 2 first departs from run 1
   sdt runs                                        every run in the store
   sdt doctor                                      check what SDT needs on this machine";
 
@@ -60,25 +62,13 @@ pub enum Action {
     /// compaction `sdt run` starts when the program ends is going on, waits for it.
     #[command(after_help = "Example:\n  sdt compact --run 3")]
     Compact(CompactOpt),
-    /// Show a snapshot: trigger, timing, threads with pc/sp, mappings.
+    /// Show a snapshot: trigger, timing, threads (what each was doing, pc, sp), mappings.
     Show(ShowOpt),
     /// Write a snapshot in another tool's format.
     #[command(subcommand)]
     Export(ExportAction),
     /// Open a snapshot in gdb (exports an ELF core and runs `gdb PROG CORE`).
     Gdb(GdbOpt),
-    /// Check what SDT needs on this machine (ptrace, write tracking, gdb, CRIU, the
-    /// kernel module), each by trying it, and say how to fix what is missing. Exit 1 if
-    /// something `sdt run` or `sdt gdb` needs is missing.
-    Doctor,
-    /// Print a shell completion script for sdt (bash, zsh, fish, elvish, powershell).
-    #[command(
-        after_help = "Example:\n  sdt completions bash > ~/.local/share/bash-completion/completions/sdt"
-    )]
-    Completions(CompletionsOpt),
-    /// Write sdt's man pages (sdt.1, sdt-run.1, …) into a directory.
-    #[command(hide = true)]
-    Manpages(ManpagesOpt),
     /// Resume the program from a snapshot: same memory, threads, registers, files and
     /// signal handlers, same thread ids (in a new PID namespace; needs root).
     ///
@@ -100,6 +90,71 @@ pub enum Action {
         after_help = "Example:\n  sdt refine --from S1 --to S2 --config fine.toml --check 'total,acct[3].balance'"
     )]
     Refine(RefineOpt),
+    /// What changed between two snapshots: global and thread-local variables by name
+    /// (from the program's DWARF), other changed memory as ranges with the mapping they
+    /// lie in, and threads that appeared, ended or moved.
+    ///
+    /// A snapshot may name its run: `2:S3`, so A and B may come from different runs.
+    #[command(after_help = "Examples:\n  sdt diff S1 S2\n  sdt diff 1:S3 2:S3 --json")]
+    Diff(DiffOpt),
+    /// Check a run against a reference run (the same program on one thread, say): pair
+    /// their snapshots by breakpoint arrival (level, class, id, hit), compare the chosen
+    /// variables at each, and report the first arrival where they differ and the last
+    /// where they agreed. Exit code 0 when nothing differs, 1 when something does.
+    #[command(after_help = "Example:\n  sdt compare --reference 1 --run 2 --vars total,grid --rtol 1e-9")]
+    Compare(CompareOpt),
+    /// Check what SDT needs on this machine (ptrace, write tracking, gdb, CRIU, the
+    /// kernel module), each by trying it, and say how to fix what is missing. Exit 1 if
+    /// something `sdt run` or `sdt gdb` needs is missing.
+    Doctor,
+    /// Print a shell completion script for sdt (bash, zsh, fish, elvish, powershell).
+    #[command(
+        after_help = "Example:\n  sdt completions bash > ~/.local/share/bash-completion/completions/sdt"
+    )]
+    Completions(CompletionsOpt),
+    /// Write sdt's man pages (sdt.1, sdt-run.1, …) into a directory.
+    #[command(hide = true)]
+    Manpages(ManpagesOpt),
+}
+
+#[derive(Debug, Args)]
+pub struct DiffOpt {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// The first snapshot (S3, 3, or RUN:SNAP).
+    pub a: String,
+    /// The second snapshot.
+    pub b: String,
+    /// Print a JSON object: {"variables": […], "ranges": […], "threads": […]}.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareOpt {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// The reference run.
+    #[arg(long, value_name = "ID")]
+    pub reference: u32,
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// What to compare, comma-separated (default: every global variable): variables,
+    /// members and elements by name (`total,grid[2],origin.y`), or any expression gdb
+    /// evaluates.
+    #[arg(long, value_name = "EXPR[,EXPR…]")]
+    pub vars: Vec<String>,
+    /// Relative tolerance for numbers: |value - reference| <= atol + rtol * |reference|.
+    #[arg(long, value_name = "X", default_value_t = 0.0)]
+    pub rtol: f64,
+    /// Absolute tolerance for numbers.
+    #[arg(long, value_name = "Y", default_value_t = 0.0)]
+    pub atol: f64,
+    /// Print a JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Capture settings for a run that resumes a snapshot.
@@ -467,5 +522,29 @@ mod tests {
         let opt = Opt::parse_from(["sdt", "gdb", "S1", "--", "-batch", "-ex", "bt"]);
         let Action::Gdb(gdb) = opt.action else { panic!("not gdb") };
         assert_eq!(gdb.gdb_args, ["-batch", "-ex", "bt"]);
+    }
+
+    #[test]
+    fn diff_and_compare_options() {
+        let opt = Opt::parse_from(["sdt", "diff", "1:S3", "2:S3", "--json"]);
+        let Action::Diff(d) = opt.action else { panic!("not diff") };
+        assert_eq!((d.a.as_str(), d.b.as_str(), d.json), ("1:S3", "2:S3", true));
+        assert!(Opt::try_parse_from(["sdt", "diff", "S1"]).is_err());
+        let opt = Opt::parse_from([
+            "sdt",
+            "compare",
+            "--reference",
+            "1",
+            "--run",
+            "2",
+            "--vars",
+            "a,b[2]",
+            "--rtol",
+            "1e-9",
+        ]);
+        let Action::Compare(c) = opt.action else { panic!("not compare") };
+        assert_eq!((c.reference, c.run.run, c.rtol, c.atol), (1, Some(2), 1e-9, 0.0));
+        assert_eq!(c.vars, ["a,b[2]"]);
+        assert!(Opt::try_parse_from(["sdt", "compare"]).is_err(), "--reference is required");
     }
 }

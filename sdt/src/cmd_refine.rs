@@ -15,7 +15,11 @@ use crate::select;
 
 pub fn refine(opt: RefineOpt) -> Result<ExitCode> {
     let (run, from) = select::open_snapshot(&opt.store, &opt.run, Some(&opt.from))?;
-    let interval = Interval::new(&run, &from, &select::snapshot_name(&opt.to))?;
+    let (to_run, to) = select::split_run(&opt.to)?;
+    if let Some(id) = to_run.filter(|&id| id != run.id().0) {
+        anyhow::bail!("--to names run {id}; it must be a snapshot of {}'s run {}", from.name(), run.id());
+    }
+    let interval = Interval::new(&run, &from, &select::snapshot_name(to))?;
     let to = interval.to().name();
     let program = checked_program(interval.to())
         .map_err(|why| anyhow::anyhow!("--check needs the program to evaluate in gdb, and {why}"))?;
@@ -66,7 +70,7 @@ pub fn refine(opt: RefineOpt) -> Result<ExitCode> {
 
 /// Each `--check` value split at its top-level commas (not those inside brackets,
 /// parentheses, braces or quotes), trimmed.
-fn split_exprs(values: &[String]) -> Vec<String> {
+pub fn split_exprs(values: &[String]) -> Vec<String> {
     let mut out = Vec::new();
     for value in values {
         let (mut depth, mut quote, mut start) = (0i32, None, 0);

@@ -5,6 +5,8 @@
 
 mod cli;
 mod cmd_compact;
+mod cmd_compare;
+mod cmd_diff;
 mod cmd_docs;
 mod cmd_doctor;
 mod cmd_export;
@@ -54,6 +56,8 @@ fn real_main(opt: Opt) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Action::Manpages(o) => cmd_docs::manpages(o).map(|()| ExitCode::SUCCESS),
+        Action::Diff(o) => cmd_diff::diff(o).map(|()| ExitCode::SUCCESS),
+        Action::Compare(o) => cmd_compare::compare(o),
     }
 }
 

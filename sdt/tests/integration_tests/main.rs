@@ -14,9 +14,11 @@ mod harness;
 mod background;
 mod behaviour;
 mod capture;
+mod compare;
 mod credentials;
 mod criu_export;
 mod damage;
+mod diff;
 mod errors;
 mod faults;
 mod gdb;
@@ -32,9 +34,11 @@ sdt_test_harness::main!(
     background,
     behaviour,
     capture,
+    compare,
     credentials,
     criu_export,
     damage,
+    diff,
     errors,
     faults,
     gdb,

@@ -1,0 +1,176 @@
+//! `sdt compare`: a run checked against a reference run, arrival by arrival.
+
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use sdt_daemon::human::escape;
+use sdt_gdb::arrivals::{self, Arrival};
+use sdt_gdb::vars::{Change, Place, Program, Tolerance};
+use sdt_store::{Run, RunId, Snapshot};
+use serde_json::{Value, json};
+
+use crate::cli::CompareOpt;
+use crate::cmd_diff::{change_json, change_text};
+use crate::cmd_export::{cached_core, checked_program};
+use crate::cmd_refine::split_exprs;
+use crate::select;
+
+/// A line of progress on stderr every this many arrivals.
+const PROGRESS_EVERY: usize = 50;
+
+/// Two runs' snapshots at one arrival.
+struct Pair {
+    arrival: Arrival,
+    reference: Snapshot,
+    other: Snapshot,
+}
+
+pub fn compare(opt: CompareOpt) -> Result<ExitCode> {
+    let store = select::open_store(&opt.store)?;
+    let reference = store.open_run(&RunId(opt.reference))?;
+    let other = store.open_run(&match opt.run.run {
+        Some(id) => RunId(id),
+        None => store.latest_run()?,
+    })?;
+    if reference.id() == other.id() {
+        bail!("--reference {} is the run compared: pass --run with another run", reference.id());
+    }
+    let tol = Tolerance { rtol: opt.rtol, atol: opt.atol };
+    let exprs = split_exprs(&opt.vars);
+    let (paired, unpaired) = arrivals::pair(&arrivals::arrivals(&reference)?, &arrivals::arrivals(&other)?);
+    if paired.is_empty() {
+        bail!("runs {} and {} reached no breakpoint arrival in common", reference.id(), other.id());
+    }
+    if unpaired > 0 {
+        log::warn!(
+            "{unpaired} breakpoint arrivals were reached by only one of the runs; they are not compared"
+        );
+    }
+    let mut program = None;
+    let (mut last_same, mut first_diff) = (None, None);
+    for (i, (arrival, ref_name, other_name)) in paired.iter().enumerate() {
+        if i > 0 && i % PROGRESS_EVERY == 0 {
+            eprintln!("sdt: compared {i} of {} arrivals", paired.len());
+        }
+        let pair = Pair {
+            arrival: *arrival,
+            reference: reference.open_snapshot(ref_name)?,
+            other: other.open_snapshot(other_name)?,
+        };
+        let program = match &mut program {
+            Some(p) => p,
+            None => {
+                program.insert(Program::load(&pair.reference).context("reading the program's variables")?)
+            }
+        };
+        let changes = differences(program, &pair, &exprs, &tol, (&reference, &other))?;
+        if changes.is_empty() {
+            last_same = Some(pair);
+        } else {
+            first_diff = Some((pair, changes));
+            break;
+        }
+    }
+    let names = |p: &Pair| {
+        (format!("{}:{}", reference.id(), p.reference.name()), format!("{}:{}", other.id(), p.other.name()))
+    };
+    if opt.json {
+        let at = |p: &Pair| {
+            let (r, o) = names(p);
+            let a = p.arrival;
+            json!({"level": a.level, "class": a.class, "id": a.id, "hit": a.hit, "reference": r, "run": o})
+        };
+        let mut first = first_diff.as_ref().map(|(p, _)| at(p)).unwrap_or(Value::Null);
+        if let Some((_, changes)) = &first_diff {
+            first["values"] = changes.iter().map(change_json).collect();
+        }
+        let out = json!({
+            "reference": reference.id().0,
+            "run": other.id().0,
+            "paired": paired.len(),
+            "unpaired": unpaired,
+            "first_difference": first,
+            "last_agreement": last_same.as_ref().map(at),
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else if let Some((p, changes)) = &first_diff {
+        let (r, o) = names(p);
+        println!("first difference: {} ({r} and {o}); old: reference, new: run {}", p.arrival, other.id());
+        for c in changes {
+            println!("  {}", change_text(c));
+        }
+        match &last_same {
+            Some(p) => {
+                let (r, o) = names(p);
+                println!("last agreement: {} ({r} and {o})", p.arrival);
+            }
+            None => println!("last agreement: none (they differ at the first arrival in common)"),
+        }
+    } else {
+        println!(
+            "no difference: run {} agrees with reference run {} at all {} arrivals in common",
+            other.id(),
+            reference.id(),
+            paired.len()
+        );
+    }
+    Ok(if first_diff.is_some() { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+/// What differs at `pair`: each of `exprs` (every global when empty) within `tol`, as
+/// the reference's value (`old`) and the run's (`new`). A name of a global, or of a
+/// member or element of one, is read through the program's DWARF; any other expression
+/// is evaluated by gdb on both snapshots' cores.
+fn differences(
+    program: &Program,
+    pair: &Pair,
+    exprs: &[String],
+    tol: &Tolerance,
+    runs: (&Run, &Run),
+) -> Result<Vec<Change>> {
+    let (a, b) = (&pair.reference, &pair.other);
+    if exprs.is_empty() {
+        let globals: Vec<&str> = program
+            .variables()
+            .iter()
+            .filter(|v| matches!(v.place, Place::Static(_)))
+            .map(|v| v.name.as_str())
+            .collect();
+        return Ok(program.changes(a, b, Some(&globals), tol)?);
+    }
+    let mut out = Vec::new();
+    let mut for_gdb = Vec::new();
+    for expr in exprs {
+        let root = expr.split(['.', '[']).next().unwrap_or_default();
+        if program.variable(root).is_none_or(|v| !matches!(v.place, Place::Static(_))) {
+            for_gdb.push(expr.clone());
+            continue;
+        }
+        let within = |name: &str| {
+            name.strip_prefix(expr.as_str())
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+        };
+        out.extend(program.changes(a, b, Some(&[root]), tol)?.into_iter().filter(|c| within(&c.name)));
+    }
+    if !for_gdb.is_empty() {
+        let evaluate = |run: &Run, snap: &Snapshot| -> Result<Vec<Result<String, String>>> {
+            let exe =
+                checked_program(snap).map_err(|why| anyhow::anyhow!("gdb needs the program, and {why}"))?;
+            sdt_gdb::frontend::evaluate(&exe, &cached_core(run, snap)?, &for_gdb)
+                .context("running gdb (is it installed? apt-get install gdb)")
+        };
+        let (old, new) = (evaluate(runs.0, a)?, evaluate(runs.1, b)?);
+        for ((expr, old), new) in for_gdb.iter().zip(old).zip(new) {
+            let (old, new) = match (old, new) {
+                (Ok(old), Ok(new)) => (old, new),
+                (Err(why), _) | (_, Err(why)) => {
+                    bail!("gdb cannot evaluate {}: {}", escape(expr), escape(&why))
+                }
+            };
+            if !tol.same_text(&old, &new) {
+                out.push(Change { name: expr.clone(), thread: None, old, new, more: 0 });
+            }
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,106 @@
+//! `sdt diff`: what changed between two snapshots, as text or JSON.
+
+use anyhow::{Context, Result};
+use sdt_daemon::human::{self, escape};
+use sdt_gdb::diff::{Location, SnapshotDiff, ThreadChange};
+use sdt_gdb::vars::Change;
+use serde_json::{Value, json};
+
+use crate::cli::DiffOpt;
+use crate::select;
+
+pub fn diff(opt: DiffOpt) -> Result<()> {
+    let (run_a, a) = select::open_snapshot(&opt.store, &opt.run, Some(&opt.a))?;
+    let (run_b, b) = select::open_snapshot(&opt.store, &opt.run, Some(&opt.b))?;
+    let (name_a, name_b) = (format!("{}:{}", run_a.id(), a.name()), format!("{}:{}", run_b.id(), b.name()));
+    let d = sdt_gdb::diff::diff(&a, &b).with_context(|| format!("comparing {name_a} with {name_b}"))?;
+    if let Some(why) = &d.variables_missing {
+        log::warn!("variables are not compared: {}", human::error_chain(why));
+    }
+    if opt.json {
+        println!("{}", serde_json::to_string_pretty(&to_json(&d, &name_a, &name_b))?);
+    } else {
+        print_text(&d, &name_a, &name_b);
+    }
+    Ok(())
+}
+
+fn to_json(d: &SnapshotDiff, a: &str, b: &str) -> Value {
+    let ranges: Vec<Value> =
+        d.ranges.iter().map(|r| json!({"start": r.start, "end": r.end, "mapping": r.mapping})).collect();
+    let threads: Vec<Value> = d
+        .threads
+        .iter()
+        .map(|t| {
+            let at = |l: &Option<Location>| l.as_ref().map(|l| json!({"pc": l.pc, "function": l.function}));
+            json!({"tid": t.tid, "change": thread_change(t), "old": at(&t.old), "new": at(&t.new)})
+        })
+        .collect();
+    json!({
+        "a": a,
+        "b": b,
+        "variables": d.variables.iter().map(change_json).collect::<Vec<_>>(),
+        "ranges": ranges,
+        "threads": threads,
+    })
+}
+
+/// A changed value as JSON: `name`, `old`, `new`, and `thread` and `more` where they
+/// apply. `sdt compare` prints the same.
+pub fn change_json(c: &Change) -> Value {
+    let mut v = json!({"name": c.name, "old": c.old, "new": c.new});
+    if let Some(tid) = c.thread {
+        v["thread"] = tid.into();
+    }
+    if c.more > 0 {
+        v["more"] = c.more.into();
+    }
+    v
+}
+
+/// A changed value as a line of text: `name: old -> new`. `sdt compare` prints the same.
+pub fn change_text(c: &Change) -> String {
+    let thread = c.thread.map(|t| format!(" [thread {t}]")).unwrap_or_default();
+    let more = if c.more > 0 { format!(" (and {} more elements)", c.more) } else { String::new() };
+    format!("{}{thread}: {} -> {}{more}", escape(&c.name), c.old, c.new)
+}
+
+fn thread_change(t: &ThreadChange) -> &'static str {
+    match (&t.old, &t.new) {
+        (None, _) => "appeared",
+        (_, None) => "ended",
+        _ => "moved",
+    }
+}
+
+fn print_text(d: &SnapshotDiff, a: &str, b: &str) {
+    println!("{a} -> {b}");
+    println!("variables ({} changed):", d.variables.len());
+    for c in &d.variables {
+        println!("  {}", change_text(c));
+    }
+    let bytes: u64 = d.ranges.iter().map(|r| r.end - r.start).sum();
+    println!("other memory ({} ranges, {}):", d.ranges.len(), human::bytes(bytes));
+    for r in &d.ranges {
+        println!(
+            "  {:#x}-{:#x} {:>10}  {}",
+            r.start,
+            r.end,
+            human::bytes(r.end - r.start),
+            escape(&r.mapping)
+        );
+    }
+    println!("threads ({} changed):", d.threads.len());
+    let at = |l: &Location| match &l.function {
+        Some(f) => format!("{} ({:#x})", escape(f), l.pc),
+        None => format!("{:#x}", l.pc),
+    };
+    for t in &d.threads {
+        match (&t.old, &t.new) {
+            (Some(old), Some(new)) => println!("  {}: {} -> {}", t.tid, at(old), at(new)),
+            (None, Some(new)) => println!("  {}: appeared at {}", t.tid, at(new)),
+            (Some(old), None) => println!("  {}: ended (was at {})", t.tid, at(old)),
+            (None, None) => {}
+        }
+    }
+}
