@@ -6,6 +6,7 @@
 mod cli;
 mod cmd_compact;
 mod cmd_export;
+mod cmd_gdb;
 mod cmd_ls;
 mod cmd_refine;
 mod cmd_restore;
@@ -45,7 +46,8 @@ fn real_main(opt: Opt) -> anyhow::Result<ExitCode> {
         Action::Show(o) => cmd_show::show(o).map(|()| ExitCode::SUCCESS),
         Action::Export(ExportAction::Core(o)) => cmd_export::core(o).map(|()| ExitCode::SUCCESS),
         Action::Export(ExportAction::Criu(o)) => cmd_export::criu(o).map(|()| ExitCode::SUCCESS),
-        Action::Gdb(o) => cmd_export::gdb(o),
+        Action::Gdb(o) => cmd_gdb::gdb(o),
+        Action::Gdbserver(o) => cmd_gdb::gdbserver(o).map(|()| ExitCode::SUCCESS),
         Action::Restore(o) => cmd_restore::restore(o),
         Action::Refine(o) => cmd_refine::refine(o),
     }

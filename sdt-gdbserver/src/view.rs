@@ -1,0 +1,184 @@
+//! What gdb asks of one snapshot, worked out once when the server moves to it: the
+//! threads, the target description, the program and the shared libraries gdb may open.
+
+use sdt_store::{PAGE_SIZE, SnapshotSource, Trigger};
+
+use crate::regs::Registers;
+
+/// `auxv` keys (`<elf.h>`).
+const AT_PHDR: u64 = 3;
+const AT_PHNUM: u64 = 5;
+/// Program header types and dynamic tags.
+const PT_DYNAMIC: u32 = 2;
+const PT_PHDR: u32 = 6;
+const DT_NULL: u64 = 0;
+const DT_DEBUG: u64 = 21;
+/// Most link map entries followed (a damaged or hostile list may loop).
+const MAX_LINK_MAPS: usize = 4096;
+/// Most bytes of a library's name read.
+const MAX_NAME: usize = 4096;
+
+/// One snapshot as the server presents it.
+pub struct View {
+    /// Registers described and sent.
+    pub regs: Registers,
+    /// `qXfer:threads:read`.
+    pub threads_xml: String,
+    /// `qXfer:features:read:target.xml`.
+    pub target_xml: String,
+    /// `qXfer:libraries-svr4:read`.
+    pub libraries_xml: String,
+    /// `qXfer:exec-file:read`: the program, if the store checks it; else empty.
+    pub exec_file: String,
+    /// The stop reply (`?`): the breakpoint's `SIGTRAP` in the thread that reached it.
+    pub stop_reply: String,
+}
+
+impl View {
+    /// The view of `snap`.
+    pub fn of(snap: &impl SnapshotSource) -> View {
+        let meta = snap.meta();
+        let regs = Registers::of(&meta.threads);
+        let mut threads_xml = String::from("<?xml version=\"1.0\"?>\n<threads>\n");
+        for t in &meta.threads {
+            threads_xml.push_str(&format!("<thread id=\"{:x}\" name=\"{}\"/>\n", t.tid, xml_text(&t.name)));
+        }
+        threads_xml.push_str("</threads>\n");
+        let (readable, _) = sdt_gdb::core::checked_files(snap);
+        let is_readable = |path: &str| readable.iter().any(|f| f.path == path);
+        let exe = &meta.process.exe;
+        let exec_file = if is_readable(exe) { exe.clone() } else { String::new() };
+        let libraries_xml = libraries_xml(snap, &is_readable);
+        let tid = meta.threads.first().map_or(0, |t| t.tid);
+        let stop_reply = match meta.trigger {
+            Trigger::Breakpoint { .. } => format!("T05thread:{tid:x};swbreak:;"),
+            Trigger::Timer => format!("T00thread:{tid:x};"),
+        };
+        View { regs, threads_xml, target_xml: regs.target_xml(), libraries_xml, exec_file, stop_reply }
+    }
+}
+
+/// The dynamic linker's list of loaded objects (`r_debug.r_map`), as
+/// `<library-list-svr4>`: found as gdb finds it in a core, from the program's
+/// `PT_DYNAMIC` (through `AT_PHDR`) to `DT_DEBUG`. Only libraries among the files the
+/// store checks are listed, so gdb opens no path the snapshot merely names; the main
+/// program (the first entry) is `main-lm`. A program without the list (static, or a
+/// damaged snapshot) has no libraries.
+fn libraries_xml(snap: &impl SnapshotSource, is_readable: &dyn Fn(&str) -> bool) -> String {
+    let maps = link_maps(snap).unwrap_or_default();
+    let mut xml = String::from("<library-list-svr4 version=\"1.0\"");
+    if let Some(main) = maps.first() {
+        xml.push_str(&format!(" main-lm=\"{:#x}\"", main.lm));
+    }
+    xml.push('>');
+    for m in maps.iter().skip(1).filter(|m| is_readable(&m.name)) {
+        xml.push_str(&format!(
+            "<library name=\"{}\" lm=\"{:#x}\" l_addr=\"{:#x}\" l_ld=\"{:#x}\" lmid=\"0x0\"/>",
+            xml_text(&m.name),
+            m.lm,
+            m.l_addr,
+            m.l_ld
+        ));
+    }
+    xml.push_str("</library-list-svr4>");
+    xml
+}
+
+/// One `struct link_map`.
+struct LinkMap {
+    lm: u64,
+    l_addr: u64,
+    l_ld: u64,
+    name: String,
+}
+
+fn link_maps(snap: &impl SnapshotSource) -> Option<Vec<LinkMap>> {
+    let word = |addr: u64| {
+        let mut b = [0; 8];
+        snap.read(addr, &mut b).ok().map(|()| u64::from_le_bytes(b))
+    };
+    let auxv: Vec<(u64, u64)> = snap
+        .meta()
+        .auxv
+        .chunks_exact(16)
+        .map(|p| (u64::from_le_bytes(p[..8].try_into().unwrap()), u64::from_le_bytes(p[8..].try_into().unwrap())))
+        .collect();
+    let aux = |key| auxv.iter().find(|(k, _)| *k == key).map(|(_, v)| *v);
+    let (phdr, phnum) = (aux(AT_PHDR)?, aux(AT_PHNUM)?);
+    // Elf64_Phdr: p_type @0 (u32), p_vaddr @16, p_memsz @40; 56 bytes each.
+    let mut phdrs = vec![0; 56 * phnum.min(256) as usize];
+    snap.read(phdr, &mut phdrs).ok()?;
+    let field = |p: &[u8], at: usize| u64::from_le_bytes(p[at..at + 8].try_into().unwrap());
+    let kind = |p: &[u8]| u32::from_le_bytes(p[..4].try_into().unwrap());
+    let bias = phdrs.chunks_exact(56).find(|p| kind(p) == PT_PHDR).map_or(0, |p| phdr.wrapping_sub(field(p, 16)));
+    let dynamic = phdrs.chunks_exact(56).find(|p| kind(p) == PT_DYNAMIC)?;
+    let (start, size) = (bias.wrapping_add(field(dynamic, 16)), field(dynamic, 40));
+    let mut r_debug = 0;
+    for at in (0..size.min(1 << 16)).step_by(16) {
+        match word(start.wrapping_add(at))? {
+            DT_NULL => break,
+            DT_DEBUG => r_debug = word(start.wrapping_add(at + 8))?,
+            _ => {}
+        }
+    }
+    // struct r_debug: r_version @0, r_map @8. struct link_map: l_addr @0, l_name @8,
+    // l_ld @16, l_next @24.
+    let mut lm = word(r_debug.checked_add(8)?)?;
+    let mut maps = Vec::new();
+    while lm != 0 && maps.len() < MAX_LINK_MAPS {
+        let name = read_c_string(snap, word(lm + 8)?);
+        maps.push(LinkMap { lm, l_addr: word(lm)?, l_ld: word(lm + 16)?, name });
+        lm = word(lm + 24)?;
+    }
+    Some(maps)
+}
+
+/// The NUL-terminated string at `addr`, up to [`MAX_NAME`] bytes (lossy UTF-8); what can
+/// be read of it.
+fn read_c_string(snap: &impl SnapshotSource, addr: u64) -> String {
+    let mut bytes = Vec::new();
+    let mut buf = [0; 64];
+    while bytes.len() < MAX_NAME {
+        let at = addr.wrapping_add(bytes.len() as u64);
+        // Not past the page: the string may end just before an unmapped one.
+        let chunk = &mut buf[..(PAGE_SIZE - at % PAGE_SIZE).min(64) as usize];
+        if snap.read(at, chunk).is_err() {
+            break;
+        }
+        match chunk.iter().position(|&b| b == 0) {
+            Some(end) => {
+                bytes.extend_from_slice(&chunk[..end]);
+                break;
+            }
+            None => bytes.extend_from_slice(&chunk),
+        }
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// `text` for an XML attribute: markup escaped, control characters as `?`.
+fn xml_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            c if c.is_control() => out.push('?'),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_cannot_break_the_markup() {
+        assert_eq!(xml_text("a\"/><x y='1'>&\n"), "a&quot;/&gt;&lt;x y=&apos;1&apos;&gt;&amp;?");
+    }
+}
