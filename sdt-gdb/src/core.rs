@@ -148,7 +148,9 @@ impl<'a> Contents<'a> {
         let (readable_files, refused) = checked_files(source);
         let notes = refused
             .into_iter()
-            .map(|e| format!("{e}: the core holds only the pages the store has of it (the rest reads as zeros)"))
+            .map(|e| {
+                format!("{e}: the core holds only the pages the store has of it (the rest reads as zeros)")
+            })
             .collect();
         Contents { stored: source.stored_ranges(), readable_files, notes }
     }

@@ -30,7 +30,8 @@ pub const EXTENSION: &str = include_str!("../python/sdt.py");
 
 /// What gdb runs for `target remote |`, through `/bin/sh -c`: fixed text, so that no
 /// path or name reaches the shell as code; they come from the environment, quoted.
-const SERVE: &str = r#"target remote | exec "$SDT_GDBSERVER" gdbserver --run "$SDT_GDBSERVER_RUN" "$SDT_GDBSERVER_SNAPSHOT""#;
+const SERVE: &str =
+    r#"target remote | exec "$SDT_GDBSERVER" gdbserver --run "$SDT_GDBSERVER_RUN" "$SDT_GDBSERVER_SNAPSHOT""#;
 
 /// How gdb starts the server: the `sdt` program, the store, the run and the snapshot.
 #[derive(Clone, Copy, Debug)]
@@ -250,13 +251,19 @@ mod tests {
 
     #[test]
     fn the_server_is_named_by_the_environment() {
-        let server =
-            Server { sdt: "/usr/bin/sdt".as_ref(), store: "$(id)".as_ref(), run: 3, snapshot: "S2" };
+        let server = Server { sdt: "/usr/bin/sdt".as_ref(), store: "$(id)".as_ref(), run: 3, snapshot: "S2" };
         let cmd = remote_command("/bin/prog".as_ref(), "/tmp/x.py".as_ref(), server, &["-batch".to_owned()]);
         let args: Vec<_> = cmd.get_args().collect();
-        assert_eq!(args, ["-q", "-iex", "set sysroot", "-ix=/tmp/x.py", "--se=/bin/prog", "-ex", SERVE, "-batch"]);
-        let env: Vec<_> = cmd.get_envs().map(|(k, v)| (k.to_str().unwrap(), v.unwrap().to_str().unwrap())).collect();
-        assert!(env.contains(&("SDT_STORE", "$(id)")) && env.contains(&("SDT_GDBSERVER_RUN", "3")), "{env:?}");
+        assert_eq!(
+            args,
+            ["-q", "-iex", "set sysroot", "-ix=/tmp/x.py", "--se=/bin/prog", "-ex", SERVE, "-batch"]
+        );
+        let env: Vec<_> =
+            cmd.get_envs().map(|(k, v)| (k.to_str().unwrap(), v.unwrap().to_str().unwrap())).collect();
+        assert!(
+            env.contains(&("SDT_STORE", "$(id)")) && env.contains(&("SDT_GDBSERVER_RUN", "3")),
+            "{env:?}"
+        );
     }
 
     /// GDB/MI output as gdb 13 gives it (trimmed): loading, with a warning before the

@@ -258,7 +258,8 @@ mod tests {
 
     #[test]
     fn registers_follow_the_description() {
-        let regs = UserRegs { rax: 1, rbx: 2, rip: 0x401000, eflags: 0x246, fs_base: 0x7f00, ..UserRegs::default() };
+        let regs =
+            UserRegs { rax: 1, rbx: 2, rip: 0x401000, eflags: 0x246, fs_base: 0x7f00, ..UserRegs::default() };
         let mut fx = [0u8; 512];
         fx[0..2].copy_from_slice(&0x37fu16.to_le_bytes());
         fx[24..28].copy_from_slice(&0x1f80u32.to_le_bytes());

@@ -66,7 +66,8 @@ impl<T: Timeline, R: BufRead, W: Write> Server<'_, T, R, W> {
             b"qC" => reply(&format!("QC{:x}", self.thread().tid)),
             b"qAttached" => reply("1"),
             b"qfThreadInfo" => {
-                let tids: Vec<String> = self.snap().meta().threads.iter().map(|t| format!("{:x}", t.tid)).collect();
+                let tids: Vec<String> =
+                    self.snap().meta().threads.iter().map(|t| format!("{:x}", t.tid)).collect();
                 reply(&format!("m{}", tids.join(",")))
             }
             b"qsThreadInfo" => reply("l"),
@@ -95,6 +96,7 @@ impl<T: Timeline, R: BufRead, W: Write> Server<'_, T, R, W> {
                 reply("OK")
             }
             _ if text.starts_with("qSymbol") => reply("OK"),
+            _ if text.starts_with("qGetTLSAddr:") => reply(&self.tls_address(&text["qGetTLSAddr:".len()..])),
             _ if text.starts_with("Hg") => reply(self.select(&packet[2..])),
             _ if text.starts_with('H') => reply("OK"),
             _ if text.starts_with('T') => {
@@ -151,9 +153,10 @@ impl<T: Timeline, R: BufRead, W: Write> Server<'_, T, R, W> {
     /// `m ADDR,LENGTH`: the bytes, as many as can be read from `ADDR` on; an error if
     /// none can.
     fn read_memory(&self, args: &str) -> String {
-        let Some((addr, len)) = args.split_once(',').and_then(|(a, l)| {
-            Some((hex_number(a.as_bytes())?, hex_number(l.as_bytes())?))
-        }) else {
+        let Some((addr, len)) = args
+            .split_once(',')
+            .and_then(|(a, l)| Some((hex_number(a.as_bytes())?, hex_number(l.as_bytes())?)))
+        else {
             return "E01".to_owned();
         };
         let mut buf = vec![0; (len as usize).min(MAX_READ)];
@@ -173,14 +176,35 @@ impl<T: Timeline, R: BufRead, W: Write> Server<'_, T, R, W> {
         if done == 0 { "E14".to_owned() } else { to_hex(&buf[..done]) }
     }
 
+    /// `qGetTLSAddr:TID,OFFSET,LM`: the address of a thread-local variable of the main
+    /// program (module 1 of glibc's x86_64 TLS): its block is the one the thread's dtv
+    /// (`*(fs_base + 8)`) points to in entry 1 (16 bytes an entry). Libraries' variables
+    /// would need their module ids from glibc's private `struct link_map`: an error.
+    fn tls_address(&self, args: &str) -> String {
+        let fields: Vec<Option<u64>> = args.split(',').map(|f| hex_number(f.as_bytes())).collect();
+        let [Some(tid), Some(offset), Some(lm)] = fields[..] else { return "E01".to_owned() };
+        let thread = i32::try_from(tid).ok().and_then(|tid| self.find_thread(tid));
+        let (Some(thread), true) = (thread, self.view.main_lm == Some(lm)) else { return "E01".to_owned() };
+        let word = |addr: u64| {
+            let mut b = [0; 8];
+            self.snap().read(addr, &mut b).ok().map(|()| u64::from_le_bytes(b))
+        };
+        let tp = thread.regs().map_or(0, |r| r.fs_base);
+        match word(tp.wrapping_add(8)).and_then(|dtv| word(dtv.wrapping_add(16))) {
+            Some(block) if block != 0 => format!("{:x}", block.wrapping_add(offset)),
+            _ => "E01".to_owned(),
+        }
+    }
+
     /// `qXfer:OBJECT:read:ANNEX:OFFSET,LENGTH`: a piece of an object, `m` before more,
     /// `l` for the last.
     fn transfer(&self, text: &str) -> Vec<u8> {
         let mut parts = text.splitn(5, ':');
         let (_, object, op, annex, range) =
             (parts.next(), parts.next(), parts.next(), parts.next(), parts.next().unwrap_or(""));
-        let Some((offset, len)) =
-            range.split_once(',').and_then(|(o, l)| Some((hex_number(o.as_bytes())?, hex_number(l.as_bytes())?)))
+        let Some((offset, len)) = range
+            .split_once(',')
+            .and_then(|(o, l)| Some((hex_number(o.as_bytes())?, hex_number(l.as_bytes())?)))
         else {
             return b"E00".to_vec();
         };
@@ -213,7 +237,10 @@ impl<T: Timeline, R: BufRead, W: Write> Server<'_, T, R, W> {
                     self.view = View::of(self.snap());
                     self.thread = None;
                     self.entries().map_or_else(error_line, |entries| {
-                        entries.iter().find(|e| e.name == name).map_or_else(String::new, |e| entry_line(e, true))
+                        entries
+                            .iter()
+                            .find(|e| e.name == name)
+                            .map_or_else(String::new, |e| entry_line(e, true))
                     })
                 }
                 Err(why) => error_line(why),

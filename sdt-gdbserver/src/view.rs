@@ -1,7 +1,7 @@
 //! What gdb asks of one snapshot, worked out once when the server moves to it: the
 //! threads, the target description, the program and the shared libraries gdb may open.
 
-use sdt_store::{PAGE_SIZE, SnapshotSource, Trigger};
+use sdt_store::{Content, FileRef, SnapshotSource, Trigger};
 
 use crate::regs::Registers;
 
@@ -15,8 +15,6 @@ const DT_NULL: u64 = 0;
 const DT_DEBUG: u64 = 21;
 /// Most link map entries followed (a damaged or hostile list may loop).
 const MAX_LINK_MAPS: usize = 4096;
-/// Most bytes of a library's name read.
-const MAX_NAME: usize = 4096;
 
 /// One snapshot as the server presents it.
 pub struct View {
@@ -28,6 +26,8 @@ pub struct View {
     pub target_xml: String,
     /// `qXfer:libraries-svr4:read`.
     pub libraries_xml: String,
+    /// The main program's `struct link_map`, if the dynamic linker's list was found.
+    pub main_lm: Option<u64>,
     /// `qXfer:exec-file:read`: the program, if the store checks it; else empty.
     pub exec_file: String,
     /// The stop reply (`?`): the breakpoint's `SIGTRAP` in the thread that reached it.
@@ -45,36 +45,62 @@ impl View {
         }
         threads_xml.push_str("</threads>\n");
         let (readable, _) = sdt_gdb::core::checked_files(snap);
-        let is_readable = |path: &str| readable.iter().any(|f| f.path == path);
         let exe = &meta.process.exe;
-        let exec_file = if is_readable(exe) { exe.clone() } else { String::new() };
-        let libraries_xml = libraries_xml(snap, &is_readable);
+        let exec_file = if readable.iter().any(|f| f.path == *exe) { exe.clone() } else { String::new() };
+        let maps = link_maps(snap).unwrap_or_default();
+        let libraries_xml = libraries_xml(snap, &maps, &readable);
         let tid = meta.threads.first().map_or(0, |t| t.tid);
         let stop_reply = match meta.trigger {
             Trigger::Breakpoint { .. } => format!("T05thread:{tid:x};swbreak:;"),
             Trigger::Timer => format!("T00thread:{tid:x};"),
         };
-        View { regs, threads_xml, target_xml: regs.target_xml(), libraries_xml, exec_file, stop_reply }
+        let main_lm = maps.first().map(|m| m.lm);
+        View {
+            regs,
+            threads_xml,
+            target_xml: regs.target_xml(),
+            libraries_xml,
+            main_lm,
+            exec_file,
+            stop_reply,
+        }
     }
 }
 
 /// The dynamic linker's list of loaded objects (`r_debug.r_map`), as
 /// `<library-list-svr4>`: found as gdb finds it in a core, from the program's
-/// `PT_DYNAMIC` (through `AT_PHDR`) to `DT_DEBUG`. Only libraries among the files the
-/// store checks are listed, so gdb opens no path the snapshot merely names; the main
-/// program (the first entry) is `main-lm`. A program without the list (static, or a
+/// `PT_DYNAMIC` (through `AT_PHDR`) to `DT_DEBUG`. Each library is named by the file
+/// mapped where its dynamic section (`l_ld`) or its start (`l_addr`) lies, and listed
+/// only if the store checks that file: gdb opens no path the snapshot merely names, and
+/// gets the path the kernel resolved (`/usr/lib/…` where the loader says `/lib/…`). The
+/// main program (the first entry) is `main-lm`. A program without the list (static, or a
 /// damaged snapshot) has no libraries.
-fn libraries_xml(snap: &impl SnapshotSource, is_readable: &dyn Fn(&str) -> bool) -> String {
-    let maps = link_maps(snap).unwrap_or_default();
+fn libraries_xml(snap: &impl SnapshotSource, maps: &[LinkMap], readable: &[&FileRef]) -> String {
     let mut xml = String::from("<library-list-svr4 version=\"1.0\"");
     if let Some(main) = maps.first() {
         xml.push_str(&format!(" main-lm=\"{:#x}\"", main.lm));
     }
     xml.push('>');
-    for m in maps.iter().skip(1).filter(|m| is_readable(&m.name)) {
+    let mapped_at = |addr: u64, start_only: bool| {
+        snap.meta().mappings.iter().find_map(|m| match &m.content {
+            Content::File(f)
+                if readable.contains(&f)
+                    && if start_only {
+                        m.start == addr && m.offset == 0
+                    } else {
+                        m.start <= addr && addr < m.end
+                    } =>
+            {
+                Some(f.path.as_str())
+            }
+            _ => None,
+        })
+    };
+    for m in maps.iter().skip(1) {
+        let Some(path) = mapped_at(m.l_ld, false).or_else(|| mapped_at(m.l_addr, true)) else { continue };
         xml.push_str(&format!(
             "<library name=\"{}\" lm=\"{:#x}\" l_addr=\"{:#x}\" l_ld=\"{:#x}\" lmid=\"0x0\"/>",
-            xml_text(&m.name),
+            xml_text(path),
             m.lm,
             m.l_addr,
             m.l_ld
@@ -89,7 +115,6 @@ struct LinkMap {
     lm: u64,
     l_addr: u64,
     l_ld: u64,
-    name: String,
 }
 
 fn link_maps(snap: &impl SnapshotSource) -> Option<Vec<LinkMap>> {
@@ -101,7 +126,9 @@ fn link_maps(snap: &impl SnapshotSource) -> Option<Vec<LinkMap>> {
         .meta()
         .auxv
         .chunks_exact(16)
-        .map(|p| (u64::from_le_bytes(p[..8].try_into().unwrap()), u64::from_le_bytes(p[8..].try_into().unwrap())))
+        .map(|p| {
+            (u64::from_le_bytes(p[..8].try_into().unwrap()), u64::from_le_bytes(p[8..].try_into().unwrap()))
+        })
         .collect();
     let aux = |key| auxv.iter().find(|(k, _)| *k == key).map(|(_, v)| *v);
     let (phdr, phnum) = (aux(AT_PHDR)?, aux(AT_PHNUM)?);
@@ -110,7 +137,8 @@ fn link_maps(snap: &impl SnapshotSource) -> Option<Vec<LinkMap>> {
     snap.read(phdr, &mut phdrs).ok()?;
     let field = |p: &[u8], at: usize| u64::from_le_bytes(p[at..at + 8].try_into().unwrap());
     let kind = |p: &[u8]| u32::from_le_bytes(p[..4].try_into().unwrap());
-    let bias = phdrs.chunks_exact(56).find(|p| kind(p) == PT_PHDR).map_or(0, |p| phdr.wrapping_sub(field(p, 16)));
+    let bias =
+        phdrs.chunks_exact(56).find(|p| kind(p) == PT_PHDR).map_or(0, |p| phdr.wrapping_sub(field(p, 16)));
     let dynamic = phdrs.chunks_exact(56).find(|p| kind(p) == PT_DYNAMIC)?;
     let (start, size) = (bias.wrapping_add(field(dynamic, 16)), field(dynamic, 40));
     let mut r_debug = 0;
@@ -126,34 +154,10 @@ fn link_maps(snap: &impl SnapshotSource) -> Option<Vec<LinkMap>> {
     let mut lm = word(r_debug.checked_add(8)?)?;
     let mut maps = Vec::new();
     while lm != 0 && maps.len() < MAX_LINK_MAPS {
-        let name = read_c_string(snap, word(lm + 8)?);
-        maps.push(LinkMap { lm, l_addr: word(lm)?, l_ld: word(lm + 16)?, name });
+        maps.push(LinkMap { lm, l_addr: word(lm)?, l_ld: word(lm + 16)? });
         lm = word(lm + 24)?;
     }
     Some(maps)
-}
-
-/// The NUL-terminated string at `addr`, up to [`MAX_NAME`] bytes (lossy UTF-8); what can
-/// be read of it.
-fn read_c_string(snap: &impl SnapshotSource, addr: u64) -> String {
-    let mut bytes = Vec::new();
-    let mut buf = [0; 64];
-    while bytes.len() < MAX_NAME {
-        let at = addr.wrapping_add(bytes.len() as u64);
-        // Not past the page: the string may end just before an unmapped one.
-        let chunk = &mut buf[..(PAGE_SIZE - at % PAGE_SIZE).min(64) as usize];
-        if snap.read(at, chunk).is_err() {
-            break;
-        }
-        match chunk.iter().position(|&b| b == 0) {
-            Some(end) => {
-                bytes.extend_from_slice(&chunk[..end]);
-                break;
-            }
-            None => bytes.extend_from_slice(&chunk),
-        }
-    }
-    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 /// `text` for an XML attribute: markup escaped, control characters as `?`.

@@ -71,11 +71,9 @@ pub enum Action {
     /// Serve a snapshot to gdb over its remote protocol, on stdin/stdout
     /// (`target remote | sdt gdbserver S3`) or on a TCP port (`--listen`), for gdb and the
     /// IDEs that speak to gdbserver. `monitor goto S4` moves to another snapshot.
-    #[command(
-        after_help = "Examples:
+    #[command(after_help = "Examples:
   (gdb) target remote | sdt gdbserver S3
-  sdt gdbserver S3 --listen 127.0.0.1:2345"
-    )]
+  sdt gdbserver S3 --listen 127.0.0.1:2345")]
     Gdbserver(GdbserverOpt),
     /// Resume the program from a snapshot: same memory, threads, registers, files and
     /// signal handlers, same thread ids (in a new PID namespace; needs root).

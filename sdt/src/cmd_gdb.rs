@@ -42,7 +42,9 @@ pub fn gdbserver(opt: GdbserverOpt) -> Result<()> {
     let root = opt.run.run.map_or_else(|| store.latest_run(), |id| Ok(sdt_store::RunId(id)))?;
     let mut timeline = StoreTimeline::new(store, root, run.id(), snap);
     match opt.listen {
-        None => serve(&mut timeline, std::io::stdin().lock(), std::io::stdout().lock()).context("serving gdb"),
+        None => {
+            serve(&mut timeline, std::io::stdin().lock(), std::io::stdout().lock()).context("serving gdb")
+        }
         Some(addr) => {
             let listener = TcpListener::bind(addr).with_context(|| format!("listening on {addr}"))?;
             let addr = listener.local_addr().context("the address listened on")?;
