@@ -145,25 +145,14 @@ struct Contents<'a> {
 
 impl<'a> Contents<'a> {
     fn of(source: &'a impl SnapshotSource) -> Contents<'a> {
-        let mut contents =
-            Contents { stored: source.stored_ranges(), readable_files: Vec::new(), notes: Vec::new() };
-        let mut refused: Vec<&str> = Vec::new();
-        for m in &source.meta().mappings {
-            let Content::File(f) = &m.content else { continue };
-            if contents.readable_files.contains(&f) || refused.contains(&f.path.as_str()) {
-                continue;
-            }
-            match source.check_file(f) {
-                Ok(()) => contents.readable_files.push(f),
-                Err(e) => {
-                    refused.push(&f.path);
-                    contents.notes.push(format!(
-                        "{e}: the core holds only the pages the store has of it (the rest reads as zeros)"
-                    ));
-                }
-            }
-        }
-        contents
+        let (readable_files, refused) = checked_files(source);
+        let notes = refused
+            .into_iter()
+            .map(|e| {
+                format!("{e}: the core holds only the pages the store has of it (the rest reads as zeros)")
+            })
+            .collect();
+        Contents { stored: source.stored_ranges(), readable_files, notes }
     }
 
     /// The pages of mapping `m` whose bytes go into the core, as page-aligned
@@ -203,6 +192,25 @@ impl<'a> Contents<'a> {
         }
         runs
     }
+}
+
+/// The files `source`'s mappings map, each once: those whose pages may be read (the store
+/// checks each to be the file mapped, regular and readable by the store's owner), and
+/// why each of the others may not. Only the first may reach gdb, by path.
+pub fn checked_files(source: &impl SnapshotSource) -> (Vec<&FileRef>, Vec<sdt_store::Error>) {
+    let mut readable: Vec<&FileRef> = Vec::new();
+    let mut refused: Vec<(&str, sdt_store::Error)> = Vec::new();
+    for m in &source.meta().mappings {
+        let Content::File(f) = &m.content else { continue };
+        if readable.contains(&f) || refused.iter().any(|(path, _)| *path == f.path) {
+            continue;
+        }
+        match source.check_file(f) {
+            Ok(()) => readable.push(f),
+            Err(e) => refused.push((&f.path, e)),
+        }
+    }
+    (readable, refused.into_iter().map(|(_, e)| e).collect())
 }
 
 /// File offsets of everything in the core.

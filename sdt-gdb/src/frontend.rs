@@ -1,6 +1,7 @@
-//! Starting gdb on an exported core.
+//! Starting gdb: on an exported core, or on a snapshot served by `sdt gdbserver` with
+//! SDT's gdb commands ([`EXTENSION`]).
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::path::Path;
 use std::process::Command;
 
@@ -19,6 +20,48 @@ pub fn gdb_command(program: &Path, core: &Path, extra: &[String]) -> Command {
         gdb.arg(glued("--se=", program));
     }
     gdb.arg(glued("--core=", core)).args(extra);
+    gdb
+}
+
+/// SDT's gdb commands (`sdt list`, `sdt goto`, `sdt next`, `sdt prev`, `sdt history`,
+/// `sdt last`): a gdb Python script, to be sourced (`-ix FILE.py`) in a gdb connected to
+/// `sdt gdbserver`.
+pub const EXTENSION: &str = include_str!("../python/sdt.py");
+
+/// What gdb runs for `target remote |`, through `/bin/sh -c`: fixed text, so that no
+/// path or name reaches the shell as code; they come from the environment, quoted.
+const SERVE: &str =
+    r#"target remote | exec "$SDT_GDBSERVER" gdbserver --run "$SDT_GDBSERVER_RUN" "$SDT_GDBSERVER_SNAPSHOT""#;
+
+/// How gdb starts the server: the `sdt` program, the store, the run and the snapshot.
+#[derive(Clone, Copy, Debug)]
+pub struct Server<'a> {
+    /// The `sdt` program (`std::env::current_exe`).
+    pub sdt: &'a Path,
+    /// The store directory.
+    pub store: &'a Path,
+    /// The run that holds the snapshot.
+    pub run: u32,
+    /// The snapshot's name.
+    pub snapshot: &'a str,
+}
+
+/// `gdb -q -iex 'set sysroot' -ix EXTENSION --se=PROGRAM -ex 'target remote | sdt
+/// gdbserver …' EXTRA…`: gdb with `program`'s symbols (none if empty), SDT's commands from
+/// `extension` (a file holding [`EXTENSION`]), connected to `server`. The shared libraries
+/// are the local files the server names (the sysroot is the local file system); the
+/// paths are glued to their options as in [`gdb_command`].
+pub fn remote_command(program: &Path, extension: &Path, server: Server, extra: &[String]) -> Command {
+    let mut gdb = Command::new("gdb");
+    gdb.args(["-q", "-iex", "set sysroot"]).arg(glued("-ix=", extension));
+    if !program.as_os_str().is_empty() {
+        gdb.arg(glued("--se=", program));
+    }
+    gdb.args(["-ex", SERVE]).args(extra);
+    gdb.env("SDT_GDBSERVER", server.sdt)
+        .env("SDT_STORE", server.store)
+        .env("SDT_GDBSERVER_RUN", server.run.to_string())
+        .env("SDT_GDBSERVER_SNAPSHOT", OsStr::new(server.snapshot));
     gdb
 }
 
@@ -204,6 +247,23 @@ mod tests {
         assert_eq!(cmd.get_args().nth(1).unwrap(), "--se=--eval-command=shell id");
         let alone = gdb_command("".as_ref(), "c".as_ref(), &[]);
         assert_eq!(alone.get_args().collect::<Vec<_>>(), ["-q", "--core=c"]);
+    }
+
+    #[test]
+    fn the_server_is_named_by_the_environment() {
+        let server = Server { sdt: "/usr/bin/sdt".as_ref(), store: "$(id)".as_ref(), run: 3, snapshot: "S2" };
+        let cmd = remote_command("/bin/prog".as_ref(), "/tmp/x.py".as_ref(), server, &["-batch".to_owned()]);
+        let args: Vec<_> = cmd.get_args().collect();
+        assert_eq!(
+            args,
+            ["-q", "-iex", "set sysroot", "-ix=/tmp/x.py", "--se=/bin/prog", "-ex", SERVE, "-batch"]
+        );
+        let env: Vec<_> =
+            cmd.get_envs().map(|(k, v)| (k.to_str().unwrap(), v.unwrap().to_str().unwrap())).collect();
+        assert!(
+            env.contains(&("SDT_STORE", "$(id)")) && env.contains(&("SDT_GDBSERVER_RUN", "3")),
+            "{env:?}"
+        );
     }
 
     /// GDB/MI output as gdb 13 gives it (trimmed): loading, with a warning before the

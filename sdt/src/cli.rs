@@ -67,8 +67,17 @@ pub enum Action {
     /// Write a snapshot in another tool's format.
     #[command(subcommand)]
     Export(ExportAction),
-    /// Open a snapshot in gdb (exports an ELF core and runs `gdb PROG CORE`).
+    /// Open a snapshot in gdb, served straight from the store (`sdt gdbserver`), with
+    /// SDT's commands: `sdt list`, `sdt goto S4`, `sdt next`, `sdt prev`,
+    /// `sdt history EXPR`, `sdt last EXPR`.
     Gdb(GdbOpt),
+    /// Serve a snapshot to gdb over its remote protocol, on stdin/stdout
+    /// (`target remote | sdt gdbserver S3`) or on a TCP port (`--listen`), for gdb and the
+    /// IDEs that speak to gdbserver. `monitor goto S4` moves to another snapshot.
+    #[command(after_help = "Examples:
+  (gdb) target remote | sdt gdbserver S3
+  sdt gdbserver S3 --listen 127.0.0.1:2345")]
+    Gdbserver(GdbserverOpt),
     /// Resume the program from a snapshot: same memory, threads, registers, files and
     /// signal handlers, same thread ids (in a new PID namespace; needs root).
     ///
@@ -421,6 +430,19 @@ pub struct GdbOpt {
     /// Extra arguments for gdb (after --), e.g. -- -batch -ex bt.
     #[arg(last = true, value_name = "GDB ARGS")]
     pub gdb_args: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct GdbserverOpt {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Snapshot name (S3, or 3; default: the run's last snapshot).
+    pub snapshot: Option<String>,
+    /// Listen on this TCP address for one gdb instead of serving stdin/stdout.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub listen: Option<std::net::SocketAddr>,
 }
 
 #[cfg(test)]

@@ -1,13 +1,12 @@
-//! `sdt export core`, `sdt export criu` and `sdt gdb`.
+//! `sdt export core` and `sdt export criu`, and the cores `sdt refine` evaluates in.
 
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use sdt_daemon::human::{self, escape};
 use sdt_store::{Content, OutputDir, Run, Snapshot};
 
-use crate::cli::{ExportCoreOpt, ExportCriuOpt, GdbOpt};
+use crate::cli::{ExportCoreOpt, ExportCriuOpt};
 use crate::select;
 
 pub fn core(opt: ExportCoreOpt) -> Result<()> {
@@ -50,20 +49,6 @@ pub fn criu(opt: ExportCriuOpt) -> Result<()> {
     let shell_job = if report.shell_job { " --shell-job" } else { "" };
     eprintln!("sdt: resume it with: criu restore -D {}{shell_job}", dir.display());
     Ok(())
-}
-
-pub fn gdb(opt: GdbOpt) -> Result<ExitCode> {
-    let (run, snap) = select::open_snapshot(&opt.store, &opt.run, opt.snapshot.as_deref())?;
-    let core = cached_core(&run, &snap)?;
-    // Without the program gdb still shows threads and registers, from the core alone.
-    let exe = checked_program(&snap).unwrap_or_else(|why| {
-        eprintln!("sdt: warning: {}; gdb gets the core alone", escape(&why));
-        PathBuf::new()
-    });
-    let status = sdt_gdb::frontend::gdb_command(&exe, &core, &opt.gdb_args)
-        .status()
-        .context("running gdb (is it installed? apt-get install gdb)")?;
-    Ok(ExitCode::from(status.code().unwrap_or(1) as u8))
 }
 
 /// The snapshot's program, for gdb: only if it is the file a mapping of the snapshot

@@ -10,6 +10,7 @@ mod cmd_diff;
 mod cmd_docs;
 mod cmd_doctor;
 mod cmd_export;
+mod cmd_gdb;
 mod cmd_ls;
 mod cmd_refine;
 mod cmd_restore;
@@ -47,7 +48,8 @@ fn real_main(opt: Opt) -> anyhow::Result<ExitCode> {
         Action::Show(o) => cmd_show::show(o).map(|()| ExitCode::SUCCESS),
         Action::Export(ExportAction::Core(o)) => cmd_export::core(o).map(|()| ExitCode::SUCCESS),
         Action::Export(ExportAction::Criu(o)) => cmd_export::criu(o).map(|()| ExitCode::SUCCESS),
-        Action::Gdb(o) => cmd_export::gdb(o),
+        Action::Gdb(o) => cmd_gdb::gdb(o),
+        Action::Gdbserver(o) => cmd_gdb::gdbserver(o).map(|()| ExitCode::SUCCESS),
         Action::Restore(o) => cmd_restore::restore(o),
         Action::Refine(o) => cmd_refine::refine(o),
         Action::Doctor => Ok(cmd_doctor::doctor()),

@@ -1,6 +1,6 @@
 //! gdb opens our cores: every thread, a correct backtrace, the values the program had.
 
-use crate::harness::{Sdt, gdb, gdb_values, program, stderr, stdout};
+use crate::harness::{Sdt, describe, gdb, gdb_values, program, run, stderr, stdout, wait_with_timeout};
 
 /// What `states` printed before breakpoint `n`: counter, arr[5], message, origin.
 fn printed_values(out: &str, n: u32) -> (String, String, String, String) {
@@ -94,15 +94,155 @@ fn sdt_gdb_opens_a_snapshot() {
         sdt.ok(&["gdb", "S1", "--", "-batch", "-nx", "-ex", "print counter_global", "-ex", "print origin.y"]);
     let text = format!("{}{}", stdout(&out), stderr(&out));
     assert_eq!(gdb_values(&text), ["4242", "40"], "{text}");
-    // A bare number names a snapshot too; cores are cached beside the run.
+    // A bare number names a snapshot too; gdb reads the store through the server: no core.
     let out = sdt.ok(&["gdb", "0", "--", "-batch", "-nx", "-ex", "print counter_global"]);
     assert_eq!(gdb_values(&stdout(&out)), ["42"]);
-    let cores = sdt.store().join("runs/1/cores");
-    assert!(cores.join("S0.core").exists() && cores.join("S1.core").exists());
+    assert!(!sdt.store().join("runs/1/cores").exists());
+}
+
+/// gdb's commands for comparing the server with the core: threads, the breaking
+/// thread's stack, a global, SSE and AVX registers, thread-local storage.
+const COMPARED: [&str; 8] = [
+    "info threads",
+    "bt",
+    "print counter_global",
+    "print origin",
+    "print arr",
+    "print/x $xmm1.v4_int32",
+    "print/x $ymm0.v8_int32",
+    "thread apply all print tls_value",
+];
+
+/// The output of `sdt gdb SNAP` running `commands` in batch mode.
+fn sdt_gdb(sdt: &Sdt, snap: &str, commands: &[&str]) -> String {
+    let mut args =
+        vec!["gdb", snap, "--", "-batch", "-nx", "-ex", "set pagination off", "-ex", "set width 0"];
+    for c in commands {
+        args.extend(["-ex", c]);
+    }
+    let out = sdt.ok(&args);
+    format!("{}{}", stdout(&out), stderr(&out))
+}
+
+fn threads_in(text: &str) -> usize {
+    text.lines()
+        .filter(|l| {
+            l.contains("Thread ") && l.trim_start().starts_with(|c: char| c == '*' || c.is_ascii_digit())
+        })
+        .count()
+}
+
+fn the_server_shows_what_the_core_shows() {
+    let sdt = Sdt::new();
+    let prog = program("states");
+    sdt.ok(&["run", "-q", "--", prog.to_str().unwrap()]);
+    for snap in ["S0", "S1"] {
+        let served = sdt_gdb(&sdt, snap, &COMPARED);
+        let core = gdb(&prog, &sdt.core(snap), &COMPARED);
+        assert!(!served.contains("warning:"), "gdb warned on {snap} through the server:\n{served}");
+        assert_eq!(threads_in(&served), 5, "{snap}: 5 threads:\n{served}");
+        assert_eq!(served.matches(" \"states\" ").count(), 5, "{snap}: thread names:\n{served}");
+        assert!(
+            served.contains(" report (snapshot_id="),
+            "{snap}: the breaking thread is in report():\n{served}"
+        );
+        assert!(served.contains("states.c:"), "{snap}: with its line:\n{served}");
+        let (mut served_values, mut core_values) = (gdb_values(&served), gdb_values(&core));
+        assert_eq!(served_values.len(), 10, "{snap}:\n{served}");
+        // Threads may be listed in another order.
+        served_values[5..].sort();
+        core_values[5..].sort();
+        assert_eq!(served_values, core_values, "{snap}: server\n{served}\ncore\n{core}");
+        let frame = |text: &str| text.lines().find(|l| l.starts_with("#1 ")).map(str::to_owned);
+        assert_eq!(frame(&served), frame(&core), "{snap}: the same caller");
+    }
+}
+
+fn sdt_goto_moves_the_session_between_snapshots() {
+    let sdt = Sdt::new();
+    let prog = program("states");
+    sdt.ok(&["run", "-q", "--", prog.to_str().unwrap()]);
+    let text = sdt_gdb(
+        &sdt,
+        "S0",
+        &[
+            "display counter_global",
+            "print counter_global",
+            "sdt goto S1",
+            "print counter_global",
+            "print origin.y",
+            "sdt prev",
+            "print counter_global",
+            "sdt next",
+            "sdt list",
+            "sdt history counter_global",
+            "sdt last counter_global",
+            "print counter_global",
+        ],
+    );
+    assert!(!text.contains("warning:"), "{text}");
+    assert_eq!(gdb_values(&text), ["42", "4242", "40", "42", "42"], "{text}");
+    assert!(text.contains("1: counter_global = 4242"), "the display is shown again:\n{text}");
+    assert!(text.contains("* S1 thread "), "sdt list marks S1:\n{text}");
+    let history: Vec<&str> = text.lines().filter(|l| l.starts_with("S0 ") || l.starts_with("S1 ")).collect();
+    assert!(history.len() == 2 && history[0].ends_with(" 42") && history[1].ends_with(" 4242"), "{text}");
+    assert!(text.contains("[sdt] counter_global was 42 (now 4242)"), "{text}");
+    let out = sdt.output(&[
+        "gdb",
+        "S1",
+        "--",
+        "-batch",
+        "-nx",
+        "-ex",
+        "sdt goto S9",
+        "-ex",
+        "print counter_global",
+    ]);
+    let err = stderr(&out);
+    assert!(err.contains("no snapshot S9"), "a missing snapshot is named:\n{}", describe(&out));
+}
+
+fn gdbserver_serves_gdb_on_a_tcp_port() {
+    use std::io::BufRead;
+    let sdt = Sdt::new();
+    let prog = program("states");
+    sdt.ok(&["run", "-q", "--", prog.to_str().unwrap()]);
+    let mut server = sdt
+        .command(&["gdbserver", "S1", "--listen", "127.0.0.1:0"])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut said = String::new();
+    std::io::BufReader::new(server.stderr.take().unwrap()).read_line(&mut said).unwrap();
+    let addr = said.trim().rsplit(' ').next().unwrap().to_owned();
+    assert!(addr.starts_with("127.0.0.1:"), "{said}");
+    let text = gdb_remote(&prog, &addr, &["info threads", "print counter_global"]);
+    assert!(!text.contains("warning:"), "{text}");
+    assert_eq!(threads_in(&text), 5, "{text}");
+    assert_eq!(gdb_values(&text), ["4242"], "{text}");
+    // gdb detached: the server ends.
+    let out = wait_with_timeout(server);
+    assert!(out.status.success(), "{}", describe(&out));
+}
+
+/// gdb in batch mode on `program`, connected to the server at `addr`.
+fn gdb_remote(program: &std::path::Path, addr: &str, commands: &[&str]) -> String {
+    let mut cmd = std::process::Command::new("gdb");
+    cmd.args(["-batch", "-nx", "-iex", "set sysroot"]).arg(program);
+    cmd.args(["-ex", &format!("target remote {addr}")]);
+    for c in commands {
+        cmd.args(["-ex", c]);
+    }
+    let out = run(&mut cmd);
+    format!("{}{}", stdout(&out), stderr(&out))
 }
 
 sdt_test_harness::tests![
     gdb_shows_every_thread_stack_and_value,
     the_breaking_thread_is_current_in_gdb,
     sdt_gdb_opens_a_snapshot,
+    the_server_shows_what_the_core_shows,
+    sdt_goto_moves_the_session_between_snapshots,
+    gdbserver_serves_gdb_on_a_tcp_port,
 ];

@@ -1,0 +1,193 @@
+# SDT's commands inside gdb, for a gdb connected to `sdt gdbserver` (`sdt gdb` sources
+# this file). They move the session between the run's snapshots through the server's
+# monitor commands (`monitor list`, `monitor goto S3`), then make gdb forget what it
+# cached of the previous one: registers, frames, memory, the thread list. Breakpoints,
+# displays and the value history stay.
+#
+#   sdt list                   the run's snapshots, * at the current one
+#   sdt goto SNAP              go to SNAP (S3, or 3)
+#   sdt next / sdt prev        the snapshot after / before the current one
+#   sdt history [--changes] EXPR
+#                              EXPR in every snapshot (only where it changed)
+#   sdt last EXPR              the latest snapshot before this one where EXPR differed
+
+import gdb
+
+
+class Entry:
+    """One line of `monitor list`: `* S3 thread 1234 breakpoint 1/2/10 hit 3 "attrs"`."""
+
+    def __init__(self, line):
+        self.current = line.startswith("*")
+        fields = line[2:].split(" ", 3)
+        self.name = fields[0]
+        self.tid = int(fields[2])
+        self.trigger = fields[3] if len(fields) > 3 else ""
+
+
+def monitor(command):
+    """What the server printed for `monitor COMMAND`; its errors raised as gdb errors."""
+    said = gdb.execute("monitor " + command, to_string=True)
+    for line in said.splitlines():
+        if line.startswith("sdt: error: "):
+            raise gdb.GdbError(line[len("sdt: error: "):])
+    return said
+
+
+def entries():
+    return [Entry(l) for l in monitor("list").splitlines() if l[:2] in ("* ", "  ")]
+
+
+def snapshot_name(arg):
+    arg = arg.strip()
+    return "S" + arg if arg[:1].isdigit() else arg
+
+
+def forget_caches():
+    """Makes gdb read everything again from the server: the registers and frames, the
+    memory it caches, the thread list."""
+    for command in ("maintenance flush register-cache", "maintenance flush dcache"):
+        try:
+            gdb.execute(command, to_string=True)
+        except gdb.error:
+            pass
+    gdb.execute("info threads", to_string=True)
+
+
+def goto(name, quiet=False):
+    """Moves to snapshot NAME and selects the thread that took it; returns its entry."""
+    said = monitor("goto " + name)
+    forget_caches()
+    entry = Entry(said.splitlines()[-1])
+    for thread in gdb.selected_inferior().threads():
+        if thread.ptid[1] == entry.tid:
+            thread.switch()
+            break
+    if not quiet:
+        gdb.write("[sdt] %s  thread %d  %s\n" % (entry.name, entry.tid, entry.trigger))
+        gdb.execute("frame")
+        gdb.execute("display")
+    return entry
+
+
+def current_index(all_entries):
+    for i, e in enumerate(all_entries):
+        if e.current:
+            return i
+    raise gdb.GdbError("the server names no current snapshot")
+
+
+def value_of(expr):
+    """EXPR as gdb prints it here, or the error it gives, in angle brackets."""
+    try:
+        return str(gdb.parse_and_eval(expr))
+    except gdb.error as e:
+        return "<%s>" % e
+
+
+class Sdt(gdb.Command):
+    """SDT: move between the snapshots of a run.
+
+sdt list                       the run's snapshots, * at the current one
+sdt goto SNAP                  go to snapshot SNAP (S3, or 3)
+sdt next, sdt prev             the snapshot after, or before, the current one
+sdt history [--changes] EXPR   EXPR in every snapshot (--changes: only where it changed)
+sdt last EXPR                  the latest snapshot before this one where EXPR had another value"""
+
+    def __init__(self):
+        super().__init__("sdt", gdb.COMMAND_USER, prefix=True)
+
+
+class List(gdb.Command):
+    """The run's snapshots: name, thread, trigger; * marks the current one."""
+
+    def __init__(self):
+        super().__init__("sdt list", gdb.COMMAND_USER)
+
+    def invoke(self, arg, from_tty):
+        gdb.write(monitor("list"))
+
+
+class Goto(gdb.Command):
+    """Go to snapshot SNAP (S3, or 3): same session, breakpoints and displays kept."""
+
+    def __init__(self):
+        super().__init__("sdt goto", gdb.COMMAND_USER)
+
+    def invoke(self, arg, from_tty):
+        if not arg.strip():
+            raise gdb.GdbError("usage: sdt goto SNAP")
+        goto(snapshot_name(arg))
+
+
+class Step(gdb.Command):
+    def __init__(self, name, delta):
+        self.__doc__ = "Go to the snapshot %s the current one." % ("after" if delta > 0 else "before")
+        super().__init__("sdt " + name, gdb.COMMAND_USER)
+        self.delta = delta
+
+    def invoke(self, arg, from_tty):
+        all_entries = entries()
+        i = current_index(all_entries) + self.delta
+        if not 0 <= i < len(all_entries):
+            raise gdb.GdbError("no snapshot %s %s" % ("after" if self.delta > 0 else "before",
+                                                    all_entries[i - self.delta].name))
+        goto(all_entries[i].name)
+
+
+class History(gdb.Command):
+    """Print EXPR in every snapshot of the run: snapshot, thread, trigger, value.
+With --changes, only the snapshots where the value changed. Ends where it started."""
+
+    def __init__(self):
+        super().__init__("sdt history", gdb.COMMAND_USER)
+
+    def invoke(self, arg, from_tty):
+        changes = arg.lstrip().startswith("--changes")
+        expr = arg.lstrip()[len("--changes"):] if changes else arg
+        if not expr.strip():
+            raise gdb.GdbError("usage: sdt history [--changes] EXPR")
+        all_entries = entries()
+        start = all_entries[current_index(all_entries)].name
+        previous = None
+        try:
+            for e in all_entries:
+                goto(e.name, quiet=True)
+                value = value_of(expr)
+                if not changes or value != previous:
+                    gdb.write("%-6s thread %-7d %-40s %s\n" % (e.name, e.tid, e.trigger, value))
+                previous = value
+        finally:
+            goto(start, quiet=True)
+
+
+class Last(gdb.Command):
+    """Go to the latest snapshot before the current one where EXPR had another value."""
+
+    def __init__(self):
+        super().__init__("sdt last", gdb.COMMAND_USER)
+
+    def invoke(self, arg, from_tty):
+        if not arg.strip():
+            raise gdb.GdbError("usage: sdt last EXPR")
+        all_entries = entries()
+        here = current_index(all_entries)
+        now = value_of(arg)
+        for e in reversed(all_entries[:here]):
+            goto(e.name, quiet=True)
+            value = value_of(arg)
+            if value != now:
+                goto(e.name)
+                gdb.write("[sdt] %s was %s (now %s)\n" % (arg.strip(), value, now))
+                return
+        goto(all_entries[here].name, quiet=True)
+        raise gdb.GdbError("%s has had the value %s since %s" % (arg.strip(), now, all_entries[0].name))
+
+
+Sdt()
+List()
+Goto()
+Step("next", 1)
+Step("prev", -1)
+History()
+Last()

@@ -1,0 +1,89 @@
+//! The snapshots a server moves between: those of a run of a store, opened on first
+//! visit and kept open, so that going back to one costs nothing.
+
+use std::collections::HashMap;
+
+use sdt_store::{RunId, Snapshot, SnapshotSource, Store, Trigger};
+
+/// Where the server is in a run, and where it may go.
+pub trait Timeline {
+    /// A snapshot of the timeline.
+    type Snapshot: SnapshotSource;
+    /// The snapshot gdb sees now.
+    fn current(&self) -> &Self::Snapshot;
+    /// Moves to snapshot `name`; on failure stays, and says why.
+    fn goto(&mut self, name: &str) -> Result<(), String>;
+    /// The snapshots of the current one's run, in order.
+    fn list(&self) -> Result<Vec<Entry>, String>;
+}
+
+/// One snapshot of a run, as `monitor list` shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// Its name (`S3`).
+    pub name: String,
+    /// The thread gdb selects there: the one that reached the breakpoint, or the first.
+    pub tid: i32,
+    /// What took it.
+    pub trigger: Trigger,
+}
+
+/// The snapshots of a store, starting in run `root`'s tree.
+pub struct StoreTimeline {
+    store: Store,
+    root: RunId,
+    /// Snapshots opened so far, by name, with their run.
+    open: HashMap<String, (RunId, Snapshot)>,
+    current: String,
+}
+
+impl StoreTimeline {
+    /// A timeline at snapshot `snap` of run `run` (of `root`'s refinement tree).
+    pub fn new(store: Store, root: RunId, run: RunId, snap: Snapshot) -> StoreTimeline {
+        let current = snap.name().to_owned();
+        StoreTimeline { store, root, open: HashMap::from([(current.clone(), (run, snap))]), current }
+    }
+}
+
+impl Timeline for StoreTimeline {
+    type Snapshot = Snapshot;
+
+    fn current(&self) -> &Snapshot {
+        &self.open[&self.current].1
+    }
+
+    fn goto(&mut self, name: &str) -> Result<(), String> {
+        if !self.open.contains_key(name) {
+            let (run, snap) = self.store.find_snapshot(self.root, name).map_err(|e| error_chain(&e))?;
+            self.open.insert(name.to_owned(), (run.id(), snap));
+        }
+        self.current = name.to_owned();
+        Ok(())
+    }
+
+    fn list(&self) -> Result<Vec<Entry>, String> {
+        let run = self.store.open_run(&self.open[&self.current].0).map_err(|e| error_chain(&e))?;
+        let mut entries = Vec::new();
+        for e in run.snapshots().map_err(|e| error_chain(&e))? {
+            let e = e.map_err(|e| error_chain(&e))?;
+            if !e.complete {
+                continue;
+            }
+            let (meta, _) = run.read_meta(e.seq).map_err(|e| error_chain(&e))?;
+            let tid = meta.trigger.tid().or(meta.threads.first().map(|t| t.tid)).unwrap_or(0);
+            entries.push(Entry { name: e.name, tid, trigger: meta.trigger });
+        }
+        Ok(entries)
+    }
+}
+
+/// `e` and its causes, `: `-separated.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(&format!(": {c}"));
+        cause = c.source();
+    }
+    text
+}

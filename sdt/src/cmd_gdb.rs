@@ -1,0 +1,63 @@
+//! `sdt gdb` and `sdt gdbserver`: gdb on a snapshot, served straight from the store.
+
+use std::io::{BufReader, Write};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use sdt_daemon::human::escape;
+use sdt_gdb::frontend::{EXTENSION, Server, remote_command};
+use sdt_gdbserver::{StoreTimeline, serve};
+
+use crate::cli::{GdbOpt, GdbserverOpt};
+use crate::cmd_export::checked_program;
+use crate::select;
+
+pub fn gdb(opt: GdbOpt) -> Result<ExitCode> {
+    let (run, snap) = select::open_snapshot(&opt.store, &opt.run, opt.snapshot.as_deref())?;
+    // Without the program gdb still shows threads and registers.
+    let exe = checked_program(&snap).unwrap_or_else(|why| {
+        eprintln!("sdt: warning: {}; gdb gets no symbols of it", escape(&why));
+        PathBuf::new()
+    });
+    let sdt = std::env::current_exe().context("finding the sdt program, to start the server")?;
+    let store = std::path::absolute(&opt.store.store).context("the store's path")?;
+    let mut extension = tempfile::Builder::new()
+        .prefix("sdt-gdb-")
+        .suffix(".py")
+        .tempfile()
+        .context("writing SDT's gdb commands to a temporary file")?;
+    extension.write_all(EXTENSION.as_bytes()).context("writing SDT's gdb commands")?;
+    let server = Server { sdt: &sdt, store: &store, run: run.id().0, snapshot: snap.name() };
+    let status = remote_command(&exe, extension.path(), server, &opt.gdb_args)
+        .status()
+        .context("running gdb (is it installed? apt-get install gdb)")?;
+    Ok(ExitCode::from(status.code().unwrap_or(1) as u8))
+}
+
+pub fn gdbserver(opt: GdbserverOpt) -> Result<()> {
+    let (run, snap) = select::open_snapshot(&opt.store, &opt.run, opt.snapshot.as_deref())?;
+    let store = select::open_store(&opt.store)?;
+    let root = opt.run.run.map_or_else(|| store.latest_run(), |id| Ok(sdt_store::RunId(id)))?;
+    let mut timeline = StoreTimeline::new(store, root, run.id(), snap);
+    match opt.listen {
+        None => {
+            serve(&mut timeline, std::io::stdin().lock(), std::io::stdout().lock()).context("serving gdb")
+        }
+        Some(addr) => {
+            let listener = TcpListener::bind(addr).with_context(|| format!("listening on {addr}"))?;
+            let addr = listener.local_addr().context("the address listened on")?;
+            eprintln!("sdt: serving {} to one gdb: target remote {addr}", timeline_name(&timeline));
+            let (stream, peer) = listener.accept().context("waiting for gdb")?;
+            log::info!("gdb connected from {peer}");
+            let input = BufReader::new(stream.try_clone().context("the connection")?);
+            serve(&mut timeline, input, stream).context("serving gdb")
+        }
+    }
+}
+
+fn timeline_name(timeline: &StoreTimeline) -> String {
+    use sdt_gdbserver::Timeline;
+    timeline.current().name().to_owned()
+}
