@@ -25,6 +25,7 @@ mod gdb;
 mod guest;
 mod install;
 mod kmod;
+mod readme;
 mod restore;
 mod security;
 mod symbols;
@@ -45,6 +46,7 @@ sdt_test_harness::main!(
     guest,
     install,
     kmod,
+    readme,
     restore,
     security,
     symbols,
