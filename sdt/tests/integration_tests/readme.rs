@@ -195,7 +195,7 @@ fn readme_transcripts_match_what_the_commands_print() -> Result<(), Skip> {
     for t in &transcripts {
         // A setting `NAME (root)`: its commands resume snapshots, which needs root.
         let name = match t.setting.strip_suffix(" (root)") {
-            Some(name) if root("").is_err() => {
+            Some(_) if root("").is_err() => {
                 skipped.push(format!("README line {}", t.line));
                 continue;
             }
