@@ -167,7 +167,9 @@ fn kernel_module() -> Check {
             name: "kernel module",
             verdict: Verdict::Optional,
             found: "not loaded: `sdt run` stops threads with ptrace (the default)".into(),
-            fix: Some("for `--backend kmod`: sudo kmod/install.sh (from the source tree)"),
+            fix: Some(
+                "for `--backend kmod`: apt install ./sdt-dkms_*.deb (scripts/deb), or sudo kmod/install.sh",
+            ),
         }
     }
 }

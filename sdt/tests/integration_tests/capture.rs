@@ -90,9 +90,11 @@ fn multiple_mark_zero_captures_once_across_threads() {
 fn timed_snapshots() {
     let sdt = Sdt::new();
     let prog = program("spin");
-    let out = sdt.ok(&["run", "--every", "50", "--", prog.to_str().unwrap(), "400"]);
+    // 20 intervals; at least 4 snapshots even when the other tests keep the disk busy
+    // (the interval counts from the commit of the snapshot before).
+    let out = sdt.ok(&["run", "--every", "50", "--", prog.to_str().unwrap(), "1000"]);
     let snaps = sdt.snapshots();
-    assert!(snaps.len() >= 4, "expected a snapshot every 50 ms over 400 ms: {}", describe(&out));
+    assert!(snaps.len() >= 4, "expected a snapshot every 50 ms over 1000 ms: {}", describe(&out));
     let mut last = -1.0;
     for s in &snaps {
         assert_eq!(s["trigger"], "timer");

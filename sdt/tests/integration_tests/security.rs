@@ -186,16 +186,19 @@ fn symbolic_links_in_the_store_are_not_followed_when_writing_cores() -> Result<(
     let victim = sdt.dir.path().join("victim");
     std::fs::write(&victim, b"root's own").unwrap();
     std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o600)).unwrap();
+    // A second run to compare with; its cores are cached as well.
+    run_breakpoints(&sdt, &["1/1/1/0"]);
     let cores = sdt.store().join("runs/1/cores");
     std::fs::create_dir(&cores).unwrap();
-    // Every temporary name an sdt gdb might pick, old and new, is a link to the victim.
+    // Every temporary name a core cache might pick, old and new, is a link to the victim.
     std::os::unix::fs::symlink(&victim, cores.join("S0.core.tmp")).unwrap();
     chown_store(&sdt.store(), OWNER);
     let untouched = || std::fs::read(&victim).unwrap() == b"root's own";
 
-    let out = sdt.output(&["gdb", "S0", "--", "-batch"]);
+    // An expression only gdb evaluates: compared in cached cores of S0.
+    let out = sdt.output(&["compare", "--reference", "1", "--run", "2", "--vars", "1+1"]);
     assert!(out.status.success(), "{}", describe(&out));
-    assert!(untouched(), "sdt gdb wrote through the store's link");
+    assert!(untouched(), "the core cache wrote through the store's link");
     let core = std::fs::symlink_metadata(cores.join("S0.core")).unwrap();
     assert!(core.is_file());
     assert_eq!(core.permissions().mode() & 0o777, 0o600, "a core holds the process's memory");
@@ -205,7 +208,7 @@ fn symbolic_links_in_the_store_are_not_followed_when_writing_cores() -> Result<(
     std::fs::create_dir(&outside).unwrap();
     std::fs::remove_dir_all(&cores).unwrap();
     std::os::unix::fs::symlink(&outside, &cores).unwrap();
-    let out = sdt.output(&["gdb", "S0", "--", "-batch"]);
+    let out = sdt.output(&["compare", "--reference", "1", "--run", "2", "--vars", "1+1"]);
     assert!(!out.status.success(), "{}", describe(&out));
     assert_eq!(files_under(&outside), Vec::<PathBuf>::new());
     // So is `export core`'s temporary file next to its output.
@@ -291,6 +294,9 @@ fn a_file_the_stores_owner_cannot_read_stays_out_of_the_exports() -> Result<(), 
     // Root's own store: root's file is the program's, and it is in the core.
     sdt.ok(&["export", "core", "S0", "-o", "own.core"]);
     assert!(holds(&sdt.dir.path().join("own.core")), "the test does not see the secret where it should be");
+    let secret_in_gdb = |out: &std::process::Output| stdout(out).contains("84 'T'\t79 'O'\t80 'P'");
+    let show_page = ["gdb", "S0", "--", "-batch", "-ex", "x/64c 0x100000000000"];
+    assert!(secret_in_gdb(&sdt.ok(&show_page)), "gdb on root's own store shows root's file");
 
     chown_store(&sdt.store(), OWNER);
     let out = sdt.ok(&["export", "core", "S0", "-o", "s0.core"]);
@@ -300,8 +306,9 @@ fn a_file_the_stores_owner_cannot_read_stays_out_of_the_exports() -> Result<(), 
         "{}",
         describe(&out)
     );
-    sdt.ok(&["gdb", "S0", "--", "-batch"]);
-    assert!(!holds(&sdt.store().join("runs/1/cores/S0.core")));
+    // Through sdt gdbserver, the file's page reads as nothing gdb can show.
+    let out = sdt.output(&show_page);
+    assert!(!secret_in_gdb(&out), "the secret reached gdb: {}", describe(&out));
     let criu = sdt.output(&["export", "criu", "S0", "-o", "img"]);
     assert!(!criu.status.success(), "criu restore would map it: {}", describe(&criu));
     assert!(stderr(&criu).contains("who could not read it"), "{}", describe(&criu));
