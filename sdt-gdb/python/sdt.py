@@ -5,7 +5,7 @@
 # displays and the value history stay.
 #
 #   sdt list                   the run's snapshots, * at the current one
-#   sdt goto SNAP              go to SNAP (S3, or 3)
+#   sdt goto SNAP              go to SNAP (S3, or 3; 2:S3 in run 2 of the tree)
 #   sdt next / sdt prev        the snapshot after / before the current one
 #   sdt history [--changes] EXPR
 #                              EXPR in every snapshot (only where it changed)
@@ -39,8 +39,9 @@ def entries():
 
 
 def snapshot_name(arg):
-    arg = arg.strip()
-    return "S" + arg if arg[:1].isdigit() else arg
+    """S3 for 3; RUN:S3 (a snapshot of another run of the tree) for RUN:3."""
+    run, colon, name = arg.strip().rpartition(":")
+    return run + colon + ("S" + name if name[:1].isdigit() else name)
 
 
 def forget_caches():

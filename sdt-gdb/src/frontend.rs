@@ -84,17 +84,54 @@ pub fn evaluate(
     core: &Path,
     exprs: &[String],
 ) -> std::io::Result<Vec<Result<String, String>>> {
+    let commands: Vec<_> = exprs.iter().map(|expr| evaluation(expr)).collect();
+    run_mi(gdb_command(program, core, &MI_OPTIONS.map(str::to_owned)), &commands)
+}
+
+/// Evaluates `expr` in each of `snapshots` (`S3`, or `RUN:S3` for another run of the
+/// server's tree) as [`evaluate`] does, in one gdb connected to `server`: `sdt goto`
+/// (from `extension`, a file holding [`EXTENSION`]) moves it to the snapshot and selects
+/// the thread that took it, then gdb evaluates `expr` there. A snapshot gdb could not
+/// go to gives why, as an error.
+pub fn evaluate_in_each(
+    program: &Path,
+    extension: &Path,
+    server: Server,
+    snapshots: &[String],
+    expr: &str,
+) -> std::io::Result<Vec<Result<String, String>>> {
+    let gdb = remote_command(program, extension, server, &MI_OPTIONS.map(str::to_owned));
+    let commands: Vec<_> = snapshots
+        .iter()
+        .flat_map(|snap| {
+            [format!("-interpreter-exec console {}", mi_quote(&format!("sdt goto {snap}"))), evaluation(expr)]
+        })
+        .collect();
+    let answers = run_mi(gdb, &commands)?;
+    Ok(answers.chunks(2).map(|pair| pair[0].clone().and(pair[1].clone())).collect())
+}
+
+/// gdb speaking GDB/MI, its queries (debuginfod's, say) taking their default answer
+/// instead of waiting.
+const MI_OPTIONS: [&str; 4] = ["-nx", "--interpreter=mi2", "-iex", "set confirm off"];
+
+/// The GDB/MI command that evaluates `expr`.
+fn evaluation(expr: &str) -> String {
+    format!("-data-evaluate-expression {}", mi_quote(expr))
+}
+
+/// Runs `gdb` (started with [`MI_OPTIONS`]) on `commands`, arrays printed whole, and
+/// gives each command's answer: its value (empty for a command that has none) or why it
+/// failed, as [`parse_outputs`] reads them.
+fn run_mi(mut gdb: Command, commands: &[String]) -> std::io::Result<Vec<Result<String, String>>> {
     use std::io::{Read, Write};
     use std::process::Stdio;
-    // Queries (debuginfod's, say) take their default answer instead of waiting.
-    let extra = ["-nx", "--interpreter=mi2", "-iex", "set confirm off"].map(str::to_owned);
-    let mut gdb = gdb_command(program, core, &extra);
     gdb.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = gdb.spawn()?;
-    // Token 0 is the setting; expression i has token i + 1.
+    // Token 0 is the setting; command i has token i + 1.
     let mut input = String::from("0-gdb-set print elements unlimited\n");
-    for (i, expr) in exprs.iter().enumerate() {
-        input.push_str(&format!("{}-data-evaluate-expression {}\n", i + 1, mi_quote(expr)));
+    for (i, command) in commands.iter().enumerate() {
+        input.push_str(&format!("{}{command}\n", i + 1));
     }
     input.push_str("-gdb-exit\n");
     let mut stdin = child.stdin.take().expect("piped");
@@ -111,7 +148,7 @@ pub fn evaluate(
     // A gdb that stopped early closed its input; its stderr says why.
     writer.join().expect("the writer thread does not panic").ok();
     let said = said.join().expect("the reader thread does not panic")?;
-    let mut results = parse_outputs(&text, exprs.len());
+    let mut results = parse_outputs(&text, commands.len());
     for result in &mut results {
         if let Err(why) = result
             && why.is_empty()
@@ -192,7 +229,7 @@ fn mi_unquote(text: &str) -> Option<(String, &str)> {
 }
 
 /// The answers to tokens `1..=count` in gdb's GDB/MI output: `N^done,value="…"` is a
-/// value, unless gdb logged something (`&"warning: …"`) while evaluating it;
+/// value (`N^done` an empty one), unless gdb logged something (`&"warning: …"`) while evaluating it;
 /// `N^error,msg="…"` is an error. What gdb logged while loading, before its first
 /// prompt, counts against nothing. A missing answer is an empty error (gdb stopped).
 fn parse_outputs(text: &str, count: usize) -> Vec<Result<String, String>> {
@@ -214,9 +251,7 @@ fn parse_outputs(text: &str, count: usize) -> Vec<Result<String, String>> {
         // One line, however many gdb wrote.
         let said = said.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" ");
         results[index] = match answer.split(',').next() {
-            Some("done") if said.is_empty() => {
-                field(",value=").ok_or_else(|| format!("gdb answered {answer}"))
-            }
+            Some("done") if said.is_empty() => Ok(field(",value=").unwrap_or_default()),
             Some("done") => Err(said),
             Some("error") => {
                 let msg = field(",msg=").unwrap_or_else(|| answer.to_owned());

@@ -46,4 +46,4 @@ mod timeline;
 mod view;
 
 pub use server::serve;
-pub use timeline::{Entry, StoreTimeline, Timeline};
+pub use timeline::{Entry, StoreTimeline, Timeline, entries};

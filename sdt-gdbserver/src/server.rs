@@ -4,7 +4,7 @@
 
 use std::io::{self, BufRead, Write};
 
-use sdt_store::{SnapshotSource, ThreadState, Trigger};
+use sdt_store::{SnapshotSource, ThreadState};
 
 use crate::packet::{Connection, Incoming, escape_binary, from_hex, hex_number, to_hex};
 use crate::timeline::{Entry, Timeline};
@@ -236,10 +236,11 @@ impl<T: Timeline, R: BufRead, W: Write> Server<'_, T, R, W> {
                 Ok(()) => {
                     self.view = View::of(self.snap());
                     self.thread = None;
+                    let here = self.snap().meta().name.clone();
                     self.entries().map_or_else(error_line, |entries| {
                         entries
                             .iter()
-                            .find(|e| e.name == name)
+                            .find(|e| e.name == here)
                             .map_or_else(String::new, |e| entry_line(e, true))
                     })
                 }
@@ -287,13 +288,7 @@ fn parse_tid(id: &[u8]) -> Option<i32> {
 /// thread, and what took it (attributes quoted and escaped).
 fn entry_line(e: &Entry, current: bool) -> String {
     let mark = if current { '*' } else { ' ' };
-    let trigger = match &e.trigger {
-        Trigger::Breakpoint { level, class, id, attrs, hit, .. } => {
-            format!("breakpoint {level}/{class}/{id} hit {hit} {attrs:?}")
-        }
-        Trigger::Timer => "timer".to_owned(),
-    };
-    format!("{mark} {} thread {} {trigger}\n", e.name, e.tid)
+    format!("{mark} {} thread {} {}\n", e.name, e.tid, e.trigger_text())
 }
 
 fn error_line(why: String) -> String {

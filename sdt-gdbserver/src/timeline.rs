@@ -11,7 +11,8 @@ pub trait Timeline {
     type Snapshot: SnapshotSource;
     /// The snapshot gdb sees now.
     fn current(&self) -> &Self::Snapshot;
-    /// Moves to snapshot `name`; on failure stays, and says why.
+    /// Moves to snapshot `name` (`S3`, or `RUN:S3` for a snapshot of another run of the
+    /// tree); on failure stays, and says why.
     fn goto(&mut self, name: &str) -> Result<(), String>;
     /// The snapshots of the current one's run, in order.
     fn list(&self) -> Result<Vec<Entry>, String>;
@@ -26,6 +27,21 @@ pub struct Entry {
     pub tid: i32,
     /// What took it.
     pub trigger: Trigger,
+    /// When, since the run started.
+    pub since_start_ns: u64,
+}
+
+impl Entry {
+    /// What took it, as `monitor list` says: `breakpoint 1/2/10 hit 3 "attrs"` (the
+    /// attributes quoted and escaped), or `timer`.
+    pub fn trigger_text(&self) -> String {
+        match &self.trigger {
+            Trigger::Breakpoint { level, class, id, attrs, hit, .. } => {
+                format!("breakpoint {level}/{class}/{id} hit {hit} {attrs:?}")
+            }
+            Trigger::Timer => "timer".to_owned(),
+        }
+    }
 }
 
 /// The snapshots of a store, starting in run `root`'s tree.
@@ -45,6 +61,21 @@ impl StoreTimeline {
     }
 }
 
+impl StoreTimeline {
+    /// Snapshot `snap` of run `run` (its id, as text), a run of the root's tree: names
+    /// repeat across refinements, `RUN:` tells them apart.
+    fn open_in_tree(&self, run: &str, snap: &str) -> Result<(sdt_store::Run, Snapshot), String> {
+        let id = run.parse().map(RunId).map_err(|_| format!("{run:?}: not a run id (2:S3)"))?;
+        let tree = self.store.tree(self.root).map_err(|e| error_chain(&e))?;
+        let run = tree
+            .into_iter()
+            .find(|r| r.id() == id)
+            .ok_or_else(|| format!("run {id} is not run {}'s or one of its refinements", self.root))?;
+        let snap = run.open_snapshot(snap).map_err(|e| error_chain(&e))?;
+        Ok((run, snap))
+    }
+}
+
 impl Timeline for StoreTimeline {
     type Snapshot = Snapshot;
 
@@ -54,7 +85,10 @@ impl Timeline for StoreTimeline {
 
     fn goto(&mut self, name: &str) -> Result<(), String> {
         if !self.open.contains_key(name) {
-            let (run, snap) = self.store.find_snapshot(self.root, name).map_err(|e| error_chain(&e))?;
+            let (run, snap) = match name.split_once(':') {
+                Some((run, snap)) => self.open_in_tree(run, snap)?,
+                None => self.store.find_snapshot(self.root, name).map_err(|e| error_chain(&e))?,
+            };
             self.open.insert(name.to_owned(), (run.id(), snap));
         }
         self.current = name.to_owned();
@@ -63,18 +97,28 @@ impl Timeline for StoreTimeline {
 
     fn list(&self) -> Result<Vec<Entry>, String> {
         let run = self.store.open_run(&self.open[&self.current].0).map_err(|e| error_chain(&e))?;
-        let mut entries = Vec::new();
-        for e in run.snapshots().map_err(|e| error_chain(&e))? {
-            let e = e.map_err(|e| error_chain(&e))?;
-            if !e.complete {
-                continue;
-            }
-            let (meta, _) = run.read_meta(e.seq).map_err(|e| error_chain(&e))?;
-            let tid = meta.trigger.tid().or(meta.threads.first().map(|t| t.tid)).unwrap_or(0);
-            entries.push(Entry { name: e.name, tid, trigger: meta.trigger });
-        }
-        Ok(entries)
+        entries(&run)
     }
+}
+
+/// The complete snapshots of `run`, in order, as `monitor list` shows them.
+pub fn entries(run: &sdt_store::Run) -> Result<Vec<Entry>, String> {
+    let mut entries = Vec::new();
+    for e in run.snapshots().map_err(|e| error_chain(&e))? {
+        let e = e.map_err(|e| error_chain(&e))?;
+        if !e.complete {
+            continue;
+        }
+        let (meta, _) = run.read_meta(e.seq).map_err(|e| error_chain(&e))?;
+        let tid = meta.trigger.tid().or(meta.threads.first().map(|t| t.tid)).unwrap_or(0);
+        entries.push(Entry {
+            name: e.name,
+            tid,
+            trigger: meta.trigger,
+            since_start_ns: meta.time.since_start_ns,
+        });
+    }
+    Ok(entries)
 }
 
 /// `e` and its causes, `: `-separated.

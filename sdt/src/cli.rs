@@ -14,6 +14,7 @@ Examples:
   sdt export criu S3 -o img                       CRIU images: criu restore -D img --shell-job
   sdt restore S3                                  resume the program from S3
   sdt refine --from S1 --to S2 --check total      re-run S1..S2 under a finer config
+  sdt history total --plot total.svg               a variable in every snapshot, plotted
   sdt diff S1 S2                                  variables, memory and threads that changed
   sdt compare --reference 1 --run 2               where run 2 first departs from run 1
   sdt runs                                        every run in the store
@@ -78,6 +79,18 @@ pub enum Action {
   (gdb) target remote | sdt gdbserver S3
   sdt gdbserver S3 --listen 127.0.0.1:2345")]
     Gdbserver(GdbserverOpt),
+    /// Print an expression in every snapshot of a run and of its refinements: snapshot,
+    /// thread, trigger and the value as gdb prints it (one gdb goes from snapshot to
+    /// snapshot, in the thread that took each).
+    ///
+    /// A refinement's snapshots are named RUN:NAME. An expression gdb cannot evaluate in
+    /// a snapshot gives the error there, in <angle brackets> (in JSON as "error"), and
+    /// the exit code is 1 if that happened anywhere.
+    #[command(after_help = "Examples:
+  sdt history total
+  sdt history --changes 'acct[3].balance' --json
+  sdt history total --plot total.svg")]
+    History(HistoryOpt),
     /// Resume the program from a snapshot: same memory, threads, registers, files and
     /// signal handlers, same thread ids (in a new PID namespace; needs root).
     ///
@@ -430,6 +443,26 @@ pub struct GdbOpt {
     /// Extra arguments for gdb (after --), e.g. -- -batch -ex bt.
     #[arg(last = true, value_name = "GDB ARGS")]
     pub gdb_args: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct HistoryOpt {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// The expression, as gdb's `print` takes it.
+    pub expr: String,
+    /// Only the snapshots where the value changed (and each run's first).
+    #[arg(long)]
+    pub changes: bool,
+    /// One JSON object per snapshot: run, name, thread, trigger, since_start_ns, and
+    /// value or error.
+    #[arg(long)]
+    pub json: bool,
+    /// Plot the numeric values over time into FILE (.svg or .png).
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -10,7 +10,7 @@ use sdt_daemon::human::escape;
 use sdt_gdb::frontend::{EXTENSION, Server, remote_command};
 use sdt_gdbserver::{StoreTimeline, serve};
 
-use crate::cli::{GdbOpt, GdbserverOpt};
+use crate::cli::{GdbOpt, GdbserverOpt, StoreArgs};
 use crate::cmd_export::checked_program;
 use crate::select;
 
@@ -21,19 +21,36 @@ pub fn gdb(opt: GdbOpt) -> Result<ExitCode> {
         eprintln!("sdt: warning: {}; gdb gets no symbols of it", escape(&why));
         PathBuf::new()
     });
-    let sdt = std::env::current_exe().context("finding the sdt program, to start the server")?;
-    let store = std::path::absolute(&opt.store.store).context("the store's path")?;
-    let mut extension = tempfile::Builder::new()
-        .prefix("sdt-gdb-")
-        .suffix(".py")
-        .tempfile()
-        .context("writing SDT's gdb commands to a temporary file")?;
-    extension.write_all(EXTENSION.as_bytes()).context("writing SDT's gdb commands")?;
-    let server = Server { sdt: &sdt, store: &store, run: run.id().0, snapshot: snap.name() };
+    let parts = ServerParts::new(&opt.store)?;
+    let (sdt, store, extension) = (&parts.sdt, &parts.store, &parts.extension);
+    let server = Server { sdt, store, run: run.id().0, snapshot: snap.name() };
     let status = remote_command(&exe, extension.path(), server, &opt.gdb_args)
         .status()
         .context("running gdb (is it installed? apt-get install gdb)")?;
     Ok(ExitCode::from(status.code().unwrap_or(1) as u8))
+}
+
+/// What a gdb connected to `sdt gdbserver` needs besides the run and snapshot: this
+/// program, the store's absolute path, and SDT's gdb commands in a private file removed
+/// on drop.
+pub struct ServerParts {
+    pub sdt: PathBuf,
+    pub store: PathBuf,
+    pub extension: tempfile::NamedTempFile,
+}
+
+impl ServerParts {
+    pub fn new(store: &StoreArgs) -> Result<ServerParts> {
+        let sdt = std::env::current_exe().context("finding the sdt program, to start the server")?;
+        let store = std::path::absolute(&store.store).context("the store's path")?;
+        let mut extension = tempfile::Builder::new()
+            .prefix("sdt-gdb-")
+            .suffix(".py")
+            .tempfile()
+            .context("writing SDT's gdb commands to a temporary file")?;
+        extension.write_all(EXTENSION.as_bytes()).context("writing SDT's gdb commands")?;
+        Ok(ServerParts { sdt, store, extension })
+    }
 }
 
 pub fn gdbserver(opt: GdbserverOpt) -> Result<()> {

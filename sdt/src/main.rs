@@ -11,11 +11,13 @@ mod cmd_docs;
 mod cmd_doctor;
 mod cmd_export;
 mod cmd_gdb;
+mod cmd_history;
 mod cmd_ls;
 mod cmd_refine;
 mod cmd_restore;
 mod cmd_run;
 mod cmd_show;
+mod plot;
 mod select;
 
 use std::process::ExitCode;
@@ -49,6 +51,7 @@ fn real_main(opt: Opt) -> anyhow::Result<ExitCode> {
         Action::Export(ExportAction::Core(o)) => cmd_export::core(o).map(|()| ExitCode::SUCCESS),
         Action::Export(ExportAction::Criu(o)) => cmd_export::criu(o).map(|()| ExitCode::SUCCESS),
         Action::Gdb(o) => cmd_gdb::gdb(o),
+        Action::History(o) => cmd_history::history(o),
         Action::Gdbserver(o) => cmd_gdb::gdbserver(o).map(|()| ExitCode::SUCCESS),
         Action::Restore(o) => cmd_restore::restore(o),
         Action::Refine(o) => cmd_refine::refine(o),

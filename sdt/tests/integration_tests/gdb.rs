@@ -226,6 +226,73 @@ fn gdbserver_serves_gdb_on_a_tcp_port() {
     assert!(out.status.success(), "{}", describe(&out));
 }
 
+/// `sdt history` on the states run: S0 and S1, in the order printed, as `(name, value)`.
+fn history_rows(out: &std::process::Output) -> Vec<(String, String)> {
+    stdout(out)
+        .lines()
+        .map(|l| {
+            let name = l.split(' ').next().unwrap().to_owned();
+            let value = l.split_once("\"test=states\"").map(|(_, v)| v.trim().to_owned()).unwrap_or_default();
+            (name, value)
+        })
+        .collect()
+}
+
+fn sdt_history_prints_the_values_the_program_printed() {
+    let sdt = Sdt::new();
+    let prog = program("states");
+    let printed = stdout(&sdt.ok(&["run", "-q", "--", prog.to_str().unwrap()]));
+    let out = sdt.ok(&["history", "counter_global"]);
+    let expected: Vec<_> =
+        [(1, "S0"), (2, "S1")].map(|(n, snap)| (snap.to_owned(), printed_values(&printed, n).0)).into();
+    assert_eq!(history_rows(&out), expected, "{}", describe(&out));
+    assert!(stdout(&out).contains(" thread "), "{}", describe(&out));
+    // The same value in both: --changes keeps the first only.
+    let out = sdt.ok(&["history", "--changes", "sizeof(arr)"]);
+    assert_eq!(history_rows(&out).len(), 1, "{}", describe(&out));
+    let out = sdt.ok(&["history", "--changes", "counter_global"]);
+    assert_eq!(history_rows(&out).len(), 2, "{}", describe(&out));
+}
+
+fn sdt_history_writes_json_and_a_plot() {
+    let sdt = Sdt::new();
+    let prog = program("states");
+    sdt.ok(&["run", "-q", "--", prog.to_str().unwrap()]);
+    let svg = sdt.dir.path().join("counter.svg");
+    let out = sdt.ok(&["history", "counter_global", "--json", "--plot", svg.to_str().unwrap()]);
+    let json: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("JSON");
+    let rows = json.as_array().expect("an array");
+    let names: Vec<_> = rows.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    let values: Vec<_> = rows.iter().map(|r| r["value"].as_str().unwrap()).collect();
+    assert_eq!((names, values), (vec!["S0", "S1"], vec!["42", "4242"]), "{json}");
+    assert!(rows.iter().all(|r| r["run"] == 1 && r["thread"].as_i64() > Some(0) && r.get("error").is_none()));
+    let text = std::fs::read_to_string(&svg).expect("the plot was written");
+    assert!(text.starts_with("<svg") && text.trim_end().ends_with("</svg>"), "{text}");
+}
+
+fn sdt_history_gives_an_error_per_snapshot_and_fails() {
+    let sdt = Sdt::new();
+    let prog = program("states");
+    sdt.ok(&["run", "-q", "--", prog.to_str().unwrap()]);
+    let out = sdt.output(&["history", "no_such_variable"]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let rows = history_rows(&out);
+    assert_eq!(rows.len(), 2, "{}", describe(&out));
+    assert!(
+        rows.iter().all(|(_, v)| v == "<No symbol \"no_such_variable\" in current context.>"),
+        "{rows:?}"
+    );
+    assert!(stderr(&out).contains("in 2 of 2 snapshots"), "{}", describe(&out));
+    let out = sdt.output(&["history", "no_such_variable", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let json: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("JSON");
+    assert!(
+        json.as_array().unwrap().iter().all(|r| r["error"].as_str().is_some_and(|e| e.contains("No symbol"))
+            && r.get("value").is_none()),
+        "{json}"
+    );
+}
+
 /// gdb in batch mode on `program`, connected to the server at `addr`.
 fn gdb_remote(program: &std::path::Path, addr: &str, commands: &[&str]) -> String {
     let mut cmd = std::process::Command::new("gdb");
@@ -245,4 +312,7 @@ sdt_test_harness::tests![
     the_server_shows_what_the_core_shows,
     sdt_goto_moves_the_session_between_snapshots,
     gdbserver_serves_gdb_on_a_tcp_port,
+    sdt_history_prints_the_values_the_program_printed,
+    sdt_history_writes_json_and_a_plot,
+    sdt_history_gives_an_error_per_snapshot_and_fails,
 ];

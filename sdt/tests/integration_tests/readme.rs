@@ -166,6 +166,11 @@ fn setting(name: &str) -> tempfile::TempDir {
             shell(dir.path(), "sdt run -q -- ./globals");
         }
         "accumulate" => copy(&program("accumulate"), "accumulate"),
+        // The states test program, run once.
+        "states" => {
+            copy(&program("states"), "states");
+            shell(dir.path(), "sdt run -q -- ./states >/dev/null");
+        }
         other => panic!("README: no transcript setting {other}"),
     }
     dir
