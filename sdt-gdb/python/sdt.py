@@ -5,7 +5,7 @@
 # displays and the value history stay.
 #
 #   sdt list                   the run's snapshots, * at the current one
-#   sdt goto SNAP              go to SNAP (S3, or 3; 2:S3 in run 2 of the tree)
+#   sdt goto [--quiet] SNAP    go to SNAP (S3, or 3; 2:S3 in run 2 of the tree)
 #   sdt next / sdt prev        the snapshot after / before the current one
 #   sdt history [--changes] EXPR
 #                              EXPR in every snapshot (only where it changed)
@@ -116,9 +116,13 @@ class Goto(gdb.Command):
         super().__init__("sdt goto", gdb.COMMAND_USER)
 
     def invoke(self, arg, from_tty):
-        if not arg.strip():
-            raise gdb.GdbError("usage: sdt goto SNAP")
-        goto(snapshot_name(arg))
+        # --quiet: no frame or displays printed (for `sdt history` on the command line).
+        words = arg.split()
+        quiet = "--quiet" in words
+        names = [w for w in words if w != "--quiet"]
+        if len(names) != 1:
+            raise gdb.GdbError("usage: sdt goto [--quiet] SNAP")
+        goto(snapshot_name(names[0]), quiet=quiet)
 
 
 class Step(gdb.Command):

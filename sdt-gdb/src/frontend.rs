@@ -104,7 +104,10 @@ pub fn evaluate_in_each(
     let commands: Vec<_> = snapshots
         .iter()
         .flat_map(|snap| {
-            [format!("-interpreter-exec console {}", mi_quote(&format!("sdt goto {snap}"))), evaluation(expr)]
+            [
+                format!("-interpreter-exec console {}", mi_quote(&format!("sdt goto --quiet {snap}"))),
+                evaluation(expr),
+            ]
         })
         .collect();
     let answers = run_mi(gdb, &commands)?;

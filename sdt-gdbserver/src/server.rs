@@ -236,13 +236,9 @@ impl<T: Timeline, R: BufRead, W: Write> Server<'_, T, R, W> {
                 Ok(()) => {
                     self.view = View::of(self.snap());
                     self.thread = None;
-                    let here = self.snap().meta().name.clone();
-                    self.entries().map_or_else(error_line, |entries| {
-                        entries
-                            .iter()
-                            .find(|e| e.name == here)
-                            .map_or_else(String::new, |e| entry_line(e, true))
-                    })
+                    // From the snapshot itself: listing the run would read every
+                    // snapshot's metadata at each move.
+                    entry_line(&Entry::of(self.snap().meta()), true)
                 }
                 Err(why) => error_line(why),
             },
