@@ -10,6 +10,7 @@
 #   sdt history [--changes] EXPR
 #                              EXPR in every snapshot (only where it changed)
 #   sdt last EXPR              the latest snapshot before this one where EXPR differed
+#   sdt frame                  the user's frame, where a Rust thread stands in SDT's trap
 
 import gdb
 
@@ -55,6 +56,38 @@ def forget_caches():
     gdb.execute("info threads", to_string=True)
 
 
+def is_sdt_frame(frame):
+    """A frame of SDT's library or of the Rust library under it (the `breakpoint!`
+    macro's trap), above the user's code."""
+    sal = frame.find_sal()
+    path = sal.symtab.filename if sal.symtab else ""
+    return "sdt-lib/src/" in path or path.startswith("/rustc/")
+
+
+def select_user_frame():
+    """Selects the first frame of the user's code above SDT's library, if the thread
+    stands in SDT's library; returns whether it moved."""
+    frame, skipped, in_sdt = gdb.newest_frame(), 0, False
+    while frame is not None and is_sdt_frame(frame):
+        in_sdt = in_sdt or "sdt-lib/src/" in (frame.find_sal().symtab.filename or "")
+        frame, skipped = frame.older(), skipped + 1
+    if frame is None or skipped == 0 or not in_sdt:
+        return False
+    frame.select()
+    return True
+
+
+class Frame(gdb.Command):
+    """Select the user's frame where a Rust program's thread stands in SDT's trap."""
+
+    def __init__(self):
+        super().__init__("sdt frame", gdb.COMMAND_USER)
+
+    def invoke(self, arg, from_tty):
+        if select_user_frame():
+            gdb.execute("frame")
+
+
 def goto(name, quiet=False):
     """Moves to snapshot NAME and selects the thread that took it; returns its entry."""
     said = monitor("goto " + name)
@@ -64,6 +97,7 @@ def goto(name, quiet=False):
         if thread.ptid[1] == entry.tid:
             thread.switch()
             break
+    select_user_frame()
     if not quiet:
         gdb.write("[sdt] %s  thread %d  %s\n" % (entry.name, entry.tid, entry.trigger))
         gdb.execute("frame")
@@ -93,7 +127,8 @@ sdt list                       the run's snapshots, * at the current one
 sdt goto SNAP                  go to snapshot SNAP (S3, or 3)
 sdt next, sdt prev             the snapshot after, or before, the current one
 sdt history [--changes] EXPR   EXPR in every snapshot (--changes: only where it changed)
-sdt last EXPR                  the latest snapshot before this one where EXPR had another value"""
+sdt last EXPR                  the latest snapshot before this one where EXPR had another value
+sdt frame                      the user's frame, where a Rust thread stands in SDT's trap"""
 
     def __init__(self):
         super().__init__("sdt", gdb.COMMAND_USER, prefix=True)
@@ -192,6 +227,7 @@ class Last(gdb.Command):
 Sdt()
 List()
 Goto()
+Frame()
 Step("next", 1)
 Step("prev", -1)
 History()
