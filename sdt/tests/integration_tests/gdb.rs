@@ -314,7 +314,7 @@ fn sdt_gdb_shows_a_rust_programs_own_line_without_warnings() {
     let text = format!("{}{}", stdout(&out), stderr(&out));
     assert!(!text.contains("warning:"), "{text}");
     // The selected frame is the `breakpoint!` line, not SDT's trap under it.
-    let selected = text.lines().filter(|l| l.starts_with('#')).last().unwrap_or_default();
+    let selected = text.lines().rfind(|l| l.starts_with('#')).unwrap_or_default();
     assert!(selected.contains("rust_threads.rs:"), "{text}");
 }
 
