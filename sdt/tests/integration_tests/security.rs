@@ -418,6 +418,8 @@ fn a_users_store_that_claims_more_than_the_user_has_is_refused_or_lowered() -> R
     sdt.ok(&[
         "run",
         "-q",
+        // Compacted before it returns: the test edits S0.snap.
+        "--wait-compaction",
         "--",
         prog.to_str().unwrap(),
         "drop",
