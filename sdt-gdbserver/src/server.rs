@@ -129,6 +129,9 @@ impl<T: Timeline, R: BufRead, W: Write> Server<'_, T, R, W> {
                     "OK"
                 }))
             }
+            // Software breakpoints: the snapshot never runs into them, and gdb, told they
+            // are set, does not write `int3` into memory (an edit) instead.
+            _ if text.starts_with("Z0,") || text.starts_with("z0,") => reply("OK"),
             // Binary writes: gdb falls back to `M`.
             _ if text.starts_with('X') => reply(""),
             b"c" | b"s" => self.cannot_run(),
@@ -344,11 +347,13 @@ impl<T: Timeline, R: BufRead, W: Write> Server<'_, T, R, W> {
         self.timeline.list()
     }
 
-    /// A snapshot cannot run: say so, and report the same stop.
+    /// A snapshot cannot run: say so, and report the same stop, as a signal.
     fn cannot_run(&mut self) -> io::Result<Next> {
         let said = "sdt: a snapshot does not run; move between snapshots with `sdt next`, `sdt prev` or `sdt goto`\n";
         self.conn.send(format!("O{}", to_hex(said.as_bytes())).as_bytes())?;
-        Ok(Next::Reply(self.view.stop_reply.as_bytes().to_vec()))
+        // Without `swbreak`: gdb takes a breakpoint stop where it has none for one it
+        // removed, and resumes again.
+        Ok(Next::Reply(self.view.stop_reply.replace("swbreak:;", "").into_bytes()))
     }
 }
 
