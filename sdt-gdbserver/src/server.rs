@@ -1,6 +1,6 @@
 //! The packets gdb sends and what the server answers: a stopped process whose state is
-//! the current snapshot, with what gdb wrote over it (`edits`). Packets the server does not know get the empty reply
-//! ("not supported"), as the protocol asks.
+//! the current snapshot, with what gdb wrote over it (`edits`). Packets the server does
+//! not know get the empty reply ("not supported"), as the protocol asks.
 
 use std::io::{self, BufRead, Write};
 
