@@ -6,12 +6,13 @@
 # the server until `sdt commit` stores them as a new snapshot, or gdb moves on.
 #
 #   sdt list                   the run's snapshots, * at the current one
-#   sdt goto SNAP              go to SNAP (S3, or 3; 2:S3 in run 2 of the tree)
+#   sdt goto [--quiet] SNAP    go to SNAP (S3, or 3; 2:S3 in run 2 of the tree)
 #   sdt next / sdt prev        the snapshot after / before the current one
 #   sdt history [--changes] EXPR
 #                              EXPR in every snapshot (only where it changed)
 #   sdt last EXPR              the latest snapshot before this one where EXPR differed
 #   sdt commit                 store this snapshot with the values set as S3.e1, go there
+#   sdt frame                  the user's frame, where a Rust thread stands in SDT's trap
 
 import gdb
 
@@ -57,6 +58,38 @@ def forget_caches():
     gdb.execute("info threads", to_string=True)
 
 
+def is_sdt_frame(frame):
+    """A frame of SDT's library or of the Rust library under it (the `breakpoint!`
+    macro's trap), above the user's code."""
+    sal = frame.find_sal()
+    path = sal.symtab.filename if sal.symtab else ""
+    return "sdt-lib/src/" in path or path.startswith("/rustc/")
+
+
+def select_user_frame():
+    """Selects the first frame of the user's code above SDT's library, if the thread
+    stands in SDT's library; returns whether it moved."""
+    frame, skipped, in_sdt = gdb.newest_frame(), 0, False
+    while frame is not None and is_sdt_frame(frame):
+        in_sdt = in_sdt or "sdt-lib/src/" in (frame.find_sal().symtab.filename or "")
+        frame, skipped = frame.older(), skipped + 1
+    if frame is None or skipped == 0 or not in_sdt:
+        return False
+    frame.select()
+    return True
+
+
+class Frame(gdb.Command):
+    """Select the user's frame where a Rust program's thread stands in SDT's trap."""
+
+    def __init__(self):
+        super().__init__("sdt frame", gdb.COMMAND_USER)
+
+    def invoke(self, arg, from_tty):
+        if select_user_frame():
+            gdb.execute("frame")
+
+
 def goto(name, quiet=False):
     """Moves to snapshot NAME and selects the thread that took it; returns its entry."""
     said = monitor("goto " + name).splitlines()
@@ -68,6 +101,7 @@ def goto(name, quiet=False):
         if thread.ptid[1] == entry.tid:
             thread.switch()
             break
+    select_user_frame()
     if not quiet:
         gdb.write("[sdt] %s  thread %d  %s\n" % (entry.name, entry.tid, entry.trigger))
         gdb.execute("frame")
@@ -98,7 +132,8 @@ sdt goto SNAP                  go to snapshot SNAP (S3, or 3)
 sdt next, sdt prev             the snapshot after, or before, the current one
 sdt history [--changes] EXPR   EXPR in every snapshot (--changes: only where it changed)
 sdt last EXPR                  the latest snapshot before this one where EXPR had another value
-sdt commit                     store this snapshot with the values set in it as a new one (S3.e1)"""
+sdt commit                     store this snapshot with the values set in it as a new one (S3.e1)
+sdt frame                      the user's frame, where a Rust thread stands in SDT's trap"""
 
     def __init__(self):
         super().__init__("sdt", gdb.COMMAND_USER, prefix=True)
@@ -121,9 +156,13 @@ class Goto(gdb.Command):
         super().__init__("sdt goto", gdb.COMMAND_USER)
 
     def invoke(self, arg, from_tty):
-        if not arg.strip():
-            raise gdb.GdbError("usage: sdt goto SNAP")
-        goto(snapshot_name(arg))
+        # --quiet: no frame or displays printed (for `sdt history` on the command line).
+        words = arg.split()
+        quiet = "--quiet" in words
+        names = [w for w in words if w != "--quiet"]
+        if len(names) != 1:
+            raise gdb.GdbError("usage: sdt goto [--quiet] SNAP")
+        goto(snapshot_name(names[0]), quiet=quiet)
 
 
 class Step(gdb.Command):
@@ -210,6 +249,7 @@ are dropped when the session moves to another snapshot."""
 Sdt()
 List()
 Goto()
+Frame()
 Step("next", 1)
 Step("prev", -1)
 History()

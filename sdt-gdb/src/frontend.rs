@@ -57,12 +57,31 @@ pub fn remote_command(program: &Path, extension: &Path, server: Server, extra: &
     if !program.as_os_str().is_empty() {
         gdb.arg(glued("--se=", program));
     }
-    gdb.args(["-ex", SERVE]).args(extra);
+    if let Some(dir) = rust_printers(program) {
+        gdb.arg("-iex").arg(glued("add-auto-load-safe-path ", &dir));
+        gdb.arg("-iex").arg(glued("directory ", &dir));
+    }
+    // The user's line rather than SDT's trap inside the `breakpoint!` macro.
+    gdb.args(["-ex", SERVE, "-ex", "sdt frame"]).args(extra);
     gdb.env("SDT_GDBSERVER", server.sdt)
         .env("SDT_STORE", server.store)
         .env("SDT_GDBSERVER_RUN", server.run.to_string())
         .env("SDT_GDBSERVER_SNAPSHOT", OsStr::new(server.snapshot));
     gdb
+}
+
+/// Where the Rust toolchain keeps gdb's pretty printers, for a Rust `program` (one whose
+/// `.debug_gdb_scripts` asks gdb to load them): without it, gdb warns that the script is
+/// missing. `None` for other programs, or without `rustc`.
+fn rust_printers(program: &Path) -> Option<std::path::PathBuf> {
+    use object::{Object, ObjectSection};
+    let file = std::fs::File::open(program).ok()?;
+    let cache = object::ReadCache::new(file);
+    object::File::parse(&cache).ok()?.section_by_name(".debug_gdb_scripts")?.size();
+    let out = Command::new("rustc").args(["--print", "sysroot"]).output().ok()?;
+    let sysroot = String::from_utf8(out.stdout).ok()?;
+    let dir = Path::new(sysroot.trim_end()).join("lib/rustlib/etc");
+    dir.join("gdb_load_rust_pretty_printers.py").is_file().then_some(dir)
 }
 
 /// `option` and `path` as one argument.
@@ -104,7 +123,10 @@ pub fn evaluate_in_each(
     let commands: Vec<_> = snapshots
         .iter()
         .flat_map(|snap| {
-            [format!("-interpreter-exec console {}", mi_quote(&format!("sdt goto {snap}"))), evaluation(expr)]
+            [
+                format!("-interpreter-exec console {}", mi_quote(&format!("sdt goto --quiet {snap}"))),
+                evaluation(expr),
+            ]
         })
         .collect();
     let answers = run_mi(gdb, &commands)?;

@@ -294,14 +294,9 @@ impl<T: Timeline, R: BufRead, W: Write> Server<'_, T, R, W> {
                     let dropped = self.drop_edits();
                     self.view = View::of(self.snap());
                     self.thread = None;
-                    let here = self.snap().meta().name.clone();
-                    dropped
-                        + &self.entries().map_or_else(error_line, |entries| {
-                            entries
-                                .iter()
-                                .find(|e| e.name == here)
-                                .map_or_else(String::new, |e| entry_line(e, true))
-                        })
+                    // From the snapshot itself: listing the run would read every
+                    // snapshot's metadata at each move.
+                    dropped + &entry_line(&Entry::of(self.snap().meta()), true)
                 }
                 Err(why) => error_line(why),
             },

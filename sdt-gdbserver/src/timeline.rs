@@ -122,15 +122,21 @@ pub fn entries(run: &sdt_store::Run) -> Result<Vec<Entry>, String> {
             continue;
         }
         let (meta, _) = run.read_meta(e.seq).map_err(|e| error_chain(&e))?;
-        let tid = meta.trigger.tid().or(meta.threads.first().map(|t| t.tid)).unwrap_or(0);
-        entries.push(Entry {
-            name: e.name,
-            tid,
-            trigger: meta.trigger,
-            since_start_ns: meta.time.since_start_ns,
-        });
+        entries.push(Entry { name: e.name, ..Entry::of(&meta) });
     }
     Ok(entries)
+}
+
+impl Entry {
+    /// The line of `monitor list` for the snapshot `meta` describes.
+    pub fn of(meta: &sdt_store::SnapshotMeta) -> Entry {
+        Entry {
+            name: meta.name.clone(),
+            tid: meta.trigger.tid().or(meta.threads.first().map(|t| t.tid)).unwrap_or(0),
+            trigger: meta.trigger.clone(),
+            since_start_ns: meta.time.since_start_ns,
+        }
+    }
 }
 
 /// `e` and its causes, `: `-separated.

@@ -370,7 +370,21 @@ fn gdb_remote(program: &std::path::Path, addr: &str, commands: &[&str]) -> Strin
     format!("{}{}", stdout(&out), stderr(&out))
 }
 
+fn sdt_gdb_shows_a_rust_programs_own_line_without_warnings() {
+    let sdt = Sdt::new();
+    let example = crate::harness::target_dir().join("examples/rust_threads");
+    assert!(example.exists(), "{} missing: build with `cargo build --release --examples`", example.display());
+    sdt.ok(&["run", "-q", "--", example.to_str().unwrap()]);
+    let out = sdt.ok(&["gdb", "S1", "--", "-batch", "-ex", "frame"]);
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(!text.contains("warning:"), "{text}");
+    // The selected frame is the `breakpoint!` line, not SDT's trap under it.
+    let selected = text.lines().rfind(|l| l.starts_with('#')).unwrap_or_default();
+    assert!(selected.contains("rust_threads.rs:"), "{text}");
+}
+
 sdt_test_harness::tests![
+    sdt_gdb_shows_a_rust_programs_own_line_without_warnings,
     gdb_shows_every_thread_stack_and_value,
     the_breaking_thread_is_current_in_gdb,
     sdt_gdb_opens_a_snapshot,
