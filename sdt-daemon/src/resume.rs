@@ -81,6 +81,7 @@ pub(crate) fn start(store: &Store, from: &RestoreFrom, opts: &RunOptions) -> Res
                 from: snap.name().to_owned(),
                 to: from.until.as_ref().map(|u| u.name.clone()),
                 reached: None,
+                edit: None,
             }),
         },
         init: Some(restored.init),

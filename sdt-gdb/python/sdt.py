@@ -2,7 +2,8 @@
 # this file). They move the session between the run's snapshots through the server's
 # monitor commands (`monitor list`, `monitor goto S3`), then make gdb forget what it
 # cached of the previous one: registers, frames, memory, the thread list. Breakpoints,
-# displays and the value history stay.
+# displays and the value history stay. Values set in gdb (`set var`, `set $rax`) stay in
+# the server until `sdt commit` stores them as a new snapshot, or gdb moves on.
 #
 #   sdt list                   the run's snapshots, * at the current one
 #   sdt goto [--quiet] SNAP    go to SNAP (S3, or 3; 2:S3 in run 2 of the tree)
@@ -10,6 +11,7 @@
 #   sdt history [--changes] EXPR
 #                              EXPR in every snapshot (only where it changed)
 #   sdt last EXPR              the latest snapshot before this one where EXPR differed
+#   sdt commit                 store this snapshot with the values set as S3.e1, go there
 #   sdt frame                  the user's frame, where a Rust thread stands in SDT's trap
 
 import gdb
@@ -90,9 +92,11 @@ class Frame(gdb.Command):
 
 def goto(name, quiet=False):
     """Moves to snapshot NAME and selects the thread that took it; returns its entry."""
-    said = monitor("goto " + name)
+    said = monitor("goto " + name).splitlines()
     forget_caches()
-    entry = Entry(said.splitlines()[-1])
+    for line in said[:-1]:
+        gdb.write("[sdt] %s\n" % line[len("sdt: "):])
+    entry = Entry(said[-1])
     for thread in gdb.selected_inferior().threads():
         if thread.ptid[1] == entry.tid:
             thread.switch()
@@ -128,6 +132,7 @@ sdt goto SNAP                  go to snapshot SNAP (S3, or 3)
 sdt next, sdt prev             the snapshot after, or before, the current one
 sdt history [--changes] EXPR   EXPR in every snapshot (--changes: only where it changed)
 sdt last EXPR                  the latest snapshot before this one where EXPR had another value
+sdt commit                     store this snapshot with the values set in it as a new one (S3.e1)
 sdt frame                      the user's frame, where a Rust thread stands in SDT's trap"""
 
     def __init__(self):
@@ -224,6 +229,23 @@ class Last(gdb.Command):
         raise gdb.GdbError("%s has had the value %s since %s" % (arg.strip(), now, all_entries[0].name))
 
 
+class Commit(gdb.Command):
+    """Store this snapshot, with the values set in it (set var, set $reg), as a new
+snapshot in a child run: S3.e1 (S3.e2 for the next edit of S3), which sdt restore, sdt gdb
+and the exporters take like any other. The session moves there. Without it, values set
+are dropped when the session moves to another snapshot."""
+
+    def __init__(self):
+        super().__init__("sdt commit", gdb.COMMAND_USER)
+
+    def invoke(self, arg, from_tty):
+        if arg.strip():
+            raise gdb.GdbError("usage: sdt commit")
+        said = monitor("commit")
+        forget_caches()
+        gdb.write("[sdt] %s" % said[len("sdt: "):])
+
+
 Sdt()
 List()
 Goto()
@@ -232,3 +254,4 @@ Step("next", 1)
 Step("prev", -1)
 History()
 Last()
+Commit()

@@ -1,7 +1,10 @@
 //! gdb's remote serial protocol over SDT snapshots, read straight from the store: gdb
 //! (or an IDE that speaks to gdbserver) connects, sees a stopped process (every thread
 //! with its name and registers, the memory, the program and its shared libraries), and
-//! moves between the run's snapshots in the same session with `monitor goto S3`.
+//! moves between the run's snapshots in the same session with `monitor goto S3`. Values
+//! written in gdb (`set var`, registers) stay in the server, over the snapshot, until
+//! `monitor commit` stores the snapshot with them as a new one (`S3.e1`), or gdb moves
+//! on (they are dropped, and gdb told so).
 //!
 //! ```no_run
 //! use sdt_gdbserver::{StoreTimeline, serve};
@@ -30,8 +33,9 @@
 //!
 //! # What it does not do
 //!
-//! - The target neither runs nor changes: `continue` and `step` report the same stop,
-//!   writes to memory and registers fail.
+//! - The target does not run: `continue` and `step` report the same stop. A stored
+//!   snapshot never changes: writes go to the server's copy (`edits`), and only to
+//!   memory the snapshot can read.
 //! - No file transfer (`vFile`): gdb opens the program and libraries itself, so its
 //!   `sysroot` should be the local one (`set sysroot`), as `sdt gdb` sets it.
 //! - x86_64 only; AVX-512 and newer register sets are not described.
@@ -39,6 +43,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
+mod edits;
 pub mod packet;
 pub mod regs;
 mod server;

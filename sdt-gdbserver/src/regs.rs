@@ -167,6 +167,11 @@ impl Registers {
         Some(start..start + table.get(n)?.0.bits / 8)
     }
 
+    /// The length of a `g` reply, in bytes.
+    pub fn values_len(&self) -> usize {
+        self.table().iter().map(|(r, _)| r.bits / 8).sum()
+    }
+
     /// Every register of `thread`, in order, as a `g` reply holds them. Register sets of
     /// the wrong size (a damaged snapshot) read as zeros.
     pub fn values(&self, thread: &ThreadState) -> Vec<u8> {
@@ -215,6 +220,96 @@ impl Registers {
             out.extend_from_slice(&ymmh);
         }
         out
+    }
+}
+
+impl Registers {
+    /// Writes `values` (every register, as a `g` packet holds them) into `thread`'s
+    /// register sets: what [`values`](Self::values) reads, the other way. The x87 tag word
+    /// goes back abridged (each register empty or not); the FXSAVE part of the XSAVE
+    /// area follows the FXSAVE area, and the area marks x87, SSE (and AVX, if its halves
+    /// are not zero) as in use, so that a restore loads them.
+    /// Values of any other length than a `g` reply's change nothing.
+    pub fn apply(&self, values: &[u8], thread: &mut ThreadState) {
+        if values.len() != self.values_len() {
+            return;
+        }
+        let at = |n: usize| self.range(n).and_then(|r| values.get(r)).unwrap_or(&[]);
+        let word = |n: usize| {
+            let mut w = [0; 8];
+            let b = at(n);
+            w[..b.len().min(8)].copy_from_slice(&b[..b.len().min(8)]);
+            u64::from_le_bytes(w)
+        };
+        let mut g = thread.regs().unwrap_or_default();
+        let general = [
+            &mut g.rax,
+            &mut g.rbx,
+            &mut g.rcx,
+            &mut g.rdx,
+            &mut g.rsi,
+            &mut g.rdi,
+            &mut g.rbp,
+            &mut g.rsp,
+            &mut g.r8,
+            &mut g.r9,
+            &mut g.r10,
+            &mut g.r11,
+            &mut g.r12,
+            &mut g.r13,
+            &mut g.r14,
+            &mut g.r15,
+            &mut g.rip,
+            &mut g.eflags,
+            &mut g.cs,
+            &mut g.ss,
+            &mut g.ds,
+            &mut g.es,
+            &mut g.fs,
+            &mut g.gs,
+        ];
+        for (n, r) in general.into_iter().enumerate() {
+            *r = word(n);
+        }
+        (g.orig_rax, g.fs_base, g.gs_base) = (word(57), word(58), word(59));
+        thread.gpregs = bytemuck::bytes_of(&g).to_vec();
+
+        let mut fx = thread.fp_regs().unwrap_or_else(|_| UserFpregs::zeroed());
+        (fx.cwd, fx.swd, fx.fop) = (word(32) as u16, word(33) as u16, word(39) as u16 & 0x7ff);
+        let tags = word(34);
+        fx.ftw = (0..8).filter(|p| (tags >> (2 * p)) & 3 != 3).fold(0, |ftw, p| ftw | 1 << p);
+        fx.rip = word(35) << 32 | word(36) & 0xffff_ffff;
+        fx.rdp = word(37) << 32 | word(38) & 0xffff_ffff;
+        fx.mxcsr = word(56) as u32;
+        let area = bytemuck::bytes_of_mut(&mut fx);
+        for i in 0..8 {
+            area[32 + 16 * i..32 + 16 * i + 10].copy_from_slice(at(24 + i));
+        }
+        for i in 0..16 {
+            let xmm = at(40 + i);
+            area[160 + 16 * i..160 + 16 * i + xmm.len()].copy_from_slice(xmm);
+        }
+        thread.fpregs = area.to_vec();
+        // Up to the end of xmm15: the rest of the legacy area holds what ptrace put there.
+        if let Some(legacy) = thread.xstate.get_mut(..416) {
+            legacy.copy_from_slice(&area[..416]);
+        }
+        let mut in_use = 3;
+        if self.avx
+            && let Some(halves) = thread.xstate.get_mut(YMM_HI_OFFSET..YMM_HI_OFFSET + 256)
+        {
+            for i in 0..16 {
+                let half = at(60 + i);
+                halves[16 * i..16 * i + half.len()].copy_from_slice(half);
+            }
+            if halves.iter().any(|&b| b != 0) {
+                in_use |= XFEATURE_AVX;
+            }
+        }
+        if let Some(bv) = thread.xstate.get_mut(512..520) {
+            let old = u64::from_le_bytes(bv.try_into().expect("8 bytes"));
+            bv.copy_from_slice(&(old | in_use).to_le_bytes());
+        }
     }
 }
 
@@ -294,6 +389,36 @@ mod tests {
         let r = Registers::of(std::slice::from_ref(&plain));
         assert_eq!(r.values(&plain).len(), r.range(59).unwrap().end);
         assert!(!r.target_xml().contains("avx"));
+    }
+
+    #[test]
+    fn written_registers_read_back() {
+        let regs = UserRegs { rax: 1, rip: 0x401000, eflags: 0x246, ..UserRegs::default() };
+        let mut fx = [0u8; 512];
+        fx[4] = 0x80; // st0 in use
+        let mut xstate = vec![0u8; 1024];
+        xstate[464..472].copy_from_slice(&0x7u64.to_le_bytes());
+        let mut thread = thread_with(regs, &fx, xstate);
+        let r = Registers::of(std::slice::from_ref(&thread));
+        let mut g = r.values(&thread);
+        assert_eq!(g.len(), r.values_len());
+        let mut set = |n: usize, byte: u8| g[r.range(n).unwrap()][0] = byte;
+        set(0, 99); // rax
+        set(5, 7); // rdi
+        set(58, 0x10); // fs_base
+        set(40, 0xaa); // xmm0
+        set(60, 0xbb); // ymm0h
+        r.apply(&g, &mut thread);
+        assert_eq!(r.values(&thread), g);
+        assert_eq!(thread.regs().unwrap().rax, 99);
+        assert_eq!(thread.xstate[160], 0xaa, "the XSAVE area's legacy part follows");
+        assert_eq!(
+            u64::from_le_bytes(thread.xstate[512..520].try_into().unwrap()),
+            7,
+            "x87, SSE, AVX in use"
+        );
+        r.apply(&g[1..], &mut thread);
+        assert_eq!(r.values(&thread), g, "a short packet changes nothing");
     }
 
     #[test]

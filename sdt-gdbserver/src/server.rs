@@ -1,11 +1,12 @@
-//! The packets gdb sends and what the server answers: a stopped, read-only process whose
-//! state is the current snapshot. Packets the server does not know get the empty reply
-//! ("not supported"), as the protocol asks.
+//! The packets gdb sends and what the server answers: a stopped process whose state is
+//! the current snapshot, with what gdb wrote over it (`edits`). Packets the server does
+//! not know get the empty reply ("not supported"), as the protocol asks.
 
 use std::io::{self, BufRead, Write};
 
 use sdt_store::{SnapshotSource, ThreadState};
 
+use crate::edits::Edits;
 use crate::packet::{Connection, Incoming, escape_binary, from_hex, hex_number, to_hex};
 use crate::timeline::{Entry, Timeline};
 use crate::view::View;
@@ -19,7 +20,13 @@ const MAX_READ: usize = PACKET_SIZE / 2 - 16;
 /// closes the connection.
 pub fn serve<T: Timeline>(timeline: &mut T, input: impl BufRead, output: impl Write) -> io::Result<()> {
     let view = View::of(timeline.current());
-    let mut server = Server { timeline, view, thread: None, conn: Connection::new(input, output) };
+    let mut server = Server {
+        timeline,
+        view,
+        thread: None,
+        edits: Edits::default(),
+        conn: Connection::new(input, output),
+    };
     server.run()
 }
 
@@ -28,6 +35,8 @@ struct Server<'a, T, R, W> {
     view: View,
     /// The thread `Hg` selected; `None`: the first.
     thread: Option<i32>,
+    /// What gdb wrote over the current snapshot.
+    edits: Edits,
     conn: Connection<R, W>,
 }
 
@@ -62,7 +71,7 @@ impl<T: Timeline, R: BufRead, W: Write> Server<'_, T, R, W> {
         let text = String::from_utf8_lossy(packet);
         match packet {
             b"?" => reply(&self.view.stop_reply),
-            b"g" => reply(&to_hex(&self.view.regs.values(self.thread()))),
+            b"g" => reply(&to_hex(&self.reg_values())),
             b"qC" => reply(&format!("QC{:x}", self.thread().tid)),
             b"qAttached" => reply("1"),
             b"qfThreadInfo" => {
@@ -106,13 +115,25 @@ impl<T: Timeline, R: BufRead, W: Write> Server<'_, T, R, W> {
             _ if text.starts_with('p') => {
                 let range = hex_number(&packet[1..]).and_then(|n| self.view.regs.range(n as usize));
                 match range {
-                    Some(range) => reply(&to_hex(&self.view.regs.values(self.thread())[range])),
+                    Some(range) => reply(&to_hex(&self.reg_values()[range])),
                     None => reply("E00"),
                 }
             }
             _ if text.starts_with('m') => reply(&self.read_memory(&text[1..])),
-            // The snapshot is read-only and does not run.
-            _ if text.starts_with(['G', 'P', 'M', 'X']) => reply("E01"),
+            _ if text.starts_with('M') => reply(self.write_memory(&text[1..])),
+            _ if text.starts_with('P') => reply(self.write_register(&text[1..])),
+            _ if text.starts_with('G') => {
+                let values = from_hex(&packet[1..]).filter(|v| v.len() == self.view.regs.values_len());
+                reply(values.map_or("E01", |values| {
+                    self.edits.set_regs(self.thread().tid, values);
+                    "OK"
+                }))
+            }
+            // Software breakpoints: the snapshot never runs into them, and gdb, told they
+            // are set, does not write `int3` into memory (an edit) instead.
+            _ if text.starts_with("Z0,") || text.starts_with("z0,") => reply("OK"),
+            // Binary writes: gdb falls back to `M`.
+            _ if text.starts_with('X') => reply(""),
             b"c" | b"s" => self.cannot_run(),
             _ if text.starts_with("vCont;") || text.starts_with(['c', 's', 'C', 'S']) => self.cannot_run(),
             _ => reply(""),
@@ -150,6 +171,42 @@ impl<T: Timeline, R: BufRead, W: Write> Server<'_, T, R, W> {
         }
     }
 
+    /// Every register of the selected thread, as written or as in the snapshot.
+    fn reg_values(&self) -> Vec<u8> {
+        let thread = self.thread();
+        self.edits.regs(thread.tid).map_or_else(|| self.view.regs.values(thread), <[u8]>::to_vec)
+    }
+
+    /// `P N=VALUE`: register `N` of the selected thread.
+    fn write_register(&mut self, args: &str) -> &'static str {
+        let Some((n, value)) = args.split_once('=') else { return "E01" };
+        let range = hex_number(n.as_bytes()).and_then(|n| self.view.regs.range(n as usize));
+        match (range, from_hex(value.as_bytes())) {
+            (Some(range), Some(value)) if value.len() == range.len() => {
+                let mut values = self.reg_values();
+                values[range].copy_from_slice(&value);
+                self.edits.set_regs(self.thread().tid, values);
+                "OK"
+            }
+            _ => "E01",
+        }
+    }
+
+    /// `M ADDR,LENGTH:BYTES`: only where the snapshot can read.
+    fn write_memory(&mut self, args: &str) -> &'static str {
+        let parsed = args.split_once(':').and_then(|(at, bytes)| {
+            let (addr, len) = at.split_once(',')?;
+            let bytes = from_hex(bytes.as_bytes())?;
+            (hex_number(len.as_bytes())? == bytes.len() as u64)
+                .then_some((hex_number(addr.as_bytes())?, bytes))
+        });
+        match parsed {
+            Some((addr, bytes)) if self.edits.write(self.timeline.current(), addr, &bytes) => "OK",
+            Some(_) => "E14",
+            None => "E01",
+        }
+    }
+
     /// `m ADDR,LENGTH`: the bytes, as many as can be read from `ADDR` on; an error if
     /// none can.
     fn read_memory(&self, args: &str) -> String {
@@ -160,7 +217,7 @@ impl<T: Timeline, R: BufRead, W: Write> Server<'_, T, R, W> {
             return "E01".to_owned();
         };
         let mut buf = vec![0; (len as usize).min(MAX_READ)];
-        if self.snap().read(addr, &mut buf).is_ok() {
+        if self.edits.read(self.snap(), addr, &mut buf) {
             return to_hex(&buf);
         }
         // Up to the first page that cannot be read.
@@ -168,7 +225,7 @@ impl<T: Timeline, R: BufRead, W: Write> Server<'_, T, R, W> {
         while done < buf.len() {
             let at = addr.wrapping_add(done as u64);
             let n = ((sdt_store::PAGE_SIZE - at % sdt_store::PAGE_SIZE) as usize).min(buf.len() - done);
-            if self.snap().read(at, &mut buf[done..done + n]).is_err() {
+            if !self.edits.read(self.snap(), at, &mut buf[done..done + n]) {
                 break;
             }
             done += n;
@@ -234,19 +291,50 @@ impl<T: Timeline, R: BufRead, W: Write> Server<'_, T, R, W> {
         match (words.next(), words.next(), words.next()) {
             (Some("goto"), Some(name), None) => match self.timeline.goto(name) {
                 Ok(()) => {
+                    let dropped = self.drop_edits();
                     self.view = View::of(self.snap());
                     self.thread = None;
                     // From the snapshot itself: listing the run would read every
                     // snapshot's metadata at each move.
-                    entry_line(&Entry::of(self.snap().meta()), true)
+                    dropped + &entry_line(&Entry::of(self.snap().meta()), true)
                 }
                 Err(why) => error_line(why),
             },
+            (Some("commit"), None, _) => self.commit(),
             (Some("list"), None, _) => self.entries().map_or_else(error_line, |entries| {
                 let current = self.snap().meta().name.clone();
                 entries.iter().map(|e| entry_line(e, e.name == current)).collect()
             }),
-            _ => "sdt: the monitor commands are `goto SNAPSHOT` and `list`\n".to_owned(),
+            _ => "sdt: the monitor commands are `goto SNAPSHOT`, `list` and `commit`\n".to_owned(),
+        }
+    }
+
+    /// Forgets what gdb wrote over the snapshot it leaves; says so if it wrote anything.
+    fn drop_edits(&mut self) -> String {
+        if std::mem::take(&mut self.edits).is_empty() {
+            return String::new();
+        }
+        "sdt: the values set in the snapshot left are dropped (`sdt commit` keeps them)\n".to_owned()
+    }
+
+    /// `monitor commit`: stores the snapshot with what gdb wrote as a new snapshot, and
+    /// moves there.
+    fn commit(&mut self) -> String {
+        if self.edits.is_empty() {
+            return error_line("nothing was set in this snapshot: nothing to commit".to_owned());
+        }
+        let meta = self.edits.meta(self.snap(), &self.view.regs);
+        let committed = match self.edits.pages(self.snap()) {
+            Ok(pages) => self.timeline.commit(meta, &pages),
+            Err(e) => Err(e.to_string()),
+        };
+        match committed {
+            Ok(name) => {
+                self.edits = Edits::default();
+                self.view = View::of(self.snap());
+                format!("sdt: committed as {name}\n")
+            }
+            Err(why) => error_line(why),
         }
     }
 
@@ -254,11 +342,13 @@ impl<T: Timeline, R: BufRead, W: Write> Server<'_, T, R, W> {
         self.timeline.list()
     }
 
-    /// A snapshot cannot run: say so, and report the same stop.
+    /// A snapshot cannot run: say so, and report the same stop, as a signal.
     fn cannot_run(&mut self) -> io::Result<Next> {
         let said = "sdt: a snapshot does not run; move between snapshots with `sdt next`, `sdt prev` or `sdt goto`\n";
         self.conn.send(format!("O{}", to_hex(said.as_bytes())).as_bytes())?;
-        Ok(Next::Reply(self.view.stop_reply.as_bytes().to_vec()))
+        // Without `swbreak`: gdb takes a breakpoint stop where it has none for one it
+        // removed, and resumes again.
+        Ok(Next::Reply(self.view.stop_reply.replace("swbreak:;", "").into_bytes()))
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use sdt_store::{RunId, Snapshot, SnapshotSource, Store, Trigger};
+use sdt_store::{PageSource, RunId, Snapshot, SnapshotMeta, SnapshotSource, Store, Trigger};
 
 /// Where the server is in a run, and where it may go.
 pub trait Timeline {
@@ -16,6 +16,10 @@ pub trait Timeline {
     fn goto(&mut self, name: &str) -> Result<(), String>;
     /// The snapshots of the current one's run, in order.
     fn list(&self) -> Result<Vec<Entry>, String>;
+    /// Stores the current snapshot with `meta` and `pages` (every page with content, in
+    /// address order) for its own, as an edit of it (`S3.e1`), and moves there; returns
+    /// the new snapshot's name, or says why it could not.
+    fn commit(&mut self, meta: SnapshotMeta, pages: &[(u64, Vec<u8>)]) -> Result<String, String>;
 }
 
 /// One snapshot of a run, as `monitor list` shows it.
@@ -98,6 +102,14 @@ impl Timeline for StoreTimeline {
     fn list(&self) -> Result<Vec<Entry>, String> {
         let run = self.store.open_run(&self.open[&self.current].0).map_err(|e| error_chain(&e))?;
         entries(&run)
+    }
+
+    fn commit(&mut self, meta: SnapshotMeta, pages: &[(u64, Vec<u8>)]) -> Result<String, String> {
+        let run = self.open[&self.current].0;
+        let pages = pages.iter().map(|(at, data)| (*at, PageSource::Data(data)));
+        let name = self.store.commit_edit(run, meta, pages).map_err(|e| error_chain(&e))?;
+        self.goto(&name)?;
+        Ok(name)
     }
 }
 

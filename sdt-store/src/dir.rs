@@ -71,10 +71,12 @@ pub struct RunInfo {
 }
 
 /// Where a refinement run comes from: the process of snapshot `from` of run `run`,
-/// resumed (until it reached the breakpoint of snapshot `to`, if there is one).
+/// resumed (until it reached the breakpoint of snapshot `to`, if there is one); or, for
+/// an edit, snapshot `from` with values changed in gdb.
 ///
 /// Its snapshots are named after `from`: `S1.0`, `S1.1`, …; the one taken at `to`'s
-/// breakpoint is `S2.new`. A refinement of a refinement nests: `S1.0.0`, `S1.1.new`.
+/// breakpoint is `S2.new`. A refinement of a refinement nests: `S1.0.0`, `S1.1.new`. An
+/// edit's one snapshot is `S3.e1` (`S3.e2` for the next edit of `S3`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Refinement {
     /// The run refined.
@@ -86,14 +88,18 @@ pub struct Refinement {
     /// The seq of the snapshot taken at `to`'s breakpoint, once it was.
     #[serde(default)]
     pub reached: Option<u32>,
+    /// For an edit of `from`: its number among the edits of `from` (1, 2, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edit: Option<u32>,
 }
 
 impl RunInfo {
     /// The name of snapshot `seq` of this run: `S3`; in a refinement `S1.3`, or `S2.new`
-    /// for the one at its end.
+    /// for the one at its end; in an edit `S3.e1`.
     pub fn snapshot_name(&self, seq: u32) -> String {
         match &self.parent {
             None => snapshot_name(seq),
+            Some(Refinement { edit: Some(n), from, .. }) if seq == 0 => format!("{from}.e{n}"),
             Some(Refinement { to: Some(to), reached: Some(end), .. }) if *end == seq => format!("{to}.new"),
             Some(p) => format!("{}.{seq}", p.from),
         }
@@ -103,6 +109,9 @@ impl RunInfo {
     pub fn snapshot_seq(&self, name: &str) -> Option<u32> {
         match &self.parent {
             None => parse_snapshot_name(name),
+            Some(p @ Refinement { edit: Some(n), .. }) => {
+                (name.strip_prefix(p.from.as_str())?.strip_prefix(".e")? == n.to_string()).then_some(0)
+            }
             Some(p) if p.to.is_some() && name.strip_suffix(".new") == p.to.as_deref() => p.reached,
             Some(p) => parse_number(name.strip_prefix(p.from.as_str())?.strip_prefix('.')?),
         }

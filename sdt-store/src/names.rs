@@ -3,14 +3,15 @@
 //! does not fit (`../../x`, `-x`, a control character) is damage, not a name.
 //!
 //! ```text
-//! name  = "S" seq ( "." part )*          S3   S3.0   S12.4.1   S2.new   S1.0.new   S2.new.0
-//! part  = seq | "new"
+//! name  = "S" seq ( "." part )*          S3   S3.0   S12.4.1   S2.new   S1.0.new   S2.new.0   S3.e1
+//! part  = seq | "new" | "e" seq          (after "e", seq is not 0)
 //! seq   = "0" | [1-9][0-9]*              a u32, written as `to_string` writes it
 //! ```
 //!
 //! `S1.0` is snapshot 0 of a refinement that resumed `S1`; `S2.new` the one a refinement
-//! took at `S2`'s breakpoint. A refinement resumed from `S2.new` names its snapshots
-//! `S2.new.0`, `S2.new.1`, …, so `new` may stand in any part after the first.
+//! took at `S2`'s breakpoint; `S3.e1` the first edit of `S3`. A refinement resumed from
+//! `S2.new` names its snapshots `S2.new.0`, `S2.new.1`, …, so `new` and `eN` may stand in
+//! any part after the first.
 
 use crate::dir::{Refinement, RunInfo};
 
@@ -18,7 +19,12 @@ use crate::dir::{Refinement, RunInfo};
 pub fn is_snapshot_name(name: &str) -> bool {
     let mut parts = name.split('.');
     let first = parts.next().and_then(|p| p.strip_prefix('S'));
-    first.is_some_and(is_seq) && parts.all(|p| p == "new" || is_seq(p))
+    first.is_some_and(is_seq) && parts.all(|p| p == "new" || is_seq(p) || is_edit(p))
+}
+
+/// `e1`, `e2`, …: an edit's number.
+fn is_edit(part: &str) -> bool {
+    part.strip_prefix('e').is_some_and(|n| is_seq(n) && n != "0")
 }
 
 /// A decimal u32 without sign or leading zeros.
@@ -56,7 +62,21 @@ mod tests {
 
     #[test]
     fn names_that_fit() {
-        for good in ["S0", "S3", "S12", "S3.0", "S3.0.new", "S12.4.1", "S2.new", "S2.new.0", "S4294967295"] {
+        for good in [
+            "S0",
+            "S3",
+            "S12",
+            "S3.0",
+            "S3.0.new",
+            "S12.4.1",
+            "S2.new",
+            "S2.new.0",
+            "S4294967295",
+            "S3.e1",
+            "S3.e12",
+            "S3.0.e2",
+            "S3.e1.0",
+        ] {
             assert!(is_snapshot_name(good), "{good}");
         }
     }
@@ -77,6 +97,12 @@ mod tests {
             "S3..0",
             "Snew",
             "S3.NEW",
+            "S3.e0",
+            "S3.e01",
+            "S3.e",
+            "Se1",
+            "S3.E1",
+            "S3.e-1",
             "S3.new/../x",
             "../../../../root/x",
             "S3/x",
@@ -104,6 +130,7 @@ mod tests {
                 from: from.into(),
                 to: to.map(Into::into),
                 reached: None,
+                edit: None,
             }),
         };
         assert_eq!(check_run_info(&info("S1", Some("S2"))), Ok(()));
@@ -113,6 +140,12 @@ mod tests {
             Err("parent.from \"../../x\" is not a snapshot name (S3, S3.0, S2.new, …)".into())
         );
         assert!(check_run_info(&info("S1", Some("S2/.."))).unwrap_err().starts_with("parent.to"));
+        let mut edit = info("S3", None);
+        edit.parent.as_mut().unwrap().edit = Some(2);
+        assert_eq!(edit.snapshot_name(0), "S3.e2");
+        assert_eq!(edit.snapshot_seq("S3.e2"), Some(0));
+        assert_eq!((edit.snapshot_seq("S3.e1"), edit.snapshot_seq("S3.0")), (None, None));
+        assert!(is_snapshot_name(&edit.snapshot_name(0)));
         assert_eq!(check_meta_name("S1.3", "S1.3"), Ok(()));
         assert!(check_meta_name("../x", "S3").is_err());
     }

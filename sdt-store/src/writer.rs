@@ -393,6 +393,63 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Stores snapshot `meta.name` of run `parent`, as edited, as the one snapshot of a
+    /// new run of `parent`'s tree: an edit ([`Refinement::edit`](crate::Refinement::edit)),
+    /// its snapshot named `S3.e1` (`S3.e2` if `S3` has an edit already). `pages` are the
+    /// edited snapshot's pages with content, ascending, as [`RunWriter::write_snapshot`]
+    /// takes them. Returns the new snapshot's name.
+    pub fn commit_edit<'a>(
+        &self,
+        parent: RunId,
+        mut meta: SnapshotMeta,
+        pages: impl IntoIterator<Item = (u64, PageSource<'a>)>,
+    ) -> Result<String> {
+        let from = meta.name.clone();
+        let of_parent = self.open_run(&parent)?;
+        let edits = self
+            .tree(parent)?
+            .iter()
+            .filter_map(|r| r.info().parent.as_ref())
+            .filter(|p| p.run == parent && p.from == from)
+            .filter_map(|p| p.edit)
+            .max()
+            .unwrap_or(0);
+        let wall_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+        let info = RunInfo {
+            id: RunId(0),
+            command: of_parent.info().command.clone(),
+            cwd: of_parent.info().cwd.clone(),
+            started_wall_ns: wall_ns,
+            sdt_pid: std::process::id(),
+            config: String::new(),
+            status: RunStatus::Running,
+            parent: Some(crate::Refinement {
+                run: parent,
+                from: from.clone(),
+                to: None,
+                reached: None,
+                edit: Some(edits.saturating_add(1)),
+            }),
+        };
+        let log = self.create_run(info)?;
+        let name = log.run().info().snapshot_name(0);
+        (meta.seq, meta.name) = (0, name.clone());
+        match log.compactor().and_then(|mut writer| writer.write_snapshot(meta, pages)) {
+            Ok(_) => {
+                log.finish(RunStatus::Stopped { reason: "edited in gdb".to_owned() })?;
+                Ok(name)
+            }
+            Err(e) => {
+                log.finish(RunStatus::Failed { message: e.to_string() })?;
+                Err(e)
+            }
+        }
+    }
+}
+
 /// A run whose lock this process holds ([`Store::hold_run`]): others see it as being
 /// compacted from the moment it is taken, before the compactor is ready.
 #[derive(Debug)]

@@ -241,6 +241,7 @@ fn run_line(run: &Run) -> Result<String> {
     let what = match &info.parent {
         None => info.command.join(" "),
         Some(p) => match &p.to {
+            _ if p.edit.is_some() => format!("edits {} of run {}", p.from, p.run),
             Some(to) => format!("refines {}..{to} of run {}", p.from, p.run),
             None => format!("resumes {} of run {}", p.from, p.run),
         },

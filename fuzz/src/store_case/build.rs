@@ -24,6 +24,7 @@ pub fn build(case: &Case, root: &Path, files: &Files) -> RunId {
         from: resolve::name(&p.from),
         to: p.to.as_ref().map(resolve::name),
         reached: p.reached,
+        edit: None,
     });
     let info = RunInfo {
         id: RunId(0),

@@ -1,5 +1,7 @@
 //! gdb opens our cores: every thread, a correct backtrace, the values the program had.
 
+use sdt_test_harness::Skip;
+
 use crate::harness::{Sdt, describe, gdb, gdb_values, program, run, stderr, stdout, wait_with_timeout};
 
 /// What `states` printed before breakpoint `n`: counter, arr[5], message, origin.
@@ -226,6 +228,69 @@ fn gdbserver_serves_gdb_on_a_tcp_port() {
     assert!(out.status.success(), "{}", describe(&out));
 }
 
+fn sdt_commit_stores_the_values_set_as_a_new_snapshot() {
+    let sdt = Sdt::new();
+    let prog = program("globals");
+    sdt.ok(&["run", "-q", "--", prog.to_str().unwrap()]);
+    let text = sdt_gdb(
+        &sdt,
+        "S0",
+        &[
+            // A breakpoint and a resume write nothing, and stop at once.
+            "break main",
+            "continue",
+            "sdt goto S1",
+            "sdt goto S0",
+            "set var unchanged_long = 5",
+            "print unchanged_long",
+            "sdt goto S1",
+            "print unchanged_long",
+            "sdt goto S0",
+            "print unchanged_long",
+            "set var unchanged_long = 99",
+            "set $r12 = 7",
+            "sdt commit",
+            "print unchanged_long",
+            "print $r12",
+        ],
+    );
+    assert_eq!(gdb_values(&text), ["5", "77", "77", "99", "7"], "{text}");
+    assert_eq!(text.matches("[sdt] the values set in the snapshot left are dropped").count(), 1, "{text}");
+    assert_eq!(text.matches("a snapshot does not run").count(), 1, "{text}");
+    assert!(text.contains("[sdt] committed as S0.e1"), "{text}");
+    // The edit reads back as a snapshot of its own, in a new session and as a core; S0 is
+    // as captured.
+    let out =
+        sdt.ok(&["gdb", "S0.e1", "--", "-batch", "-nx", "-ex", "print unchanged_long", "-ex", "print $r12"]);
+    assert_eq!(gdb_values(&stdout(&out)), ["99", "7"], "{}", describe(&out));
+    let edited = gdb(&prog, &sdt.core("S0.e1"), &["print unchanged_long", "print $r12"]);
+    assert_eq!(gdb_values(&edited), ["99", "7"], "{edited}");
+    let original = gdb(&prog, &sdt.core("S0"), &["print unchanged_long", "print counter"]);
+    assert_eq!(gdb_values(&original), ["77", "1"], "{original}");
+    // The next edit of S0 is S0.e2; nothing set, nothing committed.
+    let text = sdt_gdb(&sdt, "S0", &["sdt commit", "set var counter = 3", "sdt commit"]);
+    assert!(text.contains("nothing was set in this snapshot"), "{text}");
+    assert!(text.contains("[sdt] committed as S0.e2"), "{text}");
+    let listed = stdout(&sdt.ok(&["ls"]));
+    assert!(listed.contains("  run 2: edits S0 of run 1") && listed.contains("  S0.e1 "), "{listed}");
+    assert!(listed.contains("  run 3: edits S0 of run 1") && listed.contains("  S0.e2 "), "{listed}");
+}
+
+fn a_committed_edit_changes_what_the_restored_program_prints() -> Result<(), Skip> {
+    crate::restore::may_restore()?;
+    let sdt = Sdt::new();
+    let prog = program("counter");
+    let file = sdt.dir.path().join("count");
+    let out = sdt.ok(&["run", "-q", "--", prog.to_str().unwrap(), file.to_str().unwrap(), "12"]);
+    assert_eq!(stdout(&out), "counted to 12 (snapshot 0)\n");
+    sdt_gdb(&sdt, "S0", &["set var count = 99", "sdt commit"]);
+    let out = sdt.ok(&["restore", "-q", "S0.e1"]);
+    assert_eq!(stdout(&out), "counted to 99 (snapshot 0)\n", "{}", describe(&out));
+    let out = sdt.ok(&["restore", "-q", "S0"]);
+    assert_eq!(stdout(&out), "counted to 12 (snapshot 0)\n", "{}", describe(&out));
+    Ok(())
+}
+
 /// `sdt history` on the states run: S0 and S1, in the order printed, as `(name, value)`.
 fn history_rows(out: &std::process::Output) -> Vec<(String, String)> {
     stdout(out)
@@ -329,4 +394,6 @@ sdt_test_harness::tests![
     sdt_history_prints_the_values_the_program_printed,
     sdt_history_writes_json_and_a_plot,
     sdt_history_gives_an_error_per_snapshot_and_fails,
+    sdt_commit_stores_the_values_set_as_a_new_snapshot,
+    a_committed_edit_changes_what_the_restored_program_prints,
 ];
