@@ -313,7 +313,18 @@ mod tests {
         let args: Vec<_> = cmd.get_args().collect();
         assert_eq!(
             args,
-            ["-q", "-iex", "set sysroot", "-ix=/tmp/x.py", "--se=/bin/prog", "-ex", SERVE, "-batch"]
+            [
+                "-q",
+                "-iex",
+                "set sysroot",
+                "-ix=/tmp/x.py",
+                "--se=/bin/prog",
+                "-ex",
+                SERVE,
+                "-ex",
+                "sdt frame",
+                "-batch"
+            ]
         );
         let env: Vec<_> =
             cmd.get_envs().map(|(k, v)| (k.to_str().unwrap(), v.unwrap().to_str().unwrap())).collect();
