@@ -1,10 +1,11 @@
 //! Where write tracking costs more than it saves: chunks of tracked memory that the
 //! program rewrites between every two captures are left unprotected for a few captures.
 //!
-//! A protected page costs the program a fault at its first write after a capture (1–3 µs
-//! on a virtual machine); copying a page costs the pause about 0.4 µs. A program that
-//! rewrites hundreds of MiB between snapshots (an FFT, a grid solver) pays for a fault
-//! on every page it writes, only for the capture to copy nearly all of them anyway.
+//! A protected page costs the program a fault at its first write after a capture
+//! (0.9–1.5 µs on a virtual machine: `benches/workloads/wp_fault.c`); copying a page
+//! costs the pause about 0.4 µs. A program that rewrites hundreds of MiB between
+//! snapshots (an FFT, a grid solver) pays for a fault on every page it writes, only for
+//! the capture to copy nearly all of them anyway.
 //! So a [`CHUNK`] found mostly written is scanned without protecting it again: its
 //! written pages stay writable and are copied at each capture, whether written again or
 //! not; after 1, 2, then 4 captures (while it stays dense) it is protected once more,
