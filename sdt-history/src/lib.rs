@@ -2,12 +2,20 @@
 //! (`sdt-mpi/`, on MPI's profiling interface) recorded, read back and analysed.
 //!
 //! - [`model`]: the events of every rank, as the rest of SDT sees them.
+//! - [`clock`]: every event's vector clock, recomputed exactly from the history.
+//! - [`check`]: the errors a finished job's history shows (deadlocks, lost messages, …).
+//! - [`cut`]: whether a global cut is consistent, and the messages in flight across it.
 //! - [`format`]: the per-rank event file the interposition library writes, and its reader.
 //!
 //! The history is untrusted input like the rest of a store: a rank's library runs inside
 //! the program and can write anything. Readers check every field and never panic.
 
+pub mod check;
+pub mod clock;
+pub mod cut;
 pub mod format;
 pub mod model;
+#[cfg(test)]
+mod testing;
 
 pub use model::{Blocked, CollectiveKind, Comm, Event, EventKind, History, RankHistory, Site};

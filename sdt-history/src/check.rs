@@ -1,0 +1,375 @@
+//! Errors found in a job's history once it ended: the first phase of the two-phase method
+//! (find where it went wrong in the history, then look at the state there).
+//!
+//! - **Deadlock**: ranks whose history ends inside a blocking call that only ranks in the
+//!   same situation could have satisfied (a cycle of waits), or only ranks that ended.
+//! - **Unreceived**: a message no rank took, whose destination ended or was stuck.
+//! - **Truncated**: a receive whose buffer was smaller than the message.
+//! - **Never completed**: a non-blocking send or receive that a rank which reached
+//!   `MPI_Finalize` never completed.
+//!
+//! A rank that was still running when its history ends (the job was killed while it
+//! computed) could have gone on: nothing waiting on it is reported.
+
+use std::collections::HashSet;
+
+use serde::Serialize;
+
+use crate::cut::messages;
+use crate::model::{Blocked, EventKind, History, RankHistory};
+
+/// What kind of error a finding is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FindingKind {
+    /// The rank waits for ever in a blocking call (see [`Finding::waits_on`]).
+    Deadlock,
+    /// A message was sent and no rank received it.
+    Unreceived,
+    /// A message was sent to a rank that ended without receiving it.
+    SentToEnded,
+    /// A receive's buffer was smaller than the message.
+    Truncated,
+    /// A non-blocking operation was never completed.
+    NeverCompleted,
+}
+
+impl FindingKind {
+    /// The name `sdt check` prints.
+    pub fn name(self) -> &'static str {
+        match self {
+            FindingKind::Deadlock => "deadlock",
+            FindingKind::Unreceived => "unreceived",
+            FindingKind::SentToEnded => "sent to an ended rank",
+            FindingKind::Truncated => "truncated",
+            FindingKind::NeverCompleted => "never completed",
+        }
+    }
+}
+
+/// One error, placed at a rank's event (or at the blocking call its history ends in).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// What is wrong.
+    pub kind: FindingKind,
+    /// The rank where it shows.
+    pub rank: u32,
+    /// The event, `None` for the blocking call the history ends inside.
+    pub seq: Option<u32>,
+    /// Where the program made the call, an index into the rank's sites.
+    pub site: Option<u32>,
+    /// The other rank involved (the destination, the sender), if one.
+    pub peer: Option<u32>,
+    /// For a deadlock: the ranks it waits on, all stuck or ended.
+    pub waits_on: Vec<u32>,
+    /// What happened, in a sentence, without the rank and place (the caller adds them).
+    pub what: String,
+}
+
+/// How a rank's history ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum End {
+    /// It called `MPI_Finalize` and is not inside a call.
+    Ended,
+    /// It is inside a blocking call.
+    Blocked,
+    /// Neither: it was computing (killed, or the history was read while it ran).
+    Running,
+}
+
+fn end_of(rh: &RankHistory) -> End {
+    if rh.blocked.is_some() {
+        End::Blocked
+    } else if rh.events.last().is_some_and(|e| e.kind == EventKind::Finalize) {
+        End::Ended
+    } else {
+        End::Running
+    }
+}
+
+/// The ranks a blocked call could be released by.
+fn could_release(history: &History, rank: u32, b: &Blocked) -> Vec<u32> {
+    let members: Vec<u32> = history.ranks[rank as usize]
+        .comms
+        .iter()
+        .find(|c| c.id == b.comm)
+        .map_or_else(|| (0..history.ranks.len() as u32).collect(), |c| c.ranks.clone());
+    match (b.kind, b.peer) {
+        (EventKind::Collective(_), _) | (_, None) => members.into_iter().filter(|&m| m != rank).collect(),
+        (_, Some(peer)) => vec![peer],
+    }
+}
+
+/// Whether two blocked calls satisfy each other: a receive and the matching blocking send,
+/// or every member inside the same collective.
+fn meet(a_rank: u32, a: &Blocked, b_rank: u32, b: &Blocked) -> bool {
+    let tag_fits = |want: Option<i32>, have: Option<i32>| want.is_none() || want == have;
+    let peer_fits = |want: Option<u32>, have: u32| want.is_none() || want == Some(have);
+    let sends = |k: EventKind| matches!(k, EventKind::Send | EventKind::SendDone);
+    let receives = |k: EventKind| matches!(k, EventKind::Recv | EventKind::RecvDone | EventKind::Probe);
+    match (a.kind, b.kind) {
+        (EventKind::Collective(x), EventKind::Collective(y)) => x == y,
+        (x, y) if receives(x) && sends(y) => {
+            peer_fits(a.peer, b_rank) && b.peer == Some(a_rank) && tag_fits(a.tag, b.tag)
+        }
+        (x, y) if sends(x) && receives(y) => {
+            peer_fits(b.peer, a_rank) && a.peer == Some(b_rank) && tag_fits(b.tag, a.tag)
+        }
+        _ => false,
+    }
+}
+
+/// The ranks stuck for ever: blocked, and every rank that could release them is stuck or
+/// ended. Found by releasing, until nothing changes, every blocked rank that some running
+/// rank, or a blocked rank whose call meets its own, could release.
+fn stuck_ranks(history: &History) -> HashSet<u32> {
+    let ends: Vec<End> = history.ranks.iter().map(end_of).collect();
+    let mut stuck: HashSet<u32> =
+        (0..history.ranks.len() as u32).filter(|&r| ends[r as usize] == End::Blocked).collect();
+    loop {
+        // Whether rank `m` could still act for a call of rank `r`: it is computing, or
+        // blocked but not (yet) known stuck, or blocked in a call that meets `r`'s.
+        let can_act = |r: u32, b: &Blocked, m: u32| match ends.get(m as usize) {
+            Some(End::Running) => true,
+            Some(End::Blocked) => {
+                let mb = history.ranks[m as usize].blocked.as_ref().expect("blocked ranks have a call");
+                !stuck.contains(&m) || meet(r, b, m, mb)
+            }
+            _ => false,
+        };
+        let released: Vec<u32> = stuck
+            .iter()
+            .copied()
+            .filter(|&r| {
+                let b = history.ranks[r as usize].blocked.as_ref().expect("blocked ranks have a call");
+                let others = could_release(history, r, b);
+                match b.kind {
+                    // A collective needs every member: each must be able to act.
+                    EventKind::Collective(_) => others.iter().all(|&m| can_act(r, b, m)),
+                    _ => others.iter().any(|&m| can_act(r, b, m)),
+                }
+            })
+            .collect();
+        if released.is_empty() {
+            return stuck;
+        }
+        for r in released {
+            stuck.remove(&r);
+        }
+    }
+}
+
+/// Every error the history shows, by rank and event.
+pub fn check(history: &History) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    let stuck = stuck_ranks(history);
+    let ends: Vec<End> = history.ranks.iter().map(end_of).collect();
+    let mut stuck_sorted: Vec<u32> = stuck.iter().copied().collect();
+    stuck_sorted.sort_unstable();
+    for &r in &stuck_sorted {
+        let b = history.ranks[r as usize].blocked.as_ref().expect("stuck ranks are blocked");
+        let waits_on = could_release(history, r, b);
+        let call = match (b.kind, b.peer) {
+            (EventKind::Collective(c), _) => format!("in {} waiting for every member", c.name()),
+            (EventKind::Send | EventKind::SendDone, Some(p)) => format!("sending to rank {p}"),
+            (_, Some(p)) => format!("receiving from rank {p}"),
+            (_, None) => "receiving from any rank".to_owned(),
+        };
+        let others: Vec<String> = waits_on
+            .iter()
+            .map(|&m| match ends.get(m as usize) {
+                Some(End::Ended) => format!("rank {m} ended"),
+                _ => format!("rank {m} is stuck too"),
+            })
+            .collect();
+        findings.push(Finding {
+            kind: FindingKind::Deadlock,
+            rank: r,
+            seq: None,
+            site: b.site,
+            peer: b.peer,
+            waits_on,
+            what: format!("blocked for ever {call}: {}", others.join(", ")),
+        });
+    }
+    for m in messages(history) {
+        if m.recv.is_some() {
+            continue;
+        }
+        let site = history.event(m.send.0, m.send.1).and_then(|e| e.site);
+        let (kind, what) = match ends.get(m.to as usize) {
+            Some(End::Ended) => (
+                FindingKind::SentToEnded,
+                format!(
+                    "message to rank {} (tag {}, {} bytes) was never received: rank {} ended",
+                    m.to,
+                    tag_text(m.tag),
+                    m.bytes,
+                    m.to
+                ),
+            ),
+            Some(End::Blocked) => (
+                FindingKind::Unreceived,
+                format!(
+                    "message to rank {} (tag {}, {} bytes) was never received",
+                    m.to,
+                    tag_text(m.tag),
+                    m.bytes
+                ),
+            ),
+            _ => continue,
+        };
+        findings.push(Finding {
+            kind,
+            rank: m.send.0,
+            seq: Some(m.send.1),
+            site,
+            peer: Some(m.to),
+            waits_on: Vec::new(),
+            what,
+        });
+    }
+    for rh in &history.ranks {
+        for e in rh.events.iter().filter(|e| e.truncated) {
+            findings.push(Finding {
+                kind: FindingKind::Truncated,
+                rank: rh.rank,
+                seq: Some(e.seq),
+                site: e.site,
+                peer: e.peer,
+                waits_on: Vec::new(),
+                what: format!(
+                    "receive from rank {} (tag {}) got a message larger than its buffer of {} bytes",
+                    e.peer.map_or_else(|| "?".to_owned(), |p| p.to_string()),
+                    tag_text(e.tag),
+                    e.bytes
+                ),
+            });
+        }
+        if ends[rh.rank as usize] != End::Ended {
+            continue;
+        }
+        let completed: HashSet<u32> = rh.events.iter().filter_map(|e| e.post).collect();
+        for e in rh.events.iter().filter(|e| matches!(e.kind, EventKind::Isend | EventKind::Irecv)) {
+            if completed.contains(&e.seq) {
+                continue;
+            }
+            let op = if e.kind == EventKind::Isend { "send to" } else { "receive from" };
+            let peer = e.peer.map_or_else(|| "any rank".to_owned(), |p| format!("rank {p}"));
+            findings.push(Finding {
+                kind: FindingKind::NeverCompleted,
+                rank: rh.rank,
+                seq: Some(e.seq),
+                site: e.site,
+                peer: e.peer,
+                waits_on: Vec::new(),
+                what: format!(
+                    "non-blocking {op} {peer} (tag {}) was never completed before MPI_Finalize",
+                    tag_text(e.tag)
+                ),
+            });
+        }
+    }
+    findings
+}
+
+fn tag_text(tag: Option<i32>) -> String {
+    tag.map_or_else(|| "any".to_owned(), |t| t.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::CollectiveKind;
+    use crate::testing::{HistoryBuilder, Op};
+
+    fn kinds(findings: &[Finding]) -> Vec<(FindingKind, u32, Option<u32>)> {
+        findings.iter().map(|f| (f.kind, f.rank, f.seq)).collect()
+    }
+
+    #[test]
+    fn a_clean_job_has_no_findings() {
+        let mut h = HistoryBuilder::new(2);
+        let s = h.push(0, Op::Isend { to: 1, tag: 1 });
+        h.push(1, Op::Recv { from: 0, matched: s.1, tag: 1 });
+        h.push(0, Op::SendDone { post: s.1 });
+        for r in 0..2 {
+            h.push(r, Op::Collective(CollectiveKind::Barrier, None));
+            h.push(r, Op::Finalize);
+        }
+        assert_eq!(check(&h.build()), []);
+    }
+
+    #[test]
+    fn two_ranks_receiving_from_each_other_deadlock_and_a_third_running_one_does_not() {
+        let mut h = HistoryBuilder::new(3);
+        h.push(0, Op::Init);
+        h.push(1, Op::Init);
+        h.blocked(0, EventKind::Recv, Some(1));
+        h.blocked(1, EventKind::Recv, Some(0));
+        h.blocked(2, EventKind::Recv, Some(0));
+        let findings = check(&h.build());
+        assert_eq!(
+            kinds(&findings),
+            [
+                (FindingKind::Deadlock, 0, None),
+                (FindingKind::Deadlock, 1, None),
+                (FindingKind::Deadlock, 2, None)
+            ]
+        );
+        assert_eq!(findings[0].waits_on, [1]);
+
+        // Rank 2 still computing could send to rank 1... but 1 waits on 0 only: still stuck.
+        // A rank waiting on a running rank is not reported.
+        let mut h = HistoryBuilder::new(3);
+        h.blocked(0, EventKind::Recv, Some(2));
+        h.blocked(1, EventKind::Recv, None);
+        h.push(2, Op::Init);
+        assert_eq!(check(&h.build()), []);
+    }
+
+    #[test]
+    fn a_job_killed_inside_a_barrier_every_rank_reached_or_a_matching_send_is_not_a_deadlock() {
+        let mut h = HistoryBuilder::new(3);
+        for r in 0..3 {
+            h.blocked(r, EventKind::Collective(CollectiveKind::Barrier), None);
+        }
+        assert_eq!(check(&h.build()), []);
+
+        let mut h = HistoryBuilder::new(2);
+        h.blocked(0, EventKind::Send, Some(1));
+        h.blocked(1, EventKind::Recv, None);
+        assert_eq!(check(&h.build()), []);
+
+        // Two of three in the barrier, the third ended: stuck.
+        let mut h = HistoryBuilder::new(3);
+        h.blocked(0, EventKind::Collective(CollectiveKind::Barrier), None);
+        h.blocked(1, EventKind::Collective(CollectiveKind::Barrier), None);
+        h.push(2, Op::Finalize);
+        let findings = check(&h.build());
+        assert_eq!(kinds(&findings), [(FindingKind::Deadlock, 0, None), (FindingKind::Deadlock, 1, None)]);
+        assert!(findings[0].what.contains("rank 2 ended"), "{}", findings[0].what);
+    }
+
+    #[test]
+    fn unreceived_messages_truncations_and_uncompleted_requests_are_placed_at_their_events() {
+        let mut h = HistoryBuilder::new(3);
+        let lost = h.push(0, Op::Send { to: 1, tag: 5 });
+        let big = h.push(0, Op::Send { to: 2, tag: 6 });
+        h.push(2, Op::Truncated { from: 0, matched: big.1, tag: 6 });
+        let pending = h.push(2, Op::Irecv { from: None, tag: Some(9) });
+        for r in 0..3 {
+            h.push(r, Op::Finalize);
+        }
+        let findings = check(&h.build());
+        assert_eq!(
+            kinds(&findings),
+            [
+                (FindingKind::SentToEnded, 0, Some(lost.1)),
+                (FindingKind::Truncated, 2, Some(0)),
+                (FindingKind::NeverCompleted, 2, Some(pending.1)),
+            ]
+        );
+        assert!(findings[2].what.contains("receive from any rank (tag 9)"), "{}", findings[2].what);
+    }
+}
