@@ -291,7 +291,8 @@ mod tests {
     fn a_clean_job_has_no_findings() {
         let mut h = HistoryBuilder::new(2);
         let s = h.push(0, Op::Isend { to: 1, tag: 1 });
-        h.push(1, Op::Recv { from: 0, matched: s.1, tag: 1 });
+        let posted = h.push(1, Op::Irecv { from: None, tag: Some(1) });
+        h.push(1, Op::RecvDone { from: 0, matched: s.1, post: posted.1, tag: 1 });
         h.push(0, Op::SendDone { post: s.1 });
         for r in 0..2 {
             h.push(r, Op::Collective(CollectiveKind::Barrier, None));

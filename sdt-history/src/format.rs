@@ -27,6 +27,7 @@
 //! 44  i32      blocked.tag (-1 for any tag or none)
 //! 48  u32      blocked.site (NONE for none)
 //! 52  u32      blocked.since_us
+//! 56  u64      CLOCK_REALTIME at MPI_Init, nanoseconds since the Unix epoch (0: unknown)
 //! ```
 //!
 //! Record (little-endian, 32 bytes):

@@ -5,6 +5,7 @@
 //! - [`clock`]: every event's vector clock, recomputed exactly from the history.
 //! - [`check`]: the errors a finished job's history shows (deadlocks, lost messages, …).
 //! - [`cut`]: whether a global cut is consistent, and the messages in flight across it.
+//! - [`trace`]: the history as a Chrome/Perfetto trace, messages as flow arrows.
 //! - [`format`]: the per-rank event file the interposition library writes, and its reader.
 //!
 //! The history is untrusted input like the rest of a store: a rank's library runs inside
@@ -17,5 +18,6 @@ pub mod format;
 pub mod model;
 #[cfg(test)]
 mod testing;
+pub mod trace;
 
 pub use model::{Blocked, CollectiveKind, Comm, Event, EventKind, History, RankHistory, Site};

@@ -235,6 +235,9 @@ pub struct RankHistory {
     pub sites: Vec<Site>,
     /// The call it was inside when the history ends, if any.
     pub blocked: Option<Blocked>,
+    /// Wall-clock time of its `MPI_Init`, nanoseconds since the Unix epoch (0: unknown):
+    /// what puts the ranks' [`Event::time_us`] on one time line.
+    pub init_realtime_ns: u64,
 }
 
 /// The history of a whole job: one entry per rank, in rank order.
@@ -248,5 +251,22 @@ impl History {
     /// The event `(rank, seq)`, if the history has it.
     pub fn event(&self, rank: u32, seq: u32) -> Option<&Event> {
         self.ranks.get(rank as usize)?.events.get(seq as usize)
+    }
+
+    /// When event `(rank, seq)` happened, in microseconds since the first rank's
+    /// `MPI_Init` (each rank's own start when a rank's wall-clock start is unknown).
+    pub fn time_us(&self, rank: u32, seq: u32) -> Option<f64> {
+        let rh = self.ranks.get(rank as usize)?;
+        let e = rh.events.get(seq as usize)?;
+        Some(self.start_offset_us(rh) + f64::from(e.time_us))
+    }
+
+    /// Microseconds from the first rank's `MPI_Init` to `rh`'s.
+    pub fn start_offset_us(&self, rh: &RankHistory) -> f64 {
+        let first = self.ranks.iter().map(|r| r.init_realtime_ns).filter(|&t| t > 0).min();
+        match first {
+            Some(first) if rh.init_realtime_ns >= first => (rh.init_realtime_ns - first) as f64 / 1000.0,
+            _ => 0.0,
+        }
     }
 }
