@@ -1,5 +1,8 @@
 //! Building the benchmarks' C workloads (`workloads/*.c`) against the release libsdt.
 
+// Each benchmark uses some of these.
+#![allow(dead_code)]
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -20,6 +23,11 @@ pub fn release() -> PathBuf {
 
 /// Compiles `workloads/<source>.c` with `extra` flags into `out/<name>`.
 pub fn build(source: &str, out: &Path, name: &str, extra: &[&str]) -> PathBuf {
+    build_with("gcc", source, out, name, extra)
+}
+
+/// [`build`] with another C compiler (`mpicc`).
+pub fn build_with(cc: &str, source: &str, out: &Path, name: &str, extra: &[&str]) -> PathBuf {
     // Built under a name of its own and renamed into place: two tests building the same
     // program never run a half-written one.
     static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
@@ -29,7 +37,7 @@ pub fn build(source: &str, out: &Path, name: &str, extra: &[&str]) -> PathBuf {
         std::process::id(),
         NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     ));
-    let status = Command::new("gcc")
+    let status = Command::new(cc)
         .args(["-O2", "-g", "-pthread"])
         .args(extra)
         .arg(workspace().join("benches/workloads").join(format!("{source}.c")))
@@ -39,7 +47,7 @@ pub fn build(source: &str, out: &Path, name: &str, extra: &[&str]) -> PathBuf {
         .args(["-ldl", "-lm", "-o"])
         .arg(&tmp)
         .status()
-        .expect("running gcc");
+        .unwrap_or_else(|e| panic!("running {cc}: {e}"));
     assert!(status.success(), "building workloads/{source}.c failed");
     std::fs::rename(&tmp, &exe).expect("moving the built program into place");
     exe
