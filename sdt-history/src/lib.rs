@@ -5,6 +5,7 @@
 //! - [`clock`]: every event's vector clock, recomputed exactly from the history.
 //! - [`check`]: the errors a finished job's history shows (deadlocks, lost messages, …).
 //! - [`cut`]: whether a global cut is consistent, and the messages in flight across it.
+//! - [`sites`]: the source lines of the places that called MPI.
 //! - [`trace`]: the history as a Chrome/Perfetto trace, messages as flow arrows.
 //! - [`format`]: the per-rank event file the interposition library writes, and its reader.
 //!
@@ -16,6 +17,7 @@ pub mod clock;
 pub mod cut;
 pub mod format;
 pub mod model;
+pub mod sites;
 #[cfg(test)]
 mod testing;
 pub mod trace;
