@@ -300,9 +300,27 @@ pub struct RunOpt {
     /// No line per snapshot, no summary.
     #[arg(long, short)]
     pub quiet: bool,
+    #[command(flatten)]
+    pub job: JobArgs,
     /// The program and its arguments.
     #[arg(trailing_var_arg = true, required = true, value_name = "PROG ARGS")]
     pub command: Vec<String>,
+}
+
+/// A rank of a job (`mpirun -np 3 sdt run -- ./prog`): by default from the launcher's
+/// environment (Open MPI, MPICH's Hydra, Slurm).
+#[derive(Debug, Args)]
+pub struct JobArgs {
+    /// The job this run is a rank of, where the launcher's environment names none (its
+    /// runs are listed together by `sdt ls`, their snapshots named RANK:SNAP).
+    #[arg(long, value_name = "ID")]
+    pub job: Option<String>,
+    /// The rank, instead of the launcher's.
+    #[arg(long, value_name = "N", hide = true, requires = "job_size")]
+    pub rank: Option<u32>,
+    /// The job's number of ranks, instead of the launcher's.
+    #[arg(long, value_name = "N", hide = true, requires = "rank")]
+    pub job_size: Option<u32>,
 }
 
 /// `--backend` values.
