@@ -288,6 +288,7 @@ fn info() -> RunInfo {
         config: String::new(),
         status: RunStatus::Running,
         parent: None,
+        job: None,
     }
 }
 

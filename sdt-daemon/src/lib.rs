@@ -21,6 +21,7 @@
 //!     disk_budget: None,
 //!     backend: sdt_daemon::Backend::Ptrace,
 //!     breaks: Vec::new(),
+//!     job: None,
 //! })?;
 //! println!("run {} took {} snapshots", outcome.run, outcome.totals.snapshots);
 //! # Ok::<(), sdt_daemon::Error>(())
@@ -67,7 +68,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sdt_abi::RESULT_DECLINED;
-use sdt_store::{ProcessInfo, RunId, RunInfo, RunStatus, Store};
+use sdt_store::{JobMember, ProcessInfo, RunId, RunInfo, RunStatus, Store};
 use sdt_sys::events::Events;
 use sdt_sys::ptrace::options;
 use sdt_sys::{Tid, monotonic_ns};
@@ -115,6 +116,8 @@ pub struct RunOptions {
     pub backend: Backend,
     /// Breakpoints at function entries of a launched program (`--break`; ptrace only).
     pub breaks: Vec<SymbolBreak>,
+    /// The job this run is a rank of (a launched program under an MPI launcher).
+    pub job: Option<JobMember>,
 }
 
 /// How a run stops the program's threads.
@@ -396,6 +399,7 @@ fn launch<B>(
             config: opts.config.text.clone(),
             status: RunStatus::Running,
             parent: None,
+            job: opts.job.clone(),
         },
         init: None,
         inherited,

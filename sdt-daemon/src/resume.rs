@@ -83,6 +83,7 @@ pub(crate) fn start(store: &Store, from: &RestoreFrom, opts: &RunOptions) -> Res
                 reached: None,
                 edit: None,
             }),
+            job: None,
         },
         init: Some(restored.init),
         inherited: Vec::new(),

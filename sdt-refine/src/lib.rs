@@ -323,6 +323,7 @@ impl<'r> Interval<'r> {
             disk_budget: None,
             backend: attempts.backend,
             breaks: Vec::new(),
+            job: None,
         }
     }
 }

@@ -68,6 +68,25 @@ pub struct RunInfo {
     /// For a refinement: the run and the two snapshots it refines between.
     #[serde(default)]
     pub parent: Option<Refinement>,
+    /// For a rank of a message-passing job (`mpirun … sdt run -- ./prog`): which job and
+    /// which rank, as the launcher told it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<JobMember>,
+}
+
+/// A run's place in a job: every rank of a job runs under its own `sdt run`, and the runs
+/// that share `id` are the job's ranks.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobMember {
+    /// The launcher's job id. Must match `[A-Za-z0-9._-]{1,64}` (see
+    /// [`is_job_id`](crate::is_job_id)).
+    pub id: String,
+    /// The rank in the job's world. Must be < `size`.
+    pub rank: u32,
+    /// How many ranks the job has.
+    pub size: u32,
+    /// The host the rank ran on (its host name; shown, never used as a path).
+    pub host: String,
 }
 
 /// Where a refinement run comes from: the process of snapshot `from` of run `run`,
@@ -319,16 +338,7 @@ impl Store {
     /// The runs of the refinement tree that `id` belongs to: its root first, then every
     /// refinement below it, oldest first.
     pub fn tree(&self, id: RunId) -> Result<Vec<Run>> {
-        let mut runs = Vec::new();
-        for rid in self.run_ids()? {
-            match self.open_run(&rid) {
-                Ok(run) => runs.push(run),
-                // A run being created has no run.json yet; a damaged one is reported
-                // when it is opened by itself.
-                Err(Error::Io { .. } | Error::BadRunInfo { .. }) => {}
-                Err(e) => return Err(e),
-            }
-        }
+        let runs = self.readable_runs()?;
         let parent_of = |rid: RunId| runs.iter().find(|r| r.id() == rid)?.info.parent.as_ref().map(|p| p.run);
         let mut root = id;
         // Bounded: a hand-edited store could hold a cycle.
@@ -374,6 +384,70 @@ impl Store {
             }
             None => Err(here.no_such_snapshot(name)),
         }
+    }
+
+    /// The runs of job `job`, by rank: `(rank, run)` in rank order, the newest run of a
+    /// rank where it appears more than once (a job id the launcher used again). Empty if
+    /// no run belongs to it.
+    pub fn job_ranks(&self, job: &str) -> Result<Vec<(u32, RunId)>> {
+        let mut ranks: Vec<(u32, RunId)> = Vec::new();
+        for run in self.readable_runs()? {
+            if let Some(member) = run.info.job.as_ref().filter(|m| m.id == job) {
+                // Runs come oldest first: a later one of the same rank replaces it.
+                ranks.retain(|(rank, _)| *rank != member.rank);
+                ranks.push((member.rank, run.id()));
+            }
+        }
+        ranks.sort_unstable();
+        Ok(ranks)
+    }
+
+    /// The job that run `id` belongs to: its own, or that of the run its refinement tree
+    /// grew from (a refinement or an edit of a rank's snapshot is not a rank itself).
+    pub fn job_of(&self, id: RunId) -> Result<Option<JobMember>> {
+        let here = self.open_run(&id)?;
+        if here.info.job.is_some() || here.info.parent.is_none() {
+            return Ok(here.info.job);
+        }
+        Ok(self.tree(id)?.into_iter().next().and_then(|root| root.info.job))
+    }
+
+    /// The job of the newest run (see [`Store::job_of`]); `None` when that run is not part
+    /// of one, or the store is empty.
+    pub fn latest_job(&self) -> Result<Option<JobMember>> {
+        match self.latest_run() {
+            Ok(id) => self.job_of(id),
+            Err(Error::EmptyStore { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The run of rank `rank` of job `job` (the newest, see [`Store::job_ranks`]);
+    /// [`Error::NoSuchRank`] naming the ranks there are.
+    pub fn rank_run(&self, job: &str, rank: u32) -> Result<RunId> {
+        let ranks = self.job_ranks(job)?;
+        match ranks.iter().find(|(r, _)| *r == rank) {
+            Some((_, id)) => Ok(*id),
+            None => Err(Error::NoSuchRank {
+                job: job.to_owned(),
+                rank,
+                available: list_or_none(ranks.iter().map(|(r, _)| r.to_string())),
+            }),
+        }
+    }
+
+    /// Every run whose `run.json` reads, oldest first: a run being created has none yet,
+    /// and a damaged one is reported when it is opened by itself.
+    fn readable_runs(&self) -> Result<Vec<Run>> {
+        let mut runs = Vec::new();
+        for rid in self.run_ids()? {
+            match self.open_run(&rid) {
+                Ok(run) => runs.push(run),
+                Err(Error::Io { .. } | Error::BadRunInfo { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(runs)
     }
 
     /// Points the `latest` link at the newest run: each `sdt run` does so after creating

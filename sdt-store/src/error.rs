@@ -28,6 +28,16 @@ pub enum Error {
         /// The runs there are, for the message.
         available: String,
     },
+    /// No run of that rank in the job.
+    #[error("job {job} has no rank {rank} in this store (ranks: {available})")]
+    NoSuchRank {
+        /// The job.
+        job: String,
+        /// The rank asked for.
+        rank: u32,
+        /// The ranks the store holds, for the message.
+        available: String,
+    },
     /// No snapshot with that name in the run.
     #[error("no snapshot {name} in run {run} (snapshots: {available})")]
     NoSuchSnapshot {

@@ -118,12 +118,14 @@ mod spill;
 mod trust;
 mod writer;
 
-pub use dir::{Refinement, Run, RunId, RunInfo, RunLog, RunStatus, SnapshotEntry, Snapshots, Store};
+pub use dir::{
+    JobMember, Refinement, Run, RunId, RunInfo, RunLog, RunStatus, SnapshotEntry, Snapshots, Store,
+};
 pub use error::Error;
 pub use fileref::Reopen;
 pub use format::{OLDEST_VERSION as OLDEST_FORMAT_VERSION, VERSION as FORMAT_VERSION};
 pub use model::*;
-pub use names::is_snapshot_name;
+pub use names::{is_job_id, is_snapshot_name, job_id};
 pub use output::{OutputDir, OutputError};
 pub use raw::PageSpan;
 pub use reader::Snapshot;

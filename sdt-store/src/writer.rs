@@ -433,6 +433,7 @@ impl Store {
                 reached: None,
                 edit: Some(edits.saturating_add(1)),
             }),
+            job: None,
         };
         let log = self.create_run(info)?;
         let name = log.run().info().snapshot_name(0);

@@ -7,9 +7,11 @@ use clap::{Args, Parser, Subcommand};
 const EXAMPLES: &str = "\
 Examples:
   sdt run --config capture.toml -- ./prog args   run once, capturing snapshots
+  mpirun -np 3 sdt run -- ./prog                  each rank of an MPI job, as one job
   sdt ls                                          the latest run's snapshots
   sdt show S3                                     threads and mappings of S3
   sdt gdb S3                                      open S3 in gdb
+  sdt gdb 2:S3                                    open rank 2's S3 after a job
   sdt export core S3 -o core.S3                   an ELF core file for any tool
   sdt export criu S3 -o img                       CRIU images: criu restore -D img --shell-job
   sdt restore S3                                  resume the program from S3
@@ -52,9 +54,15 @@ pub enum Action {
     /// The program's stdin, stdout, stderr, signals and exit code are its own; sdt's
     /// exit code is the program's, or 125 if the store could not take a snapshot the
     /// config asked for (the disk was full: that breakpoint returned SDT_DECLINED).
-    #[command(after_help = "Example:\n  sdt run --config capture.toml --every 100 -- ./prog --threads 4")]
+    ///
+    /// Under an MPI launcher (`mpirun … sdt run -- ./prog`), each rank's run records the
+    /// job id, rank and size the launcher's environment gives (Open MPI, MPICH's Hydra,
+    /// Slurm) and the host's name: `sdt ls` shows the job, `2:S3` names rank 2's S3.
+    #[command(after_help = "Examples:
+  sdt run --config capture.toml --every 100 -- ./prog --threads 4
+  mpirun -np 3 --host a,b,c sdt run --store /shared/.sdt -- ./prog")]
     Run(RunOpt),
-    /// List the snapshots of a run.
+    /// List the snapshots of a run; of every rank of the job, for a rank of an MPI job.
     Ls(LsOpt),
     /// List the runs in the store.
     Runs(RunsOpt),
@@ -116,7 +124,8 @@ pub enum Action {
     /// (from the program's DWARF), other changed memory as ranges with the mapping they
     /// lie in, and threads that appeared, ended or moved.
     ///
-    /// A snapshot may name its run: `2:S3`, so A and B may come from different runs.
+    /// A snapshot may name its run or rank: `2:S3` (rank 2's after a job, else run 2's),
+    /// `run2:S3`, so A and B may come from different runs or ranks.
     #[command(after_help = "Examples:\n  sdt diff S1 S2\n  sdt diff 1:S3 2:S3 --json")]
     Diff(DiffOpt),
     /// Check a run against a reference run (the same program on one thread, say): pair
@@ -145,7 +154,7 @@ pub struct DiffOpt {
     pub store: StoreArgs,
     #[command(flatten)]
     pub run: RunArgs,
-    /// The first snapshot (S3, 3, or RUN:SNAP).
+    /// The first snapshot (S3, 3, N:S3 for rank N's after a job or run N's, run2:S3).
     pub a: String,
     /// The second snapshot.
     pub b: String,
@@ -203,7 +212,7 @@ pub struct RestoreOpt {
     pub store: StoreArgs,
     #[command(flatten)]
     pub run: RunArgs,
-    /// Snapshot to resume (S3, or 3).
+    /// Snapshot to resume (S3, or 3; N:S3 is rank N's S3 after a job, else run N's).
     pub snapshot: String,
     #[command(flatten)]
     pub capture: CaptureArgs,
@@ -300,9 +309,27 @@ pub struct RunOpt {
     /// No line per snapshot, no summary.
     #[arg(long, short)]
     pub quiet: bool,
+    #[command(flatten)]
+    pub job: JobArgs,
     /// The program and its arguments.
     #[arg(trailing_var_arg = true, required = true, value_name = "PROG ARGS")]
     pub command: Vec<String>,
+}
+
+/// A rank of a job (`mpirun -np 3 sdt run -- ./prog`): by default from the launcher's
+/// environment (Open MPI, MPICH's Hydra, Slurm).
+#[derive(Debug, Args)]
+pub struct JobArgs {
+    /// The job this run is a rank of, where the launcher's environment names none (its
+    /// runs are listed together by `sdt ls`, their snapshots named RANK:SNAP).
+    #[arg(long, value_name = "ID")]
+    pub job: Option<String>,
+    /// The rank, instead of the launcher's.
+    #[arg(long, value_name = "N", hide = true, requires = "job_size")]
+    pub rank: Option<u32>,
+    /// The job's number of ranks, instead of the launcher's.
+    #[arg(long, value_name = "N", hide = true, requires = "rank")]
+    pub job_size: Option<u32>,
 }
 
 /// `--backend` values.
@@ -385,7 +412,8 @@ pub struct ShowOpt {
     pub store: StoreArgs,
     #[command(flatten)]
     pub run: RunArgs,
-    /// Snapshot name (S3, or 3; default: the run's last snapshot).
+    /// Snapshot name (S3, or 3; N:S3 is rank N's S3 after a job, else run N's; run2:S3 is run
+    /// 2's; default: the run's last snapshot).
     pub snapshot: Option<String>,
     /// Print the stored metadata as JSON.
     #[arg(long)]
@@ -412,7 +440,8 @@ pub struct ExportCriuOpt {
     pub store: StoreArgs,
     #[command(flatten)]
     pub run: RunArgs,
-    /// Snapshot name (S3, or 3).
+    /// Snapshot name (S3, or 3; N:S3 is rank N's S3 after a job, else run N's; run2:S3 is run
+    /// 2's).
     pub snapshot: String,
     /// Image directory to write (new, or empty).
     #[arg(long, short, value_name = "DIR")]
@@ -425,7 +454,8 @@ pub struct ExportCoreOpt {
     pub store: StoreArgs,
     #[command(flatten)]
     pub run: RunArgs,
-    /// Snapshot name (S3, or 3).
+    /// Snapshot name (S3, or 3; N:S3 is rank N's S3 after a job, else run N's; run2:S3 is run
+    /// 2's).
     pub snapshot: String,
     /// Core file to write.
     #[arg(long, short, value_name = "FILE")]
@@ -438,7 +468,8 @@ pub struct GdbOpt {
     pub store: StoreArgs,
     #[command(flatten)]
     pub run: RunArgs,
-    /// Snapshot name (S3, or 3; default: the run's last snapshot).
+    /// Snapshot name (S3, or 3; N:S3 is rank N's S3 after a job, else run N's; run2:S3 is run
+    /// 2's; default: the run's last snapshot).
     pub snapshot: Option<String>,
     /// Extra arguments for gdb (after --), e.g. -- -batch -ex bt.
     #[arg(last = true, value_name = "GDB ARGS")]
@@ -471,7 +502,8 @@ pub struct GdbserverOpt {
     pub store: StoreArgs,
     #[command(flatten)]
     pub run: RunArgs,
-    /// Snapshot name (S3, or 3; default: the run's last snapshot).
+    /// Snapshot name (S3, or 3; N:S3 is rank N's S3 after a job, else run N's; run2:S3 is run
+    /// 2's; default: the run's last snapshot).
     pub snapshot: Option<String>,
     /// Listen on this TCP address for one gdb instead of serving stdin/stdout.
     #[arg(long, value_name = "ADDR:PORT")]

@@ -82,51 +82,110 @@ fn name_width(run: &Run, total: usize) -> usize {
     last.max(end).max(6)
 }
 
+/// The runs one section of a listing shows: a run's refinement tree, root first; for a
+/// job, one section per rank.
+struct Section {
+    /// The rank and its host, for a job's rank.
+    rank: Option<(u32, String)>,
+    tree: Vec<Run>,
+}
+
 /// The run asked for and the rest of its refinement tree: the root first, each
-/// refinement after the run it refines, indented by its depth.
+/// refinement after the run it refines, indented by its depth. When the run is a job's
+/// rank (or refines one), the whole job: a line for the job, then each rank's tree.
 pub fn ls(opt: LsOpt) -> Result<()> {
     let (store, run) = select::open_run(&opt.store, &opt.run)?;
-    let tree = store.tree(run.id())?;
-    let tree = if tree.is_empty() { vec![run] } else { tree };
+    let job = store.job_of(run.id())?;
+    let sections = match &job {
+        None => vec![Section { rank: None, tree: tree_of(&store, run)? }],
+        Some(job) => {
+            let mut sections = Vec::new();
+            for (rank, id) in store.job_ranks(&job.id)? {
+                let run = store.open_run(&id)?;
+                let host = run.info().job.as_ref().map_or_else(String::new, |m| m.host.clone());
+                sections.push(Section { rank: Some((rank, host)), tree: tree_of(&store, run)? });
+            }
+            sections
+        }
+    };
     let mut out = std::io::stdout().lock();
     if opt.json {
         // One element at a time: `[`, elements separated by commas, `]`.
         writeln!(out, "[")?;
         let mut first = true;
-        for run in &tree {
-            for row in rows(run, &opt)?.1 {
-                let mut v = row_json(&row?);
-                v.as_object_mut().unwrap().insert("run".into(), json!(run.id().0));
-                let sep = if first { "" } else { ",\n" };
-                first = false;
-                write!(out, "{sep}{}", serde_json::to_string_pretty(&v)?)?;
+        for section in &sections {
+            for run in &section.tree {
+                for row in rows(run, &opt)?.1 {
+                    let mut v = row_json(&row?);
+                    let object = v.as_object_mut().unwrap();
+                    object.insert("run".into(), json!(run.id().0));
+                    if let Some((rank, _)) = &section.rank {
+                        object.insert("rank".into(), json!(rank));
+                    }
+                    let sep = if first { "" } else { ",\n" };
+                    first = false;
+                    write!(out, "{sep}{}", serde_json::to_string_pretty(&v)?)?;
+                }
             }
         }
         writeln!(out, "\n]")?;
         return Ok(());
     }
-    for (i, run) in tree.iter().enumerate() {
-        let indent = "  ".repeat(depth(run, &tree));
-        if i > 0 {
-            writeln!(out)?;
-        }
-        writeln!(out, "{indent}{}", human::escape(&run_line(run)?))?;
-        let mut totals = Totals::default();
-        let (total, rows) = rows(run, &opt)?;
-        let width = name_width(run, total);
-        for row in rows {
-            let row = row?;
-            if totals.listed == 0 {
-                print_header(&mut out, &indent, width)?;
+    if let Some(job) = &job {
+        writeln!(out, "{}", human::escape(&job_line(&job.id, job.size, &sections)))?;
+    }
+    for (s, section) in sections.iter().enumerate() {
+        for (i, run) in section.tree.iter().enumerate() {
+            let indent = "  ".repeat(depth(run, &section.tree));
+            if i > 0 || s > 0 || job.is_some() {
+                writeln!(out)?;
             }
-            print_row(&mut out, &row, &indent, width)?;
-            totals.add(&row);
-        }
-        if totals.listed > 0 {
-            writeln!(out, "{indent}{}", totals_line(&totals))?;
+            let line = match (&section.rank, i) {
+                (Some((rank, host)), 0) => format!("rank {rank} on {host}: {}", run_line(run)?),
+                _ => run_line(run)?,
+            };
+            writeln!(out, "{indent}{}", human::escape(&line))?;
+            let mut totals = Totals::default();
+            let (total, rows) = rows(run, &opt)?;
+            let width = name_width(run, total);
+            for row in rows {
+                let row = row?;
+                if totals.listed == 0 {
+                    print_header(&mut out, &indent, width)?;
+                }
+                print_row(&mut out, &row, &indent, width)?;
+                totals.add(&row);
+            }
+            if totals.listed > 0 {
+                writeln!(out, "{indent}{}", totals_line(&totals))?;
+            }
         }
     }
     Ok(())
+}
+
+/// `run`'s refinement tree, or `run` alone if the store lists no tree for it.
+fn tree_of(store: &sdt_store::Store, run: Run) -> Result<Vec<Run>> {
+    let tree = store.tree(run.id())?;
+    Ok(if tree.is_empty() { vec![run] } else { tree })
+}
+
+/// `job 1142685697: 3 ranks on sdt-h1, sdt-h2, sdt-h3`: the job, how many of its ranks
+/// the store holds (`2 of 3 ranks (missing: 1)`), and their hosts in rank order.
+fn job_line(id: &str, size: u32, sections: &[Section]) -> String {
+    let ranks: Vec<u32> = sections.iter().filter_map(|s| s.rank.as_ref().map(|r| r.0)).collect();
+    let mut hosts: Vec<&str> = Vec::new();
+    for (_, host) in sections.iter().filter_map(|s| s.rank.as_ref()) {
+        if !hosts.contains(&host.as_str()) {
+            hosts.push(host);
+        }
+    }
+    let missing: Vec<String> = (0..size).filter(|r| !ranks.contains(r)).map(|r| r.to_string()).collect();
+    let count = match missing.len() {
+        0 => format!("{size} rank{}", if size == 1 { "" } else { "s" }),
+        _ => format!("{} of {size} ranks (missing: {})", ranks.len(), missing.join(", ")),
+    };
+    format!("job {id}: {count} on {}", hosts.join(", "))
 }
 
 /// How many refinements deep `run` is in `tree`.

@@ -15,11 +15,24 @@ use crate::select;
 
 pub fn refine(opt: RefineOpt) -> Result<ExitCode> {
     let (run, from) = select::open_snapshot(&opt.store, &opt.run, Some(&opt.from))?;
-    let (to_run, to) = select::split_run(&opt.to)?;
-    if let Some(id) = to_run.filter(|&id| id != run.id().0) {
-        anyhow::bail!("--to names run {id}; it must be a snapshot of {}'s run {}", from.name(), run.id());
-    }
-    let interval = Interval::new(&run, &from, &select::snapshot_name(to))?;
+    // `--to S2` is in the run of `--from`; one that names its run or rank must name that one.
+    let to = match select::split_owner(&opt.to)? {
+        (None, to) => select::snapshot_name(to),
+        (Some(_), _) => {
+            let (to_run, to) = select::open_snapshot(&opt.store, &opt.run, Some(&opt.to))?;
+            if to_run.id() != run.id() {
+                anyhow::bail!(
+                    "--to {} is in run {}; it must be a snapshot of {}'s run {}",
+                    opt.to,
+                    to_run.id(),
+                    from.name(),
+                    run.id()
+                );
+            }
+            to.name().to_owned()
+        }
+    };
+    let interval = Interval::new(&run, &from, &to)?;
     let to = interval.to().name();
     let program = checked_program(interval.to())
         .map_err(|why| anyhow::anyhow!("--check needs the program to evaluate in gdb, and {why}"))?;

@@ -61,6 +61,7 @@ pub fn restore(opt: RestoreOpt) -> Result<ExitCode> {
         disk_budget: None,
         backend: capture.backend.into(),
         breaks: Vec::new(),
+        job: None,
     })
     .with_context(|| format!("restoring {name} of run {}", run.id()))?;
     conclude(&outcome, &opt.store.store, capture.quiet);

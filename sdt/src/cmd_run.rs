@@ -7,7 +7,7 @@ use anyhow::Result;
 use sdt_daemon::{CaptureConfig, ProgramExit, RunOptions, RunOutcome, SymbolBreak, Target, Tracking, human};
 
 use crate::cli::{RunOpt, TrackingArg};
-use crate::cmd_compact;
+use crate::{cmd_compact, launcher};
 
 pub fn run(opt: RunOpt) -> Result<ExitCode> {
     let outcome = sdt_daemon::run(&RunOptions {
@@ -25,6 +25,7 @@ pub fn run(opt: RunOpt) -> Result<ExitCode> {
         disk_budget: opt.disk_budget.map(|mb| mb << 20),
         backend: opt.backend.into(),
         breaks: opt.breaks.iter().map(|b| SymbolBreak::parse(b)).collect::<Result<_, _>>()?,
+        job: launcher::job(&opt.job)?,
     })?;
     conclude(&outcome, &opt.store.store, opt.quiet);
     if !outcome.totals.lost.is_empty() {

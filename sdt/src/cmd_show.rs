@@ -15,7 +15,11 @@ pub fn show(opt: ShowOpt) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(m)?);
         return Ok(());
     }
-    println!("{} of run {} ({})", m.name, run.id(), escape(&run.info().command.join(" ")));
+    let rank = match &run.info().job {
+        Some(job) => format!(", rank {} of job {} on {}", job.rank, job.id, escape(&job.host)),
+        None => String::new(),
+    };
+    println!("{} of run {}{rank} ({})", m.name, run.id(), escape(&run.info().command.join(" ")));
     match &m.trigger {
         Trigger::Breakpoint { level, class, id, multiple_mark, attrs, hit, tid } => println!(
             "trigger:  breakpoint level {level} class {class} id {id} (multiple_mark {multiple_mark}), hit {hit}, thread {tid}{}",

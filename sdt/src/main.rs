@@ -17,6 +17,7 @@ mod cmd_refine;
 mod cmd_restore;
 mod cmd_run;
 mod cmd_show;
+mod launcher;
 mod plot;
 mod select;
 

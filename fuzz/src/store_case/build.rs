@@ -35,6 +35,7 @@ pub fn build(case: &Case, root: &Path, files: &Files) -> RunId {
         config: String::new(),
         status: RunStatus::Running,
         parent,
+        job: None,
     };
     let mut log = store.create_run(info).expect("a run in a new store");
     let id = log.run().id();

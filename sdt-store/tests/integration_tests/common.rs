@@ -19,6 +19,7 @@ pub fn run_info() -> RunInfo {
         config: String::new(),
         status: RunStatus::Running,
         parent: None,
+        job: None,
     }
 }
 

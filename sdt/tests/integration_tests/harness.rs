@@ -45,8 +45,27 @@ pub fn example(name: &str) -> PathBuf {
     compiled(name, &workspace().join("examples").join(name).join(format!("{name}.c")))
 }
 
-/// `source` compiled against libsdt.a as `name` (once per test run): C with gcc, `.cpp`
-/// with g++.
+/// Compiles `tests/programs/mpi/<name>.c` with Open MPI's `mpicc` against libsdt.a (once
+/// per test run); the [`Skip`] where Open MPI is not installed.
+pub fn mpi_program(name: &str) -> Result<PathBuf, Skip> {
+    let found =
+        Command::new("mpicc").arg("--showme:version").stdout(Stdio::null()).stderr(Stdio::null()).status();
+    let run = Command::new("mpirun").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status();
+    if !found.is_ok_and(|s| s.success()) || !run.is_ok_and(|s| s.success()) {
+        return Err(Skip::new(
+            "Open MPI",
+            "mpicc or mpirun is missing",
+            "apt-get install openmpi-bin libopenmpi-dev",
+        ));
+    }
+    Ok(compiled(
+        name,
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/mpi").join(format!("{name}.c")),
+    ))
+}
+
+/// `source` compiled against libsdt.a as `name` (once per test run): C with gcc (with
+/// `mpicc` for the MPI programs of `programs/mpi/`), `.cpp` with g++.
 fn compiled(name: &str, source: &Path) -> PathBuf {
     static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
     let mut built = BUILT.get_or_init(Default::default).lock().unwrap();
@@ -63,7 +82,11 @@ fn compiled(name: &str, source: &Path) -> PathBuf {
     std::fs::create_dir_all(&out_dir).unwrap();
     let out = out_dir.join(name);
     let tmp = out_dir.join(format!("{name}.{}.tmp", std::process::id()));
-    let compiler = if source.extension().is_some_and(|e| e == "cpp") { "g++" } else { "gcc" };
+    let compiler = match source.extension() {
+        Some(e) if e == "cpp" => "g++",
+        _ if source.parent().is_some_and(|dir| dir.ends_with("mpi")) => "mpicc",
+        _ => "gcc",
+    };
     let status = Command::new(compiler)
         .args(["-g", "-O0", "-pthread", "-Wall", "-Werror"])
         .arg(source)
