@@ -89,7 +89,7 @@ fn check_job(sdt: &Sdt, out: &Output, hosts: &[&str]) {
     assert!(gdb.contains(&format!("$1 = {}\n", ranks[2].2)), "{gdb}");
     assert!(gdb.contains(&format!("$2 = {}\n", ranks[1].2)), "{gdb}");
     let show = stdout(&sdt.ok(&["show", "1:S0"]));
-    assert!(show.lines().next().unwrap().contains(&format!(", rank 1 of job ")), "{show}");
+    assert!(show.lines().next().unwrap().contains(", rank 1 of job "), "{show}");
     let diff = stdout(&sdt.ok(&["diff", "0:S0", "1:S0"]));
     assert!(diff.contains(&format!("rank_value: {} -> {}", ranks[0].2, ranks[1].2)), "{diff}");
     let core = sdt.dir.path().join("rank0.core");
