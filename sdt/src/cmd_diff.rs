@@ -12,7 +12,7 @@ use crate::select;
 pub fn diff(opt: DiffOpt) -> Result<()> {
     let (run_a, a) = select::open_snapshot(&opt.store, &opt.run, Some(&opt.a))?;
     let (run_b, b) = select::open_snapshot(&opt.store, &opt.run, Some(&opt.b))?;
-    let (name_a, name_b) = (format!("{}:{}", run_a.id(), a.name()), format!("{}:{}", run_b.id(), b.name()));
+    let (name_a, name_b) = (qualified(&run_a, &a), qualified(&run_b, &b));
     let d = sdt_gdb::diff::diff(&a, &b).with_context(|| format!("comparing {name_a} with {name_b}"))?;
     if let Some(why) = &d.variables_missing {
         log::warn!("variables are not compared: {}", human::error_chain(why));
@@ -23,6 +23,12 @@ pub fn diff(opt: DiffOpt) -> Result<()> {
         print_text(&d, &name_a, &name_b);
     }
     Ok(())
+}
+
+/// `RUN:SNAP`; `runRUN:SNAP` for a job's rank, where `N:` would name rank N.
+fn qualified(run: &sdt_store::Run, snap: &sdt_store::Snapshot) -> String {
+    let prefix = if run.info().job.is_some() { "run" } else { "" };
+    format!("{prefix}{}:{}", run.id(), snap.name())
 }
 
 fn to_json(d: &SnapshotDiff, a: &str, b: &str) -> Value {

@@ -13,10 +13,11 @@ mod common;
 mod damage;
 mod encodings;
 mod errors;
+mod jobs;
 mod patches;
 mod props;
 mod raw;
 mod roundtrip;
 mod safety;
 
-sdt_test_harness::main!(chain, damage, encodings, errors, patches, props, raw, roundtrip, safety);
+sdt_test_harness::main!(chain, damage, encodings, errors, jobs, patches, props, raw, roundtrip, safety);

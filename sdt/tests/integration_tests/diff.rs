@@ -87,12 +87,14 @@ fn diff_compares_snapshots_of_two_runs() {
     assert!(names.iter().all(|n| *n == "buffer"), "{names:?}");
     let d = diff_json(&sdt, "1:S0", "2:S1");
     assert_eq!(values(d["variables"].as_array().unwrap(), "counter"), ("1", "2"));
-    // Every command takes RUN:SNAP; a run that disagrees with --run is refused.
+    // Every command takes RUN:SNAP (runRUN:SNAP too); a run that disagrees with --run is
+    // refused.
     assert!(stdout(&sdt.ok(&["show", "1:S0"])).starts_with("S0 of run 1 "));
     let out = sdt.output(&["show", "--run", "2", "1:S0"]);
     assert!(!out.status.success());
     let out = sdt.output(&["diff", "x:S0", "S1"]);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("must be a run id"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("before ':' comes a rank or run number"));
+    assert!(stdout(&sdt.ok(&["show", "run2:S1"])).starts_with("S1 of run 2 "));
 }
 
 sdt_test_harness::tests![diff_names_exactly_the_changed_variables, diff_compares_snapshots_of_two_runs];

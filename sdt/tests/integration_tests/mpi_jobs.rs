@@ -89,7 +89,7 @@ fn check_job(sdt: &Sdt, out: &Output, hosts: &[&str]) {
     assert!(gdb.contains(&format!("$1 = {}\n", ranks[2].2)), "{gdb}");
     assert!(gdb.contains(&format!("$2 = {}\n", ranks[1].2)), "{gdb}");
     let show = stdout(&sdt.ok(&["show", "1:S0"]));
-    assert!(show.lines().next().unwrap().contains(&format!(", rank 1 of job ")), "{show}");
+    assert!(show.lines().next().unwrap().contains(", rank 1 of job "), "{show}");
     let diff = stdout(&sdt.ok(&["diff", "0:S0", "1:S0"]));
     assert!(diff.contains(&format!("rank_value: {} -> {}", ranks[0].2, ranks[1].2)), "{diff}");
     let core = sdt.dir.path().join("rank0.core");
@@ -193,7 +193,7 @@ fn a_job_across_three_hosts() -> Result<(), Skip> {
     // The ranks' messages went over TCP between the hosts' addresses on the bridge.
     let log = format!("{}{}", stdout(&out), stderr(&out));
     for to in ["10.77.0.1", "10.77.0.2", "10.77.0.3"] {
-        assert!(log.contains(&format!("btl:tcp: now connected to {to}")), "{log}");
+        assert!(log.lines().any(|l| l.contains("btl:tcp") && l.contains(&format!(" {to}"))), "{log}");
     }
     check_job(&sdt, &out, &["sdt-h1", "sdt-h2", "sdt-h3"]);
     Ok(())
