@@ -73,6 +73,22 @@ pub enum Action {
     Compact(CompactOpt),
     /// Show a snapshot: trigger, timing, threads (what each was doing, pc, sp), mappings.
     Show(ShowOpt),
+    /// Print an MPI job's message history: every rank's sends, receives (with the source
+    /// and tag a wildcard receive took), completions, probes and collectives, each with
+    /// its vector clock and the source line that called MPI.
+    #[command(after_help = "Examples:
+  sdt events
+  sdt events --json | jq '.[] | select(.kind == \"recv\")'
+  sdt events --perfetto job.json     # open in ui.perfetto.dev")]
+    Events(EventsOpt),
+    /// Find errors in an MPI job's message history: ranks blocked for ever (deadlock),
+    /// messages never received, receives truncated, requests never completed. Exit 0
+    /// when there are none, 1 when there are.
+    Check(CheckOpt),
+    /// Draw an MPI job's time–process diagram: a line per rank, an arrow per message,
+    /// the snapshots, the global snapshots (green: consistent, red: not) and what
+    /// `sdt check` finds.
+    Diagram(DiagramOpt),
     /// Write a snapshot in another tool's format.
     #[command(subcommand)]
     Export(ExportAction),
@@ -418,6 +434,49 @@ pub struct ShowOpt {
     /// Print the stored metadata as JSON.
     #[arg(long)]
     pub raw: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct EventsOpt {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// A run of the job (default: the latest run's job).
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Only this rank's events.
+    #[arg(long, value_name = "RANK")]
+    pub rank: Option<u32>,
+    /// One JSON array of events: rank, seq, kind, peer, tag, bytes, vc, matched, post,
+    /// comm, time_us, site, any_source, any_tag, truncated.
+    #[arg(long)]
+    pub json: bool,
+    /// Write the history as a Chrome/Perfetto trace into FILE (messages as flow arrows).
+    #[arg(long, value_name = "FILE")]
+    pub perfetto: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckOpt {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// A run of the job (default: the latest run's job).
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// The findings as a JSON array: kind, rank, seq, site, peer, waits_on, what.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DiagramOpt {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// A run of the job (default: the latest run's job).
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// The picture's file (.svg or .png).
+    #[arg(short, long, value_name = "FILE")]
+    pub output: PathBuf,
 }
 
 #[derive(Debug, Subcommand)]

@@ -10,6 +10,7 @@ use sdt_store::{Run, RunInfo, RunStatus, SnapshotEntry, SnapshotMeta, Trigger};
 use serde_json::{Value, json};
 
 use crate::cli::{LsOpt, RunsOpt};
+use crate::job::{self, Job};
 use crate::select;
 
 /// One snapshot as `ls` sees it.
@@ -95,7 +96,8 @@ struct Section {
 /// rank (or refines one), the whole job: a line for the job, then each rank's tree.
 pub fn ls(opt: LsOpt) -> Result<()> {
     let (store, run) = select::open_run(&opt.store, &opt.run)?;
-    let job = store.job_of(run.id())?;
+    let run_id = run.id();
+    let job = store.job_of(run_id)?;
     let sections = match &job {
         None => vec![Section { rank: None, tree: tree_of(&store, run)? }],
         Some(job) => {
@@ -160,6 +162,32 @@ pub fn ls(opt: LsOpt) -> Result<()> {
                 writeln!(out, "{indent}{}", totals_line(&totals))?;
             }
         }
+    }
+    if job.is_some()
+        && let Some(job) = Job::of(&store, run_id)?
+    {
+        print_global_snapshots(&mut out, &job)?;
+    }
+    Ok(())
+}
+
+/// The job's global snapshots, each with its ranks' snapshots and what the history says
+/// of the cut; nothing when there are none.
+fn print_global_snapshots(out: &mut impl Write, job: &Job) -> Result<()> {
+    let checked = job::history_with_clocks(job);
+    let globals = job.global_snapshots(checked.as_ref().ok().map(|(h, c)| (h, c)))?;
+    if globals.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "\nglobal snapshots (every rank's snapshot at one breakpoint arrival):")?;
+    for g in &globals {
+        let (level, class, id, hit) = g.arrival;
+        let verdict = match &checked {
+            Ok(_) => job::verdict_text(g.verdict.as_ref()),
+            Err(e) => format!("not checked: {e:#}"),
+        };
+        let names: Vec<String> = g.members.iter().map(|(rank, name, _)| format!("{rank}:{name}")).collect();
+        writeln!(out, "{}", human::escape(&format!("{:<4} bp {level}/{class}/{id} hit {hit:<4} {:<24} {verdict}", g.name, names.join(" "))))?;
     }
     Ok(())
 }

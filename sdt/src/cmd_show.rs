@@ -6,9 +6,14 @@ use sdt_store::{Content, Trigger};
 use sdt_target::Activity;
 
 use crate::cli::ShowOpt;
+use crate::cmd_events::{located, site_lines};
+use crate::job::{self, Job};
 use crate::select;
 
 pub fn show(opt: ShowOpt) -> Result<()> {
+    if let Some(global) = opt.snapshot.as_deref().filter(|name| is_global_name(name)) {
+        return show_global(&opt, global);
+    }
     let (run, snap) = select::open_snapshot(&opt.store, &opt.run, opt.snapshot.as_deref())?;
     let m = snap.meta();
     if opt.raw {
@@ -97,6 +102,61 @@ pub fn show(opt: ShowOpt) -> Result<()> {
             content,
             escape(&map.path)
         );
+    }
+    Ok(())
+}
+
+/// `G2`: a global snapshot's name.
+fn is_global_name(name: &str) -> bool {
+    name.strip_prefix('G').is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// `sdt show G2`: the ranks' snapshots of a global snapshot, what the history says of
+/// the cut, and the messages in flight across it (and those that make it inconsistent).
+fn show_global(opt: &ShowOpt, name: &str) -> Result<()> {
+    let store = select::open_store(&opt.store)?;
+    let job = Job::open(&store, &opt.run)?;
+    let (history, clocks) = job::history_with_clocks(&job)?;
+    let globals = job.global_snapshots(Some((&history, &clocks)))?;
+    let Some(g) = globals.iter().find(|g| g.name == name) else {
+        let names: Vec<&str> = globals.iter().map(|g| g.name.as_str()).collect();
+        anyhow::bail!(
+            "job {} has no global snapshot {name} (it has {})",
+            escape(&job.id),
+            if names.is_empty() { "none: no breakpoint arrival was captured by every rank".to_owned() } else { names.join(", ") }
+        );
+    };
+    let (level, class, id, hit) = g.arrival;
+    println!("{} of job {}: breakpoint level {level} class {class} id {id}, hit {hit}, on {} ranks", g.name, escape(&job.id), g.members.len());
+    println!("verdict:  {}", job::verdict_text(g.verdict.as_ref()));
+    println!("RANK  SNAPSHOT  EVENTS BEFORE");
+    for (rank, snap, events) in &g.members {
+        println!("{rank:<5} {:<9} {}", escape(snap), events.map_or_else(|| "?".to_owned(), |n| n.to_string()));
+    }
+    let Some(verdict) = &g.verdict else { return Ok(()) };
+    let lines = site_lines(&job, &history);
+    let describe = |rank: u32, seq: u32| {
+        let e = history.event(rank, seq);
+        let kind = e.map_or("?", |e| e.kind.name());
+        let at = e.and_then(|e| located(&lines, rank, e.site)).map_or_else(String::new, |l| format!(" at {l}"));
+        format!("rank {rank} event {seq} ({kind}{at})")
+    };
+    for (title, list) in [("in flight (sent before the cut, received after it or never)", &verdict.in_flight), ("received before the cut but sent after it", &verdict.orphans)] {
+        if list.is_empty() {
+            continue;
+        }
+        println!("{title}:");
+        for m in list {
+            let to = match m.recv {
+                Some((rank, seq)) => describe(rank, seq),
+                None => format!("rank {}, never received", m.to),
+            };
+            let tag = m.tag.map_or_else(|| "?".to_owned(), |t| t.to_string());
+            println!("  {} -> {to}: tag {tag}, {} bytes", describe(m.send.0, m.send.1), m.bytes);
+        }
+    }
+    for &(rank, seq) in &verdict.split_collectives {
+        println!("collective cut in two: {} depends on ranks' events after the cut", describe(rank, seq));
     }
     Ok(())
 }

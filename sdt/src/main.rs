@@ -4,11 +4,13 @@
 #![deny(unsafe_code)]
 
 mod cli;
+mod cmd_check;
 mod cmd_compact;
 mod cmd_compare;
 mod cmd_diff;
 mod cmd_docs;
 mod cmd_doctor;
+mod cmd_events;
 mod cmd_export;
 mod cmd_gdb;
 mod cmd_history;
@@ -17,6 +19,8 @@ mod cmd_refine;
 mod cmd_restore;
 mod cmd_run;
 mod cmd_show;
+mod diagram;
+mod job;
 mod launcher;
 mod plot;
 mod select;
@@ -49,6 +53,9 @@ fn real_main(opt: Opt) -> anyhow::Result<ExitCode> {
         Action::Runs(o) => cmd_ls::runs(o).map(|()| ExitCode::SUCCESS),
         Action::Compact(o) => cmd_compact::compact(o).map(|()| ExitCode::SUCCESS),
         Action::Show(o) => cmd_show::show(o).map(|()| ExitCode::SUCCESS),
+        Action::Events(o) => cmd_events::events(o).map(|()| ExitCode::SUCCESS),
+        Action::Check(o) => cmd_check::check(o),
+        Action::Diagram(o) => diagram::diagram(o).map(|()| ExitCode::SUCCESS),
         Action::Export(ExportAction::Core(o)) => cmd_export::core(o).map(|()| ExitCode::SUCCESS),
         Action::Export(ExportAction::Criu(o)) => cmd_export::criu(o).map(|()| ExitCode::SUCCESS),
         Action::Gdb(o) => cmd_gdb::gdb(o),
