@@ -51,6 +51,13 @@
 //! small side files, `mpi-comms` (`COMM_ID WORLD_RANK,WORLD_RANK,…`) and `mpi-sites`
 //! (`SITE_ID 0xOFFSET MODULE_PATH`), appended before any record names them.
 
+/// The events file's name in the rank's run directory.
+pub const EVENTS_FILE: &str = "mpi-events";
+/// The communicator table's name in the rank's run directory.
+pub const COMMS_FILE: &str = "mpi-comms";
+/// The call-site table's name in the rank's run directory.
+pub const SITES_FILE: &str = "mpi-sites";
+
 /// The file's magic number.
 pub const MAGIC: [u8; 8] = *b"SDTMPIEV";
 /// The format version (not the crate's).
@@ -228,14 +235,20 @@ pub fn kind_code(kind: EventKind) -> u8 {
         EventKind::RecvDone => KIND_RECV_DONE,
         EventKind::SendDone => KIND_SEND_DONE,
         EventKind::Probe => KIND_PROBE,
-        EventKind::Collective(c) => KIND_COLLECTIVE + COLLECTIVES.iter().position(|&k| k == c).unwrap_or(10) as u8,
+        EventKind::Collective(c) => {
+            KIND_COLLECTIVE + COLLECTIVES.iter().position(|&k| k == c).unwrap_or(10) as u8
+        }
     }
 }
 
-/// The records the header of `events` counts, without checking them: what a capture
-/// notes as its snapshot's last event. `None` when the header is not one.
+/// Bytes of the header that [`count`] needs.
+pub const COUNT_PREFIX: usize = 32;
+
+/// The records the header counts, from the first [`COUNT_PREFIX`] bytes of `events`,
+/// without checking them: what a capture notes as its snapshot's last event. `None` when
+/// the header is not one (the rank has not called `MPI_Init`).
 pub fn count(events: &[u8]) -> Option<u64> {
-    let header = events.get(..HEADER_SIZE as usize)?;
+    let header = events.get(..COUNT_PREFIX)?;
     (header[..8] == MAGIC).then(|| Fields(header).u64(24))
 }
 
@@ -244,7 +257,8 @@ pub fn count(events: &[u8]) -> Option<u64> {
 /// without its newline (the rank was killed while appending it) is ignored: no record
 /// names it.
 pub fn read_rank(events: &[u8], comms: &str, sites: &str) -> Result<RankHistory, FormatError> {
-    let header = events.get(..HEADER_SIZE as usize).ok_or(FormatError::FileTooSmallForHeader(events.len()))?;
+    let header =
+        events.get(..HEADER_SIZE as usize).ok_or(FormatError::FileTooSmallForHeader(events.len()))?;
     let h = Fields(header);
     let magic: [u8; 8] = h.bytes(0);
     if magic != MAGIC {
@@ -285,7 +299,11 @@ pub fn read_rank(events: &[u8], comms: &str, sites: &str) -> Result<RankHistory,
         }
     };
     let comm = |raw: u16| -> Result<u16, String> {
-        if (raw as usize) < comms.len() { Ok(raw) } else { Err(format!("communicator {raw} is not in mpi-comms")) }
+        if (raw as usize) < comms.len() {
+            Ok(raw)
+        } else {
+            Err(format!("communicator {raw} is not in mpi-comms"))
+        }
     };
     let site = |raw: u32| -> Result<Option<u32>, String> {
         match raw {
@@ -312,7 +330,8 @@ pub fn read_rank(events: &[u8], comms: &str, sites: &str) -> Result<RankHistory,
             let post = match (r.u32(20), kind) {
                 (NONE, _) => None,
                 (p, EventKind::RecvDone | EventKind::SendDone) => {
-                    let wanted = if kind == EventKind::RecvDone { EventKind::Irecv } else { EventKind::Isend };
+                    let wanted =
+                        if kind == EventKind::RecvDone { EventKind::Irecv } else { EventKind::Isend };
                     match out.get(p as usize) {
                         Some(posted) if posted.kind == wanted => Some(p),
                         _ => return Err(format!("post {p} is not an earlier {}", wanted.name())),
@@ -511,7 +530,16 @@ mod tests {
         let mut events = vec![
             event(0, EventKind::Init),
             Event { tag: Some(7), any_source: true, ..event(1, EventKind::Irecv) },
-            Event { peer: Some(2), tag: Some(7), bytes: 8, matched: Some(4), post: Some(1), any_source: true, site: Some(0), ..event(2, EventKind::RecvDone) },
+            Event {
+                peer: Some(2),
+                tag: Some(7),
+                bytes: 8,
+                matched: Some(4),
+                post: Some(1),
+                any_source: true,
+                site: Some(0),
+                ..event(2, EventKind::RecvDone)
+            },
             Event { peer: Some(0), tag: Some(3), bytes: 4, site: Some(1), ..event(3, EventKind::Send) },
             Event { comm: 1, bytes: 8, ..event(4, EventKind::Collective(CollectiveKind::Allreduce)) },
             event(5, EventKind::Finalize),
@@ -526,7 +554,14 @@ mod tests {
                 Site { id: 0, module: "/home/u/ring".into(), offset: 0x1234 },
                 Site { id: 1, module: "/lib/with space.so".into(), offset: 0 },
             ],
-            blocked: Some(Blocked { kind: EventKind::Recv, comm: 0, peer: None, tag: Some(1), site: Some(1), since_us: 99 }),
+            blocked: Some(Blocked {
+                kind: EventKind::Recv,
+                comm: 0,
+                peer: None,
+                tag: Some(1),
+                site: Some(1),
+                since_us: 99,
+            }),
         }
     }
 
@@ -567,7 +602,10 @@ mod tests {
         assert_eq!(patched(12, &16u32.to_le_bytes()), Err(FormatError::RecordSize(16)));
         assert_eq!(patched(16, &3u32.to_le_bytes()), Err(FormatError::Rank { rank: 3, size: 3 }));
         assert_eq!(patched(24, &7u64.to_le_bytes()), Err(FormatError::Truncated { count: 7, available: 6 }));
-        assert_eq!(patched(24, &u64::MAX.to_le_bytes()), Err(FormatError::Truncated { count: u64::MAX, available: 6 }));
+        assert_eq!(
+            patched(24, &u64::MAX.to_le_bytes()),
+            Err(FormatError::Truncated { count: u64::MAX, available: 6 })
+        );
         assert!(matches!(patched(32, &[KIND_COLLECTIVE + 11]), Err(FormatError::Blocked(_))));
         assert!(matches!(patched(36, &[2]), Err(FormatError::Blocked(_))));
     }
@@ -607,7 +645,10 @@ mod tests {
         let files = write_rank(&sample());
         let comms = |text: &str| read_rank(&files.events, text, &files.sites).unwrap_err().to_string();
         assert_eq!(comms("0 0,1,2\n2 1\n"), "mpi-comms line 2: id 2, expected 1");
-        assert_eq!(comms("0 0,1\n"), "mpi-comms line 1: communicator 0 is not MPI_COMM_WORLD's 3 ranks in order");
+        assert_eq!(
+            comms("0 0,1\n"),
+            "mpi-comms line 1: communicator 0 is not MPI_COMM_WORLD's 3 ranks in order"
+        );
         assert_eq!(comms("0 0,1,2\n1 1,1\n"), "mpi-comms line 2: member 1 is repeated or not a rank of 3");
         assert_eq!(comms("0 0,1,2\n1 \n"), "mpi-comms line 2: member \"\" is not a number");
         assert_eq!(comms("0,1,2\n"), "mpi-comms line 1: \"0,1,2\" is not `ID RANKS`");

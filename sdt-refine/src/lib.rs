@@ -323,6 +323,8 @@ impl<'r> Interval<'r> {
             disk_budget: None,
             backend: attempts.backend,
             breaks: Vec::new(),
+            // A restored process has its library loaded already, or none.
+            mpi_history: false,
         }
     }
 }

@@ -118,7 +118,9 @@ mod spill;
 mod trust;
 mod writer;
 
-pub use dir::{Refinement, Run, RunId, RunInfo, RunLog, RunStatus, SnapshotEntry, Snapshots, Store};
+pub use dir::{
+    PendingFile, Refinement, Run, RunId, RunInfo, RunLog, RunStatus, SnapshotEntry, Snapshots, Store,
+};
 pub use error::Error;
 pub use fileref::Reopen;
 pub use format::{OLDEST_VERSION as OLDEST_FORMAT_VERSION, VERSION as FORMAT_VERSION};

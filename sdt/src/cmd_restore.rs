@@ -61,6 +61,8 @@ pub fn restore(opt: RestoreOpt) -> Result<ExitCode> {
         disk_budget: None,
         backend: capture.backend.into(),
         breaks: Vec::new(),
+        // A restored process has its library loaded already, or none.
+        mpi_history: false,
     })
     .with_context(|| format!("restoring {name} of run {}", run.id()))?;
     conclude(&outcome, &opt.store.store, capture.quiet);

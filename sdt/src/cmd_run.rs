@@ -25,6 +25,7 @@ pub fn run(opt: RunOpt) -> Result<ExitCode> {
         disk_budget: opt.disk_budget.map(|mb| mb << 20),
         backend: opt.backend.into(),
         breaks: opt.breaks.iter().map(|b| SymbolBreak::parse(b)).collect::<Result<_, _>>()?,
+        mpi_history: !opt.no_mpi_history,
     })?;
     conclude(&outcome, &opt.store.store, opt.quiet);
     if !outcome.totals.lost.is_empty() {
