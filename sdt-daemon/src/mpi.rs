@@ -141,10 +141,12 @@ pub(crate) fn adopt(
     Ok((events.expect("three files"), inherited))
 }
 
-/// The number of events the rank has recorded (the header's count); `None` before its
-/// `MPI_Init`.
+/// The number of events the rank has recorded (the header's count; 0 before its
+/// `MPI_Init` writes the header); `None` if the file holds something else.
 pub(crate) fn events_recorded(events: &File) -> Option<u64> {
     let mut prefix = [0; format::COUNT_PREFIX];
-    events.read_exact_at(&mut prefix, 0).ok()?;
-    format::count(&prefix)
+    match events.read_at(&mut prefix, 0).ok()? {
+        0 => Some(0),
+        _ => events.read_exact_at(&mut prefix, 0).ok().and_then(|()| format::count(&prefix)),
+    }
 }

@@ -25,6 +25,7 @@ mod gdb;
 mod guest;
 mod install;
 mod kmod;
+mod mpi;
 mod readme;
 mod restore;
 mod security;
@@ -46,6 +47,7 @@ sdt_test_harness::main!(
     guest,
     install,
     kmod,
+    mpi,
     readme,
     restore,
     security,
