@@ -476,9 +476,11 @@ pub fn write_rank(history: &RankHistory) -> RankFiles {
         put(52, &b.since_us.to_le_bytes());
     }
     for e in &history.events {
-        let flags = u8::from(e.any_source) * FLAG_ANY_SOURCE
-            | u8::from(e.any_tag) * FLAG_ANY_TAG
-            | u8::from(e.truncated) * FLAG_TRUNCATED;
+        let flags =
+            [(e.any_source, FLAG_ANY_SOURCE), (e.any_tag, FLAG_ANY_TAG), (e.truncated, FLAG_TRUNCATED)]
+                .iter()
+                .filter(|(set, _)| *set)
+                .fold(0, |flags, (_, flag)| flags | flag);
         events.extend_from_slice(&[kind_code(e.kind), flags]);
         events.extend_from_slice(&e.comm.to_le_bytes());
         events.extend_from_slice(&raw_peer(e.peer).to_le_bytes());
