@@ -156,7 +156,12 @@ fn history_cost(opts: &Options, dir: &Path) -> Result<String> {
         let mut size = (0, 0);
         for rep in 0..opts.reps {
             for (i, mode) in [Mode::Alone, Mode::NoHistory, Mode::History].into_iter().enumerate() {
-                eprintln!("bench mpi: {name} run {}/{} ({})", rep + 1, opts.reps, ["alone", "no history", "history"][i]);
+                eprintln!(
+                    "bench mpi: {name} run {}/{} ({})",
+                    rep + 1,
+                    opts.reps,
+                    ["alone", "no history", "history"][i]
+                );
                 let store = tempfile::tempdir_in(dir).context("making a store")?;
                 times[i].push(program_secs(&mpirun(opts.ranks, mode, store.path(), exe, args)?)?);
                 if mode == Mode::History {

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use sdt_abi::{ENV_CAPTURE, ENV_TRACER, Filter};
 use sdt_sys::spawn::Command;
 
+use crate::mpi::MpiLaunch;
+
 /// Why the program cannot be launched.
 #[derive(Debug, thiserror::Error)]
 pub enum LaunchError {
@@ -56,25 +58,29 @@ fn is_executable_file(path: &Path) -> bool {
 }
 
 /// The `execve` arguments: `argv` as given (the program's name first), this process's environment plus the two
-/// variables that turn the program's library on.
+/// variables that turn the program's library on, and for an MPI program those that load the history library.
 pub(crate) fn command(
     program: &Path,
     args: &[String],
     filter: &Filter,
     ptrace_options: u32,
+    mpi: Option<&MpiLaunch>,
 ) -> Result<Command, LaunchError> {
     let cstring = |bytes: &[u8]| {
         CString::new(bytes).map_err(|_| LaunchError::Nul(String::from_utf8_lossy(bytes).into_owned()))
     };
+    let pair = |key: &[u8], value: &[u8]| cstring(&[key, b"=", value].concat());
+    let mpi_env = mpi.map(|m| m.env(std::env::var_os("LD_PRELOAD").as_deref().map(|p| p.as_bytes())));
     let mut env = Vec::new();
     for (key, value) in std::env::vars_os() {
-        if key == ENV_TRACER || key == ENV_CAPTURE {
+        let ours = mpi_env.iter().flatten().any(|(k, _)| k.as_bytes() == key.as_bytes());
+        if key == ENV_TRACER || key == ENV_CAPTURE || ours {
             continue;
         }
-        let mut pair = key.as_bytes().to_vec();
-        pair.push(b'=');
-        pair.extend_from_slice(value.as_bytes());
-        env.push(cstring(&pair)?);
+        env.push(pair(key.as_bytes(), value.as_bytes())?);
+    }
+    for (key, value) in mpi_env.iter().flatten() {
+        env.push(pair(key.as_bytes(), value)?);
     }
     env.push(cstring(format!("{ENV_TRACER}={}", std::process::id()).as_bytes())?);
     env.push(cstring(format!("{ENV_CAPTURE}={}", filter.encode()).as_bytes())?);
@@ -83,6 +89,7 @@ pub(crate) fn command(
         args: args.iter().map(|a| cstring(a.as_bytes())).collect::<Result<_, _>>()?,
         env,
         ptrace_options,
+        keep: mpi.map(MpiLaunch::fds).unwrap_or_default(),
     })
 }
 

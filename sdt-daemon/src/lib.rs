@@ -22,6 +22,7 @@
 //!     backend: sdt_daemon::Backend::Ptrace,
 //!     breaks: Vec::new(),
 //!     job: None,
+//!     mpi_history: true,
 //! })?;
 //! println!("run {} took {} snapshots", outcome.run, outcome.totals.snapshots);
 //! # Ok::<(), sdt_daemon::Error>(())
@@ -53,6 +54,7 @@ pub mod human;
 mod idle;
 mod kmod;
 pub mod launch;
+mod mpi;
 mod procfs;
 mod ptrace;
 mod resume;
@@ -68,7 +70,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sdt_abi::RESULT_DECLINED;
-use sdt_store::{JobMember, ProcessInfo, RunId, RunInfo, RunStatus, Store};
+use sdt_store::{JobMember, PendingFile, ProcessInfo, RunId, RunInfo, RunStatus, Store};
 use sdt_sys::events::Events;
 use sdt_sys::ptrace::options;
 use sdt_sys::{Tid, monotonic_ns};
@@ -78,6 +80,7 @@ pub use config::{CaptureConfig, ConfigError};
 pub use freeze::ProgramExit;
 pub use kmod::{KmodError, available as kmod_available};
 pub use launch::LaunchError;
+pub use mpi::{MpiError, mpi_of};
 pub use resume::{RestoredProcess, Restorer, Resumed, resume_detached};
 pub use symbols::{BreakError, SymbolBreak};
 pub use tracking::{Tracking, TrackingError, VdsoError};
@@ -118,6 +121,9 @@ pub struct RunOptions {
     pub breaks: Vec<SymbolBreak>,
     /// The job this run is a rank of (a launched program under an MPI launcher).
     pub job: Option<JobMember>,
+    /// Record the message history of a launched program that links MPI (the
+    /// interposition library of `sdt-mpi`, loaded into it).
+    pub mpi_history: bool,
 }
 
 /// How a run stops the program's threads.
@@ -229,6 +235,9 @@ pub enum Error {
     /// The kernel module cannot capture the program.
     #[error(transparent)]
     Kmod(#[from] KmodError),
+    /// An MPI program's history library cannot be loaded.
+    #[error(transparent)]
+    Mpi(#[from] MpiError),
 }
 
 /// The program, started and stopped, and the run it goes into.
@@ -244,6 +253,8 @@ struct Started<B = Tracer> {
     init: Option<Tid>,
     /// Descriptors (number, target) the program got from `sdt run` at launch.
     inherited: Vec<(i32, String)>,
+    /// An MPI program's history files, made before the run.
+    mpi: Option<[PendingFile; 3]>,
 }
 
 /// Runs the program to its end, capturing snapshots into a new run of the store.
@@ -271,11 +282,13 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, Error> {
         Target::Launch(command) if kmod => {
             let device = kmod::open()?;
             let filter = &opts.config.filter;
-            let started = launch(command, opts, options::EXITKILL, |pid| Kmod::start(pid, device, filter))?;
+            let started =
+                launch(command, opts, &store, options::EXITKILL, |pid| Kmod::start(pid, device, filter))?;
             drive(started, events, &store, started_ns, opts)
         }
         Target::Launch(command) => {
-            let started = launch(command, opts, TRACE_OPTIONS, |pid| Tracer::start(pid, &opts.breaks))?;
+            let started =
+                launch(command, opts, &store, TRACE_OPTIONS, |pid| Tracer::start(pid, &opts.breaks))?;
             drive(started, events, &store, started_ns, opts)
         }
         Target::Restore(from) => drive(resume::start(&store, from, opts)?, events, &store, started_ns, opts),
@@ -290,15 +303,20 @@ fn drive<B: EventSource>(
     started_ns: u64,
     opts: &RunOptions,
 ) -> Result<RunOutcome, Error> {
-    let Started { pid, mut tracer, capturer, info, init, inherited } = started;
+    let Started { pid, mut tracer, capturer, info, init, mut inherited, mpi } = started;
     let budget = opts.disk_budget.unwrap_or_else(|| default_budget(store));
-    let created = store.create_run(info).and_then(|log| {
+    let created = store.create_run(info).map_err(Error::from).and_then(|log| {
         let info = log.run().info().clone();
-        Ok((info, StoreWriter::start(log, pid, store.root().to_owned(), budget, opts.quiet)?))
+        let mpi = mpi.map(|files| mpi::adopt(&log, files)).transpose()?;
+        Ok((info, StoreWriter::start(log, pid, store.root().to_owned(), budget, opts.quiet)?, mpi))
     });
-    let (info, writer) = created.inspect_err(|_| {
+    let (info, writer, mpi) = created.inspect_err(|_| {
         sdt_sys::kill_process(init.unwrap_or(pid), libc::SIGKILL).ok();
     })?;
+    let mpi_events = mpi.map(|(events, fds)| {
+        inherited.extend(fds);
+        events
+    });
     // The tracer handles a breakpoint the moment it traps, and program threads it resumes
     // do not preempt it mid-thaw. (Started after the program, which must not inherit it.)
     if let Err(e) = sdt_sys::set_thread_urgency(None, sdt_sys::Urgency::Immediate) {
@@ -316,6 +334,7 @@ fn drive<B: EventSource>(
         init,
         ns_tids: init.map(|_| HashMap::new()),
         inherited,
+        mpi_events,
         started_ns,
         resumed_ns: started_ns,
         next_seq: 0,
@@ -364,12 +383,14 @@ fn finish(rec: Recorder, exit: Result<ProgramExit, Error>, opts: &RunOptions) ->
 fn launch<B>(
     command: &[String],
     opts: &RunOptions,
+    store: &Store,
     ptrace_options: u32,
     start: impl FnOnce(Tid) -> Result<B, Error>,
 ) -> Result<Started<B>, Error> {
     let program = command.first().ok_or(LaunchError::Empty)?;
     let path = launch::resolve(program)?;
-    let spawn = launch::command(&path, command, &opts.config.filter, ptrace_options)?;
+    let mpi = if opts.mpi_history { mpi::MpiLaunch::prepare(&path, store)? } else { None };
+    let spawn = launch::command(&path, command, &opts.config.filter, ptrace_options, mpi.as_ref())?;
     // What the program inherits besides stdio is not its own: a restore need not
     // recreate it (see `OpenFile::inherited`).
     let me = sdt_sys::current_tid();
@@ -403,6 +424,7 @@ fn launch<B>(
         },
         init: None,
         inherited,
+        mpi: mpi.map(mpi::MpiLaunch::into_files),
     })
 }
 

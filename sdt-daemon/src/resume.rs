@@ -87,6 +87,7 @@ pub(crate) fn start(store: &Store, from: &RestoreFrom, opts: &RunOptions) -> Res
         },
         init: Some(restored.init),
         inherited: Vec::new(),
+        mpi: None,
     })
 }
 

@@ -20,6 +20,7 @@
 //! resumes them all, the breakpoint's call returning `SDT_DECLINED`.
 
 use std::collections::HashMap;
+use std::fs::File;
 use std::time::Duration;
 
 use sdt_abi::{RESULT_DECLINED, RESULT_FILTERED};
@@ -34,7 +35,7 @@ use crate::capture::{CaptureError, Capturer, Collected, PageRun, Phases};
 use crate::freeze::{BreakpointHit, EventSource, FreezeError, Freezer, Frozen, Held, TargetEvent};
 use crate::tracking::{self, Tracking, Vdso};
 use crate::writer::{CaptureUnderWay, Room, StoreWriter};
-use crate::{Error, ProgramExit, RunOptions, Target, Until, human, procfs, signals, wall_ns};
+use crate::{Error, ProgramExit, RunOptions, Target, Until, human, mpi, procfs, signals, wall_ns};
 
 /// One run in progress: the backend that stops the program, and the rest.
 pub(crate) struct Session<'a, B> {
@@ -60,6 +61,8 @@ pub(crate) struct Recorder<'a> {
     pub ns_tids: Option<HashMap<Tid, i32>>,
     /// Descriptors (number, target) the program got from `sdt run` at launch.
     pub inherited: Vec<(i32, String)>,
+    /// An MPI program's `mpi-events`, whose count each snapshot records.
+    pub mpi_events: Option<File>,
     pub started_ns: u64,
     /// When the last capture let the program run again.
     pub resumed_ns: u64,
@@ -147,6 +150,8 @@ struct Captured {
     signals: Vec<SignalAction>,
     /// When the last thread stopped.
     all_stopped_ns: u64,
+    /// An MPI program's events recorded so far.
+    mpi_events: Option<u64>,
 }
 
 /// What a snapshot's metadata takes besides the capture, read once the program runs
@@ -372,6 +377,7 @@ impl Recorder<'_> {
         spill: &mut SpillFile,
     ) -> Result<Captured, CaptureError> {
         let live_thread = frozen.live_thread.ok_or(CaptureError::Exiting)?;
+        let mpi_events = self.mpi_events.as_ref().and_then(mpi::events_recorded);
         let (collected, (threads, files, signal_sets)) =
             self.image.capturer.collect(live_thread, spill, self.opts.verify, || {
                 (frozen.read_threads(), procfs::open_files(live_thread), procfs::signal_sets(live_thread))
@@ -390,6 +396,7 @@ impl Recorder<'_> {
             files,
             signals,
             all_stopped_ns: frozen.all_stopped_ns,
+            mpi_events,
         })
     }
 
@@ -592,6 +599,7 @@ impl Recorder<'_> {
             files,
             signals,
             layout: details.layout,
+            mpi_events: captured.mpi_events,
         };
         let spans = Spans {
             copied: collected.copied.iter().map(PageRun::span).collect(),

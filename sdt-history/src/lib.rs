@@ -8,6 +8,7 @@
 //! - [`sites`]: the source lines of the places that called MPI.
 //! - [`trace`]: the history as a Chrome/Perfetto trace, messages as flow arrows.
 //! - [`format`]: the per-rank event file the interposition library writes, and its reader.
+//! - [`run`]: a rank's history read from its run in the store.
 //!
 //! The history is untrusted input like the rest of a store: a rank's library runs inside
 //! the program and can write anything. Readers check every field and never panic.
@@ -17,9 +18,11 @@ pub mod clock;
 pub mod cut;
 pub mod format;
 pub mod model;
+pub mod run;
 pub mod sites;
 #[cfg(test)]
 mod testing;
 pub mod trace;
 
 pub use model::{Blocked, CollectiveKind, Comm, Event, EventKind, History, RankHistory, Site};
+pub use run::{HistoryError, read_run};

@@ -26,7 +26,8 @@ pub fn source_lines(sites: &[Site], cwd: &Path) -> Vec<Option<String>> {
     sites
         .iter()
         .map(|site| {
-            let module = modules.entry(site.module.as_str()).or_insert_with(|| Module::load(&cwd.join(&site.module)));
+            let module =
+                modules.entry(site.module.as_str()).or_insert_with(|| Module::load(&cwd.join(&site.module)));
             module.as_ref().and_then(|m| m.line(site.offset))
         })
         .collect()
@@ -41,7 +42,8 @@ struct Module {
 
 impl Module {
     fn load(path: &PathBuf) -> Option<Module> {
-        let mut file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path).ok()?;
+        let mut file =
+            std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path).ok()?;
         let meta = file.metadata().ok()?;
         if !meta.is_file() || meta.len() > MAX_MODULE_BYTES {
             return None;
@@ -50,9 +52,11 @@ impl Module {
         (&mut file as &mut File).take(MAX_MODULE_BYTES).read_to_end(&mut bytes).ok()?;
         let elf = object::File::parse(&*bytes).ok()?;
         let base = elf.segments().map(|s| s.address()).min().unwrap_or(0) & !0xfff;
-        let endian = if elf.is_little_endian() { gimli::RunTimeEndian::Little } else { gimli::RunTimeEndian::Big };
+        let endian =
+            if elf.is_little_endian() { gimli::RunTimeEndian::Little } else { gimli::RunTimeEndian::Big };
         let section = |id: gimli::SectionId| -> Result<_, gimli::Error> {
-            let data = elf.section_by_name(id.name()).and_then(|s| s.uncompressed_data().ok()).unwrap_or_default();
+            let data =
+                elf.section_by_name(id.name()).and_then(|s| s.uncompressed_data().ok()).unwrap_or_default();
             Ok(gimli::EndianRcSlice::new(std::rc::Rc::from(&*data), endian))
         };
         let dwarf = gimli::Dwarf::load(section).ok()?;

@@ -324,6 +324,8 @@ impl<'r> Interval<'r> {
             backend: attempts.backend,
             breaks: Vec::new(),
             job: None,
+            // A restored process has its library loaded already, or none.
+            mpi_history: false,
         }
     }
 }

@@ -471,6 +471,39 @@ impl Store {
     }
 }
 
+/// A file made in the store before its run exists (the program that writes it is
+/// launched first), under a temporary name in the store's directory, until
+/// [`RunLog::adopt`] moves it into the run; dropped unadopted, it is removed.
+#[derive(Debug)]
+pub struct PendingFile {
+    root: Arc<Dir>,
+    name: String,
+    file: File,
+}
+
+impl PendingFile {
+    /// The open file.
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+}
+
+impl Drop for PendingFile {
+    fn drop(&mut self) {
+        if !self.name.is_empty() {
+            self.root.remove_file(&self.name).ok();
+        }
+    }
+}
+
+impl Store {
+    /// Creates an empty file (0600) for a run that does not exist yet: see [`PendingFile`].
+    pub fn create_pending(&self, stem: &str) -> Result<PendingFile> {
+        let (name, file) = self.root.create_temp(stem).map_err(|e| io_error(&self.root.join(stem), e))?;
+        Ok(PendingFile { root: Arc::clone(&self.root), name, file })
+    }
+}
+
 impl Run {
     /// The run's id.
     pub fn id(&self) -> RunId {
@@ -489,6 +522,15 @@ impl Run {
 
     pub(crate) fn dir_handle(&self) -> &Arc<Dir> {
         &self.dir
+    }
+
+    /// The file `name` of the run's directory, whole, if it exists and holds at most
+    /// `max_bytes` (more is an error: the run's files are untrusted).
+    pub fn read_small_file(&self, name: &str, max_bytes: u64) -> Result<Option<Vec<u8>>> {
+        match read_small(&self.dir, name, max_bytes) {
+            Err(Error::Io { source, .. }) if source.kind() == ErrorKind::NotFound => Ok(None),
+            other => other.map(Some),
+        }
     }
 
     /// Only the metadata of snapshot `seq`, and whether it is still raw: what a listing
@@ -686,6 +728,15 @@ impl RunLog {
             write_run_info(&self.run.dir, &self.run.info)?;
         }
         Ok(())
+    }
+
+    /// Moves `pending` into the run's directory as `name` (which must not exist), and
+    /// returns its file.
+    pub fn adopt(&self, mut pending: PendingFile, name: &str) -> Result<File> {
+        let path = self.run.dir.join(name);
+        pending.root.move_new(&pending.name, &self.run.dir, name).map_err(|e| io_error(&path, e))?;
+        pending.name.clear();
+        pending.file.try_clone().map_err(|e| io_error(&path, e))
     }
 
     /// Records how the run ended in its `run.json`, and lets go of the run.

@@ -201,6 +201,18 @@ impl Dir {
         )?)
     }
 
+    /// Moves `from` in this directory to `to` in `dir`; [`ErrorKind::AlreadyExists`] if
+    /// `to` exists.
+    pub(crate) fn move_new(&self, from: &str, dir: &Dir, to: &str) -> io::Result<()> {
+        Ok(renameat2(
+            self.fd.as_fd(),
+            component(from)?,
+            dir.fd.as_fd(),
+            component(to)?,
+            RenameFlags::RENAME_NOREPLACE,
+        )?)
+    }
+
     /// Removes the file (or link) `name`.
     pub(crate) fn remove_file(&self, name: &str) -> io::Result<()> {
         Ok(unlinkat(self.fd.as_fd(), component(name)?, UnlinkatFlags::NoRemoveDir)?)

@@ -119,7 +119,8 @@ mod trust;
 mod writer;
 
 pub use dir::{
-    JobMember, Refinement, Run, RunId, RunInfo, RunLog, RunStatus, SnapshotEntry, Snapshots, Store,
+    JobMember, PendingFile, Refinement, Run, RunId, RunInfo, RunLog, RunStatus, SnapshotEntry, Snapshots,
+    Store,
 };
 pub use error::Error;
 pub use fileref::Reopen;

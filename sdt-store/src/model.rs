@@ -46,6 +46,11 @@ pub struct SnapshotMeta {
     /// unknown).
     #[serde(default)]
     pub layout: MemoryLayout,
+    /// For a rank of an MPI job: how many events its message history held when the
+    /// snapshot was taken (the header count of its `mpi-events`); its last event is
+    /// `mpi_events - 1`. `None` for other programs.
+    #[serde(default)]
+    pub mpi_events: Option<u64>,
 }
 
 /// One open file descriptor, as `/proc/PID/fd` and `/proc/PID/fdinfo` tell it.

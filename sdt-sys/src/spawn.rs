@@ -15,7 +15,8 @@
 //! # Safety
 //!
 //! Between `fork` and `execve` the child runs only async-signal-safe calls (`sigprocmask`,
-//! `signal`, `close`, `read`, `execve`, `write`, `_exit`) on memory prepared before the fork.
+//! `signal`, `close`, `fcntl`, `read`, `execve`, `write`, `_exit`) on memory prepared before
+//! the fork.
 
 #![allow(unsafe_code)]
 
@@ -54,6 +55,9 @@ pub struct Command {
     pub env: Vec<CString>,
     /// `PTRACE_O_*` options for the seize; [`options::TRACEEXEC`] is always added.
     pub ptrace_options: u32,
+    /// Descriptors, close-on-exec in the caller, that the program inherits (under the
+    /// same numbers).
+    pub keep: Vec<i32>,
 }
 
 /// Forks, seizes the child, and lets it `execve` the program. Returns the pid once the
@@ -80,6 +84,9 @@ pub fn spawn_seized(cmd: &Command) -> Result<Tid, SpawnError> {
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
             libc::close(sync_write.as_raw_fd());
             libc::close(err_read.as_raw_fd());
+            for &fd in &cmd.keep {
+                libc::fcntl(fd, libc::F_SETFD, 0);
+            }
             let mut byte = 0u8;
             while libc::read(sync_read.as_raw_fd(), (&raw mut byte).cast(), 1) < 0 {}
             libc::execve(cmd.program.as_ptr(), argv.as_ptr(), envp.as_ptr());
@@ -125,4 +132,28 @@ fn null_terminated(strings: &[CString]) -> Vec<*const libc::c_char> {
 
 fn read_fd(fd: &OwnedFd, buf: &mut [u8]) -> usize {
     nix::unistd::read(fd, buf).unwrap_or(0)
+}
+
+/// `memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING)`, filled with `bytes` and sealed
+/// against every change: a file that exists nowhere on disk, for a program to map (a
+/// library to preload as `/proc/self/fd/N`) without trusting any directory.
+#[doc(alias = "memfd_create")]
+pub fn sealed_memfd(name: &std::ffi::CStr, bytes: &[u8]) -> Result<OwnedFd> {
+    use std::io::Write;
+    use std::os::fd::FromRawFd;
+    // SAFETY: `name` is a valid C string; the call returns a new descriptor or -1.
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+    if fd < 0 {
+        return Err(Error::last("memfd_create", 0));
+    }
+    // SAFETY: `fd` was just returned to us, open, and is owned by nothing else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut file = std::fs::File::from(fd);
+    file.write_all(bytes).map_err(|source| Error { call: "write", tid: 0, source })?;
+    let seals = libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE;
+    // SAFETY: fcntl on a descriptor we own, with an integer argument.
+    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
+        return Err(Error::last("fcntl(F_ADD_SEALS)", 0));
+    }
+    Ok(OwnedFd::from(file))
 }

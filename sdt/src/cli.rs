@@ -322,6 +322,11 @@ pub struct RunOpt {
     /// else ptrace).
     #[arg(long, value_enum, default_value_t = BackendArg::Ptrace)]
     pub backend: BackendArg,
+    /// Do not record the message history of a program that links MPI (by default SDT's
+    /// interposition library is loaded into it and records every message, probe and
+    /// collective in the run's mpi-events).
+    #[arg(long)]
+    pub no_mpi_history: bool,
     /// No line per snapshot, no summary.
     #[arg(long, short)]
     pub quiet: bool,

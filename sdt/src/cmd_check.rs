@@ -38,8 +38,16 @@ pub fn check(opt: CheckOpt) -> Result<ExitCode> {
         let events: usize = history.ranks.iter().map(|rh| rh.events.len()).sum();
         let ranks = history.ranks.len();
         match findings.len() {
-            0 => writeln!(out, "job {}: no errors in {events} events of {ranks} ranks", human::escape(&job.id))?,
-            n => writeln!(out, "job {}: {n} error(s) in {events} events of {ranks} ranks", human::escape(&job.id))?,
+            0 => writeln!(
+                out,
+                "job {}: no errors in {events} events of {ranks} ranks",
+                human::escape(&job.id)
+            )?,
+            n => writeln!(
+                out,
+                "job {}: {n} error(s) in {events} events of {ranks} ranks",
+                human::escape(&job.id)
+            )?,
         }
         for f in &findings {
             writeln!(out, "{}", human::escape(&finding_line(f, &history, &lines)))?;

@@ -62,6 +62,7 @@ fn ptrace() -> Check {
                 args: vec![program],
                 env: Vec::new(),
                 ptrace_options: 0,
+                keep: Vec::new(),
             };
             match spawn_seized(&cmd) {
                 Ok(pid) => {

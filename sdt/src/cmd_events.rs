@@ -39,13 +39,27 @@ pub fn events(opt: EventsOpt) -> Result<()> {
     }
     let total: usize = history.ranks.iter().map(|rh| rh.events.len()).sum();
     writeln!(out, "job {}: {} ranks, {total} events", human::escape(&job.id), history.ranks.len())?;
-    writeln!(out, "{:<5} {:>6} {:>10}  {:<14} {:>5} {:>6} {:>9} {:>7}  {:<16} SITE", "RANK", "SEQ", "TIME ms", "EVENT", "PEER", "TAG", "BYTES", "TAKES", "VC")?;
+    writeln!(
+        out,
+        "{:<5} {:>6} {:>10}  {:<14} {:>5} {:>6} {:>9} {:>7}  {:<16} SITE",
+        "RANK", "SEQ", "TIME ms", "EVENT", "PEER", "TAG", "BYTES", "TAKES", "VC"
+    )?;
     for e in events {
         let time = history.time_us(e.rank, e.seq).unwrap_or(0.0) / 1000.0;
         let opt_text = |v: Option<String>| v.unwrap_or_else(|| "-".to_owned());
-        let peer = if e.any_source && e.kind == sdt_history::EventKind::Irecv { "any".to_owned() } else { opt_text(e.peer.map(|p| p.to_string())) };
-        let tag = if e.any_tag && e.kind == sdt_history::EventKind::Irecv { "any".to_owned() } else { opt_text(e.tag.map(|t| t.to_string())) };
-        let takes = opt_text(e.matched.map(|m| format!("{}:{m}", e.peer.unwrap_or(0))).or(e.post.map(|p| format!("#{p}"))));
+        let peer = if e.any_source && e.kind == sdt_history::EventKind::Irecv {
+            "any".to_owned()
+        } else {
+            opt_text(e.peer.map(|p| p.to_string()))
+        };
+        let tag = if e.any_tag && e.kind == sdt_history::EventKind::Irecv {
+            "any".to_owned()
+        } else {
+            opt_text(e.tag.map(|t| t.to_string()))
+        };
+        let takes = opt_text(
+            e.matched.map(|m| format!("{}:{m}", e.peer.unwrap_or(0))).or(e.post.map(|p| format!("#{p}"))),
+        );
         let vc = clocks.get(e.rank, e.seq).map_or_else(String::new, |c| format!("{c:?}").replace(' ', ""));
         writeln!(
             out,
@@ -66,7 +80,12 @@ pub fn site_lines(job: &Job, history: &History) -> Vec<Vec<Option<String>>> {
         .ranks
         .iter()
         .map(|rh| {
-            let cwd = job.ranks.iter().find(|(r, _)| *r == rh.rank).map(|(_, run)| run.info().cwd.clone()).unwrap_or_default();
+            let cwd = job
+                .ranks
+                .iter()
+                .find(|(r, _)| *r == rh.rank)
+                .map(|(_, run)| run.info().cwd.clone())
+                .unwrap_or_default();
             source_lines(&rh.sites, Path::new(&cwd))
         })
         .collect()
@@ -105,6 +124,7 @@ fn event_json(e: &Event, history: &History, clocks: &Clocks, lines: &[Vec<Option
 fn write_perfetto(job: &Job, history: &History, path: &Path) -> Result<()> {
     let trace = trace::chrome_trace(history, &job.marks()?);
     let file = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
-    serde_json::to_writer(std::io::BufWriter::new(file), &trace).with_context(|| format!("writing {}", path.display()))?;
+    serde_json::to_writer(std::io::BufWriter::new(file), &trace)
+        .with_context(|| format!("writing {}", path.display()))?;
     Ok(())
 }

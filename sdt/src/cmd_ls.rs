@@ -187,7 +187,15 @@ fn print_global_snapshots(out: &mut impl Write, job: &Job) -> Result<()> {
             Err(e) => format!("not checked: {e:#}"),
         };
         let names: Vec<String> = g.members.iter().map(|(rank, name, _)| format!("{rank}:{name}")).collect();
-        writeln!(out, "{}", human::escape(&format!("{:<4} bp {level}/{class}/{id} hit {hit:<4} {:<24} {verdict}", g.name, names.join(" "))))?;
+        writeln!(
+            out,
+            "{}",
+            human::escape(&format!(
+                "{:<4} bp {level}/{class}/{id} hit {hit:<4} {:<24} {verdict}",
+                g.name,
+                names.join(" ")
+            ))
+        )?;
     }
     Ok(())
 }

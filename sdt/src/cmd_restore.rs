@@ -62,6 +62,8 @@ pub fn restore(opt: RestoreOpt) -> Result<ExitCode> {
         backend: capture.backend.into(),
         breaks: Vec::new(),
         job: None,
+        // A restored process has its library loaded already, or none.
+        mpi_history: false,
     })
     .with_context(|| format!("restoring {name} of run {}", run.id()))?;
     conclude(&outcome, &opt.store.store, capture.quiet);

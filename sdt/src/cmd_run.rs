@@ -26,6 +26,7 @@ pub fn run(opt: RunOpt) -> Result<ExitCode> {
         backend: opt.backend.into(),
         breaks: opt.breaks.iter().map(|b| SymbolBreak::parse(b)).collect::<Result<_, _>>()?,
         job: launcher::job(&opt.job)?,
+        mpi_history: !opt.no_mpi_history,
     })?;
     conclude(&outcome, &opt.store.store, opt.quiet);
     if !outcome.totals.lost.is_empty() {

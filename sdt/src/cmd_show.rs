@@ -123,25 +123,42 @@ fn show_global(opt: &ShowOpt, name: &str) -> Result<()> {
         anyhow::bail!(
             "job {} has no global snapshot {name} (it has {})",
             escape(&job.id),
-            if names.is_empty() { "none: no breakpoint arrival was captured by every rank".to_owned() } else { names.join(", ") }
+            if names.is_empty() {
+                "none: no breakpoint arrival was captured by every rank".to_owned()
+            } else {
+                names.join(", ")
+            }
         );
     };
     let (level, class, id, hit) = g.arrival;
-    println!("{} of job {}: breakpoint level {level} class {class} id {id}, hit {hit}, on {} ranks", g.name, escape(&job.id), g.members.len());
+    println!(
+        "{} of job {}: breakpoint level {level} class {class} id {id}, hit {hit}, on {} ranks",
+        g.name,
+        escape(&job.id),
+        g.members.len()
+    );
     println!("verdict:  {}", job::verdict_text(g.verdict.as_ref()));
     println!("RANK  SNAPSHOT  EVENTS BEFORE");
     for (rank, snap, events) in &g.members {
-        println!("{rank:<5} {:<9} {}", escape(snap), events.map_or_else(|| "?".to_owned(), |n| n.to_string()));
+        println!(
+            "{rank:<5} {:<9} {}",
+            escape(snap),
+            events.map_or_else(|| "?".to_owned(), |n| n.to_string())
+        );
     }
     let Some(verdict) = &g.verdict else { return Ok(()) };
     let lines = site_lines(&job, &history);
     let describe = |rank: u32, seq: u32| {
         let e = history.event(rank, seq);
         let kind = e.map_or("?", |e| e.kind.name());
-        let at = e.and_then(|e| located(&lines, rank, e.site)).map_or_else(String::new, |l| format!(" at {l}"));
+        let at =
+            e.and_then(|e| located(&lines, rank, e.site)).map_or_else(String::new, |l| format!(" at {l}"));
         format!("rank {rank} event {seq} ({kind}{at})")
     };
-    for (title, list) in [("in flight (sent before the cut, received after it or never)", &verdict.in_flight), ("received before the cut but sent after it", &verdict.orphans)] {
+    for (title, list) in [
+        ("in flight (sent before the cut, received after it or never)", &verdict.in_flight),
+        ("received before the cut but sent after it", &verdict.orphans),
+    ] {
         if list.is_empty() {
             continue;
         }

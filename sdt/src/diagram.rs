@@ -26,12 +26,19 @@ pub fn diagram(opt: DiagramOpt) -> Result<()> {
         .into_iter()
         .filter_map(|g| {
             let counts = g.counts()?;
-            Some(GlobalCut { consistent: g.verdict.as_ref().is_some_and(|v| v.consistent), name: g.name, counts })
+            Some(GlobalCut {
+                consistent: g.verdict.as_ref().is_some_and(|v| v.consistent),
+                name: g.name,
+                counts,
+            })
         })
         .collect();
     let findings = sdt_history::check::check(&history);
     let marks = job.marks()?;
-    plot::render(&opt.output, &Diagram { history: &history, marks: &marks, cuts: &cuts, findings: &findings })?;
+    plot::render(
+        &opt.output,
+        &Diagram { history: &history, marks: &marks, cuts: &cuts, findings: &findings },
+    )?;
     eprintln!("sdt: wrote {}", opt.output.display());
     Ok(())
 }
@@ -118,7 +125,10 @@ impl Picture for Diagram<'_> {
         for rh in &history.ranks {
             let start = history.start_offset_us(rh);
             let end = rh.events.last().and_then(|e| history.time_us(rh.rank, e.seq)).unwrap_or(start);
-            chart.draw_series([PathElement::new([at(rh.rank, start), at(rh.rank, end)], BLACK.stroke_width(2))])?;
+            chart.draw_series([PathElement::new(
+                [at(rh.rank, start), at(rh.rank, end)],
+                BLACK.stroke_width(2),
+            )])?;
             if with_text {
                 chart.draw_series([Text::new(
                     format!("rank {}", rh.rank),
@@ -126,10 +136,11 @@ impl Picture for Diagram<'_> {
                     ("sans-serif", 14),
                 )])?;
             }
-            let points = rh.events.iter().filter(|e| !matches!(e.kind, EventKind::Init | EventKind::Finalize));
-            chart.draw_series(
-                points.filter_map(|e| history.time_us(rh.rank, e.seq).map(|t| Circle::new(at(rh.rank, t), 2, BLACK.filled()))),
-            )?;
+            let points =
+                rh.events.iter().filter(|e| !matches!(e.kind, EventKind::Init | EventKind::Finalize));
+            chart.draw_series(points.filter_map(|e| {
+                history.time_us(rh.rank, e.seq).map(|t| Circle::new(at(rh.rank, t), 2, BLACK.filled()))
+            }))?;
         }
         for m in messages(history) {
             let Some(from) = history.time_us(m.send.0, m.send.1).map(|t| at(m.send.0, t)) else { continue };
@@ -159,21 +170,30 @@ impl Picture for Diagram<'_> {
                 .collect();
             chart.draw_series([PathElement::new(points.clone(), color.stroke_width(2))])?;
             if with_text && let Some(&(x, _)) = points.first() {
-                chart.draw_series([Text::new(cut.name.clone(), (x, 0.5), ("sans-serif", 14).into_font().color(&color))])?;
+                chart.draw_series([Text::new(
+                    cut.name.clone(),
+                    (x, 0.5),
+                    ("sans-serif", 14).into_font().color(&color),
+                )])?;
             }
         }
         for f in self.findings {
             let t = match f.seq {
                 Some(seq) => history.time_us(f.rank, seq),
                 None => history.ranks.get(f.rank as usize).map(|rh| {
-                    rh.events.last().and_then(|e| history.time_us(f.rank, e.seq)).unwrap_or(0.0) + self.span_us() * 0.01
+                    rh.events.last().and_then(|e| history.time_us(f.rank, e.seq)).unwrap_or(0.0)
+                        + self.span_us() * 0.01
                 }),
             };
             let Some(t) = t else { continue };
             chart.draw_series([Circle::new(at(f.rank, t), 9, RED.stroke_width(2))])?;
             if with_text {
                 let (x, y) = at(f.rank, t);
-                chart.draw_series([Text::new(f.kind.name(), (x, y - 0.3), ("sans-serif", 12).into_font().color(&RED))])?;
+                chart.draw_series([Text::new(
+                    f.kind.name(),
+                    (x, y - 0.3),
+                    ("sans-serif", 12).into_font().color(&RED),
+                )])?;
             }
         }
         Ok(())

@@ -8,15 +8,10 @@ use anyhow::{Context, Result, bail};
 use sdt_history::clock::{self, Clocks};
 use sdt_history::cut::{self, CutVerdict};
 use sdt_history::trace::Mark;
-use sdt_history::{History, RankHistory, format};
+use sdt_history::{History, RankHistory};
 use sdt_store::{Run, RunId, Store, Trigger};
 
 use crate::cli::RunArgs;
-
-/// Largest event file read (32 bytes an event: 32 million events).
-const MAX_EVENTS_BYTES: u64 = 1 << 30;
-/// Largest communicator or site table read.
-const MAX_TABLE_BYTES: u64 = 16 << 20;
 
 /// A job's ranks, in rank order.
 pub struct Job {
@@ -30,6 +25,9 @@ pub struct Job {
 
 /// A breakpoint arrival: level, class, id, hit.
 pub type Arrival = (i32, i32, i32, u64);
+
+/// Each rank's snapshot at one arrival: rank → (seq, name, events before it).
+type ByRank = BTreeMap<u32, (u32, String, Option<u64>)>;
 
 /// The ranks' snapshots at one breakpoint arrival.
 pub struct GlobalSnapshot {
@@ -109,7 +107,7 @@ impl Job {
     /// of the lowest rank's snapshots, each checked against `history` when given.
     pub fn global_snapshots(&self, checked: Option<(&History, &Clocks)>) -> Result<Vec<GlobalSnapshot>> {
         // Arrival → (rank → (seq, name, events)).
-        let mut arrivals: BTreeMap<Arrival, BTreeMap<u32, (u32, String, Option<u64>)>> = BTreeMap::new();
+        let mut arrivals: BTreeMap<Arrival, ByRank> = BTreeMap::new();
         for (rank, run) in &self.ranks {
             for entry in run.snapshots()? {
                 let entry = entry?;
@@ -118,13 +116,18 @@ impl Job {
                 }
                 let (meta, _) = run.read_meta(entry.seq)?;
                 if let Trigger::Breakpoint { level, class, id, hit, .. } = meta.trigger {
-                    arrivals.entry((level, class, id, hit)).or_default().insert(*rank, (entry.seq, entry.name, meta.mpi_events));
+                    arrivals
+                        .entry((level, class, id, hit))
+                        .or_default()
+                        .insert(*rank, (entry.seq, entry.name, meta.mpi_events));
                 }
             }
         }
-        let mut complete: Vec<(Arrival, BTreeMap<u32, (u32, String, Option<u64>)>)> = arrivals
+        let mut complete: Vec<(Arrival, ByRank)> = arrivals
             .into_iter()
-            .filter(|(_, by_rank)| by_rank.len() == self.size as usize && (0..self.size).all(|r| by_rank.contains_key(&r)))
+            .filter(|(_, by_rank)| {
+                by_rank.len() == self.size as usize && (0..self.size).all(|r| by_rank.contains_key(&r))
+            })
             .collect();
         complete.sort_by_key(|(arrival, by_rank)| (by_rank.values().next().map(|m| m.0), *arrival));
         Ok(complete
@@ -145,22 +148,20 @@ impl Job {
 
 /// Reads rank `rank`'s history from its run.
 fn rank_history(rank: u32, run: &Run) -> Result<RankHistory> {
-    let file = |name: &str, max: u64| -> Result<Option<Vec<u8>>> {
-        run.read_small_file(name, max).with_context(|| format!("rank {rank} (run {}): reading its {name}", run.id()))
-    };
-    let Some(events) = file("mpi-events", MAX_EVENTS_BYTES)? else {
+    let Some(history) =
+        sdt_history::read_run(run).with_context(|| format!("rank {rank} (run {})", run.id()))?
+    else {
         bail!(
-            "rank {rank} (run {}) recorded no message history: it ran with --no-mpi-history, or its program does not use MPI",
+            "rank {rank} (run {}) recorded no message history: it ran with --no-mpi-history, or never reached MPI_Init",
             run.id()
         );
     };
-    let text = |name: &str| -> Result<String> {
-        Ok(String::from_utf8_lossy(&file(name, MAX_TABLE_BYTES)?.unwrap_or_default()).into_owned())
-    };
-    let history = format::read_rank(&events, &text("mpi-comms")?, &text("mpi-sites")?)
-        .with_context(|| format!("rank {rank} (run {}): its message history is damaged", run.id()))?;
     if history.rank != rank {
-        bail!("run {} is rank {rank} of its job, but its message history says rank {}", run.id(), history.rank);
+        bail!(
+            "run {} is rank {rank} of its job, but its message history says rank {}",
+            run.id(),
+            history.rank
+        );
     }
     Ok(history)
 }
@@ -168,7 +169,8 @@ fn rank_history(rank: u32, run: &Run) -> Result<RankHistory> {
 /// The history and every event's clock; a history no run could produce is an error.
 pub fn history_with_clocks(job: &Job) -> Result<(History, Clocks)> {
     let history = job.history()?;
-    let clocks = clock::compute(&history).with_context(|| format!("the message history of job {} is inconsistent", job.id))?;
+    let clocks = clock::compute(&history)
+        .with_context(|| format!("the message history of job {} is inconsistent", job.id))?;
     Ok((history, clocks))
 }
 

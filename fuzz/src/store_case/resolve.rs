@@ -440,5 +440,6 @@ pub fn meta(
         files: files_open,
         signals,
         layout,
+        mpi_events: None,
     }
 }

@@ -73,6 +73,7 @@ pub fn meta(seq: u32, mappings: Vec<Mapping>) -> SnapshotMeta {
         files: Vec::new(),
         signals: Vec::new(),
         layout: Default::default(),
+        mpi_events: None,
     }
 }
 

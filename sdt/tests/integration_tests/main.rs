@@ -25,6 +25,7 @@ mod gdb;
 mod guest;
 mod install;
 mod kmod;
+mod mpi;
 mod mpi_jobs;
 mod readme;
 mod restore;
@@ -48,6 +49,7 @@ sdt_test_harness::main!(
     install,
     kmod,
     mpi_jobs,
+    mpi,
     readme,
     restore,
     security,

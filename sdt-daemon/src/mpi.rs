@@ -1,0 +1,152 @@
+//! MPI programs: `sdt run` loads SDT's interposition library (`sdt-mpi`) into a program
+//! that links an MPI, and hands it the rank's three history files
+//! (`sdt_history::format`).
+//!
+//! ```text
+//! launch:  DT_NEEDED → Mpi ─ library bytes → sealed memfd (LD_PRELOAD=/proc/self/fd/N)
+//!          three files created in the store under temporary names (no run yet),
+//!          their descriptors inherited (SDT_MPI_EVENTS_FD, …)
+//! drive:   the run exists → the files move into its directory (`mpi-events`, …)
+//! capture: every thread stopped → the events header's count → SnapshotMeta::mpi_events
+//! ```
+//!
+//! The library never comes from a file in the store (which is untrusted) or any other
+//! directory: its bytes are built into `sdt`.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use object::elf::{DT_NEEDED, FileHeader64};
+use object::read::elf::{Dyn, FileHeader};
+use object::{Endianness, ReadCache};
+use sdt_history::format::{self, COMMS_FILE, EVENTS_FILE, SITES_FILE};
+use sdt_mpi::{ENV_COMMS_FD, ENV_EVENTS_FD, ENV_SITES_FD, Mpi};
+use sdt_store::{PendingFile, RunLog, Store};
+
+/// Why an MPI program cannot get its history library.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MpiError {
+    /// The program's MPI has no library in this `sdt`.
+    #[error(
+        "{program} uses {name}, and this sdt was built without the message-history library for it: \
+         install {package} (its mpicc builds the library) and rebuild sdt, or run with --no-mpi-history",
+        name = .mpi.name(), package = .mpi.package()
+    )]
+    NoLibrary {
+        /// The program.
+        program: String,
+        /// Its MPI.
+        mpi: Mpi,
+    },
+    /// The library's memfd could not be made.
+    #[error("loading the message-history library")]
+    Memfd(#[source] sdt_sys::Error),
+}
+
+/// The MPI `program` links, by its `DT_NEEDED` entries; `None` for a program that links
+/// none, or that is not a 64-bit ELF file (a script).
+pub fn mpi_of(program: &Path) -> Option<Mpi> {
+    let file = File::open(program).ok()?;
+    let data = &ReadCache::new(file);
+    let header = FileHeader64::<Endianness>::parse(data).ok()?;
+    let endian = header.endian().ok()?;
+    let sections = header.sections(endian, data).ok()?;
+    let (dynamic, link) = sections.dynamic(endian, data).ok()??;
+    let strings = sections.strings(endian, data, link).ok()?;
+    let needed: Vec<String> = dynamic
+        .iter()
+        .filter(|d| d.d_tag(endian) == DT_NEEDED)
+        .filter_map(|d| d.string(endian, strings).ok())
+        .map(|name| String::from_utf8_lossy(name).into_owned())
+        .collect();
+    Mpi::of_needed(&needed)
+}
+
+/// What an MPI program is launched with: the library and the history files, made before
+/// its run exists.
+pub(crate) struct MpiLaunch {
+    library: OwnedFd,
+    /// `mpi-events`, `mpi-comms`, `mpi-sites`.
+    files: [PendingFile; 3],
+}
+
+impl MpiLaunch {
+    /// The library and files for `program`, if it links an MPI.
+    pub(crate) fn prepare(program: &Path, store: &Store) -> Result<Option<MpiLaunch>, crate::Error> {
+        let Some(mpi) = mpi_of(program) else { return Ok(None) };
+        let bytes = mpi
+            .library()
+            .ok_or_else(|| MpiError::NoLibrary { program: program.display().to_string(), mpi })?;
+        let name = CString::new("sdt-mpi").expect("no NUL in a literal");
+        let library = sdt_sys::spawn::sealed_memfd(&name, bytes).map_err(MpiError::Memfd)?;
+        let files = [
+            store.create_pending(EVENTS_FILE)?,
+            store.create_pending(COMMS_FILE)?,
+            store.create_pending(SITES_FILE)?,
+        ];
+        Ok(Some(MpiLaunch { library, files }))
+    }
+
+    /// The descriptors the program inherits.
+    pub(crate) fn fds(&self) -> Vec<i32> {
+        let mut fds = vec![self.library.as_raw_fd()];
+        fds.extend(self.files.iter().map(|f| f.file().as_raw_fd()));
+        fds
+    }
+
+    /// The environment variables that load the library (LD_PRELOAD, before what
+    /// `preload` already holds) and name its files.
+    pub(crate) fn env(&self, preload: Option<&[u8]>) -> Vec<(String, Vec<u8>)> {
+        let mut ld_preload = format!("/proc/self/fd/{}", self.library.as_raw_fd()).into_bytes();
+        if let Some(rest) = preload.filter(|p| !p.is_empty()) {
+            ld_preload.push(b':');
+            ld_preload.extend_from_slice(rest);
+        }
+        let [events, comms, sites] = &self.files;
+        vec![
+            ("LD_PRELOAD".into(), ld_preload),
+            (ENV_EVENTS_FD.into(), events.file().as_raw_fd().to_string().into_bytes()),
+            (ENV_COMMS_FD.into(), comms.file().as_raw_fd().to_string().into_bytes()),
+            (ENV_SITES_FD.into(), sites.file().as_raw_fd().to_string().into_bytes()),
+        ]
+    }
+
+    /// Once the program runs: the files, to move into its run.
+    pub(crate) fn into_files(self) -> [PendingFile; 3] {
+        self.files
+    }
+}
+
+/// Moves the files into the run's directory; returns the events file and the
+/// descriptors (number, target) the program inherited them as.
+pub(crate) fn adopt(
+    log: &RunLog,
+    files: [PendingFile; 3],
+) -> Result<(File, Vec<(i32, String)>), crate::Error> {
+    let mut inherited = Vec::new();
+    let mut events = None;
+    for (pending, name) in files.into_iter().zip([EVENTS_FILE, COMMS_FILE, SITES_FILE]) {
+        let fd = pending.file().as_raw_fd();
+        let file = log.adopt(pending, name)?;
+        // The program's descriptor has the number of ours and names the same file.
+        if let Ok(target) = std::fs::read_link(format!("/proc/self/fd/{fd}")) {
+            inherited.push((fd, target.display().to_string()));
+        }
+        events.get_or_insert(file);
+    }
+    Ok((events.expect("three files"), inherited))
+}
+
+/// The number of events the rank has recorded (the header's count; 0 before its
+/// `MPI_Init` writes the header); `None` if the file holds something else.
+pub(crate) fn events_recorded(events: &File) -> Option<u64> {
+    let mut prefix = [0; format::COUNT_PREFIX];
+    match events.read_at(&mut prefix, 0).ok()? {
+        0 => Some(0),
+        _ => events.read_exact_at(&mut prefix, 0).ok().and_then(|()| format::count(&prefix)),
+    }
+}

@@ -1,0 +1,100 @@
+//! SDT's MPI interposition library (`src/sdtmpi.c`, on MPI's profiling interface), built
+//! for each MPI this machine has, as bytes that `sdt run` loads into an MPI program.
+//!
+//! ```no_run
+//! use sdt_mpi::Mpi;
+//!
+//! let mpi = Mpi::of_needed(&["libm.so.6", "libmpi.so.40"]).expect("an MPI program");
+//! match mpi.library() {
+//!     Some(bytes) => println!("{} bytes of library for {}", bytes.len(), mpi.name()),
+//!     None => println!("rebuild sdt with {} installed", mpi.package()),
+//! }
+//! ```
+//!
+//! # Design constraints
+//!
+//! - The library runs inside the user's ranks (its rules open `src/sdtmpi.c`); it writes
+//!   the layout of `sdt_history::format` and nothing else.
+//! - It is built against each MPI's own `mpi.h` (their ABIs differ): a program gets the
+//!   build for the MPI it links, told by its `DT_NEEDED` entries.
+//! - This crate does no I/O: `sdt run` puts the bytes in a sealed memfd and hands the
+//!   library its three files as inherited descriptors ([`ENV_EVENTS_FD`], …).
+
+#![deny(missing_docs)]
+#![deny(unsafe_code)]
+
+/// The descriptor of the rank's `mpi-events` file, in the program's environment.
+pub const ENV_EVENTS_FD: &str = "SDT_MPI_EVENTS_FD";
+/// The descriptor of the rank's `mpi-comms` file.
+pub const ENV_COMMS_FD: &str = "SDT_MPI_COMMS_FD";
+/// The descriptor of the rank's `mpi-sites` file.
+pub const ENV_SITES_FD: &str = "SDT_MPI_SITES_FD";
+
+/// An MPI implementation the library is built for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Mpi {
+    /// Open MPI (`libmpi.so.40`).
+    OpenMpi,
+    /// MPICH (`libmpich.so.12`, or its `libmpi.so.12`).
+    Mpich,
+}
+
+impl Mpi {
+    /// The MPI a program links, from its `DT_NEEDED` entries; `None` for a program that
+    /// links none.
+    pub fn of_needed<S: AsRef<str>>(needed: &[S]) -> Option<Mpi> {
+        needed.iter().find_map(|name| match name.as_ref() {
+            "libmpi.so.40" => Some(Mpi::OpenMpi),
+            "libmpich.so.12" | "libmpi.so.12" => Some(Mpi::Mpich),
+            _ => None,
+        })
+    }
+
+    /// The library built for this MPI; `None` where it was not found when sdt was built.
+    pub fn library(self) -> Option<&'static [u8]> {
+        let bytes: &'static [u8] = match self {
+            Mpi::OpenMpi => include_bytes!(concat!(env!("OUT_DIR"), "/sdtmpi-openmpi.so")),
+            Mpi::Mpich => include_bytes!(concat!(env!("OUT_DIR"), "/sdtmpi-mpich.so")),
+        };
+        (!bytes.is_empty()).then_some(bytes)
+    }
+
+    /// Its name for people.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mpi::OpenMpi => "Open MPI",
+            Mpi::Mpich => "MPICH",
+        }
+    }
+
+    /// The Debian package whose compiler wrapper builds the library for it.
+    pub fn package(self) -> &'static str {
+        match self {
+            Mpi::OpenMpi => "libopenmpi-dev",
+            Mpi::Mpich => "libmpich-dev",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tells_the_mpi_from_the_needed_libraries() {
+        assert_eq!(Mpi::of_needed(&["libc.so.6", "libmpi.so.40"]), Some(Mpi::OpenMpi));
+        assert_eq!(Mpi::of_needed(&["libmpich.so.12"]), Some(Mpi::Mpich));
+        assert_eq!(Mpi::of_needed(&["libmpi.so.12"]), Some(Mpi::Mpich));
+        assert_eq!(Mpi::of_needed(&["libc.so.6", "libmpi.so.41"]), None);
+        assert_eq!(Mpi::of_needed::<&str>(&[]), None);
+    }
+
+    #[test]
+    fn libraries_are_shared_objects() {
+        for mpi in [Mpi::OpenMpi, Mpi::Mpich] {
+            if let Some(bytes) = mpi.library() {
+                assert_eq!(&bytes[..4], b"\x7fELF", "{}", mpi.name());
+            }
+        }
+    }
+}

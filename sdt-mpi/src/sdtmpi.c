@@ -1,0 +1,1391 @@
+/*
+ * sdtmpi.c: SDT's MPI interposition library, on MPI's profiling interface (PMPI).
+ *
+ * `sdt run` preloads it into an MPI program (LD_PRELOAD=/proc/self/fd/N, a sealed memfd)
+ * and hands it three descriptors of files in the rank's run directory:
+ * SDT_MPI_EVENTS_FD, SDT_MPI_COMMS_FD, SDT_MPI_SITES_FD. It records every point-to-point
+ * event, probe and collective of the rank in the layout of sdt-history/src/format.rs
+ * (the one place that defines it), and carries a small header with every message: the
+ * sender's event number (seq), so that a receive records which send it took.
+ *
+ * Because this code runs inside the user's ranks, the following rules must be followed:
+ *
+ * - Only PMPI_* functions are called, never MPI_*: the library must not see itself.
+ * - What the program sees is what it would see without SDT: return codes, statuses
+ *   (MPI_Get_count counts the user's data, not the header), error handlers (a
+ *   truncation is recorded, then the user's handler runs), and its environment (the
+ *   library takes itself out of LD_PRELOAD and its descriptors are close-on-exec, so
+ *   children inherit nothing of SDT).
+ * - Recording never fails the program: without its files, or when the disk is full, the
+ *   library stops recording but still sends the header, which every rank of the job
+ *   expects.
+ * - A record is complete before the header's count passes it (release store): a
+ *   capture stops every thread at any instruction and reads the count as the last
+ *   event. Records, tables and side files are written under one mutex (MPI_THREAD_
+ *   MULTIPLE); the `blocked` slot is written without it (one slot per rank).
+ * - Side-file lines are appended before any record names them.
+ *
+ * Not covered: persistent requests (MPI_Send_init, MPI_Recv_init, MPI_Start), matched
+ * probes (MPI_Mprobe, MPI_Mrecv) and MPI_Bsend's buffer accounting (the header adds 8
+ * bytes to each buffered message); a program using them sees its messages without the
+ * header on one side. Fortran bindings are recorded only where the MPI implements them
+ * on the C functions.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <mpi.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- The file layout (sdt-history/src/format.rs) ---- */
+
+#define FORMAT_VERSION 1
+#define HEADER_SIZE 4096
+#define NONE UINT32_MAX
+
+enum kind {
+	KIND_NONE = 0,
+	KIND_INIT = 1,
+	KIND_FINALIZE = 2,
+	KIND_SEND = 3,
+	KIND_ISEND = 4,
+	KIND_RECV = 5,
+	KIND_IRECV = 6,
+	KIND_RECV_DONE = 7,
+	KIND_SEND_DONE = 8,
+	KIND_PROBE = 9,
+	KIND_BARRIER = 32,
+	KIND_BCAST,
+	KIND_SCATTER,
+	KIND_REDUCE,
+	KIND_GATHER,
+	KIND_ALLREDUCE,
+	KIND_ALLGATHER,
+	KIND_ALLTOALL,
+	KIND_REDUCE_SCATTER,
+	KIND_SCAN,
+	KIND_OTHER_COLLECTIVE,
+};
+
+enum flag { FLAG_ANY_SOURCE = 1, FLAG_ANY_TAG = 2, FLAG_TRUNCATED = 4 };
+
+struct header {
+	char magic[8];
+	uint32_t version;
+	uint32_t record_size;
+	uint32_t rank;
+	uint32_t size;
+	uint64_t count;
+	uint32_t blocked_kind;
+	uint16_t blocked_comm;
+	uint16_t zero;
+	int32_t blocked_peer;
+	int32_t blocked_tag;
+	uint32_t blocked_site;
+	uint32_t blocked_since_us;
+	uint64_t init_realtime_ns;
+};
+_Static_assert(sizeof(struct header) == 64, "header layout");
+
+struct record {
+	uint8_t kind;
+	uint8_t flags;
+	uint16_t comm;
+	int32_t peer;
+	int32_t tag;
+	uint32_t bytes;
+	uint32_t matched;
+	uint32_t post;
+	uint32_t site;
+	uint32_t time_us;
+};
+_Static_assert(sizeof(struct record) == 32, "record layout");
+
+/* Records added to the file at a time. */
+#define CHUNK_RECORDS 32768
+
+/* What travels in front of every message's data. */
+struct piggyback {
+	uint32_t seq; /* the sender's send event */
+	uint32_t magic;
+};
+#define PIGGYBACK_MAGIC 0x53445431u /* "SDT1" */
+#define PIGGYBACK_BYTES ((int)sizeof(struct piggyback))
+
+/* ---- State ---- */
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int events_fd = -1, comms_fd = -1, sites_fd = -1;
+/* Recording is on: the files are mapped and writable. */
+static int recording;
+static struct header *header;
+static struct record *records; /* mapped from offset HEADER_SIZE */
+static uint64_t capacity;      /* records mapped */
+static uint64_t next_seq;
+static struct timespec init_time;
+static int world_rank, world_size;
+
+/* A communicator the rank used: its id in mpi-comms and its members' world ranks. */
+struct comm {
+	MPI_Comm handle;
+	int live; /* not freed since */
+	uint16_t id;
+	int size, remote_size;
+	int *world, *remote_world; /* remote: an inter-communicator's other group */
+	MPI_Errhandler user_handler;
+};
+static struct comm *comms;
+static int ncomms, comms_cap;
+static MPI_Errhandler our_handler = MPI_ERRHANDLER_NULL;
+
+/* A posted non-blocking operation, until its completion. */
+struct pending {
+	struct pending *next;
+	MPI_Request request;
+	uint32_t post;    /* seq of the Isend/Irecv */
+	int receive;      /* else a send */
+	int wrapped;      /* the message carries the piggyback */
+	struct comm *comm;
+	int peer, tag;    /* as posted (world rank; -1 for any) */
+	uint8_t flags;
+	uint32_t site;
+	struct piggyback header;
+};
+#define PENDING_BUCKETS 4096
+static struct pending *pending[PENDING_BUCKETS];
+
+/* A call site: a return address and its id in mpi-sites. */
+struct site {
+	uintptr_t address;
+	uint32_t id;
+};
+static struct site *sites;
+static size_t sites_cap, nsites;
+
+/* The call in progress on this thread, for the error handler. */
+struct call {
+	uint8_t kind;
+	uint8_t truncated; /* recorded by the error handler */
+	struct comm *comm;
+	int peer, tag;
+	uint8_t flags;
+	uint32_t bytes;
+	uint32_t site;
+	uint32_t post; /* for a completion: the Irecv (NONE otherwise) */
+};
+static __thread struct call *current;
+
+/* ---- Small helpers ---- */
+
+static uint32_t now_us(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	int64_t us = (t.tv_sec - init_time.tv_sec) * 1000000 + (t.tv_nsec - init_time.tv_nsec) / 1000;
+	return us < 0 ? 0 : us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
+}
+
+static uint32_t saturate(int64_t bytes)
+{
+	return bytes < 0 ? 0 : bytes > UINT32_MAX ? UINT32_MAX : (uint32_t)bytes;
+}
+
+static int64_t type_bytes(int count, MPI_Datatype type)
+{
+	int size = 0;
+	if (type == MPI_DATATYPE_NULL || PMPI_Type_size(type, &size) != MPI_SUCCESS)
+		return 0;
+	return (int64_t)count * size;
+}
+
+/* Writes all of `len` bytes, retrying on EINTR; 0 or -1. */
+static int write_all(int fd, const char *buf, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = write(fd, buf, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		buf += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* ---- The events file ---- */
+
+/* Maps `want` records (the file grows by whole chunks); 0 or -1. Under the lock. */
+static int map_records(uint64_t want)
+{
+	uint64_t cap = (want + CHUNK_RECORDS - 1) / CHUNK_RECORDS * CHUNK_RECORDS;
+	size_t bytes = cap * sizeof(struct record);
+	if (ftruncate(events_fd, HEADER_SIZE + (off_t)bytes) != 0)
+		return -1;
+	void *map;
+	if (records)
+		map = mremap(records, capacity * sizeof(struct record), bytes, MREMAP_MAYMOVE);
+	else
+		map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, events_fd, HEADER_SIZE);
+	if (map == MAP_FAILED)
+		return -1;
+	records = map;
+	capacity = cap;
+	return 0;
+}
+
+/* Sets up the events file for this rank; recording stays off where it cannot. */
+static void open_events(void)
+{
+	if (events_fd < 0 || comms_fd < 0 || sites_fd < 0)
+		return;
+	if (ftruncate(events_fd, HEADER_SIZE) != 0)
+		return;
+	void *map = mmap(NULL, HEADER_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, events_fd, 0);
+	if (map == MAP_FAILED)
+		return;
+	header = map;
+	if (map_records(CHUNK_RECORDS) != 0)
+		return;
+	memcpy(header->magic, "SDTMPIEV", 8);
+	header->version = FORMAT_VERSION;
+	header->record_size = sizeof(struct record);
+	header->rank = (uint32_t)world_rank;
+	header->size = (uint32_t)world_size;
+	header->blocked_site = NONE;
+	struct timespec wall;
+	clock_gettime(CLOCK_REALTIME, &wall);
+	header->init_realtime_ns = (uint64_t)wall.tv_sec * 1000000000u + (uint64_t)wall.tv_nsec;
+	recording = 1;
+}
+
+/* Appends a record and publishes it; returns its seq. Under the lock. */
+static uint32_t append(struct record r)
+{
+	uint32_t seq = (uint32_t)next_seq;
+	if (!recording)
+		return next_seq++, seq;
+	if (next_seq >= capacity && map_records(next_seq + 1) != 0) {
+		recording = 0;
+		return next_seq++, seq;
+	}
+	records[next_seq] = r;
+	next_seq++;
+	__atomic_store_n(&header->count, next_seq, __ATOMIC_RELEASE);
+	return seq;
+}
+
+/* ---- Call sites ---- */
+
+/* Appends the site line for `address`; 0 or -1. */
+static int write_site(uint32_t id, uintptr_t address)
+{
+	Dl_info info;
+	char exe[PATH_MAX];
+	const char *module = "?";
+	uintptr_t base = 0;
+	if (dladdr((void *)address, &info) && info.dli_fname) {
+		base = (uintptr_t)info.dli_fbase;
+		module = info.dli_fname;
+		/* The main program is named as it was run (argv[0]). */
+		if (module[0] != '/') {
+			ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+			if (n > 0) {
+				exe[n] = 0;
+				module = exe;
+			}
+		}
+	}
+	char line[PATH_MAX + 64];
+	int n = snprintf(line, sizeof line, "%u 0x%lx %s\n", id, (unsigned long)(address - base),
+			 module[0] ? module : "?");
+	if (n < 0 || (size_t)n >= sizeof line)
+		return -1;
+	/* A newline in the module's name would end the line early. */
+	for (char *c = strchr(line, ' ') + 1; c < line + n - 1; c++)
+		if (*c == '\n')
+			*c = '?';
+	return write_all(sites_fd, line, (size_t)n);
+}
+
+/* The id of the call site at `address` (its return address), adding it to mpi-sites
+ * on first sight. Under the lock. */
+static uint32_t site_id(void *address)
+{
+	uintptr_t a = (uintptr_t)address;
+	if (!recording || a == 0)
+		return NONE;
+	if (nsites * 2 >= sites_cap) {
+		size_t cap = sites_cap ? sites_cap * 2 : 1024;
+		struct site *grown = calloc(cap, sizeof *grown);
+		if (!grown)
+			return NONE;
+		for (size_t i = 0; i < sites_cap; i++) {
+			if (!sites[i].address)
+				continue;
+			size_t j = (sites[i].address * 0x9E3779B97F4A7C15ull >> 20) & (cap - 1);
+			while (grown[j].address)
+				j = (j + 1) & (cap - 1);
+			grown[j] = sites[i];
+		}
+		free(sites);
+		sites = grown;
+		sites_cap = cap;
+	}
+	size_t i = (a * 0x9E3779B97F4A7C15ull >> 20) & (sites_cap - 1);
+	while (sites[i].address && sites[i].address != a)
+		i = (i + 1) & (sites_cap - 1);
+	if (sites[i].address)
+		return sites[i].id;
+	uint32_t id = (uint32_t)nsites;
+	if (write_site(id, a) != 0)
+		return NONE;
+	sites[i] = (struct site){ a, id };
+	nsites++;
+	return id;
+}
+
+/* ---- Communicators ---- */
+
+/* The world ranks of `group`'s members, in group order (malloc'd). */
+static int *world_ranks(MPI_Group group, int size)
+{
+	int *local = malloc(sizeof(int) * (size_t)size);
+	int *world = malloc(sizeof(int) * (size_t)size);
+	MPI_Group world_group;
+	if (!local || !world || PMPI_Comm_group(MPI_COMM_WORLD, &world_group) != MPI_SUCCESS) {
+		free(local);
+		free(world);
+		return NULL;
+	}
+	for (int i = 0; i < size; i++)
+		local[i] = i;
+	PMPI_Group_translate_ranks(group, size, local, world_group, world);
+	PMPI_Group_free(&world_group);
+	free(local);
+	return world;
+}
+
+/* The entry of `handle`, made (and its line appended to mpi-comms) on first use.
+ * Under the lock. NULL where it cannot be made. */
+static struct comm *comm_of(MPI_Comm handle)
+{
+	for (int i = ncomms - 1; i >= 0; i--)
+		if (comms[i].live && comms[i].handle == handle)
+			return &comms[i];
+	if (handle == MPI_COMM_NULL || ncomms > UINT16_MAX)
+		return NULL;
+	if (ncomms == comms_cap) {
+		int cap = comms_cap ? comms_cap * 2 : 16;
+		struct comm *grown = realloc(comms, sizeof *grown * (size_t)cap);
+		if (!grown)
+			return NULL;
+		comms = grown;
+		comms_cap = cap;
+	}
+	struct comm c = { .handle = handle, .live = 1, .id = (uint16_t)ncomms, .remote_size = 0 };
+	/* A new communicator inherits the handler of the one it came from; the library does
+	 * not follow which one that was, and takes the world's. */
+	c.user_handler = ncomms ? comms[0].user_handler : MPI_ERRORS_ARE_FATAL;
+	MPI_Group group;
+	int inter = 0;
+	PMPI_Comm_size(handle, &c.size);
+	PMPI_Comm_group(handle, &group);
+	c.world = world_ranks(group, c.size);
+	PMPI_Group_free(&group);
+	PMPI_Comm_test_inter(handle, &inter);
+	if (inter) {
+		PMPI_Comm_remote_size(handle, &c.remote_size);
+		PMPI_Comm_remote_group(handle, &group);
+		c.remote_world = world_ranks(group, c.remote_size);
+		PMPI_Group_free(&group);
+	}
+	if (!c.world)
+		return NULL;
+	if (recording) {
+		size_t cap = 16 + (size_t)c.size * 12;
+		char *line = malloc(cap);
+		size_t n = line ? (size_t)snprintf(line, cap, "%u ", c.id) : 0;
+		for (int i = 0; line && i < c.size; i++)
+			n += (size_t)snprintf(line + n, cap - n, i ? ",%d" : "%d", c.world[i]);
+		if (!line || write_all(comms_fd, strcat(line, "\n"), n + 1) != 0)
+			recording = 0;
+		free(line);
+	}
+	comms[ncomms] = c;
+	return &comms[ncomms++];
+}
+
+/* The world rank of `rank` in `c` (the remote group's for an inter-communicator);
+ * -1 for MPI_ANY_SOURCE, MPI_PROC_NULL and the like. */
+static int world_of(const struct comm *c, int rank)
+{
+	if (!c || rank < 0)
+		return -1;
+	if (c->remote_world)
+		return rank < c->remote_size ? c->remote_world[rank] : -1;
+	return rank < c->size ? c->world[rank] : -1;
+}
+
+/* ---- Recording ---- */
+
+static struct record event(uint8_t kind, const struct comm *c, int peer, int tag, int64_t bytes, uint32_t site)
+{
+	return (struct record){
+		.kind = kind,
+		.comm = c ? c->id : 0,
+		.peer = peer,
+		.tag = tag < 0 ? -1 : tag,
+		.bytes = saturate(bytes),
+		.matched = NONE,
+		.post = NONE,
+		.site = site,
+		.time_us = now_us(),
+	};
+}
+
+/* Marks the rank as inside a blocking call (kind written last, cleared first). */
+static void block(uint8_t kind, const struct comm *c, int peer, int tag, uint32_t site)
+{
+	if (!recording)
+		return;
+	header->blocked_comm = c ? c->id : 0;
+	header->blocked_peer = peer;
+	header->blocked_tag = tag < 0 ? -1 : tag;
+	header->blocked_site = site;
+	header->blocked_since_us = now_us();
+	__atomic_store_n(&header->blocked_kind, kind, __ATOMIC_RELEASE);
+}
+
+static void unblock(void)
+{
+	if (recording)
+		__atomic_store_n(&header->blocked_kind, KIND_NONE, __ATOMIC_RELEASE);
+}
+
+/* A derived type of the piggyback followed by the user's data, both at absolute
+ * addresses (used with MPI_BOTTOM). */
+static MPI_Datatype wrap(struct piggyback *pb, const void *buf, int count, MPI_Datatype type)
+{
+	int lengths[2] = { PIGGYBACK_BYTES, count };
+	MPI_Aint displacements[2];
+	MPI_Datatype types[2] = { MPI_BYTE, type };
+	MPI_Datatype wrapped;
+	PMPI_Get_address(pb, &displacements[0]);
+	PMPI_Get_address(buf, &displacements[1]);
+	PMPI_Type_create_struct(2, lengths, displacements, types, &wrapped);
+	PMPI_Type_commit(&wrapped);
+	return wrapped;
+}
+
+/* Makes a received message's status count the user's data only; returns its bytes. */
+static int64_t unwrap_status(MPI_Status *status)
+{
+	MPI_Count bytes = 0;
+	PMPI_Get_elements_x(status, MPI_BYTE, &bytes);
+	if (bytes == MPI_UNDEFINED || bytes < PIGGYBACK_BYTES)
+		return 0;
+	PMPI_Status_set_elements_x(status, MPI_BYTE, bytes - PIGGYBACK_BYTES);
+	return bytes - PIGGYBACK_BYTES;
+}
+
+/* Records a completed receive: `pb` is what came with it (NULL: none did). */
+static void record_receive(uint8_t kind, struct comm *c, MPI_Status *status, const struct piggyback *pb,
+			   uint8_t flags, uint32_t post, uint32_t site, int error)
+{
+	int64_t bytes = pb ? unwrap_status(status) : 0;
+	int peer = world_of(c, status->MPI_SOURCE);
+	struct record r = event(kind, c, peer, status->MPI_TAG, bytes, site);
+	r.flags = flags;
+	r.post = post;
+	if (pb && pb->magic == PIGGYBACK_MAGIC && peer >= 0)
+		r.matched = pb->seq;
+	int class = MPI_SUCCESS;
+	if (error != MPI_SUCCESS)
+		PMPI_Error_class(error, &class);
+	if (class == MPI_ERR_TRUNCATE)
+		r.flags |= FLAG_TRUNCATED;
+	append(r);
+}
+
+static uint8_t wildcards(int source, int tag)
+{
+	return (source == MPI_ANY_SOURCE ? FLAG_ANY_SOURCE : 0) | (tag == MPI_ANY_TAG ? FLAG_ANY_TAG : 0);
+}
+
+/* ---- The error handler: records a truncation, then does what the user's would ---- */
+
+static void on_error(MPI_Comm *handle, int *code, ...)
+{
+	int class = 0;
+	PMPI_Error_class(*code, &class);
+	pthread_mutex_lock(&lock);
+	struct comm *c = comm_of(*handle);
+	MPI_Errhandler user = c ? c->user_handler : MPI_ERRORS_ARE_FATAL;
+	struct call *call = current;
+	if (class == MPI_ERR_TRUNCATE && call && !call->truncated) {
+		struct record r = event(call->kind, call->comm, call->peer, call->tag, call->bytes, call->site);
+		r.flags = call->flags | FLAG_TRUNCATED;
+		r.post = call->post;
+		append(r);
+		call->truncated = 1;
+	}
+	pthread_mutex_unlock(&lock);
+	if (user == MPI_ERRORS_RETURN)
+		return;
+	if (user == MPI_ERRORS_ARE_FATAL) {
+		char text[MPI_MAX_ERROR_STRING];
+		int len = 0;
+		PMPI_Error_string(*code, text, &len);
+		fprintf(stderr, "[rank %d] MPI error: %s\n", world_rank, text);
+		PMPI_Abort(*handle, *code);
+		return;
+	}
+	PMPI_Comm_set_errhandler(*handle, user);
+	PMPI_Comm_call_errhandler(*handle, *code);
+	PMPI_Comm_set_errhandler(*handle, our_handler);
+}
+
+int MPI_Comm_set_errhandler(MPI_Comm handle, MPI_Errhandler handler)
+{
+	pthread_mutex_lock(&lock);
+	struct comm *c = our_handler == MPI_ERRHANDLER_NULL ? NULL : comm_of(handle);
+	if (c)
+		c->user_handler = handler;
+	pthread_mutex_unlock(&lock);
+	return PMPI_Comm_set_errhandler(handle, c ? our_handler : handler);
+}
+
+int MPI_Comm_get_errhandler(MPI_Comm handle, MPI_Errhandler *handler)
+{
+	pthread_mutex_lock(&lock);
+	struct comm *c = our_handler == MPI_ERRHANDLER_NULL ? NULL : comm_of(handle);
+	MPI_Errhandler user = c ? c->user_handler : MPI_ERRHANDLER_NULL;
+	pthread_mutex_unlock(&lock);
+	return c ? (*handler = user, MPI_SUCCESS) : PMPI_Comm_get_errhandler(handle, handler);
+}
+
+int MPI_Comm_free(MPI_Comm *handle)
+{
+	pthread_mutex_lock(&lock);
+	for (int i = 1; i < ncomms; i++)
+		if (comms[i].live && comms[i].handle == *handle)
+			comms[i].live = 0;
+	pthread_mutex_unlock(&lock);
+	return PMPI_Comm_free(handle);
+}
+
+/* ---- Init and Finalize ---- */
+
+static int after_init(int rc, void *site)
+{
+	if (rc != MPI_SUCCESS)
+		return rc;
+	clock_gettime(CLOCK_MONOTONIC, &init_time);
+	PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+	PMPI_Comm_size(MPI_COMM_WORLD, &world_size);
+	pthread_mutex_lock(&lock);
+	open_events();
+	struct comm *world = comm_of(MPI_COMM_WORLD);
+	if (PMPI_Comm_create_errhandler(on_error, &our_handler) == MPI_SUCCESS) {
+		PMPI_Comm_set_errhandler(MPI_COMM_WORLD, our_handler);
+		PMPI_Comm_set_errhandler(MPI_COMM_SELF, our_handler);
+	}
+	append(event(KIND_INIT, world, -1, -1, 0, site_id(site)));
+	pthread_mutex_unlock(&lock);
+	return rc;
+}
+
+int MPI_Init(int *argc, char ***argv)
+{
+	return after_init(PMPI_Init(argc, argv), __builtin_return_address(0));
+}
+
+int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
+{
+	return after_init(PMPI_Init_thread(argc, argv, required, provided), __builtin_return_address(0));
+}
+
+int MPI_Finalize(void)
+{
+	void *site = __builtin_return_address(0);
+	pthread_mutex_lock(&lock);
+	append(event(KIND_FINALIZE, comm_of(MPI_COMM_WORLD), -1, -1, 0, site_id(site)));
+	pthread_mutex_unlock(&lock);
+	return PMPI_Finalize();
+}
+
+/* ---- Sends ---- */
+
+typedef int (*blocking_send)(const void *, int, MPI_Datatype, int, int, MPI_Comm);
+typedef int (*posting_send)(const void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request *);
+
+/* Records the send event, returning the piggyback it sends. */
+static struct piggyback send_event(uint8_t kind, MPI_Comm handle, int dest, int tag, int64_t bytes, void *site,
+				   struct comm **c)
+{
+	pthread_mutex_lock(&lock);
+	*c = comm_of(handle);
+	struct piggyback pb = { append(event(kind, *c, world_of(*c, dest), tag, bytes, site_id(site))),
+				PIGGYBACK_MAGIC };
+	pthread_mutex_unlock(&lock);
+	return pb;
+}
+
+static int send_wrapped(blocking_send call, const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm handle,
+		void *site)
+{
+	if (dest == MPI_PROC_NULL)
+		return call(buf, count, type, dest, tag, handle);
+	struct comm *c;
+	struct piggyback pb = send_event(KIND_SEND, handle, dest, tag, type_bytes(count, type), site, &c);
+	MPI_Datatype wrapped = wrap(&pb, buf, count, type);
+	block(KIND_SEND, c, world_of(c, dest), tag, NONE);
+	int rc = call(MPI_BOTTOM, 1, wrapped, dest, tag, handle);
+	unblock();
+	PMPI_Type_free(&wrapped);
+	return rc;
+}
+
+int MPI_Send(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm)
+{
+	return send_wrapped(PMPI_Send, buf, count, type, dest, tag, comm, __builtin_return_address(0));
+}
+
+int MPI_Ssend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm)
+{
+	return send_wrapped(PMPI_Ssend, buf, count, type, dest, tag, comm, __builtin_return_address(0));
+}
+
+int MPI_Rsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm)
+{
+	return send_wrapped(PMPI_Rsend, buf, count, type, dest, tag, comm, __builtin_return_address(0));
+}
+
+int MPI_Bsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm)
+{
+	return send_wrapped(PMPI_Bsend, buf, count, type, dest, tag, comm, __builtin_return_address(0));
+}
+
+/* Remembers a posted operation until its completion. Under the lock. */
+static void remember(struct pending *p)
+{
+	uint64_t key = 0;
+	memcpy(&key, &p->request, sizeof p->request < sizeof key ? sizeof p->request : sizeof key);
+	struct pending **bucket = &pending[(key * 0x9E3779B97F4A7C15ull >> 32) % PENDING_BUCKETS];
+	p->next = *bucket;
+	*bucket = p;
+}
+
+/* Takes the posted operation of `request` out of the table (NULL: not one of ours).
+ * Under the lock. */
+static struct pending *forget(MPI_Request request)
+{
+	uint64_t key = 0;
+	memcpy(&key, &request, sizeof request < sizeof key ? sizeof request : sizeof key);
+	for (struct pending **p = &pending[(key * 0x9E3779B97F4A7C15ull >> 32) % PENDING_BUCKETS]; *p;
+	     p = &(*p)->next) {
+		if ((*p)->request == request) {
+			struct pending *found = *p;
+			*p = found->next;
+			return found;
+		}
+	}
+	return NULL;
+}
+
+static int isend(posting_send call, const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm handle,
+		 MPI_Request *request, void *site)
+{
+	struct pending *p = calloc(1, sizeof *p);
+	if (!p || dest == MPI_PROC_NULL) {
+		free(p);
+		return call(buf, count, type, dest, tag, handle, request);
+	}
+	struct comm *c;
+	p->header = send_event(KIND_ISEND, handle, dest, tag, type_bytes(count, type), site, &c);
+	MPI_Datatype wrapped = wrap(&p->header, buf, count, type);
+	int rc = call(MPI_BOTTOM, 1, wrapped, dest, tag, handle, request);
+	PMPI_Type_free(&wrapped);
+	if (rc != MPI_SUCCESS) {
+		free(p);
+		return rc;
+	}
+	p->request = *request;
+	p->post = p->header.seq;
+	p->wrapped = 1;
+	p->comm = c;
+	p->peer = world_of(c, dest);
+	p->tag = tag;
+	pthread_mutex_lock(&lock);
+	remember(p);
+	pthread_mutex_unlock(&lock);
+	return rc;
+}
+
+int MPI_Isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request *request)
+{
+	return isend(PMPI_Isend, buf, count, type, dest, tag, comm, request, __builtin_return_address(0));
+}
+
+int MPI_Issend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request *request)
+{
+	return isend(PMPI_Issend, buf, count, type, dest, tag, comm, request, __builtin_return_address(0));
+}
+
+int MPI_Irsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request *request)
+{
+	return isend(PMPI_Irsend, buf, count, type, dest, tag, comm, request, __builtin_return_address(0));
+}
+
+int MPI_Ibsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request *request)
+{
+	return isend(PMPI_Ibsend, buf, count, type, dest, tag, comm, request, __builtin_return_address(0));
+}
+
+/* ---- Receives ---- */
+
+/* The rank's comm entry and call site, under the lock. */
+static struct comm *enter(MPI_Comm handle, void *address, uint32_t *site)
+{
+	pthread_mutex_lock(&lock);
+	struct comm *c = comm_of(handle);
+	*site = site_id(address);
+	pthread_mutex_unlock(&lock);
+	return c;
+}
+
+int MPI_Recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm handle, MPI_Status *status)
+{
+	if (source == MPI_PROC_NULL)
+		return PMPI_Recv(buf, count, type, source, tag, handle, status);
+	uint32_t site;
+	struct comm *c = enter(handle, __builtin_return_address(0), &site);
+	MPI_Status mine;
+	if (status == MPI_STATUS_IGNORE)
+		status = &mine;
+	struct piggyback pb = { 0 };
+	MPI_Datatype wrapped = wrap(&pb, buf, count, type);
+	struct call call = { KIND_RECV, 0, c, world_of(c, source), tag, wildcards(source, tag),
+			     saturate(type_bytes(count, type)), site, NONE };
+	current = &call;
+	block(KIND_RECV, c, call.peer, tag, site);
+	int rc = PMPI_Recv(MPI_BOTTOM, 1, wrapped, source, tag, handle, status);
+	unblock();
+	current = NULL;
+	PMPI_Type_free(&wrapped);
+	if (!call.truncated) {
+		pthread_mutex_lock(&lock);
+		record_receive(KIND_RECV, c, status, &pb, call.flags, NONE, site, rc);
+		pthread_mutex_unlock(&lock);
+	} else {
+		unwrap_status(status);
+	}
+	return rc;
+}
+
+int MPI_Irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm handle, MPI_Request *request)
+{
+	struct pending *p = calloc(1, sizeof *p);
+	if (!p || source == MPI_PROC_NULL) {
+		free(p);
+		return PMPI_Irecv(buf, count, type, source, tag, handle, request);
+	}
+	MPI_Datatype wrapped = wrap(&p->header, buf, count, type);
+	int rc = PMPI_Irecv(MPI_BOTTOM, 1, wrapped, source, tag, handle, request);
+	PMPI_Type_free(&wrapped);
+	if (rc != MPI_SUCCESS) {
+		free(p);
+		return rc;
+	}
+	void *address = __builtin_return_address(0);
+	pthread_mutex_lock(&lock);
+	struct comm *c = comm_of(handle);
+	p->request = *request;
+	p->receive = 1;
+	p->wrapped = 1;
+	p->comm = c;
+	p->peer = world_of(c, source);
+	p->tag = tag;
+	p->flags = wildcards(source, tag);
+	p->site = site_id(address);
+	struct record r = event(KIND_IRECV, c, p->peer, tag, type_bytes(count, type), p->site);
+	r.flags = p->flags;
+	p->post = append(r);
+	remember(p);
+	pthread_mutex_unlock(&lock);
+	return rc;
+}
+
+int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void *recvbuf,
+		 int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm handle, MPI_Status *status)
+{
+	if (dest == MPI_PROC_NULL || source == MPI_PROC_NULL)
+		return PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source,
+				     recvtag, handle, status);
+	void *address = __builtin_return_address(0);
+	struct comm *c;
+	struct piggyback out = send_event(KIND_SEND, handle, dest, sendtag, type_bytes(sendcount, sendtype), address, &c);
+	struct piggyback in = { 0 };
+	uint32_t site = NONE;
+	enter(handle, address, &site);
+	MPI_Status mine;
+	if (status == MPI_STATUS_IGNORE)
+		status = &mine;
+	MPI_Datatype send_type = wrap(&out, sendbuf, sendcount, sendtype);
+	MPI_Datatype recv_type = wrap(&in, recvbuf, recvcount, recvtype);
+	struct call call = { KIND_RECV, 0, c, world_of(c, source), recvtag, wildcards(source, recvtag),
+			     saturate(type_bytes(recvcount, recvtype)), site, NONE };
+	current = &call;
+	block(KIND_RECV, c, call.peer, recvtag, site);
+	int rc = PMPI_Sendrecv(MPI_BOTTOM, 1, send_type, dest, sendtag, MPI_BOTTOM, 1, recv_type, source, recvtag,
+			       handle, status);
+	unblock();
+	current = NULL;
+	PMPI_Type_free(&send_type);
+	PMPI_Type_free(&recv_type);
+	if (call.truncated) {
+		unwrap_status(status);
+		return rc;
+	}
+	pthread_mutex_lock(&lock);
+	record_receive(KIND_RECV, c, status, &in, call.flags, NONE, site, rc);
+	pthread_mutex_unlock(&lock);
+	return rc;
+}
+
+int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, int sendtag, int source, int recvtag,
+			 MPI_Comm handle, MPI_Status *status)
+{
+	if (dest == MPI_PROC_NULL || source == MPI_PROC_NULL)
+		return PMPI_Sendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, handle, status);
+	void *address = __builtin_return_address(0);
+	struct comm *c;
+	/* One piggyback both ways: ours goes out, the peer's comes back in its place. */
+	struct piggyback pb = send_event(KIND_SEND, handle, dest, sendtag, type_bytes(count, type), address, &c);
+	uint32_t site = NONE;
+	enter(handle, address, &site);
+	MPI_Status mine;
+	if (status == MPI_STATUS_IGNORE)
+		status = &mine;
+	MPI_Datatype wrapped = wrap(&pb, buf, count, type);
+	struct call call = { KIND_RECV, 0, c, world_of(c, source), recvtag, wildcards(source, recvtag),
+			     saturate(type_bytes(count, type)), site, NONE };
+	current = &call;
+	block(KIND_RECV, c, call.peer, recvtag, site);
+	int rc = PMPI_Sendrecv_replace(MPI_BOTTOM, 1, wrapped, dest, sendtag, source, recvtag, handle, status);
+	unblock();
+	current = NULL;
+	PMPI_Type_free(&wrapped);
+	if (call.truncated) {
+		unwrap_status(status);
+		return rc;
+	}
+	pthread_mutex_lock(&lock);
+	record_receive(KIND_RECV, c, status, &pb, call.flags, NONE, site, rc);
+	pthread_mutex_unlock(&lock);
+	return rc;
+}
+
+/* ---- Probes ---- */
+
+static void record_probe(struct comm *c, MPI_Status *status, uint32_t site)
+{
+	unwrap_status(status);
+	pthread_mutex_lock(&lock);
+	append(event(KIND_PROBE, c, world_of(c, status->MPI_SOURCE), status->MPI_TAG, 0, site));
+	pthread_mutex_unlock(&lock);
+}
+
+int MPI_Probe(int source, int tag, MPI_Comm handle, MPI_Status *status)
+{
+	if (source == MPI_PROC_NULL)
+		return PMPI_Probe(source, tag, handle, status);
+	uint32_t site;
+	struct comm *c = enter(handle, __builtin_return_address(0), &site);
+	MPI_Status mine;
+	if (status == MPI_STATUS_IGNORE)
+		status = &mine;
+	block(KIND_PROBE, c, world_of(c, source), tag, site);
+	int rc = PMPI_Probe(source, tag, handle, status);
+	unblock();
+	if (rc == MPI_SUCCESS)
+		record_probe(c, status, site);
+	return rc;
+}
+
+int MPI_Iprobe(int source, int tag, MPI_Comm handle, int *flag, MPI_Status *status)
+{
+	MPI_Status mine;
+	if (status == MPI_STATUS_IGNORE)
+		status = &mine;
+	int rc = PMPI_Iprobe(source, tag, handle, flag, status);
+	if (rc == MPI_SUCCESS && *flag && source != MPI_PROC_NULL) {
+		uint32_t site;
+		struct comm *c = enter(handle, __builtin_return_address(0), &site);
+		record_probe(c, status, site);
+	}
+	return rc;
+}
+
+/* ---- Completions ---- */
+
+/* Records the completion of `request` (its handle before the call completed it), with
+ * the status the MPI gave (fixed for the user) and its error; `call` is the wait's
+ * context, whose truncation the error handler may have recorded. Under the lock. */
+static void complete(MPI_Request request, MPI_Status *status, int error, const struct call *call)
+{
+	struct pending *p = forget(request);
+	if (!p)
+		return;
+	if (call->truncated && call->post == p->post) {
+		unwrap_status(status);
+		free(p);
+		return;
+	}
+	int cancelled = 0;
+	PMPI_Test_cancelled(status, &cancelled);
+	if (cancelled) {
+		free(p);
+		return;
+	}
+	if (p->receive) {
+		record_receive(KIND_RECV_DONE, p->comm, status, p->wrapped ? &p->header : NULL, p->flags, p->post,
+			       p->site, error);
+	} else {
+		struct record r = event(KIND_SEND_DONE, p->comm, p->peer, p->tag, 0, p->site);
+		r.post = p->post;
+		append(r);
+	}
+	free(p);
+}
+
+/* The context of a wait or test on `requests`: the first receive of ours among them
+ * (for the error handler, which records its truncation), else the first send. With
+ * `blocking`, the rank is marked blocked on it. */
+static void enter_completion(struct call *call, int count, const MPI_Request *requests, int blocking)
+{
+	*call = (struct call){ .kind = KIND_NONE, .post = NONE };
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < count && call->kind != KIND_RECV_DONE; i++) {
+		struct pending *p = forget(requests[i]);
+		if (!p)
+			continue;
+		remember(p);
+		if (call->kind == KIND_NONE || p->receive)
+			*call = (struct call){ p->receive ? KIND_RECV_DONE : KIND_SEND_DONE, 0, p->comm, p->peer, p->tag,
+					       p->flags, 0, p->site, p->post };
+	}
+	pthread_mutex_unlock(&lock);
+	if (call->kind == KIND_RECV_DONE)
+		current = call;
+	if (blocking && call->kind != KIND_NONE)
+		block(call->kind == KIND_RECV_DONE ? KIND_RECV : KIND_SEND, call->comm, call->peer, call->tag,
+		      call->site);
+}
+
+static void leave_completion(void)
+{
+	unblock();
+	current = NULL;
+}
+
+/* Space for `count` statuses when the user passed MPI_STATUSES_IGNORE, and a copy of
+ * the request handles (the call overwrites them). */
+struct completion {
+	MPI_Request *before;
+	MPI_Status *statuses;
+	MPI_Request small_before[16];
+	MPI_Status small_statuses[16];
+};
+
+static int start_completion(struct completion *c, int count, const MPI_Request *requests, MPI_Status *statuses)
+{
+	size_t n = count > 0 ? (size_t)count : 0;
+	c->before = n <= 16 ? c->small_before : malloc(n * sizeof *c->before);
+	c->statuses = statuses != MPI_STATUSES_IGNORE ? statuses
+		      : n <= 16			   ? c->small_statuses
+						   : malloc(n * sizeof *c->statuses);
+	if (!c->before || !c->statuses)
+		return -1;
+	memcpy(c->before, requests, n * sizeof *requests);
+	return 0;
+}
+
+static void end_completion(struct completion *c, MPI_Status *statuses)
+{
+	if (c->before != c->small_before)
+		free(c->before);
+	if (c->statuses != statuses && c->statuses != c->small_statuses)
+		free(c->statuses);
+}
+
+int MPI_Wait(MPI_Request *request, MPI_Status *status)
+{
+	MPI_Request before = *request;
+	MPI_Status mine;
+	if (status == MPI_STATUS_IGNORE)
+		status = &mine;
+	struct call call;
+	enter_completion(&call, 1, &before, 1);
+	int rc = PMPI_Wait(request, status);
+	leave_completion();
+	pthread_mutex_lock(&lock);
+	complete(before, status, rc, &call);
+	pthread_mutex_unlock(&lock);
+	return rc;
+}
+
+int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
+{
+	MPI_Request before = *request;
+	MPI_Status mine;
+	if (status == MPI_STATUS_IGNORE)
+		status = &mine;
+	struct call call;
+	enter_completion(&call, 1, &before, 0);
+	int rc = PMPI_Test(request, flag, status);
+	leave_completion();
+	if (*flag) {
+		pthread_mutex_lock(&lock);
+		complete(before, status, rc, &call);
+		pthread_mutex_unlock(&lock);
+	}
+	return rc;
+}
+
+/* Waitall and Testall: every request completed. */
+static void complete_all(struct completion *c, int count, int rc, const struct call *call)
+{
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < count; i++) {
+		int error = rc == MPI_ERR_IN_STATUS ? c->statuses[i].MPI_ERROR : rc;
+		if (error != MPI_ERR_PENDING)
+			complete(c->before[i], &c->statuses[i], error, call);
+	}
+	pthread_mutex_unlock(&lock);
+}
+
+int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[])
+{
+	struct completion c;
+	if (start_completion(&c, count, requests, statuses) != 0) {
+		end_completion(&c, statuses);
+		return PMPI_Waitall(count, requests, statuses);
+	}
+	struct call call;
+	enter_completion(&call, count, c.before, 1);
+	int rc = PMPI_Waitall(count, requests, c.statuses);
+	leave_completion();
+	complete_all(&c, count, rc, &call);
+	end_completion(&c, statuses);
+	return rc;
+}
+
+int MPI_Testall(int count, MPI_Request requests[], int *flag, MPI_Status statuses[])
+{
+	struct completion c;
+	if (start_completion(&c, count, requests, statuses) != 0) {
+		end_completion(&c, statuses);
+		return PMPI_Testall(count, requests, flag, statuses);
+	}
+	struct call call;
+	enter_completion(&call, count, c.before, 0);
+	int rc = PMPI_Testall(count, requests, flag, c.statuses);
+	leave_completion();
+	if (*flag)
+		complete_all(&c, count, rc, &call);
+	end_completion(&c, statuses);
+	return rc;
+}
+
+/* Waitany and Testany: request `index` completed. */
+static void complete_one(struct completion *c, int index, MPI_Status *status, int rc, const struct call *call)
+{
+	if (index == MPI_UNDEFINED)
+		return;
+	pthread_mutex_lock(&lock);
+	complete(c->before[index], status, rc, call);
+	pthread_mutex_unlock(&lock);
+}
+
+int MPI_Waitany(int count, MPI_Request requests[], int *index, MPI_Status *status)
+{
+	struct completion c;
+	MPI_Status mine;
+	if (status == MPI_STATUS_IGNORE)
+		status = &mine;
+	if (start_completion(&c, count, requests, MPI_STATUSES_IGNORE) != 0) {
+		end_completion(&c, MPI_STATUSES_IGNORE);
+		return PMPI_Waitany(count, requests, index, status);
+	}
+	struct call call;
+	enter_completion(&call, count, c.before, 1);
+	int rc = PMPI_Waitany(count, requests, index, status);
+	leave_completion();
+	complete_one(&c, *index, status, rc, &call);
+	end_completion(&c, MPI_STATUSES_IGNORE);
+	return rc;
+}
+
+int MPI_Testany(int count, MPI_Request requests[], int *index, int *flag, MPI_Status *status)
+{
+	struct completion c;
+	MPI_Status mine;
+	if (status == MPI_STATUS_IGNORE)
+		status = &mine;
+	if (start_completion(&c, count, requests, MPI_STATUSES_IGNORE) != 0) {
+		end_completion(&c, MPI_STATUSES_IGNORE);
+		return PMPI_Testany(count, requests, index, flag, status);
+	}
+	struct call call;
+	enter_completion(&call, count, c.before, 0);
+	int rc = PMPI_Testany(count, requests, index, flag, status);
+	leave_completion();
+	if (*flag)
+		complete_one(&c, *index, status, rc, &call);
+	end_completion(&c, MPI_STATUSES_IGNORE);
+	return rc;
+}
+
+/* Waitsome and Testsome: the requests at `indices` completed. */
+static void complete_some(struct completion *c, int outcount, const int *indices, int rc, const struct call *call)
+{
+	if (outcount == MPI_UNDEFINED)
+		return;
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < outcount; i++)
+		complete(c->before[indices[i]], &c->statuses[i], rc == MPI_ERR_IN_STATUS ? c->statuses[i].MPI_ERROR : rc,
+			 call);
+	pthread_mutex_unlock(&lock);
+}
+
+int MPI_Waitsome(int count, MPI_Request requests[], int *outcount, int indices[], MPI_Status statuses[])
+{
+	struct completion c;
+	if (start_completion(&c, count, requests, statuses) != 0) {
+		end_completion(&c, statuses);
+		return PMPI_Waitsome(count, requests, outcount, indices, statuses);
+	}
+	struct call call;
+	enter_completion(&call, count, c.before, 1);
+	int rc = PMPI_Waitsome(count, requests, outcount, indices, c.statuses);
+	leave_completion();
+	complete_some(&c, *outcount, indices, rc, &call);
+	end_completion(&c, statuses);
+	return rc;
+}
+
+int MPI_Testsome(int count, MPI_Request requests[], int *outcount, int indices[], MPI_Status statuses[])
+{
+	struct completion c;
+	if (start_completion(&c, count, requests, statuses) != 0) {
+		end_completion(&c, statuses);
+		return PMPI_Testsome(count, requests, outcount, indices, statuses);
+	}
+	struct call call;
+	enter_completion(&call, count, c.before, 0);
+	int rc = PMPI_Testsome(count, requests, outcount, indices, c.statuses);
+	leave_completion();
+	complete_some(&c, *outcount, indices, rc, &call);
+	end_completion(&c, statuses);
+	return rc;
+}
+
+int MPI_Request_free(MPI_Request *request)
+{
+	pthread_mutex_lock(&lock);
+	free(forget(*request));
+	pthread_mutex_unlock(&lock);
+	return PMPI_Request_free(request);
+}
+
+/* ---- Collectives ---- */
+
+/* Runs a collective between marking the rank blocked and recording its event. */
+#define COLLECTIVE(KIND, COMM, ROOT, BYTES, CALL)                                                  \
+	do {                                                                                       \
+		uint32_t site_;                                                                    \
+		struct comm *c_ = enter(COMM, __builtin_return_address(0), &site_);                \
+		int peer_ = world_of(c_, ROOT);                                                    \
+		block(KIND, c_, peer_, -1, site_);                                                 \
+		int rc_ = CALL;                                                                    \
+		unblock();                                                                         \
+		pthread_mutex_lock(&lock);                                                         \
+		append(event(KIND, c_, peer_, -1, BYTES, site_));                                  \
+		pthread_mutex_unlock(&lock);                                                       \
+		return rc_;                                                                        \
+	} while (0)
+
+/* The rank's own part of a rooted or in-place buffer. */
+#define PART(BUF, COUNT, TYPE) ((BUF) == MPI_IN_PLACE ? 0 : type_bytes(COUNT, TYPE))
+
+int MPI_Barrier(MPI_Comm comm)
+{
+	COLLECTIVE(KIND_BARRIER, comm, -1, 0, PMPI_Barrier(comm));
+}
+
+int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm)
+{
+	COLLECTIVE(KIND_BCAST, comm, root, type_bytes(count, type), PMPI_Bcast(buf, count, type, root, comm));
+}
+
+int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm)
+{
+	COLLECTIVE(KIND_REDUCE, comm, root, type_bytes(count, type),
+		   PMPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm));
+}
+
+int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm)
+{
+	COLLECTIVE(KIND_ALLREDUCE, comm, -1, type_bytes(count, type),
+		   PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm));
+}
+
+int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+	       MPI_Datatype recvtype, int root, MPI_Comm comm)
+{
+	COLLECTIVE(KIND_GATHER, comm, root, PART(sendbuf, sendcount, sendtype),
+		   PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm));
+}
+
+int MPI_Gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+		const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm)
+{
+	COLLECTIVE(KIND_GATHER, comm, root, PART(sendbuf, sendcount, sendtype),
+		   PMPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm));
+}
+
+int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+		MPI_Datatype recvtype, int root, MPI_Comm comm)
+{
+	COLLECTIVE(KIND_SCATTER, comm, root, PART(recvbuf, recvcount, recvtype),
+		   PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm));
+}
+
+int MPI_Scatterv(const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
+		 void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
+{
+	COLLECTIVE(KIND_SCATTER, comm, root, PART(recvbuf, recvcount, recvtype),
+		   PMPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm));
+}
+
+int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+		  MPI_Datatype recvtype, MPI_Comm comm)
+{
+	COLLECTIVE(KIND_ALLGATHER, comm, -1, PART(sendbuf, sendcount, sendtype),
+		   PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm));
+}
+
+int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+		   const int displs[], MPI_Datatype recvtype, MPI_Comm comm)
+{
+	COLLECTIVE(KIND_ALLGATHER, comm, -1, PART(sendbuf, sendcount, sendtype),
+		   PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm));
+}
+
+int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+		 MPI_Datatype recvtype, MPI_Comm comm)
+{
+	COLLECTIVE(KIND_ALLTOALL, comm, -1, PART(sendbuf, sendcount, sendtype),
+		   PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm));
+}
+
+int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+		  void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm)
+{
+	COLLECTIVE(KIND_ALLTOALL, comm, -1, 0,
+		   PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype,
+				  comm));
+}
+
+int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype type, MPI_Op op,
+		       MPI_Comm comm)
+{
+	COLLECTIVE(KIND_REDUCE_SCATTER, comm, -1, 0, PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm));
+}
+
+int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
+			     MPI_Comm comm)
+{
+	COLLECTIVE(KIND_REDUCE_SCATTER, comm, -1, type_bytes(recvcount, type),
+		   PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm));
+}
+
+int MPI_Scan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm)
+{
+	COLLECTIVE(KIND_SCAN, comm, -1, type_bytes(count, type), PMPI_Scan(sendbuf, recvbuf, count, type, op, comm));
+}
+
+int MPI_Exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm)
+{
+	COLLECTIVE(KIND_SCAN, comm, -1, type_bytes(count, type), PMPI_Exscan(sendbuf, recvbuf, count, type, op, comm));
+}
+
+/* ---- Loading ---- */
+
+/* The descriptor number in environment variable `name` (removed), made close-on-exec;
+ * -1 if there is none. */
+static int take_fd(const char *name)
+{
+	const char *value = getenv(name);
+	if (!value)
+		return -1;
+	char *end;
+	long fd = strtol(value, &end, 10);
+	unsetenv(name);
+	if (*end || fd < 0 || fd > INT_MAX || fcntl((int)fd, F_SETFD, FD_CLOEXEC) != 0)
+		return -1;
+	return (int)fd;
+}
+
+/* Takes this library out of LD_PRELOAD (it was loaded as /proc/self/fd/N, a descriptor
+ * the rank's children will not have) and closes its descriptor. */
+static void unpreload(void)
+{
+	Dl_info self;
+	const char *preload = getenv("LD_PRELOAD");
+	if (!preload || !dladdr((void *)unpreload, &self) || !self.dli_fname)
+		return;
+	size_t len = strlen(self.dli_fname);
+	char *kept = malloc(strlen(preload) + 1);
+	if (!kept)
+		return;
+	kept[0] = 0;
+	for (const char *p = preload; *p;) {
+		size_t n = strcspn(p, ": ");
+		if (n && !(n == len && strncmp(p, self.dli_fname, len) == 0)) {
+			if (kept[0])
+				strcat(kept, ":");
+			strncat(kept, p, n);
+		}
+		p += n;
+		p += *p != 0;
+	}
+	if (kept[0])
+		setenv("LD_PRELOAD", kept, 1);
+	else
+		unsetenv("LD_PRELOAD");
+	free(kept);
+	int fd;
+	if (sscanf(self.dli_fname, "/proc/self/fd/%d", &fd) == 1)
+		close(fd);
+}
+
+__attribute__((constructor)) static void load(void)
+{
+	unpreload();
+	events_fd = take_fd("SDT_MPI_EVENTS_FD");
+	comms_fd = take_fd("SDT_MPI_COMMS_FD");
+	sites_fd = take_fd("SDT_MPI_SITES_FD");
+}
