@@ -261,6 +261,13 @@ impl History {
         Some(self.start_offset_us(rh) + f64::from(e.time_us))
     }
 
+    /// A wall-clock time (nanoseconds since the Unix epoch) on the job's time line:
+    /// microseconds since the first rank's `MPI_Init`; `None` when no rank's start is known.
+    pub fn wall_to_us(&self, wall_ns: i64) -> Option<f64> {
+        let first = self.ranks.iter().map(|r| r.init_realtime_ns).filter(|&t| t > 0).min()?;
+        Some((wall_ns as f64 - first as f64) / 1000.0)
+    }
+
     /// Microseconds from the first rank's `MPI_Init` to `rh`'s.
     pub fn start_offset_us(&self, rh: &RankHistory) -> f64 {
         let first = self.ranks.iter().map(|r| r.init_realtime_ns).filter(|&t| t > 0).min();

@@ -21,6 +21,25 @@ pub struct Mark {
     pub name: String,
     /// The rank's events before it.
     pub events: u64,
+    /// When it was taken, nanoseconds since the Unix epoch (0: unknown).
+    pub wall_ns: i64,
+}
+
+impl Mark {
+    /// Where the snapshot lies on the job's time line (µs since the first `MPI_Init`): at
+    /// its wall-clock time when the ranks' start times are known, else just after the
+    /// rank's last event before it.
+    pub fn time_us(&self, history: &History) -> f64 {
+        if let Some(t) = history.wall_to_us(self.wall_ns) {
+            return t;
+        }
+        match self.events.checked_sub(1) {
+            Some(last) => {
+                history.time_us(self.rank, last.min(u64::from(u32::MAX)) as u32).unwrap_or(0.0) + 0.5
+            }
+            None => history.ranks.get(self.rank as usize).map_or(0.0, |rh| history.start_offset_us(rh)),
+        }
+    }
 }
 
 /// The trace of `history`, with `marks` as instant events, as a JSON value.
@@ -73,7 +92,7 @@ mod tests {
         let s = h.push(0, Op::Send { to: 1, tag: 4 });
         h.push(1, Op::Recv { from: 0, matched: s.1, tag: 4 });
         let history = h.build();
-        let trace = chrome_trace(&history, &[Mark { rank: 1, name: "1:S0".into(), events: 1 }]);
+        let trace = chrome_trace(&history, &[Mark { rank: 1, name: "1:S0".into(), events: 1, wall_ns: 0 }]);
         let events = trace["traceEvents"].as_array().unwrap();
         let phase = |ph: &str| events.iter().filter(|e| e["ph"] == ph).collect::<Vec<_>>();
         assert_eq!(phase("X").len(), 2);

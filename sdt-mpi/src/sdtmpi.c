@@ -132,7 +132,7 @@ static struct header *header;
 static struct record *records; /* mapped from offset HEADER_SIZE */
 static uint64_t capacity;      /* records mapped */
 static uint64_t next_seq;
-static struct timespec init_time;
+static struct timespec init_time, init_wall;
 static int world_rank, world_size;
 
 /* A communicator the rank used: its id in mpi-comms and its members' world ranks. */
@@ -182,6 +182,7 @@ struct call {
 	uint32_t bytes;
 	uint32_t site;
 	uint32_t post; /* for a completion: the Irecv (NONE otherwise) */
+	const struct piggyback *pb; /* where a receive's piggyback lands (NULL: none) */
 };
 static __thread struct call *current;
 
@@ -263,9 +264,7 @@ static void open_events(void)
 	header->rank = (uint32_t)world_rank;
 	header->size = (uint32_t)world_size;
 	header->blocked_site = NONE;
-	struct timespec wall;
-	clock_gettime(CLOCK_REALTIME, &wall);
-	header->init_realtime_ns = (uint64_t)wall.tv_sec * 1000000000u + (uint64_t)wall.tv_nsec;
+	header->init_realtime_ns = (uint64_t)init_wall.tv_sec * 1000000000u + (uint64_t)init_wall.tv_nsec;
 	recording = 1;
 }
 
@@ -537,8 +536,14 @@ static void on_error(MPI_Comm *handle, int *code, ...)
 		struct record r = event(call->kind, call->comm, call->peer, call->tag, call->bytes, call->site);
 		r.flags = call->flags | FLAG_TRUNCATED;
 		r.post = call->post;
+		/* The piggyback comes first, so it arrived whole: the message is known. (Its
+		 * source only when the receive named one.) */
+		if (call->pb && call->pb->magic == PIGGYBACK_MAGIC && call->peer >= 0)
+			r.matched = call->pb->seq;
 		append(r);
 		call->truncated = 1;
+		/* The call is over, in error: the rank is no longer inside it. */
+		unblock();
 	}
 	pthread_mutex_unlock(&lock);
 	if (user == MPI_ERRORS_RETURN)
@@ -591,7 +596,9 @@ static int after_init(int rc, void *site)
 {
 	if (rc != MPI_SUCCESS)
 		return rc;
+	/* Together: the wall-clock time puts the monotonic event times on the job's time line. */
 	clock_gettime(CLOCK_MONOTONIC, &init_time);
+	clock_gettime(CLOCK_REALTIME, &init_wall);
 	PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
 	PMPI_Comm_size(MPI_COMM_WORLD, &world_size);
 	pthread_mutex_lock(&lock);
@@ -777,7 +784,7 @@ int MPI_Recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_C
 	struct piggyback pb = { 0 };
 	MPI_Datatype wrapped = wrap(&pb, buf, count, type);
 	struct call call = { KIND_RECV, 0, c, world_of(c, source), tag, wildcards(source, tag),
-			     saturate(type_bytes(count, type)), site, NONE };
+			     saturate(type_bytes(count, type)), site, NONE, &pb };
 	current = &call;
 	block(KIND_RECV, c, call.peer, tag, site);
 	int rc = PMPI_Recv(MPI_BOTTOM, 1, wrapped, source, tag, handle, status);
@@ -845,7 +852,7 @@ int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int 
 	MPI_Datatype send_type = wrap(&out, sendbuf, sendcount, sendtype);
 	MPI_Datatype recv_type = wrap(&in, recvbuf, recvcount, recvtype);
 	struct call call = { KIND_RECV, 0, c, world_of(c, source), recvtag, wildcards(source, recvtag),
-			     saturate(type_bytes(recvcount, recvtype)), site, NONE };
+			     saturate(type_bytes(recvcount, recvtype)), site, NONE, &in };
 	current = &call;
 	block(KIND_RECV, c, call.peer, recvtag, site);
 	int rc = PMPI_Sendrecv(MPI_BOTTOM, 1, send_type, dest, sendtag, MPI_BOTTOM, 1, recv_type, source, recvtag,
@@ -880,7 +887,7 @@ int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, int 
 		status = &mine;
 	MPI_Datatype wrapped = wrap(&pb, buf, count, type);
 	struct call call = { KIND_RECV, 0, c, world_of(c, source), recvtag, wildcards(source, recvtag),
-			     saturate(type_bytes(count, type)), site, NONE };
+			     saturate(type_bytes(count, type)), site, NONE, &pb };
 	current = &call;
 	block(KIND_RECV, c, call.peer, recvtag, site);
 	int rc = PMPI_Sendrecv_replace(MPI_BOTTOM, 1, wrapped, dest, sendtag, source, recvtag, handle, status);
@@ -984,7 +991,7 @@ static void enter_completion(struct call *call, int count, const MPI_Request *re
 		remember(p);
 		if (call->kind == KIND_NONE || p->receive)
 			*call = (struct call){ p->receive ? KIND_RECV_DONE : KIND_SEND_DONE, 0, p->comm, p->peer, p->tag,
-					       p->flags, 0, p->site, p->post };
+					       p->flags, 0, p->site, p->post, p->wrapped ? &p->header : NULL };
 	}
 	pthread_mutex_unlock(&lock);
 	if (call->kind == KIND_RECV_DONE)

@@ -24,13 +24,10 @@ pub fn diagram(opt: DiagramOpt) -> Result<()> {
     let cuts: Vec<GlobalCut> = job
         .global_snapshots(Some((&history, &clocks)))?
         .into_iter()
-        .filter_map(|g| {
-            let counts = g.counts()?;
-            Some(GlobalCut {
-                consistent: g.verdict.as_ref().is_some_and(|v| v.consistent),
-                name: g.name,
-                counts,
-            })
+        .map(|g| GlobalCut {
+            consistent: g.verdict.as_ref().is_some_and(|v| v.consistent),
+            members: g.members.iter().map(|(rank, name, _)| format!("{rank}:{name}")).collect(),
+            name: g.name,
         })
         .collect();
     let findings = sdt_history::check::check(&history);
@@ -43,10 +40,11 @@ pub fn diagram(opt: DiagramOpt) -> Result<()> {
     Ok(())
 }
 
-/// A global snapshot to draw: its name, each rank's event count at it, its verdict.
+/// A global snapshot to draw: its name, its ranks' snapshots (as marks name them), its
+/// verdict.
 pub struct GlobalCut {
     pub name: String,
-    pub counts: Vec<u64>,
+    pub members: Vec<String>,
     pub consistent: bool,
 }
 
@@ -65,19 +63,6 @@ const CONSISTENT: RGBColor = RGBColor(20, 150, 60);
 const INCONSISTENT: RGBColor = RED;
 
 impl Diagram<'_> {
-    /// The time (µs) where a point `events` into `rank`'s history lies: just after its
-    /// last event, halfway to the next one when there is one.
-    fn time_after(&self, rank: u32, events: u64) -> f64 {
-        let history = self.history;
-        let Some(rh) = history.ranks.get(rank as usize) else { return 0.0 };
-        let at = |seq: u64| u32::try_from(seq).ok().and_then(|s| history.time_us(rank, s));
-        match (events.checked_sub(1).and_then(at), at(events)) {
-            (Some(last), Some(next)) => (last + next) / 2.0,
-            (Some(last), None) => last + self.span_us() * 0.01,
-            (None, _) => history.start_offset_us(rh),
-        }
-    }
-
     fn span_us(&self) -> f64 {
         let history = self.history;
         let end = history
@@ -132,7 +117,7 @@ impl Picture for Diagram<'_> {
             if with_text {
                 chart.draw_series([Text::new(
                     format!("rank {}", rh.rank),
-                    (0.0, -f64::from(rh.rank) + 0.25),
+                    (0.0, -f64::from(rh.rank) - 0.08),
                     ("sans-serif", 14),
                 )])?;
             }
@@ -156,8 +141,7 @@ impl Picture for Diagram<'_> {
             root.draw(&arrow_head(area.map_coordinate(&from), area.map_coordinate(&to), color))?;
         }
         for mark in self.marks {
-            let t = self.time_after(mark.rank, mark.events);
-            let (x, y) = at(mark.rank, t);
+            let (x, y) = at(mark.rank, mark.time_us(history));
             chart.draw_series([PathElement::new([(x, y - 0.18), (x, y + 0.18)], BLACK.stroke_width(3))])?;
             if with_text {
                 chart.draw_series([Text::new(mark.name.clone(), (x, y + 0.32), ("sans-serif", 12))])?;
@@ -165,8 +149,11 @@ impl Picture for Diagram<'_> {
         }
         for cut in self.cuts {
             let color = if cut.consistent { CONSISTENT } else { INCONSISTENT };
-            let points: Vec<(f64, f64)> = (0..history.ranks.len() as u32)
-                .filter_map(|r| cut.counts.get(r as usize).map(|&c| at(r, self.time_after(r, c))))
+            let points: Vec<(f64, f64)> = cut
+                .members
+                .iter()
+                .filter_map(|name| self.marks.iter().find(|m| &m.name == name))
+                .map(|m| at(m.rank, m.time_us(history)))
                 .collect();
             chart.draw_series([PathElement::new(points.clone(), color.stroke_width(2))])?;
             if with_text && let Some(&(x, _)) = points.first() {

@@ -96,7 +96,12 @@ impl Job {
                 if let Ok((meta, _)) = run.read_meta(entry.seq)
                     && let Some(events) = meta.mpi_events
                 {
-                    marks.push(Mark { rank: *rank, name: format!("{rank}:{}", entry.name), events });
+                    marks.push(Mark {
+                        rank: *rank,
+                        name: format!("{rank}:{}", entry.name),
+                        events,
+                        wall_ns: meta.time.wall_ns,
+                    });
                 }
             }
         }

@@ -282,3 +282,71 @@ pub fn config(sdt: &Sdt, text: &str) -> String {
 pub fn int(v: &Value, key: &str) -> Option<i64> {
     v.get(key).and_then(Value::as_i64)
 }
+
+/// Where an MPI job's ranks run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hosts {
+    /// This host, ranks talking through shared memory.
+    One,
+    /// The three network-namespace hosts of `scripts/mpi-hosts` (`sdt-h1..3`), a rank on
+    /// each in turn, talking TCP over their bridge.
+    Three,
+}
+
+/// Root, `ip` and `unshare`, which `scripts/mpi-hosts` needs; the hosts are brought up
+/// (and left up: `up` is idempotent, and other tests may use them meanwhile).
+fn namespace_hosts() -> Result<(), Skip> {
+    sdt_test_harness::root("network namespaces for the hosts of scripts/mpi-hosts")?;
+    for (tool, fix) in [("ip", "apt-get install iproute2"), ("unshare", "apt-get install util-linux")] {
+        let found = Command::new(tool).arg("-V").stdout(Stdio::null()).stderr(Stdio::null()).status();
+        if !found.is_ok_and(|s| s.success()) {
+            return Err(Skip::new("ip", format!("{tool} is missing"), fix));
+        }
+    }
+    let up = run(Command::new(workspace().join("scripts/mpi-hosts")).args(["up", "--count", "3"]));
+    assert!(up.status.success(), "scripts/mpi-hosts up: {}", describe(&up));
+    Ok(())
+}
+
+/// `mpirun [MPIRUN_ARGS] -np N sdt run -q --store STORE -- PROGRAM ARGS` with Open MPI (as
+/// root where the tests run as root), in the store's directory, on `hosts`. Its output,
+/// whether it succeeded or not.
+pub fn mpi_job(
+    sdt: &Sdt,
+    hosts: Hosts,
+    ranks: u32,
+    mpirun_args: &[&str],
+    program: &Path,
+    args: &[&str],
+) -> Result<Output, Skip> {
+    let scripts = workspace().join("scripts");
+    let mut cmd = match hosts {
+        Hosts::One => {
+            let mut cmd = Command::new("mpirun");
+            cmd.args(["--mca", "btl", "self,vader"]);
+            cmd
+        }
+        Hosts::Three => {
+            namespace_hosts()?;
+            let mut cmd = Command::new(scripts.join("mpi-hosts"));
+            cmd.args(["exec", "sdt-h1", "mpirun", "--mca", "plm_rsh_agent"])
+                .arg(scripts.join("mpi-hosts-agent"))
+                .args(["--mca", "btl", "tcp,self", "--host", "sdt-h1,sdt-h2,sdt-h3"]);
+            cmd
+        }
+    };
+    let store = sdt.store();
+    cmd.args(["--allow-run-as-root", "--oversubscribe"])
+        .args(mpirun_args)
+        .args(["-np", &ranks.to_string()])
+        .arg(env!("CARGO_BIN_EXE_sdt"))
+        .args(["run", "-q", "--store"])
+        .arg(&store)
+        .arg("--")
+        .arg(program)
+        .args(args)
+        .current_dir(sdt.dir.path())
+        .env("SDT_STORE", &store)
+        .stdin(Stdio::null());
+    Ok(run(&mut cmd))
+}

@@ -26,6 +26,7 @@ mod guest;
 mod install;
 mod kmod;
 mod mpi;
+mod mpi_analysis;
 mod mpi_jobs;
 mod readme;
 mod restore;
@@ -48,6 +49,7 @@ sdt_test_harness::main!(
     guest,
     install,
     kmod,
+    mpi_analysis,
     mpi_jobs,
     mpi,
     readme,

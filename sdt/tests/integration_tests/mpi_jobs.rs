@@ -3,29 +3,12 @@
 //! `scripts/mpi-hosts` (TCP over the bridge). The ranks' runs form one job in the store;
 //! `sdt ls` shows it, and `2:S1` is rank 2's S1 for gdb, show, diff and export.
 
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
-use sdt_test_harness::{Skip, root};
+use sdt_test_harness::Skip;
 use serde_json::Value;
 
-use crate::harness::{Sdt, describe, int, mpi_program, program, run, stderr, stdout, workspace};
-
-/// `mpirun ARGS` (Open MPI, as root where the tests run as root) in the store's directory.
-fn mpirun(sdt: &Sdt, wrapper: &[&str], args: &[&str]) -> Output {
-    let mut cmd = Command::new(wrapper.first().copied().unwrap_or("mpirun"));
-    cmd.args(wrapper.iter().skip(1));
-    if !wrapper.is_empty() {
-        cmd.arg("mpirun");
-    }
-    cmd.args(["--allow-run-as-root", "--oversubscribe"])
-        .args(args)
-        .current_dir(sdt.dir.path())
-        .env("SDT_STORE", sdt.store())
-        .stdin(Stdio::null());
-    let out = run(&mut cmd);
-    assert!(out.status.success(), "mpirun {args:?}: {}", describe(&out));
-    out
-}
+use crate::harness::{Hosts, Sdt, describe, int, mpi_job, mpi_program, program, stderr, stdout};
 
 /// What each rank printed: `rank R of N on HOST value V` → (R, HOST, V), by rank.
 fn printed(out: &Output) -> Vec<(u32, String, String)> {
@@ -114,86 +97,22 @@ fn host_name() -> String {
 fn a_job_on_one_host() -> Result<(), Skip> {
     let prog = mpi_program("job_ranks")?;
     let sdt = Sdt::new();
-    let sdt_bin = env!("CARGO_BIN_EXE_sdt");
-    let store = sdt.store();
-    let out = mpirun(
-        &sdt,
-        &[],
-        &[
-            "--mca",
-            "btl",
-            "self,vader",
-            "-np",
-            "3",
-            sdt_bin,
-            "run",
-            "-q",
-            "--store",
-            store.to_str().unwrap(),
-            "--",
-        ]
-        .into_iter()
-        .chain([prog.to_str().unwrap()])
-        .collect::<Vec<_>>(),
-    );
+    let out = mpi_job(&sdt, Hosts::One, 3, &[], &prog, &[])?;
+    assert!(out.status.success(), "{}", describe(&out));
     let host = host_name();
     check_job(&sdt, &out, &[&host, &host, &host]);
     Ok(())
 }
 
-/// Root, `ip` and `unshare`, for `scripts/mpi-hosts`.
-fn namespace_hosts() -> Result<(), Skip> {
-    root("network namespaces for the hosts of scripts/mpi-hosts")?;
-    for (tool, fix) in [("ip", "apt-get install iproute2"), ("unshare", "apt-get install util-linux")] {
-        let found = Command::new(tool).arg("-V").stdout(Stdio::null()).stderr(Stdio::null()).status();
-        if !found.is_ok_and(|s| s.success()) {
-            return Err(Skip::new("ip", format!("{tool} is missing"), fix));
-        }
-    }
-    Ok(())
-}
-
 fn a_job_across_three_hosts() -> Result<(), Skip> {
     let prog = mpi_program("job_ranks")?;
-    namespace_hosts()?;
-    let scripts = workspace().join("scripts");
-    // Left up: `up` is idempotent, and other tests may use the hosts at the same time.
-    let up = run(Command::new(scripts.join("mpi-hosts")).args(["up", "--count", "3"]));
-    assert!(up.status.success(), "scripts/mpi-hosts up: {}", describe(&up));
     let sdt = Sdt::new();
-    let store = sdt.store();
-    let hosts_script = scripts.join("mpi-hosts");
-    let agent = scripts.join("mpi-hosts-agent");
-    let out = mpirun(
-        &sdt,
-        &[hosts_script.to_str().unwrap(), "exec", "sdt-h1"],
-        &[
-            "--mca",
-            "plm_rsh_agent",
-            agent.to_str().unwrap(),
-            "--mca",
-            "btl",
-            "tcp,self",
-            "--mca",
-            "btl_base_verbose",
-            "30",
-            "--host",
-            "sdt-h1,sdt-h2,sdt-h3",
-            "-np",
-            "3",
-            env!("CARGO_BIN_EXE_sdt"),
-            "run",
-            "-q",
-            "--store",
-            store.to_str().unwrap(),
-            "--",
-            prog.to_str().unwrap(),
-        ],
-    );
+    let out = mpi_job(&sdt, Hosts::Three, 3, &["--mca", "btl_base_verbose", "30"], &prog, &[])?;
+    assert!(out.status.success(), "{}", describe(&out));
     // The ranks' messages went over TCP between the hosts' addresses on the bridge.
     let log = format!("{}{}", stdout(&out), stderr(&out));
     for to in ["10.77.0.1", "10.77.0.2", "10.77.0.3"] {
-        assert!(log.lines().any(|l| l.contains("btl:tcp") && l.contains(&format!(" {to}"))), "{log}");
+        assert!(log.contains(&format!("btl:tcp: now connected to {to}")), "{log}");
     }
     check_job(&sdt, &out, &["sdt-h1", "sdt-h2", "sdt-h3"]);
     Ok(())
