@@ -160,9 +160,22 @@ struct pending {
 	uint8_t flags;
 	uint32_t site;
 	struct piggyback header;
+	/* A packed message (see packable): `packed_bytes` of data after the piggyback in
+	 * `packed`; a receive copies them out to `user` when it completes. -1: not packed. */
+	int64_t packed_bytes;
+	void *user;
+	unsigned char packed[];
 };
 #define PENDING_BUCKETS 4096
 static struct pending *pending[PENDING_BUCKETS];
+
+/* Operations the program freed before they completed (MPI_Request_free): their
+ * piggyback and packed data must stay until MPI is done with them, so they are kept
+ * here, with their requests, and tested whenever an operation is posted (and waited for
+ * at MPI_Finalize); a completed one is recorded as if the program had waited for it.
+ * Under the lock. */
+static struct pending *detached;
+static void reap_detached(int wait);
 
 /* A call site: a return address and its id in mpi-sites. */
 struct site {
@@ -474,7 +487,7 @@ static void unblock(void)
 
 /* A derived type of the piggyback followed by the user's data, both at absolute
  * addresses (used with MPI_BOTTOM). */
-static MPI_Datatype wrap(struct piggyback *pb, const void *buf, int count, MPI_Datatype type)
+static MPI_Datatype build_wrapped(struct piggyback *pb, const void *buf, int count, MPI_Datatype type)
 {
 	int lengths[2] = { PIGGYBACK_BYTES, count };
 	MPI_Aint displacements[2];
@@ -485,6 +498,72 @@ static MPI_Datatype wrap(struct piggyback *pb, const void *buf, int count, MPI_D
 	PMPI_Type_create_struct(2, lengths, displacements, types, &wrapped);
 	PMPI_Type_commit(&wrapped);
 	return wrapped;
+}
+
+/* Wrapped types of predefined datatypes, kept for reuse: programs send from and receive
+ * into the same buffers again and again (and the piggyback of a blocking call sits at
+ * the same stack address), while creating and committing a type costs more than a small
+ * message. Per thread, so no lock; direct-mapped. A predefined type is never freed, so
+ * an entry never goes stale; an evicted entry's type is freed, which MPI allows while
+ * an operation still uses it. */
+#define WRAPPED_CACHE 64
+struct wrapped_entry {
+	const void *pb, *buf; /* pb NULL: empty */
+	int count;
+	MPI_Datatype type, wrapped;
+};
+static __thread struct wrapped_entry wrapped_cache[WRAPPED_CACHE];
+
+static int predefined(MPI_Datatype type)
+{
+	int integers, addresses, types, combiner;
+	return PMPI_Type_get_envelope(type, &integers, &addresses, &types, &combiner) == MPI_SUCCESS &&
+	       combiner == MPI_COMBINER_NAMED;
+}
+
+/* The wrapped type of (pb, buf, count, type); give it back with unwrap_type, which frees
+ * it unless the cache keeps it (`*cached`). */
+static MPI_Datatype wrap(struct piggyback *pb, const void *buf, int count, MPI_Datatype type, int *cached)
+{
+	uintptr_t key = (uintptr_t)pb ^ ((uintptr_t)buf * 31) ^ ((uintptr_t)count * 131) ^ (uintptr_t)type;
+	struct wrapped_entry *e = &wrapped_cache[(key * 0x9E3779B97F4A7C15ull >> 40) % WRAPPED_CACHE];
+	if (e->pb == pb && e->buf == buf && e->count == count && e->type == type) {
+		*cached = 1;
+		return e->wrapped;
+	}
+	MPI_Datatype wrapped = build_wrapped(pb, buf, count, type);
+	*cached = predefined(type);
+	if (*cached) {
+		if (e->pb)
+			PMPI_Type_free(&e->wrapped);
+		*e = (struct wrapped_entry){ pb, buf, count, type, wrapped };
+	}
+	return wrapped;
+}
+
+static void unwrap_type(MPI_Datatype *wrapped, int cached)
+{
+	if (!cached)
+		PMPI_Type_free(wrapped);
+}
+
+/* Small messages of a predefined, gap-free type travel packed instead: the piggyback and
+ * the data copied into one contiguous buffer of bytes, which the MPIs move on their fast
+ * path for contiguous data (a derived type goes through their slower general one). The
+ * other side may wrap or pack: both put the same bytes on the wire. */
+#define PACK_MAX 4096
+static __thread unsigned char pack_buffer[PIGGYBACK_BYTES + PACK_MAX];
+
+/* The bytes of `count` elements of `type` if they can travel packed, else -1. */
+static int64_t packable(int count, MPI_Datatype type)
+{
+	int size = 0;
+	MPI_Aint lb = 0, extent = 0;
+	if (count < 0 || type == MPI_DATATYPE_NULL || PMPI_Type_size(type, &size) != MPI_SUCCESS ||
+	    (int64_t)count * size > PACK_MAX || PMPI_Type_get_extent(type, &lb, &extent) != MPI_SUCCESS ||
+	    lb != 0 || extent != size || !predefined(type))
+		return -1;
+	return (int64_t)count * size;
 }
 
 /* Makes a received message's status count the user's data only; returns its bytes. */
@@ -627,6 +706,7 @@ int MPI_Finalize(void)
 {
 	void *site = __builtin_return_address(0);
 	pthread_mutex_lock(&lock);
+	reap_detached(1);
 	append(event(KIND_FINALIZE, comm_of(MPI_COMM_WORLD), -1, -1, 0, site_id(site)));
 	pthread_mutex_unlock(&lock);
 	return PMPI_Finalize();
@@ -656,11 +736,21 @@ static int send_wrapped(blocking_send call, const void *buf, int count, MPI_Data
 		return call(buf, count, type, dest, tag, handle);
 	struct comm *c;
 	struct piggyback pb = send_event(KIND_SEND, handle, dest, tag, type_bytes(count, type), site, &c);
-	MPI_Datatype wrapped = wrap(&pb, buf, count, type);
+	int64_t packed = packable(count, type);
+	if (packed >= 0) {
+		memcpy(pack_buffer, &pb, PIGGYBACK_BYTES);
+		memcpy(pack_buffer + PIGGYBACK_BYTES, buf, (size_t)packed);
+		block(KIND_SEND, c, world_of(c, dest), tag, NONE);
+		int rc = call(pack_buffer, PIGGYBACK_BYTES + (int)packed, MPI_BYTE, dest, tag, handle);
+		unblock();
+		return rc;
+	}
+	int cached;
+	MPI_Datatype wrapped = wrap(&pb, buf, count, type, &cached);
 	block(KIND_SEND, c, world_of(c, dest), tag, NONE);
 	int rc = call(MPI_BOTTOM, 1, wrapped, dest, tag, handle);
 	unblock();
-	PMPI_Type_free(&wrapped);
+	unwrap_type(&wrapped, cached);
 	return rc;
 }
 
@@ -684,14 +774,64 @@ int MPI_Bsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, 
 	return send_wrapped(PMPI_Bsend, buf, count, type, dest, tag, comm, __builtin_return_address(0));
 }
 
+/* Posted operations come and go by the thousand: their records are recycled through a
+ * free list per thread (no lock), each with room for a packed message. */
+#define PACK_INLINE 1024
+#define POOL_MAX 256
+static __thread struct pending *pool;
+static __thread int pooled;
+
+static struct pending *pending_new(void)
+{
+	struct pending *p = pool;
+	if (p) {
+		pool = p->next;
+		pooled--;
+	} else {
+		p = malloc(sizeof *p + PIGGYBACK_BYTES + PACK_INLINE);
+		if (!p)
+			return NULL;
+	}
+	memset(p, 0, sizeof *p);
+	p->packed_bytes = -1;
+	return p;
+}
+
+static void pending_free(struct pending *p)
+{
+	if (!p)
+		return;
+	if (pooled >= POOL_MAX) {
+		free(p);
+		return;
+	}
+	p->next = pool;
+	pool = p;
+	pooled++;
+}
+
 /* Remembers a posted operation until its completion. Under the lock. */
 static void remember(struct pending *p)
 {
+	if (detached)
+		reap_detached(0);
 	uint64_t key = 0;
 	memcpy(&key, &p->request, sizeof p->request < sizeof key ? sizeof p->request : sizeof key);
 	struct pending **bucket = &pending[(key * 0x9E3779B97F4A7C15ull >> 32) % PENDING_BUCKETS];
 	p->next = *bucket;
 	*bucket = p;
+}
+
+/* The posted operation of `request`, left in the table (NULL: not one of ours). Under
+ * the lock. */
+static struct pending *find(MPI_Request request)
+{
+	uint64_t key = 0;
+	memcpy(&key, &request, sizeof request < sizeof key ? sizeof request : sizeof key);
+	for (struct pending *p = pending[(key * 0x9E3779B97F4A7C15ull >> 32) % PENDING_BUCKETS]; p; p = p->next)
+		if (p->request == request)
+			return p;
+	return NULL;
 }
 
 /* Takes the posted operation of `request` out of the table (NULL: not one of ours).
@@ -714,18 +854,26 @@ static struct pending *forget(MPI_Request request)
 static int isend(posting_send call, const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm handle,
 		 MPI_Request *request, void *site)
 {
-	struct pending *p = calloc(1, sizeof *p);
-	if (!p || dest == MPI_PROC_NULL) {
-		free(p);
+	struct pending *p = dest == MPI_PROC_NULL ? NULL : pending_new();
+	if (!p)
 		return call(buf, count, type, dest, tag, handle, request);
-	}
 	struct comm *c;
 	p->header = send_event(KIND_ISEND, handle, dest, tag, type_bytes(count, type), site, &c);
-	MPI_Datatype wrapped = wrap(&p->header, buf, count, type);
-	int rc = call(MPI_BOTTOM, 1, wrapped, dest, tag, handle, request);
-	PMPI_Type_free(&wrapped);
+	int64_t packed = packable(count, type);
+	int rc;
+	if (packed >= 0 && packed <= PACK_INLINE) {
+		memcpy(p->packed, &p->header, PIGGYBACK_BYTES);
+		memcpy(p->packed + PIGGYBACK_BYTES, buf, (size_t)packed);
+		p->packed_bytes = packed;
+		rc = call(p->packed, PIGGYBACK_BYTES + (int)packed, MPI_BYTE, dest, tag, handle, request);
+	} else {
+		int cached;
+		MPI_Datatype wrapped = wrap(&p->header, buf, count, type, &cached);
+		rc = call(MPI_BOTTOM, 1, wrapped, dest, tag, handle, request);
+		unwrap_type(&wrapped, cached);
+	}
 	if (rc != MPI_SUCCESS) {
-		free(p);
+		pending_free(p);
 		return rc;
 	}
 	p->request = *request;
@@ -782,15 +930,27 @@ int MPI_Recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_C
 	if (status == MPI_STATUS_IGNORE)
 		status = &mine;
 	struct piggyback pb = { 0 };
-	MPI_Datatype wrapped = wrap(&pb, buf, count, type);
+	int64_t packed = packable(count, type);
+	int cached = 1;
+	MPI_Datatype wrapped = packed >= 0 ? MPI_BYTE : wrap(&pb, buf, count, type, &cached);
 	struct call call = { KIND_RECV, 0, c, world_of(c, source), tag, wildcards(source, tag),
-			     saturate(type_bytes(count, type)), site, NONE, &pb };
+			     saturate(type_bytes(count, type)), site, NONE,
+			     packed >= 0 ? (const struct piggyback *)pack_buffer : &pb };
 	current = &call;
 	block(KIND_RECV, c, call.peer, tag, site);
-	int rc = PMPI_Recv(MPI_BOTTOM, 1, wrapped, source, tag, handle, status);
+	int rc = packed >= 0 ? PMPI_Recv(pack_buffer, PIGGYBACK_BYTES + (int)packed, MPI_BYTE, source, tag, handle, status)
+			     : PMPI_Recv(MPI_BOTTOM, 1, wrapped, source, tag, handle, status);
 	unblock();
 	current = NULL;
-	PMPI_Type_free(&wrapped);
+	if (packed >= 0) {
+		int got = 0;
+		if (rc == MPI_SUCCESS && PMPI_Get_count(status, MPI_BYTE, &got) == MPI_SUCCESS && got >= PIGGYBACK_BYTES) {
+			memcpy(&pb, pack_buffer, PIGGYBACK_BYTES);
+			memcpy(buf, pack_buffer + PIGGYBACK_BYTES, (size_t)(got - PIGGYBACK_BYTES));
+		}
+	} else {
+		unwrap_type(&wrapped, cached);
+	}
 	if (!call.truncated) {
 		pthread_mutex_lock(&lock);
 		record_receive(KIND_RECV, c, status, &pb, call.flags, NONE, site, rc);
@@ -803,16 +963,23 @@ int MPI_Recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_C
 
 int MPI_Irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm handle, MPI_Request *request)
 {
-	struct pending *p = calloc(1, sizeof *p);
-	if (!p || source == MPI_PROC_NULL) {
-		free(p);
+	struct pending *p = source == MPI_PROC_NULL ? NULL : pending_new();
+	if (!p)
 		return PMPI_Irecv(buf, count, type, source, tag, handle, request);
+	int64_t packed = packable(count, type);
+	int rc;
+	if (packed >= 0 && packed <= PACK_INLINE) {
+		p->packed_bytes = packed;
+		p->user = buf;
+		rc = PMPI_Irecv(p->packed, PIGGYBACK_BYTES + (int)packed, MPI_BYTE, source, tag, handle, request);
+	} else {
+		int cached;
+		MPI_Datatype wrapped = wrap(&p->header, buf, count, type, &cached);
+		rc = PMPI_Irecv(MPI_BOTTOM, 1, wrapped, source, tag, handle, request);
+		unwrap_type(&wrapped, cached);
 	}
-	MPI_Datatype wrapped = wrap(&p->header, buf, count, type);
-	int rc = PMPI_Irecv(MPI_BOTTOM, 1, wrapped, source, tag, handle, request);
-	PMPI_Type_free(&wrapped);
 	if (rc != MPI_SUCCESS) {
-		free(p);
+		pending_free(p);
 		return rc;
 	}
 	void *address = __builtin_return_address(0);
@@ -849,8 +1016,9 @@ int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int 
 	MPI_Status mine;
 	if (status == MPI_STATUS_IGNORE)
 		status = &mine;
-	MPI_Datatype send_type = wrap(&out, sendbuf, sendcount, sendtype);
-	MPI_Datatype recv_type = wrap(&in, recvbuf, recvcount, recvtype);
+	int send_cached, recv_cached;
+	MPI_Datatype send_type = wrap(&out, sendbuf, sendcount, sendtype, &send_cached);
+	MPI_Datatype recv_type = wrap(&in, recvbuf, recvcount, recvtype, &recv_cached);
 	struct call call = { KIND_RECV, 0, c, world_of(c, source), recvtag, wildcards(source, recvtag),
 			     saturate(type_bytes(recvcount, recvtype)), site, NONE, &in };
 	current = &call;
@@ -859,8 +1027,8 @@ int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int 
 			       handle, status);
 	unblock();
 	current = NULL;
-	PMPI_Type_free(&send_type);
-	PMPI_Type_free(&recv_type);
+	unwrap_type(&send_type, send_cached);
+	unwrap_type(&recv_type, recv_cached);
 	if (call.truncated) {
 		unwrap_status(status);
 		return rc;
@@ -885,7 +1053,8 @@ int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, int 
 	MPI_Status mine;
 	if (status == MPI_STATUS_IGNORE)
 		status = &mine;
-	MPI_Datatype wrapped = wrap(&pb, buf, count, type);
+	int cached;
+	MPI_Datatype wrapped = wrap(&pb, buf, count, type, &cached);
 	struct call call = { KIND_RECV, 0, c, world_of(c, source), recvtag, wildcards(source, recvtag),
 			     saturate(type_bytes(count, type)), site, NONE, &pb };
 	current = &call;
@@ -893,7 +1062,7 @@ int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, int 
 	int rc = PMPI_Sendrecv_replace(MPI_BOTTOM, 1, wrapped, dest, sendtag, source, recvtag, handle, status);
 	unblock();
 	current = NULL;
-	PMPI_Type_free(&wrapped);
+	unwrap_type(&wrapped, cached);
 	if (call.truncated) {
 		unwrap_status(status);
 		return rc;
@@ -950,6 +1119,18 @@ int MPI_Iprobe(int source, int tag, MPI_Comm handle, int *flag, MPI_Status *stat
 /* Records the completion of `request` (its handle before the call completed it), with
  * the status the MPI gave (fixed for the user) and its error; `call` is the wait's
  * context, whose truncation the error handler may have recorded. Under the lock. */
+/* A packed receive that completed: its piggyback and its data to where the program
+ * asked for them. */
+static void unpack(struct pending *p, MPI_Status *status, int error)
+{
+	int got = 0;
+	if (!p->receive || p->packed_bytes < 0 || error != MPI_SUCCESS ||
+	    PMPI_Get_count(status, MPI_BYTE, &got) != MPI_SUCCESS || got < PIGGYBACK_BYTES)
+		return;
+	memcpy(&p->header, p->packed, PIGGYBACK_BYTES);
+	memcpy(p->user, p->packed + PIGGYBACK_BYTES, (size_t)(got - PIGGYBACK_BYTES));
+}
+
 static void complete(MPI_Request request, MPI_Status *status, int error, const struct call *call)
 {
 	struct pending *p = forget(request);
@@ -957,15 +1138,16 @@ static void complete(MPI_Request request, MPI_Status *status, int error, const s
 		return;
 	if (call->truncated && call->post == p->post) {
 		unwrap_status(status);
-		free(p);
+		pending_free(p);
 		return;
 	}
 	int cancelled = 0;
 	PMPI_Test_cancelled(status, &cancelled);
 	if (cancelled) {
-		free(p);
+		pending_free(p);
 		return;
 	}
+	unpack(p, status, error);
 	if (p->receive) {
 		record_receive(KIND_RECV_DONE, p->comm, status, p->wrapped ? &p->header : NULL, p->flags, p->post,
 			       p->site, error);
@@ -974,7 +1156,7 @@ static void complete(MPI_Request request, MPI_Status *status, int error, const s
 		r.post = p->post;
 		append(r);
 	}
-	free(p);
+	pending_free(p);
 }
 
 /* The context of a wait or test on `requests`: the first receive of ours among them
@@ -985,13 +1167,15 @@ static void enter_completion(struct call *call, int count, const MPI_Request *re
 	*call = (struct call){ .kind = KIND_NONE, .post = NONE };
 	pthread_mutex_lock(&lock);
 	for (int i = 0; i < count && call->kind != KIND_RECV_DONE; i++) {
-		struct pending *p = forget(requests[i]);
+		struct pending *p = find(requests[i]);
 		if (!p)
 			continue;
-		remember(p);
+		const struct piggyback *pb = !p->wrapped ? NULL
+					     : p->packed_bytes >= 0 ? (const struct piggyback *)p->packed
+								    : &p->header;
 		if (call->kind == KIND_NONE || p->receive)
 			*call = (struct call){ p->receive ? KIND_RECV_DONE : KIND_SEND_DONE, 0, p->comm, p->peer, p->tag,
-					       p->flags, 0, p->site, p->post, p->wrapped ? &p->header : NULL };
+					       p->flags, 0, p->site, p->post, pb };
 	}
 	pthread_mutex_unlock(&lock);
 	if (call->kind == KIND_RECV_DONE)
@@ -1209,12 +1393,44 @@ int MPI_Testsome(int count, MPI_Request requests[], int *outcount, int indices[]
 	return rc;
 }
 
+/* Completes the detached operations that are done (`wait`: waits for every one). Under
+ * the lock. */
+static void reap_detached(int wait)
+{
+	for (struct pending **at = &detached; *at;) {
+		struct pending *p = *at;
+		MPI_Status status;
+		int done = 0;
+		int error = wait ? PMPI_Wait(&p->request, &status) : PMPI_Test(&p->request, &done, &status);
+		if (!wait && !done && error == MPI_SUCCESS) {
+			at = &p->next;
+			continue;
+		}
+		*at = p->next;
+		unpack(p, &status, error);
+		if (p->receive) {
+			record_receive(KIND_RECV_DONE, p->comm, &status, p->wrapped ? &p->header : NULL, p->flags, p->post,
+				       p->site, error);
+		} else {
+			struct record r = event(KIND_SEND_DONE, p->comm, p->peer, p->tag, 0, p->site);
+			r.post = p->post;
+			append(r);
+		}
+		pending_free(p);
+	}
+}
+
 int MPI_Request_free(MPI_Request *request)
 {
 	pthread_mutex_lock(&lock);
-	free(forget(*request));
+	struct pending *p = forget(*request);
+	if (p) {
+		p->next = detached;
+		detached = p;
+		*request = MPI_REQUEST_NULL;
+	}
 	pthread_mutex_unlock(&lock);
-	return PMPI_Request_free(request);
+	return p ? MPI_SUCCESS : PMPI_Request_free(request);
 }
 
 /* ---- Collectives ---- */

@@ -228,7 +228,22 @@ fn probes_and_collectives_are_recorded() -> Result<(), Skip> {
     Ok(())
 }
 
+/// Packed and wrapped messages meeting each other, large ones, and sends whose requests
+/// the program freed: the program prints what it prints without SDT, every message is
+/// matched to its send, and the freed sends are recorded as completed.
+fn messages_of_every_shape_arrive_as_sent() -> Result<(), Skip> {
+    OPEN_MPI.check()?;
+    let ranks = run_job(&OPEN_MPI, "shapes", &[], &[]);
+    let completed = |h: &RankHistory| h.events.iter().filter(|e| e.kind == EventKind::SendDone).count();
+    assert_eq!(completed(&ranks[0].0), 1, "rank 0's freed send");
+    assert_eq!(completed(&ranks[2].0), 1, "rank 2's freed send");
+    let large = ranks[2].0.events.iter().find(|e| e.kind == EventKind::RecvDone).unwrap();
+    assert_eq!(large.bytes, 800_000);
+    Ok(())
+}
+
 sdt_test_harness::tests![
+    messages_of_every_shape_arrive_as_sent,
     a_ring_under_open_mpi_records_every_message_and_its_send,
     a_ring_under_mpich_records_every_message_and_its_send,
     wildcard_receives_record_the_source_that_matched,
