@@ -32,6 +32,7 @@
  * on the C functions.
  */
 #define _GNU_SOURCE
+#include <cpuid.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -46,6 +47,9 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 /* ---- The file layout (sdt-history/src/format.rs) ---- */
 
@@ -201,11 +205,63 @@ static __thread struct call *current;
 
 /* ---- Small helpers ---- */
 
+/* Event times come from the CPU's time-stamp counter where it ticks at one rate on
+ * every CPU (an invariant TSC), a few nanoseconds a read against a few tens for
+ * clock_gettime: its rate is measured against CLOCK_MONOTONIC over MPI_Init (which takes
+ * milliseconds). Elsewhere, or when MPI_Init was too quick to measure, clock_gettime. */
+static uint64_t tsc_before_init, tsc_at_init;
+static struct timespec mono_before_init;
+static double tsc_per_us; /* 0: not used */
+
+static uint64_t read_tsc(void)
+{
+#if defined(__x86_64__)
+	return __rdtsc();
+#else
+	return 0;
+#endif
+}
+
+static int invariant_tsc(void)
+{
+#if defined(__x86_64__)
+	unsigned a, b, c, d;
+	return __get_cpuid(0x80000007, &a, &b, &c, &d) && (d & (1u << 8));
+#else
+	return 0;
+#endif
+}
+
+static int64_t ns_between(const struct timespec *from, const struct timespec *to)
+{
+	return (int64_t)(to->tv_sec - from->tv_sec) * 1000000000 + (to->tv_nsec - from->tv_nsec);
+}
+
+static void before_init(void)
+{
+	clock_gettime(CLOCK_MONOTONIC, &mono_before_init);
+	tsc_before_init = read_tsc();
+}
+
+/* Measures the TSC's rate over MPI_Init; called right after init_time is read. */
+static void calibrate_tsc(void)
+{
+	tsc_at_init = read_tsc();
+	int64_t ns = ns_between(&mono_before_init, &init_time);
+	if (invariant_tsc() && tsc_before_init && ns >= 2000000 && tsc_at_init > tsc_before_init)
+		tsc_per_us = (double)(tsc_at_init - tsc_before_init) * 1000.0 / (double)ns;
+}
+
 static uint32_t now_us(void)
 {
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	int64_t us = (t.tv_sec - init_time.tv_sec) * 1000000 + (t.tv_nsec - init_time.tv_nsec) / 1000;
+	int64_t us;
+	if (tsc_per_us > 0) {
+		us = (int64_t)((double)(read_tsc() - tsc_at_init) / tsc_per_us);
+	} else {
+		struct timespec t;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		us = ns_between(&init_time, &t) / 1000;
+	}
 	return us < 0 ? 0 : us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
 }
 
@@ -678,6 +734,7 @@ static int after_init(int rc, void *site)
 	/* Together: the wall-clock time puts the monotonic event times on the job's time line. */
 	clock_gettime(CLOCK_MONOTONIC, &init_time);
 	clock_gettime(CLOCK_REALTIME, &init_wall);
+	calibrate_tsc();
 	PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
 	PMPI_Comm_size(MPI_COMM_WORLD, &world_size);
 	pthread_mutex_lock(&lock);
@@ -694,11 +751,13 @@ static int after_init(int rc, void *site)
 
 int MPI_Init(int *argc, char ***argv)
 {
+	before_init();
 	return after_init(PMPI_Init(argc, argv), __builtin_return_address(0));
 }
 
 int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 {
+	before_init();
 	return after_init(PMPI_Init_thread(argc, argv, required, provided), __builtin_return_address(0));
 }
 

@@ -115,11 +115,9 @@ impl Picture for Diagram<'_> {
                 BLACK.stroke_width(2),
             )])?;
             if with_text {
-                chart.draw_series([Text::new(
-                    format!("rank {}", rh.rank),
-                    (0.0, -f64::from(rh.rank) - 0.08),
-                    ("sans-serif", 14),
-                )])?;
+                // In the margin left of the chart, level with the rank's line.
+                let (x, y) = chart.plotting_area().map_coordinate(&(0.0, -f64::from(rh.rank)));
+                root.draw(&Text::new(format!("rank {}", rh.rank), (x - 62, y - 7), ("sans-serif", 14)))?;
             }
             let points =
                 rh.events.iter().filter(|e| !matches!(e.kind, EventKind::Init | EventKind::Finalize));
