@@ -58,6 +58,10 @@ pub fn show(opt: ShowOpt) -> Result<()> {
         human::bytes(snap.file_bytes()),
         human::bytes(s.full_bytes)
     );
+    if let Some(events) = m.mpi_events {
+        let rank = run.info().job.as_ref().map_or_else(String::new, |job| format!(" --rank {}", job.rank));
+        println!("messages: {events} event(s) of its message history before it (`sdt events{rank}`)");
+    }
     let p = &m.process;
     let args: Vec<_> = p.cmdline.iter().map(|a| escape(a)).collect();
     println!(
