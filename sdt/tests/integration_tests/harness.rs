@@ -24,7 +24,11 @@ pub fn workspace() -> PathBuf {
 
 /// Compiles `tests/programs/<name>.c` against libsdt.a (once per test run).
 pub fn program(name: &str) -> PathBuf {
-    compiled(name, &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs").join(format!("{name}.c")))
+    compiled(
+        name,
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs").join(format!("{name}.c")),
+        "gcc",
+    )
 }
 
 /// Compiles `tests/programs/<name>.cpp` with g++ (once per test run); the [`Skip`] where
@@ -37,17 +41,30 @@ pub fn cpp_program(name: &str) -> Result<PathBuf, Skip> {
     Ok(compiled(
         name,
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs").join(format!("{name}.cpp")),
+        "g++",
     ))
 }
 
 /// Compiles `examples/<name>/<name>.c` (the README's examples) against libsdt.a.
 pub fn example(name: &str) -> PathBuf {
-    compiled(name, &workspace().join("examples").join(name).join(format!("{name}.c")))
+    compiled(name, &workspace().join("examples").join(name).join(format!("{name}.c")), "gcc")
 }
 
 /// Compiles `tests/programs/mpi/<name>.c` with Open MPI's `mpicc` against libsdt.a (once
 /// per test run); the [`Skip`] where Open MPI is not installed.
 pub fn mpi_program(name: &str) -> Result<PathBuf, Skip> {
+    mpi_compiled(
+        name,
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/mpi").join(format!("{name}.c")),
+    )
+}
+
+/// Compiles the MPI example `examples/<name>/<name>.c` like [`mpi_program`].
+pub fn mpi_example(name: &str) -> Result<PathBuf, Skip> {
+    mpi_compiled(name, &workspace().join("examples").join(name).join(format!("{name}.c")))
+}
+
+fn mpi_compiled(name: &str, source: &Path) -> Result<PathBuf, Skip> {
     let found =
         Command::new("mpicc").arg("--showme:version").stdout(Stdio::null()).stderr(Stdio::null()).status();
     let run = Command::new("mpirun").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status();
@@ -58,15 +75,12 @@ pub fn mpi_program(name: &str) -> Result<PathBuf, Skip> {
             "apt-get install openmpi-bin libopenmpi-dev",
         ));
     }
-    Ok(compiled(
-        name,
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/mpi").join(format!("{name}.c")),
-    ))
+    Ok(compiled(name, source, "mpicc"))
 }
 
-/// `source` compiled against libsdt.a as `name` (once per test run): C with gcc (with
-/// `mpicc` for the MPI programs of `programs/mpi/`), `.cpp` with g++.
-fn compiled(name: &str, source: &Path) -> PathBuf {
+/// `source` compiled against libsdt.a as `name` (once per test run): C with `cc` (gcc, or
+/// `mpicc` for MPI programs), `.cpp` with g++.
+fn compiled(name: &str, source: &Path, cc: &str) -> PathBuf {
     static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
     let mut built = BUILT.get_or_init(Default::default).lock().unwrap();
     if let Some(path) = built.get(name) {
@@ -84,8 +98,7 @@ fn compiled(name: &str, source: &Path) -> PathBuf {
     let tmp = out_dir.join(format!("{name}.{}.tmp", std::process::id()));
     let compiler = match source.extension() {
         Some(e) if e == "cpp" => "g++",
-        _ if source.parent().is_some_and(|dir| dir.ends_with("mpi")) => "mpicc",
-        _ => "gcc",
+        _ => cc,
     };
     let status = Command::new(compiler)
         .args(["-g", "-O0", "-pthread", "-Wall", "-Werror"])

@@ -6,14 +6,15 @@
 //!
 //! - every number (decimal or hex) matches any number, and runs of spaces any spaces;
 //! - a line `...` or `…` (indented or not) matches any number of lines;
-//! - a line ending in `…` matches any line that begins with what comes before it.
+//! - a line ending in `…` matches any line that begins with what comes before it;
+//! - blank lines are left out on both sides.
 
 use std::path::Path;
 use std::process::Command;
 
 use sdt_test_harness::{Skip, root};
 
-use crate::harness::{describe, program, run, target_dir, workspace};
+use crate::harness::{describe, mpi_example, program, run, target_dir, workspace};
 
 /// One command of a transcript and the lines the README shows for it.
 #[derive(Debug)]
@@ -134,8 +135,9 @@ fn matches(expected: &[String], actual: &[&str]) -> bool {
     }
 }
 
-/// A folder holding what the setting `name` needs; commands run in it.
-fn setting(name: &str) -> tempfile::TempDir {
+/// A folder holding what the setting `name` needs; commands run in it. The [`Skip`] when
+/// this machine lacks what it needs.
+fn setting(name: &str) -> Result<tempfile::TempDir, Skip> {
     let dir = tempfile::tempdir().unwrap();
     let copy = |from: &Path, to: &str| {
         let to = dir.path().join(to);
@@ -171,9 +173,17 @@ fn setting(name: &str) -> tempfile::TempDir {
             copy(&program("states"), "states");
             shell(dir.path(), "sdt run -q -- ./states >/dev/null");
         }
+        // examples/relay built, and the scripts that make the namespace hosts.
+        "relay on three hosts" => {
+            let relay = mpi_example("relay")?;
+            copy(&relay, "relay");
+            for script in ["mpi-hosts", "mpi-hosts-agent"] {
+                copy(&workspace().join("scripts").join(script), &format!("scripts/{script}"));
+            }
+        }
         other => panic!("README: no transcript setting {other}"),
     }
-    dir
+    Ok(dir)
 }
 
 /// Runs `command` with bash in `dir`, the built `sdt` first on the PATH; stdout and
@@ -186,7 +196,10 @@ fn shell(dir: &Path, command: &str) -> String {
         .current_dir(dir)
         .env("PATH", path)
         .env_remove("SDT_STORE")
-        .env_remove("RUST_LOG"));
+        .env_remove("RUST_LOG")
+        // Open MPI refuses root unless told (the tests that need root run as root).
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"));
     assert!(out.stderr.is_empty(), "{}", describe(&out));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
@@ -207,10 +220,17 @@ fn readme_transcripts_match_what_the_commands_print() -> Result<(), Skip> {
             Some(name) => name,
             None => t.setting.as_str(),
         };
-        let dir = setting(name);
+        let dir = match setting(name) {
+            Ok(dir) => dir,
+            Err(skip) => {
+                skipped.push(format!("README line {} ({skip})", t.line));
+                continue;
+            }
+        };
         for step in &t.steps {
             let printed = shell(dir.path(), &step.command);
-            let lines: Vec<&str> = printed.lines().collect();
+            // Blank lines separate, in the output as in the README: neither counts.
+            let lines: Vec<&str> = printed.lines().filter(|l| !l.trim().is_empty()).collect();
             if !matches(&step.expected, &lines) {
                 failures.push(format!(
                     "README line {} ({}): `{}` printed:\n{printed}\nthe README shows:\n{}\n",
