@@ -351,7 +351,10 @@ fn drive<B: EventSource>(
 /// Records how the run ended, with what went wrong on the way; a restored program's
 /// namespace ends with it (after an error, it is killed).
 fn finish(rec: Recorder, exit: Result<ProgramExit, Error>, opts: &RunOptions) -> Result<RunOutcome, Error> {
-    let Recorder { writer, mut problems, init, info, .. } = rec;
+    let Recorder { writer, mut problems, init, info, mpi_events, .. } = rec;
+    if let (Ok(_), Some(events)) = (&exit, &mpi_events) {
+        mpi::trim(events);
+    }
     if let Some(init) = init {
         // After an error, the program may still run.
         if exit.is_ok() {

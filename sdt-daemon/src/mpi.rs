@@ -150,3 +150,17 @@ pub(crate) fn events_recorded(events: &File) -> Option<u64> {
         _ => events.read_exact_at(&mut prefix, 0).ok().and_then(|()| format::count(&prefix)),
     }
 }
+
+/// Cuts the events file down to its records once the program has ended (the library
+/// grows it a chunk at a time, allocated ahead): what is left after the last record is
+/// disk taken for nothing. Never while the program runs: its mapping would fault past
+/// the end.
+pub(crate) fn trim(events: &File) {
+    let Some(count) = events_recorded(events) else { return };
+    let end = format::HEADER_SIZE + count * u64::from(format::RECORD_SIZE);
+    if count > 0 && events.metadata().is_ok_and(|m| m.len() > end) {
+        if let Err(e) = events.set_len(end) {
+            log::debug!("trimming the message history: {e}");
+        }
+    }
+}
