@@ -158,9 +158,10 @@ pub(crate) fn events_recorded(events: &File) -> Option<u64> {
 pub(crate) fn trim(events: &File) {
     let Some(count) = events_recorded(events) else { return };
     let end = format::HEADER_SIZE + count * u64::from(format::RECORD_SIZE);
-    if count > 0 && events.metadata().is_ok_and(|m| m.len() > end) {
-        if let Err(e) = events.set_len(end) {
-            log::debug!("trimming the message history: {e}");
-        }
+    if count > 0
+        && events.metadata().is_ok_and(|m| m.len() > end)
+        && let Err(e) = events.set_len(end)
+    {
+        log::debug!("trimming the message history: {e}");
     }
 }

@@ -8,7 +8,7 @@ use std::fmt;
 use sdt_store::{Run, Trigger};
 
 /// A breakpoint arrival: which breakpoint, and which time it was reached.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Arrival {
     /// The breakpoint's level.
     pub level: i32,
@@ -27,9 +27,22 @@ impl fmt::Display for Arrival {
     }
 }
 
-/// The complete breakpoint snapshots of `run` by name, in the run's order (timed
-/// snapshots have no arrival and are left out).
-pub fn arrivals(run: &Run) -> Result<Vec<(Arrival, String)>, sdt_store::Error> {
+/// A snapshot taken at a breakpoint arrival.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Arrived {
+    /// The arrival.
+    pub arrival: Arrival,
+    /// The snapshot's name.
+    pub name: String,
+    /// Its position in its run.
+    pub seq: u32,
+    /// For a rank of an MPI job, the events of its message history before it.
+    pub mpi_events: Option<u64>,
+}
+
+/// The complete breakpoint snapshots of `run`, in the run's order (timed snapshots have
+/// no arrival and are left out).
+pub fn arrivals(run: &Run) -> Result<Vec<Arrived>, sdt_store::Error> {
     let mut out = Vec::new();
     for entry in run.snapshots()? {
         let entry = entry?;
@@ -38,7 +51,8 @@ pub fn arrivals(run: &Run) -> Result<Vec<(Arrival, String)>, sdt_store::Error> {
         }
         let (meta, _) = run.read_meta(entry.seq)?;
         if let Trigger::Breakpoint { level, class, id, hit, .. } = meta.trigger {
-            out.push((Arrival { level, class, id, hit }, entry.name));
+            let arrival = Arrival { level, class, id, hit };
+            out.push(Arrived { arrival, name: entry.name, seq: entry.seq, mpi_events: meta.mpi_events });
         }
     }
     Ok(out)
@@ -47,25 +61,22 @@ pub fn arrivals(run: &Run) -> Result<Vec<(Arrival, String)>, sdt_store::Error> {
 /// The arrivals of `reference` that `other` reached too, in `reference`'s order, with
 /// the snapshot of each (the first, where a run took two at one arrival); and how many
 /// arrivals only one of them reached.
-pub fn pair(
-    reference: &[(Arrival, String)],
-    other: &[(Arrival, String)],
-) -> (Vec<(Arrival, String, String)>, usize) {
+pub fn pair(reference: &[Arrived], other: &[Arrived]) -> (Vec<(Arrival, String, String)>, usize) {
     let mut in_other = HashMap::new();
-    for (arrival, name) in other {
-        in_other.entry(*arrival).or_insert(name);
+    for a in other {
+        in_other.entry(a.arrival).or_insert(&a.name);
     }
     let mut paired: Vec<(Arrival, String, String)> = Vec::new();
-    for (arrival, name) in reference {
-        if paired.iter().all(|(a, _, _)| a != arrival)
-            && let Some(theirs) = in_other.get(arrival)
+    for a in reference {
+        if paired.iter().all(|(p, _, _)| *p != a.arrival)
+            && let Some(theirs) = in_other.get(&a.arrival)
         {
-            paired.push((*arrival, name.clone(), (*theirs).clone()));
+            paired.push((a.arrival, a.name.clone(), (*theirs).clone()));
         }
     }
-    let distinct = |list: &[(Arrival, String)]| {
-        let mut all: Vec<Arrival> = list.iter().map(|(a, _)| *a).collect();
-        all.sort_by_key(|a| (a.level, a.class, a.id, a.hit));
+    let distinct = |list: &[Arrived]| {
+        let mut all: Vec<Arrival> = list.iter().map(|a| a.arrival).collect();
+        all.sort();
         all.dedup();
         all.len()
     };
@@ -80,8 +91,9 @@ mod tests {
     #[test]
     fn arrivals_pair_by_breakpoint_and_hit() {
         let at = |id, hit| Arrival { level: 1, class: 0, id, hit };
-        let reference = [(at(1, 1), "S0".into()), (at(2, 1), "S1".into()), (at(1, 2), "S2".into())];
-        let other = [(at(2, 1), "S0".into()), (at(1, 1), "S1".into()), (at(1, 3), "S2".into())];
+        let snap = |arrival, seq: u32| Arrived { arrival, name: format!("S{seq}"), seq, mpi_events: None };
+        let reference = [snap(at(1, 1), 0), snap(at(2, 1), 1), snap(at(1, 2), 2)];
+        let other = [snap(at(2, 1), 0), snap(at(1, 1), 1), snap(at(1, 3), 2)];
         let (paired, unpaired) = pair(&reference, &other);
         assert_eq!(paired, [(at(1, 1), "S0".into(), "S1".into()), (at(2, 1), "S1".into(), "S0".into())]);
         assert_eq!(unpaired, 2);

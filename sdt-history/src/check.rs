@@ -16,7 +16,7 @@ use std::collections::HashSet;
 use serde::Serialize;
 
 use crate::cut::messages;
-use crate::model::{Blocked, EventKind, History, RankHistory};
+use crate::model::{Blocked, Event, EventKind, History, RankHistory};
 
 /// What kind of error a finding is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -64,6 +64,21 @@ pub struct Finding {
     pub waits_on: Vec<u32>,
     /// What happened, in a sentence, without the rank and place (the caller adds them).
     pub what: String,
+}
+
+impl Finding {
+    /// A finding at event `e`, about its peer.
+    fn at(kind: FindingKind, e: &Event, what: String) -> Finding {
+        Finding {
+            kind,
+            rank: e.rank,
+            seq: Some(e.seq),
+            site: e.site,
+            peer: e.peer,
+            waits_on: Vec::new(),
+            what,
+        }
+    }
 }
 
 /// How a rank's history ends.
@@ -231,20 +246,13 @@ pub fn check(history: &History) -> Vec<Finding> {
     }
     for rh in &history.ranks {
         for e in rh.events.iter().filter(|e| e.truncated) {
-            findings.push(Finding {
-                kind: FindingKind::Truncated,
-                rank: rh.rank,
-                seq: Some(e.seq),
-                site: e.site,
-                peer: e.peer,
-                waits_on: Vec::new(),
-                what: format!(
-                    "receive from rank {} (tag {}) got a message larger than its buffer of {} bytes",
-                    e.peer.map_or_else(|| "?".to_owned(), |p| p.to_string()),
-                    tag_text(e.tag),
-                    e.bytes
-                ),
-            });
+            let what = format!(
+                "receive from rank {} (tag {}) got a message larger than its buffer of {} bytes",
+                e.peer.map_or_else(|| "?".to_owned(), |p| p.to_string()),
+                tag_text(e.tag),
+                e.bytes
+            );
+            findings.push(Finding::at(FindingKind::Truncated, e, what));
         }
         if ends[rh.rank as usize] != End::Ended {
             continue;
@@ -256,18 +264,11 @@ pub fn check(history: &History) -> Vec<Finding> {
             }
             let op = if e.kind == EventKind::Isend { "send to" } else { "receive from" };
             let peer = e.peer.map_or_else(|| "any rank".to_owned(), |p| format!("rank {p}"));
-            findings.push(Finding {
-                kind: FindingKind::NeverCompleted,
-                rank: rh.rank,
-                seq: Some(e.seq),
-                site: e.site,
-                peer: e.peer,
-                waits_on: Vec::new(),
-                what: format!(
-                    "non-blocking {op} {peer} (tag {}) was never completed before MPI_Finalize",
-                    tag_text(e.tag)
-                ),
-            });
+            let what = format!(
+                "non-blocking {op} {peer} (tag {}) was never completed before MPI_Finalize",
+                tag_text(e.tag)
+            );
+            findings.push(Finding::at(FindingKind::NeverCompleted, e, what));
         }
     }
     findings

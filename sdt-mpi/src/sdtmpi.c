@@ -1428,36 +1428,34 @@ static void complete_some(struct completion *c, int outcount, const int *indices
 	pthread_mutex_unlock(&lock);
 }
 
-int MPI_Waitsome(int count, MPI_Request requests[], int *outcount, int indices[], MPI_Status statuses[])
+typedef int (*some_call)(int, MPI_Request[], int *, int[], MPI_Status[]);
+
+/* MPI_Waitsome and MPI_Testsome (`blocking` for the first). */
+static int some(some_call call, int blocking, int count, MPI_Request requests[], int *outcount, int indices[],
+		MPI_Status statuses[])
 {
 	struct completion c;
 	if (start_completion(&c, count, requests, statuses) != 0) {
 		end_completion(&c, statuses);
-		return PMPI_Waitsome(count, requests, outcount, indices, statuses);
+		return call(count, requests, outcount, indices, statuses);
 	}
-	struct call call;
-	enter_completion(&call, count, c.before, 1);
-	int rc = PMPI_Waitsome(count, requests, outcount, indices, c.statuses);
+	struct call context;
+	enter_completion(&context, count, c.before, blocking);
+	int rc = call(count, requests, outcount, indices, c.statuses);
 	leave_completion();
-	complete_some(&c, *outcount, indices, rc, &call);
+	complete_some(&c, *outcount, indices, rc, &context);
 	end_completion(&c, statuses);
 	return rc;
 }
 
+int MPI_Waitsome(int count, MPI_Request requests[], int *outcount, int indices[], MPI_Status statuses[])
+{
+	return some(PMPI_Waitsome, 1, count, requests, outcount, indices, statuses);
+}
+
 int MPI_Testsome(int count, MPI_Request requests[], int *outcount, int indices[], MPI_Status statuses[])
 {
-	struct completion c;
-	if (start_completion(&c, count, requests, statuses) != 0) {
-		end_completion(&c, statuses);
-		return PMPI_Testsome(count, requests, outcount, indices, statuses);
-	}
-	struct call call;
-	enter_completion(&call, count, c.before, 0);
-	int rc = PMPI_Testsome(count, requests, outcount, indices, c.statuses);
-	leave_completion();
-	complete_some(&c, *outcount, indices, rc, &call);
-	end_completion(&c, statuses);
-	return rc;
+	return some(PMPI_Testsome, 0, count, requests, outcount, indices, statuses);
 }
 
 /* Completes the detached operations that are done (`wait`: waits for every one). Under

@@ -6,6 +6,7 @@ use std::io::Write;
 
 use anyhow::Result;
 use sdt_daemon::human;
+use sdt_gdb::arrivals::Arrival;
 use sdt_store::{Run, RunInfo, RunStatus, SnapshotEntry, SnapshotMeta, Trigger};
 use serde_json::{Value, json};
 
@@ -181,7 +182,7 @@ fn print_global_snapshots(out: &mut impl Write, job: &Job) -> Result<()> {
     }
     writeln!(out, "\nglobal snapshots (every rank's snapshot at one breakpoint arrival):")?;
     for g in &globals {
-        let (level, class, id, hit) = g.arrival;
+        let Arrival { level, class, id, hit } = g.arrival;
         let verdict = match &checked {
             Ok(_) => job::verdict_text(g.verdict.as_ref()),
             Err(e) => format!("not checked: {e:#}"),

@@ -2,6 +2,7 @@
 
 use anyhow::Result;
 use sdt_daemon::human::{self, escape};
+use sdt_gdb::arrivals::Arrival;
 use sdt_store::{Content, Trigger};
 use sdt_target::Activity;
 
@@ -134,7 +135,7 @@ fn show_global(opt: &ShowOpt, name: &str) -> Result<()> {
             }
         );
     };
-    let (level, class, id, hit) = g.arrival;
+    let Arrival { level, class, id, hit } = g.arrival;
     println!(
         "{} of job {}: breakpoint level {level} class {class} id {id}, hit {hit}, on {} ranks",
         g.name,

@@ -5,11 +5,12 @@
 use std::collections::BTreeMap;
 
 use anyhow::{Context, Result, bail};
+use sdt_gdb::arrivals::Arrival;
 use sdt_history::clock::{self, Clocks};
 use sdt_history::cut::{self, CutVerdict};
 use sdt_history::trace::Mark;
 use sdt_history::{History, RankHistory};
-use sdt_store::{Run, RunId, Store, Trigger};
+use sdt_store::{Run, RunId, Store};
 
 use crate::cli::RunArgs;
 
@@ -22,9 +23,6 @@ pub struct Job {
     /// Each rank that has a run, with its run.
     pub ranks: Vec<(u32, Run)>,
 }
-
-/// A breakpoint arrival: level, class, id, hit.
-pub type Arrival = (i32, i32, i32, u64);
 
 /// Each rank's snapshot at one arrival: rank → (seq, name, events before it).
 type ByRank = BTreeMap<u32, (u32, String, Option<u64>)>;
@@ -114,18 +112,8 @@ impl Job {
         // Arrival → (rank → (seq, name, events)).
         let mut arrivals: BTreeMap<Arrival, ByRank> = BTreeMap::new();
         for (rank, run) in &self.ranks {
-            for entry in run.snapshots()? {
-                let entry = entry?;
-                if !entry.complete {
-                    continue;
-                }
-                let (meta, _) = run.read_meta(entry.seq)?;
-                if let Trigger::Breakpoint { level, class, id, hit, .. } = meta.trigger {
-                    arrivals
-                        .entry((level, class, id, hit))
-                        .or_default()
-                        .insert(*rank, (entry.seq, entry.name, meta.mpi_events));
-                }
+            for a in sdt_gdb::arrivals::arrivals(run)? {
+                arrivals.entry(a.arrival).or_default().insert(*rank, (a.seq, a.name, a.mpi_events));
             }
         }
         let mut complete: Vec<(Arrival, ByRank)> = arrivals
