@@ -3,6 +3,7 @@
 //!
 //! - [`model`]: the events of every rank, as the rest of SDT sees them.
 //! - [`clock`]: every event's vector clock, recomputed exactly from the history.
+//! - [`causal`]: the messages a rank's state depends on, back along the flow of messages.
 //! - [`check`]: the errors a finished job's history shows (deadlocks, lost messages, …).
 //! - [`cut`]: whether a global cut is consistent, and the messages in flight across it.
 //! - [`sites`]: the source lines of the places that called MPI.
@@ -13,6 +14,7 @@
 //! The history is untrusted input like the rest of a store: a rank's library runs inside
 //! the program and can write anything. Readers check every field and never panic.
 
+pub mod causal;
 pub mod check;
 pub mod clock;
 pub mod cut;

@@ -621,13 +621,23 @@ static __thread unsigned char pack_buffer[PIGGYBACK_BYTES + PACK_MAX];
 /* The bytes of `count` elements of `type` if they can travel packed, else -1. */
 static int64_t packable(int count, MPI_Datatype type)
 {
+	/* The last gap-free predefined type seen, and its size: programs send one or two
+	 * types over and over, and a predefined type never changes or goes away. */
+	static __thread MPI_Datatype last_type;
+	static __thread int last_size, last_known;
 	int size = 0;
-	MPI_Aint lb = 0, extent = 0;
-	if (count < 0 || type == MPI_DATATYPE_NULL || PMPI_Type_size(type, &size) != MPI_SUCCESS ||
-	    (int64_t)count * size > PACK_MAX || PMPI_Type_get_extent(type, &lb, &extent) != MPI_SUCCESS ||
-	    lb != 0 || extent != size || !predefined(type))
+	if (count < 0 || type == MPI_DATATYPE_NULL)
 		return -1;
-	return (int64_t)count * size;
+	if (last_known && type == last_type) {
+		size = last_size;
+	} else {
+		MPI_Aint lb = 0, extent = 0;
+		if (PMPI_Type_size(type, &size) != MPI_SUCCESS || PMPI_Type_get_extent(type, &lb, &extent) != MPI_SUCCESS ||
+		    lb != 0 || extent != size || !predefined(type))
+			return -1;
+		last_type = type, last_size = size, last_known = 1;
+	}
+	return (int64_t)count * size > PACK_MAX ? -1 : (int64_t)count * size;
 }
 
 /* Makes a received message's status count the user's data only; returns its bytes. */

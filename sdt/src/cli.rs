@@ -81,6 +81,11 @@ pub enum Action {
   sdt events --json | jq '.[] | select(.kind == \"recv\")'
   sdt events --perfetto job.json     # open in ui.perfetto.dev")]
     Events(EventsOpt),
+    /// The messages a rank's snapshot depends on: every message in its causal past
+    /// received since the job's previous global snapshot, with its sender, the source
+    /// lines of its send and receive, and the sender's last snapshot before the send.
+    #[command(after_help = "Examples:\n  sdt why 2:S3\n  sdt why 2:S3 --json")]
+    Why(WhyOpt),
     /// Find errors in an MPI job's message history: ranks blocked for ever (deadlock),
     /// messages never received, receives truncated, requests never completed. Exit 0
     /// when there are none, 1 when there are.
@@ -458,6 +463,20 @@ pub struct EventsOpt {
     /// Write the history as a Chrome/Perfetto trace into FILE (messages as flow arrows).
     #[arg(long, value_name = "FILE")]
     pub perfetto: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct WhyOpt {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// A rank's snapshot (`2:S3`).
+    pub snapshot: String,
+    /// The messages as a JSON array: send and recv as [rank, seq], tag, bytes, sites,
+    /// the sender's snapshot before the send.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

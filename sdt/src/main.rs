@@ -19,6 +19,7 @@ mod cmd_refine;
 mod cmd_restore;
 mod cmd_run;
 mod cmd_show;
+mod cmd_why;
 mod diagram;
 mod job;
 mod launcher;
@@ -55,6 +56,7 @@ fn real_main(opt: Opt) -> anyhow::Result<ExitCode> {
         Action::Show(o) => cmd_show::show(o).map(|()| ExitCode::SUCCESS),
         Action::Events(o) => cmd_events::events(o).map(|()| ExitCode::SUCCESS),
         Action::Check(o) => cmd_check::check(o),
+        Action::Why(o) => cmd_why::why(o).map(|()| ExitCode::SUCCESS),
         Action::Diagram(o) => diagram::diagram(o).map(|()| ExitCode::SUCCESS),
         Action::Export(ExportAction::Core(o)) => cmd_export::core(o).map(|()| ExitCode::SUCCESS),
         Action::Export(ExportAction::Criu(o)) => cmd_export::criu(o).map(|()| ExitCode::SUCCESS),
