@@ -88,6 +88,7 @@ impl HistoryBuilder {
             any_source: false,
             any_tag: false,
             truncated: false,
+            diverged: false,
         };
         match op {
             Op::Init => {}
