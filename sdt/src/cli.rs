@@ -462,7 +462,8 @@ pub struct EventsOpt {
     #[arg(long, value_name = "RANK")]
     pub rank: Option<u32>,
     /// One JSON array of events: rank, seq, kind, peer, tag, bytes, vc, matched, post,
-    /// comm, time_us, site, any_source, any_tag, truncated.
+    /// comm, time_us, site, any_source, any_tag, truncated, diverged (a replay's receive
+    /// took another message than its record says).
     #[arg(long)]
     pub json: bool,
     /// Write the history as a Chrome/Perfetto trace into FILE (messages as flow arrows).

@@ -14,7 +14,7 @@ const MPIRUN_ARGS: [&str; 3] = ["--mpirun-arg=--mca", "--mpirun-arg=btl", "--mpi
 /// The newest run of the store: a rank of the job that just ran.
 fn latest_run(sdt: &Sdt) -> String {
     let out = stdout(&sdt.ok(&["runs"]));
-    let last = out.lines().filter_map(|l| l.strip_prefix("run ")).last().expect("a run");
+    let last = out.lines().rev().find_map(|l| l.strip_prefix("run ")).expect("a run");
     last.split(':').next().unwrap().to_owned()
 }
 
