@@ -23,6 +23,7 @@
 //!     breaks: Vec::new(),
 //!     job: None,
 //!     mpi_history: true,
+//!     mpi_replay: None,
 //! })?;
 //! println!("run {} took {} snapshots", outcome.run, outcome.totals.snapshots);
 //! # Ok::<(), sdt_daemon::Error>(())
@@ -124,6 +125,9 @@ pub struct RunOptions {
     /// Record the message history of a launched program that links MPI (the
     /// interposition library of `sdt-mpi`, loaded into it).
     pub mpi_history: bool,
+    /// With `mpi_history`: the replay record (`sdt_history::replay`) whose matches the
+    /// library enforces (`sdt replay`).
+    pub mpi_replay: Option<PathBuf>,
 }
 
 /// How a run stops the program's threads.
@@ -392,7 +396,11 @@ fn launch<B>(
 ) -> Result<Started<B>, Error> {
     let program = command.first().ok_or(LaunchError::Empty)?;
     let path = launch::resolve(program)?;
-    let mpi = if opts.mpi_history { mpi::MpiLaunch::prepare(&path, store)? } else { None };
+    let mpi = if opts.mpi_history {
+        mpi::MpiLaunch::prepare(&path, store, opts.mpi_replay.as_deref())?
+    } else {
+        None
+    };
     let spawn = launch::command(&path, command, &opts.config.filter, ptrace_options, mpi.as_ref())?;
     // What the program inherits besides stdio is not its own: a restore need not
     // recreate it (see `OpenFile::inherited`).

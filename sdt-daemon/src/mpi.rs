@@ -5,7 +5,8 @@
 //! ```text
 //! launch:  DT_NEEDED → Mpi ─ library bytes → sealed memfd (LD_PRELOAD=/proc/self/fd/N)
 //!          three files created in the store under temporary names (no run yet),
-//!          their descriptors inherited (SDT_MPI_EVENTS_FD, …)
+//!          their descriptors inherited (SDT_MPI_EVENTS_FD, …; in a replay, the
+//!          replay record's too: SDT_MPI_REPLAY_FD)
 //! drive:   the run exists → the files move into its directory (`mpi-events`, …)
 //! capture: every thread stopped → the events header's count → SnapshotMeta::mpi_events
 //! ```
@@ -23,7 +24,7 @@ use object::elf::{DT_NEEDED, FileHeader64};
 use object::read::elf::{Dyn, FileHeader};
 use object::{Endianness, ReadCache};
 use sdt_history::format::{self, COMMS_FILE, EVENTS_FILE, SITES_FILE};
-use sdt_mpi::{ENV_COMMS_FD, ENV_EVENTS_FD, ENV_SITES_FD, Mpi};
+use sdt_mpi::{ENV_COMMS_FD, ENV_EVENTS_FD, ENV_REPLAY_FD, ENV_SITES_FD, Mpi};
 use sdt_store::{PendingFile, RunLog, Store};
 
 /// Why an MPI program cannot get its history library.
@@ -45,6 +46,15 @@ pub enum MpiError {
     /// The library's memfd could not be made.
     #[error("loading the message-history library")]
     Memfd(#[source] sdt_sys::Error),
+    /// The replay record cannot be opened.
+    #[error("opening the replay record {path}")]
+    Replay {
+        /// The record.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// The MPI `program` links, by its `DT_NEEDED` entries; `None` for a program that links
@@ -72,11 +82,17 @@ pub(crate) struct MpiLaunch {
     library: OwnedFd,
     /// `mpi-events`, `mpi-comms`, `mpi-sites`.
     files: [PendingFile; 3],
+    /// The replay record, in a replay.
+    replay: Option<File>,
 }
 
 impl MpiLaunch {
     /// The library and files for `program`, if it links an MPI.
-    pub(crate) fn prepare(program: &Path, store: &Store) -> Result<Option<MpiLaunch>, crate::Error> {
+    pub(crate) fn prepare(
+        program: &Path,
+        store: &Store,
+        replay: Option<&Path>,
+    ) -> Result<Option<MpiLaunch>, crate::Error> {
         let Some(mpi) = mpi_of(program) else { return Ok(None) };
         let bytes = mpi
             .library()
@@ -88,13 +104,20 @@ impl MpiLaunch {
             store.create_pending(COMMS_FILE)?,
             store.create_pending(SITES_FILE)?,
         ];
-        Ok(Some(MpiLaunch { library, files }))
+        let replay = replay
+            .map(|path| {
+                File::open(path)
+                    .map_err(|source| MpiError::Replay { path: path.display().to_string(), source })
+            })
+            .transpose()?;
+        Ok(Some(MpiLaunch { library, files, replay }))
     }
 
     /// The descriptors the program inherits.
     pub(crate) fn fds(&self) -> Vec<i32> {
         let mut fds = vec![self.library.as_raw_fd()];
         fds.extend(self.files.iter().map(|f| f.file().as_raw_fd()));
+        fds.extend(self.replay.as_ref().map(File::as_raw_fd));
         fds
     }
 
@@ -107,12 +130,16 @@ impl MpiLaunch {
             ld_preload.extend_from_slice(rest);
         }
         let [events, comms, sites] = &self.files;
-        vec![
+        let mut env = vec![
             ("LD_PRELOAD".into(), ld_preload),
             (ENV_EVENTS_FD.into(), events.file().as_raw_fd().to_string().into_bytes()),
             (ENV_COMMS_FD.into(), comms.file().as_raw_fd().to_string().into_bytes()),
             (ENV_SITES_FD.into(), sites.file().as_raw_fd().to_string().into_bytes()),
-        ]
+        ];
+        if let Some(replay) = &self.replay {
+            env.push((ENV_REPLAY_FD.into(), replay.as_raw_fd().to_string().into_bytes()));
+        }
+        env
     }
 
     /// Once the program runs: the files, to move into its run.

@@ -100,6 +100,8 @@ pub const FLAG_ANY_SOURCE: u8 = 1;
 pub const FLAG_ANY_TAG: u8 = 2;
 /// The message was truncated (`MPI_ERR_TRUNCATE`).
 pub const FLAG_TRUNCATED: u8 = 4;
+/// In a replay, the receive took another message than the replay record says.
+pub const FLAG_DIVERGED: u8 = 8;
 
 use crate::model::{Blocked, CollectiveKind, Comm, Event, EventKind, RankHistory, Site};
 
@@ -119,7 +121,7 @@ const COLLECTIVES: [CollectiveKind; 11] = [
 ];
 
 /// Every flag a record may carry.
-const FLAGS: u8 = FLAG_ANY_SOURCE | FLAG_ANY_TAG | FLAG_TRUNCATED;
+const FLAGS: u8 = FLAG_ANY_SOURCE | FLAG_ANY_TAG | FLAG_TRUNCATED | FLAG_DIVERGED;
 
 /// Why a rank's event files cannot be read.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -359,6 +361,7 @@ pub fn read_rank(events: &[u8], comms: &str, sites: &str) -> Result<RankHistory,
                 any_source: flags & FLAG_ANY_SOURCE != 0,
                 any_tag: flags & FLAG_ANY_TAG != 0,
                 truncated: flags & FLAG_TRUNCATED != 0,
+                diverged: flags & FLAG_DIVERGED != 0,
             })
         })()
         .map_err(|detail| FormatError::Record { seq, detail })?;
@@ -478,11 +481,15 @@ pub fn write_rank(history: &RankHistory) -> RankFiles {
     }
     put(56, &history.init_realtime_ns.to_le_bytes());
     for e in &history.events {
-        let flags =
-            [(e.any_source, FLAG_ANY_SOURCE), (e.any_tag, FLAG_ANY_TAG), (e.truncated, FLAG_TRUNCATED)]
-                .iter()
-                .filter(|(set, _)| *set)
-                .fold(0, |flags, (_, flag)| flags | flag);
+        let flags = [
+            (e.any_source, FLAG_ANY_SOURCE),
+            (e.any_tag, FLAG_ANY_TAG),
+            (e.truncated, FLAG_TRUNCATED),
+            (e.diverged, FLAG_DIVERGED),
+        ]
+        .iter()
+        .filter(|(set, _)| *set)
+        .fold(0, |flags, (_, flag)| flags | flag);
         events.extend_from_slice(&[kind_code(e.kind), flags]);
         events.extend_from_slice(&e.comm.to_le_bytes());
         events.extend_from_slice(&raw_peer(e.peer).to_le_bytes());
@@ -525,6 +532,7 @@ mod tests {
             any_source: false,
             any_tag: false,
             truncated: false,
+            diverged: false,
         }
     }
 

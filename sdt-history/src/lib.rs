@@ -6,6 +6,8 @@
 //! - [`causal`]: the messages a rank's state depends on, back along the flow of messages.
 //! - [`check`]: the errors a finished job's history shows (deadlocks, lost messages, …).
 //! - [`cut`]: whether a global cut is consistent, and the messages in flight across it.
+//! - [`races`]: the message races of a run, and the matches a replay must enforce.
+//! - [`replay`]: the replay record, the file that hands a replay what it enforces.
 //! - [`sites`]: the source lines of the places that called MPI.
 //! - [`trace`]: the history as a Chrome/Perfetto trace, messages as flow arrows.
 //! - [`format`]: the per-rank event file the interposition library writes, and its reader.
@@ -20,6 +22,8 @@ pub mod clock;
 pub mod cut;
 pub mod format;
 pub mod model;
+pub mod races;
+pub mod replay;
 pub mod run;
 pub mod sites;
 #[cfg(test)]

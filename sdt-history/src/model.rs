@@ -172,12 +172,15 @@ pub struct Event {
     pub site: Option<u32>,
     /// Microseconds since the rank's `MPI_Init`.
     pub time_us: u32,
-    /// The receive was posted with `MPI_ANY_SOURCE`.
+    /// The receive (or probe) was posted with `MPI_ANY_SOURCE`.
     pub any_source: bool,
-    /// The receive was posted with `MPI_ANY_TAG`.
+    /// The receive (or probe) was posted with `MPI_ANY_TAG`.
     pub any_tag: bool,
     /// The message was larger than the receive's buffer (`MPI_ERR_TRUNCATE`).
     pub truncated: bool,
+    /// In a replay: the receive took another message than the replay record says (the
+    /// replay went its own way from here).
+    pub diverged: bool,
 }
 
 /// A communicator a rank used.

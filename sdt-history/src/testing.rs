@@ -6,13 +6,48 @@ use crate::model::{Blocked, CollectiveKind, Comm, Event, EventKind, History, Ran
 pub(crate) enum Op {
     Init,
     Finalize,
-    Send { to: u32, tag: i32 },
-    Isend { to: u32, tag: i32 },
-    Recv { from: u32, matched: u32, tag: i32 },
-    Irecv { from: Option<u32>, tag: Option<i32> },
-    RecvDone { from: u32, matched: u32, post: u32, tag: i32 },
-    SendDone { post: u32 },
-    Truncated { from: u32, matched: u32, tag: i32 },
+    Send {
+        to: u32,
+        tag: i32,
+    },
+    Isend {
+        to: u32,
+        tag: i32,
+    },
+    Recv {
+        from: u32,
+        matched: u32,
+        tag: i32,
+    },
+    /// A receive posted with `MPI_ANY_SOURCE`.
+    RecvAny {
+        from: u32,
+        matched: u32,
+        tag: i32,
+    },
+    /// A probe with `MPI_ANY_SOURCE` that found a message.
+    ProbeAny {
+        from: u32,
+        tag: i32,
+    },
+    Irecv {
+        from: Option<u32>,
+        tag: Option<i32>,
+    },
+    RecvDone {
+        from: u32,
+        matched: u32,
+        post: u32,
+        tag: i32,
+    },
+    SendDone {
+        post: u32,
+    },
+    Truncated {
+        from: u32,
+        matched: u32,
+        tag: i32,
+    },
     Collective(CollectiveKind, Option<u32>),
 }
 
@@ -53,6 +88,7 @@ impl HistoryBuilder {
             any_source: false,
             any_tag: false,
             truncated: false,
+            diverged: false,
         };
         match op {
             Op::Init => {}
@@ -66,6 +102,16 @@ impl HistoryBuilder {
                 e.truncated = matches!(op, Op::Truncated { .. });
                 (e.peer, e.matched, e.tag) = (Some(from), Some(matched), Some(tag));
             }
+            Op::RecvAny { from, matched, tag } => {
+                e.kind = EventKind::Recv;
+                e.any_source = true;
+                (e.peer, e.matched, e.tag) = (Some(from), Some(matched), Some(tag));
+            }
+            Op::ProbeAny { from, tag } => {
+                e.kind = EventKind::Probe;
+                e.any_source = true;
+                (e.peer, e.tag) = (Some(from), Some(tag));
+            }
             Op::Irecv { from, tag } => {
                 e.kind = EventKind::Irecv;
                 (e.peer, e.tag, e.any_source, e.any_tag) = (from, tag, from.is_none(), tag.is_none());
@@ -73,6 +119,9 @@ impl HistoryBuilder {
             Op::RecvDone { from, matched, post, tag } => {
                 e.kind = EventKind::RecvDone;
                 (e.peer, e.matched, e.post, e.tag) = (Some(from), Some(matched), Some(post), Some(tag));
+                // The completion keeps its post's wildcards, as the library records it.
+                let posted = &events[post as usize];
+                (e.any_source, e.any_tag) = (posted.any_source, posted.any_tag);
             }
             Op::SendDone { post } => {
                 e.kind = EventKind::SendDone;

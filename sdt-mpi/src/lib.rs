@@ -29,6 +29,8 @@ pub const ENV_EVENTS_FD: &str = "SDT_MPI_EVENTS_FD";
 pub const ENV_COMMS_FD: &str = "SDT_MPI_COMMS_FD";
 /// The descriptor of the rank's `mpi-sites` file.
 pub const ENV_SITES_FD: &str = "SDT_MPI_SITES_FD";
+/// The descriptor of the job's replay record (`sdt_history::replay`), in a replay.
+pub const ENV_REPLAY_FD: &str = "SDT_MPI_REPLAY_FD";
 
 /// An MPI implementation the library is built for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -25,6 +25,20 @@
  *   MULTIPLE); the `blocked` slot is written without it (one slot per rank).
  * - Side-file lines are appended before any record names them.
  *
+ * Replay (`sdt run --replay`, SDT_MPI_REPLAY_FD: the job's replay record, laid out as
+ * sdt-history/src/replay.rs says): every rank duplicates MPI_COMM_WORLD into a shadow
+ * communicator at MPI_Init. A send the record names travels on the shadow (to the world
+ * rank of its destination), and the receive the record gives it receives there, from the
+ * recorded source and tag: no other receive can take it, and it takes nothing else
+ * (messages of one sender and tag arrive in order). Unrecorded receives take, among the
+ * messages left on their communicator, the ones they took before. Waitany/Testany/
+ * Waitsome/Testsome complete the recorded request when the next completion is recorded;
+ * wildcard probes are narrowed to what they saw (and an Iprobe that found nothing before
+ * finds nothing). A recorded receive whose piggyback is not the recorded send's is flagged
+ * FLAG_DIVERGED and said on stderr. The receive seq numbering is the recorded run's, as
+ * the program does the same thing: replay assumes one thread calls MPI. Not replayed:
+ * MPI_Sendrecv_replace on recorded messages, messages on inter-communicators.
+ *
  * Not covered: persistent requests (MPI_Send_init, MPI_Recv_init, MPI_Start), matched
  * probes (MPI_Mprobe, MPI_Mrecv) and MPI_Bsend's buffer accounting (the header adds 8
  * bytes to each buffered message); a program using them sees its messages without the
@@ -81,7 +95,7 @@ enum kind {
 	KIND_OTHER_COLLECTIVE,
 };
 
-enum flag { FLAG_ANY_SOURCE = 1, FLAG_ANY_TAG = 2, FLAG_TRUNCATED = 4 };
+enum flag { FLAG_ANY_SOURCE = 1, FLAG_ANY_TAG = 2, FLAG_TRUNCATED = 4, FLAG_DIVERGED = 8 };
 
 struct header {
 	char magic[8];
@@ -167,6 +181,7 @@ struct pending {
 	int peer, tag;    /* as posted (world rank; -1 for any) */
 	uint8_t flags;
 	uint32_t site;
+	const struct enforced *replay; /* the recorded match of a posted receive */
 	struct piggyback header;
 	/* A packed message (see packable): `packed_bytes` of data after the piggyback in
 	 * `packed`; a receive copies them out to `user` when it completes. -1: not packed. */
@@ -184,6 +199,24 @@ static struct pending *pending[PENDING_BUCKETS];
  * Under the lock. */
 static struct pending *detached;
 static void reap_detached(int wait);
+static struct pending *find(MPI_Request request);
+
+/* ---- Replay state (set at MPI_Init, read-only after) ---- */
+
+/* A match the replay enforces: the rank's event `seq` (posted by `post`, NONE for a
+ * blocking receive or a probe) takes the message of world rank `source` with `tag`, sent
+ * as the source's event `send` (NONE for a probe). */
+struct enforced {
+	uint32_t seq, post, source, send;
+	int32_t tag;
+};
+static int replay_fd = -1;
+static int replaying;
+static MPI_Comm shadow = MPI_COMM_NULL;
+static struct enforced *by_seq, *by_key; /* sorted by seq, and by where they match */
+static size_t nenforced;
+static uint32_t *reserved_sends; /* the rank's sends the record names, sorted */
+static size_t nreserved;
 
 /* A call site: a return address and its id in mpi-sites. */
 struct site {
@@ -675,6 +708,236 @@ static uint8_t wildcards(int source, int tag)
 	return (source == MPI_ANY_SOURCE ? FLAG_ANY_SOURCE : 0) | (tag == MPI_ANY_TAG ? FLAG_ANY_TAG : 0);
 }
 
+/* ---- Replay ---- */
+
+#define REPLAY_HEADER 40
+#define REPLAY_ENTRY 24
+
+/* Where an enforced match matches: its Irecv for a posted receive, else itself. */
+static uint32_t match_key(const struct enforced *e)
+{
+	return e->post != NONE ? e->post : e->seq;
+}
+
+static int seq_order(const void *a, const void *b)
+{
+	uint32_t x = ((const struct enforced *)a)->seq, y = ((const struct enforced *)b)->seq;
+	return (x > y) - (x < y);
+}
+
+static int key_order(const void *a, const void *b)
+{
+	uint32_t x = match_key(a), y = match_key(b);
+	return (x > y) - (x < y);
+}
+
+static int u32_order(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return (x > y) - (x < y);
+}
+
+static uint32_t le32(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Takes this rank's entries of the replay record (as receiver and as sender); 0 or -1. */
+static int read_replay(void)
+{
+	struct stat st;
+	if (fstat(replay_fd, &st) != 0 || st.st_size < REPLAY_HEADER)
+		return -1;
+	size_t size = (size_t)st.st_size;
+	unsigned char *bytes = malloc(size);
+	size_t got = 0;
+	while (bytes && got < size) {
+		ssize_t n = pread(replay_fd, bytes + got, size - got, (off_t)got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	uint64_t count = 0;
+	if (bytes && got == size)
+		count = (uint64_t)le32(bytes + 32) | (uint64_t)le32(bytes + 36) << 32;
+	if (!bytes || got != size || memcmp(bytes, "SDTMPIRP", 8) != 0 || le32(bytes + 8) != 1 ||
+	    le32(bytes + 12) != REPLAY_ENTRY || count != (size - REPLAY_HEADER) / REPLAY_ENTRY ||
+	    (size - REPLAY_HEADER) % REPLAY_ENTRY != 0) {
+		free(bytes);
+		return -1;
+	}
+	by_seq = malloc(sizeof *by_seq * (count + 1));
+	by_key = malloc(sizeof *by_key * (count + 1));
+	reserved_sends = malloc(sizeof *reserved_sends * (count + 1));
+	if (!by_seq || !by_key || !reserved_sends) {
+		free(bytes);
+		return -1;
+	}
+	for (uint64_t i = 0; i < count; i++) {
+		const unsigned char *at = bytes + REPLAY_HEADER + i * REPLAY_ENTRY;
+		struct enforced e = { le32(at + 4), le32(at + 8), le32(at + 12), le32(at + 16), (int32_t)le32(at + 20) };
+		if (le32(at) == (uint32_t)world_rank)
+			by_seq[nenforced++] = e;
+		if (e.source == (uint32_t)world_rank && e.send != NONE)
+			reserved_sends[nreserved++] = e.send;
+	}
+	free(bytes);
+	memcpy(by_key, by_seq, sizeof *by_seq * nenforced);
+	qsort(by_seq, nenforced, sizeof *by_seq, seq_order);
+	qsort(by_key, nenforced, sizeof *by_key, key_order);
+	qsort(reserved_sends, nreserved, sizeof *reserved_sends, u32_order);
+	return 0;
+}
+
+/* Sets the replay up at MPI_Init: the shadow communicator (collective: every rank of a
+ * replay makes it, even one whose record does not read) and the rank's entries. */
+static void open_replay(void)
+{
+	if (replay_fd < 0)
+		return;
+	int ok = read_replay() == 0;
+	close(replay_fd);
+	replay_fd = -1;
+	if (PMPI_Comm_dup(MPI_COMM_WORLD, &shadow) != MPI_SUCCESS)
+		ok = 0;
+	if (!ok)
+		fprintf(stderr, "[rank %d] sdt: the replay record cannot be used: this rank runs without replay\n",
+			world_rank);
+	replaying = ok;
+}
+
+/* The entry whose `seq` (with `by_match`: whose match_key) is `key`, or NULL. */
+static const struct enforced *enforced_of(uint32_t key, int by_match)
+{
+	const struct enforced *array = by_match ? by_key : by_seq;
+	size_t lo = 0, hi = nenforced;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		uint32_t k = by_match ? match_key(&array[mid]) : array[mid].seq;
+		if (k == key)
+			return &array[mid];
+		if (k < key)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+/* The seq of the rank's next event. */
+static uint32_t upcoming(void)
+{
+	pthread_mutex_lock(&lock);
+	uint32_t seq = (uint32_t)next_seq;
+	pthread_mutex_unlock(&lock);
+	return seq;
+}
+
+/* The rank of world rank `world` in `c` (MPI_ANY_SOURCE when it is not a member). */
+static int rank_in(const struct comm *c, int world)
+{
+	for (int i = 0; c && i < c->size; i++)
+		if (c->world[i] == world)
+			return i;
+	return MPI_ANY_SOURCE;
+}
+
+/* Where send `seq` to `*dest` goes: on the shadow, to the destination's world rank, when
+ * the record names it; else on `handle`. */
+static MPI_Comm send_route(uint32_t seq, const struct comm *c, MPI_Comm handle, int *dest)
+{
+	if (!replaying || !c || c->remote_world || !nreserved ||
+	    !bsearch(&seq, reserved_sends, nreserved, sizeof *reserved_sends, u32_order))
+		return handle;
+	*dest = world_of(c, *dest);
+	return shadow;
+}
+
+/* Where the receive that matches as the rank's next event receives: on the shadow, from
+ * the recorded source and tag, when the record names it (`*e`); else on `handle`. */
+static MPI_Comm receive_route(const struct comm *c, MPI_Comm handle, int *source, int *tag,
+			      const struct enforced **e)
+{
+	*e = NULL;
+	if (!replaying || !c || c->remote_world)
+		return handle;
+	const struct enforced *found = enforced_of(upcoming(), 1);
+	if (!found || found->send == NONE)
+		return handle;
+	*e = found;
+	*source = (int)found->source;
+	*tag = found->tag < 0 ? MPI_ANY_TAG : found->tag;
+	return shadow;
+}
+
+/* A recorded receive completed: the status gets the communicator's rank back, and the
+ * piggyback must be the recorded send's. Returns FLAG_DIVERGED when it is not. */
+static uint8_t replayed(const struct comm *c, const struct enforced *e, MPI_Status *status,
+			const struct piggyback *pb)
+{
+	if (!e)
+		return 0;
+	status->MPI_SOURCE = rank_in(c, status->MPI_SOURCE);
+	if (pb && pb->magic == PIGGYBACK_MAGIC && pb->seq == e->send)
+		return 0;
+	fprintf(stderr,
+		"[rank %d] sdt: replay diverged at event %u: it took another message than send %u of rank %u, "
+		"which the record says\n",
+		world_rank, e->seq, e->send, e->source);
+	return FLAG_DIVERGED;
+}
+
+/* A probe in a replay, on the communicator and on the shadow: a wildcard one narrowed to
+ * the source and tag it saw (an MPI_Iprobe with none recorded found nothing). */
+static int replay_probe(const struct comm *c, MPI_Comm handle, int source, int tag, int blocking, int *flag,
+			MPI_Status *status)
+{
+	if (wildcards(source, tag)) {
+		const struct enforced *e = enforced_of(upcoming(), 0);
+		if (e && e->send == NONE) {
+			source = rank_in(c, (int)e->source);
+			tag = e->tag < 0 ? MPI_ANY_TAG : e->tag;
+		} else if (!blocking) {
+			*flag = 0;
+			return MPI_SUCCESS;
+		}
+	}
+	int world = source == MPI_ANY_SOURCE ? MPI_ANY_SOURCE : world_of(c, source);
+	do {
+		int rc = PMPI_Iprobe(source, tag, handle, flag, status);
+		if (rc != MPI_SUCCESS || *flag)
+			return rc;
+		rc = PMPI_Iprobe(world, tag, shadow, flag, status);
+		if (rc != MPI_SUCCESS)
+			return rc;
+		if (*flag) {
+			status->MPI_SOURCE = rank_in(c, status->MPI_SOURCE);
+			return rc;
+		}
+	} while (blocking);
+	return MPI_SUCCESS;
+}
+
+/* In a replay, the request among `requests` whose completion the record names as the
+ * rank's next event; -1 for none. */
+static int replay_pick(int count, const MPI_Request *requests)
+{
+	if (!replaying)
+		return -1;
+	int found = -1;
+	pthread_mutex_lock(&lock);
+	const struct enforced *e = enforced_of((uint32_t)next_seq, 0);
+	for (int i = 0; e && e->post != NONE && i < count && found < 0; i++) {
+		struct pending *p = find(requests[i]);
+		if (p && p->post == e->post)
+			found = i;
+	}
+	pthread_mutex_unlock(&lock);
+	return found;
+}
+
 /* ---- The error handler: records a truncation, then does what the user's would ---- */
 
 static void on_error(MPI_Comm *handle, int *code, ...)
@@ -764,6 +1027,7 @@ static int after_init(int rc, void *site)
 	}
 	append(event(KIND_INIT, world, -1, -1, 0, site_id(site)));
 	pthread_mutex_unlock(&lock);
+	open_replay();
 	return rc;
 }
 
@@ -813,19 +1077,21 @@ static int send_wrapped(blocking_send call, const void *buf, int count, MPI_Data
 		return call(buf, count, type, dest, tag, handle);
 	struct comm *c;
 	struct piggyback pb = send_event(KIND_SEND, handle, dest, tag, type_bytes(count, type), site, &c);
+	int to = dest;
+	MPI_Comm route = send_route(pb.seq, c, handle, &to);
 	int64_t packed = packable(count, type);
 	if (packed >= 0) {
 		memcpy(pack_buffer, &pb, PIGGYBACK_BYTES);
 		memcpy(pack_buffer + PIGGYBACK_BYTES, buf, (size_t)packed);
 		block(KIND_SEND, c, world_of(c, dest), tag, NONE);
-		int rc = call(pack_buffer, PIGGYBACK_BYTES + (int)packed, MPI_BYTE, dest, tag, handle);
+		int rc = call(pack_buffer, PIGGYBACK_BYTES + (int)packed, MPI_BYTE, to, tag, route);
 		unblock();
 		return rc;
 	}
 	int cached;
 	MPI_Datatype wrapped = wrap(&pb, buf, count, type, &cached);
 	block(KIND_SEND, c, world_of(c, dest), tag, NONE);
-	int rc = call(MPI_BOTTOM, 1, wrapped, dest, tag, handle);
+	int rc = call(MPI_BOTTOM, 1, wrapped, to, tag, route);
 	unblock();
 	unwrap_type(&wrapped, cached);
 	return rc;
@@ -936,17 +1202,19 @@ static int isend(posting_send call, const void *buf, int count, MPI_Datatype typ
 		return call(buf, count, type, dest, tag, handle, request);
 	struct comm *c;
 	p->header = send_event(KIND_ISEND, handle, dest, tag, type_bytes(count, type), site, &c);
+	int to = dest;
+	MPI_Comm route = send_route(p->header.seq, c, handle, &to);
 	int64_t packed = packable(count, type);
 	int rc;
 	if (packed >= 0 && packed <= PACK_INLINE) {
 		memcpy(p->packed, &p->header, PIGGYBACK_BYTES);
 		memcpy(p->packed + PIGGYBACK_BYTES, buf, (size_t)packed);
 		p->packed_bytes = packed;
-		rc = call(p->packed, PIGGYBACK_BYTES + (int)packed, MPI_BYTE, dest, tag, handle, request);
+		rc = call(p->packed, PIGGYBACK_BYTES + (int)packed, MPI_BYTE, to, tag, route, request);
 	} else {
 		int cached;
 		MPI_Datatype wrapped = wrap(&p->header, buf, count, type, &cached);
-		rc = call(MPI_BOTTOM, 1, wrapped, dest, tag, handle, request);
+		rc = call(MPI_BOTTOM, 1, wrapped, to, tag, route, request);
 		unwrap_type(&wrapped, cached);
 	}
 	if (rc != MPI_SUCCESS) {
@@ -1013,10 +1281,13 @@ int MPI_Recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_C
 	struct call call = { KIND_RECV, 0, c, world_of(c, source), tag, wildcards(source, tag),
 			     saturate(type_bytes(count, type)), site, NONE,
 			     packed >= 0 ? (const struct piggyback *)pack_buffer : &pb };
+	const struct enforced *e;
+	int from = source, with = tag;
+	MPI_Comm route = receive_route(c, handle, &from, &with, &e);
 	current = &call;
 	block(KIND_RECV, c, call.peer, tag, site);
-	int rc = packed >= 0 ? PMPI_Recv(pack_buffer, PIGGYBACK_BYTES + (int)packed, MPI_BYTE, source, tag, handle, status)
-			     : PMPI_Recv(MPI_BOTTOM, 1, wrapped, source, tag, handle, status);
+	int rc = packed >= 0 ? PMPI_Recv(pack_buffer, PIGGYBACK_BYTES + (int)packed, MPI_BYTE, from, with, route, status)
+			     : PMPI_Recv(MPI_BOTTOM, 1, wrapped, from, with, route, status);
 	unblock();
 	current = NULL;
 	if (packed >= 0) {
@@ -1029,8 +1300,9 @@ int MPI_Recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_C
 		unwrap_type(&wrapped, cached);
 	}
 	if (!call.truncated) {
+		uint8_t diverged = rc == MPI_SUCCESS ? replayed(c, e, status, &pb) : 0;
 		pthread_mutex_lock(&lock);
-		record_receive(KIND_RECV, c, status, &pb, call.flags, NONE, site, rc);
+		record_receive(KIND_RECV, c, status, &pb, call.flags | diverged, NONE, site, rc);
 		pthread_mutex_unlock(&lock);
 	} else {
 		unwrap_status(status);
@@ -1043,16 +1315,24 @@ int MPI_Irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_
 	struct pending *p = source == MPI_PROC_NULL ? NULL : pending_new();
 	if (!p)
 		return PMPI_Irecv(buf, count, type, source, tag, handle, request);
+	int from = source, with = tag;
+	MPI_Comm route = handle;
+	if (replaying) {
+		pthread_mutex_lock(&lock);
+		struct comm *c = comm_of(handle);
+		pthread_mutex_unlock(&lock);
+		route = receive_route(c, handle, &from, &with, &p->replay);
+	}
 	int64_t packed = packable(count, type);
 	int rc;
 	if (packed >= 0 && packed <= PACK_INLINE) {
 		p->packed_bytes = packed;
 		p->user = buf;
-		rc = PMPI_Irecv(p->packed, PIGGYBACK_BYTES + (int)packed, MPI_BYTE, source, tag, handle, request);
+		rc = PMPI_Irecv(p->packed, PIGGYBACK_BYTES + (int)packed, MPI_BYTE, from, with, route, request);
 	} else {
 		int cached;
 		MPI_Datatype wrapped = wrap(&p->header, buf, count, type, &cached);
-		rc = PMPI_Irecv(MPI_BOTTOM, 1, wrapped, source, tag, handle, request);
+		rc = PMPI_Irecv(MPI_BOTTOM, 1, wrapped, from, with, route, request);
 		unwrap_type(&wrapped, cached);
 	}
 	if (rc != MPI_SUCCESS) {
@@ -1098,10 +1378,26 @@ int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int 
 	MPI_Datatype recv_type = wrap(&in, recvbuf, recvcount, recvtype, &recv_cached);
 	struct call call = { KIND_RECV, 0, c, world_of(c, source), recvtag, wildcards(source, recvtag),
 			     saturate(type_bytes(recvcount, recvtype)), site, NONE, &in };
+	int to = dest, from = source, with = recvtag;
+	const struct enforced *e;
+	MPI_Comm send_comm = send_route(out.seq, c, handle, &to);
+	MPI_Comm recv_comm = receive_route(c, handle, &from, &with, &e);
 	current = &call;
 	block(KIND_RECV, c, call.peer, recvtag, site);
-	int rc = PMPI_Sendrecv(MPI_BOTTOM, 1, send_type, dest, sendtag, MPI_BOTTOM, 1, recv_type, source, recvtag,
-			       handle, status);
+	int rc;
+	if (send_comm == handle && recv_comm == handle) {
+		rc = PMPI_Sendrecv(MPI_BOTTOM, 1, send_type, dest, sendtag, MPI_BOTTOM, 1, recv_type, source, recvtag,
+				   handle, status);
+	} else {
+		/* A replayed half on the shadow: the two halves apart, as Sendrecv does them. */
+		MPI_Request sent;
+		rc = PMPI_Isend(MPI_BOTTOM, 1, send_type, to, sendtag, send_comm, &sent);
+		if (rc == MPI_SUCCESS) {
+			rc = PMPI_Recv(MPI_BOTTOM, 1, recv_type, from, with, recv_comm, status);
+			int sent_rc = PMPI_Wait(&sent, MPI_STATUS_IGNORE);
+			rc = rc == MPI_SUCCESS ? sent_rc : rc;
+		}
+	}
 	unblock();
 	current = NULL;
 	unwrap_type(&send_type, send_cached);
@@ -1110,8 +1406,9 @@ int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int 
 		unwrap_status(status);
 		return rc;
 	}
+	uint8_t diverged = rc == MPI_SUCCESS ? replayed(c, e, status, &in) : 0;
 	pthread_mutex_lock(&lock);
-	record_receive(KIND_RECV, c, status, &in, call.flags, NONE, site, rc);
+	record_receive(KIND_RECV, c, status, &in, call.flags | diverged, NONE, site, rc);
 	pthread_mutex_unlock(&lock);
 	return rc;
 }
@@ -1152,12 +1449,21 @@ int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, int 
 
 /* ---- Probes ---- */
 
-static void record_probe(struct comm *c, MPI_Status *status, uint32_t site)
+/* Records a probe that found a message; `flags`: its wildcards. */
+static void record_probe(struct comm *c, MPI_Status *status, uint32_t site, uint8_t flags)
 {
 	unwrap_status(status);
 	pthread_mutex_lock(&lock);
-	append(event(KIND_PROBE, c, world_of(c, status->MPI_SOURCE), status->MPI_TAG, 0, site));
+	struct record r = event(KIND_PROBE, c, world_of(c, status->MPI_SOURCE), status->MPI_TAG, 0, site);
+	r.flags = flags;
+	append(r);
 	pthread_mutex_unlock(&lock);
+}
+
+/* Whether probes on `c` go through replay_probe. */
+static int probes_replayed(const struct comm *c)
+{
+	return replaying && c && !c->remote_world;
 }
 
 int MPI_Probe(int source, int tag, MPI_Comm handle, MPI_Status *status)
@@ -1170,10 +1476,12 @@ int MPI_Probe(int source, int tag, MPI_Comm handle, MPI_Status *status)
 	if (status == MPI_STATUS_IGNORE)
 		status = &mine;
 	block(KIND_PROBE, c, world_of(c, source), tag, site);
-	int rc = PMPI_Probe(source, tag, handle, status);
+	int flag;
+	int rc = probes_replayed(c) ? replay_probe(c, handle, source, tag, 1, &flag, status)
+				    : PMPI_Probe(source, tag, handle, status);
 	unblock();
 	if (rc == MPI_SUCCESS)
-		record_probe(c, status, site);
+		record_probe(c, status, site, wildcards(source, tag));
 	return rc;
 }
 
@@ -1182,11 +1490,18 @@ int MPI_Iprobe(int source, int tag, MPI_Comm handle, int *flag, MPI_Status *stat
 	MPI_Status mine;
 	if (status == MPI_STATUS_IGNORE)
 		status = &mine;
-	int rc = PMPI_Iprobe(source, tag, handle, flag, status);
-	if (rc == MPI_SUCCESS && *flag && source != MPI_PROC_NULL) {
-		uint32_t site;
-		struct comm *c = enter(handle, __builtin_return_address(0), &site);
-		record_probe(c, status, site);
+	if (source == MPI_PROC_NULL)
+		return PMPI_Iprobe(source, tag, handle, flag, status);
+	uint32_t site = NONE;
+	struct comm *c = NULL;
+	if (replaying)
+		c = enter(handle, __builtin_return_address(0), &site);
+	int rc = probes_replayed(c) ? replay_probe(c, handle, source, tag, 0, flag, status)
+				    : PMPI_Iprobe(source, tag, handle, flag, status);
+	if (rc == MPI_SUCCESS && *flag) {
+		if (!c)
+			c = enter(handle, __builtin_return_address(0), &site);
+		record_probe(c, status, site, wildcards(source, tag));
 	}
 	return rc;
 }
@@ -1226,8 +1541,9 @@ static void complete(MPI_Request request, MPI_Status *status, int error, const s
 	}
 	unpack(p, status, error);
 	if (p->receive) {
-		record_receive(KIND_RECV_DONE, p->comm, status, p->wrapped ? &p->header : NULL, p->flags, p->post,
-			       p->site, error);
+		uint8_t diverged = error == MPI_SUCCESS ? replayed(p->comm, p->replay, status, &p->header) : 0;
+		record_receive(KIND_RECV_DONE, p->comm, status, p->wrapped ? &p->header : NULL, p->flags | diverged,
+			       p->post, p->site, error);
 	} else {
 		struct record r = event(KIND_SEND_DONE, p->comm, p->peer, p->tag, 0, p->site);
 		r.post = p->post;
@@ -1399,7 +1715,10 @@ int MPI_Waitany(int count, MPI_Request requests[], int *index, MPI_Status *statu
 	}
 	struct call call;
 	enter_completion(&call, count, c.before, 1);
-	int rc = PMPI_Waitany(count, requests, index, status);
+	int pick = replay_pick(count, c.before);
+	int rc = pick < 0 ? PMPI_Waitany(count, requests, index, status) : PMPI_Wait(&requests[pick], status);
+	if (pick >= 0)
+		*index = pick;
 	leave_completion();
 	complete_one(&c, *index, status, rc, &call);
 	end_completion(&c, MPI_STATUSES_IGNORE);
@@ -1418,7 +1737,10 @@ int MPI_Testany(int count, MPI_Request requests[], int *index, int *flag, MPI_St
 	}
 	struct call call;
 	enter_completion(&call, count, c.before, 0);
-	int rc = PMPI_Testany(count, requests, index, flag, status);
+	int pick = replay_pick(count, c.before);
+	int rc = pick < 0 ? PMPI_Testany(count, requests, index, flag, status) : PMPI_Test(&requests[pick], flag, status);
+	if (pick >= 0)
+		*index = *flag ? pick : MPI_UNDEFINED;
 	leave_completion();
 	if (*flag)
 		complete_one(&c, *index, status, rc, &call);
@@ -1451,7 +1773,18 @@ static int some(some_call call, int blocking, int count, MPI_Request requests[],
 	}
 	struct call context;
 	enter_completion(&context, count, c.before, blocking);
-	int rc = call(count, requests, outcount, indices, c.statuses);
+	/* In a replay, the request the record says completed next, alone. */
+	int pick = replay_pick(count, c.before);
+	int rc;
+	if (pick < 0) {
+		rc = call(count, requests, outcount, indices, c.statuses);
+	} else {
+		int done = 1;
+		rc = blocking ? PMPI_Wait(&requests[pick], &c.statuses[0])
+			      : PMPI_Test(&requests[pick], &done, &c.statuses[0]);
+		*outcount = done;
+		indices[0] = pick;
+	}
 	leave_completion();
 	complete_some(&c, *outcount, indices, rc, &context);
 	end_completion(&c, statuses);
@@ -1686,4 +2019,5 @@ __attribute__((constructor)) static void load(void)
 	events_fd = take_fd("SDT_MPI_EVENTS_FD");
 	comms_fd = take_fd("SDT_MPI_COMMS_FD");
 	sites_fd = take_fd("SDT_MPI_SITES_FD");
+	replay_fd = take_fd("SDT_MPI_REPLAY_FD");
 }

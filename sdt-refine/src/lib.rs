@@ -326,6 +326,7 @@ impl<'r> Interval<'r> {
             job: None,
             // A restored process has its library loaded already, or none.
             mpi_history: false,
+            mpi_replay: None,
         }
     }
 }

@@ -90,6 +90,12 @@ pub enum Action {
     /// messages never received, receives truncated, requests never completed. Exit 0
     /// when there are none, 1 when there are.
     Check(CheckOpt),
+    /// Re-execute an MPI job from its start with every message race going the way it
+    /// went (the matches in its replay record, `mpi-replay`, written from the history on
+    /// first use): a new job in the store. `--until G` captures each rank at the global
+    /// snapshot G again; `--check` compares expressions there with the original's.
+    #[command(after_help = "Examples:\n  sdt replay --dry-run\n  sdt replay --until G2 --check total,count")]
+    Replay(ReplayOpt),
     /// Draw an MPI job's time–process diagram: a line per rank, an arrow per message,
     /// the snapshots, the global snapshots (green: consistent, red: not) and what
     /// `sdt check` finds.
@@ -332,6 +338,10 @@ pub struct RunOpt {
     /// collective in the run's mpi-events).
     #[arg(long)]
     pub no_mpi_history: bool,
+    /// Replay: make the MPI program's receives take the messages this replay record
+    /// (`mpi-replay`, which `sdt replay` writes) says. `sdt replay` starts every rank so.
+    #[arg(long, value_name = "RECORD", conflicts_with = "no_mpi_history")]
+    pub replay: Option<PathBuf>,
     /// No line per snapshot, no summary.
     #[arg(long, short)]
     pub quiet: bool,
@@ -457,7 +467,8 @@ pub struct EventsOpt {
     #[arg(long, value_name = "RANK")]
     pub rank: Option<u32>,
     /// One JSON array of events: rank, seq, kind, peer, tag, bytes, vc, matched, post,
-    /// comm, time_us, site, any_source, any_tag, truncated.
+    /// comm, time_us, site, any_source, any_tag, truncated, diverged (a replay's receive
+    /// took another message than its record says).
     #[arg(long)]
     pub json: bool,
     /// Write the history as a Chrome/Perfetto trace into FILE (messages as flow arrows).
@@ -477,6 +488,33 @@ pub struct WhyOpt {
     /// the sender's snapshot before the send.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReplayOpt {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// A run of the job (default: the latest run's job).
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// The global snapshot (G1, G2, … as `sdt ls` lists them) where every rank is captured
+    /// again. The ranks run on to their end, so that no rank's stop takes the job down
+    /// before the others reach it.
+    #[arg(long, value_name = "G")]
+    pub until: Option<String>,
+    /// The capture config of the replay's ranks (default: only --until's arrival).
+    #[arg(long, short = 'c', value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// With --until: compare these expressions (comma-separated, as `sdt compare --vars`)
+    /// at G in every rank, original against replay. Exit 1 when any differs.
+    #[arg(long, value_name = "EXPR[,EXPR…]", requires = "until")]
+    pub check: Vec<String>,
+    /// More arguments for mpirun (`--mpirun-arg=--mca --mpirun-arg=btl …`).
+    #[arg(long = "mpirun-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub mpirun_args: Vec<String>,
+    /// Only write the replay record and say how many receives it pins.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 #[derive(Debug, Args)]

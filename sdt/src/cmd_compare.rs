@@ -63,7 +63,8 @@ pub fn compare(opt: CompareOpt) -> Result<ExitCode> {
                 program.insert(Program::load(&pair.reference).context("reading the program's variables")?)
             }
         };
-        let changes = differences(program, &pair, &exprs, &tol, (&reference, &other))?;
+        let changes =
+            differences(program, (&pair.reference, &pair.other), &exprs, &tol, (&reference, &other))?;
         if changes.is_empty() {
             last_same = Some(pair);
         } else {
@@ -117,18 +118,17 @@ pub fn compare(opt: CompareOpt) -> Result<ExitCode> {
     Ok(if first_diff.is_some() { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
-/// What differs at `pair`: each of `exprs` (every global when empty) within `tol`, as
-/// the reference's value (`old`) and the run's (`new`). A name of a global, or of a
-/// member or element of one, is read through the program's DWARF; any other expression
-/// is evaluated by gdb on both snapshots' cores.
-fn differences(
+/// What differs between snapshots `a` (of run `runs.0`) and `b` (of `runs.1`): each of
+/// `exprs` (every global when empty) within `tol`, as `a`'s value (`old`) and `b`'s
+/// (`new`). A name of a global, or of a member or element of one, is read through the
+/// program's DWARF; any other expression is evaluated by gdb on both snapshots' cores.
+pub fn differences(
     program: &Program,
-    pair: &Pair,
+    (a, b): (&Snapshot, &Snapshot),
     exprs: &[String],
     tol: &Tolerance,
     runs: (&Run, &Run),
 ) -> Result<Vec<Change>> {
-    let (a, b) = (&pair.reference, &pair.other);
     if exprs.is_empty() {
         let globals: Vec<&str> = program
             .variables()

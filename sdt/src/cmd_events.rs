@@ -118,6 +118,7 @@ fn event_json(e: &Event, history: &History, clocks: &Clocks, lines: &[Vec<Option
         "any_source": e.any_source,
         "any_tag": e.any_tag,
         "truncated": e.truncated,
+        "diverged": e.diverged,
     })
 }
 

@@ -27,6 +27,7 @@ pub fn run(opt: RunOpt) -> Result<ExitCode> {
         breaks: opt.breaks.iter().map(|b| SymbolBreak::parse(b)).collect::<Result<_, _>>()?,
         job: launcher::job(&opt.job)?,
         mpi_history: !opt.no_mpi_history,
+        mpi_replay: opt.replay,
     })?;
     conclude(&outcome, &opt.store.store, opt.quiet);
     if !outcome.totals.lost.is_empty() {

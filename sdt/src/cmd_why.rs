@@ -29,8 +29,7 @@ pub fn why(opt: WhyOpt) -> Result<()> {
     let globals = job.global_snapshots(None)?;
     let previous = globals
         .iter()
-        .filter(|g| g.members.iter().any(|(r, name, _)| *r == rank && seq_of(&run, name) < Some(meta.seq)))
-        .next_back();
+        .rfind(|g| g.members.iter().any(|(r, name, _)| *r == rank && seq_of(&run, name) < Some(meta.seq)));
     let since = previous.and_then(|g| g.counts()).unwrap_or_default();
     let found = causal::depends_on(&history, &clocks, rank, count, &since);
     let lines = site_lines(&job, &history);

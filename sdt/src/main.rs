@@ -16,6 +16,7 @@ mod cmd_gdb;
 mod cmd_history;
 mod cmd_ls;
 mod cmd_refine;
+mod cmd_replay;
 mod cmd_restore;
 mod cmd_run;
 mod cmd_show;
@@ -57,6 +58,7 @@ fn real_main(opt: Opt) -> anyhow::Result<ExitCode> {
         Action::Events(o) => cmd_events::events(o).map(|()| ExitCode::SUCCESS),
         Action::Check(o) => cmd_check::check(o),
         Action::Why(o) => cmd_why::why(o).map(|()| ExitCode::SUCCESS),
+        Action::Replay(o) => cmd_replay::replay(o),
         Action::Diagram(o) => diagram::diagram(o).map(|()| ExitCode::SUCCESS),
         Action::Export(ExportAction::Core(o)) => cmd_export::core(o).map(|()| ExitCode::SUCCESS),
         Action::Export(ExportAction::Criu(o)) => cmd_export::criu(o).map(|()| ExitCode::SUCCESS),

@@ -28,6 +28,7 @@ mod kmod;
 mod mpi;
 mod mpi_analysis;
 mod mpi_jobs;
+mod mpi_replay;
 mod readme;
 mod restore;
 mod security;
@@ -51,6 +52,7 @@ sdt_test_harness::main!(
     kmod,
     mpi_analysis,
     mpi_jobs,
+    mpi_replay,
     mpi,
     readme,
     restore,

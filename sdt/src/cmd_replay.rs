@@ -1,0 +1,198 @@
+//! `sdt replay`: an MPI job re-executed from its start, its message races going the way
+//! they went.
+//!
+//! ```text
+//! history + clocks ─ races::record ─> mpi-replay (rank 0's run directory, once)
+//! mpirun -np N sdt run --replay mpi-replay -- PROG ARGS      (a new job in the store)
+//!   each rank's library: recorded sends and receives on a shadow communicator
+//! --until G: the replay's ranks capture G's arrival; --check compares it, rank by rank
+//! ```
+//!
+//! The replay runs on this host, with Open MPI's `mpirun`, in the original's working
+//! directory.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use anyhow::{Context, Result, bail};
+use sdt_gdb::arrivals::Arrival;
+use sdt_gdb::vars::{Program, Tolerance};
+use sdt_history::races::{self, Record};
+use sdt_history::replay::{self as record_file, REPLAY_FILE};
+use sdt_store::Store;
+
+use crate::cli::ReplayOpt;
+use crate::cmd_compare::differences;
+use crate::cmd_diff::change_text;
+use crate::cmd_refine::split_exprs;
+use crate::job::{self, GlobalSnapshot, Job};
+use crate::select;
+
+/// Largest replay record read back.
+const MAX_RECORD_BYTES: u64 = 1 << 30;
+
+pub fn replay(opt: ReplayOpt) -> Result<ExitCode> {
+    let store = select::open_store(&opt.store)?;
+    let original = Job::open(&store, &opt.run)?;
+    let (path, record) = replay_record(&original)?;
+    let every = record.receives * u64::from(record_file::ENTRY_SIZE);
+    eprintln!(
+        "sdt: job {}: {} of {} receives recorded for replay{} ({} bytes; every match: {every} bytes)",
+        original.id,
+        record.receives_enforced(),
+        record.receives,
+        match record.enforced.len() - record.receives_enforced() {
+            0 => String::new(),
+            probes => format!(", and {probes} wildcard probes"),
+        },
+        std::fs::metadata(&path).map(|m| m.len()).unwrap_or_default(),
+    );
+    if opt.dry_run {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let target = match &opt.until {
+        Some(name) => Some(global_snapshot(&original, name)?),
+        None => None,
+    };
+    let generated;
+    let config = match (&opt.config, &target) {
+        (Some(config), _) => Some(config.as_path()),
+        (None, Some(g)) => {
+            generated = arrival_config(g.arrival)?;
+            Some(generated.path())
+        }
+        (None, None) => None,
+    };
+    launch(&store, &original, &path, config, &opt.mpirun_args)?;
+    let replayed = match store.latest_job()? {
+        Some(member) if member.id != original.id => {
+            Job::of(&store, store.rank_run(&member.id, 0)?)?.context("the replay's runs are not a job")?
+        }
+        _ => bail!("the replay left no new job in the store"),
+    };
+    eprintln!("sdt: the replay is job {} (`sdt ls --run {}`)", replayed.id, replayed.ranks[0].1.id());
+    let Some(g) = target else { return Ok(ExitCode::SUCCESS) };
+    let Some(again) = replayed.global_snapshots(None)?.into_iter().find(|r| r.arrival == g.arrival) else {
+        bail!("the replay did not reach {} ({}) in every rank", g.name, g.arrival);
+    };
+    eprintln!("sdt: every rank reached {} again: the replay's {}", g.name, again.name);
+    if opt.check.is_empty() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let same = check(&original, &replayed, &g, &again, &split_exprs(&opt.check))?;
+    Ok(if same { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// The job's replay record, read from rank 0's run directory, or computed from the
+/// history and written there when it is missing.
+fn replay_record(job: &Job) -> Result<(PathBuf, Record)> {
+    let Some((0, run)) = job.ranks.first() else { bail!("job {} has no rank 0 in the store", job.id) };
+    let path = run.dir().join(REPLAY_FILE);
+    if let Some(bytes) = run.read_small_file(REPLAY_FILE, MAX_RECORD_BYTES)? {
+        match record_file::read(&bytes) {
+            Ok((record, ranks)) if ranks == job.size => return Ok((path, record)),
+            Ok((_, ranks)) => log::warn!("{}: written for {ranks} ranks; written again", path.display()),
+            Err(e) => log::warn!("{}: {e}; written again", path.display()),
+        }
+    }
+    let (history, clocks) = job::history_with_clocks(job)?;
+    if let Some((rank, e)) =
+        history.ranks.iter().find_map(|rh| rh.blocked.as_ref().map(|b| (rh.rank, b.kind)))
+    {
+        log::warn!("rank {rank} ended inside {}: the replay record covers what it recorded", e.name());
+    }
+    let record = races::record(&history, &clocks);
+    let partial = path.with_extension("incomplete");
+    std::fs::write(&partial, record_file::write(&record, job.size))
+        .and_then(|()| std::fs::rename(&partial, &path))
+        .with_context(|| format!("writing the replay record {}", path.display()))?;
+    Ok((path, record))
+}
+
+/// The global snapshot `name` of `job`.
+fn global_snapshot(job: &Job, name: &str) -> Result<GlobalSnapshot> {
+    let all = job.global_snapshots(None)?;
+    let known: Vec<&str> = all.iter().map(|g| g.name.as_str()).collect();
+    let listed = known.join(", ");
+    all.into_iter()
+        .find(|g| g.name.eq_ignore_ascii_case(name))
+        .with_context(|| format!("job {} has no global snapshot {name} (it has: {listed})", job.id))
+}
+
+/// A capture config (a temporary file) that captures only `arrival`.
+fn arrival_config(Arrival { level, class, id, hit }: Arrival) -> Result<tempfile::NamedTempFile> {
+    let mut file = tempfile::Builder::new().prefix("sdt-replay-").suffix(".toml").tempfile()?;
+    let text = format!("max_level = {level}\nclasses = [{class}]\nids = [{id}]\nhits = [{hit}]\n");
+    std::io::Write::write_all(&mut file, text.as_bytes())?;
+    Ok(file)
+}
+
+/// Runs the job again under `mpirun`, each rank under `sdt run --replay`.
+fn launch(
+    store: &Store,
+    job: &Job,
+    record: &Path,
+    config: Option<&Path>,
+    mpirun_args: &[String],
+) -> Result<()> {
+    let info = job.ranks[0].1.info();
+    let sdt = std::env::current_exe().context("finding this sdt")?;
+    let mut cmd = Command::new("mpirun");
+    // Open MPI refuses root without these, and one host may have fewer cores than ranks.
+    cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    cmd.arg("--oversubscribe").args(mpirun_args).args(["-np", &job.size.to_string()]);
+    cmd.arg(&sdt).args(["run", "-q", "--store"]).arg(store.root()).arg("--replay").arg(record);
+    if let Some(config) = config {
+        cmd.arg("--config").arg(config);
+    }
+    cmd.arg("--").args(&info.command).current_dir(&info.cwd).env("SDT_STORE", store.root());
+    let status =
+        cmd.status().context("running mpirun (is Open MPI installed? apt-get install openmpi-bin)")?;
+    if !status.success() {
+        log::warn!("the replayed job ended with {status}");
+    }
+    Ok(())
+}
+
+/// The run of `rank` in `job`.
+fn rank_run(job: &Job, rank: u32) -> Result<&sdt_store::Run> {
+    let found = job.ranks.iter().find(|(r, _)| *r == rank);
+    found.map(|(_, run)| run).with_context(|| format!("rank {rank} of job {} has no run", job.id))
+}
+
+/// Compares `exprs` at `g` of `original` and `again` of `replayed`, rank by rank; true
+/// when they are equal everywhere.
+fn check(
+    original: &Job,
+    replayed: &Job,
+    g: &GlobalSnapshot,
+    again: &GlobalSnapshot,
+    exprs: &[String],
+) -> Result<bool> {
+    let tol = Tolerance { rtol: 0.0, atol: 0.0 };
+    let mut program = None;
+    let mut same = true;
+    for (before, after) in g.members.iter().zip(&again.members) {
+        let rank = before.0;
+        let (a_run, b_run) = (rank_run(original, rank)?, rank_run(replayed, rank)?);
+        let (a, b) = (a_run.open_snapshot(&before.1)?, b_run.open_snapshot(&after.1)?);
+        let program = match &mut program {
+            Some(p) => p,
+            None => program.insert(Program::load(&a).context("reading the program's variables")?),
+        };
+        let changes = differences(program, (&a, &b), exprs, &tol, (a_run, b_run))?;
+        if changes.is_empty() {
+            println!("rank {rank}: {} equal at {} ({} and {})", exprs.join(", "), g.name, before.1, after.1);
+        } else {
+            same = false;
+            println!(
+                "rank {rank}: differs at {} ({} and {}); old: original, new: replay",
+                g.name, before.1, after.1
+            );
+            for c in &changes {
+                println!("  {}", change_text(c));
+            }
+        }
+    }
+    Ok(same)
+}

@@ -1,0 +1,101 @@
+//! Replay of MPI jobs with real Open MPI on one host (`sdt replay`): a job whose output
+//! depends on the order its messages arrive in prints the recorded output in every
+//! replay, and a replay to a global snapshot finds the same values there in every rank.
+
+use std::collections::BTreeSet;
+
+use sdt_test_harness::Skip;
+
+use crate::harness::{Hosts, Sdt, describe, mpi_job, mpi_program, stdout};
+
+/// Open MPI's shared-memory transport, as `mpi_job` on one host uses it.
+const MPIRUN_ARGS: [&str; 3] = ["--mpirun-arg=--mca", "--mpirun-arg=btl", "--mpirun-arg=self,vader"];
+
+/// The newest run of the store: a rank of the job that just ran.
+fn latest_run(sdt: &Sdt) -> String {
+    let out = stdout(&sdt.ok(&["runs"]));
+    let last = out.lines().rev().find_map(|l| l.strip_prefix("run ")).expect("a run");
+    last.split(':').next().unwrap().to_owned()
+}
+
+/// Runs `races MODE` on `ranks` ranks; its rank 0's line of output and a run of the job.
+fn race(sdt: &Sdt, ranks: u32, mode: &str) -> Result<(String, String), Skip> {
+    let prog = mpi_program("races")?;
+    let out = mpi_job(sdt, Hosts::One, ranks, &[], &prog, &[mode])?;
+    assert!(out.status.success(), "{}", describe(&out));
+    Ok((stdout(&out).trim().to_owned(), latest_run(sdt)))
+}
+
+/// `sdt replay --run RUN`: what the replay printed.
+fn replay(sdt: &Sdt, run: &str, more: &[&str]) -> String {
+    let mut args = vec!["replay", "--run", run];
+    args.extend(MPIRUN_ARGS);
+    args.extend(more);
+    let out = sdt.ok(&args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("diverged"), "{}", describe(&out));
+    stdout(&out).trim().to_owned()
+}
+
+/// Runs `mode` until two runs print different lines (at most `tries`), then replays the
+/// last one `replays` times: each prints what it printed.
+fn replays_repeat(mode: &str, ranks: u32, tries: usize, replays: usize) -> Result<(), Skip> {
+    let sdt = Sdt::new();
+    let mut seen = BTreeSet::new();
+    let (mut printed, mut run) = (String::new(), String::new());
+    for _ in 0..tries {
+        (printed, run) = race(&sdt, ranks, mode)?;
+        seen.insert(printed.clone());
+        if seen.len() > 1 {
+            break;
+        }
+    }
+    assert!(seen.len() > 1, "{tries} runs of `races {mode}` all printed {seen:?}");
+    let dry = sdt.ok(&["replay", "--run", &run, "--dry-run"]);
+    let said = String::from_utf8_lossy(&dry.stderr);
+    assert!(said.contains("receives recorded for replay"), "{}", describe(&dry));
+    for i in 0..replays {
+        let again = replay(&sdt, &run, &[]);
+        assert_eq!(again, printed, "replay {i} of run {run}");
+    }
+    Ok(())
+}
+
+/// A floating-point sum taken in arrival order (`MPI_ANY_SOURCE`): runs print different
+/// sums, 20 replays all print the recorded one.
+fn a_sum_in_arrival_order_is_the_recorded_one_in_every_replay() -> Result<(), Skip> {
+    replays_repeat("sum", 3, 8, 20)
+}
+
+/// A master–worker queue (posted `MPI_ANY_SOURCE` receives): who answered when repeats.
+fn a_master_worker_queue_repeats_in_replay() -> Result<(), Skip> {
+    replays_repeat("queue", 4, 8, 5)
+}
+
+/// `sdt replay --until G1 --check total`: every rank reaches G1 again with its `total`.
+fn a_replay_to_a_global_snapshot_has_the_same_values_in_every_rank() -> Result<(), Skip> {
+    let sdt = Sdt::new();
+    let (_, run) = race(&sdt, 3, "sum")?;
+    let mut args = vec!["replay", "--run", &run, "--until", "G1", "--check", "total"];
+    args.extend(MPIRUN_ARGS);
+    let out = sdt.ok(&args);
+    let text = stdout(&out);
+    for rank in 0..3 {
+        assert!(text.contains(&format!("rank {rank}: total equal at G1")), "{}", describe(&out));
+    }
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("every rank reached G1 again"),
+        "{}",
+        describe(&out)
+    );
+    // The replay's snapshots open like any other: its rank 0 stopped halfway through the sum.
+    let ls = stdout(&sdt.ok(&["ls"]));
+    assert!(ls.contains("G1"), "{ls}");
+    Ok(())
+}
+
+sdt_test_harness::tests![
+    a_sum_in_arrival_order_is_the_recorded_one_in_every_replay,
+    a_master_worker_queue_repeats_in_replay,
+    a_replay_to_a_global_snapshot_has_the_same_values_in_every_rank,
+];
