@@ -5,7 +5,7 @@
 //!
 //! | launcher | rank, size | job id |
 //! | --- | --- | --- |
-//! | Open MPI 4 (ORTE + PMIx) | `OMPI_COMM_WORLD_RANK`, `OMPI_COMM_WORLD_SIZE` | `PMIX_NAMESPACE`, else `OMPI_MCA_ess_base_jobid` |
+//! | Open MPI 4 (ORTE + PMIx) | `OMPI_COMM_WORLD_RANK`, `OMPI_COMM_WORLD_SIZE` | `PMIX_NAMESPACE`, else `OMPI_MCA_ess_base_jobid`; then `-` and the first 32 bits of `OMPI_MCA_orte_precondition_transports`, in decimal |
 //! | MPICH (Hydra) | `PMI_RANK`, `PMI_SIZE` | none: derived, see below |
 //! | Slurm (`srun`) | `SLURM_PROCID`, `SLURM_NTASKS` | `SLURM_JOB_ID` `.` `SLURM_STEP_ID` |
 //!
@@ -16,6 +16,10 @@
 //! unique among the jobs running at a time. The id is `hydra-HOST-PORT-N`. Should a later
 //! `mpiexec` listen on the same port, [`Store::job_ranks`](sdt_store::Store::job_ranks)
 //! keeps each rank's newest run.
+//!
+//! Open MPI's job ids come from `mpirun`'s process id and repeat from one `mpirun` to a
+//! later one; the random key `mpirun` makes for each job's transports
+//! (`OMPI_MCA_orte_precondition_transports`, the same in every rank) tells them apart.
 //!
 //! Job ids are made to fit the store's grammar with [`sdt_store::job_id`].
 
@@ -77,6 +81,12 @@ fn from_environment(
     let pair = |rank, size| Some((number(rank)?, number(size)?));
     if let Some((rank, size)) = pair("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE") {
         let id = var("PMIX_NAMESPACE").or_else(|| var("OMPI_MCA_ess_base_jobid"));
+        let key = var("OMPI_MCA_orte_precondition_transports")
+            .and_then(|key| u32::from_str_radix(key.get(..8)?, 16).ok());
+        let id = match (id, key) {
+            (Some(id), Some(key)) => Some(format!("{id}-{key}")),
+            (id, _) => id,
+        };
         return Some(Found { id, rank, size });
     }
     if let Some((rank, size)) = pair("PMI_RANK", "PMI_SIZE") {
@@ -145,10 +155,11 @@ mod tests {
             ("OMPI_COMM_WORLD_SIZE", "3"),
             ("PMIX_NAMESPACE", "1142685697"),
             ("OMPI_MCA_ess_base_jobid", "1142685697"),
+            ("OMPI_MCA_orte_precondition_transports", "66daefff9598d40f-ca2c8d7191b4cc32"),
             ("PMI_RANK", "9"),
         ];
         let found = from_environment(env(&vars), || panic!("not Hydra"));
-        assert_eq!(found, Some(Found { id: Some("1142685697".into()), rank: 2, size: 3 }));
+        assert_eq!(found, Some(Found { id: Some("1142685697-1725624319".into()), rank: 2, size: 3 }));
         let vars =
             [("OMPI_COMM_WORLD_RANK", "0"), ("OMPI_COMM_WORLD_SIZE", "1"), ("OMPI_MCA_ess_base_jobid", "7")];
         assert_eq!(from_environment(env(&vars), || None).unwrap().id.as_deref(), Some("7"));

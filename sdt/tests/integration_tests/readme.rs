@@ -14,7 +14,7 @@ use std::process::Command;
 
 use sdt_test_harness::{Skip, root};
 
-use crate::harness::{describe, mpi_example, program, run, target_dir, workspace};
+use crate::harness::{describe, mpi_example, mpi_program, program, run, target_dir, workspace};
 
 /// One command of a transcript and the lines the README shows for it.
 #[derive(Debug)]
@@ -173,6 +173,8 @@ fn setting(name: &str) -> Result<tempfile::TempDir, Skip> {
             copy(&program("states"), "states");
             shell(dir.path(), "sdt run -q -- ./states >/dev/null");
         }
+        // The races test program (MPI).
+        "races" => copy(&mpi_program("races")?, "races"),
         // examples/relay built, and the scripts that make the namespace hosts.
         "relay on three hosts" => {
             let relay = mpi_example("relay")?;
