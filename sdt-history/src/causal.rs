@@ -1,7 +1,8 @@
 //! What a rank's state depends on: the messages in the causal past of a point in its
 //! history (every message whose receive happened before that point, on any rank),
-//! received after an earlier cut. The first step back along the flow of messages when
-//! the state is wrong: which sender, from where, sent what it was built from.
+//! received after an earlier cut; and the cut just before an event. The first steps back
+//! along the flow of messages when the state is wrong: which sender, from where, sent
+//! what it was built from, and where every rank stood before.
 
 use crate::clock::Clocks;
 use crate::cut::{Message, messages};
@@ -30,6 +31,15 @@ pub fn depends_on(history: &History, clocks: &Clocks, rank: u32, count: u64, sin
     found
 }
 
+/// The cut just before event `(rank, seq)`: everything that happened before it, on every
+/// rank, and nothing else (`rank` stops before the event itself). Consistent by
+/// construction: the causal past of an event is closed under happened-before.
+pub fn cut_before(clocks: &Clocks, rank: u32, seq: u32) -> Option<Vec<u64>> {
+    let mut cut: Vec<u64> = clocks.get(rank, seq)?.iter().map(|&seen| u64::from(seen)).collect();
+    *cut.get_mut(rank as usize)? = u64::from(seq);
+    Some(cut)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -56,5 +66,10 @@ mod tests {
         assert_eq!(sends(depends_on(&history, &clocks, 0, 2, &[0, 1, 1])), [b]);
         assert!(depends_on(&history, &clocks, 0, 0, &[]).is_empty());
         assert_eq!(sends(depends_on(&history, &clocks, 0, 3, &[])), [a, b, c]);
+
+        // Before rank 0's receive of b: rank 1 up to its send of b, rank 2 up to a.
+        let cut = cut_before(&clocks, 0, 1).unwrap();
+        assert_eq!(cut, [1, 2, 1]);
+        assert!(crate::cut::check(&history, &clocks, &cut).consistent);
     }
 }

@@ -96,6 +96,12 @@ pub enum Action {
     /// snapshot G again; `--check` compares expressions there with the original's.
     #[command(after_help = "Examples:\n  sdt replay --dry-run\n  sdt replay --until G2 --check total,count")]
     Replay(ReplayOpt),
+    /// Roll an MPI job back before an event of its history (`RANK:SEQ`, as `sdt events`
+    /// lists them): the latest consistent global snapshot that does not contain it, or
+    /// the cut just before it when none was taken; `--replay` runs the job again to
+    /// that global snapshot. Exit 1 when no global snapshot comes before the event.
+    #[command(after_help = "Examples:\n  sdt rollback 2:14\n  sdt rollback 2:14 --replay")]
+    Rollback(RollbackOpt),
     /// Draw an MPI job's time–process diagram: a line per rank, an arrow per message,
     /// the snapshots, the global snapshots (green: consistent, red: not) and what
     /// `sdt check` finds.
@@ -515,6 +521,23 @@ pub struct ReplayOpt {
     /// Only write the replay record and say how many receives it pins.
     #[arg(long)]
     pub dry_run: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RollbackOpt {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// A run of the job (default: the latest run's job).
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// The event, `RANK:SEQ`.
+    pub event: String,
+    /// Run the job again to the global snapshot found (`sdt replay --until G`).
+    #[arg(long)]
+    pub replay: bool,
+    /// More arguments for mpirun, with --replay.
+    #[arg(long = "mpirun-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub mpirun_args: Vec<String>,
 }
 
 #[derive(Debug, Args)]

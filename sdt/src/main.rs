@@ -18,6 +18,7 @@ mod cmd_ls;
 mod cmd_refine;
 mod cmd_replay;
 mod cmd_restore;
+mod cmd_rollback;
 mod cmd_run;
 mod cmd_show;
 mod cmd_why;
@@ -57,6 +58,7 @@ fn real_main(opt: Opt) -> anyhow::Result<ExitCode> {
         Action::Show(o) => cmd_show::show(o).map(|()| ExitCode::SUCCESS),
         Action::Events(o) => cmd_events::events(o).map(|()| ExitCode::SUCCESS),
         Action::Check(o) => cmd_check::check(o),
+        Action::Rollback(o) => cmd_rollback::rollback(o),
         Action::Why(o) => cmd_why::why(o).map(|()| ExitCode::SUCCESS),
         Action::Replay(o) => cmd_replay::replay(o),
         Action::Diagram(o) => diagram::diagram(o).map(|()| ExitCode::SUCCESS),

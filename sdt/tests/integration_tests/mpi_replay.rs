@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use sdt_test_harness::Skip;
 
-use crate::harness::{Hosts, Sdt, describe, mpi_job, mpi_program, stdout};
+use crate::harness::{Hosts, Sdt, describe, mpi_example, mpi_job, mpi_program, stdout};
 
 /// Open MPI's shared-memory transport, as `mpi_job` on one host uses it.
 const MPIRUN_ARGS: [&str; 3] = ["--mpirun-arg=--mca", "--mpirun-arg=btl", "--mpirun-arg=self,vader"];
@@ -94,7 +94,42 @@ fn a_replay_to_a_global_snapshot_has_the_same_values_in_every_rank() -> Result<(
     Ok(())
 }
 
+/// `sdt rollback RANK:SEQ` on the relay example: before rank 1's receive of the total
+/// (event 3) the latest consistent global snapshot is G2 (G3 is inconsistent), before
+/// rank 0's first send G1, before rank 0's first event none (the cut is the start); with
+/// `--replay` every rank reaches G2 again.
+fn rollback_finds_the_latest_consistent_cut_before_an_event() -> Result<(), Skip> {
+    let prog = mpi_example("relay")?;
+    let sdt = Sdt::new();
+    let out = mpi_job(&sdt, Hosts::One, 3, &[], &prog, &[])?;
+    assert!(out.status.success(), "{}", describe(&out));
+    let ls = stdout(&sdt.ok(&["ls"]));
+    assert!(ls.contains("G2   bp 1/1/2 hit 1    0:S1 1:S1 2:S1           consistent"), "{ls}");
+    assert!(ls.contains("INCONSISTENT"), "{ls}");
+    let text = stdout(&sdt.ok(&["rollback", "1:3"]));
+    assert!(text.starts_with("event 1:3: recv at relay.c:"), "{text}");
+    assert!(text.contains("the latest consistent global snapshot before it: G2 (0:S1 1:S1 2:S1)"), "{text}");
+    let text = stdout(&sdt.ok(&["rollback", "0:1"]));
+    assert!(text.contains("before it: G1 (0:S0 1:S0 2:S0)"), "{text}");
+    let none = sdt.output(&["rollback", "0:0"]);
+    assert_eq!(none.status.code(), Some(1), "{}", describe(&none));
+    assert!(
+        stdout(&none)
+            .contains("the cut just before it:\n  rank 0 after 0 event(s)\n  rank 1 after 0 event(s)\n")
+    );
+    let mut args = vec!["rollback", "1:3", "--replay"];
+    args.extend(MPIRUN_ARGS);
+    let again = sdt.ok(&args);
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("every rank reached G2 again"),
+        "{}",
+        describe(&again)
+    );
+    Ok(())
+}
+
 sdt_test_harness::tests![
+    rollback_finds_the_latest_consistent_cut_before_an_event,
     a_sum_in_arrival_order_is_the_recorded_one_in_every_replay,
     a_master_worker_queue_repeats_in_replay,
     a_replay_to_a_global_snapshot_has_the_same_values_in_every_rank,
