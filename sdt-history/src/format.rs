@@ -517,23 +517,7 @@ mod tests {
     use super::*;
 
     fn event(seq: u32, kind: EventKind) -> Event {
-        Event {
-            rank: 1,
-            seq,
-            kind,
-            comm: 0,
-            peer: None,
-            tag: None,
-            bytes: 0,
-            matched: None,
-            post: None,
-            site: None,
-            time_us: seq * 10,
-            any_source: false,
-            any_tag: false,
-            truncated: false,
-            diverged: false,
-        }
+        crate::testing::event(1, seq, kind)
     }
 
     /// Rank 1 of 3: init, a wildcard Irecv completed from rank 2, a send, an allreduce

@@ -51,6 +51,28 @@ pub(crate) enum Op {
     Collective(CollectiveKind, Option<u32>),
 }
 
+/// An event with nothing but its place and kind: no peer, tag, bytes or links, at
+/// `10 * seq` µs.
+pub(crate) fn event(rank: u32, seq: u32, kind: EventKind) -> Event {
+    Event {
+        rank,
+        seq,
+        kind,
+        comm: 0,
+        peer: None,
+        tag: None,
+        bytes: 0,
+        matched: None,
+        post: None,
+        site: None,
+        time_us: seq * 10,
+        any_source: false,
+        any_tag: false,
+        truncated: false,
+        diverged: false,
+    }
+}
+
 /// Builds a [`History`] of `n` ranks, every rank on `MPI_COMM_WORLD` only.
 pub(crate) struct HistoryBuilder {
     history: History,
@@ -73,23 +95,7 @@ impl HistoryBuilder {
     pub(crate) fn push(&mut self, rank: u32, op: Op) -> (u32, u32) {
         let events = &mut self.history.ranks[rank as usize].events;
         let seq = events.len() as u32;
-        let mut e = Event {
-            rank,
-            seq,
-            kind: EventKind::Init,
-            comm: 0,
-            peer: None,
-            tag: None,
-            bytes: 8,
-            matched: None,
-            post: None,
-            site: None,
-            time_us: seq * 10,
-            any_source: false,
-            any_tag: false,
-            truncated: false,
-            diverged: false,
-        };
+        let mut e = Event { bytes: 8, ..event(rank, seq, EventKind::Init) };
         match op {
             Op::Init => {}
             Op::Finalize => e.kind = EventKind::Finalize,
