@@ -10,6 +10,9 @@
 //! 2. **Global snapshot pause**: every rank of `heap.c` rewrites 10% of its 100 MiB, meets
 //!    the others at a barrier and captures, 10 times; each rank's pauses against the same
 //!    program run as a single process.
+//! 3. **Replay record**: what `sdt replay` records of the ring, the halo exchange and a
+//!    master–worker queue (`queue.c`, `MPI_ANY_SOURCE`), against recording every
+//!    receive's match; and the queue's own time in the recorded run and in a replay.
 //!
 //! ```sh
 //! scripts/bench mpi                     # 4 ranks, 5 runs each
@@ -64,7 +67,7 @@ fn mpirun(ranks: u32, mode: Mode, store: &Path, exe: &Path, args: &[&str]) -> Re
     let mut cmd = Command::new("mpirun");
     cmd.args(["--oversubscribe", "-np", &ranks.to_string()]);
     // Open MPI refuses root unless told.
-    if std::fs::metadata("/proc/self").is_ok_and(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0) {
+    if is_root() {
         cmd.arg("--allow-run-as-root");
     }
     if mode != Mode::Alone {
@@ -217,6 +220,82 @@ fn global_pause(opts: &Options, dir: &Path) -> Result<String> {
     Ok(table)
 }
 
+/// Whether this process runs as root (Open MPI then needs telling).
+fn is_root() -> bool {
+    std::fs::metadata("/proc/self").is_ok_and(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
+}
+
+/// `sdt replay` of the job in `store` (`--dry-run` only writes the record): its stderr
+/// and stdout.
+fn sdt_replay(store: &Path, dry_run: bool) -> Result<(String, String)> {
+    let mut cmd = Command::new(workloads::release().join("sdt"));
+    cmd.args(["replay", "--store"]).arg(store);
+    if dry_run {
+        cmd.arg("--dry-run");
+    }
+    if is_root() {
+        cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    }
+    let out = cmd.output().context("running sdt replay")?;
+    let (stderr, stdout) = (
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    );
+    ensure!(out.status.success(), "sdt replay failed: {stderr}");
+    Ok((stderr, stdout))
+}
+
+/// `…: N of M receives recorded for replay[, …] (X bytes; every match: Y bytes)` →
+/// (N, M, X, Y).
+fn record_size(said: &str) -> Result<(u64, u64, u64, u64)> {
+    let parse = || -> Option<(u64, u64, u64, u64)> {
+        let line = said.lines().find(|l| l.contains("receives recorded for replay"))?;
+        let (counts, rest) = line.split_once(" receives recorded for replay")?;
+        let (left, m) = counts.rsplit_once(" of ")?;
+        let n = left.rsplit(' ').next()?;
+        let (_, sizes) = rest.split_once('(')?;
+        let (x, rest) = sizes.split_once(" bytes; every match: ")?;
+        let y = rest.split_whitespace().next()?;
+        Some((n.parse().ok()?, m.parse().ok()?, x.parse().ok()?, y.parse().ok()?))
+    };
+    parse().with_context(|| format!("no record size in: {said}"))
+}
+
+fn replay_record(opts: &Options, dir: &Path) -> Result<String> {
+    let programs = [
+        ("ring", workloads::build_with("mpicc", "mpi/ring", dir, "ring", &[]), vec!["100000"]),
+        ("halo", workloads::build_with("mpicc", "mpi/halo", dir, "halo", &["-lm"]), vec![]),
+        ("queue", workloads::build_with("mpicc", "mpi/queue", dir, "queue", &[]), vec![]),
+    ];
+    let mut table = format!(
+        "replay record: {} ranks, what `sdt replay` records against every receive's match (24 bytes each); \
+         the program's own time in the recorded run and in its replay, median of {} pairs\n\n\
+         | program | receives | recorded | record bytes | every match bytes | record / every match | recorded run s | replay s |\n\
+         |---|---|---|---|---|---|---|---|\n",
+        opts.ranks, opts.reps
+    );
+    for (name, exe, args) in &programs {
+        let (mut recorded_secs, mut replay_secs) = (Vec::new(), Vec::new());
+        let mut size = (0, 0, 0, 0);
+        for rep in 0..opts.reps {
+            eprintln!("bench mpi: replay of {name}, run {}/{}", rep + 1, opts.reps);
+            let store = tempfile::tempdir_in(dir).context("making a store")?;
+            recorded_secs.push(program_secs(&mpirun(opts.ranks, Mode::History, store.path(), exe, args)?)?);
+            size = record_size(&sdt_replay(store.path(), true)?.0)?;
+            let (_, printed) = sdt_replay(store.path(), false)?;
+            replay_secs.push(program_secs(&printed)?);
+        }
+        let (recorded, receives, bytes, every) = size;
+        table += &format!(
+            "| {name} | {receives} | {recorded} | {bytes} | {every} | {:.1}% | {:.3} | {:.3} |\n",
+            100.0 * bytes as f64 / every.max(1) as f64,
+            median(&recorded_secs),
+            median(&replay_secs)
+        );
+    }
+    Ok(table)
+}
+
 fn real_main() -> Result<()> {
     let opts = parse_options()?;
     let dir = workspace().join("target/bench-mpi");
@@ -226,6 +305,8 @@ fn real_main() -> Result<()> {
     report += &history_cost(&opts, &dir)?;
     report += "\n";
     report += &global_pause(&opts, &dir)?;
+    report += "\n";
+    report += &replay_record(&opts, &dir)?;
     print!("{report}");
     std::io::stdout().flush().ok();
     let md = dir.join("mpi.md");

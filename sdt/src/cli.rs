@@ -277,7 +277,8 @@ pub struct RefineOpt {
     pub store: StoreArgs,
     #[command(flatten)]
     pub run: RunArgs,
-    /// The snapshot to resume (S1).
+    /// The snapshot to resume (S1); for an MPI job, a global snapshot (G1): the job is
+    /// replayed from its start to --to (`sdt replay --until`).
     #[arg(long, value_name = "SNAP")]
     pub from: String,
     /// The snapshot whose breakpoint ends the interval (S2); it must be a later

@@ -14,6 +14,9 @@ use crate::cmd_run::{capture_config, conclude};
 use crate::select;
 
 pub fn refine(opt: RefineOpt) -> Result<ExitCode> {
+    if select::is_global_name(&opt.from) || select::is_global_name(&opt.to) {
+        return refine_job(opt);
+    }
     let (run, from) = select::open_snapshot(&opt.store, &opt.run, Some(&opt.from))?;
     // `--to S2` is in the run of `--from`; one that names its run or rank must name that one.
     let to = match select::split_owner(&opt.to)? {
@@ -152,4 +155,32 @@ mod tests {
         let got = split_exprs(&["total, acct[3].balance,f(1, 2)".into(), "s == \"a,b\"".into(), " ,".into()]);
         assert_eq!(got, ["total", "acct[3].balance", "f(1, 2)", "s == \"a,b\""]);
     }
+}
+
+/// `sdt refine --from G1 --to G3` of an MPI job: a job cannot resume from a snapshot (its
+/// ranks' connections belong to the whole job), so it is replayed from its start with its
+/// message races enforced, which brings every rank through G1 to G3 again; the capture
+/// config captures on the way (from the start), and the expressions are compared at G3.
+fn refine_job(opt: RefineOpt) -> Result<ExitCode> {
+    if !select::is_global_name(&opt.from) || !select::is_global_name(&opt.to) {
+        anyhow::bail!(
+            "--from and --to name global snapshots of a job together (G1, G3), or snapshots of a run"
+        );
+    }
+    if opt.capture.every.is_some() {
+        anyhow::bail!("--every is for single processes: a job's replay captures with --config");
+    }
+    let number = |g: &str| g[1..].parse::<u64>().unwrap_or(u64::MAX);
+    if number(&opt.from) >= number(&opt.to) {
+        anyhow::bail!("--from {} must come before --to {}", opt.from, opt.to);
+    }
+    crate::cmd_replay::replay(crate::cli::ReplayOpt {
+        store: opt.store,
+        run: opt.run,
+        until: Some(opt.to),
+        config: opt.capture.config,
+        check: opt.check,
+        mpirun_args: Vec::new(),
+        dry_run: false,
+    })
 }

@@ -12,7 +12,7 @@ use crate::job::{self, Job};
 use crate::select;
 
 pub fn show(opt: ShowOpt) -> Result<()> {
-    if let Some(global) = opt.snapshot.as_deref().filter(|name| is_global_name(name)) {
+    if let Some(global) = opt.snapshot.as_deref().filter(|name| select::is_global_name(name)) {
         return show_global(&opt, global);
     }
     let (run, snap) = select::open_snapshot(&opt.store, &opt.run, opt.snapshot.as_deref())?;
@@ -109,11 +109,6 @@ pub fn show(opt: ShowOpt) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// `G2`: a global snapshot's name.
-fn is_global_name(name: &str) -> bool {
-    name.strip_prefix('G').is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// `sdt show G2`: the ranks' snapshots of a global snapshot, what the history says of

@@ -153,3 +153,8 @@ mod tests {
         }
     }
 }
+
+/// `G2`: the name of a job's global snapshot.
+pub fn is_global_name(name: &str) -> bool {
+    name.strip_prefix('G').is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}

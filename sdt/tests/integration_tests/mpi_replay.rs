@@ -128,7 +128,29 @@ fn rollback_finds_the_latest_consistent_cut_before_an_event() -> Result<(), Skip
     Ok(())
 }
 
+/// `sdt refine --from G1 --to G3 --check total` of a job: replayed to G3, `total` equal
+/// in every rank; global snapshots out of order are refused.
+fn refining_a_job_between_global_snapshots_replays_it() -> Result<(), Skip> {
+    let prog = mpi_example("relay")?;
+    let sdt = Sdt::new();
+    let out = mpi_job(&sdt, Hosts::One, 3, &[], &prog, &[])?;
+    assert!(out.status.success(), "{}", describe(&out));
+    let out = sdt.output(&["refine", "--from", "G1", "--to", "G3", "--check", "total"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    for rank in 0..3 {
+        assert!(stdout(&out).contains(&format!("rank {rank}: total equal at G3")), "{}", describe(&out));
+    }
+    let wrong = sdt.output(&["refine", "--from", "G3", "--to", "G1", "--check", "total"]);
+    assert!(
+        String::from_utf8_lossy(&wrong.stderr).contains("--from G3 must come before --to G1"),
+        "{}",
+        describe(&wrong)
+    );
+    Ok(())
+}
+
 sdt_test_harness::tests![
+    refining_a_job_between_global_snapshots_replays_it,
     rollback_finds_the_latest_consistent_cut_before_an_event,
     a_sum_in_arrival_order_is_the_recorded_one_in_every_replay,
     a_master_worker_queue_repeats_in_replay,
