@@ -146,17 +146,6 @@ fn describe_exit(exit: ProgramExit) -> String {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn expressions_split_at_top_level_commas() {
-        let got = split_exprs(&["total, acct[3].balance,f(1, 2)".into(), "s == \"a,b\"".into(), " ,".into()]);
-        assert_eq!(got, ["total", "acct[3].balance", "f(1, 2)", "s == \"a,b\""]);
-    }
-}
-
 /// `sdt refine --from G1 --to G3` of an MPI job: a job cannot resume from a snapshot (its
 /// ranks' connections belong to the whole job), so it is replayed from its start with its
 /// message races enforced, which brings every rank through G1 to G3 again; the capture
@@ -183,4 +172,15 @@ fn refine_job(opt: RefineOpt) -> Result<ExitCode> {
         mpirun_args: Vec::new(),
         dry_run: false,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expressions_split_at_top_level_commas() {
+        let got = split_exprs(&["total, acct[3].balance,f(1, 2)".into(), "s == \"a,b\"".into(), " ,".into()]);
+        assert_eq!(got, ["total", "acct[3].balance", "f(1, 2)", "s == \"a,b\""]);
+    }
 }
