@@ -138,6 +138,11 @@ pub fn open_snapshot(store: &StoreArgs, run: &RunArgs, name: Option<&str>) -> Re
     Ok(s.find_snapshot(base.id(), &name)?)
 }
 
+/// `G2`: the name of a job's global snapshot.
+pub fn is_global_name(name: &str) -> bool {
+    name.strip_prefix('G').is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,9 +157,4 @@ mod tests {
             assert!(split_owner(bad).is_err(), "{bad}");
         }
     }
-}
-
-/// `G2`: the name of a job's global snapshot.
-pub fn is_global_name(name: &str) -> bool {
-    name.strip_prefix('G').is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
