@@ -516,6 +516,11 @@ pub struct ReplayOpt {
     /// at G in every rank, original against replay. Exit 1 when any differs.
     #[arg(long, value_name = "EXPR[,EXPR…]", requires = "until")]
     pub check: Vec<String>,
+    /// The launcher to run the job with (default: `mpirun`, on this host). Across hosts,
+    /// a program that starts Open MPI's mpirun there, taking mpirun's arguments:
+    /// `scripts/mpi-hosts-mpirun` for the hosts of scripts/mpi-hosts.
+    #[arg(long, value_name = "PROGRAM", default_value = "mpirun")]
+    pub mpirun: PathBuf,
     /// More arguments for mpirun (`--mpirun-arg=--mca --mpirun-arg=btl …`).
     #[arg(long = "mpirun-arg", value_name = "ARG", allow_hyphen_values = true)]
     pub mpirun_args: Vec<String>,
@@ -536,6 +541,9 @@ pub struct RollbackOpt {
     /// Run the job again to the global snapshot found (`sdt replay --until G`).
     #[arg(long)]
     pub replay: bool,
+    /// The launcher, with --replay (as for `sdt replay`).
+    #[arg(long, value_name = "PROGRAM", default_value = "mpirun")]
+    pub mpirun: PathBuf,
     /// More arguments for mpirun, with --replay.
     #[arg(long = "mpirun-arg", value_name = "ARG", allow_hyphen_values = true)]
     pub mpirun_args: Vec<String>,

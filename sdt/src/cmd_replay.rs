@@ -8,8 +8,8 @@
 //! --until G: the replay's ranks capture G's arrival; --check compares it, rank by rank
 //! ```
 //!
-//! The replay runs on this host, with Open MPI's `mpirun`, in the original's working
-//! directory.
+//! The replay runs with Open MPI's `mpirun` (or the launcher `--mpirun` names, for
+//! hosts), in the original's working directory.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -63,7 +63,7 @@ pub fn replay(opt: ReplayOpt) -> Result<ExitCode> {
         }
         (None, None) => None,
     };
-    launch(&store, &original, &path, config, &opt.mpirun_args)?;
+    launch(&store, &original, &path, config, &opt.mpirun, &opt.mpirun_args)?;
     let replayed = match store.latest_job()? {
         Some(member) if member.id != original.id => {
             Job::of(&store, store.rank_run(&member.id, 0)?)?.context("the replay's runs are not a job")?
@@ -133,11 +133,17 @@ fn launch(
     job: &Job,
     record: &Path,
     config: Option<&Path>,
+    mpirun: &Path,
     mpirun_args: &[String],
 ) -> Result<()> {
     let info = job.ranks[0].1.info();
     let sdt = std::env::current_exe().context("finding this sdt")?;
-    let mut cmd = Command::new("mpirun");
+    // A launcher named by a path runs from the job's working directory: made absolute here.
+    let mpirun = match mpirun.components().count() > 1 {
+        true => std::fs::canonicalize(mpirun).with_context(|| format!("--mpirun {}", mpirun.display()))?,
+        false => mpirun.to_owned(),
+    };
+    let mut cmd = Command::new(&mpirun);
     // Open MPI refuses root without these, and one host may have fewer cores than ranks.
     cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
     cmd.arg("--oversubscribe").args(mpirun_args).args(["-np", &job.size.to_string()]);
@@ -146,8 +152,9 @@ fn launch(
         cmd.arg("--config").arg(config);
     }
     cmd.arg("--").args(&info.command).current_dir(&info.cwd).env("SDT_STORE", store.root());
-    let status =
-        cmd.status().context("running mpirun (is Open MPI installed? apt-get install openmpi-bin)")?;
+    let status = cmd.status().with_context(|| {
+        format!("running {} (is Open MPI installed? apt-get install openmpi-bin)", mpirun.display())
+    })?;
     if !status.success() {
         log::warn!("the replayed job ended with {status}");
     }

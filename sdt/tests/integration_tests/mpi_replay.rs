@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use sdt_test_harness::Skip;
 
-use crate::harness::{Hosts, Sdt, describe, mpi_example, mpi_job, mpi_program, stdout};
+use crate::harness::{Hosts, Sdt, describe, mpi_example, mpi_job, mpi_program, stdout, workspace};
 
 /// Open MPI's shared-memory transport, as `mpi_job` on one host uses it.
 const MPIRUN_ARGS: [&str; 3] = ["--mpirun-arg=--mca", "--mpirun-arg=btl", "--mpirun-arg=self,vader"];
@@ -149,7 +149,30 @@ fn refining_a_job_between_global_snapshots_replays_it() -> Result<(), Skip> {
     Ok(())
 }
 
+/// A race across the three namespace hosts (TCP): the replay, launched there too
+/// (`--mpirun scripts/mpi-hosts-mpirun`), prints what the recorded run printed.
+fn a_race_across_three_hosts_replays_there() -> Result<(), Skip> {
+    let prog = mpi_program("races")?;
+    let sdt = Sdt::new();
+    let out = mpi_job(&sdt, Hosts::Three, 3, &[], &prog, &["sum"])?;
+    assert!(out.status.success(), "{}", describe(&out));
+    let printed = stdout(&out).trim().to_owned();
+    let ls = stdout(&sdt.ok(&["ls"]));
+    assert!(ls.lines().next().unwrap().ends_with("3 ranks on sdt-h1, sdt-h2, sdt-h3"), "{ls}");
+    let launcher = workspace().join("scripts/mpi-hosts-mpirun");
+    for _ in 0..3 {
+        let again = sdt.ok(&["replay", "--mpirun", launcher.to_str().unwrap()]);
+        assert!(!String::from_utf8_lossy(&again.stderr).contains("diverged"), "{}", describe(&again));
+        assert_eq!(stdout(&again).trim(), printed, "{}", describe(&again));
+    }
+    // The replays ran on the hosts too.
+    let ls = stdout(&sdt.ok(&["ls"]));
+    assert!(ls.lines().next().unwrap().ends_with("3 ranks on sdt-h1, sdt-h2, sdt-h3"), "{ls}");
+    Ok(())
+}
+
 sdt_test_harness::tests![
+    a_race_across_three_hosts_replays_there,
     refining_a_job_between_global_snapshots_replays_it,
     rollback_finds_the_latest_consistent_cut_before_an_event,
     a_sum_in_arrival_order_is_the_recorded_one_in_every_replay,
