@@ -17,7 +17,7 @@
 use std::ffi::CString;
 use std::fs::File;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 
 use object::elf::{DT_NEEDED, FileHeader64};
@@ -83,7 +83,7 @@ pub(crate) struct MpiLaunch {
     /// `mpi-events`, `mpi-comms`, `mpi-sites`.
     files: [PendingFile; 3],
     /// The replay record, in a replay.
-    replay: Option<File>,
+    replay: Option<OwnedFd>,
 }
 
 impl MpiLaunch {
@@ -104,12 +104,7 @@ impl MpiLaunch {
             store.create_pending(COMMS_FILE)?,
             store.create_pending(SITES_FILE)?,
         ];
-        let replay = replay
-            .map(|path| {
-                File::open(path)
-                    .map_err(|source| MpiError::Replay { path: path.display().to_string(), source })
-            })
-            .transpose()?;
+        let replay = replay.map(replay_copy).transpose()?;
         Ok(Some(MpiLaunch { library, files, replay }))
     }
 
@@ -117,7 +112,7 @@ impl MpiLaunch {
     pub(crate) fn fds(&self) -> Vec<i32> {
         let mut fds = vec![self.library.as_raw_fd()];
         fds.extend(self.files.iter().map(|f| f.file().as_raw_fd()));
-        fds.extend(self.replay.as_ref().map(File::as_raw_fd));
+        fds.extend(self.replay.as_ref().map(OwnedFd::as_raw_fd));
         fds
     }
 
@@ -146,6 +141,31 @@ impl MpiLaunch {
     pub(crate) fn into_files(self) -> [PendingFile; 3] {
         self.files
     }
+}
+
+/// Largest replay record read.
+const MAX_REPLAY_BYTES: u64 = 1 << 30;
+
+/// The replay record at `path`, copied into a sealed memfd for the program: the record
+/// is a file of the store, untrusted, and no descriptor of it (a link could point
+/// anywhere `sdt` can read) reaches the program. Only a regular file is read, without
+/// following a link and without waiting on a FIFO.
+fn replay_copy(path: &Path) -> Result<OwnedFd, MpiError> {
+    let fail = |source| MpiError::Replay { path: path.display().to_string(), source };
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(fail)?;
+    let meta = file.metadata().map_err(fail)?;
+    if !meta.is_file() || meta.len() > MAX_REPLAY_BYTES {
+        return Err(fail(std::io::Error::other("not a regular file of at most 1 GiB")));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    std::io::Read::read_to_end(&mut std::io::Read::take(&mut file, MAX_REPLAY_BYTES), &mut bytes)
+        .map_err(fail)?;
+    let name = CString::new("sdt-mpi-replay").expect("no NUL in a literal");
+    sdt_sys::spawn::sealed_memfd(&name, &bytes).map_err(MpiError::Memfd)
 }
 
 /// Moves the files into the run's directory; returns the events file and the

@@ -533,6 +533,12 @@ impl Run {
         }
     }
 
+    /// Writes `bytes` as the run's file `name`, replacing it whole (a file of its own,
+    /// 0600, renamed over the old one: a link planted there is replaced, never followed).
+    pub fn replace_small_file(&self, name: &str, bytes: &[u8]) -> Result<()> {
+        self.dir.replace_file(name, bytes).map_err(|e| io_error(&self.dir.join(name), e))
+    }
+
     /// Only the metadata of snapshot `seq`, and whether it is still raw: what a listing
     /// needs, without the page table or caches that opening it builds.
     pub fn read_meta(&self, seq: u32) -> Result<(SnapshotMeta, bool)> {

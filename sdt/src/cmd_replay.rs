@@ -102,9 +102,7 @@ fn replay_record(job: &Job) -> Result<(PathBuf, Record)> {
         log::warn!("rank {rank} ended inside {}: the replay record covers what it recorded", e.name());
     }
     let record = races::record(&history, &clocks);
-    let partial = path.with_extension("incomplete");
-    std::fs::write(&partial, record_file::write(&record, job.size))
-        .and_then(|()| std::fs::rename(&partial, &path))
+    run.replace_small_file(REPLAY_FILE, &record_file::write(&record, job.size))
         .with_context(|| format!("writing the replay record {}", path.display()))?;
     Ok((path, record))
 }

@@ -171,7 +171,30 @@ fn a_race_across_three_hosts_replays_there() -> Result<(), Skip> {
     Ok(())
 }
 
+/// The store is untrusted: a link planted where the replay record goes is neither
+/// followed when it is written nor handed to the ranks.
+fn a_link_planted_as_the_replay_record_is_not_followed() -> Result<(), Skip> {
+    let prog = mpi_example("relay")?;
+    let sdt = Sdt::new();
+    let out = mpi_job(&sdt, Hosts::One, 3, &[], &prog, &[])?;
+    assert!(out.status.success(), "{}", describe(&out));
+    let victim = sdt.dir.path().join("victim");
+    std::fs::write(&victim, "precious").unwrap();
+    let rank0 = stdout(&sdt.ok(&["ls"])).lines().find_map(|l| {
+        l.strip_prefix("rank 0 on ")?.split("run ").nth(1)?.split(':').next().map(str::to_owned)
+    });
+    let record = sdt.store().join("runs").join(rank0.unwrap()).join("mpi-replay");
+    std::os::unix::fs::symlink(&victim, &record).unwrap();
+    let out = sdt.output(&["replay", "--dry-run"]);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious", "{}", describe(&out));
+    if out.status.success() {
+        assert!(std::fs::symlink_metadata(&record).unwrap().is_file(), "{}", describe(&out));
+    }
+    Ok(())
+}
+
 sdt_test_harness::tests![
+    a_link_planted_as_the_replay_record_is_not_followed,
     a_race_across_three_hosts_replays_there,
     refining_a_job_between_global_snapshots_replays_it,
     rollback_finds_the_latest_consistent_cut_before_an_event,
