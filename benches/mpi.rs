@@ -3,8 +3,9 @@
 //!
 //! 1. **History cost**, on two message-heavy programs (`benches/workloads/mpi/`): a ring
 //!    passing 10^5 messages of 8 bytes, and a 2-D halo exchange (Isend/Irecv/Waitall to
-//!    four neighbours, an Allreduce every 50 iterations). Each prints its own time
-//!    (`MPI_Wtime` on rank 0, start-up excluded); the table compares it alone, under
+//!    four neighbours, an Allreduce every 50 iterations; 64² and 256² cells a rank). Each
+//!    prints its own time (`MPI_Wtime` on rank 0, start-up excluded); the table compares
+//!    it alone, under
 //!    `sdt run --no-mpi-history`, and under `sdt run` (history recorded), and gives the
 //!    bytes the ranks' history files take on disk per event.
 //! 2. **Global snapshot pause**: every rank of `heap.c` rewrites 10% of its 100 MiB, meets
@@ -144,9 +145,12 @@ fn pauses_us(store: &Path) -> Result<Vec<f64>> {
 }
 
 fn history_cost(opts: &Options, dir: &Path) -> Result<String> {
+    let halo = workloads::build_with("mpicc", "mpi/halo", dir, "halo", &["-lm"]);
     let programs = [
         ("ring", workloads::build_with("mpicc", "mpi/ring", dir, "ring", &[]), vec!["100000"]),
-        ("halo", workloads::build_with("mpicc", "mpi/halo", dir, "halo", &["-lm"]), vec![]),
+        ("halo", halo.clone(), vec![]),
+        // Blocks of 256² cells a rank: 16 times the work between the same messages.
+        ("halo 256²", halo, vec!["2000", "256"]),
     ];
     let mut table = format!(
         "history cost: {} ranks on one host (shared memory), the program's own time (MPI_Wtime, rank 0), median of {} runs\n\n\
