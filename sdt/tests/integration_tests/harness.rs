@@ -333,21 +333,22 @@ pub fn mpi_job(
     args: &[&str],
 ) -> Result<Output, Skip> {
     let scripts = workspace().join("scripts");
-    let mut cmd = match hosts {
+    // A launcher that hangs (mpirun once did, ending a deadlocked job) is ended before the
+    // harness's own timeout would fail the test: what the ranks recorded is kept.
+    let mut cmd = Command::new("timeout");
+    cmd.args(["-k", "10", "90"]);
+    match hosts {
         Hosts::One => {
-            let mut cmd = Command::new("mpirun");
-            cmd.args(["--mca", "btl", "self,vader"]);
-            cmd
+            cmd.args(["mpirun", "--mca", "btl", "self,vader"]);
         }
         Hosts::Three => {
             namespace_hosts()?;
-            let mut cmd = Command::new(scripts.join("mpi-hosts"));
+            cmd.arg(scripts.join("mpi-hosts"));
             cmd.args(["exec", "sdt-h1", "mpirun", "--mca", "plm_rsh_agent"])
                 .arg(scripts.join("mpi-hosts-agent"))
                 .args(["--mca", "btl", "tcp,self", "--host", "sdt-h1,sdt-h2,sdt-h3"]);
-            cmd
         }
-    };
+    }
     let store = sdt.store();
     cmd.args(["--allow-run-as-root", "--oversubscribe"])
         .args(mpirun_args)
