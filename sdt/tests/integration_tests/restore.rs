@@ -247,8 +247,19 @@ fn refining_a_deterministic_interval_reproduces_its_end() -> Result<(), Skip> {
     // Refining a refinement nests.
     let out = sdt.ok(&["refine", "--from", "S1.0", "--to", "S1.3", "--check", "round_no"]);
     assert!(stdout(&out).contains("verdict: S1.3.new reproduced S1.3"), "{}", describe(&out));
+    // Its snapshots are S1.0.N and S1.3.new. (How many S1.0.N there are depends on the
+    // moment S1.0 caught the other workers: one already inside its breakpoint's trap
+    // resumes with SDT_DECLINED and is not captured again.)
     let all = names(&sdt);
-    assert!(all.iter().any(|n| n == "S1.0.0") && all.iter().any(|n| n == "S1.3.new"), "{all:?}");
+    assert!(all.iter().any(|n| n == "S1.3.new"), "{all:?}");
+    let nested: Vec<&String> =
+        all.iter().filter(|n| n.starts_with("S1.0.") || n.starts_with("S1.3.")).collect();
+    assert!(
+        nested
+            .iter()
+            .all(|n| *n == "S1.3.new" || n.strip_prefix("S1.0.").is_some_and(|k| k.parse::<u32>().is_ok())),
+        "{all:?}"
+    );
     Ok(())
 }
 
