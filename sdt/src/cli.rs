@@ -497,6 +497,25 @@ pub struct WhyOpt {
     pub json: bool,
 }
 
+/// How a replayed MPI job is launched.
+#[derive(Debug, Args)]
+pub struct LauncherArgs {
+    /// The launcher to run the job with (default: `mpirun`, on this host). Across hosts,
+    /// a program that starts Open MPI's mpirun there, taking mpirun's arguments:
+    /// `scripts/mpi-hosts-mpirun` for the hosts of scripts/mpi-hosts.
+    #[arg(long, value_name = "PROGRAM", default_value = "mpirun")]
+    pub mpirun: PathBuf,
+    /// More arguments for mpirun (`--mpirun-arg=--mca --mpirun-arg=btl …`).
+    #[arg(long = "mpirun-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub mpirun_args: Vec<String>,
+}
+
+impl Default for LauncherArgs {
+    fn default() -> LauncherArgs {
+        LauncherArgs { mpirun: "mpirun".into(), mpirun_args: Vec::new() }
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct ReplayOpt {
     #[command(flatten)]
@@ -516,14 +535,8 @@ pub struct ReplayOpt {
     /// at G in every rank, original against replay. Exit 1 when any differs.
     #[arg(long, value_name = "EXPR[,EXPR…]", requires = "until")]
     pub check: Vec<String>,
-    /// The launcher to run the job with (default: `mpirun`, on this host). Across hosts,
-    /// a program that starts Open MPI's mpirun there, taking mpirun's arguments:
-    /// `scripts/mpi-hosts-mpirun` for the hosts of scripts/mpi-hosts.
-    #[arg(long, value_name = "PROGRAM", default_value = "mpirun")]
-    pub mpirun: PathBuf,
-    /// More arguments for mpirun (`--mpirun-arg=--mca --mpirun-arg=btl …`).
-    #[arg(long = "mpirun-arg", value_name = "ARG", allow_hyphen_values = true)]
-    pub mpirun_args: Vec<String>,
+    #[command(flatten)]
+    pub launcher: LauncherArgs,
     /// Only write the replay record and say how many receives it pins.
     #[arg(long)]
     pub dry_run: bool,
@@ -541,12 +554,9 @@ pub struct RollbackOpt {
     /// Run the job again to the global snapshot found (`sdt replay --until G`).
     #[arg(long)]
     pub replay: bool,
-    /// The launcher, with --replay (as for `sdt replay`).
-    #[arg(long, value_name = "PROGRAM", default_value = "mpirun")]
-    pub mpirun: PathBuf,
-    /// More arguments for mpirun, with --replay.
-    #[arg(long = "mpirun-arg", value_name = "ARG", allow_hyphen_values = true)]
-    pub mpirun_args: Vec<String>,
+    /// With --replay: how the job is launched.
+    #[command(flatten)]
+    pub launcher: LauncherArgs,
 }
 
 #[derive(Debug, Args)]

@@ -169,8 +169,7 @@ fn refine_job(opt: RefineOpt) -> Result<ExitCode> {
         until: Some(opt.to),
         config: opt.capture.config,
         check: opt.check,
-        mpirun: "mpirun".into(),
-        mpirun_args: Vec::new(),
+        launcher: Default::default(),
         dry_run: false,
     })
 }

@@ -21,7 +21,7 @@ use sdt_history::races::{self, Record};
 use sdt_history::replay::{self as record_file, REPLAY_FILE};
 use sdt_store::Store;
 
-use crate::cli::ReplayOpt;
+use crate::cli::{LauncherArgs, ReplayOpt};
 use crate::cmd_compare::differences;
 use crate::cmd_diff::change_text;
 use crate::cmd_refine::split_exprs;
@@ -63,7 +63,7 @@ pub fn replay(opt: ReplayOpt) -> Result<ExitCode> {
         }
         (None, None) => None,
     };
-    launch(&store, &original, &path, config, &opt.mpirun, &opt.mpirun_args)?;
+    launch(&store, &original, &path, config, &opt.launcher)?;
     let replayed = match store.latest_job()? {
         Some(member) if member.id != original.id => {
             Job::of(&store, store.rank_run(&member.id, 0)?)?.context("the replay's runs are not a job")?
@@ -131,9 +131,9 @@ fn launch(
     job: &Job,
     record: &Path,
     config: Option<&Path>,
-    mpirun: &Path,
-    mpirun_args: &[String],
+    launcher: &LauncherArgs,
 ) -> Result<()> {
+    let (mpirun, mpirun_args) = (launcher.mpirun.as_path(), &launcher.mpirun_args);
     let info = job.ranks[0].1.info();
     let sdt = std::env::current_exe().context("finding this sdt")?;
     // A launcher named by a path runs from the job's working directory: made absolute here.

@@ -61,8 +61,7 @@ pub fn rollback(opt: RollbackOpt) -> Result<ExitCode> {
         until: Some(g.name.clone()),
         config: None,
         check: Vec::new(),
-        mpirun: opt.mpirun,
-        mpirun_args: opt.mpirun_args,
+        launcher: opt.launcher,
         dry_run: false,
     })
 }
