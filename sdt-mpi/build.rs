@@ -13,12 +13,13 @@ const MPIS: [(&str, &str, &str); 2] =
 fn main() {
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     println!("cargo::rerun-if-changed=src/sdtmpi.c");
+    println!("cargo::rerun-if-changed=../sdt-lib/include/sdt.h");
     println!("cargo::rerun-if-env-changed=PATH");
     for (stem, cc, package) in MPIS {
         let so = out.join(format!("sdtmpi-{stem}.so"));
         let built = Command::new(cc)
             .args(["-O2", "-g", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter"])
-            .args(["-fvisibility=default", "-o"])
+            .args(["-fvisibility=default", "-I", "../sdt-lib/include", "-o"])
             .arg(&so)
             .arg("src/sdtmpi.c")
             .args(["-ldl", "-lpthread"])

@@ -24,6 +24,7 @@
 //!     job: None,
 //!     mpi_history: true,
 //!     mpi_replay: None,
+//!     mpi_stop: None,
 //! })?;
 //! println!("run {} took {} snapshots", outcome.run, outcome.totals.snapshots);
 //! # Ok::<(), sdt_daemon::Error>(())
@@ -81,7 +82,7 @@ pub use config::{CaptureConfig, ConfigError};
 pub use freeze::ProgramExit;
 pub use kmod::{KmodError, available as kmod_available};
 pub use launch::LaunchError;
-pub use mpi::{MpiError, mpi_of};
+pub use mpi::{MpiError, MpiStop, mpi_of};
 pub use resume::{RestoredProcess, Restorer, Resumed, resume_detached};
 pub use symbols::{BreakError, SymbolBreak};
 pub use tracking::{Tracking, TrackingError, VdsoError};
@@ -128,6 +129,8 @@ pub struct RunOptions {
     /// With `mpi_history`: the replay record (`sdt_history::replay`) whose matches the
     /// library enforces (`sdt replay`).
     pub mpi_replay: Option<PathBuf>,
+    /// With `mpi_replay`: where the rank stops (`sdt replay --until`, `sdt rollback`).
+    pub mpi_stop: Option<MpiStop>,
 }
 
 /// How a run stops the program's threads.
@@ -397,7 +400,7 @@ fn launch<B>(
     let program = command.first().ok_or(LaunchError::Empty)?;
     let path = launch::resolve(program)?;
     let mpi = if opts.mpi_history {
-        mpi::MpiLaunch::prepare(&path, store, opts.mpi_replay.as_deref())?
+        mpi::MpiLaunch::prepare(&path, store, opts.mpi_replay.as_deref(), opts.mpi_stop)?
     } else {
         None
     };

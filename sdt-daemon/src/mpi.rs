@@ -24,7 +24,9 @@ use object::elf::{DT_NEEDED, FileHeader64};
 use object::read::elf::{Dyn, FileHeader};
 use object::{Endianness, ReadCache};
 use sdt_history::format::{self, COMMS_FILE, EVENTS_FILE, SITES_FILE};
-use sdt_mpi::{ENV_COMMS_FD, ENV_EVENTS_FD, ENV_REPLAY_FD, ENV_SITES_FD, Mpi};
+use sdt_mpi::{
+    ENV_COMMS_FD, ENV_EVENTS_FD, ENV_REPLAY_FD, ENV_SITES_FD, ENV_STOP_AFTER, ENV_STOP_CAPTURE, Mpi,
+};
 use sdt_store::{PendingFile, RunLog, Store};
 
 /// Why an MPI program cannot get its history library.
@@ -84,6 +86,19 @@ pub(crate) struct MpiLaunch {
     files: [PendingFile; 3],
     /// The replay record, in a replay.
     replay: Option<OwnedFd>,
+    /// Where a replayed rank stops.
+    stop: Option<MpiStop>,
+}
+
+/// Where a replayed rank stops: before its first MPI call once it has recorded
+/// `after_events` events (at least 1: its `MPI_Init`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MpiStop {
+    /// The rank's events before the stop.
+    pub after_events: u64,
+    /// Whether the rank traps for a snapshot where it stops (else the cut is one the
+    /// capture config takes, a global snapshot's breakpoint).
+    pub capture: bool,
 }
 
 impl MpiLaunch {
@@ -92,6 +107,7 @@ impl MpiLaunch {
         program: &Path,
         store: &Store,
         replay: Option<&Path>,
+        stop: Option<MpiStop>,
     ) -> Result<Option<MpiLaunch>, crate::Error> {
         let Some(mpi) = mpi_of(program) else { return Ok(None) };
         let bytes = mpi
@@ -105,7 +121,7 @@ impl MpiLaunch {
             store.create_pending(SITES_FILE)?,
         ];
         let replay = replay.map(replay_copy).transpose()?;
-        Ok(Some(MpiLaunch { library, files, replay }))
+        Ok(Some(MpiLaunch { library, files, replay, stop }))
     }
 
     /// The descriptors the program inherits.
@@ -133,6 +149,12 @@ impl MpiLaunch {
         ];
         if let Some(replay) = &self.replay {
             env.push((ENV_REPLAY_FD.into(), replay.as_raw_fd().to_string().into_bytes()));
+        }
+        if let Some(stop) = self.stop {
+            env.push((ENV_STOP_AFTER.into(), stop.after_events.to_string().into_bytes()));
+            if stop.capture {
+                env.push((ENV_STOP_CAPTURE.into(), b"1".to_vec()));
+            }
         }
         env
     }

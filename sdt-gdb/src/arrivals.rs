@@ -21,8 +21,12 @@ pub struct Arrival {
 }
 
 impl fmt::Display for Arrival {
-    /// `level 1 class 2 id 10 hit 3`.
+    /// `level 1 class 2 id 10 hit 3`; `the stop at a cut` for the breakpoint of SDT's
+    /// own (class and id -1) that ranks stopped at a cut of their history trap with.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if (self.class, self.id) == (-1, -1) {
+            return write!(f, "the stop at a cut");
+        }
         write!(f, "level {} class {} id {} hit {}", self.level, self.class, self.id, self.hit)
     }
 }

@@ -31,6 +31,16 @@ pub const ENV_COMMS_FD: &str = "SDT_MPI_COMMS_FD";
 pub const ENV_SITES_FD: &str = "SDT_MPI_SITES_FD";
 /// The descriptor of the job's replay record (`sdt_history::replay`), in a replay.
 pub const ENV_REPLAY_FD: &str = "SDT_MPI_REPLAY_FD";
+/// In a replay: the number of events after which the rank stops (its first MPI call
+/// from there on does not happen; the rank finalizes MPI and exits 0).
+pub const ENV_STOP_AFTER: &str = "SDT_MPI_STOP_AFTER";
+/// With [`ENV_STOP_AFTER`] (any value): the rank traps for a snapshot where it stops, a
+/// breakpoint of SDT's own ([`CUT_CLASS`], [`CUT_ID`], level 0, first arrival).
+pub const ENV_STOP_CAPTURE: &str = "SDT_MPI_STOP_CAPTURE";
+/// The class of the breakpoint a rank stopped at a cut traps with (users' are 0 and up).
+pub const CUT_CLASS: i32 = -1;
+/// Its id.
+pub const CUT_ID: i32 = -1;
 
 /// An MPI implementation the library is built for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -39,6 +39,16 @@
  * the program does the same thing: replay assumes one thread calls MPI. Not replayed:
  * MPI_Sendrecv_replace on recorded messages, messages on inter-communicators.
  *
+ * Stopping at a cut (`sdt replay --until`, `sdt rollback --replay`; SDT_MPI_STOP_AFTER: a
+ * count of events, SDT_MPI_STOP_CAPTURE): in a replay, the first MPI call the rank makes
+ * once it has recorded that many events does not happen. The rank traps to `sdt run`
+ * for a snapshot there (with SDT_MPI_STOP_CAPTURE: a breakpoint of SDT's own, class and
+ * id -1, that every rank reaches once, so the ranks' snapshots form one global
+ * snapshot), then finalizes MPI with the others (which keeps its messages moving for
+ * the ranks not at their stop yet) and exits 0: the job ends at the cut. A call that
+ * records several events (Waitall, Sendrecv) is not split: a cut inside one stops the
+ * rank after it, which `sdt replay` reports.
+ *
  * Not covered: persistent requests (MPI_Send_init, MPI_Recv_init, MPI_Start), matched
  * probes (MPI_Mprobe, MPI_Mrecv) and MPI_Bsend's buffer accounting (the header adds 8
  * bytes to each buffered message); a program using them sees its messages without the
@@ -47,6 +57,7 @@
  */
 #define _GNU_SOURCE
 #include <cpuid.h>
+#include <sdt.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -217,6 +228,21 @@ static struct enforced *by_seq, *by_key; /* sorted by seq, and by where they mat
 static size_t nenforced;
 static uint32_t *reserved_sends; /* the rank's sends the record names, sorted */
 static size_t nreserved;
+
+/* The cut the rank stops at: its events before the stop (NO_STOP: none). Set from the
+ * environment at load, armed once the replay is (MPI_Init). */
+#define NO_STOP UINT64_MAX
+static uint64_t stop_wanted = NO_STOP, stop_after = NO_STOP;
+static int stop_capture;
+static void stop_here(void);
+
+/* At the entry of every call that records an event: whether the rank is at its cut. */
+#define STOP_POINT()                                                                                        \
+	do {                                                                                                \
+		if (__builtin_expect(stop_after != NO_STOP, 0) &&                                           \
+		    __atomic_load_n(&next_seq, __ATOMIC_RELAXED) >= stop_after)                              \
+			stop_here();                                                                        \
+	} while (0)
 
 /* A call site: a return address and its id in mpi-sites. */
 struct site {
@@ -806,6 +832,10 @@ static void open_replay(void)
 		fprintf(stderr, "[rank %d] sdt: the replay record cannot be used: this rank runs without replay\n",
 			world_rank);
 	replaying = ok;
+	if (ok)
+		stop_after = stop_wanted;
+	else if (stop_wanted != NO_STOP)
+		fprintf(stderr, "[rank %d] sdt: no replay, so no stop at the cut either\n", world_rank);
 }
 
 /* The entry whose `seq` (with `by_match`: whose match_key) is `key`, or NULL. */
@@ -940,6 +970,64 @@ static int replay_pick(int count, const MPI_Request *requests)
 
 /* ---- The error handler: records a truncation, then does what the user's would ---- */
 
+/* ---- Stopping at a cut ---- */
+
+/* Seconds a stopped rank waits for the others to finalize with it before it gives up. */
+#define STOP_FINALIZE_SECONDS 600
+
+/* The state word `sdt run` may write through a trap record (ours is never read). */
+static int cut_state;
+
+/* Traps to `sdt run` for a snapshot of the rank at its cut: SDT's own breakpoint
+ * (level 0, class and id -1, first arrival), its attrs saying where the rank is. */
+static void capture_cut(uint64_t events)
+{
+	char attrs[64];
+	int len = snprintf(attrs, sizeof attrs, "sdt=cut,events=%llu", (unsigned long long)events);
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	struct sdt_trap trap = {
+		.version = SDT_PROTOCOL_VERSION,
+		.size = sizeof trap,
+		.level = 0,
+		.class_ = -1,
+		.id = -1,
+		.multiple_mark = 1,
+		.hit = 1,
+		.attrs_ptr = (uintptr_t)attrs,
+		.attrs_len = len > 0 ? (unsigned long long)len : 0,
+		.trigger_ns = (unsigned long long)now.tv_sec * 1000000000ull + (unsigned long long)now.tv_nsec,
+		.state_ptr = (uintptr_t)&cut_state,
+		.result = SDT_DECLINED,
+	};
+	__asm__ volatile("int3" : : "a"(SDT_TRAP_MAGIC), "D"(&trap) : "memory");
+}
+
+/* Ends the rank's part of the job if the others never finalize with it. */
+static void *stop_watchdog(void *unused)
+{
+	sleep(STOP_FINALIZE_SECONDS);
+	fprintf(stderr, "[rank %d] sdt: stopped at its cut, but the job did not end within %d s: exiting\n",
+		world_rank, STOP_FINALIZE_SECONDS);
+	_exit(1);
+}
+
+/* The rank is at its cut: the call it was making does not happen. */
+static void stop_here(void)
+{
+	uint64_t events = __atomic_load_n(&next_seq, __ATOMIC_RELAXED);
+	stop_after = NO_STOP;
+	if (stop_capture)
+		capture_cut(events);
+	fflush(NULL);
+	pthread_t watchdog;
+	if (pthread_create(&watchdog, NULL, stop_watchdog, NULL) == 0)
+		pthread_detach(watchdog);
+	PMPI_Finalize();
+	_exit(0);
+}
+
+
 static void on_error(MPI_Comm *handle, int *code, ...)
 {
 	int class = 0;
@@ -1045,6 +1133,7 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 
 int MPI_Finalize(void)
 {
+	STOP_POINT();
 	void *site = __builtin_return_address(0);
 	pthread_mutex_lock(&lock);
 	reap_detached(1);
@@ -1073,6 +1162,7 @@ static struct piggyback send_event(uint8_t kind, MPI_Comm handle, int dest, int 
 static int send_wrapped(blocking_send call, const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm handle,
 		void *site)
 {
+	STOP_POINT();
 	if (dest == MPI_PROC_NULL)
 		return call(buf, count, type, dest, tag, handle);
 	struct comm *c;
@@ -1197,6 +1287,7 @@ static struct pending *forget(MPI_Request request)
 static int isend(posting_send call, const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm handle,
 		 MPI_Request *request, void *site)
 {
+	STOP_POINT();
 	struct pending *p = dest == MPI_PROC_NULL ? NULL : pending_new();
 	if (!p)
 		return call(buf, count, type, dest, tag, handle, request);
@@ -1267,6 +1358,7 @@ static struct comm *enter(MPI_Comm handle, void *address, uint32_t *site)
 
 int MPI_Recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm handle, MPI_Status *status)
 {
+	STOP_POINT();
 	if (source == MPI_PROC_NULL)
 		return PMPI_Recv(buf, count, type, source, tag, handle, status);
 	uint32_t site;
@@ -1312,6 +1404,7 @@ int MPI_Recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_C
 
 int MPI_Irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm handle, MPI_Request *request)
 {
+	STOP_POINT();
 	struct pending *p = source == MPI_PROC_NULL ? NULL : pending_new();
 	if (!p)
 		return PMPI_Irecv(buf, count, type, source, tag, handle, request);
@@ -1361,6 +1454,7 @@ int MPI_Irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_
 int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void *recvbuf,
 		 int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm handle, MPI_Status *status)
 {
+	STOP_POINT();
 	if (dest == MPI_PROC_NULL || source == MPI_PROC_NULL)
 		return PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source,
 				     recvtag, handle, status);
@@ -1416,6 +1510,7 @@ int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int 
 int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, int sendtag, int source, int recvtag,
 			 MPI_Comm handle, MPI_Status *status)
 {
+	STOP_POINT();
 	if (dest == MPI_PROC_NULL || source == MPI_PROC_NULL)
 		return PMPI_Sendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, handle, status);
 	void *address = __builtin_return_address(0);
@@ -1468,6 +1563,7 @@ static int probes_replayed(const struct comm *c)
 
 int MPI_Probe(int source, int tag, MPI_Comm handle, MPI_Status *status)
 {
+	STOP_POINT();
 	if (source == MPI_PROC_NULL)
 		return PMPI_Probe(source, tag, handle, status);
 	uint32_t site;
@@ -1487,6 +1583,7 @@ int MPI_Probe(int source, int tag, MPI_Comm handle, MPI_Status *status)
 
 int MPI_Iprobe(int source, int tag, MPI_Comm handle, int *flag, MPI_Status *status)
 {
+	STOP_POINT();
 	MPI_Status mine;
 	if (status == MPI_STATUS_IGNORE)
 		status = &mine;
@@ -1557,6 +1654,7 @@ static void complete(MPI_Request request, MPI_Status *status, int error, const s
  * `blocking`, the rank is marked blocked on it. */
 static void enter_completion(struct call *call, int count, const MPI_Request *requests, int blocking)
 {
+	STOP_POINT();
 	*call = (struct call){ .kind = KIND_NONE, .post = NONE };
 	pthread_mutex_lock(&lock);
 	for (int i = 0; i < count && call->kind != KIND_RECV_DONE; i++) {
@@ -1847,6 +1945,7 @@ int MPI_Request_free(MPI_Request *request)
 #define COLLECTIVE(KIND, COMM, ROOT, BYTES, CALL)                                                  \
 	do {                                                                                       \
 		uint32_t site_;                                                                    \
+		STOP_POINT();                                                                      \
 		struct comm *c_ = enter(COMM, __builtin_return_address(0), &site_);                \
 		int peer_ = world_of(c_, ROOT);                                                    \
 		block(KIND, c_, peer_, -1, site_);                                                 \
@@ -1980,6 +2079,21 @@ static int take_fd(const char *name)
 	return (int)fd;
 }
 
+/* The cut to stop at, from SDT_MPI_STOP_AFTER and SDT_MPI_STOP_CAPTURE (removed). */
+static void take_stop(void)
+{
+	const char *after = getenv("SDT_MPI_STOP_AFTER");
+	if (after) {
+		char *end;
+		unsigned long long n = strtoull(after, &end, 10);
+		if (!*end && *after && n > 0 && n < NO_STOP)
+			stop_wanted = n;
+		unsetenv("SDT_MPI_STOP_AFTER");
+	}
+	stop_capture = getenv("SDT_MPI_STOP_CAPTURE") != NULL;
+	unsetenv("SDT_MPI_STOP_CAPTURE");
+}
+
 /* Takes this library out of LD_PRELOAD (it was loaded as /proc/self/fd/N, a descriptor
  * the rank's children will not have) and closes its descriptor. */
 static void unpreload(void)
@@ -2020,4 +2134,5 @@ __attribute__((constructor)) static void load(void)
 	comms_fd = take_fd("SDT_MPI_COMMS_FD");
 	sites_fd = take_fd("SDT_MPI_SITES_FD");
 	replay_fd = take_fd("SDT_MPI_REPLAY_FD");
+	take_stop();
 }

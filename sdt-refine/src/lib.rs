@@ -327,6 +327,7 @@ impl<'r> Interval<'r> {
             // A restored process has its library loaded already, or none.
             mpi_history: false,
             mpi_replay: None,
+            mpi_stop: None,
         }
     }
 }

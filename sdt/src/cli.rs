@@ -93,13 +93,15 @@ pub enum Action {
     /// Re-execute an MPI job from its start with every message race going the way it
     /// went (the matches in its replay record, `mpi-replay`, written from the history on
     /// first use): a new job in the store. `--until G` captures each rank at the global
-    /// snapshot G again; `--check` compares expressions there with the original's.
+    /// snapshot G again and ends the job there; `--check` compares expressions at G with
+    /// the original's.
     #[command(after_help = "Examples:\n  sdt replay --dry-run\n  sdt replay --until G2 --check total,count")]
     Replay(ReplayOpt),
     /// Roll an MPI job back before an event of its history (`RANK:SEQ`, as `sdt events`
     /// lists them): the latest consistent global snapshot that does not contain it, or
-    /// the cut just before it when none was taken; `--replay` runs the job again to
-    /// that global snapshot. Exit 1 when no global snapshot comes before the event.
+    /// the cut just before it when none was taken; `--replay` runs the job again and
+    /// stops every rank there. Without --replay, exit 1 when no global snapshot comes
+    /// before the event.
     #[command(after_help = "Examples:\n  sdt rollback 2:14\n  sdt rollback 2:14 --replay")]
     Rollback(RollbackOpt),
     /// Draw an MPI job's time–process diagram: a line per rank, an arrow per message,
@@ -349,6 +351,16 @@ pub struct RunOpt {
     /// (`mpi-replay`, which `sdt replay` writes) says. `sdt replay` starts every rank so.
     #[arg(long, value_name = "RECORD", conflicts_with = "no_mpi_history")]
     pub replay: Option<PathBuf>,
+    /// With --replay: stop the ranks at a cut, each rank before its first MPI call once
+    /// it has made as many events as the list says for its rank (`3,5,2`: rank 0 after
+    /// 3, …); it then finalizes MPI with the others and exits 0. `sdt replay --until` and
+    /// `sdt rollback --replay` pass it.
+    #[arg(long, value_name = "EVENTS,…", requires = "replay", value_delimiter = ',')]
+    pub stop_after: Vec<u64>,
+    /// With --stop-after: each rank takes a snapshot where it stops (SDT's own
+    /// breakpoint, class and id -1), and no other unless --config asks for it.
+    #[arg(long, requires = "stop_after")]
+    pub stop_capture: bool,
     /// No line per snapshot, no summary.
     #[arg(long, short)]
     pub quiet: bool,
@@ -524,8 +536,8 @@ pub struct ReplayOpt {
     #[command(flatten)]
     pub run: RunArgs,
     /// The global snapshot (G1, G2, … as `sdt ls` lists them) where every rank is captured
-    /// again. The ranks run on to their end, so that no rank's stop takes the job down
-    /// before the others reach it.
+    /// again and stops: at its first MPI call after G, where it finalizes MPI with the
+    /// others and exits (the job ends at G).
     #[arg(long, value_name = "G")]
     pub until: Option<String>,
     /// The capture config of the replay's ranks (default: only --until's arrival).
@@ -551,7 +563,9 @@ pub struct RollbackOpt {
     pub run: RunArgs,
     /// The event, `RANK:SEQ`.
     pub event: String,
-    /// Run the job again to the global snapshot found (`sdt replay --until G`).
+    /// Run the job again to the global snapshot found (`sdt replay --until G`), or, when
+    /// none was taken before the event, to the cut just before it, where every rank
+    /// stops and takes a snapshot (together a global snapshot of the replay).
     #[arg(long)]
     pub replay: bool,
     /// With --replay: how the job is launched.

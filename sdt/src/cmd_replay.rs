@@ -5,7 +5,10 @@
 //! history + clocks ─ races::record ─> mpi-replay (rank 0's run directory, once)
 //! mpirun -np N sdt run --replay mpi-replay -- PROG ARGS      (a new job in the store)
 //!   each rank's library: recorded sends and receives on a shadow communicator
-//! --until G: the replay's ranks capture G's arrival; --check compares it, rank by rank
+//! --until G: the replay's ranks capture G's arrival, and stop at their next MPI call
+//!   (--stop-after, G's event counts); --check compares G, rank by rank
+//! sdt rollback: --stop-after the cut's counts --stop-capture: the ranks' snapshots
+//!   where they stop form the replay's global snapshot at the cut
 //! ```
 //!
 //! The replay runs with Open MPI's `mpirun` (or the launcher `--mpirun` names, for
@@ -54,28 +57,38 @@ pub fn replay(opt: ReplayOpt) -> Result<ExitCode> {
         Some(name) => Some(global_snapshot(&original, name)?),
         None => None,
     };
+    // The ranks stop where G was taken: at their first MPI call after it. A G of the
+    // replay's own stops (`sdt rollback`) is taken again the same way. Only a consistent
+    // G can be stopped at: at another, a rank would wait for a message sent after it.
+    let stop = target.as_ref().and_then(|g| {
+        let after = g.counts()?;
+        g.verdict.as_ref().is_some_and(|v| v.consistent).then(|| Stop { after, capture: is_cut(g.arrival) })
+    });
+    if let (Some(g), None) = (&target, &stop) {
+        eprintln!(
+            "sdt: {} is not a consistent cut ({}): the ranks capture it and run on to their end",
+            g.name,
+            job::verdict_text(g.verdict.as_ref())
+        );
+    }
     let generated;
     let config = match (&opt.config, &target) {
         (Some(config), _) => Some(config.as_path()),
-        (None, Some(g)) => {
+        (None, Some(g)) if !is_cut(g.arrival) => {
             generated = arrival_config(g.arrival)?;
             Some(generated.path())
         }
-        (None, None) => None,
+        _ => None,
     };
-    launch(&store, &original, &path, config, &opt.launcher)?;
-    let replayed = match store.latest_job()? {
-        Some(member) if member.id != original.id => {
-            Job::of(&store, store.rank_run(&member.id, 0)?)?.context("the replay's runs are not a job")?
-        }
-        _ => bail!("the replay left no new job in the store"),
-    };
-    eprintln!("sdt: the replay is job {} (`sdt ls --run {}`)", replayed.id, replayed.ranks[0].1.id());
+    let replayed = run_again(&store, &original, &path, config, stop.as_ref(), &opt.launcher)?;
     let Some(g) = target else { return Ok(ExitCode::SUCCESS) };
     let Some(again) = replayed.global_snapshots(None)?.into_iter().find(|r| r.arrival == g.arrival) else {
         bail!("the replay did not reach {} ({}) in every rank", g.name, g.arrival);
     };
     eprintln!("sdt: every rank reached {} again: the replay's {}", g.name, again.name);
+    if let Some(stop) = &stop {
+        say_stops(&replayed, &stop.after);
+    }
     if opt.check.is_empty() {
         return Ok(ExitCode::SUCCESS);
     }
@@ -107,14 +120,65 @@ fn replay_record(job: &Job) -> Result<(PathBuf, Record)> {
     Ok((path, record))
 }
 
-/// The global snapshot `name` of `job`.
+/// The global snapshot `name` of `job`, checked against its history where it reads.
 fn global_snapshot(job: &Job, name: &str) -> Result<GlobalSnapshot> {
-    let all = job.global_snapshots(None)?;
+    let checked = job::history_with_clocks(job).ok();
+    let all = job.global_snapshots(checked.as_ref().map(|(h, c)| (h, c)))?;
     let known: Vec<&str> = all.iter().map(|g| g.name.as_str()).collect();
     let listed = known.join(", ");
     all.into_iter()
         .find(|g| g.name.eq_ignore_ascii_case(name))
         .with_context(|| format!("job {} has no global snapshot {name} (it has: {listed})", job.id))
+}
+
+/// Where every rank of a replay stops: after `after[rank]` events; with `capture`, each
+/// takes a snapshot there.
+pub struct Stop {
+    /// Each rank's events before its stop.
+    pub after: Vec<u64>,
+    /// Whether the ranks trap for a snapshot where they stop.
+    pub capture: bool,
+}
+
+/// Whether `arrival` is the breakpoint of SDT's own that ranks stopped at a cut trap with.
+pub fn is_cut(arrival: Arrival) -> bool {
+    (arrival.class, arrival.id) == (sdt_mpi::CUT_CLASS, sdt_mpi::CUT_ID)
+}
+
+/// Replays `job` with every rank stopping at `cut` (each rank's events before it) and
+/// taking a snapshot there; the replay's job and the global snapshot of those stops.
+pub fn replay_to_cut(
+    store: &Store,
+    job: &Job,
+    cut: &[u64],
+    launcher: &LauncherArgs,
+) -> Result<(Job, GlobalSnapshot)> {
+    let (path, _) = replay_record(job)?;
+    let stop = Stop { after: cut.to_vec(), capture: true };
+    let replayed = run_again(store, job, &path, None, Some(&stop), launcher)?;
+    let (history, clocks) = job::history_with_clocks(&replayed)?;
+    let found = replayed.global_snapshots(Some((&history, &clocks)))?.into_iter().find(|g| is_cut(g.arrival));
+    let Some(g) = found else {
+        bail!("the replay's ranks did not all stop at the cut (`sdt ls --run {}`)", replayed.ranks[0].1.id());
+    };
+    say_stops(&replayed, cut);
+    Ok((replayed, g))
+}
+
+/// Says where each rank of `replayed` stopped against where it was to stop (`after`):
+/// a call that records several events at once (`MPI_Waitall`) is not split.
+fn say_stops(replayed: &Job, after: &[u64]) {
+    let Ok(history) = replayed.history() else { return };
+    for (rank, rh) in history.ranks.iter().enumerate() {
+        let (stopped, wanted) = (rh.events.len() as u64, after.get(rank).copied().unwrap_or(0).max(1));
+        if stopped > wanted {
+            eprintln!(
+                "sdt: rank {rank} stopped after {stopped} events, not {wanted}: its call at event {rank}:{} \
+                 records several at once, and a rank stops only between calls",
+                wanted.saturating_sub(1)
+            );
+        }
+    }
 }
 
 /// A capture config (a temporary file) that captures only `arrival`.
@@ -125,14 +189,16 @@ fn arrival_config(Arrival { level, class, id, hit }: Arrival) -> Result<tempfile
     Ok(file)
 }
 
-/// Runs the job again under `mpirun`, each rank under `sdt run --replay`.
-fn launch(
+/// Runs the job again under `mpirun`, each rank under `sdt run --replay` (stopping at
+/// `stop`); the replay's job.
+fn run_again(
     store: &Store,
     job: &Job,
     record: &Path,
     config: Option<&Path>,
+    stop: Option<&Stop>,
     launcher: &LauncherArgs,
-) -> Result<()> {
+) -> Result<Job> {
     let (mpirun, mpirun_args) = (launcher.mpirun.as_path(), &launcher.mpirun_args);
     let info = job.ranks[0].1.info();
     let sdt = std::env::current_exe().context("finding this sdt")?;
@@ -149,6 +215,13 @@ fn launch(
     if let Some(config) = config {
         cmd.arg("--config").arg(config);
     }
+    if let Some(stop) = stop {
+        let after: Vec<String> = stop.after.iter().map(u64::to_string).collect();
+        cmd.arg("--stop-after").arg(after.join(","));
+        if stop.capture {
+            cmd.arg("--stop-capture");
+        }
+    }
     cmd.arg("--").args(&info.command).current_dir(&info.cwd).env("SDT_STORE", store.root());
     let status = cmd.status().with_context(|| {
         format!("running {} (is Open MPI installed? apt-get install openmpi-bin)", mpirun.display())
@@ -156,7 +229,14 @@ fn launch(
     if !status.success() {
         log::warn!("the replayed job ended with {status}");
     }
-    Ok(())
+    let replayed = match store.latest_job()? {
+        Some(member) if member.id != job.id => {
+            Job::of(store, store.rank_run(&member.id, 0)?)?.context("the replay's runs are not a job")?
+        }
+        _ => bail!("the replay left no new job in the store"),
+    };
+    eprintln!("sdt: the replay is job {} (`sdt ls --run {}`)", replayed.id, replayed.ranks[0].1.id());
+    Ok(replayed)
 }
 
 /// The run of `rank` in `job`.

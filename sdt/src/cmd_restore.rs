@@ -65,6 +65,7 @@ pub fn restore(opt: RestoreOpt) -> Result<ExitCode> {
         // A restored process has its library loaded already, or none.
         mpi_history: false,
         mpi_replay: None,
+        mpi_stop: None,
     })
     .with_context(|| format!("restoring {name} of run {}", run.id()))?;
     conclude(&outcome, &opt.store.store, capture.quiet);

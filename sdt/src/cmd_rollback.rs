@@ -1,6 +1,8 @@
 //! `sdt rollback RANK:SEQ`: where a job can be rolled back to before one event of its
 //! history (as `sdt events` numbers them): the latest consistent global snapshot that
-//! does not contain the event, or, when none was taken, the cut just before it.
+//! does not contain the event, or, when none was taken, the cut just before it. With
+//! `--replay` the job runs again and every rank stops there: at the global snapshot's
+//! breakpoint, or at the cut, where each rank takes a snapshot.
 
 use std::process::ExitCode;
 
@@ -43,8 +45,20 @@ pub fn rollback(opt: RollbackOpt) -> Result<ExitCode> {
         for (r, count) in cut.iter().enumerate() {
             println!("  rank {r} after {count} event(s)");
         }
-        println!("(a breakpoint every rank reaches there makes it a global snapshot in the next run)");
-        return Ok(ExitCode::from(1));
+        if !opt.replay {
+            println!("`sdt rollback --replay` runs the job again and stops every rank there");
+            return Ok(ExitCode::from(1));
+        }
+        let (replayed, g) = cmd_replay::replay_to_cut(&store, &job, &cut, &opt.launcher)?;
+        let members: Vec<String> = g.members.iter().map(|(r, name, _)| format!("{r}:{name}")).collect();
+        println!(
+            "every rank stopped at the cut: the replay's {} ({}), {}",
+            g.name,
+            members.join(" "),
+            job::verdict_text(g.verdict.as_ref())
+        );
+        println!("each rank's state there: `sdt gdb --run {} {}`, …", replayed.ranks[0].1.id(), members[0]);
+        return Ok(ExitCode::SUCCESS);
     };
     let members: Vec<String> = g.members.iter().map(|(r, name, _)| format!("{r}:{name}")).collect();
     println!("the latest consistent global snapshot before it: {} ({})", g.name, members.join(" "));

@@ -3,17 +3,27 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::Result;
-use sdt_daemon::{CaptureConfig, ProgramExit, RunOptions, RunOutcome, SymbolBreak, Target, Tracking, human};
+use anyhow::{Context, Result, bail};
+use sdt_daemon::{
+    CaptureConfig, MpiStop, ProgramExit, RunOptions, RunOutcome, SymbolBreak, Target, Tracking, human,
+};
+use sdt_store::JobMember;
 
 use crate::cli::{RunOpt, TrackingArg};
 use crate::{cmd_compact, launcher};
 
 pub fn run(opt: RunOpt) -> Result<ExitCode> {
+    let job = launcher::job(&opt.job)?;
+    let mpi_stop = mpi_stop(&opt.stop_after, opt.stop_capture, job.as_ref())?;
+    let mut config = capture_config(opt.config.as_deref(), opt.every)?;
+    if mpi_stop.is_some_and(|s| s.capture) && opt.config.is_none() {
+        // Only the cut: the program's own breakpoints pass nothing.
+        config.filter.classes = Some(Vec::new());
+    }
     let outcome = sdt_daemon::run(&RunOptions {
         target: Target::Launch(opt.command),
         store: opt.store.store.clone(),
-        config: capture_config(opt.config.as_deref(), opt.every)?,
+        config,
         verify: opt.verify,
         wait_for_compaction: opt.wait_compaction,
         quiet: opt.quiet,
@@ -25,15 +35,30 @@ pub fn run(opt: RunOpt) -> Result<ExitCode> {
         disk_budget: opt.disk_budget.map(|mb| mb << 20),
         backend: opt.backend.into(),
         breaks: opt.breaks.iter().map(|b| SymbolBreak::parse(b)).collect::<Result<_, _>>()?,
-        job: launcher::job(&opt.job)?,
+        job,
         mpi_history: !opt.no_mpi_history,
         mpi_replay: opt.replay,
+        mpi_stop,
     })?;
     conclude(&outcome, &opt.store.store, opt.quiet);
     if !outcome.totals.lost.is_empty() {
         return Ok(ExitCode::from(LOST_SNAPSHOTS));
     }
     Ok(exit_code(outcome.exit, opt.quiet))
+}
+
+/// This rank's stop from `--stop-after` (a count per rank) and `--stop-capture`.
+fn mpi_stop(after: &[u64], capture: bool, job: Option<&JobMember>) -> Result<Option<MpiStop>> {
+    if after.is_empty() {
+        return Ok(None);
+    }
+    let job = job.context("--stop-after needs the rank from an MPI launcher's environment (mpirun)")?;
+    if after.len() != job.size as usize {
+        bail!("--stop-after gives {} counts for a job of {} ranks", after.len(), job.size);
+    }
+    // Every rank's MPI_Init is its first event: no rank stops before it.
+    let after_events = after[job.rank as usize].max(1);
+    Ok(Some(MpiStop { after_events, capture }))
 }
 
 /// `sdt run`'s exit code when the store could not take every snapshot the config asked

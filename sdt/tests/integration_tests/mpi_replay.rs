@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 
 use sdt_test_harness::Skip;
+use serde_json::Value;
 
 use crate::harness::{Hosts, Sdt, describe, mpi_example, mpi_job, mpi_program, stdout, workspace};
 
@@ -88,9 +89,72 @@ fn a_replay_to_a_global_snapshot_has_the_same_values_in_every_rank() -> Result<(
         "{}",
         describe(&out)
     );
-    // The replay's snapshots open like any other: its rank 0 stopped halfway through the sum.
+    // The job ended at G1: rank 0 stopped halfway through the sum, before printing it.
+    assert!(!text.contains("sum "), "{}", describe(&out));
     let ls = stdout(&sdt.ok(&["ls"]));
     assert!(ls.contains("G1"), "{ls}");
+    Ok(())
+}
+
+/// What `races sum`'s rank 0 holds in `total` after its first `received` receives of
+/// the run whose history `events` (`sdt events --json`) is: rank 1 sends 1e16 and -1e16
+/// in turn, rank r > 1 sends 1 + r/4, and rank 0 adds them in arrival order.
+fn total_after(events: &[Value], received: usize) -> f64 {
+    let mut sent_by_1 = 0;
+    let mut total = 0.0;
+    let receives = events.iter().filter(|e| e["rank"] == 0 && e["kind"] == "recv");
+    for peer in receives.take(received).map(|e| e["peer"].as_u64().unwrap()) {
+        total += match peer {
+            1 => {
+                sent_by_1 += 1;
+                if sent_by_1 % 2 == 1 { 1e16 } else { -1e16 }
+            }
+            r => 1.0 + 0.25 * r as f64,
+        };
+    }
+    total
+}
+
+/// `sdt rollback 0:5 --replay` where no global snapshot comes before the event: the job
+/// runs again and every rank stops at the cut just before it with a snapshot there. The
+/// snapshots form a consistent global snapshot of the replay at the cut's event counts,
+/// and rank 0's `total` is the sum of exactly the four values it had received.
+fn rollback_replays_to_the_cut_just_before_an_event() -> Result<(), Skip> {
+    let sdt = Sdt::new();
+    let (_, run) = race(&sdt, 3, "sum")?;
+    let events: Vec<Value> =
+        serde_json::from_str(&stdout(&sdt.ok(&["events", "--run", &run, "--json"]))).unwrap();
+    let mut args = vec!["rollback", "--run", &run, "0:5", "--replay"];
+    args.extend(MPIRUN_ARGS);
+    let out = sdt.ok(&args);
+    let text = stdout(&out);
+    assert!(text.contains("no consistent global snapshot was taken before it"), "{}", describe(&out));
+    let cut: Vec<u64> = (0..3)
+        .map(|r| {
+            let line = text.lines().find_map(|l| l.strip_prefix(&format!("  rank {r} after "))).unwrap();
+            line.split(' ').next().unwrap().parse().unwrap()
+        })
+        .collect();
+    assert_eq!(cut[0], 5, "{text}");
+    assert!(
+        text.contains("every rank stopped at the cut: the replay's G1 (0:S0 1:S0 2:S0), consistent"),
+        "{}",
+        describe(&out)
+    );
+    // Each rank's snapshot is where its history says: the cut's count of events.
+    for (rank, count) in cut.iter().enumerate() {
+        let show = stdout(&sdt.ok(&["show", &format!("{rank}:S0")]));
+        assert!(
+            show.contains(&format!("messages: {count} event(s) of its message history before it")),
+            "{show}"
+        );
+    }
+    let gdb =
+        stdout(&sdt.ok(&["gdb", "0:S0", "--", "-batch", "-nx", "-ex", "printf \"total=%.17g\\n\", total"]));
+    let expected = total_after(&events, 4);
+    assert!(gdb.contains(&format!("total={expected}")), "expected total={expected}:\n{gdb}");
+    // The replay ended at the cut: rank 0 never printed its sum.
+    assert!(!text.contains("sum "), "{text}");
     Ok(())
 }
 
@@ -150,7 +214,8 @@ fn refining_a_job_between_global_snapshots_replays_it() -> Result<(), Skip> {
 }
 
 /// A race across the three namespace hosts (TCP): the replay, launched there too
-/// (`--mpirun scripts/mpi-hosts-mpirun`), prints what the recorded run printed.
+/// (`--mpirun scripts/mpi-hosts-mpirun`), prints what the recorded run printed, and a
+/// rollback there stops every rank at a consistent cut.
 fn a_race_across_three_hosts_replays_there() -> Result<(), Skip> {
     let prog = mpi_program("races")?;
     let sdt = Sdt::new();
@@ -159,6 +224,7 @@ fn a_race_across_three_hosts_replays_there() -> Result<(), Skip> {
     let printed = stdout(&out).trim().to_owned();
     let ls = stdout(&sdt.ok(&["ls"]));
     assert!(ls.lines().next().unwrap().ends_with("3 ranks on sdt-h1, sdt-h2, sdt-h3"), "{ls}");
+    let run = latest_run(&sdt);
     let launcher = workspace().join("scripts/mpi-hosts-mpirun");
     for _ in 0..3 {
         let again = sdt.ok(&["replay", "--mpirun", launcher.to_str().unwrap()]);
@@ -168,6 +234,13 @@ fn a_race_across_three_hosts_replays_there() -> Result<(), Skip> {
     // The replays ran on the hosts too.
     let ls = stdout(&sdt.ok(&["ls"]));
     assert!(ls.lines().next().unwrap().ends_with("3 ranks on sdt-h1, sdt-h2, sdt-h3"), "{ls}");
+    let back =
+        sdt.ok(&["rollback", "--run", &run, "0:5", "--replay", "--mpirun", launcher.to_str().unwrap()]);
+    assert!(
+        stdout(&back).contains("every rank stopped at the cut: the replay's G1 (0:S0 1:S0 2:S0), consistent"),
+        "{}",
+        describe(&back)
+    );
     Ok(())
 }
 
@@ -198,6 +271,7 @@ sdt_test_harness::tests![
     a_race_across_three_hosts_replays_there,
     refining_a_job_between_global_snapshots_replays_it,
     rollback_finds_the_latest_consistent_cut_before_an_event,
+    rollback_replays_to_the_cut_just_before_an_event,
     a_sum_in_arrival_order_is_the_recorded_one_in_every_replay,
     a_master_worker_queue_repeats_in_replay,
     a_replay_to_a_global_snapshot_has_the_same_values_in_every_rank,
