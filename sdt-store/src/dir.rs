@@ -539,6 +539,28 @@ impl Run {
         self.dir.replace_file(name, bytes).map_err(|e| io_error(&self.dir.join(name), e))
     }
 
+    /// Writes `bytes` as the run's new file `name` (0600) unless the run has one by that
+    /// name already (a link included): whether this call wrote it. Of several processes
+    /// writing the same file at once, exactly one does.
+    pub fn create_small_file(&self, name: &str, bytes: &[u8]) -> Result<bool> {
+        let error = |e| io_error(&self.dir.join(name), e);
+        let (tmp, mut file) = self.dir.create_temp(name).map_err(error)?;
+        let placed = file
+            .write_all(bytes)
+            .and_then(|()| file.sync_data())
+            .and_then(|()| self.dir.rename_new(&tmp, name));
+        match placed {
+            Ok(()) => Ok(true),
+            Err(e) => {
+                self.dir.remove_file(&tmp).ok();
+                match e.kind() {
+                    ErrorKind::AlreadyExists => Ok(false),
+                    _ => Err(error(e)),
+                }
+            }
+        }
+    }
+
     /// Only the metadata of snapshot `seq`, and whether it is still raw: what a listing
     /// needs, without the page table or caches that opening it builds.
     pub fn read_meta(&self, seq: u32) -> Result<(SnapshotMeta, bool)> {

@@ -38,18 +38,7 @@ pub fn replay(opt: ReplayOpt) -> Result<ExitCode> {
     let store = select::open_store(&opt.store)?;
     let original = Job::open(&store, &opt.run)?;
     let (path, record) = replay_record(&original)?;
-    let every = record.receives * u64::from(record_file::ENTRY_SIZE);
-    eprintln!(
-        "sdt: job {}: {} of {} receives recorded for replay{} ({} bytes; every match: {every} bytes)",
-        original.id,
-        record.receives_enforced(),
-        record.receives,
-        match record.enforced.len() - record.receives_enforced() {
-            0 => String::new(),
-            probes => format!(", and {probes} wildcard probes"),
-        },
-        std::fs::metadata(&path).map(|m| m.len()).unwrap_or_default(),
-    );
+    eprintln!("sdt: {}", record_summary(&original, &path, &record));
     if opt.dry_run {
         return Ok(ExitCode::SUCCESS);
     }
@@ -96,9 +85,25 @@ pub fn replay(opt: ReplayOpt) -> Result<ExitCode> {
     Ok(if same { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
+/// `job J: N of M receives recorded for replay (X bytes; every match: Y bytes)`.
+pub fn record_summary(job: &Job, path: &Path, record: &Record) -> String {
+    let every = record.receives * u64::from(record_file::ENTRY_SIZE);
+    format!(
+        "job {}: {} of {} receives recorded for replay{} ({} bytes; every match: {every} bytes)",
+        job.id,
+        record.receives_enforced(),
+        record.receives,
+        match record.enforced.len() - record.receives_enforced() {
+            0 => String::new(),
+            probes => format!(", and {probes} wildcard probes"),
+        },
+        std::fs::metadata(path).map(|m| m.len()).unwrap_or_default(),
+    )
+}
+
 /// The job's replay record, read from rank 0's run directory, or computed from the
 /// history and written there when it is missing.
-fn replay_record(job: &Job) -> Result<(PathBuf, Record)> {
+pub fn replay_record(job: &Job) -> Result<(PathBuf, Record)> {
     let Some((0, run)) = job.ranks.first() else { bail!("job {} has no rank 0 in the store", job.id) };
     let path = run.dir().join(REPLAY_FILE);
     if let Some(bytes) = run.read_small_file(REPLAY_FILE, MAX_RECORD_BYTES)? {
@@ -108,16 +113,36 @@ fn replay_record(job: &Job) -> Result<(PathBuf, Record)> {
             Err(e) => log::warn!("{}: {e}; written again", path.display()),
         }
     }
+    let record = computed_record(job)?;
+    run.replace_small_file(REPLAY_FILE, &record_file::write(&record, job.size))
+        .with_context(|| format!("writing the replay record {}", path.display()))?;
+    Ok((path, record))
+}
+
+/// Writes the job's replay record into rank 0's run directory unless it has one: the
+/// record, if this call wrote it (of ranks ending together, one does).
+pub fn write_new_record(job: &Job) -> Result<Option<(PathBuf, Record)>> {
+    let Some((0, run)) = job.ranks.first() else { bail!("job {} has no rank 0 in the store", job.id) };
+    let path = run.dir().join(REPLAY_FILE);
+    if std::fs::symlink_metadata(&path).is_ok() {
+        return Ok(None);
+    }
+    let record = computed_record(job)?;
+    let written = run
+        .create_small_file(REPLAY_FILE, &record_file::write(&record, job.size))
+        .with_context(|| format!("writing the replay record {}", path.display()))?;
+    Ok(written.then_some((path, record)))
+}
+
+/// The replay record of `job`, computed from its history.
+fn computed_record(job: &Job) -> Result<Record> {
     let (history, clocks) = job::history_with_clocks(job)?;
     if let Some((rank, e)) =
         history.ranks.iter().find_map(|rh| rh.blocked.as_ref().map(|b| (rh.rank, b.kind)))
     {
         log::warn!("rank {rank} ended inside {}: the replay record covers what it recorded", e.name());
     }
-    let record = races::record(&history, &clocks);
-    run.replace_small_file(REPLAY_FILE, &record_file::write(&record, job.size))
-        .with_context(|| format!("writing the replay record {}", path.display()))?;
-    Ok((path, record))
+    Ok(races::record(&history, &clocks))
 }
 
 /// The global snapshot `name` of `job`, checked against its history where it reads.

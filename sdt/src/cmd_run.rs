@@ -10,10 +10,13 @@ use sdt_daemon::{
 use sdt_store::JobMember;
 
 use crate::cli::{RunOpt, TrackingArg};
-use crate::{cmd_compact, launcher};
+use crate::job::Job;
+use crate::{cmd_compact, cmd_replay, launcher};
 
 pub fn run(opt: RunOpt) -> Result<ExitCode> {
     let job = launcher::job(&opt.job)?;
+    // The last rank of a job (not a replay's) to end says what its replay record pins.
+    let says_record = job.is_some() && opt.replay.is_none() && !opt.quiet;
     let mpi_stop = mpi_stop(&opt.stop_after, opt.stop_capture, job.as_ref())?;
     let mut config = capture_config(opt.config.as_deref(), opt.every)?;
     if mpi_stop.is_some_and(|s| s.capture) && opt.config.is_none() {
@@ -41,10 +44,34 @@ pub fn run(opt: RunOpt) -> Result<ExitCode> {
         mpi_stop,
     })?;
     conclude(&outcome, &opt.store.store, opt.quiet);
+    if says_record {
+        say_job_record(&opt.store.store, outcome.run);
+    }
     if !outcome.totals.lost.is_empty() {
         return Ok(ExitCode::from(LOST_SNAPSHOTS));
     }
     Ok(exit_code(outcome.exit, opt.quiet))
+}
+
+/// Once the last rank of a job ends: writes the job's replay record and says how many
+/// of its receives it pins (the other ranks' runs have ended when this one's did last;
+/// of ranks ending together, the one that writes the record says it).
+fn say_job_record(store: &Path, run: sdt_store::RunId) {
+    let summary = || -> Result<Option<String>> {
+        let store = sdt_store::Store::open(store)?;
+        let Some(job) = Job::of(&store, run)? else { return Ok(None) };
+        let ended = |r: &sdt_store::Run| !matches!(r.info().status, sdt_store::RunStatus::Running);
+        if job.ranks.len() != job.size as usize || !job.ranks.iter().all(|(_, r)| ended(r)) {
+            return Ok(None);
+        }
+        let written = cmd_replay::write_new_record(&job)?;
+        Ok(written.map(|(path, record)| cmd_replay::record_summary(&job, &path, &record)))
+    };
+    match summary() {
+        Ok(Some(line)) => eprintln!("sdt: {line}"),
+        Ok(None) => {}
+        Err(e) => log::warn!("no replay record for the job: {e:#}"),
+    }
 }
 
 /// This rank's stop from `--stop-after` (a count per rank) and `--stop-capture`.

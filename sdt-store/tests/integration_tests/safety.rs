@@ -111,7 +111,29 @@ fn root_creating_in_a_users_store_leaves_it_theirs() -> Result<(), Skip> {
     Ok(())
 }
 
+/// A run's new small file is written by exactly one of the processes that write it, is
+/// private, and a link planted at its name is left as it is, never followed.
+fn a_new_small_file_is_written_once_and_never_through_a_link() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::open_or_create(&tmp.path().join("store")).unwrap();
+    let log = store.create_run(run_info()).unwrap();
+    log.finish(sdt_store::RunStatus::Exited { code: 0 }).unwrap();
+    let run = store.open_run(&RunId(1)).unwrap();
+    assert!(run.create_small_file("record", b"first").unwrap());
+    assert!(!run.create_small_file("record", b"second").unwrap());
+    assert_eq!(run.read_small_file("record", 64).unwrap().unwrap(), b"first");
+    assert_eq!(mode(&run.dir().join("record")), 0o600);
+    let victim = tmp.path().join("victim");
+    std::fs::write(&victim, "precious").unwrap();
+    std::os::unix::fs::symlink(&victim, run.dir().join("planted")).unwrap();
+    assert!(!run.create_small_file("planted", b"evil").unwrap());
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    let left: Vec<_> = std::fs::read_dir(run.dir()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(!left.iter().any(|n| n.to_string_lossy().ends_with(".tmp")), "{left:?}");
+}
+
 sdt_test_harness::tests![
+    a_new_small_file_is_written_once_and_never_through_a_link,
     store_files_are_private_whatever_the_umask,
     links_and_fifos_in_a_store_are_refused,
     root_creating_in_a_users_store_leaves_it_theirs,

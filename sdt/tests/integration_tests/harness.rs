@@ -332,6 +332,19 @@ pub fn mpi_job(
     program: &Path,
     args: &[&str],
 ) -> Result<Output, Skip> {
+    mpi_job_saying(sdt, hosts, ranks, mpirun_args, &["-q"], program, args)
+}
+
+/// [`mpi_job`] with `run_args` for each rank's `sdt run` in place of `-q`.
+pub fn mpi_job_saying(
+    sdt: &Sdt,
+    hosts: Hosts,
+    ranks: u32,
+    mpirun_args: &[&str],
+    run_args: &[&str],
+    program: &Path,
+    args: &[&str],
+) -> Result<Output, Skip> {
     let scripts = workspace().join("scripts");
     // A launcher that hangs (mpirun once did, ending a deadlocked job) is ended before the
     // harness's own timeout would fail the test: what the ranks recorded is kept.
@@ -354,7 +367,9 @@ pub fn mpi_job(
         .args(mpirun_args)
         .args(["-np", &ranks.to_string()])
         .arg(env!("CARGO_BIN_EXE_sdt"))
-        .args(["run", "-q", "--store"])
+        .arg("run")
+        .args(run_args)
+        .arg("--store")
         .arg(&store)
         .arg("--")
         .arg(program)

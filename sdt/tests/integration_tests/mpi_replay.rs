@@ -7,7 +7,9 @@ use std::collections::BTreeSet;
 use sdt_test_harness::Skip;
 use serde_json::Value;
 
-use crate::harness::{Hosts, Sdt, describe, mpi_example, mpi_job, mpi_program, stdout, workspace};
+use crate::harness::{
+    Hosts, Sdt, describe, mpi_example, mpi_job, mpi_job_saying, mpi_program, stdout, workspace,
+};
 
 /// Open MPI's shared-memory transport, as `mpi_job` on one host uses it.
 const MPIRUN_ARGS: [&str; 3] = ["--mpirun-arg=--mca", "--mpirun-arg=btl", "--mpirun-arg=self,vader"];
@@ -71,6 +73,26 @@ fn a_sum_in_arrival_order_is_the_recorded_one_in_every_replay() -> Result<(), Sk
 /// A master–worker queue (posted `MPI_ANY_SOURCE` receives): who answered when repeats.
 fn a_master_worker_queue_repeats_in_replay() -> Result<(), Skip> {
     replays_repeat("queue", 4, 8, 5)
+}
+
+/// The end of a job's run says, once, what its replay record pins, which `sdt replay`
+/// then reads as it is.
+fn the_end_of_a_job_says_what_its_replay_record_pins() -> Result<(), Skip> {
+    let sdt = Sdt::new();
+    let prog = mpi_program("races")?;
+    let out = mpi_job_saying(&sdt, Hosts::One, 3, &[], &[], &prog, &["sum"])?;
+    assert!(out.status.success(), "{}", describe(&out));
+    let said = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = said.lines().filter(|l| l.contains("receives recorded for replay")).collect();
+    assert_eq!(lines.len(), 1, "{}", describe(&out));
+    assert!(lines[0].contains(" of 40 receives recorded for replay"), "{}", describe(&out));
+    let dry = sdt.ok(&["replay", "--dry-run"]);
+    assert!(
+        String::from_utf8_lossy(&dry.stderr).contains(lines[0].trim_start_matches("sdt: ")),
+        "{}",
+        describe(&dry)
+    );
+    Ok(())
 }
 
 /// `sdt replay --until G1 --check total`: every rank reaches G1 again with its `total`.
@@ -272,6 +294,7 @@ sdt_test_harness::tests![
     refining_a_job_between_global_snapshots_replays_it,
     rollback_finds_the_latest_consistent_cut_before_an_event,
     rollback_replays_to_the_cut_just_before_an_event,
+    the_end_of_a_job_says_what_its_replay_record_pins,
     a_sum_in_arrival_order_is_the_recorded_one_in_every_replay,
     a_master_worker_queue_repeats_in_replay,
     a_replay_to_a_global_snapshot_has_the_same_values_in_every_rank,
