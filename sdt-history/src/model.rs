@@ -219,7 +219,7 @@ pub struct Blocked {
     pub tag: Option<i32>,
     /// Where the program called it.
     pub site: Option<u32>,
-    /// Microseconds since `MPI_Init` when the call began.
+    /// Microseconds since `MPI_Init` when the call began, to the kernel's tick (a few ms).
     pub since_us: u32,
 }
 

@@ -21,8 +21,10 @@
  *   expects.
  * - A record is complete before the header's count passes it (release store): a
  *   capture stops every thread at any instruction and reads the count as the last
- *   event. Records, tables and side files are written under one mutex (MPI_THREAD_
- *   MULTIPLE); the `blocked` slot is written without it (one slot per rank).
+ *   event. Records, tables and side files are written under one mutex where threads
+ *   may call MPI at once (MPI_THREAD_MULTIPLE; with a lower level MPI's own rules keep
+ *   the calls apart, and the mutex is skipped); the `blocked` slot is written without
+ *   it (one slot per rank).
  * - Side-file lines are appended before any record names them.
  *
  * Replay (`sdt run --replay`, SDT_MPI_REPLAY_FD: the job's replay record, laid out as
@@ -158,6 +160,21 @@ struct piggyback {
 /* ---- State ---- */
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+/* Whether threads may call MPI at once (MPI_THREAD_MULTIPLE): then the mutex is taken.
+ * Until MPI_Init says, it is. */
+static int threads_call_at_once = 1;
+
+static inline void lock_tables(void)
+{
+	if (threads_call_at_once)
+		pthread_mutex_lock(&lock);
+}
+
+static inline void unlock_tables(void)
+{
+	if (threads_call_at_once)
+		pthread_mutex_unlock(&lock);
+}
 static int events_fd = -1, comms_fd = -1, sites_fd = -1;
 /* Recording is on: the files are mapped and writable. */
 static int recording;
@@ -274,7 +291,7 @@ static __thread struct call *current;
  * milliseconds). Elsewhere, or when MPI_Init was too quick to measure, clock_gettime. */
 static uint64_t tsc_before_init, tsc_at_init;
 static struct timespec mono_before_init;
-static double tsc_per_us; /* 0: not used */
+static double us_per_tsc; /* 0: not used */
 
 static uint64_t read_tsc(void)
 {
@@ -312,19 +329,29 @@ static void calibrate_tsc(void)
 	tsc_at_init = read_tsc();
 	int64_t ns = ns_between(&mono_before_init, &init_time);
 	if (invariant_tsc() && tsc_before_init && ns >= 2000000 && tsc_at_init > tsc_before_init)
-		tsc_per_us = (double)(tsc_at_init - tsc_before_init) * 1000.0 / (double)ns;
+		us_per_tsc = (double)ns / 1000.0 / (double)(tsc_at_init - tsc_before_init);
 }
 
 static uint32_t now_us(void)
 {
 	int64_t us;
-	if (tsc_per_us > 0) {
-		us = (int64_t)((double)(read_tsc() - tsc_at_init) / tsc_per_us);
+	if (us_per_tsc > 0) {
+		us = (int64_t)((double)(read_tsc() - tsc_at_init) * us_per_tsc);
 	} else {
 		struct timespec t;
 		clock_gettime(CLOCK_MONOTONIC, &t);
 		us = ns_between(&init_time, &t) / 1000;
 	}
+	return us < 0 ? 0 : us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
+}
+
+/* The time to a few milliseconds (the kernel's tick), for what needs no more: how long
+ * a rank has been blocked. A fraction of a time-stamp counter read. */
+static uint32_t coarse_us(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+	int64_t us = ns_between(&init_time, &t) / 1000;
 	return us < 0 ? 0 : us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
 }
 
@@ -598,7 +625,7 @@ static void block(uint8_t kind, const struct comm *c, int peer, int tag, uint32_
 	header->blocked_peer = peer;
 	header->blocked_tag = tag < 0 ? -1 : tag;
 	header->blocked_site = site;
-	header->blocked_since_us = now_us();
+	header->blocked_since_us = coarse_us();
 	__atomic_store_n(&header->blocked_kind, kind, __ATOMIC_RELEASE);
 }
 
@@ -859,9 +886,9 @@ static const struct enforced *enforced_of(uint32_t key, int by_match)
 /* The seq of the rank's next event. */
 static uint32_t upcoming(void)
 {
-	pthread_mutex_lock(&lock);
+	lock_tables();
 	uint32_t seq = (uint32_t)next_seq;
-	pthread_mutex_unlock(&lock);
+	unlock_tables();
 	return seq;
 }
 
@@ -957,14 +984,14 @@ static int replay_pick(int count, const MPI_Request *requests)
 	if (!replaying)
 		return -1;
 	int found = -1;
-	pthread_mutex_lock(&lock);
+	lock_tables();
 	const struct enforced *e = enforced_of((uint32_t)next_seq, 0);
 	for (int i = 0; e && e->post != NONE && i < count && found < 0; i++) {
 		struct pending *p = find(requests[i]);
 		if (p && p->post == e->post)
 			found = i;
 	}
-	pthread_mutex_unlock(&lock);
+	unlock_tables();
 	return found;
 }
 
@@ -1032,7 +1059,7 @@ static void on_error(MPI_Comm *handle, int *code, ...)
 {
 	int class = 0;
 	PMPI_Error_class(*code, &class);
-	pthread_mutex_lock(&lock);
+	lock_tables();
 	struct comm *c = comm_of(*handle);
 	MPI_Errhandler user = c ? c->user_handler : MPI_ERRORS_ARE_FATAL;
 	struct call *call = current;
@@ -1049,7 +1076,7 @@ static void on_error(MPI_Comm *handle, int *code, ...)
 		/* The call is over, in error: the rank is no longer inside it. */
 		unblock();
 	}
-	pthread_mutex_unlock(&lock);
+	unlock_tables();
 	if (user == MPI_ERRORS_RETURN)
 		return;
 	if (user == MPI_ERRORS_ARE_FATAL) {
@@ -1067,30 +1094,30 @@ static void on_error(MPI_Comm *handle, int *code, ...)
 
 int MPI_Comm_set_errhandler(MPI_Comm handle, MPI_Errhandler handler)
 {
-	pthread_mutex_lock(&lock);
+	lock_tables();
 	struct comm *c = our_handler == MPI_ERRHANDLER_NULL ? NULL : comm_of(handle);
 	if (c)
 		c->user_handler = handler;
-	pthread_mutex_unlock(&lock);
+	unlock_tables();
 	return PMPI_Comm_set_errhandler(handle, c ? our_handler : handler);
 }
 
 int MPI_Comm_get_errhandler(MPI_Comm handle, MPI_Errhandler *handler)
 {
-	pthread_mutex_lock(&lock);
+	lock_tables();
 	struct comm *c = our_handler == MPI_ERRHANDLER_NULL ? NULL : comm_of(handle);
 	MPI_Errhandler user = c ? c->user_handler : MPI_ERRHANDLER_NULL;
-	pthread_mutex_unlock(&lock);
+	unlock_tables();
 	return c ? (*handler = user, MPI_SUCCESS) : PMPI_Comm_get_errhandler(handle, handler);
 }
 
 int MPI_Comm_free(MPI_Comm *handle)
 {
-	pthread_mutex_lock(&lock);
+	lock_tables();
 	for (int i = 1; i < ncomms; i++)
 		if (comms[i].live && comms[i].handle == *handle)
 			comms[i].live = 0;
-	pthread_mutex_unlock(&lock);
+	unlock_tables();
 	return PMPI_Comm_free(handle);
 }
 
@@ -1106,7 +1133,7 @@ static int after_init(int rc, void *site)
 	calibrate_tsc();
 	PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
 	PMPI_Comm_size(MPI_COMM_WORLD, &world_size);
-	pthread_mutex_lock(&lock);
+	lock_tables();
 	open_events();
 	struct comm *world = comm_of(MPI_COMM_WORLD);
 	if (PMPI_Comm_create_errhandler(on_error, &our_handler) == MPI_SUCCESS) {
@@ -1114,7 +1141,10 @@ static int after_init(int rc, void *site)
 		PMPI_Comm_set_errhandler(MPI_COMM_SELF, our_handler);
 	}
 	append(event(KIND_INIT, world, -1, -1, 0, site_id(site)));
-	pthread_mutex_unlock(&lock);
+	unlock_tables();
+	int level = MPI_THREAD_MULTIPLE;
+	PMPI_Query_thread(&level);
+	threads_call_at_once = level == MPI_THREAD_MULTIPLE;
 	open_replay();
 	return rc;
 }
@@ -1135,10 +1165,10 @@ int MPI_Finalize(void)
 {
 	STOP_POINT();
 	void *site = __builtin_return_address(0);
-	pthread_mutex_lock(&lock);
+	lock_tables();
 	reap_detached(1);
 	append(event(KIND_FINALIZE, comm_of(MPI_COMM_WORLD), -1, -1, 0, site_id(site)));
-	pthread_mutex_unlock(&lock);
+	unlock_tables();
 	return PMPI_Finalize();
 }
 
@@ -1151,11 +1181,11 @@ typedef int (*posting_send)(const void *, int, MPI_Datatype, int, int, MPI_Comm,
 static struct piggyback send_event(uint8_t kind, MPI_Comm handle, int dest, int tag, int64_t bytes, void *site,
 				   struct comm **c)
 {
-	pthread_mutex_lock(&lock);
+	lock_tables();
 	*c = comm_of(handle);
 	struct piggyback pb = { append(event(kind, *c, world_of(*c, dest), tag, bytes, site_id(site))),
 				PIGGYBACK_MAGIC };
-	pthread_mutex_unlock(&lock);
+	unlock_tables();
 	return pb;
 }
 
@@ -1318,9 +1348,9 @@ static int isend(posting_send call, const void *buf, int count, MPI_Datatype typ
 	p->comm = c;
 	p->peer = world_of(c, dest);
 	p->tag = tag;
-	pthread_mutex_lock(&lock);
+	lock_tables();
 	remember(p);
-	pthread_mutex_unlock(&lock);
+	unlock_tables();
 	return rc;
 }
 
@@ -1349,10 +1379,10 @@ int MPI_Ibsend(const void *buf, int count, MPI_Datatype type, int dest, int tag,
 /* The rank's comm entry and call site, under the lock. */
 static struct comm *enter(MPI_Comm handle, void *address, uint32_t *site)
 {
-	pthread_mutex_lock(&lock);
+	lock_tables();
 	struct comm *c = comm_of(handle);
 	*site = site_id(address);
-	pthread_mutex_unlock(&lock);
+	unlock_tables();
 	return c;
 }
 
@@ -1393,9 +1423,9 @@ int MPI_Recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_C
 	}
 	if (!call.truncated) {
 		uint8_t diverged = rc == MPI_SUCCESS ? replayed(c, e, status, &pb) : 0;
-		pthread_mutex_lock(&lock);
+		lock_tables();
 		record_receive(KIND_RECV, c, status, &pb, call.flags | diverged, NONE, site, rc);
-		pthread_mutex_unlock(&lock);
+		unlock_tables();
 	} else {
 		unwrap_status(status);
 	}
@@ -1411,9 +1441,9 @@ int MPI_Irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_
 	int from = source, with = tag;
 	MPI_Comm route = handle;
 	if (replaying) {
-		pthread_mutex_lock(&lock);
+		lock_tables();
 		struct comm *c = comm_of(handle);
-		pthread_mutex_unlock(&lock);
+		unlock_tables();
 		route = receive_route(c, handle, &from, &with, &p->replay);
 	}
 	int64_t packed = packable(count, type);
@@ -1433,7 +1463,7 @@ int MPI_Irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_
 		return rc;
 	}
 	void *address = __builtin_return_address(0);
-	pthread_mutex_lock(&lock);
+	lock_tables();
 	struct comm *c = comm_of(handle);
 	p->request = *request;
 	p->receive = 1;
@@ -1447,7 +1477,7 @@ int MPI_Irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_
 	r.flags = p->flags;
 	p->post = append(r);
 	remember(p);
-	pthread_mutex_unlock(&lock);
+	unlock_tables();
 	return rc;
 }
 
@@ -1501,9 +1531,9 @@ int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int 
 		return rc;
 	}
 	uint8_t diverged = rc == MPI_SUCCESS ? replayed(c, e, status, &in) : 0;
-	pthread_mutex_lock(&lock);
+	lock_tables();
 	record_receive(KIND_RECV, c, status, &in, call.flags | diverged, NONE, site, rc);
-	pthread_mutex_unlock(&lock);
+	unlock_tables();
 	return rc;
 }
 
@@ -1536,9 +1566,9 @@ int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, int 
 		unwrap_status(status);
 		return rc;
 	}
-	pthread_mutex_lock(&lock);
+	lock_tables();
 	record_receive(KIND_RECV, c, status, &pb, call.flags, NONE, site, rc);
-	pthread_mutex_unlock(&lock);
+	unlock_tables();
 	return rc;
 }
 
@@ -1548,11 +1578,11 @@ int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, int 
 static void record_probe(struct comm *c, MPI_Status *status, uint32_t site, uint8_t flags)
 {
 	unwrap_status(status);
-	pthread_mutex_lock(&lock);
+	lock_tables();
 	struct record r = event(KIND_PROBE, c, world_of(c, status->MPI_SOURCE), status->MPI_TAG, 0, site);
 	r.flags = flags;
 	append(r);
-	pthread_mutex_unlock(&lock);
+	unlock_tables();
 }
 
 /* Whether probes on `c` go through replay_probe. */
@@ -1656,7 +1686,7 @@ static void enter_completion(struct call *call, int count, const MPI_Request *re
 {
 	STOP_POINT();
 	*call = (struct call){ .kind = KIND_NONE, .post = NONE };
-	pthread_mutex_lock(&lock);
+	lock_tables();
 	for (int i = 0; i < count && call->kind != KIND_RECV_DONE; i++) {
 		struct pending *p = find(requests[i]);
 		if (!p)
@@ -1668,7 +1698,7 @@ static void enter_completion(struct call *call, int count, const MPI_Request *re
 			*call = (struct call){ p->receive ? KIND_RECV_DONE : KIND_SEND_DONE, 0, p->comm, p->peer, p->tag,
 					       p->flags, 0, p->site, p->post, pb };
 	}
-	pthread_mutex_unlock(&lock);
+	unlock_tables();
 	if (call->kind == KIND_RECV_DONE)
 		current = call;
 	if (blocking && call->kind != KIND_NONE)
@@ -1722,9 +1752,9 @@ int MPI_Wait(MPI_Request *request, MPI_Status *status)
 	enter_completion(&call, 1, &before, 1);
 	int rc = PMPI_Wait(request, status);
 	leave_completion();
-	pthread_mutex_lock(&lock);
+	lock_tables();
 	complete(before, status, rc, &call);
-	pthread_mutex_unlock(&lock);
+	unlock_tables();
 	return rc;
 }
 
@@ -1739,9 +1769,9 @@ int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
 	int rc = PMPI_Test(request, flag, status);
 	leave_completion();
 	if (*flag) {
-		pthread_mutex_lock(&lock);
+		lock_tables();
 		complete(before, status, rc, &call);
-		pthread_mutex_unlock(&lock);
+		unlock_tables();
 	}
 	return rc;
 }
@@ -1749,13 +1779,13 @@ int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
 /* Waitall and Testall: every request completed. */
 static void complete_all(struct completion *c, int count, int rc, const struct call *call)
 {
-	pthread_mutex_lock(&lock);
+	lock_tables();
 	for (int i = 0; i < count; i++) {
 		int error = rc == MPI_ERR_IN_STATUS ? c->statuses[i].MPI_ERROR : rc;
 		if (error != MPI_ERR_PENDING)
 			complete(c->before[i], &c->statuses[i], error, call);
 	}
-	pthread_mutex_unlock(&lock);
+	unlock_tables();
 }
 
 int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[])
@@ -1796,9 +1826,9 @@ static void complete_one(struct completion *c, int index, MPI_Status *status, in
 {
 	if (index == MPI_UNDEFINED)
 		return;
-	pthread_mutex_lock(&lock);
+	lock_tables();
 	complete(c->before[index], status, rc, call);
-	pthread_mutex_unlock(&lock);
+	unlock_tables();
 }
 
 int MPI_Waitany(int count, MPI_Request requests[], int *index, MPI_Status *status)
@@ -1851,11 +1881,11 @@ static void complete_some(struct completion *c, int outcount, const int *indices
 {
 	if (outcount == MPI_UNDEFINED)
 		return;
-	pthread_mutex_lock(&lock);
+	lock_tables();
 	for (int i = 0; i < outcount; i++)
 		complete(c->before[indices[i]], &c->statuses[i], rc == MPI_ERR_IN_STATUS ? c->statuses[i].MPI_ERROR : rc,
 			 call);
-	pthread_mutex_unlock(&lock);
+	unlock_tables();
 }
 
 typedef int (*some_call)(int, MPI_Request[], int *, int[], MPI_Status[]);
@@ -1928,14 +1958,14 @@ static void reap_detached(int wait)
 
 int MPI_Request_free(MPI_Request *request)
 {
-	pthread_mutex_lock(&lock);
+	lock_tables();
 	struct pending *p = forget(*request);
 	if (p) {
 		p->next = detached;
 		detached = p;
 		*request = MPI_REQUEST_NULL;
 	}
-	pthread_mutex_unlock(&lock);
+	unlock_tables();
 	return p ? MPI_SUCCESS : PMPI_Request_free(request);
 }
 
@@ -1951,9 +1981,9 @@ int MPI_Request_free(MPI_Request *request)
 		block(KIND, c_, peer_, -1, site_);                                                 \
 		int rc_ = CALL;                                                                    \
 		unblock();                                                                         \
-		pthread_mutex_lock(&lock);                                                         \
+		lock_tables();                                                         \
 		append(event(KIND, c_, peer_, -1, BYTES, site_));                                  \
-		pthread_mutex_unlock(&lock);                                                       \
+		unlock_tables();                                                       \
 		return rc_;                                                                        \
 	} while (0)
 
