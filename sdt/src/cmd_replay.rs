@@ -37,7 +37,7 @@ pub fn replay(opt: ReplayOpt) -> Result<ExitCode> {
     let (path, record) = replay_record(&original)?;
     let every = record.receives * u64::from(record_file::ENTRY_SIZE);
     eprintln!(
-        "sdt: job {}: {} of {} receives recorded for replay{} ({} bytes; every match: {every} bytes)",
+        "sdt: job {}: {} of {} receives recorded for replay{} ({} bytes; every match: {}{every} bytes as fixed entries)",
         original.id,
         record.receives_enforced(),
         record.receives,
@@ -46,6 +46,7 @@ pub fn replay(opt: ReplayOpt) -> Result<ExitCode> {
             probes => format!(", and {probes} wildcard probes"),
         },
         std::fs::metadata(&path).map(|m| m.len()).unwrap_or_default(),
+        record.every_match_bytes.map_or(String::new(), |b| format!("{b} bytes in this encoding, ")),
     );
     if opt.dry_run {
         return Ok(ExitCode::SUCCESS);
