@@ -13,7 +13,8 @@
 //!    program run as a single process.
 //! 3. **Replay record**: what `sdt replay` records of the ring, the halo exchange and a
 //!    master–worker queue (`queue.c`, `MPI_ANY_SOURCE`), against recording every
-//!    receive's match; and the queue's own time in the recorded run and in a replay.
+//!    receive's match (in the record's own encoding, and in fixed 24-byte entries); and
+//!    the queue's own time in the recorded run and in a replay.
 //!
 //! ```sh
 //! scripts/bench mpi                     # 4 ranks, 5 runs each
@@ -249,18 +250,39 @@ fn sdt_replay(store: &Path, dry_run: bool) -> Result<(String, String)> {
     Ok((stderr, stdout))
 }
 
-/// `…: N of M receives recorded for replay[, …] (X bytes; every match: Y bytes)` →
-/// (N, M, X, Y).
-fn record_size(said: &str) -> Result<(u64, u64, u64, u64)> {
-    let parse = || -> Option<(u64, u64, u64, u64)> {
+/// What `sdt replay` says of its record.
+struct RecordSize {
+    /// Receives (and wildcard probes) recorded.
+    recorded: u64,
+    /// Receives (and wildcard probes) the job made.
+    receives: u64,
+    /// Bytes of the record.
+    bytes: u64,
+    /// Bytes of a record of every match in the same encoding.
+    every_encoded: u64,
+    /// Bytes of every match in fixed 24-byte entries.
+    every_fixed: u64,
+}
+
+/// `…: N of M receives recorded for replay[, …] (X bytes; every match: Y bytes in this
+/// encoding, Z bytes as fixed entries)`.
+fn record_size(said: &str) -> Result<RecordSize> {
+    let parse = || -> Option<RecordSize> {
         let line = said.lines().find(|l| l.contains("receives recorded for replay"))?;
         let (counts, rest) = line.split_once(" receives recorded for replay")?;
         let (left, m) = counts.rsplit_once(" of ")?;
         let n = left.rsplit(' ').next()?;
         let (_, sizes) = rest.split_once('(')?;
         let (x, rest) = sizes.split_once(" bytes; every match: ")?;
-        let y = rest.split_whitespace().next()?;
-        Some((n.parse().ok()?, m.parse().ok()?, x.parse().ok()?, y.parse().ok()?))
+        let (y, rest) = rest.split_once(" bytes in this encoding, ")?;
+        let z = rest.strip_suffix(" bytes as fixed entries)")?;
+        Some(RecordSize {
+            recorded: n.parse().ok()?,
+            receives: m.parse().ok()?,
+            bytes: x.parse().ok()?,
+            every_encoded: y.parse().ok()?,
+            every_fixed: z.parse().ok()?,
+        })
     };
     parse().with_context(|| format!("no record size in: {said}"))
 }
@@ -272,27 +294,32 @@ fn replay_record(opts: &Options, dir: &Path) -> Result<String> {
         ("queue", workloads::build_with("mpicc", "mpi/queue", dir, "queue", &[]), vec![]),
     ];
     let mut table = format!(
-        "replay record: {} ranks, what `sdt replay` records against every receive's match (24 bytes each); \
-         the program's own time in the recorded run and in its replay, median of {} pairs\n\n\
-         | program | receives | recorded | record bytes | every match bytes | record / every match | recorded run s | replay s |\n\
-         |---|---|---|---|---|---|---|---|\n",
+        "replay record: {} ranks, what `sdt replay` records against a record of every receive's match, \
+         in the same encoding and in fixed 24-byte entries; the program's own time in the recorded run \
+         and in its replay, median of {} pairs\n\n\
+         | program | receives | recorded | record bytes | every match bytes | record / every match | \
+         every match, fixed bytes | record / every match, fixed | recorded run s | replay s |\n\
+         |---|---|---|---|---|---|---|---|---|---|\n",
         opts.ranks, opts.reps
     );
     for (name, exe, args) in &programs {
         let (mut recorded_secs, mut replay_secs) = (Vec::new(), Vec::new());
-        let mut size = (0, 0, 0, 0);
+        let mut size = None;
         for rep in 0..opts.reps {
             eprintln!("bench mpi: replay of {name}, run {}/{}", rep + 1, opts.reps);
             let store = tempfile::tempdir_in(dir).context("making a store")?;
             recorded_secs.push(program_secs(&mpirun(opts.ranks, Mode::History, store.path(), exe, args)?)?);
-            size = record_size(&sdt_replay(store.path(), true)?.0)?;
+            size = Some(record_size(&sdt_replay(store.path(), true)?.0)?);
             let (_, printed) = sdt_replay(store.path(), false)?;
             replay_secs.push(program_secs(&printed)?);
         }
-        let (recorded, receives, bytes, every) = size;
+        let RecordSize { recorded, receives, bytes, every_encoded, every_fixed } =
+            size.context("--reps is at least 1")?;
+        let percent = |every: u64| 100.0 * bytes as f64 / every.max(1) as f64;
         table += &format!(
-            "| {name} | {receives} | {recorded} | {bytes} | {every} | {:.1}% | {:.3} | {:.3} |\n",
-            100.0 * bytes as f64 / every.max(1) as f64,
+            "| {name} | {receives} | {recorded} | {bytes} | {every_encoded} | {:.1}% | {every_fixed} | {:.2}% | {:.3} | {:.3} |\n",
+            percent(every_encoded),
+            percent(every_fixed),
             median(&recorded_secs),
             median(&replay_secs)
         );

@@ -6,7 +6,7 @@
 //! launch:  DT_NEEDED → Mpi ─ library bytes → sealed memfd (LD_PRELOAD=/proc/self/fd/N)
 //!          three files created in the store under temporary names (no run yet),
 //!          their descriptors inherited (SDT_MPI_EVENTS_FD, …; in a replay, the
-//!          replay record's too: SDT_MPI_REPLAY_FD)
+//!          replay record's too, decoded into a sealed memfd: SDT_MPI_REPLAY_FD)
 //! drive:   the run exists → the files move into its directory (`mpi-events`, …)
 //! capture: every thread stopped → the events header's count → SnapshotMeta::mpi_events
 //! ```
@@ -24,6 +24,7 @@ use object::elf::{DT_NEEDED, FileHeader64};
 use object::read::elf::{Dyn, FileHeader};
 use object::{Endianness, ReadCache};
 use sdt_history::format::{self, COMMS_FILE, EVENTS_FILE, SITES_FILE};
+use sdt_history::replay::{self, RecordError};
 use sdt_mpi::{
     ENV_COMMS_FD, ENV_EVENTS_FD, ENV_REPLAY_FD, ENV_SITES_FD, ENV_STOP_AFTER, ENV_STOP_CAPTURE, Mpi,
 };
@@ -56,6 +57,15 @@ pub enum MpiError {
         /// Why.
         #[source]
         source: std::io::Error,
+    },
+    /// The replay record does not read: it is damaged, or not a replay record.
+    #[error("the replay record {path} cannot be used")]
+    ReplayRecord {
+        /// The record.
+        path: String,
+        /// What is wrong with it.
+        #[source]
+        source: RecordError,
     },
 }
 
@@ -168,9 +178,10 @@ impl MpiLaunch {
 /// Largest replay record read.
 const MAX_REPLAY_BYTES: u64 = 1 << 30;
 
-/// The replay record at `path`, copied into a sealed memfd for the program: the record
-/// is a file of the store, untrusted, and no descriptor of it (a link could point
-/// anywhere `sdt` can read) reaches the program. Only a regular file is read, without
+/// The replay record at `path`, decoded and handed to the program in a sealed memfd, in
+/// the fixed layout its library reads (`replay::write_fixed`): the record is a file of
+/// the store, untrusted, and neither a descriptor of it (a link could point anywhere
+/// `sdt` can read) nor its bytes reach the program. Only a regular file is read, without
 /// following a link and without waiting on a FIFO.
 fn replay_copy(path: &Path) -> Result<OwnedFd, MpiError> {
     let fail = |source| MpiError::Replay { path: path.display().to_string(), source };
@@ -186,8 +197,10 @@ fn replay_copy(path: &Path) -> Result<OwnedFd, MpiError> {
     let mut bytes = Vec::with_capacity(meta.len() as usize);
     std::io::Read::read_to_end(&mut std::io::Read::take(&mut file, MAX_REPLAY_BYTES), &mut bytes)
         .map_err(fail)?;
+    let (record, ranks) = replay::read(&bytes)
+        .map_err(|source| MpiError::ReplayRecord { path: path.display().to_string(), source })?;
     let name = CString::new("sdt-mpi-replay").expect("no NUL in a literal");
-    sdt_sys::spawn::sealed_memfd(&name, &bytes).map_err(MpiError::Memfd)
+    sdt_sys::spawn::sealed_memfd(&name, &replay::write_fixed(&record, ranks)).map_err(MpiError::Memfd)
 }
 
 /// Moves the files into the run's directory; returns the events file and the
@@ -232,5 +245,54 @@ pub(crate) fn trim(events: &File) {
         && let Err(e) = events.set_len(end)
     {
         log::debug!("trimming the message history: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::FileExt;
+
+    use sdt_history::races::{Enforced, Record};
+
+    use super::*;
+
+    fn record() -> Record {
+        let entry = |seq, source| Enforced { rank: 0, seq, post: None, source, send: Some(seq), tag: 1 };
+        Record { enforced: vec![entry(4, 1), entry(9, 2)], receives: 6, every_match_bytes: Some(80) }
+    }
+
+    /// What the program's descriptor holds.
+    fn contents(fd: OwnedFd) -> Vec<u8> {
+        let file = File::from(fd);
+        let mut bytes = vec![0; file.metadata().unwrap().len() as usize];
+        file.read_exact_at(&mut bytes, 0).unwrap();
+        bytes
+    }
+
+    #[test]
+    fn the_program_gets_the_record_in_the_fixed_layout() {
+        let dir = tempfile::tempdir().unwrap();
+        let fixed = replay::write_fixed(&record(), 3);
+        for stored in [replay::write(&record(), 3), fixed.clone()] {
+            let path = dir.path().join("mpi-replay");
+            std::fs::write(&path, &stored).unwrap();
+            assert_eq!(contents(replay_copy(&path).unwrap()), fixed);
+        }
+    }
+
+    #[test]
+    fn a_damaged_record_is_an_error_that_names_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("mpi-replay");
+        let stored = replay::write(&record(), 3);
+        for damaged in [&stored[..stored.len() - 3], &stored[..20], b"not a record at all"] {
+            std::fs::write(&path, damaged).unwrap();
+            let err = replay_copy(&path).unwrap_err();
+            assert!(matches!(err, MpiError::ReplayRecord { .. }), "{err:?}");
+            assert!(err.to_string().contains(&path.display().to_string()), "{err}");
+        }
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        assert!(matches!(replay_copy(&link), Err(MpiError::Replay { .. })));
     }
 }

@@ -30,6 +30,7 @@ use std::collections::HashSet;
 
 use crate::clock::Clocks;
 use crate::model::{Event, EventKind, History, RankHistory};
+use crate::replay;
 
 /// A match the replay enforces: the receive (or wildcard probe) `(rank, seq)` gets the
 /// message of `source` with `tag`, sent by its event `send`.
@@ -57,6 +58,10 @@ pub struct Record {
     /// Receives (and wildcard probes) the job made: what recording every match would
     /// record.
     pub receives: u64,
+    /// Bytes of a record of every match in the record's own encoding
+    /// ([`replay::write`]): what [`Record::enforced`] saves, compared fairly. `None` for
+    /// a record read from a file that does not say (format version 1).
+    pub every_match_bytes: Option<u64>,
 }
 
 impl Record {
@@ -73,7 +78,29 @@ pub fn record(history: &History, clocks: &Clocks) -> Record {
         record_rank(history, clocks, rh, &mut out);
     }
     out.enforced.sort();
+    let every = Record { enforced: every_match(history), receives: out.receives, every_match_bytes: None };
+    out.every_match_bytes = Some(replay::write(&every, history.ranks.len() as u32).len() as u64);
     out
+}
+
+/// Every match of `history` a record could hold: each receive that took a message from a
+/// known send, each wildcard probe that saw a source; in `(rank, seq)` order.
+fn every_match(history: &History) -> Vec<Enforced> {
+    let mut every: Vec<Enforced> =
+        history.ranks.iter().flat_map(|rh| rh.events.iter().filter_map(|e| match_of(rh.rank, e))).collect();
+    every.sort();
+    every
+}
+
+/// The match of event `e` of `rank` as the record holds it: a receive's, or a wildcard
+/// probe's; `None` for other events, and for a match whose other side is unknown.
+fn match_of(rank: u32, e: &Event) -> Option<Enforced> {
+    let send = match e.kind {
+        kind if kind.receives() => Some(e.matched?),
+        EventKind::Probe if e.any_source || e.any_tag => None,
+        _ => return None,
+    };
+    Some(Enforced { rank, seq: e.seq, post: e.post, source: e.peer?, send, tag: e.tag.unwrap_or(-1) })
 }
 
 /// Where a receive matched: its `Irecv` for a posted one, else itself.
@@ -129,29 +156,13 @@ fn record_rank(history: &History, clocks: &Clocks, rh: &RankHistory, out: &mut R
         }
         if races {
             recorded.insert(r.seq);
-            out.enforced.push(Enforced {
-                rank: rh.rank,
-                seq: r.seq,
-                post: r.post,
-                source,
-                send: Some(send),
-                tag: r.tag.unwrap_or(-1),
-            });
+            out.enforced.extend(match_of(rh.rank, r));
         }
     }
     for e in &rh.events {
         if e.kind == EventKind::Probe && (e.any_source || e.any_tag) {
             out.receives += 1;
-            if let Some(source) = e.peer {
-                out.enforced.push(Enforced {
-                    rank: rh.rank,
-                    seq: e.seq,
-                    post: None,
-                    source,
-                    send: None,
-                    tag: e.tag.unwrap_or(-1),
-                });
-            }
+            out.enforced.extend(match_of(rh.rank, e));
         }
     }
 }
@@ -279,6 +290,9 @@ mod tests {
         // competitors are recorded, and the rest of its round then races only with
         // recorded ones or with it. So 2 of each 3 results are recorded (none of the tasks).
         assert_eq!(record.receives_enforced(), 40);
+        // Compared with a record of every match in the same encoding.
+        let bytes = replay::write(&record, 4).len() as u64;
+        assert!(record.every_match_bytes.is_some_and(|every| every > bytes), "{bytes}: {record:?}");
     }
 
     #[test]

@@ -85,11 +85,12 @@ pub fn replay(opt: ReplayOpt) -> Result<ExitCode> {
     Ok(if same { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
-/// `job J: N of M receives recorded for replay (X bytes; every match: Y bytes)`.
+/// `job J: N of M receives recorded for replay (X bytes; every match: Y bytes in this
+/// encoding, Z bytes as fixed entries)`.
 pub fn record_summary(job: &Job, path: &Path, record: &Record) -> String {
     let every = record.receives * u64::from(record_file::ENTRY_SIZE);
     format!(
-        "job {}: {} of {} receives recorded for replay{} ({} bytes; every match: {every} bytes)",
+        "job {}: {} of {} receives recorded for replay{} ({} bytes; every match: {}{every} bytes as fixed entries)",
         job.id,
         record.receives_enforced(),
         record.receives,
@@ -98,6 +99,7 @@ pub fn record_summary(job: &Job, path: &Path, record: &Record) -> String {
             probes => format!(", and {probes} wildcard probes"),
         },
         std::fs::metadata(path).map(|m| m.len()).unwrap_or_default(),
+        record.every_match_bytes.map_or(String::new(), |b| format!("{b} bytes in this encoding, ")),
     )
 }
 
