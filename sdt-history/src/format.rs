@@ -102,6 +102,9 @@ pub const FLAG_ANY_TAG: u8 = 2;
 pub const FLAG_TRUNCATED: u8 = 4;
 /// In a replay, the receive took another message than the replay record says.
 pub const FLAG_DIVERGED: u8 = 8;
+/// The operation's route was fixed before the library could choose it (a persistent
+/// request, a matched probe and its receive): a replay does not enforce its match.
+pub const FLAG_FIXED_ROUTE: u8 = 16;
 
 use crate::model::{Blocked, CollectiveKind, Comm, Event, EventKind, RankHistory, Site};
 
@@ -121,7 +124,7 @@ const COLLECTIVES: [CollectiveKind; 11] = [
 ];
 
 /// Every flag a record may carry.
-const FLAGS: u8 = FLAG_ANY_SOURCE | FLAG_ANY_TAG | FLAG_TRUNCATED | FLAG_DIVERGED;
+const FLAGS: u8 = FLAG_ANY_SOURCE | FLAG_ANY_TAG | FLAG_TRUNCATED | FLAG_DIVERGED | FLAG_FIXED_ROUTE;
 
 /// Why a rank's event files cannot be read.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -362,6 +365,7 @@ pub fn read_rank(events: &[u8], comms: &str, sites: &str) -> Result<RankHistory,
                 any_tag: flags & FLAG_ANY_TAG != 0,
                 truncated: flags & FLAG_TRUNCATED != 0,
                 diverged: flags & FLAG_DIVERGED != 0,
+                fixed_route: flags & FLAG_FIXED_ROUTE != 0,
             })
         })()
         .map_err(|detail| FormatError::Record { seq, detail })?;
@@ -486,6 +490,7 @@ pub fn write_rank(history: &RankHistory) -> RankFiles {
             (e.any_tag, FLAG_ANY_TAG),
             (e.truncated, FLAG_TRUNCATED),
             (e.diverged, FLAG_DIVERGED),
+            (e.fixed_route, FLAG_FIXED_ROUTE),
         ]
         .iter()
         .filter(|(set, _)| *set)

@@ -181,6 +181,9 @@ pub struct Event {
     /// In a replay: the receive took another message than the replay record says (the
     /// replay went its own way from here).
     pub diverged: bool,
+    /// A persistent request's, or a matched probe's and its receive's: its route was
+    /// fixed before the library could choose it, so a replay does not enforce its match.
+    pub fixed_route: bool,
 }
 
 /// A communicator a rank used.

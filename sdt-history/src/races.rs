@@ -25,6 +25,9 @@
 //! Wildcard probes (`MPI_Probe`/`MPI_Iprobe` with `MPI_ANY_SOURCE` or `MPI_ANY_TAG`) see a
 //! message without taking it, and their event does not say which: each one's source and
 //! tag is recorded.
+//!
+//! A match whose receive, probe or send has a fixed route ([`Event::fixed_route`]: a
+//! persistent request, a matched probe) cannot be enforced, and is left out.
 
 use std::collections::HashSet;
 
@@ -154,13 +157,14 @@ fn record_rank(history: &History, clocks: &Clocks, rh: &RankHistory, out: &mut R
                 break;
             }
         }
-        if races {
+        let fixed = r.fixed_route || history.event(source, send).is_some_and(|s| s.fixed_route);
+        if races && !fixed {
             recorded.insert(r.seq);
             out.enforced.extend(match_of(rh.rank, r));
         }
     }
     for e in &rh.events {
-        if e.kind == EventKind::Probe && (e.any_source || e.any_tag) {
+        if e.kind == EventKind::Probe && (e.any_source || e.any_tag) && !e.fixed_route {
             out.receives += 1;
             out.enforced.extend(match_of(rh.rank, e));
         }
@@ -208,6 +212,18 @@ mod tests {
     fn non_transitive_races_record_one_message() {
         // m2 races with m1 (recorded); m3 races only with m2, which the record pins.
         assert_eq!(enforced(&three_senders(true)), [(0, 3)]);
+    }
+
+    #[test]
+    fn races_on_fixed_routes_are_left_out() {
+        // A persistent receive cannot be pinned, nor a message a persistent send sent.
+        let mut h = three_senders(false);
+        h.ranks[0].events[2].fixed_route = true;
+        assert_eq!(enforced(&h), [(0, 3)]);
+        let mut h = three_senders(false);
+        let m3 = h.ranks[0].events[3].matched.unwrap();
+        h.ranks[3].events[m3 as usize].fixed_route = true;
+        assert_eq!(enforced(&h), [(0, 2)]);
     }
 
     #[test]

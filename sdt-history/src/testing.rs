@@ -70,6 +70,7 @@ pub(crate) fn event(rank: u32, seq: u32, kind: EventKind) -> Event {
         any_tag: false,
         truncated: false,
         diverged: false,
+        fixed_route: false,
     }
 }
 

@@ -51,10 +51,13 @@
  * records several events (Waitall, Sendrecv) is not split: a cut inside one stops the
  * rank after it, which `sdt replay` reports.
  *
- * Not covered: persistent requests (MPI_Send_init, MPI_Recv_init, MPI_Start), matched
- * probes (MPI_Mprobe, MPI_Mrecv) and MPI_Bsend's buffer accounting (the header adds 8
- * bytes to each buffered message); a program using them sees its messages without the
- * header on one side. Fortran bindings are recorded only where the MPI implements them
+ * Persistent requests (MPI_Send_init, MPI_Recv_init, MPI_Start[all]) carry the piggyback
+ * in a derived type made at their init, pointing at their entry's header, which each
+ * start fills; matched probes (MPI_[I]mprobe) remember the communicator of the message
+ * for its MPI_[I]mrecv. The route of both is fixed before the library could choose it,
+ * so their events are flagged FLAG_FIXED_ROUTE and a replay does not enforce races on
+ * them. Not covered: MPI_Bsend's buffer accounting (the header adds 8 bytes to each
+ * buffered message). Fortran bindings are recorded only where the MPI implements them
  * on the C functions.
  */
 #define _GNU_SOURCE
@@ -108,7 +111,7 @@ enum kind {
 	KIND_OTHER_COLLECTIVE,
 };
 
-enum flag { FLAG_ANY_SOURCE = 1, FLAG_ANY_TAG = 2, FLAG_TRUNCATED = 4, FLAG_DIVERGED = 8 };
+enum flag { FLAG_ANY_SOURCE = 1, FLAG_ANY_TAG = 2, FLAG_TRUNCATED = 4, FLAG_DIVERGED = 8, FLAG_FIXED_ROUTE = 16 };
 
 struct header {
 	char magic[8];
@@ -215,6 +218,12 @@ struct pending {
 	 * `packed`; a receive copies them out to `user` when it completes. -1: not packed. */
 	int64_t packed_bytes;
 	void *user;
+	/* A persistent request: it stays in the table from its init to MPI_Request_free,
+	 * `active` from a start to its completion, with the wrapped type `own_type` (made
+	 * at its init, pointing at `header`) and `bytes` of the user's data a start moves. */
+	int persistent, active;
+	MPI_Datatype own_type;
+	int64_t bytes;
 	unsigned char packed[];
 };
 #define PENDING_BUCKETS 4096
@@ -1264,6 +1273,11 @@ static void pending_free(struct pending *p)
 {
 	if (!p)
 		return;
+	if (p->persistent) {
+		if (p->request != MPI_REQUEST_NULL)
+			PMPI_Request_free(&p->request);
+		PMPI_Type_free(&p->own_type);
+	}
 	if (pooled >= POOL_MAX) {
 		free(p);
 		return;
@@ -1374,6 +1388,109 @@ int MPI_Ibsend(const void *buf, int count, MPI_Datatype type, int dest, int tag,
 	return isend(PMPI_Ibsend, buf, count, type, dest, tag, comm, request, __builtin_return_address(0));
 }
 
+/* ---- Persistent requests ---- */
+
+typedef int (*persistent_init)(const void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request *);
+
+/* A persistent send or receive: its request made on a wrapped type of its own (the
+ * piggyback travels in the entry's header), kept in the table until it is freed. */
+static int init_persistent(persistent_init call, int receive, const void *buf, int count, MPI_Datatype type,
+			   int peer, int tag, MPI_Comm handle, MPI_Request *request)
+{
+	struct pending *p = peer == MPI_PROC_NULL ? NULL : pending_new();
+	if (!p)
+		return call(buf, count, type, peer, tag, handle, request);
+	p->own_type = build_wrapped(&p->header, buf, count, type);
+	int rc = call(MPI_BOTTOM, 1, p->own_type, peer, tag, handle, request);
+	if (rc != MPI_SUCCESS) {
+		PMPI_Type_free(&p->own_type);
+		pending_free(p);
+		return rc;
+	}
+	lock_tables();
+	p->comm = comm_of(handle);
+	p->request = *request;
+	p->persistent = 1;
+	p->receive = receive;
+	p->wrapped = 1;
+	p->peer = world_of(p->comm, peer);
+	p->tag = tag;
+	p->flags = (receive ? wildcards(peer, tag) : 0) | FLAG_FIXED_ROUTE;
+	p->bytes = type_bytes(count, type);
+	remember(p);
+	unlock_tables();
+	return rc;
+}
+
+int MPI_Send_init(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request *request)
+{
+	return init_persistent(PMPI_Send_init, 0, buf, count, type, dest, tag, comm, request);
+}
+
+int MPI_Ssend_init(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request *request)
+{
+	return init_persistent(PMPI_Ssend_init, 0, buf, count, type, dest, tag, comm, request);
+}
+
+int MPI_Rsend_init(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request *request)
+{
+	return init_persistent(PMPI_Rsend_init, 0, buf, count, type, dest, tag, comm, request);
+}
+
+int MPI_Bsend_init(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request *request)
+{
+	return init_persistent(PMPI_Bsend_init, 0, buf, count, type, dest, tag, comm, request);
+}
+
+/* PMPI_Recv_init's buffer is not const: called through the shape the sends share. */
+static int recv_init(const void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+		     MPI_Request *request)
+{
+	return PMPI_Recv_init((void *)buf, count, type, source, tag, comm, request);
+}
+
+int MPI_Recv_init(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Request *request)
+{
+	return init_persistent(recv_init, 1, buf, count, type, source, tag, comm, request);
+}
+
+/* Records the start of `request` if it is a persistent request of ours: a send's event
+ * (its seq goes out in the header) or a receive's post. Under the lock. */
+static void started(MPI_Request request, uint32_t site)
+{
+	struct pending *p = find(request);
+	if (!p || !p->persistent)
+		return;
+	struct record r = event(p->receive ? KIND_IRECV : KIND_ISEND, p->comm, p->peer, p->tag, p->bytes, site);
+	r.flags = p->flags;
+	p->post = append(r);
+	p->header = (struct piggyback){ p->post, PIGGYBACK_MAGIC };
+	p->site = site;
+	p->active = 1;
+}
+
+int MPI_Start(MPI_Request *request)
+{
+	STOP_POINT();
+	uint32_t site;
+	lock_tables();
+	site = site_id(__builtin_return_address(0));
+	started(*request, site);
+	unlock_tables();
+	return PMPI_Start(request);
+}
+
+int MPI_Startall(int count, MPI_Request requests[])
+{
+	STOP_POINT();
+	lock_tables();
+	uint32_t site = site_id(__builtin_return_address(0));
+	for (int i = 0; i < count; i++)
+		started(requests[i], site);
+	unlock_tables();
+	return PMPI_Startall(count, requests);
+}
+
 /* ---- Receives ---- */
 
 /* The rank's comm entry and call site, under the lock. */
@@ -1386,13 +1503,33 @@ static struct comm *enter(MPI_Comm handle, void *address, uint32_t *site)
 	return c;
 }
 
-int MPI_Recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm handle, MPI_Status *status)
+/* MPI's own blocking receive of (buf, count, type) for `blocking_receive`, with what
+ * it needs besides: a source, tag and communicator, or a matched message. */
+typedef int (*receiving)(void *buf, int count, MPI_Datatype type, void *how, MPI_Status *status);
+
+struct route {
+	int source, tag;
+	MPI_Comm comm;
+};
+
+static int receive_routed(void *buf, int count, MPI_Datatype type, void *how, MPI_Status *status)
 {
-	STOP_POINT();
-	if (source == MPI_PROC_NULL)
-		return PMPI_Recv(buf, count, type, source, tag, handle, status);
-	uint32_t site;
-	struct comm *c = enter(handle, __builtin_return_address(0), &site);
+	struct route *r = how;
+	return PMPI_Recv(buf, count, type, r->source, r->tag, r->comm, status);
+}
+
+static int receive_matched(void *buf, int count, MPI_Datatype type, void *how, MPI_Status *status)
+{
+	return PMPI_Mrecv(buf, count, type, how, status);
+}
+
+/* A blocking receive into (buf, count, type) on `c` from world rank `peer`: the data in
+ * or out of the pack buffer or a wrapped type around `call`, the rank marked blocked
+ * meanwhile, the receive recorded (and checked against the replay's `e`). */
+static int blocking_receive(void *buf, int count, MPI_Datatype type, struct comm *c, int peer, int tag,
+			    uint8_t flags, uint32_t site, const struct enforced *e, receiving receive, void *how,
+			    MPI_Status *status)
+{
 	MPI_Status mine;
 	if (status == MPI_STATUS_IGNORE)
 		status = &mine;
@@ -1400,16 +1537,12 @@ int MPI_Recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_C
 	int64_t packed = packable(count, type);
 	int cached = 1;
 	MPI_Datatype wrapped = packed >= 0 ? MPI_BYTE : wrap(&pb, buf, count, type, &cached);
-	struct call call = { KIND_RECV, 0, c, world_of(c, source), tag, wildcards(source, tag),
-			     saturate(type_bytes(count, type)), site, NONE,
+	struct call call = { KIND_RECV, 0, c, peer, tag, flags, saturate(type_bytes(count, type)), site, NONE,
 			     packed >= 0 ? (const struct piggyback *)pack_buffer : &pb };
-	const struct enforced *e;
-	int from = source, with = tag;
-	MPI_Comm route = receive_route(c, handle, &from, &with, &e);
 	current = &call;
-	block(KIND_RECV, c, call.peer, tag, site);
-	int rc = packed >= 0 ? PMPI_Recv(pack_buffer, PIGGYBACK_BYTES + (int)packed, MPI_BYTE, from, with, route, status)
-			     : PMPI_Recv(MPI_BOTTOM, 1, wrapped, from, with, route, status);
+	block(KIND_RECV, c, peer, tag, site);
+	int rc = packed >= 0 ? receive(pack_buffer, PIGGYBACK_BYTES + (int)packed, MPI_BYTE, how, status)
+			     : receive(MPI_BOTTOM, 1, wrapped, how, status);
 	unblock();
 	current = NULL;
 	if (packed >= 0) {
@@ -1432,46 +1565,63 @@ int MPI_Recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_C
 	return rc;
 }
 
-int MPI_Irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm handle, MPI_Request *request)
+int MPI_Recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm handle, MPI_Status *status)
 {
 	STOP_POINT();
-	struct pending *p = source == MPI_PROC_NULL ? NULL : pending_new();
-	if (!p)
-		return PMPI_Irecv(buf, count, type, source, tag, handle, request);
-	int from = source, with = tag;
-	MPI_Comm route = handle;
-	if (replaying) {
-		lock_tables();
-		struct comm *c = comm_of(handle);
-		unlock_tables();
-		route = receive_route(c, handle, &from, &with, &p->replay);
-	}
+	if (source == MPI_PROC_NULL)
+		return PMPI_Recv(buf, count, type, source, tag, handle, status);
+	uint32_t site;
+	struct comm *c = enter(handle, __builtin_return_address(0), &site);
+	const struct enforced *e;
+	struct route route = { source, tag, handle };
+	route.comm = receive_route(c, handle, &route.source, &route.tag, &e);
+	return blocking_receive(buf, count, type, c, world_of(c, source), tag, wildcards(source, tag), site, e,
+				receive_routed, &route, status);
+}
+
+/* MPI's own posting of a receive of (buf, count, type) for `post_receive`. */
+typedef int (*posting)(void *buf, int count, MPI_Datatype type, void *how, MPI_Request *request);
+
+static int post_routed(void *buf, int count, MPI_Datatype type, void *how, MPI_Request *request)
+{
+	struct route *r = how;
+	return PMPI_Irecv(buf, count, type, r->source, r->tag, r->comm, request);
+}
+
+static int post_matched(void *buf, int count, MPI_Datatype type, void *how, MPI_Request *request)
+{
+	return PMPI_Imrecv(buf, count, type, how, request);
+}
+
+/* Posts the receive `p` of (buf, count, type) on `c` from world rank `peer`, into the
+ * entry's pack buffer or a wrapped type, and records its post. */
+static int post_receive(struct pending *p, void *buf, int count, MPI_Datatype type, struct comm *c, int peer, int tag,
+			uint8_t flags, void *address, posting post, void *how, MPI_Request *request)
+{
 	int64_t packed = packable(count, type);
 	int rc;
 	if (packed >= 0 && packed <= PACK_INLINE) {
 		p->packed_bytes = packed;
 		p->user = buf;
-		rc = PMPI_Irecv(p->packed, PIGGYBACK_BYTES + (int)packed, MPI_BYTE, from, with, route, request);
+		rc = post(p->packed, PIGGYBACK_BYTES + (int)packed, MPI_BYTE, how, request);
 	} else {
 		int cached;
 		MPI_Datatype wrapped = wrap(&p->header, buf, count, type, &cached);
-		rc = PMPI_Irecv(MPI_BOTTOM, 1, wrapped, from, with, route, request);
+		rc = post(MPI_BOTTOM, 1, wrapped, how, request);
 		unwrap_type(&wrapped, cached);
 	}
 	if (rc != MPI_SUCCESS) {
 		pending_free(p);
 		return rc;
 	}
-	void *address = __builtin_return_address(0);
 	lock_tables();
-	struct comm *c = comm_of(handle);
 	p->request = *request;
 	p->receive = 1;
 	p->wrapped = 1;
 	p->comm = c;
-	p->peer = world_of(c, source);
+	p->peer = peer;
 	p->tag = tag;
-	p->flags = wildcards(source, tag);
+	p->flags = flags;
 	p->site = site_id(address);
 	struct record r = event(KIND_IRECV, c, p->peer, tag, type_bytes(count, type), p->site);
 	r.flags = p->flags;
@@ -1479,6 +1629,22 @@ int MPI_Irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_
 	remember(p);
 	unlock_tables();
 	return rc;
+}
+
+int MPI_Irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm handle, MPI_Request *request)
+{
+	STOP_POINT();
+	struct pending *p = source == MPI_PROC_NULL ? NULL : pending_new();
+	if (!p)
+		return PMPI_Irecv(buf, count, type, source, tag, handle, request);
+	lock_tables();
+	struct comm *c = comm_of(handle);
+	unlock_tables();
+	struct route route = { source, tag, handle };
+	if (replaying)
+		route.comm = receive_route(c, handle, &route.source, &route.tag, &p->replay);
+	return post_receive(p, buf, count, type, c, world_of(c, source), tag, wildcards(source, tag),
+			    __builtin_return_address(0), post_routed, &route, request);
 }
 
 int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void *recvbuf,
@@ -1633,6 +1799,109 @@ int MPI_Iprobe(int source, int tag, MPI_Comm handle, int *flag, MPI_Status *stat
 	return rc;
 }
 
+/* ---- Matched probes ---- */
+
+/* A message a matched probe took (MPI_[I]mprobe), with what the probe saw of it (an
+ * MPI_Message does not say its communicator), until its MPI_[I]mrecv. Under the lock. */
+struct matched {
+	struct matched *next;
+	MPI_Message message;
+	struct comm *comm;
+	int peer, tag;
+};
+static struct matched *matched_messages;
+
+static void remember_message(MPI_Message message, struct comm *c, const MPI_Status *status)
+{
+	struct matched *m = malloc(sizeof *m);
+	if (!m)
+		return;
+	*m = (struct matched){ matched_messages, message, c, world_of(c, status->MPI_SOURCE), status->MPI_TAG };
+	lock_tables();
+	matched_messages = m;
+	unlock_tables();
+}
+
+/* What the probe of `message` saw, taken out of the list (zero: not one of ours). */
+static struct matched take_message(MPI_Message message)
+{
+	struct matched found = { NULL, message, NULL, -1, -1 };
+	lock_tables();
+	for (struct matched **m = &matched_messages; *m; m = &(*m)->next) {
+		if ((*m)->message == message) {
+			struct matched *taken = *m;
+			*m = taken->next;
+			found = *taken;
+			free(taken);
+			break;
+		}
+	}
+	unlock_tables();
+	return found;
+}
+
+int MPI_Mprobe(int source, int tag, MPI_Comm handle, MPI_Message *message, MPI_Status *status)
+{
+	STOP_POINT();
+	if (source == MPI_PROC_NULL)
+		return PMPI_Mprobe(source, tag, handle, message, status);
+	uint32_t site;
+	struct comm *c = enter(handle, __builtin_return_address(0), &site);
+	MPI_Status mine;
+	if (status == MPI_STATUS_IGNORE)
+		status = &mine;
+	block(KIND_PROBE, c, world_of(c, source), tag, site);
+	int rc = PMPI_Mprobe(source, tag, handle, message, status);
+	unblock();
+	if (rc == MPI_SUCCESS) {
+		remember_message(*message, c, status);
+		record_probe(c, status, site, wildcards(source, tag) | FLAG_FIXED_ROUTE);
+	}
+	return rc;
+}
+
+int MPI_Improbe(int source, int tag, MPI_Comm handle, int *flag, MPI_Message *message, MPI_Status *status)
+{
+	STOP_POINT();
+	if (source == MPI_PROC_NULL)
+		return PMPI_Improbe(source, tag, handle, flag, message, status);
+	MPI_Status mine;
+	if (status == MPI_STATUS_IGNORE)
+		status = &mine;
+	int rc = PMPI_Improbe(source, tag, handle, flag, message, status);
+	if (rc == MPI_SUCCESS && *flag) {
+		uint32_t site;
+		struct comm *c = enter(handle, __builtin_return_address(0), &site);
+		remember_message(*message, c, status);
+		record_probe(c, status, site, wildcards(source, tag) | FLAG_FIXED_ROUTE);
+	}
+	return rc;
+}
+
+int MPI_Mrecv(void *buf, int count, MPI_Datatype type, MPI_Message *message, MPI_Status *status)
+{
+	STOP_POINT();
+	if (*message == MPI_MESSAGE_NO_PROC || *message == MPI_MESSAGE_NULL)
+		return PMPI_Mrecv(buf, count, type, message, status);
+	struct matched m = take_message(*message);
+	lock_tables();
+	uint32_t site = site_id(__builtin_return_address(0));
+	unlock_tables();
+	return blocking_receive(buf, count, type, m.comm, m.peer, m.tag, FLAG_FIXED_ROUTE, site, NULL,
+				receive_matched, message, status);
+}
+
+int MPI_Imrecv(void *buf, int count, MPI_Datatype type, MPI_Message *message, MPI_Request *request)
+{
+	STOP_POINT();
+	struct pending *p = *message == MPI_MESSAGE_NO_PROC || *message == MPI_MESSAGE_NULL ? NULL : pending_new();
+	if (!p)
+		return PMPI_Imrecv(buf, count, type, message, request);
+	struct matched m = take_message(*message);
+	return post_receive(p, buf, count, type, m.comm, m.peer, m.tag, FLAG_FIXED_ROUTE, __builtin_return_address(0),
+			    post_matched, message, request);
+}
+
 /* ---- Completions ---- */
 
 /* Records the completion of `request` (its handle before the call completed it), with
@@ -1650,20 +1919,31 @@ static void unpack(struct pending *p, MPI_Status *status, int error)
 	memcpy(p->user, p->packed + PIGGYBACK_BYTES, (size_t)(got - PIGGYBACK_BYTES));
 }
 
+/* A completed operation's entry: freed, or for a persistent request made inactive. */
+static void done_with(struct pending *p)
+{
+	if (p->persistent)
+		p->active = 0;
+	else
+		pending_free(p);
+}
+
 static void complete(MPI_Request request, MPI_Status *status, int error, const struct call *call)
 {
-	struct pending *p = forget(request);
-	if (!p)
+	struct pending *p = find(request);
+	if (!p || (p->persistent && !p->active))
 		return;
+	if (!p->persistent)
+		forget(request);
 	if (call->truncated && call->post == p->post) {
 		unwrap_status(status);
-		pending_free(p);
+		done_with(p);
 		return;
 	}
 	int cancelled = 0;
 	PMPI_Test_cancelled(status, &cancelled);
 	if (cancelled) {
-		pending_free(p);
+		done_with(p);
 		return;
 	}
 	unpack(p, status, error);
@@ -1676,7 +1956,7 @@ static void complete(MPI_Request request, MPI_Status *status, int error, const s
 		r.post = p->post;
 		append(r);
 	}
-	pending_free(p);
+	done_with(p);
 }
 
 /* The context of a wait or test on `requests`: the first receive of ours among them
@@ -1689,7 +1969,7 @@ static void enter_completion(struct call *call, int count, const MPI_Request *re
 	lock_tables();
 	for (int i = 0; i < count && call->kind != KIND_RECV_DONE; i++) {
 		struct pending *p = find(requests[i]);
-		if (!p)
+		if (!p || (p->persistent && !p->active))
 			continue;
 		const struct piggyback *pb = !p->wrapped ? NULL
 					     : p->packed_bytes >= 0 ? (const struct piggyback *)p->packed
@@ -1960,13 +2240,17 @@ int MPI_Request_free(MPI_Request *request)
 {
 	lock_tables();
 	struct pending *p = forget(*request);
-	if (p) {
+	if (p && p->persistent && !p->active) {
+		pending_free(p);
+	} else if (p) {
 		p->next = detached;
 		detached = p;
-		*request = MPI_REQUEST_NULL;
 	}
 	unlock_tables();
-	return p ? MPI_SUCCESS : PMPI_Request_free(request);
+	if (!p)
+		return PMPI_Request_free(request);
+	*request = MPI_REQUEST_NULL;
+	return MPI_SUCCESS;
 }
 
 /* ---- Collectives ---- */

@@ -487,7 +487,8 @@ pub struct EventsOpt {
     pub rank: Option<u32>,
     /// One JSON array of events: rank, seq, kind, peer, tag, bytes, vc, matched, post,
     /// comm, time_us, site, any_source, any_tag, truncated, diverged (a replay's receive
-    /// took another message than its record says).
+    /// took another message than its record says), fixed_route (a persistent request's
+    /// or a matched probe's, whose match a replay does not enforce).
     #[arg(long)]
     pub json: bool,
     /// Write the history as a Chrome/Perfetto trace into FILE (messages as flow arrows).

@@ -119,6 +119,7 @@ fn event_json(e: &Event, history: &History, clocks: &Clocks, lines: &[Vec<Option
         "any_tag": e.any_tag,
         "truncated": e.truncated,
         "diverged": e.diverged,
+        "fixed_route": e.fixed_route,
     })
 }
 

@@ -39,6 +39,15 @@ pub fn replay(opt: ReplayOpt) -> Result<ExitCode> {
     let original = Job::open(&store, &opt.run)?;
     let (path, record) = replay_record(&original)?;
     eprintln!("sdt: {}", record_summary(&original, &path, &record));
+    if let Ok(history) = original.history() {
+        let fixed = history.ranks.iter().flat_map(|rh| &rh.events).filter(|e| e.fixed_route).count();
+        if fixed > 0 {
+            eprintln!(
+                "sdt: warning: {fixed} events of persistent requests or matched probes: what they took is not \
+                 enforced in a replay (a recorded receive that goes another way is flagged diverged)"
+            );
+        }
+    }
     if opt.dry_run {
         return Ok(ExitCode::SUCCESS);
     }

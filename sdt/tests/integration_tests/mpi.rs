@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use sdt_history::{EventKind, RankHistory};
+use sdt_history::{Event, EventKind, RankHistory};
 use sdt_store::Store;
 use sdt_test_harness::Skip;
 
@@ -242,7 +242,43 @@ fn messages_of_every_shape_arrive_as_sent() -> Result<(), Skip> {
     Ok(())
 }
 
+/// Persistent requests and matched probes, under Open MPI and MPICH: every message
+/// arrives as sent (the program prints the same as without SDT), and each is recorded
+/// and matched to its send, flagged as a route a replay cannot choose.
+fn persistent_requests_and_matched_probes_arrive_as_sent() -> Result<(), Skip> {
+    for mpi in [&OPEN_MPI, &MPICH] {
+        mpi.check()?;
+        let ranks = run_job(mpi, "persistent", &[], &[]);
+        let of = |rank: usize, kind: EventKind| -> Vec<&Event> {
+            ranks[rank].0.events.iter().filter(|e| e.kind == kind).collect()
+        };
+        // Two persistent sends a round, three rounds; each started send completes.
+        let started = of(0, EventKind::Isend);
+        assert_eq!(started.len(), 6, "{:?}", mpi.cc);
+        assert!(started.iter().all(|e| e.fixed_route));
+        assert_eq!(of(0, EventKind::SendDone).len(), 6);
+        // Rank 1's persistent receives took rank 0's sends, round by round.
+        let taken: Vec<Option<u32>> = of(1, EventKind::RecvDone).iter().map(|e| e.matched).collect();
+        let sent: Vec<Option<u32>> = started.iter().map(|e| Some(e.seq)).collect();
+        assert_eq!(taken, sent, "{:?}", mpi.cc);
+        // Rank 0's plain receives took rank 1's persistent answers.
+        assert!(of(0, EventKind::Recv).iter().all(|e| e.peer == Some(1) && e.matched.is_some()));
+        // Rank 2's matched receives: both probed, both taken, sizes without the header.
+        let probes = of(2, EventKind::Probe);
+        assert_eq!(probes.len(), 2);
+        assert!(probes.iter().all(|e| e.fixed_route && e.peer == Some(0)));
+        let matched = [of(2, EventKind::Recv), of(2, EventKind::RecvDone)].concat();
+        assert_eq!(
+            matched.iter().map(|e| (e.tag, e.bytes)).collect::<Vec<_>>(),
+            [(Some(4), 4), (Some(5), 12)]
+        );
+        assert!(matched.iter().all(|e| e.fixed_route && e.matched.is_some()));
+    }
+    Ok(())
+}
+
 sdt_test_harness::tests![
+    persistent_requests_and_matched_probes_arrive_as_sent,
     messages_of_every_shape_arrive_as_sent,
     a_ring_under_open_mpi_records_every_message_and_its_send,
     a_ring_under_mpich_records_every_message_and_its_send,
