@@ -471,7 +471,8 @@ impl Recorder<'_> {
         let end_of = self.until().filter(|_| ends);
         let (meta, spans) = self.describe(seq, hit, end_of, captured, details, &timing);
         let copied = (meta.stats.copied_bytes - spans.first_sight_bytes) as usize;
-        let result = self.commit(spill, &meta, spans);
+        // The end of a refinement is written before the program is ended.
+        let result = self.commit(spill, &meta, spans, ends);
         // The next capture likely copies about as much: have a spare ready for it, in the
         // capture buffer the commit gave back.
         if !ends {
@@ -494,10 +495,11 @@ impl Recorder<'_> {
         Ok(None)
     }
 
-    /// Commits the snapshot; its number, or `SDT_DECLINED` (counted as lost) if the store
-    /// could not take it.
-    fn commit(&mut self, spill: SpillFile, meta: &SnapshotMeta, spans: Spans) -> i64 {
-        match self.writer.commit(spill, &spans.copied, &spans.unchanged, meta, spans.live) {
+    /// Commits the snapshot (`now`: written before this returns, else handed to a writer
+    /// child); its number, or `SDT_DECLINED` (counted as lost) if the store could not
+    /// take it.
+    fn commit(&mut self, spill: SpillFile, meta: &SnapshotMeta, spans: Spans, now: bool) -> i64 {
+        match self.writer.commit(spill, &spans.copied, &spans.unchanged, meta, spans.live, now) {
             Ok(_) => {
                 self.next_seq += 1;
                 i64::from(meta.seq)

@@ -7,9 +7,9 @@
 //!  take_spare() ◀─────────── ready spare ◀─────── spare thread: file allocated, the
 //!  freeze, copy pages into the spare              capture buffer grown and touched
 //!  resume every thread but the breaking one       (holds still until the resume)
-//!  commit → S<seq>.raw ─────── seq ─────────────▶ compactor (SCHED_IDLE): S<seq>.snap
-//!  prepare(n) ────────────────────────────────▶ spare thread
-//!  resume the breaking thread: its number
+//!  commit: handed to a writer child ───────────▶ settle thread: waits for S<seq>.raw,
+//!  prepare(n) ────────────────────────────────▶   then compactor (SCHED_IDLE): S<seq>.snap
+//!  resume the breaking thread: its number          spare thread (once the buffer is back)
 //! ```
 //!
 //! A capture hardly waits for the spare thread: the spare is offered as soon as its file
@@ -20,7 +20,11 @@
 //! the first capture, copies go into memory already in place.
 //!
 //! Captures go to disk raw, in one copy, whatever compaction is doing. A snapshot whose
-//! commit returned is in the store even if `sdt` dies the next instant. What the raw log
+//! commit returned is in the store even if `sdt` dies the next instant: the commit hands
+//! the writes (pages, record, rename to `S<seq>.raw`) to a child process that shares
+//! sdt's memory and finishes them whatever becomes of sdt (`sdt_sys::detached`), so the
+//! breaking thread gets its number without waiting for the disk. The next capture, and
+//! the spare thread, wait for that write to settle: it holds the capture buffer. What the raw log
 //! may hold before compaction catches up is bounded (`sdt run --disk-budget`): past it, a
 //! breakpoint's capture waits for the compactor (which then runs at normal priority),
 //! and a timed snapshot is skipped.
@@ -35,7 +39,9 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
-use sdt_store::{Committed, PageSpan, RunLog, RunStatus, RunWriter, SnapshotMeta, Spares, SpillFile, Store};
+use sdt_store::{
+    HandedCommit, PageSpan, RunLog, RunStatus, RunWriter, SnapshotMeta, Spares, SpillFile, Store,
+};
 
 use sdt_sys::Tid;
 
@@ -123,6 +129,9 @@ struct Ready {
     taken: bool,
     /// The program has ended: the spare thread leaves what it is making.
     closing: bool,
+    /// Commits handed to a writer child and not settled yet: they hold the capture
+    /// buffer.
+    writing: u32,
     /// Why the last spare could not be made, once.
     failed: Option<String>,
 }
@@ -163,6 +172,11 @@ pub(crate) struct StoreWriter {
     prepared: bool,
     spare_maker: Option<JoinHandle<()>>,
     committed: Option<Sender<Note>>,
+    /// Commits handed over, to the settle thread.
+    handed: Option<Sender<(HandedCommit, Note)>>,
+    settler: Option<JoinHandle<()>>,
+    /// Snapshots whose handed-over writes failed after their number was given.
+    failed_after: Arc<Mutex<Vec<String>>>,
     compactor: Option<JoinHandle<(WriteTotals, Option<String>)>>,
     /// Set at the program's end to stop compaction between two blocks.
     stop_compaction: Arc<AtomicBool>,
@@ -205,6 +219,14 @@ impl StoreWriter {
             .spawn(move || compact_loop(&mut compactor, &store_root, run, &committed_rx, &shared, budget / 2))
             .expect("spawning the compactor thread");
         let ready = Arc::new(Shared::default());
+        let failed_after = Arc::new(Mutex::new(Vec::new()));
+        let (handed_tx, handed_rx) = channel::<(HandedCommit, Note)>();
+        let (to_compactor, shared, failed) =
+            (committed_tx.clone(), Arc::clone(&ready), Arc::clone(&failed_after));
+        let settler = std::thread::Builder::new()
+            .name("sdt-settle".into())
+            .spawn(move || settle_loop(&handed_rx, &to_compactor, &shared, &failed))
+            .expect("spawning the settle thread");
         let (prepare_tx, prepare_rx) = channel::<usize>();
         let (spare_maker, shared) = (spares.clone(), Arc::clone(&ready));
         let spare_maker = std::thread::Builder::new()
@@ -219,6 +241,9 @@ impl StoreWriter {
             prepared: false,
             spare_maker: Some(spare_maker),
             committed: Some(committed_tx),
+            handed: Some(handed_tx),
+            settler: Some(settler),
+            failed_after,
             compactor: Some(compactor),
             stop_compaction,
             backlog,
@@ -267,7 +292,15 @@ impl StoreWriter {
     /// thread still until the capture's program runs again.
     pub(crate) fn take_spare(&self) -> Result<(SpillFile, u64, CaptureUnderWay), sdt_store::Error> {
         let start = sdt_sys::monotonic_ns();
-        let mut ready = self.ready.changed.wait_while(self.ready.lock().unwrap(), |r| r.growing).unwrap();
+        let ready = self.ready.changed.wait_while(self.ready.lock().unwrap(), |r| r.growing).unwrap();
+        // The last commit's writes hold the capture buffer until they settle.
+        let (mut ready, waited) =
+            self.ready.changed.wait_timeout_while(ready, SETTLE_WAIT, |r| r.writing > 0).unwrap();
+        if waited.timed_out() {
+            log::warn!(
+                "the last snapshot's writes have not settled in {SETTLE_WAIT:?}: this capture takes a buffer of its own"
+            );
+        }
         ready.capturing = true;
         ready.taken = true;
         let under_way = CaptureUnderWay(Arc::clone(&self.ready));
@@ -305,8 +338,10 @@ impl StoreWriter {
         }
     }
 
-    /// Commits `spill` as the snapshot `meta` describes (see [`RunLog::commit`]) and hands
-    /// it to the compactor; says so on stderr unless quiet.
+    /// Commits `spill` as the snapshot `meta` describes (see [`RunLog::commit`]): its
+    /// writes handed to a writer child, which the settle thread waits for before the
+    /// compactor gets the snapshot; with `now` (the end of a refinement), written before
+    /// this returns. Says so on stderr unless quiet.
     pub(crate) fn commit(
         &mut self,
         spill: SpillFile,
@@ -314,8 +349,15 @@ impl StoreWriter {
         unchanged: &[PageSpan],
         meta: &SnapshotMeta,
         live: Option<Vec<(u64, Vec<u8>)>>,
-    ) -> Result<Committed, sdt_store::Error> {
-        let committed = self.log.commit(spill, copied, unchanged, meta)?;
+        now: bool,
+    ) -> Result<(), sdt_store::Error> {
+        let handed = match now {
+            true => {
+                self.log.commit(spill, copied, unchanged, meta)?;
+                None
+            }
+            false => Some(self.log.hand_over_commit(spill, copied, unchanged, meta)?),
+        };
         self.totals.snapshots += 1;
         let bytes = meta.stats.copied_bytes + live.iter().flatten().map(|(_, b)| b.len() as u64).sum::<u64>();
         self.backlog.0.lock().unwrap().bytes += bytes;
@@ -328,10 +370,19 @@ impl StoreWriter {
                 human::bytes(meta.stats.copied_bytes)
             );
         }
-        if let Some(compactor) = &self.committed {
-            compactor.send(Note { seq: meta.seq, name: meta.name.clone(), live, bytes }).ok();
+        let note = Note { seq: meta.seq, name: meta.name.clone(), live, bytes };
+        match (handed, &self.handed) {
+            (Some(handed), Some(settler)) => {
+                self.ready.lock().unwrap().writing += 1;
+                settler.send((handed, note)).ok();
+            }
+            _ => {
+                if let Some(compactor) = &self.committed {
+                    compactor.send(note).ok();
+                }
+            }
         }
-        Ok(committed)
+        Ok(())
     }
 
     /// Counts a capture the store could not take.
@@ -350,6 +401,12 @@ impl StoreWriter {
     ) -> (WriteTotals, Option<String>) {
         let start = sdt_sys::monotonic_ns();
         let since = |t: u64| (sdt_sys::monotonic_ns() - t) / 1000;
+        // Every handed-over commit settles, and reaches the compactor, first.
+        drop(self.handed.take());
+        if let Some(settler) = self.settler.take() {
+            settler.join().ok();
+        }
+        self.totals.lost.append(&mut self.failed_after.lock().unwrap());
         drop(self.prepare.take());
         drop(self.committed.take());
         // The spare it may be making is removed with the one made ready: no spare outlives
@@ -511,7 +568,11 @@ fn fault_in(shared: &Shared, bytes: usize) {
 /// The ready spare (`Some(None)` if there is none), taken out for the spare thread to
 /// work on once no capture is under way, until [`put_back`]; `None` if the run is closing.
 fn take_out(shared: &Shared) -> Option<Option<SpillFile>> {
-    let mut ready = shared.changed.wait_while(shared.lock().unwrap(), |r| r.capturing).unwrap();
+    // A commit's writes hold the capture buffer until they settle: a spare made meanwhile
+    // would get a new one.
+    let ready = shared.changed.wait_while(shared.lock().unwrap(), |r| r.capturing).unwrap();
+    let mut ready =
+        shared.changed.wait_timeout_while(ready, SETTLE_WAIT, |r| r.writing > 0 || r.capturing).unwrap().0;
     if ready.closing {
         return None;
     }
@@ -528,6 +589,40 @@ fn put_back(shared: &Shared, spare: Option<SpillFile>) {
     ready.out = false;
     drop(ready);
     shared.changed.notify_all();
+}
+
+/// The longest a capture or the spare thread waits for the last commit's writes to
+/// settle before going on without the capture buffer they hold.
+const SETTLE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The settle thread: waits for each handed-over commit's writes, gives its capture
+/// buffer back, and hands the snapshot to the compactor; one whose writes failed (after
+/// its number was given) is said on stderr and counted lost.
+fn settle_loop(
+    handed: &Receiver<(HandedCommit, Note)>,
+    compactor: &Sender<Note>,
+    shared: &Shared,
+    failed: &Mutex<Vec<String>>,
+) {
+    for (commit, note) in handed {
+        let settled = commit.settle();
+        shared.lock().unwrap().writing -= 1;
+        shared.changed.notify_all();
+        match settled {
+            Ok(_) => {
+                compactor.send(note).ok();
+            }
+            Err(e) => {
+                let why = format!(
+                    "{}: its writes failed after its number was given: {}",
+                    note.name,
+                    human::error_chain(&e)
+                );
+                eprintln!("sdt: error: {why}");
+                failed.lock().unwrap().push(why);
+            }
+        }
+    }
 }
 
 /// How often the spare thread checks the program's size before its first capture.

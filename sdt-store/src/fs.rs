@@ -41,6 +41,11 @@ pub(crate) struct Dir {
 }
 
 impl Dir {
+    /// Its descriptor, for a system call made elsewhere ([`sdt_sys::detached`]).
+    pub(crate) fn raw_fd(&self) -> std::os::fd::RawFd {
+        std::os::fd::AsRawFd::as_raw_fd(&self.fd)
+    }
+
     /// Opens the directory at `path` (the store's root: the user's own path, which may
     /// pass through links).
     pub(crate) fn open(path: &Path) -> io::Result<Dir> {

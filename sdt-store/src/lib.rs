@@ -131,7 +131,7 @@ pub use output::{OutputDir, OutputError};
 pub use raw::PageSpan;
 pub use reader::Snapshot;
 pub use source::SnapshotSource;
-pub use spill::{Committed, Spares, SpillFile};
+pub use spill::{Committed, HandedCommit, Spares, SpillFile};
 pub use trust::{Access, BeyondOwner, CredentialsRefused, Owner, OwnerRights, Trust};
 pub use writer::{HeldRun, PageSource, RunWriter, WriteReport};
 

@@ -21,8 +21,10 @@
 //! Space is allocated (`fallocate`) when a spare grows, so a full disk shows there, as an
 //! error, before the capture that would need it.
 
+use std::ffi::CString;
 use std::fs::File;
 use std::io::{self, ErrorKind};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -262,27 +264,9 @@ impl RunLog {
         meta: &SnapshotMeta,
     ) -> Result<Committed> {
         let seq = meta.seq;
-        let slot_count: u64 = copied.iter().map(|s| s.pages).sum();
-        if slot_count.saturating_mul(PAGE_SIZE) > spill.capacity as u64 {
-            return Err(Error::BadInput(format!(
-                "{}: {slot_count} copied pages, the spare holds {} bytes",
-                meta.name, spill.capacity
-            )));
-        }
-        let record = raw::encode_record(copied, unchanged, meta);
-        let commit = Commit {
-            slot_count,
-            record_offset: raw::HEADER_PAGE + slot_count * PAGE_SIZE,
-            record_len: record.len() as u64,
-            record_checksum: xxh3_64(&record),
-        };
+        let (commit, record) = prepare(&spill, copied, unchanged, meta)?;
         let path = spill.path();
-        let end = commit.record_offset + commit.record_len;
-        spill.write_data((slot_count * PAGE_SIZE) as usize).map_err(|e| io_error(&path, e))?;
-        // The record may run past the space allocated for pages (allocate it first), or
-        // end before it: what is past it is given back.
-        allocate(&spill.file, end).map_err(|e| io_error(&path, e))?;
-        spill.file.set_len(end).map_err(|e| io_error(&path, e))?;
+        spill.write_data((commit.slot_count * PAGE_SIZE) as usize).map_err(|e| io_error(&path, e))?;
         spill.file.write_all_at(&record, commit.record_offset).map_err(|e| io_error(&path, e))?;
         spill
             .file
@@ -296,8 +280,99 @@ impl RunLog {
         {
             self.mark_reached(seq)?;
         }
-        Ok(Committed { file_bytes: end })
+        Ok(Committed { file_bytes: commit.record_offset + commit.record_len })
     }
+
+    /// [`RunLog::commit`], with the writes handed to a child process that finishes them
+    /// even if this one is killed ([`sdt_sys::detached`]): returns once they are handed
+    /// over, and the snapshot is as good as committed from then on; [`HandedCommit::settle`]
+    /// says when it is. Not for the end of a refinement, which [`RunLog::commit`] records.
+    pub fn hand_over_commit(
+        &self,
+        spill: SpillFile,
+        copied: &[PageSpan],
+        unchanged: &[PageSpan],
+        meta: &SnapshotMeta,
+    ) -> Result<HandedCommit> {
+        let seq = meta.seq;
+        let (commit, record) = prepare(&spill, copied, unchanged, meta)?;
+        let dir = self.run().dir_handle();
+        let name = file_name(seq, Form::Raw);
+        let c_name =
+            |n: &str| CString::new(n).map_err(|_| Error::BadInput(format!("{n:?}: a NUL in a file name")));
+        let data_len = (commit.slot_count * PAGE_SIZE) as usize;
+        let job = sdt_sys::detached::Job {
+            file: spill.file.as_raw_fd(),
+            data: spill.buffer.as_ref().map_or(std::ptr::null(), |b| b.map.as_ptr()),
+            data_len: if spill.buffer.is_some() { data_len } else { 0 },
+            data_offset: raw::HEADER_PAGE,
+            writes: vec![
+                (record, commit.record_offset),
+                (raw::encode_commit(seq, &commit).to_vec(), raw::commit_offset()),
+            ],
+            rename: (dir.raw_fd(), c_name(&spill.name)?, c_name(&name)?),
+        };
+        let handed = sdt_sys::detached::hand_over(job).map_err(|e| io_error(&spill.path(), e))?;
+        let path = dir.join(&name);
+        Ok(HandedCommit {
+            spill,
+            handed,
+            path,
+            committed: Committed { file_bytes: commit.record_offset + commit.record_len },
+        })
+    }
+}
+
+/// A snapshot whose commit was handed to a child process ([`RunLog::hand_over_commit`]).
+/// Its capture buffer goes back to the run's spares once it is settled.
+#[derive(Debug)]
+pub struct HandedCommit {
+    spill: SpillFile,
+    handed: sdt_sys::detached::Handed,
+    path: PathBuf,
+    committed: Committed,
+}
+
+impl HandedCommit {
+    /// Waits until the snapshot is written and renamed `S<seq>.raw`; an error says why it
+    /// is not (the spare is then removed).
+    pub fn settle(self) -> Result<Committed> {
+        let HandedCommit { spill, handed, path, committed } = self;
+        let done = handed.wait().map_err(|e| io_error(&path, e));
+        drop(spill);
+        done.map(|()| committed)
+    }
+}
+
+/// The record and commit of `spill` as snapshot `meta.seq`, its file allocated and sized
+/// for them.
+fn prepare(
+    spill: &SpillFile,
+    copied: &[PageSpan],
+    unchanged: &[PageSpan],
+    meta: &SnapshotMeta,
+) -> Result<(Commit, Vec<u8>)> {
+    let slot_count: u64 = copied.iter().map(|s| s.pages).sum();
+    if slot_count.saturating_mul(PAGE_SIZE) > spill.capacity as u64 {
+        return Err(Error::BadInput(format!(
+            "{}: {slot_count} copied pages, the spare holds {} bytes",
+            meta.name, spill.capacity
+        )));
+    }
+    let record = raw::encode_record(copied, unchanged, meta);
+    let commit = Commit {
+        slot_count,
+        record_offset: raw::HEADER_PAGE + slot_count * PAGE_SIZE,
+        record_len: record.len() as u64,
+        record_checksum: xxh3_64(&record),
+    };
+    let path = spill.path();
+    let end = commit.record_offset + commit.record_len;
+    // The record may run past the space allocated for pages (allocate it first), or
+    // end before it: what is past it is given back.
+    allocate(&spill.file, end).map_err(|e| io_error(&path, e))?;
+    spill.file.set_len(end).map_err(|e| io_error(&path, e))?;
+    Ok((commit, record))
 }
 
 /// Allocates the first `len` bytes of `file` on disk (extending it if shorter). Where the

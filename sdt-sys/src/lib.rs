@@ -35,6 +35,7 @@
 #![deny(unsafe_code)]
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
+pub mod detached;
 pub mod events;
 pub mod kmod_ioctl;
 pub mod memory;
