@@ -5,9 +5,11 @@
 //!  (program runs)     Spares::make, grow → .spare-P-K.raw: header page + n bytes allocated;
 //!                     fault_in             the run's capture buffer grown to n, touched
 //!  (pause)            capture copies pages into SpillFile::data() (process_vm_readv)
-//!  (breaking thread   RunLog::commit     → pages written from the buffer (O_DIRECT: no
-//!   still held)                            copy), record + commit, renamed to S<seq>.raw:
-//!                                          the snapshot survives sdt's death from here on
+//!  (breaking thread   RunLog::hand_over_commit → a child sharing this process's memory
+//!   held till here)     writes the pages from the buffer (O_DIRECT: no copy), record +
+//!                       commit, renames the file S<seq>.raw, whatever becomes of sdt
+//!  (program runs)     HandedCommit::settle → done: the buffer goes back to the spares
+//!                     (RunLog::commit does the same writes itself, before it returns)
 //!  (program runs)     compaction         → S<seq>.snap written, S<seq>.raw removed
 //! ```
 //!
