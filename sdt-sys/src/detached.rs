@@ -13,8 +13,8 @@
 //! caller's to keep). Having no thread-local storage of its own (it shares the calling
 //! thread's), it makes raw system calls that set no `errno`, allocates nothing and takes
 //! no lock. Killing this process leaves the child running, and the memory with it, until
-//! it is done. The tracer's `waitpid(-1, __WALL)` may reap it: its result comes through
-//! the pipe, not its exit status.
+//! it is done. Its result comes through the pipe, not its exit status: the tracer's
+//! `waitpid(-1, __WALL)` may reap it before [`Handed::wait`] does.
 
 #![allow(unsafe_code)]
 
@@ -54,6 +54,7 @@ unsafe impl Send for Job {}
 #[derive(Debug)]
 pub struct Handed {
     done: OwnedFd,
+    pid: libc::pid_t,
     /// What the child reads and runs on: freed only once it has reported.
     _job: Box<Job>,
     _stack: Vec<u8>,
@@ -72,6 +73,10 @@ impl Handed {
                 Err(e) => return Err(e.into()),
             }
         }
+        // Reaped here, unless a `waitpid(-1)` of the tracer's took it already (ECHILD):
+        // it ends right after its report.
+        // SAFETY: waits for our own child; no status is read.
+        unsafe { libc::waitpid(self.pid, std::ptr::null_mut(), libc::__WALL) };
         match (got, i32::from_ne_bytes(word)) {
             (4, 0) => Ok(()),
             (4, errno) => Err(io::Error::from_raw_os_error(errno)),
@@ -111,7 +116,7 @@ pub fn hand_over(job: Job) -> io::Result<Handed> {
     // The child has its own copy of the descriptor table: ours goes, so that its end
     // closes the pipe.
     drop(report);
-    Ok(Handed { done, _job: job, _stack: stack })
+    Ok(Handed { done, pid, _job: job, _stack: stack })
 }
 
 /// A system call that leaves `errno` alone: the child shares the calling thread's.
