@@ -25,7 +25,7 @@ use sdt_sys::pagemap::{PM_FILE, PM_PRESENT, PM_SWAPPED, Pagemap, ScanQuery};
 use sdt_sys::uapi::{PAGE_IS_FILE, PAGE_IS_PRESENT, PAGE_IS_SWAPPED, PageRegion};
 use sdt_sys::uffd::Userfaultfd;
 
-use crate::density::{CHUNK, Density, Tally};
+use crate::density::{CHUNK, Density, Tally, Treatment};
 use crate::freeze::FreezeError;
 use crate::tracking::VdsoError;
 
@@ -41,6 +41,10 @@ const MIN_BATCH: usize = 256 << 10;
 
 /// …cut into copy tasks of at most this many, so that every copy thread gets a share.
 const COPY_PIECE: usize = 2 << 20;
+
+/// Written regions closer than this are looked up for residency in one scan: a scan
+/// costs about what walking 1 MiB of page table does.
+const RESIDENCY_GAP: u64 = 1 << 20;
 
 /// Largest mapping registered for write tracking: protecting a huge sparse reservation
 /// (a sanitizer's shadow memory) would fill page tables with markers.
@@ -565,10 +569,17 @@ impl Capturer {
             let mut part = from;
             while part < to {
                 let part_end = self.density.same_until(part, to);
-                let left = self.density.leaves(part / CHUNK);
-                let query = if left { ScanQuery::WRITTEN } else { ScanQuery::TAKE_WRITTEN };
-                let before = scratch.found.len();
-                match self.pagemap.scan(part, part_end, query, &mut scratch.regions, &mut scratch.found) {
+                let treatment = self.density.treatment(part / CHUNK);
+                // Where few pages were written, the kernel's fast path finds them and a
+                // second look tells which are resident; where most were, one slower pass
+                // tells both.
+                let query = match treatment {
+                    Treatment::Sparse => ScanQuery::WRITTEN_BARE,
+                    Treatment::Dense => ScanQuery::TAKE_WRITTEN,
+                    Treatment::Left => ScanQuery::WRITTEN,
+                };
+                scratch.written.clear();
+                match self.pagemap.scan(part, part_end, query, &mut scratch.regions, &mut scratch.written) {
                     Ok(()) => {}
                     // Not registered: new since the last capture, or moved. Read it all.
                     Err(e) if e.errno() == libc::EPERM => {
@@ -580,12 +591,16 @@ impl Capturer {
                     }
                     Err(e) => return Err(e),
                 }
-                if !left {
+                if treatment != Treatment::Left {
                     out.tally.add_scanned(part, part_end);
-                    // A region merged into the one before this scan's starts at `part`.
-                    for r in &scratch.found[before.saturating_sub(1)..] {
+                    for r in &scratch.written {
                         out.tally.add_written(r.start.max(part), r.end.min(part_end));
                     }
+                }
+                if treatment == Treatment::Sparse {
+                    self.add_residency(scratch)?;
+                } else {
+                    scratch.found.extend_from_slice(&scratch.written);
                 }
                 part = part_end;
             }
@@ -602,6 +617,26 @@ impl Capturer {
             push_run(&mut out.unchanged, at, to);
             out.copy.hand_over(MIN_BATCH, hand);
             from = to;
+        }
+        Ok(())
+    }
+
+    /// Appends `scratch.written` (regions reported written and nothing else, not
+    /// protected yet) to `scratch.found`, each split into its resident pages, reported
+    /// present or swapped, and the rest, dropped since; then protects them. Regions less
+    /// than [`RESIDENCY_GAP`] apart are looked up and protected together.
+    fn add_residency(&self, scratch: &mut Scratch) -> Result<(), sdt_sys::Error> {
+        let Scratch { regions, written, resident, found, .. } = scratch;
+        let mut rest = &written[..];
+        while let Some(first) = rest.first() {
+            let n = 1 + rest.windows(2).take_while(|w| w[1].start - w[0].end < RESIDENCY_GAP).count();
+            let (near, far) = rest.split_at(n);
+            let end = near[n - 1].end;
+            resident.clear();
+            self.pagemap.scan(first.start, end, ScanQuery::POPULATED, regions, resident)?;
+            split_by_residency(near, resident, found);
+            self.pagemap.protect_written(first.start, end)?;
+            rest = far;
         }
         Ok(())
     }
@@ -660,7 +695,31 @@ impl Capturer {
 struct Scratch {
     entries: Vec<u64>,
     regions: Vec<PageRegion>,
+    /// Written pages, as one scan reported them.
+    written: Vec<PageRegion>,
+    /// Resident pages among them.
+    resident: Vec<PageRegion>,
     found: Vec<PageRegion>,
+}
+
+/// Appends `written` to `out`, each region cut where the regions of `resident`
+/// (ascending, from a scan covering them) start and end: the parts inside add their
+/// categories, the others keep their own.
+fn split_by_residency(written: &[PageRegion], resident: &[PageRegion], out: &mut Vec<PageRegion>) {
+    let mut resident = resident.iter().peekable();
+    for w in written {
+        let mut at = w.start;
+        while at < w.end {
+            while resident.next_if(|r| r.end <= at).is_some() {}
+            let (end, categories) = match resident.peek() {
+                Some(r) if r.start <= at => (r.end.min(w.end), w.categories | r.categories),
+                Some(r) => (r.start.min(w.end), w.categories),
+                None => (w.end, w.categories),
+            };
+            out.push(PageRegion { start: at, end, categories });
+            at = end;
+        }
+    }
 }
 
 /// Appends `[start, end)` to `runs`, merging with the last run if they touch.
@@ -822,6 +881,35 @@ mod tests {
             (Content::Zero, Pages::All),
             "replaced file"
         );
+    }
+
+    #[test]
+    fn written_regions_split_by_residency() {
+        use sdt_sys::uapi::PAGE_IS_WRITTEN as W;
+        let region = |start: u64, end: u64, categories: u64| PageRegion { start, end, categories };
+        let written = [region(0x1000, 0x5000, W), region(0x8000, 0x9000, W), region(0xa000, 0xc000, W)];
+        let resident = [
+            region(0x0000, 0x2000, PAGE_IS_PRESENT),
+            region(0x3000, 0x4000, PAGE_IS_SWAPPED),
+            region(0x6000, 0xb000, PAGE_IS_PRESENT),
+        ];
+        let mut out = Vec::new();
+        split_by_residency(&written, &resident, &mut out);
+        assert_eq!(
+            out,
+            [
+                region(0x1000, 0x2000, W | PAGE_IS_PRESENT),
+                region(0x2000, 0x3000, W),
+                region(0x3000, 0x4000, W | PAGE_IS_SWAPPED),
+                region(0x4000, 0x5000, W),
+                region(0x8000, 0x9000, W | PAGE_IS_PRESENT),
+                region(0xa000, 0xb000, W | PAGE_IS_PRESENT),
+                region(0xb000, 0xc000, W),
+            ]
+        );
+        out.clear();
+        split_by_residency(&written[..1], &[], &mut out);
+        assert_eq!(out, written[..1]);
     }
 
     #[test]
