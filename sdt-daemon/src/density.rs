@@ -60,6 +60,13 @@ impl Tally {
         entry.1 += written;
     }
 
+    /// Adds what `other` counted.
+    pub(crate) fn merge(&mut self, other: Tally) {
+        for (chunk, (pages, written)) in other.chunks {
+            self.add(chunk, pages, written);
+        }
+    }
+
     /// Counts `[start, end)` as written, chunk by chunk.
     pub(crate) fn add_written(&mut self, start: u64, end: u64) {
         for_each_chunk(start, end, |chunk, pages| self.add(chunk, 0, pages));
