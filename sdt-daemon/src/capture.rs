@@ -15,7 +15,7 @@
 //! mtime are recorded so that a later change is caught when the snapshot is read.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use sdt_store::{Content, FileRef, Mapping, PAGE_SIZE, PageSpan, SpillFile};
@@ -25,15 +25,16 @@ use sdt_sys::pagemap::{PM_FILE, PM_PRESENT, PM_SWAPPED, Pagemap, ScanQuery};
 use sdt_sys::uapi::{PAGE_IS_FILE, PAGE_IS_PRESENT, PAGE_IS_SWAPPED, PageRegion};
 use sdt_sys::uffd::Userfaultfd;
 
-use crate::density::{CHUNK, Density, Tally};
+use crate::density::{CHUNK, Density, Tally, Treatment};
 use crate::freeze::FreezeError;
 use crate::tracking::VdsoError;
 
 /// Mappings whose pages cannot be read through `process_vm_readv`.
 const SPECIAL_UNREADABLE: [&str; 3] = ["[vvar]", "[vvar_vclock]", "[vsyscall]"];
 
-/// Bytes of a tracked mapping scanned per `PAGEMAP_SCAN` call: the pages written in one
-/// stretch are copied while the next is scanned.
+/// Bytes of a mapping one capture thread finds the pages of at a time: the stretches
+/// are shared out among the threads, and the pages found in one can be copied while
+/// later ones are scanned.
 const SCAN_STRETCH: u64 = 32 << 20;
 
 /// Found pages handed to the copy in batches of at least this many bytes…
@@ -41,6 +42,10 @@ const MIN_BATCH: usize = 256 << 10;
 
 /// …cut into copy tasks of at most this many, so that every copy thread gets a share.
 const COPY_PIECE: usize = 2 << 20;
+
+/// Written regions closer than this are looked up for residency in one scan: a scan
+/// costs about what walking 1 MiB of page table does.
+const RESIDENCY_GAP: u64 = 1 << 20;
 
 /// Largest mapping registered for write tracking: protecting a huge sparse reservation
 /// (a sanitizer's shadow memory) would fill page tables with markers.
@@ -147,6 +152,20 @@ struct Task {
     pages: Pages,
 }
 
+/// `tasks` cut into stretches of at most [`SCAN_STRETCH`] bytes, ascending.
+fn stretches_of(tasks: &[Task]) -> Vec<Task> {
+    let mut out = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        let mut start = task.start;
+        while start < task.end {
+            let end = task.end.min(start + SCAN_STRETCH);
+            out.push(Task { start, end, ..*task });
+            start = end;
+        }
+    }
+    out
+}
+
 /// The pages a capture takes.
 #[derive(Default)]
 struct Found {
@@ -159,6 +178,25 @@ struct Found {
     first_sight_bytes: u64,
     /// What the protecting scans found, for [`Density`].
     tally: Tally,
+}
+
+impl Found {
+    /// Appends what was found in the stretch after those already in.
+    fn append(&mut self, next: Found) {
+        for r in &next.copy.runs {
+            self.copy.push(r.addr, r.end());
+        }
+        for r in &next.unchanged {
+            push_run(&mut self.unchanged, r.addr, r.end());
+        }
+        for m in next.unregistered {
+            if self.unregistered.last() != Some(&m) {
+                self.unregistered.push(m);
+            }
+        }
+        self.first_sight_bytes += next.first_sight_bytes;
+        self.tally.merge(next.tally);
+    }
 }
 
 /// Pages to copy, ascending. The first `handed` runs have gone to copy tasks already: a
@@ -210,6 +248,60 @@ struct Finding<T> {
     report: Mutex<CopyReport>,
     /// What ran on the calling thread meanwhile returned.
     extra: T,
+}
+
+/// The stretches found so far, put together in address order, and the part of the
+/// spare not handed to copies yet.
+struct InOrder<'a> {
+    /// What each stretch past `next` held, once found.
+    ahead: Vec<Option<Result<Found, sdt_sys::Error>>>,
+    /// The first stretch not put together yet.
+    next: usize,
+    found: Result<Found, sdt_sys::Error>,
+    free: &'a mut [u8],
+    /// Bytes at the start of the spare handed to copies.
+    handed_bytes: usize,
+    /// When the last stretch was put together, from the capture's start.
+    done_ns: u64,
+}
+
+impl<'a> InOrder<'a> {
+    /// Takes in what stretch `i` held and puts together the stretches that now follow
+    /// in order, handing their pages, while the spare holds them, to `copy` with the
+    /// part of the spare they go to. Answers whether the last stretch was put together.
+    fn take_in(
+        &mut self,
+        i: usize,
+        found: Result<Found, sdt_sys::Error>,
+        copy: &mut impl FnMut(&[PageRun], &'a mut [u8]),
+    ) -> bool {
+        self.ahead[i] = Some(found);
+        let InOrder { ahead, next, found: all, free, handed_bytes, .. } = self;
+        let waiting = *next < ahead.len();
+        while let Some(found) = ahead.get_mut(*next).and_then(Option::take) {
+            *next += 1;
+            match (&mut *all, found) {
+                (Ok(all), Ok(found)) => {
+                    all.append(found);
+                    let min = if *next == ahead.len() { 0 } else { MIN_BATCH };
+                    all.copy.hand_over(min, &mut |runs| {
+                        let bytes: usize = runs.iter().map(PageRun::bytes).sum();
+                        if bytes > free.len() {
+                            return false;
+                        }
+                        let (part, rest) = std::mem::take(free).split_at_mut(bytes);
+                        *free = rest;
+                        *handed_bytes += bytes;
+                        copy(runs, part);
+                        true
+                    });
+                }
+                (Ok(_), Err(e)) => *all = Err(e),
+                (Err(_), _) => {}
+            }
+        }
+        waiting && *next == ahead.len()
+    }
 }
 
 /// What the copy tasks of one capture report.
@@ -376,9 +468,9 @@ impl Capturer {
     /// copies the tracked mappings whole, since this one may have taken their written-page
     /// bits.
     ///
-    /// One capture thread finds the pages (the scans write-protect as they go and contend
-    /// when run side by side) and hands each stretch's written pages, while the buffer
-    /// holds them, to the others to copy as it scans on; what does not fit is copied
+    /// The capture threads take the mappings in stretches and find their pages; as the
+    /// stretches found line up in address order, their pages are handed, while the
+    /// buffer holds them, to copies on the same threads; what does not fit is copied
     /// after, into the grown buffer.
     pub(crate) fn collect<T>(
         &mut self,
@@ -432,9 +524,10 @@ impl Capturer {
         Ok((collected, extra))
     }
 
-    /// Finds the pages of `tasks` on one capture thread, which hands what the spare holds
-    /// to the others to copy as it goes, while `meanwhile` runs on this thread; notes in
-    /// `phases` when the finding and `meanwhile` ended (from `start`).
+    /// Finds the pages of `tasks` on the capture threads, stretch by stretch, handing
+    /// what the spare holds to copies as the stretches found line up in address order,
+    /// while `meanwhile` runs on this thread; notes in `phases` when the finding and
+    /// `meanwhile` ended (from `start`).
     fn find_and_copy<T>(
         &self,
         live_thread: Tid,
@@ -445,37 +538,51 @@ impl Capturer {
         meanwhile: impl FnOnce() -> T,
     ) -> Finding<T> {
         let since_start = || sdt_sys::monotonic_ns() - start;
+        let stretches = stretches_of(tasks);
         let report = Mutex::new(CopyReport::default());
-        let mut found = None;
-        let mut handed_bytes = 0;
-        let mut found_ns = 0;
+        let in_order = Mutex::new(InOrder {
+            ahead: (0..stretches.len()).map(|_| None).collect(),
+            next: 0,
+            found: Ok(Found::default()),
+            free: spill.data(),
+            handed_bytes: 0,
+            done_ns: 0,
+        });
+        let taken = AtomicUsize::new(0);
+        let finders = self.threads.current_num_threads().min(stretches.len());
         let extra = self.threads.in_place_scope(|scope| {
-            let (report, found, handed_bytes, found_ns) =
-                (&report, &mut found, &mut handed_bytes, &mut found_ns);
-            let mut free = spill.data();
-            scope.spawn(move |scope| {
-                *found = Some(self.find(tasks, |runs| {
-                    let bytes: usize = runs.iter().map(PageRun::bytes).sum();
-                    if bytes > free.len() {
-                        return false;
+            let (report, in_order, taken, stretches) = (&report, &in_order, &taken, &stretches);
+            for _ in 0..finders {
+                scope.spawn(move |scope| {
+                    let mut scratch = Scratch::default();
+                    loop {
+                        let i = taken.fetch_add(1, Ordering::Relaxed);
+                        let Some(stretch) = stretches.get(i) else { break };
+                        let found = self.find(stretch, &mut scratch);
+                        let mut in_order = in_order.lock().unwrap();
+                        let last = in_order.take_in(i, found, &mut |runs, part| {
+                            let ranges: Vec<RemoteRange> = runs.iter().map(PageRun::remote).collect();
+                            spawn_copies(scope, report, live_thread, &ranges, part);
+                        });
+                        if last {
+                            in_order.done_ns = since_start();
+                        }
+                        drop(in_order);
+                        // Copy what this thread handed before finding more: the copy,
+                        // not the finding, is what takes long when much was written.
+                        while rayon::yield_local() == Some(rayon::Yield::Executed) {}
                     }
-                    let (part, rest) = std::mem::take(&mut free).split_at_mut(bytes);
-                    free = rest;
-                    *handed_bytes += bytes;
-                    let ranges: Vec<RemoteRange> = runs.iter().map(PageRun::remote).collect();
-                    spawn_copies(scope, report, live_thread, &ranges, part);
-                    true
-                }));
-                *found_ns = since_start();
-            });
-            // The woken threads stop spinning; one takes the finding.
+                });
+            }
+            // The woken threads stop waiting; they take the finding.
             self.awake.store(false, Ordering::Relaxed);
             let extra = meanwhile();
             phases.meanwhile_ns = since_start() - phases.maps_ns;
             extra
         });
-        phases.found_ns = found_ns;
-        Finding { found: found.expect("the finding task ran"), handed_bytes, report, extra }
+        let InOrder { found, handed_bytes, done_ns, .. } = in_order.into_inner().unwrap();
+        phases.found_ns = done_ns;
+        Finding { found, handed_bytes, report, extra }
     }
 
     /// Copies what the spare could not hold during the finding into the spare, grown,
@@ -530,78 +637,93 @@ impl Capturer {
         tasks
     }
 
-    /// Finds the pages of every task, offering those to copy to `hand` as it goes.
-    fn find(
-        &self,
-        tasks: &[Task],
-        mut hand: impl FnMut(&[PageRun]) -> bool,
-    ) -> Result<Found, sdt_sys::Error> {
+    /// Finds the pages of one stretch.
+    fn find(&self, stretch: &Task, scratch: &mut Scratch) -> Result<Found, sdt_sys::Error> {
         let mut out = Found::default();
-        let mut scratch = Scratch::default();
-        for task in tasks {
-            match task.pages {
-                Pages::Tracked => self.find_written(task, &mut scratch, &mut out, &mut hand)?,
-                which => self.select(task.start, task.end, which, &mut scratch, &mut out.copy)?,
-            }
-            out.copy.hand_over(MIN_BATCH, &mut hand);
+        match stretch.pages {
+            Pages::Tracked => self.find_written(stretch, scratch, &mut out)?,
+            which => self.select(stretch.start, stretch.end, which, scratch, &mut out.copy)?,
         }
-        out.copy.hand_over(0, &mut hand);
         Ok(out)
     }
 
-    /// The written pages of a tracked task, stretch by stretch, protected again as they
-    /// are found; all its present pages if it is new to the tracker.
+    /// The written pages of (a stretch of) a tracked task, protected again as they are
+    /// found; all its present pages if it is new to the tracker.
     fn find_written(
         &self,
         task: &Task,
         scratch: &mut Scratch,
         out: &mut Found,
-        hand: &mut impl FnMut(&[PageRun]) -> bool,
     ) -> Result<(), sdt_sys::Error> {
-        let mut from = task.start;
-        while from < task.end {
-            let to = task.end.min(from + SCAN_STRETCH);
-            scratch.found.clear();
-            let mut part = from;
-            while part < to {
-                let part_end = self.density.same_until(part, to);
-                let left = self.density.leaves(part / CHUNK);
-                let query = if left { ScanQuery::WRITTEN } else { ScanQuery::TAKE_WRITTEN };
-                let before = scratch.found.len();
-                match self.pagemap.scan(part, part_end, query, &mut scratch.regions, &mut scratch.found) {
-                    Ok(()) => {}
-                    // Not registered: new since the last capture, or moved. Read it all.
-                    Err(e) if e.errno() == libc::EPERM => {
-                        out.unregistered.push(task.mapping);
-                        let before = out.copy.waiting;
-                        self.select(from, task.end, Pages::Present, scratch, &mut out.copy)?;
-                        out.first_sight_bytes += (out.copy.waiting - before) as u64;
-                        return Ok(());
-                    }
-                    Err(e) => return Err(e),
+        let (from, to) = (task.start, task.end);
+        scratch.found.clear();
+        let mut part = from;
+        while part < to {
+            let part_end = self.density.same_until(part, to);
+            let treatment = self.density.treatment(part / CHUNK);
+            // Where few pages were written, the kernel's fast path finds them and a second
+            // look tells which are resident; where most were, one slower pass tells both.
+            let query = match treatment {
+                Treatment::Sparse => ScanQuery::WRITTEN_BARE,
+                Treatment::Dense => ScanQuery::TAKE_WRITTEN,
+                Treatment::Left => ScanQuery::WRITTEN,
+            };
+            scratch.written.clear();
+            match self.pagemap.scan(part, part_end, query, &mut scratch.regions, &mut scratch.written) {
+                Ok(()) => {}
+                // Not registered: new since the last capture, or moved. Read it all.
+                Err(e) if e.errno() == libc::EPERM => {
+                    out.unregistered.push(task.mapping);
+                    let before = out.copy.waiting;
+                    self.select(from, to, Pages::Present, scratch, &mut out.copy)?;
+                    out.first_sight_bytes += (out.copy.waiting - before) as u64;
+                    return Ok(());
                 }
-                if !left {
-                    out.tally.add_scanned(part, part_end);
-                    // A region merged into the one before this scan's starts at `part`.
-                    for r in &scratch.found[before.saturating_sub(1)..] {
-                        out.tally.add_written(r.start.max(part), r.end.min(part_end));
-                    }
-                }
-                part = part_end;
+                Err(e) => return Err(e),
             }
-            let mut at = from;
-            for r in &scratch.found {
-                push_run(&mut out.unchanged, at, r.start);
-                // Written pages no longer resident were dropped (MADV_DONTNEED, a freed
-                // thread stack): they read as zero, nothing to copy.
-                if r.categories & (PAGE_IS_PRESENT | PAGE_IS_SWAPPED) != 0 {
-                    out.copy.push(r.start, r.end);
+            if treatment != Treatment::Left {
+                out.tally.add_scanned(part, part_end);
+                for r in &scratch.written {
+                    out.tally.add_written(r.start.max(part), r.end.min(part_end));
                 }
-                at = r.end;
             }
-            push_run(&mut out.unchanged, at, to);
-            out.copy.hand_over(MIN_BATCH, hand);
-            from = to;
+            if treatment == Treatment::Sparse {
+                self.add_residency(scratch)?;
+            } else {
+                scratch.found.extend_from_slice(&scratch.written);
+            }
+            part = part_end;
+        }
+        let mut at = from;
+        for r in &scratch.found {
+            push_run(&mut out.unchanged, at, r.start);
+            // Written pages no longer resident were dropped (MADV_DONTNEED, a freed
+            // thread stack): they read as zero, nothing to copy.
+            if r.categories & (PAGE_IS_PRESENT | PAGE_IS_SWAPPED) != 0 {
+                out.copy.push(r.start, r.end);
+            }
+            at = r.end;
+        }
+        push_run(&mut out.unchanged, at, to);
+        Ok(())
+    }
+
+    /// Appends `scratch.written` (regions reported written and nothing else, not
+    /// protected yet) to `scratch.found`, each split into its resident pages, reported
+    /// present or swapped, and the rest, dropped since; then protects them. Regions less
+    /// than [`RESIDENCY_GAP`] apart are looked up and protected together.
+    fn add_residency(&self, scratch: &mut Scratch) -> Result<(), sdt_sys::Error> {
+        let Scratch { regions, written, resident, found, .. } = scratch;
+        let mut rest = &written[..];
+        while let Some(first) = rest.first() {
+            let n = 1 + rest.windows(2).take_while(|w| w[1].start - w[0].end < RESIDENCY_GAP).count();
+            let (near, far) = rest.split_at(n);
+            let end = near[n - 1].end;
+            resident.clear();
+            self.pagemap.scan(first.start, end, ScanQuery::POPULATED, regions, resident)?;
+            split_by_residency(near, resident, found);
+            self.pagemap.protect_written(first.start, end)?;
+            rest = far;
         }
         Ok(())
     }
@@ -660,7 +782,31 @@ impl Capturer {
 struct Scratch {
     entries: Vec<u64>,
     regions: Vec<PageRegion>,
+    /// Written pages, as one scan reported them.
+    written: Vec<PageRegion>,
+    /// Resident pages among them.
+    resident: Vec<PageRegion>,
     found: Vec<PageRegion>,
+}
+
+/// Appends `written` to `out`, each region cut where the regions of `resident`
+/// (ascending, from a scan covering them) start and end: the parts inside add their
+/// categories, the others keep their own.
+fn split_by_residency(written: &[PageRegion], resident: &[PageRegion], out: &mut Vec<PageRegion>) {
+    let mut resident = resident.iter().peekable();
+    for w in written {
+        let mut at = w.start;
+        while at < w.end {
+            while resident.next_if(|r| r.end <= at).is_some() {}
+            let (end, categories) = match resident.peek() {
+                Some(r) if r.start <= at => (r.end.min(w.end), w.categories | r.categories),
+                Some(r) => (r.start.min(w.end), w.categories),
+                None => (w.end, w.categories),
+            };
+            out.push(PageRegion { start: at, end, categories });
+            at = end;
+        }
+    }
 }
 
 /// Appends `[start, end)` to `runs`, merging with the last run if they touch.
@@ -822,6 +968,35 @@ mod tests {
             (Content::Zero, Pages::All),
             "replaced file"
         );
+    }
+
+    #[test]
+    fn written_regions_split_by_residency() {
+        use sdt_sys::uapi::PAGE_IS_WRITTEN as W;
+        let region = |start: u64, end: u64, categories: u64| PageRegion { start, end, categories };
+        let written = [region(0x1000, 0x5000, W), region(0x8000, 0x9000, W), region(0xa000, 0xc000, W)];
+        let resident = [
+            region(0x0000, 0x2000, PAGE_IS_PRESENT),
+            region(0x3000, 0x4000, PAGE_IS_SWAPPED),
+            region(0x6000, 0xb000, PAGE_IS_PRESENT),
+        ];
+        let mut out = Vec::new();
+        split_by_residency(&written, &resident, &mut out);
+        assert_eq!(
+            out,
+            [
+                region(0x1000, 0x2000, W | PAGE_IS_PRESENT),
+                region(0x2000, 0x3000, W),
+                region(0x3000, 0x4000, W | PAGE_IS_SWAPPED),
+                region(0x4000, 0x5000, W),
+                region(0x8000, 0x9000, W | PAGE_IS_PRESENT),
+                region(0xa000, 0xb000, W | PAGE_IS_PRESENT),
+                region(0xb000, 0xc000, W),
+            ]
+        );
+        out.clear();
+        split_by_residency(&written[..1], &[], &mut out);
+        assert_eq!(out, written[..1]);
     }
 
     #[test]

@@ -60,6 +60,13 @@ impl Tally {
         entry.1 += written;
     }
 
+    /// Adds what `other` counted.
+    pub(crate) fn merge(&mut self, other: Tally) {
+        for (chunk, (pages, written)) in other.chunks {
+            self.add(chunk, pages, written);
+        }
+    }
+
     /// Counts `[start, end)` as written, chunk by chunk.
     pub(crate) fn add_written(&mut self, start: u64, end: u64) {
         for_each_chunk(start, end, |chunk, pages| self.add(chunk, 0, pages));
@@ -83,18 +90,33 @@ fn for_each_chunk(start: u64, end: u64, mut f: impl FnMut(u64, u32)) {
     }
 }
 
+/// How a capture scans a chunk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Treatment {
+    /// Protected, and not dense lately: few of its pages are expected written.
+    Sparse,
+    /// Protected, and dense lately (measured, or re-armed after being left).
+    Dense,
+    /// Scanned without protecting it.
+    Left,
+}
+
 impl Density {
-    /// Whether this capture scans `chunk` without protecting it.
-    pub(crate) fn leaves(&self, chunk: u64) -> bool {
-        self.chunks.get(&chunk).is_some_and(|c| c.leave > 0)
+    /// How this capture scans `chunk`.
+    pub(crate) fn treatment(&self, chunk: u64) -> Treatment {
+        match self.chunks.get(&chunk) {
+            None => Treatment::Sparse,
+            Some(c) if c.leave > 0 => Treatment::Left,
+            Some(_) => Treatment::Dense,
+        }
     }
 
     /// The end of the run of chunks from the one holding `addr` that this capture treats
-    /// alike (left or protected), at most `end`.
+    /// alike, at most `end`.
     pub(crate) fn same_until(&self, addr: u64, end: u64) -> u64 {
-        let leave = self.leaves(addr / CHUNK);
+        let treatment = self.treatment(addr / CHUNK);
         let mut to = (addr / CHUNK + 1) * CHUNK;
-        while to < end && self.leaves(to / CHUNK) == leave {
+        while to < end && self.treatment(to / CHUNK) == treatment {
             to += CHUNK;
         }
         to.min(end)
@@ -161,7 +183,7 @@ mod tests {
         let mut d = Density::default();
         let mut out = String::new();
         for n in 0..captures {
-            if d.leaves(0) {
+            if d.treatment(0) == Treatment::Left {
                 out.push('L');
                 d.update(Tally::default());
             } else {
@@ -193,9 +215,24 @@ mod tests {
     fn edges_and_partial_scans_are_no_measurement() {
         let mut d = Density::default();
         d.update(tally(&[(0, MIN_MEASURED_PAGES - 1, MIN_MEASURED_PAGES - 1)]));
-        assert!(!d.leaves(0));
+        assert_eq!(d.treatment(0), Treatment::Sparse);
         d.update(tally(&[(0, PAGES, PAGES / 2)]));
-        assert!(d.leaves(0));
+        assert_eq!(d.treatment(0), Treatment::Left);
+    }
+
+    #[test]
+    fn a_chunk_protected_again_is_dense_until_measured_sparse() {
+        let mut d = Density::default();
+        d.update(tally(&[(1, PAGES, PAGES)]));
+        assert_eq!(d.treatment(1), Treatment::Left);
+        d.update(Tally::default());
+        assert_eq!(d.treatment(1), Treatment::Dense);
+        assert_eq!(d.same_until(CHUNK, 4 * CHUNK), 2 * CHUNK);
+        // The re-arming scan is no measurement; the one after is.
+        d.update(tally(&[(1, PAGES, 1)]));
+        assert_eq!(d.treatment(1), Treatment::Dense);
+        d.update(tally(&[(1, PAGES, 1)]));
+        assert_eq!(d.treatment(1), Treatment::Sparse);
     }
 
     #[test]

@@ -47,17 +47,42 @@ pub use maps::{parse_maps, parse_maps_line};
 pub use stat::{Stat, parse_cpu_idle_ticks, parse_statm_resident};
 pub use status::{parse_credentials, parse_fdinfo, parse_ns_tid, parse_real_ids, parse_signal_sets};
 
+use std::io::Read;
+
 use sdt_store::Mapping;
 use sdt_sys::Tid;
 
 /// `/proc/TID/<name>` as bytes (`TID` may be any thread of a process).
 pub fn read(pid: Tid, name: &str) -> std::io::Result<Vec<u8>> {
-    std::fs::read(format!("/proc/{pid}/{name}"))
+    read_whole(&format!("/proc/{pid}/{name}"))
 }
 
 /// `/proc/TID/<name>` as text; an error if it is not UTF-8.
 pub fn read_text(pid: Tid, name: &str) -> std::io::Result<String> {
-    std::fs::read_to_string(format!("/proc/{pid}/{name}"))
+    String::from_utf8(read(pid, name)?).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
+/// A `/proc` file's bytes. Its size shows as 0, so `std::fs::read` would ask for it and
+/// then read 32 bytes, 32 more, 64, … (a dozen calls for `maps`); a read into a page
+/// takes a small file whole, or a page of a large one.
+fn read_whole(path: &str) -> std::io::Result<Vec<u8>> {
+    const PAGE: usize = 4096;
+    let mut file = std::fs::File::open(path)?;
+    let mut bytes = vec![0; PAGE];
+    let mut len = 0;
+    loop {
+        if bytes.len() - len < PAGE {
+            bytes.resize(bytes.len() * 2, 0);
+        }
+        match file.read(&mut bytes[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    bytes.truncate(len);
+    Ok(bytes)
 }
 
 /// The mappings of `pid`'s process, read from its `maps` and parsed by [`parse_maps`].
@@ -87,6 +112,21 @@ mod tests {
         assert_eq!(parse_cmdline(b"x"), vec!["x"]);
         assert_eq!(parse_cmdline(b""), Vec::<String>::new());
         assert_eq!(parse_cmdline(b"\0"), Vec::<String>::new());
+    }
+
+    #[test]
+    fn files_longer_than_a_page_are_read_whole() {
+        let bytes: Vec<u8> = (0..10_000u32).map(|i| i as u8).collect();
+        let path = std::env::temp_dir().join(format!("sdt-procfs-{}", std::process::id()));
+        std::fs::write(&path, &bytes).unwrap();
+        let read_back = read_whole(path.to_str().unwrap());
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(read_back.unwrap(), bytes);
+        // A /proc file hands over at most a page per read: every mapping's last line.
+        let me = Tid::new(std::process::id() as i32).unwrap();
+        let smaps = read_text(me, "smaps").unwrap();
+        assert!(smaps.len() > 4096 && smaps.ends_with('\n'));
+        assert_eq!(smaps.matches("VmFlags:").count(), smaps.matches("\nSize:").count());
     }
 
     #[test]

@@ -86,6 +86,13 @@ impl ScanQuery {
     /// and count as written until a scan that protects them.
     pub const WRITTEN: ScanQuery = ScanQuery { flags: PM_SCAN_CHECK_WPASYNC, ..ScanQuery::TAKE_WRITTEN };
 
+    /// [`ScanQuery::WRITTEN`] reporting nothing but that the pages were written: the
+    /// kernel then takes its fast path, half the time per page. Written pages dropped
+    /// since are reported too; [`ScanQuery::POPULATED`] tells them apart, as long as
+    /// they are not protected yet (a dropped page protected holds a marker that reads as
+    /// swapped). [`Pagemap::protect_written`] protects them after.
+    pub const WRITTEN_BARE: ScanQuery = ScanQuery { report: PAGE_IS_WRITTEN, ..ScanQuery::WRITTEN };
+
     /// Pages present or swapped out, reporting which are file pages.
     pub const RESIDENT: ScanQuery = ScanQuery {
         flags: 0,
@@ -94,6 +101,11 @@ impl ScanQuery {
         inverted: 0,
         report: PAGE_IS_PRESENT | PAGE_IS_SWAPPED | PAGE_IS_FILE,
     };
+
+    /// Pages present or swapped out, reporting which; cheaper than
+    /// [`ScanQuery::RESIDENT`], which looks each page up to tell file pages.
+    pub const POPULATED: ScanQuery =
+        ScanQuery { report: PAGE_IS_PRESENT | PAGE_IS_SWAPPED, ..ScanQuery::RESIDENT };
 }
 
 impl Pagemap {
@@ -158,6 +170,30 @@ impl Pagemap {
             from = reached;
         }
         Ok(())
+    }
+}
+
+impl Pagemap {
+    /// `ioctl(PAGEMAP_SCAN)` with nowhere to report: write-protects the pages of
+    /// `[start, end)` written since they were last protected, as
+    /// [`ScanQuery::TAKE_WRITTEN`] does, in the kernel's quickest walk. Fails with
+    /// `EPERM` on a mapping not registered for async write-protect.
+    #[doc(alias = "PAGEMAP_SCAN")]
+    pub fn protect_written(&self, start: u64, end: u64) -> Result<()> {
+        let mut arg = PmScanArg {
+            size: size_of::<PmScanArg>() as u64,
+            flags: PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC,
+            start,
+            end,
+            category_mask: PAGE_IS_WRITTEN,
+            return_mask: PAGE_IS_WRITTEN,
+            ..PmScanArg::default()
+        };
+        #[allow(unsafe_code)]
+        // SAFETY: `arg` is a valid pm_scan_arg with no output vector (`vec` 0, `vec_len`
+        // 0): the kernel writes nothing but `arg` itself.
+        let n = unsafe { libc::ioctl(self.file.as_raw_fd(), PAGEMAP_SCAN as _, &raw mut arg) };
+        if n < 0 { Err(Error::last("PAGEMAP_SCAN", self.pid.raw())) } else { Ok(()) }
     }
 }
 

@@ -58,6 +58,17 @@ fn tracking_copies_only_the_pages_written() {
     }
 }
 
+fn pages_written_then_dropped_are_not_copied() {
+    let heap = 32 << 20;
+    let prog = program("dirty");
+    let sdt = Sdt::new();
+    sdt.ok(&["run", "--tracking", "uffd-wp", "--", prog.to_str().unwrap(), "32", "100", "3", "drop"]);
+    for copied in copied_after_first(&sdt) {
+        // Every page was written, then dropped: they read as zero, nothing to copy.
+        assert!(copied < heap / 50, "copied {copied} bytes of {heap} written and dropped");
+    }
+}
+
 fn without_userfaultfd_it_falls_back_to_page_hashes() {
     let sdt = Sdt::new();
     let noufd = program("noufd");
@@ -94,5 +105,6 @@ sdt_test_harness::tests![
     tracked_snapshots_equal_a_full_copy_through_every_kind_of_change,
     page_hash_snapshots_equal_a_full_copy_too,
     tracking_copies_only_the_pages_written,
+    pages_written_then_dropped_are_not_copied,
     without_userfaultfd_it_falls_back_to_page_hashes,
 ];
