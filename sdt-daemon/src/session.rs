@@ -119,6 +119,10 @@ struct Timing {
     seen_ns: u64,
     /// Waited for the store's room and the spare.
     wait_ns: u64,
+    /// Of `wait_ns`, waited for the last snapshot's writes to give the capture buffer
+    /// back: only the breakpoint's own thread is held meanwhile (as it used to be for its
+    /// own commit), so it is left out of the pause and the deviation.
+    settle_ns: u64,
     freeze_ns: u64,
     capture_ns: u64,
     captured_ns: u64,
@@ -310,8 +314,9 @@ impl Recorder<'_> {
     /// runs again; `None` (counted as lost) if the store has no room for one.
     fn take_spare(&mut self, timing: &mut Timing) -> Option<(SpillFile, CaptureUnderWay)> {
         match self.writer.take_spare() {
-            Ok((spill, made_ns, under_way)) => {
+            Ok((spill, made_ns, settle_ns, under_way)) => {
                 timing.wait_ns += made_ns;
+                timing.settle_ns = settle_ns;
                 Some((spill, under_way))
             }
             Err(e) => {
@@ -471,8 +476,12 @@ impl Recorder<'_> {
         let end_of = self.until().filter(|_| ends);
         let (meta, spans) = self.describe(seq, hit, end_of, captured, details, &timing);
         let copied = (meta.stats.copied_bytes - spans.first_sight_bytes) as usize;
-        // The end of a refinement is written before the program is ended.
-        let result = self.commit(spill, &meta, spans, ends);
+        // Only a breakpoint's thread waits for its number: its writes go to a writer
+        // child. A timed snapshot's are written here, while the program runs (so that the
+        // next one, which needs the capture buffer, does not wait for them in its pause),
+        // and so is the end of a refinement, before the program is ended.
+        let now = ends || waiting.is_none();
+        let result = self.commit(spill, &meta, spans, now);
         // The next capture likely copies about as much: have a spare ready for it, in the
         // capture buffer the commit gave back.
         if !ends {
@@ -578,8 +587,8 @@ impl Recorder<'_> {
         };
         let stats = CaptureStats {
             mode: Tracking::mode_name(self.image.capturer.tracking()).into(),
-            pause_ns: timing.resumed_ns.saturating_sub(timing.trigger_ns),
-            deviation_ns: all_stopped_ns.saturating_sub(timing.trigger_ns),
+            pause_ns: timing.resumed_ns.saturating_sub(timing.trigger_ns + timing.settle_ns),
+            deviation_ns: all_stopped_ns.saturating_sub(timing.trigger_ns + timing.settle_ns),
             wait_ns: timing.wait_ns,
             copied_bytes: collected.copied.iter().map(|r| r.bytes() as u64).sum(),
             copy_ns: collected.copy_ns,

@@ -288,14 +288,17 @@ impl StoreWriter {
 
     /// A spare for the capture about to start: the one made ready if there is one (taken
     /// as it is, should the spare thread be faulting it in), else a new one with no room
-    /// yet (the capture grows it); the nanoseconds waited for it; and what keeps the spare
-    /// thread still until the capture's program runs again.
-    pub(crate) fn take_spare(&self) -> Result<(SpillFile, u64, CaptureUnderWay), sdt_store::Error> {
+    /// yet (the capture grows it); the nanoseconds waited for it, and of them those waited
+    /// for the last commit's writes to give the capture buffer back; and what keeps the
+    /// spare thread still until the capture's program runs again.
+    pub(crate) fn take_spare(&self) -> Result<(SpillFile, u64, u64, CaptureUnderWay), sdt_store::Error> {
         let start = sdt_sys::monotonic_ns();
         let ready = self.ready.changed.wait_while(self.ready.lock().unwrap(), |r| r.growing).unwrap();
         // The last commit's writes hold the capture buffer until they settle.
+        let settling = sdt_sys::monotonic_ns();
         let (mut ready, waited) =
             self.ready.changed.wait_timeout_while(ready, SETTLE_WAIT, |r| r.writing > 0).unwrap();
+        let settle_ns = sdt_sys::monotonic_ns() - settling;
         if waited.timed_out() {
             log::warn!(
                 "the last snapshot's writes have not settled in {SETTLE_WAIT:?}: this capture takes a buffer of its own"
@@ -317,7 +320,7 @@ impl StoreWriter {
             Some(spare) => spare,
             None => self.spares.make()?,
         };
-        Ok((spare, sdt_sys::monotonic_ns() - start, under_way))
+        Ok((spare, sdt_sys::monotonic_ns() - start, settle_ns, under_way))
     }
 
     /// Makes sure a spare of at least `bytes` faulted in, and room for a quarter more,

@@ -556,9 +556,11 @@ pub struct CaptureStats {
     /// How changed pages were found: `"uffd-wp"` (written pages tracked by the kernel, only
     /// those copied) or `"page-hash"` (every resident page copied, compared by hash).
     pub mode: String,
-    /// Trigger to the last thread resumed, in nanoseconds.
+    /// Trigger to the last thread resumed, in nanoseconds, less the time the breakpoint's
+    /// own thread alone waited for the last snapshot's writes (in `wait_ns`).
     pub pause_ns: u64,
-    /// Trigger to the last thread stopped (the capture deviation), in nanoseconds.
+    /// Trigger to the last thread stopped (the capture deviation), in nanoseconds, less
+    /// the same wait.
     pub deviation_ns: u64,
     /// Pages with content in the snapshot (not counting zero and by-reference pages).
     pub pages: u64,
@@ -567,8 +569,8 @@ pub struct CaptureStats {
     /// Bytes the snapshot would take stored whole: `pages * PAGE_SIZE`.
     pub full_bytes: u64,
     /// Nanoseconds the capture waited for room in the store before it could start: for
-    /// compaction to catch up with the raw log's budget, or for a spare to be made when
-    /// none was ready.
+    /// compaction to catch up with the raw log's budget, for a spare to be made when none
+    /// was ready, or for the last snapshot's writes to give the capture buffer back.
     pub wait_ns: u64,
     /// Bytes copied from the program while it was stopped.
     pub copied_bytes: u64,
