@@ -24,7 +24,8 @@
 //! the writes (pages, record, rename to `S<seq>.raw`) to a child process that shares
 //! sdt's memory and finishes them whatever becomes of sdt (`sdt_sys::detached`), so the
 //! breaking thread gets its number without waiting for the disk. The next capture, and
-//! the spare thread, wait for that write to settle: it holds the capture buffer. What the raw log
+//! the spare thread, wait for that write to settle: it holds the capture buffer. A timed
+//! snapshot, which no thread waits for, is written by the tracer itself. What the raw log
 //! may hold before compaction catches up is bounded (`sdt run --disk-budget`): past it, a
 //! breakpoint's capture waits for the compactor (which then runs at normal priority),
 //! and a timed snapshot is skipped.
@@ -343,8 +344,8 @@ impl StoreWriter {
 
     /// Commits `spill` as the snapshot `meta` describes (see [`RunLog::commit`]): its
     /// writes handed to a writer child, which the settle thread waits for before the
-    /// compactor gets the snapshot; with `now` (the end of a refinement), written before
-    /// this returns. Says so on stderr unless quiet.
+    /// compactor gets the snapshot; with `now` (a timed snapshot, the end of a
+    /// refinement), written before this returns. Says so on stderr unless quiet.
     pub(crate) fn commit(
         &mut self,
         spill: SpillFile,

@@ -663,8 +663,8 @@ static MPI_Datatype build_wrapped(struct piggyback *pb, const void *buf, int cou
  * into the same buffers again and again (and the piggyback of a blocking call sits at
  * the same stack address), while creating and committing a type costs more than a small
  * message. Per thread, so no lock; direct-mapped. A predefined type is never freed, so
- * an entry never goes stale; an evicted entry's type is freed, which MPI allows while
- * an operation still uses it. */
+ * an entry never goes stale; an evicted entry's type is freed at the next wrap, which
+ * MPI allows while an operation still uses it. */
 #define WRAPPED_CACHE 64
 struct wrapped_entry {
 	const void *pb, *buf; /* pb NULL: empty */
@@ -672,6 +672,11 @@ struct wrapped_entry {
 	MPI_Datatype type, wrapped;
 };
 static __thread struct wrapped_entry wrapped_cache[WRAPPED_CACHE];
+/* The type last evicted from the cache, freed at the next wrap: one operation may wrap
+ * twice (MPI_Sendrecv, both halves before it starts), and its second wrap must not free
+ * the first's type before the operation has it. */
+static __thread MPI_Datatype evicted[1];
+static __thread int nevicted;
 
 static int predefined(MPI_Datatype type)
 {
@@ -681,9 +686,13 @@ static int predefined(MPI_Datatype type)
 }
 
 /* The wrapped type of (pb, buf, count, type); give it back with unwrap_type, which frees
- * it unless the cache keeps it (`*cached`). */
+ * it unless the cache keeps it (`*cached`). Call it at most twice for one operation. */
 static MPI_Datatype wrap(struct piggyback *pb, const void *buf, int count, MPI_Datatype type, int *cached)
 {
+	/* Evicted by an earlier wrap: of an operation that has started, or this one's first
+	 * wrap, which evicts no type of this operation. */
+	while (nevicted > 0)
+		PMPI_Type_free(&evicted[--nevicted]);
 	uintptr_t key = (uintptr_t)pb ^ ((uintptr_t)buf * 31) ^ ((uintptr_t)count * 131) ^ (uintptr_t)type;
 	struct wrapped_entry *e = &wrapped_cache[(key * 0x9E3779B97F4A7C15ull >> 40) % WRAPPED_CACHE];
 	if (e->pb == pb && e->buf == buf && e->count == count && e->type == type) {
@@ -694,7 +703,7 @@ static MPI_Datatype wrap(struct piggyback *pb, const void *buf, int count, MPI_D
 	*cached = predefined(type);
 	if (*cached) {
 		if (e->pb)
-			PMPI_Type_free(&e->wrapped);
+			evicted[nevicted++] = e->wrapped;
 		*e = (struct wrapped_entry){ pb, buf, count, type, wrapped };
 	}
 	return wrapped;
