@@ -629,7 +629,7 @@ mod tests {
         };
         assert_eq!(record(0, 0, &[10]), "unknown kind 10");
         assert_eq!(record(0, 0, &[KIND_COLLECTIVE + 11]), "unknown kind 43");
-        assert_eq!(record(0, 1, &[16]), "unknown flags 0x10");
+        assert_eq!(record(0, 1, &[32]), "unknown flags 0x20");
         assert_eq!(record(3, 2, &[2, 0]), "communicator 2 is not in mpi-comms");
         assert_eq!(record(3, 4, &3i32.to_le_bytes()), "peer 3 is not a rank of 3");
         assert_eq!(record(3, 4, &(-2i32).to_le_bytes()), "peer -2 is not a rank of 3");

@@ -18,6 +18,10 @@ pub fn run(opt: RunOpt) -> Result<ExitCode> {
     // The last rank of a job (not a replay's) to end says what its replay record pins.
     let says_record = job.is_some() && opt.replay.is_none() && !opt.quiet;
     let mpi_stop = mpi_stop(&opt.stop_after, opt.stop_capture, job.as_ref())?;
+    if opt.stop_capture && !matches!(opt.backend, crate::cli::BackendArg::Ptrace) {
+        // The rank traps with int3 for the capture, which only a tracer catches.
+        bail!("--stop-capture needs --backend ptrace");
+    }
     let mut config = capture_config(opt.config.as_deref(), opt.every)?;
     if mpi_stop.is_some_and(|s| s.capture) && opt.config.is_none() {
         // Only the cut: the program's own breakpoints pass nothing.
