@@ -115,9 +115,9 @@ fn history_size(store: &Path) -> Result<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
     let (mut events, mut bytes) = (0, 0);
     for run in runs(store)? {
-        let header = std::fs::read(run.join("mpi-events")).context("reading a rank's mpi-events")?;
-        ensure!(header.len() >= 32, "{}: no history header", run.display());
-        events += u64::from_le_bytes(header[24..32].try_into().expect("8 bytes"));
+        let file = std::fs::read(run.join("mpi-events")).context("reading a rank's mpi-events")?;
+        events += sdt_history::packed::recorded(&file)
+            .with_context(|| format!("{}: no history header", run.display()))?;
         for name in ["mpi-events", "mpi-comms", "mpi-sites"] {
             bytes += std::fs::metadata(run.join(name)).map_or(0, |m| m.blocks() * 512);
         }

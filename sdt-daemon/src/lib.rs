@@ -360,7 +360,7 @@ fn drive<B: EventSource>(
 fn finish(rec: Recorder, exit: Result<ProgramExit, Error>, opts: &RunOptions) -> Result<RunOutcome, Error> {
     let Recorder { writer, mut problems, init, info, mpi_events, .. } = rec;
     if let (Ok(_), Some(events)) = (&exit, &mpi_events) {
-        mpi::trim(events);
+        events.pack();
     }
     if let Some(init) = init {
         // After an error, the program may still run.

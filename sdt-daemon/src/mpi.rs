@@ -9,6 +9,7 @@
 //!          replay record's too, decoded into a sealed memfd: SDT_MPI_REPLAY_FD)
 //! drive:   the run exists → the files move into its directory (`mpi-events`, …)
 //! capture: every thread stopped → the events header's count → SnapshotMeta::mpi_events
+//! end:     the program has ended → `mpi-events` replaced by its packed form
 //! ```
 //!
 //! The library never comes from a file in the store (which is untrusted) or any other
@@ -24,11 +25,13 @@ use object::elf::{DT_NEEDED, FileHeader64};
 use object::read::elf::{Dyn, FileHeader};
 use object::{Endianness, ReadCache};
 use sdt_history::format::{self, COMMS_FILE, EVENTS_FILE, SITES_FILE};
+use sdt_history::packed;
 use sdt_history::replay::{self, RecordError};
+use sdt_history::run::MAX_RECORDS;
 use sdt_mpi::{
     ENV_COMMS_FD, ENV_EVENTS_FD, ENV_REPLAY_FD, ENV_SITES_FD, ENV_STOP_AFTER, ENV_STOP_CAPTURE, Mpi,
 };
-use sdt_store::{PendingFile, RunLog, Store};
+use sdt_store::{PendingFile, Run, RunLog, Store};
 
 /// Why an MPI program cannot get its history library.
 #[derive(Debug, thiserror::Error)]
@@ -208,7 +211,7 @@ fn replay_copy(path: &Path) -> Result<OwnedFd, MpiError> {
 pub(crate) fn adopt(
     log: &RunLog,
     files: [PendingFile; 3],
-) -> Result<(File, Vec<(i32, String)>), crate::Error> {
+) -> Result<(RankEvents, Vec<(i32, String)>), crate::Error> {
     let mut inherited = Vec::new();
     let mut events = None;
     for (pending, name) in files.into_iter().zip([EVENTS_FILE, COMMS_FILE, SITES_FILE]) {
@@ -220,31 +223,64 @@ pub(crate) fn adopt(
         }
         events.get_or_insert(file);
     }
-    Ok((events.expect("three files"), inherited))
+    let events = RankEvents { file: events.expect("three files"), run: log.run().clone() };
+    Ok((events, inherited))
 }
 
-/// The number of events the rank has recorded (the header's count; 0 before its
-/// `MPI_Init` writes the header); `None` if the file holds something else.
-pub(crate) fn events_recorded(events: &File) -> Option<u64> {
-    let mut prefix = [0; format::COUNT_PREFIX];
-    match events.read_at(&mut prefix, 0).ok()? {
-        0 => Some(0),
-        _ => events.read_exact_at(&mut prefix, 0).ok().and_then(|()| format::count(&prefix)),
+/// The rank's `mpi-events`, which the program's library writes, in its run.
+pub(crate) struct RankEvents {
+    file: File,
+    run: Run,
+}
+
+impl RankEvents {
+    /// The number of events the rank has recorded (the header's count; 0 before its
+    /// `MPI_Init` writes the header); `None` if the file holds something else.
+    pub(crate) fn recorded(&self) -> Option<u64> {
+        let mut prefix = [0; format::COUNT_PREFIX];
+        match self.file.read_at(&mut prefix, 0).ok()? {
+            0 => Some(0),
+            _ => self.file.read_exact_at(&mut prefix, 0).ok().and_then(|()| format::count(&prefix)),
+        }
     }
-}
 
-/// Cuts the events file down to its records once the program has ended (the library
-/// grows it a chunk at a time, allocated ahead): what is left after the last record is
-/// disk taken for nothing. Never while the program runs: its mapping would fault past
-/// the end.
-pub(crate) fn trim(events: &File) {
-    let Some(count) = events_recorded(events) else { return };
-    let end = format::HEADER_SIZE + count * u64::from(format::RECORD_SIZE);
-    if count > 0
-        && events.metadata().is_ok_and(|m| m.len() > end)
-        && let Err(e) = events.set_len(end)
-    {
-        log::debug!("trimming the message history: {e}");
+    /// Once the program has ended, puts the packed form of the events (`sdt_history::packed`)
+    /// in the file's place: a few bytes an event instead of 32. Where it cannot (the file
+    /// is not one it packs whole, or writing fails), cuts the file down to its records
+    /// instead (the library grows it a chunk at a time): what is after the last one is
+    /// disk taken for nothing. Never while the program runs: it writes the file through
+    /// its mapping.
+    pub(crate) fn pack(&self) {
+        let start = sdt_sys::monotonic_ns();
+        let packed = packed::pack(|buffer, at| self.file.read_exact_at(buffer, at), MAX_RECORDS);
+        let placed = match packed {
+            Ok(Some(bytes)) => self.run.replace_small_file(EVENTS_FILE, &bytes).map(|()| Some(bytes.len())),
+            Ok(None) => Ok(None),
+            Err(e) => Err(sdt_store::Error::Io { path: self.run.dir().join(EVENTS_FILE), source: e }),
+        };
+        match placed {
+            Ok(Some(bytes)) => log::debug!(
+                "message history packed: {:?} events in {bytes} bytes, {} µs",
+                self.recorded(),
+                (sdt_sys::monotonic_ns() - start) / 1000
+            ),
+            Ok(None) => self.trim(),
+            Err(e) => {
+                log::debug!("packing the message history: {e}");
+                self.trim();
+            }
+        }
+    }
+
+    fn trim(&self) {
+        let Some(count) = self.recorded() else { return };
+        let end = format::HEADER_SIZE + count * u64::from(format::RECORD_SIZE);
+        if count > 0
+            && self.file.metadata().is_ok_and(|m| m.len() > end)
+            && let Err(e) = self.file.set_len(end)
+        {
+            log::debug!("trimming the message history: {e}");
+        }
     }
 }
 

@@ -20,7 +20,6 @@
 //! resumes them all, the breakpoint's call returning `SDT_DECLINED`.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::time::Duration;
 
 use sdt_abi::{RESULT_DECLINED, RESULT_FILTERED};
@@ -62,7 +61,7 @@ pub(crate) struct Recorder<'a> {
     /// Descriptors (number, target) the program got from `sdt run` at launch.
     pub inherited: Vec<(i32, String)>,
     /// An MPI program's `mpi-events`, whose count each snapshot records.
-    pub mpi_events: Option<File>,
+    pub mpi_events: Option<mpi::RankEvents>,
     pub started_ns: u64,
     /// When the last capture let the program run again.
     pub resumed_ns: u64,
@@ -382,7 +381,7 @@ impl Recorder<'_> {
         spill: &mut SpillFile,
     ) -> Result<Captured, CaptureError> {
         let live_thread = frozen.live_thread.ok_or(CaptureError::Exiting)?;
-        let mpi_events = self.mpi_events.as_ref().and_then(mpi::events_recorded);
+        let mpi_events = self.mpi_events.as_ref().and_then(mpi::RankEvents::recorded);
         let (collected, (threads, files, signal_sets)) =
             self.image.capturer.collect(live_thread, spill, self.opts.verify, || {
                 (frozen.read_threads(), procfs::open_files(live_thread), procfs::signal_sets(live_thread))

@@ -4,7 +4,9 @@
 //! interposition library as an inherited descriptor (`SDT_MPI_EVENTS_FD`); the library
 //! maps it shared and grows it with `ftruncate`, so what it recorded is in the file even
 //! when the rank is killed, and a capture (all threads stopped) reads an exact
-//! [`Header::count`] as the last event of the snapshot.
+//! [`Header::count`] as the last event of the snapshot. Once the rank has ended, its `sdt
+//! run` puts the file's packed form in its place ([`packed`](crate::packed)), which
+//! unpacks to this layout.
 //!
 //! ```text
 //! offset 0      header, 4096 bytes (one page)
@@ -185,6 +187,9 @@ pub enum FormatError {
         /// What is wrong.
         detail: String,
     },
+    /// The packed form of the events file does not hold.
+    #[error("the packed events file: {0}")]
+    Packed(String),
     /// The header's `blocked` slot does not hold.
     #[error("the header's blocked call: {0}")]
     Blocked(String),

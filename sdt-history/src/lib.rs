@@ -11,6 +11,7 @@
 //! - [`sites`]: the source lines of the places that called MPI.
 //! - [`trace`]: the history as a Chrome/Perfetto trace, messages as flow arrows.
 //! - [`format`]: the per-rank event file the interposition library writes, and its reader.
+//! - [`packed`]: the events file as a rank's `sdt run` leaves it once the rank has ended.
 //! - [`run`]: a rank's history read from its run in the store.
 //!
 //! The history is untrusted input like the rest of a store: a rank's library runs inside
@@ -19,9 +20,11 @@
 pub mod causal;
 pub mod check;
 pub mod clock;
+mod columns;
 pub mod cut;
 pub mod format;
 pub mod model;
+pub mod packed;
 pub mod races;
 pub mod replay;
 pub mod run;

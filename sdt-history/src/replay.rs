@@ -72,8 +72,8 @@
 //! not NONE when present; the file holds exactly the entries the header counts.
 
 use std::collections::HashMap;
-use std::io::Read;
 
+use crate::columns::{self, Varints, put, unzigzag, zigzag};
 use crate::format::NONE;
 use crate::races::{Enforced, Record};
 
@@ -147,9 +147,7 @@ pub enum RecordError {
 /// The stored file's bytes (version 2) for `record` of a job of `ranks` ranks.
 pub fn write(record: &Record, ranks: u32) -> Vec<u8> {
     let columns = columns(&record.enforced);
-    let mut zstd = zstd::bulk::Compressor::new(ZSTD_LEVEL).expect("a valid zstd level");
-    zstd.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true)).expect("zstd takes a checksum flag");
-    let frame = zstd.compress(&columns).expect("zstd compresses into a growing buffer");
+    let frame = columns::compress(&columns, ZSTD_LEVEL);
     let mut out = Vec::with_capacity(HEADER_SIZE + frame.len());
     out.extend_from_slice(&MAGIC);
     out.extend_from_slice(&VERSION.to_le_bytes());
@@ -257,29 +255,13 @@ fn read_stored(header: &[u8], frame: &[u8]) -> Result<(Record, u32), RecordError
     if count.checked_mul(MIN_ENTRY_BYTES).is_none_or(|least| least > size) {
         return Err(RecordError::Length { count, bytes: size });
     }
-    let columns = decompress(frame, size)?;
+    let columns = columns::decompress(frame, size).map_err(RecordError::Columns)?;
     let record = Record {
         enforced: entries(&columns, count, ranks)?,
         receives: u64_at(header, 16),
         every_match_bytes: Some(u64_at(header, 32)).filter(|&b| b != 0),
     };
     Ok((record, ranks))
-}
-
-/// The one zstd frame `frame`, which must decode to `size` bytes. The output grows only
-/// as the frame yields it: a header that claims much allocates nothing.
-fn decompress(frame: &[u8], size: u64) -> Result<Vec<u8>, RecordError> {
-    let zstd_error = |e: std::io::Error| RecordError::Columns(format!("zstd: {e}"));
-    let mut decoder = zstd::stream::read::Decoder::with_buffer(frame).map_err(zstd_error)?.single_frame();
-    let mut columns = Vec::new();
-    (&mut decoder).take(size + 1).read_to_end(&mut columns).map_err(zstd_error)?;
-    if columns.len() as u64 != size {
-        return Err(RecordError::Columns(format!("{} bytes decoded, the header says {size}", columns.len())));
-    }
-    if !decoder.finish().is_empty() {
-        return Err(RecordError::Columns("bytes after the zstd frame".into()));
-    }
-    Ok(columns)
 }
 
 /// The columns of `enforced`, as the module doc lays them out. `enforced` holds the
@@ -318,8 +300,8 @@ fn columns(enforced: &[Enforced]) -> Vec<u8> {
 /// The `count` entries of `columns` (the module doc's layout) for a job of `ranks` ranks,
 /// checked as far as decoding needs.
 fn entries(columns: &[u8], count: u64, ranks: u32) -> Result<Vec<Enforced>, RecordError> {
-    let mut at = Varints { bytes: columns, read: 0 };
-    let groups = at.take("the number of groups")?;
+    let mut at = Varints::new(columns);
+    let groups = take(&mut at, "the number of groups")?;
     if groups > count {
         return Err(RecordError::Columns(format!("{groups} groups of {count} entries")));
     }
@@ -327,8 +309,8 @@ fn entries(columns: &[u8], count: u64, ranks: u32) -> Result<Vec<Enforced>, Reco
     let mut enforced = Vec::with_capacity(count as usize);
     let mut next_rank = 0;
     for _ in 0..groups {
-        let rank = at.take("a group's rank")?.saturating_add(next_rank);
-        let len = at.take("a group's length")?;
+        let rank = take(&mut at, "a group's rank")?.saturating_add(next_rank);
+        let len = take(&mut at, "a group's length")?;
         let left = count - enforced.len() as u64;
         if rank >= u64::from(ranks) || len == 0 || len > left {
             return Err(RecordError::Columns(format!(
@@ -348,12 +330,12 @@ fn entries(columns: &[u8], count: u64, ranks: u32) -> Result<Vec<Enforced>, Reco
         if starts_group(&enforced, i) {
             next_seq = 0;
         }
-        let seq = at.field(i, "seq")?.saturating_add(next_seq);
+        let seq = field(&mut at, i, "seq")?.saturating_add(next_seq);
         enforced[i].seq = u32::try_from(seq).map_err(|_| bad(i, format!("seq {seq} is not a u32")))?;
         next_seq = seq + 1;
     }
     for (i, e) in enforced.iter_mut().enumerate() {
-        let back = at.field(i, "post")?;
+        let back = field(&mut at, i, "post")?;
         e.post = match u32::try_from(back) {
             Ok(0) => None,
             Ok(back) if back <= e.seq => Some(e.seq - back),
@@ -361,7 +343,7 @@ fn entries(columns: &[u8], count: u64, ranks: u32) -> Result<Vec<Enforced>, Reco
         };
     }
     for (i, e) in enforced.iter_mut().enumerate() {
-        let source = at.field(i, "source")?;
+        let source = field(&mut at, i, "source")?;
         e.source = u32::try_from(source).map_err(|_| bad(i, format!("source {source} is not a u32")))?;
     }
     let mut last_send = HashMap::new();
@@ -370,7 +352,7 @@ fn entries(columns: &[u8], count: u64, ranks: u32) -> Result<Vec<Enforced>, Reco
             last_send.clear();
         }
         let e = &mut enforced[i];
-        let step = at.field(i, "send")?;
+        let step = field(&mut at, i, "send")?;
         if step == 0 {
             continue;
         }
@@ -383,10 +365,10 @@ fn entries(columns: &[u8], count: u64, ranks: u32) -> Result<Vec<Enforced>, Reco
         (*last, e.send) = (send, Some(send));
     }
     for (i, e) in enforced.iter_mut().enumerate() {
-        let tag = unzigzag(at.field(i, "tag")?);
+        let tag = unzigzag(field(&mut at, i, "tag")?);
         e.tag = i32::try_from(tag).map_err(|_| bad(i, format!("tag {tag} is not an i32")))?;
     }
-    match columns.len() - at.read {
+    match at.left() {
         0 => Ok(enforced),
         left => Err(RecordError::Columns(format!("{left} bytes after the last column"))),
     }
@@ -397,58 +379,15 @@ fn bad(index: usize, detail: String) -> RecordError {
     RecordError::Entry { index, detail }
 }
 
-/// Appends `v` as a LEB128 varint.
-fn put(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
+/// The next varint of `at`: `what` names it when the columns end inside it or it
+/// overflows.
+fn take(at: &mut Varints, what: &str) -> Result<u64, RecordError> {
+    at.next().map_err(|why| RecordError::Columns(format!("{what}: {why}")))
 }
 
-/// Small magnitudes of either sign as small unsigned values: 0, −1, 1, −2 … → 0, 1, 2, 3 …
-fn zigzag(v: i64) -> u64 {
-    ((v << 1) ^ (v >> 63)) as u64
-}
-
-/// The inverse of [`zigzag`].
-fn unzigzag(v: u64) -> i64 {
-    (v >> 1) as i64 ^ -((v & 1) as i64)
-}
-
-/// A reader of the LEB128 varints of the columns.
-struct Varints<'a> {
-    bytes: &'a [u8],
-    read: usize,
-}
-
-impl Varints<'_> {
-    /// The next varint: `what` names it when the columns end inside it or it overflows.
-    fn take(&mut self, what: &str) -> Result<u64, RecordError> {
-        self.next().map_err(|why| RecordError::Columns(format!("{what}: {why}")))
-    }
-
-    /// The next varint, a field of entry `index`.
-    fn field(&mut self, index: usize, what: &str) -> Result<u64, RecordError> {
-        self.next().map_err(|why| bad(index, format!("{what}: {why}")))
-    }
-
-    fn next(&mut self) -> Result<u64, &'static str> {
-        let mut v: u64 = 0;
-        for shift in (0..64).step_by(7) {
-            let Some(&byte) = self.bytes.get(self.read) else { return Err("the columns end inside it") };
-            self.read += 1;
-            let bits = u64::from(byte & 0x7f);
-            if bits << shift >> shift != bits {
-                return Err("more than 64 bits");
-            }
-            v |= bits << shift;
-            if byte & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err("more than 64 bits")
-    }
+/// The next varint of `at`, a field of entry `index`.
+fn field(at: &mut Varints, index: usize, what: &str) -> Result<u64, RecordError> {
+    at.next().map_err(|why| bad(index, format!("{what}: {why}")))
 }
 
 #[cfg(test)]

@@ -185,7 +185,7 @@ pub struct SnapshotEntry {
 }
 
 /// An open run, for reading.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Run {
     dir: Arc<Dir>,
     info: RunInfo,

@@ -89,6 +89,17 @@ fn run_job(mpi: &Mpi, name: &str, args: &[&str], sdt_args: &[&str]) -> Vec<(Rank
         .map(|id| {
             let run = store.open_run(id).unwrap();
             let history = sdt_history::read_run(&run).unwrap().expect("the rank recorded a history");
+            // The rank's sdt left the history packed, a few bytes an event.
+            let events = std::fs::read(run.dir().join("mpi-events")).unwrap();
+            assert!(sdt_history::packed::is_packed(&events), "rank {}: mpi-events not packed", history.rank);
+            let most = 256 + 8 * history.events.len();
+            assert!(
+                events.len() <= most,
+                "rank {}: {} bytes for {} events",
+                history.rank,
+                events.len(),
+                history.events.len()
+            );
             let counts = run
                 .snapshots()
                 .unwrap()
