@@ -1,7 +1,7 @@
 //! Compiles `src/sdtmpi.c` as a shared object with each MPI's compiler wrapper found
 //! (`mpicc.openmpi`, `mpicc.mpich`) into `OUT_DIR/sdtmpi-<mpi>.so`. A missing MPI leaves
 //! an empty file and a warning: `sdt run` then refuses that MPI's programs, naming the
-//! package to install.
+//! package to install, until a build after the MPI is installed.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -32,6 +32,11 @@ fn main() {
                     "cargo::warning=no MPI history for {stem} programs: {cc} not found ({e}); install {package}"
                 );
                 std::fs::write(&so, b"").expect("writing OUT_DIR");
+                // Built again once the wrapper is installed into a directory on PATH.
+                let path = std::env::var_os("PATH").unwrap_or_default();
+                for dir in std::env::split_paths(&path).filter(|d| d.is_dir()) {
+                    println!("cargo::rerun-if-changed={}", dir.display());
+                }
             }
         }
     }
