@@ -25,7 +25,7 @@ use sdt_sys::pagemap::{PM_FILE, PM_PRESENT, PM_SWAPPED, Pagemap, ScanQuery};
 use sdt_sys::uapi::{PAGE_IS_FILE, PAGE_IS_PRESENT, PAGE_IS_SWAPPED, PageRegion};
 use sdt_sys::uffd::Userfaultfd;
 
-use crate::density::{CHUNK, Density, Tally, Treatment};
+use crate::density::{CHUNK, Density, Sample, Tally, Treatment};
 use crate::freeze::FreezeError;
 use crate::tracking::VdsoError;
 
@@ -665,7 +665,7 @@ impl Capturer {
             // look tells which are resident; where most were, one slower pass tells both.
             let query = match treatment {
                 Treatment::Sparse => ScanQuery::WRITTEN_BARE,
-                Treatment::Dense => ScanQuery::TAKE_WRITTEN,
+                Treatment::Rearm => ScanQuery::TAKE_WRITTEN,
                 Treatment::Left => ScanQuery::WRITTEN,
             };
             scratch.written.clear();
@@ -681,7 +681,9 @@ impl Capturer {
                 }
                 Err(e) => return Err(e),
             }
-            if treatment != Treatment::Left {
+            if treatment == Treatment::Left {
+                self.sample_left(part, part_end, &scratch.written, &mut out.tally)?;
+            } else {
                 out.tally.add_scanned(part, part_end);
                 for r in &scratch.written {
                     out.tally.add_written(r.start.max(part), r.end.min(part_end));
@@ -705,6 +707,37 @@ impl Capturer {
             at = r.end;
         }
         push_run(&mut out.unchanged, at, to);
+        Ok(())
+    }
+
+    /// Counts what was written of the sample of each left chunk in `[start, end)`
+    /// (`written`: the regions the scan reported, ascending) into `tally`, and protects
+    /// the next sample.
+    fn sample_left(
+        &self,
+        start: u64,
+        end: u64,
+        written: &[PageRegion],
+        tally: &mut Tally,
+    ) -> Result<(), sdt_sys::Error> {
+        let mut regions = written.iter().peekable();
+        for chunk in start / CHUNK..end.div_ceil(CHUNK) {
+            let Sample { measure, protect } = self.density.sample(chunk);
+            let (from, to) = (measure.start.max(start), measure.end.min(end));
+            let mut written_bytes = 0;
+            if from < to {
+                while regions.next_if(|r| r.end <= from).is_some() {}
+                for r in regions.clone().take_while(|r| r.start < to) {
+                    written_bytes += r.end.min(to) - r.start.max(from);
+                }
+            }
+            let sampled = to.saturating_sub(from) / PAGE_SIZE;
+            tally.add(chunk, sampled as u32, (written_bytes / PAGE_SIZE) as u32);
+            let (from, to) = (protect.start.max(start), protect.end.min(end));
+            if from < to {
+                self.pagemap.protect_written(from, to)?;
+            }
+        }
         Ok(())
     }
 

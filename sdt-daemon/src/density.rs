@@ -1,5 +1,5 @@
 //! Where write tracking costs more than it saves: chunks of tracked memory that the
-//! program rewrites between every two captures are left unprotected for a few captures.
+//! program rewrites between every two captures are left unprotected, but for a sample.
 //!
 //! A protected page costs the program a fault at its first write after a capture
 //! (0.9–1.5 µs on a virtual machine: `benches/workloads/wp_fault.c`); copying a page
@@ -8,42 +8,55 @@
 //! the capture to copy nearly all of them anyway.
 //! So a [`CHUNK`] found mostly written is scanned without protecting it again: its
 //! written pages stay writable and are copied at each capture, whether written again or
-//! not; after 1, 2, then 4 captures (while it stays dense) it is protected once more,
-//! and the capture after that measures it again.
+//! not. One slice of [`SAMPLE_PAGES`] pages of it is protected at each capture and
+//! measured at the next, the slice moving through the chunk from capture to capture:
+//! the program faults on a sixteenth of the chunk's pages, and a chunk it stops
+//! rewriting is caught at the next capture and protected whole again (re-armed); the
+//! capture after that measures it as any protected chunk.
 //!
 //! ```text
-//! capture:   measure ─ leave ×k ─ re-arm ─ measure ─ …    (k = 1, 2, 4, 4, …)
-//! interval:  faults    none       faults   faults
+//! capture:   measure ─ left, sampled ×n ─ sample sparse: re-arm ─ measure ─ …
+//! interval:  faults    faults on the sample   faults                faults
 //! ```
 //!
 //! A re-arming scan reports every page left writable as written: it copies them (as a
 //! capture must) but is no measurement.
 
 use std::collections::HashMap;
+use std::ops::Range;
+
+use sdt_store::PAGE_SIZE;
 
 /// Bytes of tracked memory judged together (a huge page's worth).
 pub(crate) const CHUNK: u64 = 2 << 20;
 
-/// Captures a dense chunk is left unprotected for, at most.
-const MAX_LEAVE: u8 = 4;
+/// Pages of a left chunk protected at a capture and measured at the next.
+const SAMPLE_PAGES: u64 = 32;
 
-/// Fewer pages scanned in a chunk than this (a mapping's edge) are no measurement.
+/// Slices of a chunk the sample moves through.
+const SLICES: u64 = CHUNK / PAGE_SIZE / SAMPLE_PAGES;
+
+/// Fewer pages scanned in a protected chunk than this (a mapping's edge) are no
+/// measurement…
 const MIN_MEASURED_PAGES: u32 = 64;
 
-/// The state of the chunks that are or were dense; the others are protected as usual.
+/// …nor fewer than this of a sample.
+const MIN_SAMPLED_PAGES: u32 = 16;
+
+/// The chunks that are left or being re-armed; the others are protected as usual.
 #[derive(Debug, Default)]
 pub(crate) struct Density {
-    chunks: HashMap<u64, Chunk>,
+    chunks: HashMap<u64, State>,
+    /// Captures taken in since the last reset: picks the sample's slice.
+    captures: u64,
 }
 
-#[derive(Clone, Copy, Debug, Default)]
-struct Chunk {
-    /// Consecutive measurements that found it dense.
-    streak: u8,
-    /// Captures left that scan it without protecting it.
-    leave: u8,
-    /// Its next protected scan re-arms it (after being left): no measurement.
-    rearm: bool,
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// Left writable but for the sample.
+    Left,
+    /// Its sample found it quiet: protected whole at the next capture.
+    Rearm,
 }
 
 /// Pages scanned with protection and found written, per chunk, in one capture.
@@ -85,7 +98,7 @@ fn for_each_chunk(start: u64, end: u64, mut f: impl FnMut(u64, u32)) {
     while at < end {
         let chunk = at / CHUNK;
         let to = end.min((chunk + 1) * CHUNK);
-        f(chunk, ((to - at) / sdt_store::PAGE_SIZE) as u32);
+        f(chunk, ((to - at) / PAGE_SIZE) as u32);
         at = to;
     }
 }
@@ -95,10 +108,19 @@ fn for_each_chunk(start: u64, end: u64, mut f: impl FnMut(u64, u32)) {
 pub(crate) enum Treatment {
     /// Protected, and not dense lately: few of its pages are expected written.
     Sparse,
-    /// Protected, and dense lately (measured, or re-armed after being left).
-    Dense,
-    /// Scanned without protecting it.
+    /// Protected again after being left: every page left writable is reported written.
+    Rearm,
+    /// Scanned without protecting it, but for its sample ([`Density::sample`]).
     Left,
+}
+
+/// The sample of a left chunk in one capture.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Sample {
+    /// Protected by the capture before: what was written of it is a measurement.
+    pub measure: Range<u64>,
+    /// To protect now, for the next capture to measure.
+    pub protect: Range<u64>,
 }
 
 impl Density {
@@ -106,8 +128,8 @@ impl Density {
     pub(crate) fn treatment(&self, chunk: u64) -> Treatment {
         match self.chunks.get(&chunk) {
             None => Treatment::Sparse,
-            Some(c) if c.leave > 0 => Treatment::Left,
-            Some(_) => Treatment::Dense,
+            Some(State::Left) => Treatment::Left,
+            Some(State::Rearm) => Treatment::Rearm,
         }
     }
 
@@ -122,32 +144,39 @@ impl Density {
         to.min(end)
     }
 
-    /// Takes in a capture's scans: chunks left count down, chunks measured dense are
-    /// left for the next captures, sparse ones are forgotten.
+    /// The sample of left chunk `chunk` in this capture: the slice the capture before
+    /// protected, and the next one.
+    pub(crate) fn sample(&self, chunk: u64) -> Sample {
+        let slice = |n: u64| {
+            let start = chunk * CHUNK + (n % SLICES) * SAMPLE_PAGES * PAGE_SIZE;
+            start..start + SAMPLE_PAGES * PAGE_SIZE
+        };
+        Sample { measure: slice(self.captures), protect: slice(self.captures + 1) }
+    }
+
+    /// Takes in a capture's scans: chunks measured dense are left, left chunks whose
+    /// sample was quiet are re-armed, re-armed ones are protected as usual from now on,
+    /// and chunks not scanned (their mapping gone) are forgotten.
     pub(crate) fn update(&mut self, tally: Tally) {
-        self.chunks.retain(|chunk, c| {
-            if c.leave > 0 {
-                c.leave -= 1;
-                c.rearm = c.leave == 0;
-                return true;
-            }
-            // Protected in this capture, judged by its tally below; gone if not scanned.
-            tally.chunks.contains_key(chunk)
-        });
+        self.captures += 1;
+        self.chunks.retain(|chunk, _| tally.chunks.contains_key(chunk));
         for (chunk, (scanned, written)) in tally.chunks {
-            let c = self.chunks.entry(chunk).or_default();
-            if c.leave > 0 {
-                continue;
-            }
-            if c.rearm {
-                c.rearm = false;
-                continue;
-            }
-            if scanned >= MIN_MEASURED_PAGES && written * 2 >= scanned {
-                c.streak = (c.streak + 1).min(3);
-                c.leave = (1 << (c.streak - 1)).min(MAX_LEAVE);
-            } else {
-                self.chunks.remove(&chunk);
+            let dense = written * 2 >= scanned;
+            match self.chunks.get(&chunk) {
+                // The re-arming scan is no measurement; the next one is.
+                Some(State::Rearm) => {
+                    self.chunks.remove(&chunk);
+                }
+                // A slice outside the mapping measures nothing: left as it is.
+                Some(State::Left) if scanned < MIN_SAMPLED_PAGES => {}
+                Some(State::Left) if !dense => {
+                    self.chunks.insert(chunk, State::Rearm);
+                }
+                Some(State::Left) => {}
+                None if scanned >= MIN_MEASURED_PAGES && dense => {
+                    self.chunks.insert(chunk, State::Left);
+                }
+                None => {}
             }
         }
     }
@@ -155,11 +184,12 @@ impl Density {
     /// Forgets everything: a capture read the tracked memory whole, without scanning.
     pub(crate) fn reset(&mut self) {
         self.chunks.clear();
+        self.captures = 0;
     }
 
     /// Chunks currently left unprotected.
     pub(crate) fn left(&self) -> usize {
-        self.chunks.values().filter(|c| c.leave > 0).count()
+        self.chunks.values().filter(|s| **s == State::Left).count()
     }
 }
 
@@ -167,7 +197,7 @@ impl Density {
 mod tests {
     use super::*;
 
-    const PAGES: u32 = (CHUNK / sdt_store::PAGE_SIZE) as u32;
+    const PAGES: u32 = (CHUNK / PAGE_SIZE) as u32;
 
     fn tally(entries: &[(u64, u32, u32)]) -> Tally {
         let mut t = Tally::default();
@@ -177,27 +207,34 @@ mod tests {
         t
     }
 
-    /// The chunk's treatment at each of `captures` captures when the program writes
-    /// all of it (`dense`) or one page of it between every two.
+    /// The chunk's treatment at each of `captures` captures when the program writes all
+    /// of it (`dense`) or one page of it between every two.
     fn pattern(captures: usize, dense: impl Fn(usize) -> bool) -> String {
         let mut d = Density::default();
         let mut out = String::new();
         for n in 0..captures {
-            if d.treatment(0) == Treatment::Left {
-                out.push('L');
-                d.update(Tally::default());
-            } else {
-                out.push('P');
-                d.update(tally(&[(0, PAGES, if dense(n) { PAGES } else { 1 })]));
+            let written = |pages: u32| if dense(n) { pages } else { 1 };
+            match d.treatment(0) {
+                Treatment::Left => {
+                    out.push('L');
+                    d.update(tally(&[(0, SAMPLE_PAGES as u32, written(SAMPLE_PAGES as u32))]));
+                }
+                Treatment::Rearm => {
+                    out.push('R');
+                    d.update(tally(&[(0, PAGES, PAGES)]));
+                }
+                Treatment::Sparse => {
+                    out.push('P');
+                    d.update(tally(&[(0, PAGES, written(PAGES))]));
+                }
             }
         }
         out
     }
 
     #[test]
-    fn a_chunk_always_rewritten_is_left_longer_each_time() {
-        // measure, leave 1; re-arm, measure, leave 2; re-arm, measure, leave 4; …
-        assert_eq!(pattern(16, |_| true), "PLPPLLPPLLLLPPLL");
+    fn a_chunk_always_rewritten_stays_left() {
+        assert_eq!(pattern(8, |_| true), "PLLLLLLL");
     }
 
     #[test]
@@ -206,9 +243,15 @@ mod tests {
     }
 
     #[test]
-    fn a_chunk_that_goes_quiet_is_protected_again() {
-        // Dense for the first two captures, then one page per interval.
-        assert_eq!(pattern(8, |n| n < 2), "PLPPPPPP");
+    fn a_chunk_that_goes_quiet_is_protected_again_at_the_next_capture() {
+        // Dense for the first three captures' intervals, then one page per interval: the
+        // sample sees it at once, the chunk is re-armed, then measured sparse.
+        assert_eq!(pattern(8, |n| n < 3), "PLLLRPPP");
+    }
+
+    #[test]
+    fn a_chunk_dense_again_after_re_arming_is_left_again() {
+        assert_eq!(pattern(8, |n| n != 2), "PLLRPLLL");
     }
 
     #[test]
@@ -218,21 +261,31 @@ mod tests {
         assert_eq!(d.treatment(0), Treatment::Sparse);
         d.update(tally(&[(0, PAGES, PAGES / 2)]));
         assert_eq!(d.treatment(0), Treatment::Left);
+        // A sample mostly outside the mapping: still left, whatever it found.
+        d.update(tally(&[(0, MIN_SAMPLED_PAGES - 1, 0)]));
+        assert_eq!(d.treatment(0), Treatment::Left);
+        // A chunk not scanned at all (its mapping gone) is forgotten.
+        d.update(Tally::default());
+        assert_eq!(d.treatment(0), Treatment::Sparse);
     }
 
     #[test]
-    fn a_chunk_protected_again_is_dense_until_measured_sparse() {
+    fn the_sample_moves_through_the_chunk_and_is_measured_where_it_was_protected() {
         let mut d = Density::default();
-        d.update(tally(&[(1, PAGES, PAGES)]));
-        assert_eq!(d.treatment(1), Treatment::Left);
-        d.update(Tally::default());
-        assert_eq!(d.treatment(1), Treatment::Dense);
-        assert_eq!(d.same_until(CHUNK, 4 * CHUNK), 2 * CHUNK);
-        // The re-arming scan is no measurement; the one after is.
-        d.update(tally(&[(1, PAGES, 1)]));
-        assert_eq!(d.treatment(1), Treatment::Dense);
-        d.update(tally(&[(1, PAGES, 1)]));
-        assert_eq!(d.treatment(1), Treatment::Sparse);
+        d.update(tally(&[(3, PAGES, PAGES)]));
+        let mut seen = Vec::new();
+        for _ in 0..SLICES {
+            let s = d.sample(3);
+            assert_eq!(s.measure.end - s.measure.start, SAMPLE_PAGES * PAGE_SIZE);
+            assert!(s.measure.start >= 3 * CHUNK && s.protect.end <= 4 * CHUNK);
+            seen.push(s.measure.start);
+            d.update(tally(&[(3, SAMPLE_PAGES as u32, SAMPLE_PAGES as u32)]));
+            // What this capture protects, the next one measures.
+            assert_eq!(d.sample(3).measure, s.protect);
+        }
+        seen.sort();
+        seen.dedup();
+        assert_eq!(seen.len() as u64, SLICES, "every slice of the chunk is sampled in turn");
     }
 
     #[test]
