@@ -4,7 +4,8 @@
 //! (`benches/workloads/large/`, 72–512 MiB each).
 //!
 //! For each workload: its running time alone and under `sdt run --every T` (T a
-//! eleventh of the time alone, about ten timed snapshots), from spawn to return; the
+//! eleventh of the time alone, about ten timed snapshots), from spawn to return, the two
+//! taken by turns and compared pair by pair; the
 //! pauses the program saw; the bytes copied, stored after compaction and the full size
 //! of the snapshots; and the memory of the `sdt` process itself.
 //!
@@ -267,17 +268,24 @@ fn run_sdt(
 struct Row {
     name: &'static str,
     footprint_mib: f64,
-    plain_secs: f64,
+    /// Seconds alone, each run just before the run under sdt of the same index.
+    plain: Vec<f64>,
     sdt_runs: Vec<SdtRun>,
 }
 
 impl Row {
+    fn plain_secs(&self) -> f64 {
+        median(&self.plain)
+    }
+
     fn sdt_secs(&self) -> f64 {
         median(&self.sdt_runs.iter().map(|r| r.secs).collect::<Vec<_>>())
     }
 
+    /// The median, over the pairs of runs, of the time under sdt over the time alone, less one.
     fn overhead(&self) -> f64 {
-        self.sdt_secs() / self.plain_secs - 1.0
+        let ratios: Vec<f64> = self.plain.iter().zip(&self.sdt_runs).map(|(p, s)| s.secs / p).collect();
+        median(&ratios) - 1.0
     }
 
     /// The median over the runs of one figure.
@@ -299,7 +307,7 @@ impl Row {
             "| {} | {threads} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} | {:+.1} | {} | {:.1} / {:.1} / {:.1} | {waited}/{snapshots} | {:.0} | {:.0} | {:.0} | {:.1} | {:.0} ({:.0}) |",
             self.name,
             self.footprint_mib,
-            self.plain_secs,
+            self.plain_secs(),
             self.sdt_secs(),
             self.median_of(|r| r.program_secs),
             self.median_of(|r| r.return_secs),
@@ -327,26 +335,26 @@ fn progress(bar: &ProgressBar, what: String) {
     }
 }
 
+/// Runs the workload alone once to set the period of the timed snapshots, then alone and
+/// under `sdt run` by turns, `reps` times each: each run under sdt is compared with the
+/// run alone just before it, so that the machine's drift (a shared VM's speed wanders
+/// by tens of percent over minutes) falls on both sides of each comparison.
 fn measure(name: &'static str, exe: &Path, opts: &Options, dir: &Path, bar: &ProgressBar) -> Result<Row> {
+    progress(bar, format!("{name} · alone, to time it"));
+    let (first_secs, footprint_mib) = run_plain(name, exe, opts.threads)?;
+    let every_ms = ((first_secs * 1e3 / (SNAPSHOTS + 1.0)).round() as u64).max(1);
     let mut plain = Vec::new();
-    let mut footprint_mib = 0.0;
-    for rep in 1..=opts.reps {
-        progress(bar, format!("{name} · alone {rep}/{}", opts.reps));
-        let (secs, footprint) = run_plain(name, exe, opts.threads)?;
-        plain.push(secs);
-        footprint_mib = footprint;
-        bar.inc(1);
-    }
-    let plain_secs = median(&plain);
-    let every_ms = ((plain_secs * 1e3 / (SNAPSHOTS + 1.0)).round() as u64).max(1);
     let mut sdt_runs = Vec::new();
     for rep in 1..=opts.reps {
+        progress(bar, format!("{name} · alone {rep}/{}", opts.reps));
+        plain.push(run_plain(name, exe, opts.threads)?.0);
+        bar.inc(1);
         progress(bar, format!("{name} · sdt run --every {every_ms} {rep}/{}", opts.reps));
         let store = tempfile::tempdir_in(dir).context("making a store directory")?;
         sdt_runs.push(run_sdt(name, exe, opts.threads, every_ms, store.path(), bar)?);
         bar.inc(1);
     }
-    Ok(Row { name, footprint_mib, plain_secs, sdt_runs })
+    Ok(Row { name, footprint_mib, plain, sdt_runs })
 }
 
 /// The machine's 1-minute load average, as /proc/loadavg has it.
@@ -381,7 +389,8 @@ fn real_main() -> Result<()> {
     let tracking = &rows[0].sdt_runs[0].tracking;
     let mut report = format!(
         "large-footprint benchmark: sdt run --every T (T = time alone / {}), ptrace backend, {tracking}, {cpus} CPUs, {} runs each\n\
-         times: median, from spawn to return; program s: its own time under sdt run, as it printed it;\n\
+         times: median, from spawn to return; overhead: median over the runs under sdt of each one's time over the run alone just before it;\n\
+         program s: its own time under sdt run, as it printed it;\n\
          return s: from the program's last line to sdt run's return;\n\
          pauses: every snapshot of every run; waited: snapshots whose capture first waited 1 ms or more for room in the store or a spare, of all;\n\
          raw (copied), stored (after compaction) and full bytes: per run, the median run; sdt peak: VmHWM (largest RssAnon) of the sdt process\n\n\
