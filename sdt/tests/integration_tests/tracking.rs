@@ -69,6 +69,27 @@ fn pages_written_then_dropped_are_not_copied() {
     }
 }
 
+/// `phases` rewrites an 8 MiB array whole, then sparsely, then not at all, then whole
+/// and by halves: the chunks write tracking leaves writable while a sample of them says
+/// they are rewritten. Every snapshot must still equal the live memory.
+fn chunks_left_writable_are_captured_exactly_through_every_phase() {
+    let sdt = Sdt::new();
+    let prog = program("phases");
+    let out = sdt.ok(&["run", "--verify", "--", prog.to_str().unwrap()]);
+    let err = stderr(&out);
+    let snaps = sdt.snapshots();
+    assert_eq!(snaps.len(), 13, "{}", describe(&out));
+    assert_eq!(err.matches("matches the live process").count(), 13, "{err}");
+    assert!(!err.contains("MISMATCH"), "{err}");
+    let copied: Vec<i64> = snaps.iter().map(|s| int(s, "copied_bytes").unwrap()).collect();
+    let array = 8 << 20;
+    // The last quiet round, after the sparse ones re-armed the chunks: nothing of the
+    // array is copied.
+    assert!(copied[7] < array / 16, "{copied:?}");
+    // Rewritten whole, left writable or not, the array is copied whole.
+    assert!(copied[8] >= array && copied[9] >= array, "{copied:?}");
+}
+
 fn without_userfaultfd_it_falls_back_to_page_hashes() {
     let sdt = Sdt::new();
     let noufd = program("noufd");
@@ -106,5 +127,6 @@ sdt_test_harness::tests![
     page_hash_snapshots_equal_a_full_copy_too,
     tracking_copies_only_the_pages_written,
     pages_written_then_dropped_are_not_copied,
+    chunks_left_writable_are_captured_exactly_through_every_phase,
     without_userfaultfd_it_falls_back_to_page_hashes,
 ];
