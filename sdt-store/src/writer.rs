@@ -243,11 +243,19 @@ impl Worker {
 
     /// The patches worth storing for `candidates`, back to back, and which candidates got
     /// one. `needed_by` names the snapshot being written.
-    fn patch(&mut self, candidates: &[Candidate<'_>], needed_by: &str) -> (Vec<u8>, Vec<bool>) {
+    fn patch(
+        &mut self,
+        candidates: &[Candidate<'_>],
+        needed_by: &str,
+        raw: Option<&RawMap>,
+    ) -> (Vec<u8>, Vec<bool>) {
         let mut patches = Vec::new();
         let mut made = Vec::with_capacity(candidates.len());
         for group in candidates.chunks(BLOCK_PAGES) {
             self.patch_group(group, needed_by, &mut patches, &mut made);
+            if let (Some(raw), Some(first), Some(last)) = (raw, group.first(), group.last()) {
+                raw.release(&[first.bytes, last.bytes]);
+            }
         }
         (patches, made)
     }
@@ -563,10 +571,11 @@ impl RunWriter {
             snapshot: name.clone(),
             detail: "raw data area too large".into(),
         })?;
-        let map = map_raw(&bytes.file, data_len)
+        let map = RawMap::new(&bytes.file, data_len)
             .map_err(|e| io_error(&self.dir.join(&file_name(seq, Form::Raw)), e))?;
-        let data = map.as_deref().map_or(&[][..], |m| &m[raw::HEADER_PAGE as usize..]);
-        let report = self.write_snapshot(record.meta, raw_pages(&record.copied, &record.unchanged, data))?;
+        let data = map.as_ref().map_or(&[][..], RawMap::data);
+        let pages = raw_pages(&record.copied, &record.unchanged, data);
+        let report = self.write_pages(record.meta, pages, map.as_ref())?;
         drop((map, bytes));
         let raw_name = file_name(seq, Form::Raw);
         self.dir.remove_file(&raw_name).map_err(|e| io_error(&self.dir.join(&raw_name), e))?;
@@ -609,8 +618,19 @@ impl RunWriter {
     /// left) and the same seq may be written again.
     pub fn write_snapshot<'a>(
         &mut self,
+        meta: SnapshotMeta,
+        pages: impl IntoIterator<Item = (u64, PageSource<'a>)>,
+    ) -> Result<WriteReport> {
+        self.write_pages(meta, pages, None)
+    }
+
+    /// [`RunWriter::write_snapshot`], handing the pages of `raw` (the mapped file they
+    /// come from, if any) back to the page cache as each pass over them goes past.
+    fn write_pages<'a>(
+        &mut self,
         mut meta: SnapshotMeta,
         pages: impl IntoIterator<Item = (u64, PageSource<'a>)>,
+        raw: Option<&RawMap>,
     ) -> Result<WriteReport> {
         let seq = meta.seq;
         if seq != self.next_seq {
@@ -620,14 +640,15 @@ impl RunWriter {
             )));
         }
         check_meta(&meta).map_err(|e| Error::BadInput(format!("snapshot {}: {e}", meta.name)))?;
-        let Diff { mut entries, changed, candidates } = self.diff(seq, pages)?;
+        let Diff { mut entries, changed, candidates } = self.diff(seq, pages, raw)?;
         self.check_cancelled()?;
         if u32::try_from(entries.len()).is_err() {
             return Err(Error::BadInput(format!("snapshot {}: more than 2^32 pages", meta.name)));
         }
         let name = meta.name.as_str();
-        let patched =
-            on_threads(&mut self.workers, &candidates, PATCHES_PER_THREAD, |w, chunk| w.patch(chunk, name));
+        let patched = on_threads(&mut self.workers, &candidates, PATCHES_PER_THREAD, |w, chunk| {
+            w.patch(chunk, name, raw)
+        });
         // What the file stores: the changed pages, some replaced by their patches.
         let mut new_pages = changed;
         let mut patch_runs = Vec::new();
@@ -661,7 +682,7 @@ impl RunWriter {
         }
 
         let mut file = SnapshotFile::create(&self.dir, seq)?;
-        let written = self.write_file(&mut file, seq, &new_pages, runs, patch_runs, &meta_frame);
+        let written = self.write_file(&mut file, seq, &new_pages, (runs, patch_runs), &meta_frame, raw);
         let (blocks, file_bytes) = match written {
             Ok(blocks) => (blocks, file.finish()?),
             Err(e) => {
@@ -684,16 +705,17 @@ impl RunWriter {
         Ok(report)
     }
 
-    /// Writes the body of snapshot file `seq`: header, blocks, index, metadata, footer.
-    /// Returns how many blocks it encoded each way, by [`Encoding`] number.
+    /// Writes the body of snapshot file `seq`: header, blocks, index (of its pages' and its
+    /// patches' slot runs), metadata, footer. Returns how many blocks it encoded each way,
+    /// by [`Encoding`] number.
     fn write_file(
         &mut self,
         file: &mut SnapshotFile,
         seq: u32,
         new_pages: &[&[u8]],
-        runs: Vec<SlotRun>,
-        patch_runs: Vec<SlotRun>,
+        (runs, patch_runs): (Vec<SlotRun>, Vec<SlotRun>),
         meta_frame: &[u8],
+        raw: Option<&RawMap>,
     ) -> Result<[u64; 3]> {
         let compress_error = |e| io_error(&self.dir.join(&file_name(seq, Form::Compact)), e);
         file.write(&format::encode_header(seq))?;
@@ -702,6 +724,9 @@ impl RunWriter {
         for batch in new_pages.chunks(BLOCK_PAGES * BLOCKS_PER_THREAD * self.workers.len()) {
             self.check_cancelled()?;
             let frames = compress_batch(&mut self.workers, batch).map_err(compress_error)?;
+            if let Some(raw) = raw {
+                raw.release(batch);
+            }
             for ((encoding, frame), pages) in frames.iter().zip(batch.chunks(BLOCK_PAGES)) {
                 let page_count = pages.len() as u32;
                 blocks.push(BlockEntry { offset: file.len(), page_count, encoding: *encoding });
@@ -732,17 +757,28 @@ impl RunWriter {
     }
 
     /// Compares `pages`, snapshot `seq`, with the previous snapshot.
-    fn diff<'a>(&self, seq: u32, pages: impl IntoIterator<Item = (u64, PageSource<'a>)>) -> Result<Diff<'a>> {
+    /// Hands the pages of `raw` it has read back to the page cache as it goes.
+    fn diff<'a>(
+        &self,
+        seq: u32,
+        pages: impl IntoIterator<Item = (u64, PageSource<'a>)>,
+        raw: Option<&RawMap>,
+    ) -> Result<Diff<'a>> {
         let mut entries = Vec::with_capacity(self.prev.len());
         let mut changed = Vec::new();
         let mut candidates = Vec::new();
         let mut prev = self.prev.iter().peekable();
         let mut last_addr = None;
+        // The first and last pages read since pages were last handed back.
+        let mut read: Option<[&[u8]; 2]> = None;
         for (n, (addr, source)) in pages.into_iter().enumerate() {
             // A large snapshot's diff takes a tenth of a second or more: a run's end
             // need not wait for it.
             if n % CANCEL_CHECK_PAGES == 0 {
                 self.check_cancelled()?;
+                if let (Some(raw), Some(span)) = (raw, read.take()) {
+                    raw.release(&span);
+                }
             }
             if addr % PAGE_SIZE != 0 {
                 return Err(Error::BadInput(format!("page address {addr:#x} is not page-aligned")));
@@ -770,6 +806,7 @@ impl RunWriter {
                 PageSource::Data(bytes) => bytes,
             };
             last_addr = Some(addr);
+            read = Some([read.map_or(bytes, |[first, _]| first), bytes]);
             let before = prev.next_if(|e| e.page == page);
             if bytes.len() as u64 != PAGE_SIZE {
                 return Err(Error::BadInput(format!(
@@ -817,21 +854,63 @@ fn raw_pages<'a>(
     })
 }
 
-/// Maps the header page and the first `data_len` bytes of data of a committed raw file,
-/// read-only; `None` for a snapshot that copied no page.
-#[allow(unsafe_code)]
-fn map_raw(file: &File, data_len: usize) -> io::Result<Option<memmap2::Mmap>> {
-    if data_len == 0 {
-        return Ok(None);
+/// A committed raw file's header page and data, mapped read-only while it is compacted.
+///
+/// Each pass over the pages (diff, patches, blocks) reads them in slot order and hands
+/// back what it has read ([`RawMap::release`]): the kernel keeps them in its page cache
+/// for the next pass, but they stop counting in `sdt`'s resident memory, which would
+/// otherwise grow by the whole snapshot (512 MiB for a program of that size).
+struct RawMap {
+    map: memmap2::Mmap,
+}
+
+impl RawMap {
+    /// Maps the first `data_len` bytes of data of `file`; `None` for a snapshot that
+    /// copied no page.
+    #[allow(unsafe_code)]
+    fn new(file: &File, data_len: usize) -> io::Result<Option<RawMap>> {
+        if data_len == 0 {
+            return Ok(None);
+        }
+        let len = raw::HEADER_PAGE as usize + data_len;
+        if file.metadata()?.len() < len as u64 {
+            return Err(io::Error::new(ErrorKind::UnexpectedEof, "raw file is shorter than its commit says"));
+        }
+        // SAFETY: a committed raw file is never written again, and this compactor holds
+        // the run's lock (directly, or through the capture that owns it), so no other
+        // `sdt` removes or truncates it; the length was checked against the file just now.
+        let map = unsafe { memmap2::MmapOptions::new().len(len).map(file) }?;
+        Ok(Some(RawMap { map }))
     }
-    let len = raw::HEADER_PAGE as usize + data_len;
-    if file.metadata()?.len() < len as u64 {
-        return Err(io::Error::new(ErrorKind::UnexpectedEof, "raw file is shorter than its commit says"));
+
+    /// The data area: the copied pages, in slot order.
+    fn data(&self) -> &[u8] {
+        &self.map[raw::HEADER_PAGE as usize..]
     }
-    // SAFETY: a committed raw file is never written again, and this compactor holds the
-    // run's lock (directly, or through the capture that owns it), so no other `sdt`
-    // removes or truncates it; the length was checked against the file just now.
-    unsafe { memmap2::MmapOptions::new().len(len).map(file) }.map(Some)
+
+    /// Unmaps from the process the mapped pages from the lowest to the highest of
+    /// `pages` that lie in the map (others, patches made in memory, are passed over).
+    /// The slices stay valid: a later read faults the page back in from the page cache.
+    #[allow(unsafe_code)]
+    fn release(&self, pages: &[&[u8]]) {
+        let base = self.map.as_ptr() as usize;
+        let offsets = pages
+            .iter()
+            .map(|page| (page.as_ptr() as usize).wrapping_sub(base))
+            .filter(|&offset| offset < self.map.len());
+        let (Some(first), Some(last)) = (offsets.clone().min(), offsets.max()) else {
+            return;
+        };
+        let first = first / PAGE * PAGE;
+        let end = (last / PAGE * PAGE + PAGE).min(self.map.len());
+        // SAFETY: the map is a shared read-only mapping of a file nothing writes, so
+        // MADV_DONTNEED only drops the process's page-table entries: a later read of the
+        // range maps the same bytes again from the file. Failure leaves them resident,
+        // which costs memory only.
+        let _ = unsafe {
+            self.map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, first, end - first)
+        };
+    }
 }
 
 fn nonzero_bytes(bytes: &[u8]) -> usize {
@@ -919,6 +998,43 @@ mod tests {
             assert_eq!(pages, chunk.concat());
         }
         assert!(compress_batch(&mut workers, &[]).unwrap().is_empty());
+    }
+
+    /// Kilobytes of the mapping at `addr` resident in this process, from /proc/self/smaps.
+    fn resident_kib(addr: usize) -> u64 {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let mut lines = smaps.lines().skip_while(|l| !l.starts_with(&format!("{addr:x}-")));
+        assert!(lines.next().is_some(), "no mapping at {addr:#x}");
+        let rss = lines.find(|l| l.starts_with("Rss:")).unwrap();
+        rss.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+
+    #[test]
+    fn released_raw_pages_leave_the_process_and_read_back_the_same() {
+        const PAGES: usize = 64;
+        let mut contents = vec![0u8; raw::HEADER_PAGE as usize + PAGES * PAGE];
+        for (i, b) in contents.iter_mut().enumerate() {
+            *b = (i / PAGE * 7 + i % 251) as u8;
+        }
+        let mut file = tempfile::tempfile().unwrap();
+        std::io::Write::write_all(&mut file, &contents).unwrap();
+        let map = RawMap::new(&file, PAGES * PAGE).unwrap().unwrap();
+        let data = map.data();
+        assert!(data == &contents[raw::HEADER_PAGE as usize..]);
+        let addr = map.map.as_ptr() as usize;
+        let resident = resident_kib(addr);
+        assert!(resident >= (PAGES * PAGE / 1024) as u64);
+
+        // Pages 10 to 19 named by their ends, and a page that is not in the map.
+        let elsewhere = vec![0u8; PAGE];
+        let pages: Vec<&[u8]> = data.chunks(PAGE).collect();
+        map.release(&[pages[19], &elsewhere, pages[10]]);
+        assert_eq!(resident_kib(addr), resident - (10 * PAGE / 1024) as u64, "ten pages left");
+        map.release(&pages);
+        assert!(resident_kib(addr) <= 4, "the header page at most");
+        assert!(data == &contents[raw::HEADER_PAGE as usize..], "read back from the page cache");
+        assert!(RawMap::new(&file, 0).unwrap().is_none());
+        assert!(RawMap::new(&file, (PAGES + 1) * PAGE).is_err(), "longer than the file");
     }
 
     #[test]

@@ -18,6 +18,18 @@ fn addr(i: u64) -> u64 {
 /// Commits snapshot `seq` of `log` as a capture would: `written` pages copied into a
 /// spare, the other pages of `cur` unchanged since the snapshot before.
 fn commit(log: &mut RunLog, seq: u32, cur: &BTreeMap<u64, Vec<u8>>, written: &[u64], first: bool) {
+    commit_of(log, seq, PAGES, cur, written, first);
+}
+
+/// [`commit`] of a mapping of `total` pages at [`BASE`].
+fn commit_of(
+    log: &mut RunLog,
+    seq: u32,
+    total: u64,
+    cur: &BTreeMap<u64, Vec<u8>>,
+    written: &[u64],
+    first: bool,
+) {
     let copied: Vec<u64> = if first { cur.keys().copied().collect() } else { written.to_vec() };
     let mut spill = log.spares().make().unwrap();
     spill.grow(copied.len() * PAGE).unwrap();
@@ -31,14 +43,14 @@ fn commit(log: &mut RunLog, seq: u32, cur: &BTreeMap<u64, Vec<u8>>, written: &[u
     }
     let mut unchanged: Vec<PageSpan> = Vec::new();
     if !first {
-        for i in (0..PAGES).filter(|i| !written.contains(&addr(*i))) {
+        for i in (0..total).filter(|i| written.binary_search(&addr(*i)).is_err()) {
             match unchanged.last_mut() {
                 Some(s) if s.end() == addr(i) / 4096 => s.pages += 1,
                 _ => unchanged.push(PageSpan { first: addr(i) / 4096, pages: 1 }),
             }
         }
     }
-    log.commit(spill, &spans, &unchanged, &meta(seq, vec![anon(BASE, PAGES)])).unwrap();
+    log.commit(spill, &spans, &unchanged, &meta(seq, vec![anon(BASE, total)])).unwrap();
 }
 
 /// Each snapshot's pages, and the pages written since the one before.
@@ -179,6 +191,43 @@ fn a_run_whose_sdt_died_keeps_its_snapshots_and_is_finished_later() {
     check_reads(&store, id, &history, 10);
 }
 
+/// The compactor hands the raw file's pages back to the page cache as it reads them (its
+/// diff every 16 MiB, its patches and blocks every group): a snapshot of more than that
+/// is compacted to the same bytes.
+fn a_raw_snapshot_larger_than_the_compactors_window_compacts_to_the_same_bytes() {
+    const TOTAL: u64 = 4096 + 700;
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::open_or_create(tmp.path()).unwrap();
+    let mut log = store.create_run(run_info()).unwrap();
+    let mut cur: BTreeMap<u64, Vec<u8>> = (0..TOTAL).map(|i| (addr(i), page(1, addr(i)))).collect();
+    let mut history = vec![cur.clone()];
+    commit_of(&mut log, 0, TOTAL, &cur, &[], true);
+    // Every third page rewritten whole, every fifth a few bytes changed (a patch).
+    let written: Vec<u64> = (0..TOTAL).filter(|i| i % 3 == 0 || i % 5 == 0).map(addr).collect();
+    for &a in &written {
+        let page = cur.get_mut(&a).unwrap();
+        if (a / 4096) % 3 == 0 {
+            *page = random_page(a);
+        } else {
+            page[100..108].copy_from_slice(&a.to_le_bytes());
+        }
+    }
+    history.push(cur.clone());
+    commit_of(&mut log, 1, TOTAL, &cur, &written, false);
+
+    let id = log.run().id();
+    let mut writer = log.compactor().unwrap();
+    while writer.compact().unwrap().is_some() {}
+    let run = store.open_run(&id).unwrap();
+    let m = anon(BASE, TOTAL);
+    for (seq, pages) in history.iter().enumerate() {
+        let snap = run.open_snapshot(&format!("S{seq}")).unwrap();
+        assert!(!snap.is_raw(), "S{seq}");
+        assert!(read_mapping(&snap, &m).unwrap() == expected_anon(&m, pages), "S{seq}");
+    }
+    log.finish(RunStatus::Exited { code: 0 }).unwrap();
+}
+
 fn damaged_raw_files_are_named() {
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::open_or_create(tmp.path()).unwrap();
@@ -270,6 +319,7 @@ fn spares_share_one_buffer_whose_old_bytes_never_reach_a_later_snapshot() {
 
 sdt_test_harness::tests![
     raw_and_compacted_snapshots_read_back_the_same,
+    a_raw_snapshot_larger_than_the_compactors_window_compacts_to_the_same_bytes,
     a_run_whose_sdt_died_keeps_its_snapshots_and_is_finished_later,
     damaged_raw_files_are_named,
     spares_share_one_buffer_whose_old_bytes_never_reach_a_later_snapshot,
