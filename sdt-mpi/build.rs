@@ -19,7 +19,9 @@ fn main() {
         let so = out.join(format!("sdtmpi-{stem}.so"));
         let built = Command::new(cc)
             .args(["-O2", "-g", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter"])
-            .args(["-fvisibility=default", "-I", "../sdt-lib/include", "-o"])
+            // Loaded only by LD_PRELOAD, at the program's start: its thread-local variables can
+            // live in the static TLS block, read without a call to __tls_get_addr.
+            .args(["-ftls-model=initial-exec", "-fvisibility=default", "-I", "../sdt-lib/include", "-o"])
             .arg(&so)
             .arg("src/sdtmpi.c")
             .args(["-ldl", "-lpthread"])
