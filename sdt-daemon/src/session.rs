@@ -427,11 +427,14 @@ impl Recorder<'_> {
     }
 
     /// Records a failed capture: a breakpoint's that the store had no room for is lost;
+    /// a timed one that came as the program was exiting is no problem (it ended first);
     /// any other is said once, with the run's end.
     fn capture_failed(&mut self, e: &CaptureError, breakpoint: bool) {
         let message = format!("capture of S{} failed: {}", self.next_seq, human::error_chain(e));
         if e.no_room() && breakpoint {
             self.writer.lost(message);
+        } else if !breakpoint && matches!(e, CaptureError::Exiting) {
+            log::debug!("{message}");
         } else {
             log::debug!("{message}");
             self.problems.push(message);
