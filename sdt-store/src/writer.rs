@@ -168,6 +168,27 @@ struct Candidate<'a> {
     base: PageEntry,
 }
 
+/// What a snapshot's file is written from.
+struct Changes<'p, 'a> {
+    /// The snapshot's name, for errors.
+    name: &'p str,
+    /// The changed pages, whole, in slot order.
+    pages: &'p [&'a [u8]],
+    /// Those that may be stored as patches, in slot order.
+    candidates: &'p [Candidate<'a>],
+    /// The mapped raw file the pages are read from, if they are.
+    raw: Option<&'p RawMap>,
+}
+
+/// What writing a snapshot's file did.
+#[derive(Default)]
+struct Written {
+    /// Blocks encoded each way, by [`Encoding`] number.
+    encoded: [u64; 3],
+    /// Pages stored as patches.
+    pages_patched: u64,
+}
+
 /// How many bytes of a patch are nonzero.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Patch {
@@ -243,19 +264,11 @@ impl Worker {
 
     /// The patches worth storing for `candidates`, back to back, and which candidates got
     /// one. `needed_by` names the snapshot being written.
-    fn patch(
-        &mut self,
-        candidates: &[Candidate<'_>],
-        needed_by: &str,
-        raw: Option<&RawMap>,
-    ) -> (Vec<u8>, Vec<bool>) {
+    fn patch(&mut self, candidates: &[Candidate<'_>], needed_by: &str) -> (Vec<u8>, Vec<bool>) {
         let mut patches = Vec::new();
         let mut made = Vec::with_capacity(candidates.len());
         for group in candidates.chunks(BLOCK_PAGES) {
             self.patch_group(group, needed_by, &mut patches, &mut made);
-            if let (Some(raw), Some(first), Some(last)) = (raw, group.first(), group.last()) {
-                raw.release(&[first.bytes, last.bytes]);
-            }
         }
         (patches, made)
     }
@@ -645,29 +658,9 @@ impl RunWriter {
         if u32::try_from(entries.len()).is_err() {
             return Err(Error::BadInput(format!("snapshot {}: more than 2^32 pages", meta.name)));
         }
-        let name = meta.name.as_str();
-        let patched = on_threads(&mut self.workers, &candidates, PATCHES_PER_THREAD, |w, chunk| {
-            w.patch(chunk, name, raw)
-        });
-        // What the file stores: the changed pages, some replaced by their patches.
-        let mut new_pages = changed;
-        let mut patch_runs = Vec::new();
-        let mut candidates = candidates.iter();
-        for (patches, made) in &patched {
-            let mut at = 0;
-            // `made` first: `zip` stops at its end without taking one more candidate.
-            for (_, c) in made.iter().zip(candidates.by_ref()).filter(|(made, _)| **made) {
-                new_pages[c.slot as usize] = &patches[at..at + PAGE];
-                at += PAGE;
-                push_run(&mut patch_runs, c.slot.into(), c.base.source_seq, c.base.slot);
-                entries[c.entry].depth = c.base.depth + 1;
-            }
-        }
-        let pages_patched = patched.iter().map(|(patches, _)| (patches.len() / PAGE) as u64).sum();
-
         let page_count = entries.len() as u64;
         meta.stats.pages = page_count;
-        meta.stats.pages_stored = new_pages.len() as u64;
+        meta.stats.pages_stored = changed.len() as u64;
         meta.stats.full_bytes = page_count * PAGE_SIZE;
         let mut runs = Vec::new();
         for e in &entries {
@@ -682,9 +675,10 @@ impl RunWriter {
         }
 
         let mut file = SnapshotFile::create(&self.dir, seq)?;
-        let written = self.write_file(&mut file, seq, &new_pages, (runs, patch_runs), &meta_frame, raw);
-        let (blocks, file_bytes) = match written {
-            Ok(blocks) => (blocks, file.finish()?),
+        let changes = Changes { name: &meta.name, pages: &changed, candidates: &candidates, raw };
+        let written = self.write_file(&mut file, seq, changes, &mut entries, runs, &meta_frame);
+        let (Written { encoded: blocks, pages_patched }, file_bytes) = match written {
+            Ok(written) => (written, file.finish()?),
             Err(e) => {
                 file.abandon();
                 return Err(e);
@@ -692,7 +686,7 @@ impl RunWriter {
         };
         let report = WriteReport {
             pages: page_count,
-            pages_stored: new_pages.len() as u64,
+            pages_stored: changed.len() as u64,
             pages_patched,
             blocks: blocks.iter().sum(),
             blocks_shuffled: blocks[Encoding::ShuffledZstd as usize],
@@ -705,32 +699,56 @@ impl RunWriter {
         Ok(report)
     }
 
-    /// Writes the body of snapshot file `seq`: header, blocks, index (of its pages' and its
-    /// patches' slot runs), metadata, footer. Returns how many blocks it encoded each way,
-    /// by [`Encoding`] number.
+    /// Writes the body of snapshot file `seq`: header, blocks, index, metadata, footer.
+    /// The changed pages go in batches, each made into patches where they pay (their
+    /// entries' depths updated), compressed and written before the next is made, so that
+    /// no more than a batch of patches is held at once. `runs`: the pages' slot runs.
     fn write_file(
         &mut self,
         file: &mut SnapshotFile,
         seq: u32,
-        new_pages: &[&[u8]],
-        (runs, patch_runs): (Vec<SlotRun>, Vec<SlotRun>),
+        changes: Changes<'_, '_>,
+        entries: &mut [PageEntry],
+        runs: Vec<SlotRun>,
         meta_frame: &[u8],
-        raw: Option<&RawMap>,
-    ) -> Result<[u64; 3]> {
+    ) -> Result<Written> {
         let compress_error = |e| io_error(&self.dir.join(&file_name(seq, Form::Compact)), e);
         file.write(&format::encode_header(seq))?;
-        let mut blocks = Vec::with_capacity(new_pages.len().div_ceil(BLOCK_PAGES));
-        let mut encoded = [0; 3];
-        for batch in new_pages.chunks(BLOCK_PAGES * BLOCKS_PER_THREAD * self.workers.len()) {
+        let mut blocks = Vec::with_capacity(changes.pages.len().div_ceil(BLOCK_PAGES));
+        let mut written = Written::default();
+        let mut patch_runs = Vec::new();
+        let mut candidates = changes.candidates;
+        let batch_pages = BLOCK_PAGES * BLOCKS_PER_THREAD * self.workers.len();
+        for (first_slot, batch) in (0..).step_by(batch_pages).zip(changes.pages.chunks(batch_pages)) {
             self.check_cancelled()?;
-            let frames = compress_batch(&mut self.workers, batch).map_err(compress_error)?;
-            if let Some(raw) = raw {
+            let (batch_candidates, rest) = candidates
+                .split_at(candidates.partition_point(|c| (c.slot as usize) < first_slot + batch.len()));
+            candidates = rest;
+            let patched = on_threads(&mut self.workers, batch_candidates, PATCHES_PER_THREAD, |w, chunk| {
+                w.patch(chunk, changes.name)
+            });
+            // What the file stores: the changed pages, some replaced by their patches.
+            let mut pages = batch.to_vec();
+            let mut batch_candidates = batch_candidates.iter();
+            for (patches, made) in &patched {
+                let mut at = 0;
+                // `made` first: `zip` stops at its end without taking one more candidate.
+                for (_, c) in made.iter().zip(batch_candidates.by_ref()).filter(|(made, _)| **made) {
+                    pages[c.slot as usize - first_slot] = &patches[at..at + PAGE];
+                    at += PAGE;
+                    push_run(&mut patch_runs, c.slot.into(), c.base.source_seq, c.base.slot);
+                    entries[c.entry].depth = c.base.depth + 1;
+                }
+                written.pages_patched += (patches.len() / PAGE) as u64;
+            }
+            let frames = compress_batch(&mut self.workers, &pages).map_err(compress_error)?;
+            if let Some(raw) = changes.raw {
                 raw.release(batch);
             }
-            for ((encoding, frame), pages) in frames.iter().zip(batch.chunks(BLOCK_PAGES)) {
+            for ((encoding, frame), pages) in frames.iter().zip(pages.chunks(BLOCK_PAGES)) {
                 let page_count = pages.len() as u32;
                 blocks.push(BlockEntry { offset: file.len(), page_count, encoding: *encoding });
-                encoded[*encoding as usize] += 1;
+                written.encoded[*encoding as usize] += 1;
                 file.write(&format::encode_block_header(frame, page_count))?;
                 file.write(frame)?;
             }
@@ -753,7 +771,7 @@ impl RunWriter {
             meta_checksum: format::meta_checksum(meta_frame),
         };
         file.write(&footer.encode())?;
-        Ok(encoded)
+        Ok(written)
     }
 
     /// Compares `pages`, snapshot `seq`, with the previous snapshot.
@@ -856,10 +874,10 @@ fn raw_pages<'a>(
 
 /// A committed raw file's header page and data, mapped read-only while it is compacted.
 ///
-/// Each pass over the pages (diff, patches, blocks) reads them in slot order and hands
-/// back what it has read ([`RawMap::release`]): the kernel keeps them in its page cache
-/// for the next pass, but they stop counting in `sdt`'s resident memory, which would
-/// otherwise grow by the whole snapshot (512 MiB for a program of that size).
+/// The diff, and then each batch of patches and blocks, read the pages in slot order and
+/// hand back what they have read ([`RawMap::release`]): the kernel keeps them in its page
+/// cache for the next pass, but they stop counting in `sdt`'s resident memory, which
+/// would otherwise grow by the whole snapshot (512 MiB for a program of that size).
 struct RawMap {
     map: memmap2::Mmap,
 }

@@ -192,7 +192,7 @@ fn a_run_whose_sdt_died_keeps_its_snapshots_and_is_finished_later() {
 }
 
 /// The compactor hands the raw file's pages back to the page cache as it reads them (its
-/// diff every 16 MiB, its patches and blocks every group): a snapshot of more than that
+/// diff every 16 MiB, its patches and blocks every batch): a snapshot of more than that
 /// is compacted to the same bytes.
 fn a_raw_snapshot_larger_than_the_compactors_window_compacts_to_the_same_bytes() {
     const TOTAL: u64 = 4096 + 700;
