@@ -369,10 +369,19 @@ static uint32_t saturate(int64_t bytes)
 	return bytes < 0 ? 0 : bytes > UINT32_MAX ? UINT32_MAX : (uint32_t)bytes;
 }
 
+/* The last gap-free predefined type seen (by packable), and its size: programs send one
+ * or two types over and over, and a predefined type never changes or goes away. */
+static __thread struct {
+	MPI_Datatype type;
+	int size, known;
+} last_packable;
+
 static int64_t type_bytes(int count, MPI_Datatype type)
 {
 	int size = 0;
-	if (type == MPI_DATATYPE_NULL || PMPI_Type_size(type, &size) != MPI_SUCCESS)
+	if (last_packable.known && type == last_packable.type)
+		size = last_packable.size;
+	else if (type == MPI_DATATYPE_NULL || PMPI_Type_size(type, &size) != MPI_SUCCESS)
 		return 0;
 	return (int64_t)count * size;
 }
@@ -725,41 +734,43 @@ static __thread unsigned char pack_buffer[PIGGYBACK_BYTES + PACK_MAX];
 /* The bytes of `count` elements of `type` if they can travel packed, else -1. */
 static int64_t packable(int count, MPI_Datatype type)
 {
-	/* The last gap-free predefined type seen, and its size: programs send one or two
-	 * types over and over, and a predefined type never changes or goes away. */
-	static __thread MPI_Datatype last_type;
-	static __thread int last_size, last_known;
 	int size = 0;
 	if (count < 0 || type == MPI_DATATYPE_NULL)
 		return -1;
-	if (last_known && type == last_type) {
-		size = last_size;
+	if (last_packable.known && type == last_packable.type) {
+		size = last_packable.size;
 	} else {
 		MPI_Aint lb = 0, extent = 0;
 		if (PMPI_Type_size(type, &size) != MPI_SUCCESS || PMPI_Type_get_extent(type, &lb, &extent) != MPI_SUCCESS ||
 		    lb != 0 || extent != size || !predefined(type))
 			return -1;
-		last_type = type, last_size = size, last_known = 1;
+		last_packable.type = type, last_packable.size = size, last_packable.known = 1;
 	}
 	return (int64_t)count * size > PACK_MAX ? -1 : (int64_t)count * size;
 }
 
-/* Makes a received message's status count the user's data only; returns its bytes. */
-static int64_t unwrap_status(MPI_Status *status)
+/* Makes a received message's status count the user's data only; returns its bytes.
+ * `got`: the message's bytes, piggyback included, where the caller has them from MPI
+ * already (a packed message's); -1: the status is asked. */
+static int64_t unwrap_status(MPI_Status *status, int64_t got)
 {
-	MPI_Count bytes = 0;
-	PMPI_Get_elements_x(status, MPI_BYTE, &bytes);
-	if (bytes == MPI_UNDEFINED || bytes < PIGGYBACK_BYTES)
+	if (got < 0) {
+		MPI_Count bytes = 0;
+		PMPI_Get_elements_x(status, MPI_BYTE, &bytes);
+		got = bytes == MPI_UNDEFINED ? 0 : bytes;
+	}
+	if (got < PIGGYBACK_BYTES)
 		return 0;
-	PMPI_Status_set_elements_x(status, MPI_BYTE, bytes - PIGGYBACK_BYTES);
-	return bytes - PIGGYBACK_BYTES;
+	PMPI_Status_set_elements_x(status, MPI_BYTE, got - PIGGYBACK_BYTES);
+	return got - PIGGYBACK_BYTES;
 }
 
-/* Records a completed receive: `pb` is what came with it (NULL: none did). */
+/* Records a completed receive: `pb` is what came with it (NULL: none did), `got` as
+ * unwrap_status takes it. */
 static void record_receive(uint8_t kind, struct comm *c, MPI_Status *status, const struct piggyback *pb,
-			   uint8_t flags, uint32_t post, uint32_t site, int error)
+			   int64_t got, uint8_t flags, uint32_t post, uint32_t site, int error)
 {
-	int64_t bytes = pb ? unwrap_status(status) : 0;
+	int64_t bytes = pb ? unwrap_status(status, got) : 0;
 	int peer = world_of(c, status->MPI_SOURCE);
 	struct record r = event(kind, c, peer, status->MPI_TAG, bytes, site);
 	r.flags = flags;
@@ -1554,11 +1565,13 @@ static int blocking_receive(void *buf, int count, MPI_Datatype type, struct comm
 			     : receive(MPI_BOTTOM, 1, wrapped, how, status);
 	unblock();
 	current = NULL;
+	int64_t received = -1;
 	if (packed >= 0) {
 		int got = 0;
 		if (rc == MPI_SUCCESS && PMPI_Get_count(status, MPI_BYTE, &got) == MPI_SUCCESS && got >= PIGGYBACK_BYTES) {
 			memcpy(&pb, pack_buffer, PIGGYBACK_BYTES);
 			memcpy(buf, pack_buffer + PIGGYBACK_BYTES, (size_t)(got - PIGGYBACK_BYTES));
+			received = got;
 		}
 	} else {
 		unwrap_type(&wrapped, cached);
@@ -1566,10 +1579,10 @@ static int blocking_receive(void *buf, int count, MPI_Datatype type, struct comm
 	if (!call.truncated) {
 		uint8_t diverged = rc == MPI_SUCCESS ? replayed(c, e, status, &pb) : 0;
 		lock_tables();
-		record_receive(KIND_RECV, c, status, &pb, call.flags | diverged, NONE, site, rc);
+		record_receive(KIND_RECV, c, status, &pb, received, call.flags | diverged, NONE, site, rc);
 		unlock_tables();
 	} else {
-		unwrap_status(status);
+		unwrap_status(status, -1);
 	}
 	return rc;
 }
@@ -1702,12 +1715,12 @@ int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int 
 	unwrap_type(&send_type, send_cached);
 	unwrap_type(&recv_type, recv_cached);
 	if (call.truncated) {
-		unwrap_status(status);
+		unwrap_status(status, -1);
 		return rc;
 	}
 	uint8_t diverged = rc == MPI_SUCCESS ? replayed(c, e, status, &in) : 0;
 	lock_tables();
-	record_receive(KIND_RECV, c, status, &in, call.flags | diverged, NONE, site, rc);
+	record_receive(KIND_RECV, c, status, &in, -1, call.flags | diverged, NONE, site, rc);
 	unlock_tables();
 	return rc;
 }
@@ -1738,11 +1751,11 @@ int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, int 
 	current = NULL;
 	unwrap_type(&wrapped, cached);
 	if (call.truncated) {
-		unwrap_status(status);
+		unwrap_status(status, -1);
 		return rc;
 	}
 	lock_tables();
-	record_receive(KIND_RECV, c, status, &pb, call.flags, NONE, site, rc);
+	record_receive(KIND_RECV, c, status, &pb, -1, call.flags, NONE, site, rc);
 	unlock_tables();
 	return rc;
 }
@@ -1752,7 +1765,7 @@ int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, int 
 /* Records a probe that found a message; `flags`: its wildcards. */
 static void record_probe(struct comm *c, MPI_Status *status, uint32_t site, uint8_t flags)
 {
-	unwrap_status(status);
+	unwrap_status(status, -1);
 	lock_tables();
 	struct record r = event(KIND_PROBE, c, world_of(c, status->MPI_SOURCE), status->MPI_TAG, 0, site);
 	r.flags = flags;
@@ -1917,15 +1930,16 @@ int MPI_Imrecv(void *buf, int count, MPI_Datatype type, MPI_Message *message, MP
  * the status the MPI gave (fixed for the user) and its error; `call` is the wait's
  * context, whose truncation the error handler may have recorded. Under the lock. */
 /* A packed receive that completed: its piggyback and its data to where the program
- * asked for them. */
-static void unpack(struct pending *p, MPI_Status *status, int error)
+ * asked for them. Returns the bytes it got, piggyback included (-1: not unpacked). */
+static int64_t unpack(struct pending *p, MPI_Status *status, int error)
 {
 	int got = 0;
 	if (!p->receive || p->packed_bytes < 0 || error != MPI_SUCCESS ||
 	    PMPI_Get_count(status, MPI_BYTE, &got) != MPI_SUCCESS || got < PIGGYBACK_BYTES)
-		return;
+		return -1;
 	memcpy(&p->header, p->packed, PIGGYBACK_BYTES);
 	memcpy(p->user, p->packed + PIGGYBACK_BYTES, (size_t)(got - PIGGYBACK_BYTES));
+	return got;
 }
 
 /* A completed operation's entry: freed, or for a persistent request made inactive. */
@@ -1945,7 +1959,7 @@ static void complete(MPI_Request request, MPI_Status *status, int error, const s
 	if (!p->persistent)
 		forget(request);
 	if (call->truncated && call->post == p->post) {
-		unwrap_status(status);
+		unwrap_status(status, -1);
 		done_with(p);
 		return;
 	}
@@ -1955,11 +1969,11 @@ static void complete(MPI_Request request, MPI_Status *status, int error, const s
 		done_with(p);
 		return;
 	}
-	unpack(p, status, error);
+	int64_t got = unpack(p, status, error);
 	if (p->receive) {
 		uint8_t diverged = error == MPI_SUCCESS ? replayed(p->comm, p->replay, status, &p->header) : 0;
-		record_receive(KIND_RECV_DONE, p->comm, status, p->wrapped ? &p->header : NULL, p->flags | diverged,
-			       p->post, p->site, error);
+		record_receive(KIND_RECV_DONE, p->comm, status, p->wrapped ? &p->header : NULL, got,
+			       p->flags | diverged, p->post, p->site, error);
 	} else {
 		struct record r = event(KIND_SEND_DONE, p->comm, p->peer, p->tag, 0, p->site);
 		r.post = p->post;
@@ -2232,10 +2246,10 @@ static void reap_detached(int wait)
 			continue;
 		}
 		*at = p->next;
-		unpack(p, &status, error);
+		int64_t got = unpack(p, &status, error);
 		if (p->receive) {
-			record_receive(KIND_RECV_DONE, p->comm, &status, p->wrapped ? &p->header : NULL, p->flags, p->post,
-				       p->site, error);
+			record_receive(KIND_RECV_DONE, p->comm, &status, p->wrapped ? &p->header : NULL, got, p->flags,
+				       p->post, p->site, error);
 		} else {
 			struct record r = event(KIND_SEND_DONE, p->comm, p->peer, p->tag, 0, p->site);
 			r.post = p->post;
