@@ -130,13 +130,26 @@ impl Sdt {
         self.dir.path().join(".sdt")
     }
 
+    /// The base of Open MPI's session directories for this test's jobs, its own: jobs
+    /// that start at once in `/tmp/ompi.HOST.UID` fail now and then, one creating it
+    /// while another's `mpirun` removes it ("mkdir: File exists").
+    fn mpi_session_base(&self) -> PathBuf {
+        let base = self.dir.path().join(".ompi");
+        std::fs::create_dir_all(&base).unwrap();
+        base
+    }
+
     /// `sdt ARGS` in the temp directory, with `SDT_STORE` pointing at the private store.
     /// Only stdin, stdout and stderr reach it: a descriptor this test process inherited
     /// (a build tool's pipe) would reach the programs it runs, and their snapshots.
     pub fn command(&self, args: &[&str]) -> Command {
         use std::os::unix::process::CommandExt;
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_sdt"));
-        cmd.args(args).current_dir(self.dir.path()).env("SDT_STORE", self.store()).env_remove("RUST_LOG");
+        cmd.args(args)
+            .current_dir(self.dir.path())
+            .env("SDT_STORE", self.store())
+            .env("OMPI_MCA_orte_tmpdir_base", self.mpi_session_base())
+            .env_remove("RUST_LOG");
         // SAFETY: close_range is async-signal-safe and touches only the child's table.
         unsafe {
             cmd.pre_exec(|| {
@@ -376,6 +389,7 @@ pub fn mpi_job_saying(
         .args(args)
         .current_dir(sdt.dir.path())
         .env("SDT_STORE", &store)
+        .env("OMPI_MCA_orte_tmpdir_base", sdt.mpi_session_base())
         .stdin(Stdio::null());
     Ok(run(&mut cmd))
 }
