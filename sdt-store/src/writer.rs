@@ -907,8 +907,8 @@ impl RawMap {
     }
 
     /// Unmaps from the process the mapped pages from the lowest to the highest of
-    /// `pages` that lie in the map (others, patches made in memory, are passed over).
-    /// The slices stay valid: a later read faults the page back in from the page cache.
+    /// `pages` (slices of [`RawMap::data`]; any other slice is passed over). The slices
+    /// stay valid: a later read faults the page back in from the page cache.
     #[allow(unsafe_code)]
     fn release(&self, pages: &[&[u8]]) {
         let base = self.map.as_ptr() as usize;
