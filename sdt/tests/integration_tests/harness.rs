@@ -372,7 +372,10 @@ pub fn mpi_job_saying(
             cmd.arg(scripts.join("mpi-hosts"));
             cmd.args(["exec", "sdt-h1", "mpirun", "--mca", "plm_rsh_agent"])
                 .arg(scripts.join("mpi-hosts-agent"))
-                .args(["--mca", "btl", "tcp,self", "--host", "sdt-h1,sdt-h2,sdt-h3"]);
+                .args(["--mca", "btl", "tcp,self", "--host", "sdt-h1,sdt-h2,sdt-h3"])
+                // The hosts share this machine's CPUs: each host's first rank would be
+                // bound to core 0.
+                .args(["--bind-to", "none"]);
         }
     }
     let store = sdt.store();
