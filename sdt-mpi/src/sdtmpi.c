@@ -341,8 +341,15 @@ static void calibrate_tsc(void)
 		us_per_tsc = (double)ns / 1000.0 / (double)(tsc_at_init - tsc_before_init);
 }
 
+/* The time every event of a call that records several takes (one MPI_Waitall's
+ * completions, done together), held by hold_time; NO_TIME when none is held. */
+#define NO_TIME UINT64_MAX
+static __thread uint64_t held_us = NO_TIME;
+
 static uint32_t now_us(void)
 {
+	if (held_us != NO_TIME)
+		return (uint32_t)held_us;
 	int64_t us;
 	if (us_per_tsc > 0) {
 		us = (int64_t)((double)(read_tsc() - tsc_at_init) * us_per_tsc);
@@ -362,6 +369,18 @@ static uint32_t coarse_us(void)
 	clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
 	int64_t us = ns_between(&init_time, &t) / 1000;
 	return us < 0 ? 0 : us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
+}
+
+/* Events recorded until release_time take the time now: one time-stamp counter read
+ * for a call's many completions rather than one each. */
+static void hold_time(void)
+{
+	held_us = now_us();
+}
+
+static void release_time(void)
+{
+	held_us = NO_TIME;
 }
 
 static uint32_t saturate(int64_t bytes)
@@ -1307,14 +1326,30 @@ static void pending_free(struct pending *p)
 	pooled++;
 }
 
+/* The bucket of `request` in the table. */
+static struct pending **bucket_of(MPI_Request request)
+{
+	uint64_t key = 0;
+	memcpy(&key, &request, sizeof request < sizeof key ? sizeof request : sizeof key);
+	return &pending[(key * 0x9E3779B97F4A7C15ull >> 32) % PENDING_BUCKETS];
+}
+
+/* The link that points at the posted operation of `request`, or at NULL at the end of
+ * its bucket when it is not one of ours. Under the lock. */
+static struct pending **link_of(MPI_Request request)
+{
+	struct pending **at = bucket_of(request);
+	while (*at && (*at)->request != request)
+		at = &(*at)->next;
+	return at;
+}
+
 /* Remembers a posted operation until its completion. Under the lock. */
 static void remember(struct pending *p)
 {
 	if (detached)
 		reap_detached(0);
-	uint64_t key = 0;
-	memcpy(&key, &p->request, sizeof p->request < sizeof key ? sizeof p->request : sizeof key);
-	struct pending **bucket = &pending[(key * 0x9E3779B97F4A7C15ull >> 32) % PENDING_BUCKETS];
+	struct pending **bucket = bucket_of(p->request);
 	p->next = *bucket;
 	*bucket = p;
 }
@@ -1323,29 +1358,18 @@ static void remember(struct pending *p)
  * the lock. */
 static struct pending *find(MPI_Request request)
 {
-	uint64_t key = 0;
-	memcpy(&key, &request, sizeof request < sizeof key ? sizeof request : sizeof key);
-	for (struct pending *p = pending[(key * 0x9E3779B97F4A7C15ull >> 32) % PENDING_BUCKETS]; p; p = p->next)
-		if (p->request == request)
-			return p;
-	return NULL;
+	return *link_of(request);
 }
 
 /* Takes the posted operation of `request` out of the table (NULL: not one of ours).
  * Under the lock. */
 static struct pending *forget(MPI_Request request)
 {
-	uint64_t key = 0;
-	memcpy(&key, &request, sizeof request < sizeof key ? sizeof request : sizeof key);
-	for (struct pending **p = &pending[(key * 0x9E3779B97F4A7C15ull >> 32) % PENDING_BUCKETS]; *p;
-	     p = &(*p)->next) {
-		if ((*p)->request == request) {
-			struct pending *found = *p;
-			*p = found->next;
-			return found;
-		}
-	}
-	return NULL;
+	struct pending **at = link_of(request);
+	struct pending *found = *at;
+	if (found)
+		*at = found->next;
+	return found;
 }
 
 static int isend(posting_send call, const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm handle,
@@ -1953,11 +1977,12 @@ static void done_with(struct pending *p)
 
 static void complete(MPI_Request request, MPI_Status *status, int error, const struct call *call)
 {
-	struct pending *p = find(request);
+	struct pending **at = link_of(request);
+	struct pending *p = *at;
 	if (!p || (p->persistent && !p->active))
 		return;
 	if (!p->persistent)
-		forget(request);
+		*at = p->next;
 	if (call->truncated && call->post == p->post) {
 		unwrap_status(status, -1);
 		done_with(p);
@@ -2083,11 +2108,13 @@ int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
 static void complete_all(struct completion *c, int count, int rc, const struct call *call)
 {
 	lock_tables();
+	hold_time();
 	for (int i = 0; i < count; i++) {
 		int error = rc == MPI_ERR_IN_STATUS ? c->statuses[i].MPI_ERROR : rc;
 		if (error != MPI_ERR_PENDING)
 			complete(c->before[i], &c->statuses[i], error, call);
 	}
+	release_time();
 	unlock_tables();
 }
 
@@ -2185,9 +2212,11 @@ static void complete_some(struct completion *c, int outcount, const int *indices
 	if (outcount == MPI_UNDEFINED)
 		return;
 	lock_tables();
+	hold_time();
 	for (int i = 0; i < outcount; i++)
 		complete(c->before[indices[i]], &c->statuses[i], rc == MPI_ERR_IN_STATUS ? c->statuses[i].MPI_ERROR : rc,
 			 call);
+	release_time();
 	unlock_tables();
 }
 
