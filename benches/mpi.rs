@@ -7,7 +7,10 @@
 //!    prints its own time (`MPI_Wtime` on rank 0, start-up excluded); the table compares
 //!    it alone, under
 //!    `sdt run --no-mpi-history`, and under `sdt run` (history recorded), and gives the
-//!    bytes the ranks' history files take on disk per event.
+//!    bytes the ranks' history files take on disk per event. Twice: every rank on this
+//!    host (shared memory), then, as root, a rank on each of the hosts
+//!    `scripts/mpi-hosts` makes (TCP between network namespaces), as many as there are
+//!    CPUs at most.
 //! 2. **Global snapshot pause**: every rank of `heap.c` rewrites 10% of its 100 MiB, meets
 //!    the others at a barrier and captures, 10 times; each rank's pauses against the same
 //!    program run as a single process.
@@ -64,10 +67,44 @@ enum Mode {
     History,
 }
 
-/// `mpirun -np N [sdt run …] exe args`, with what root and a small machine need.
+/// Where a job's ranks run.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// All on this host, over shared memory, as many ranks as asked whatever the CPUs.
+    OneHost,
+    /// One on each of the hosts `scripts/mpi-hosts` made (network namespaces joined by
+    /// a bridge), over TCP.
+    Hosts,
+}
+
+/// `mpirun -np N [sdt run …] exe args` on one host, with what root and a small machine
+/// need.
 fn mpirun(ranks: u32, mode: Mode, store: &Path, exe: &Path, args: &[&str]) -> Result<String> {
-    let mut cmd = Command::new("mpirun");
-    cmd.args(["--oversubscribe", "-np", &ranks.to_string()]);
+    mpirun_at(Place::OneHost, ranks, mode, store, exe, args)
+}
+
+/// [`mpirun`] with the ranks at `place`.
+fn mpirun_at(
+    place: Place,
+    ranks: u32,
+    mode: Mode,
+    store: &Path,
+    exe: &Path,
+    args: &[&str],
+) -> Result<String> {
+    let mut cmd = match place {
+        Place::OneHost => {
+            let mut cmd = Command::new("mpirun");
+            cmd.arg("--oversubscribe");
+            cmd
+        }
+        Place::Hosts => {
+            let mut cmd = Command::new(workspace().join("scripts/mpi-hosts"));
+            cmd.arg("mpirun");
+            cmd
+        }
+    };
+    cmd.args(["-np", &ranks.to_string()]);
     // Open MPI refuses root unless told.
     if is_root() {
         cmd.arg("--allow-run-as-root");
@@ -145,24 +182,37 @@ fn pauses_us(store: &Path) -> Result<Vec<f64>> {
     Ok(pauses)
 }
 
-fn history_cost(opts: &Options, dir: &Path) -> Result<String> {
+fn history_cost(opts: &Options, dir: &Path, place: Place) -> Result<String> {
     let halo = workloads::build_with("mpicc", "mpi/halo", dir, "halo", &["-lm"]);
     let ring = workloads::build_with("mpicc", "mpi/ring", dir, "ring", &[]);
-    let programs = [
-        ("ring", opts.ranks, ring.clone(), vec!["100000"]),
-        ("halo", opts.ranks, halo.clone(), vec![]),
+    let ranks = match place {
+        Place::OneHost => opts.ranks,
+        // A rank per CPU: ranks over TCP that share a CPU wait out each other's time
+        // slices while they poll (3 ranks on 2 CPUs: milliseconds a message).
+        Place::Hosts => opts.ranks.min(cpus() as u32).max(2),
+    };
+    let mut programs = vec![
+        ("ring", ranks, ring.clone(), vec!["100000"]),
+        ("halo", ranks, halo.clone(), vec![]),
         // Blocks of 256² cells a rank: 16 times the work between the same messages.
-        ("halo 256²", opts.ranks, halo, vec!["2000", "256"]),
-        // One rank passing messages to itself: no other rank shares its CPU, so the
-        // difference is the library's own cost a message, steady from run to run.
-        ("ring of 1 rank", 1, ring, vec!["1000000"]),
+        ("halo 256²", ranks, halo, vec!["2000", "256"]),
     ];
+    let title = match place {
+        Place::OneHost => {
+            // One rank passing messages to itself: no other rank shares its CPU, so the
+            // difference is the library's own cost a message, steady from run to run.
+            programs.push(("ring of 1 rank", 1, ring, vec!["1000000"]));
+            format!("{ranks} ranks on one host (shared memory) unless the row says")
+        }
+        Place::Hosts => {
+            format!("{ranks} ranks, one on each of {ranks} hosts (scripts/mpi-hosts: TCP over a bridge)")
+        }
+    };
     let mut table = format!(
-        "history cost: {} ranks on one host (shared memory) unless the row says, the program's own time \
-         (MPI_Wtime, rank 0), median of {} runs\n\n\
+        "history cost: {title}, the program's own time (MPI_Wtime, rank 0), median of {} runs\n\n\
          | program | alone s | sdt run, no history s | sdt run s | history cost % | cost vs alone % | events | bytes per event |\n\
          |---|---|---|---|---|---|---|---|\n",
-        opts.ranks, opts.reps
+        opts.reps
     );
     for (name, ranks, exe, args) in &programs {
         let mut times = [Vec::new(), Vec::new(), Vec::new()];
@@ -176,7 +226,7 @@ fn history_cost(opts: &Options, dir: &Path) -> Result<String> {
                     ["alone", "no history", "history"][i]
                 );
                 let store = tempfile::tempdir_in(dir).context("making a store")?;
-                times[i].push(program_secs(&mpirun(*ranks, mode, store.path(), exe, args)?)?);
+                times[i].push(program_secs(&mpirun_at(place, *ranks, mode, store.path(), exe, args)?)?);
                 if mode == Mode::History {
                     size = history_size(store.path())?;
                 }
@@ -332,13 +382,49 @@ fn replay_record(opts: &Options, dir: &Path) -> Result<String> {
     Ok(table)
 }
 
+/// CPUs this process may run on.
+fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// The history's cost with the ranks on hosts of their own, talking TCP, as a job over
+/// several machines does: with at least `ranks` of `scripts/mpi-hosts`' hosts up
+/// (brought up here, and down again after, where none were); or why it cannot run.
+fn history_cost_across_hosts(opts: &Options, dir: &Path) -> Result<String> {
+    if !is_root() {
+        return Ok("history cost across hosts: skipped (network namespaces need root)\n".into());
+    }
+    let script = workspace().join("scripts/mpi-hosts");
+    let hosts = |args: &[&str]| -> Result<()> {
+        let out = Command::new(&script).args(args).output().context("running scripts/mpi-hosts")?;
+        ensure!(
+            out.status.success(),
+            "scripts/mpi-hosts {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(())
+    };
+    let were_up = Path::new("/run/netns/sdt-h1").exists();
+    let count = opts.ranks.max(3).to_string();
+    if let Err(e) = hosts(&["up", "--count", &count]) {
+        return Ok(format!("history cost across hosts: skipped ({e:#})\n"));
+    }
+    let table = history_cost(opts, dir, Place::Hosts);
+    if !were_up {
+        hosts(&["down"])?;
+    }
+    table
+}
+
 fn real_main() -> Result<()> {
     let opts = parse_options()?;
     let dir = workspace().join("target/bench-mpi");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let mut report = format!("MPI benchmark: Open MPI, {cpus} CPUs\n\n");
-    report += &history_cost(&opts, &dir)?;
+    let mut report = format!("MPI benchmark: Open MPI, {} CPUs\n\n", cpus());
+    report += &history_cost(&opts, &dir, Place::OneHost)?;
+    report += "\n";
+    report += &history_cost_across_hosts(&opts, &dir)?;
     report += "\n";
     report += &global_pause(&opts, &dir)?;
     report += "\n";
