@@ -15,7 +15,8 @@
 //! strings) and return the store's types where it has one ([`Mapping`],
 //! [`Credentials`](sdt_store::Credentials), [`MemoryLayout`](sdt_store::MemoryLayout))
 //! and plain numbers otherwise. Readers are thin:
-//! [`read`], [`read_text`] and [`maps`] open `/proc/PID/<name>` and nothing else.
+//! [`read`], [`read_text`] and [`maps`] open `/proc/PID/<name>` and nothing else;
+//! [`MapsFile`] keeps a process's `maps` open for reading again.
 //!
 //! # Design constraints
 //!
@@ -47,7 +48,8 @@ pub use maps::{parse_maps, parse_maps_line};
 pub use stat::{Stat, parse_cpu_idle_ticks, parse_statm_resident};
 pub use status::{parse_credentials, parse_fdinfo, parse_ns_tid, parse_real_ids, parse_signal_sets};
 
-use std::io::Read;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
 
 use sdt_store::Mapping;
 use sdt_sys::Tid;
@@ -62,32 +64,67 @@ pub fn read_text(pid: Tid, name: &str) -> std::io::Result<String> {
     String::from_utf8(read(pid, name)?).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
-/// A `/proc` file's bytes. Its size shows as 0, so `std::fs::read` would ask for it and
-/// then read 32 bytes, 32 more, 64, … (a dozen calls for `maps`); a read into a page
-/// takes a small file whole, or a page of a large one.
+/// A `/proc` file's bytes.
 fn read_whole(path: &str) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    read_from_start(&File::open(path)?, &mut bytes)?;
+    Ok(bytes)
+}
+
+/// Reads `file` from its start into `bytes` (replacing what they held). A `/proc` file's
+/// size shows as 0, so `std::fs::read` would ask for it and then read 32 bytes, 32 more,
+/// 64, … (a dozen calls for `maps`); a read into a page takes a small file whole, or a
+/// page of a large one.
+fn read_from_start(file: &File, bytes: &mut Vec<u8>) -> std::io::Result<()> {
     const PAGE: usize = 4096;
-    let mut file = std::fs::File::open(path)?;
-    let mut bytes = vec![0; PAGE];
+    bytes.resize(bytes.capacity().max(PAGE), 0);
     let mut len = 0;
     loop {
         if bytes.len() - len < PAGE {
             bytes.resize(bytes.len() * 2, 0);
         }
-        match file.read(&mut bytes[len..]) {
+        match file.read_at(&mut bytes[len..], len as u64) {
             Ok(0) => break,
             Ok(n) => len += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
+            Err(e) => {
+                bytes.clear();
+                return Err(e);
+            }
         }
     }
     bytes.truncate(len);
-    Ok(bytes)
+    Ok(())
 }
 
 /// The mappings of `pid`'s process, read from its `maps` and parsed by [`parse_maps`].
 pub fn maps(pid: Tid) -> std::io::Result<Vec<Mapping>> {
     Ok(parse_maps(&read_text(pid, "maps")?))
+}
+
+/// A process's `maps`, kept open to be read again: on a virtual machine, opening
+/// `/proc/PID/maps` after a pause of a few milliseconds costs 50–120 µs (the lookup of
+/// `/proc/PID` made again), reading it again 20–100. The file answers for the address
+/// space it was opened on, whichever of the process's threads opened it and whether or
+/// not that thread has ended since; after an `execve`, open it again.
+pub struct MapsFile {
+    file: File,
+    text: Vec<u8>,
+}
+
+impl MapsFile {
+    /// Opens `/proc/TID/maps`.
+    pub fn open(pid: Tid) -> std::io::Result<MapsFile> {
+        Ok(MapsFile { file: File::open(format!("/proc/{pid}/maps"))?, text: Vec::new() })
+    }
+
+    /// The mappings now, parsed by [`parse_maps`]; none once the address space is gone.
+    pub fn read(&mut self) -> std::io::Result<Vec<Mapping>> {
+        read_from_start(&self.file, &mut self.text)?;
+        let text = std::str::from_utf8(&self.text)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+        Ok(parse_maps(text))
+    }
 }
 
 /// The arguments of a `cmdline` file: NUL-terminated, each made UTF-8 (bytes that are
@@ -112,6 +149,21 @@ mod tests {
         assert_eq!(parse_cmdline(b"x"), vec!["x"]);
         assert_eq!(parse_cmdline(b""), Vec::<String>::new());
         assert_eq!(parse_cmdline(b"\0"), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_kept_maps_file_sees_mappings_made_after_it_was_opened() {
+        let me = Tid::new(std::process::id() as i32).unwrap();
+        let mut kept = MapsFile::open(me).unwrap();
+        let covers = |maps: &[Mapping], at: u64| maps.iter().any(|m| m.start <= at && at < m.end);
+        assert!(!kept.read().unwrap().is_empty());
+        // Large enough for malloc to map it on its own, and unmap it when freed.
+        let region = vec![7u8; 64 << 20];
+        let at = region.as_ptr() as u64 + (32 << 20);
+        let now = kept.read().unwrap();
+        assert!(covers(&now, at), "{at:#x} not in {now:?}");
+        drop(region);
+        assert!(!covers(&kept.read().unwrap(), at), "{at:#x} still mapped");
     }
 
     #[test]
