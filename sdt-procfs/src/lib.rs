@@ -103,7 +103,7 @@ pub fn maps(pid: Tid) -> std::io::Result<Vec<Mapping>> {
 }
 
 /// A process's `maps`, kept open to be read again: on a virtual machine, opening
-/// `/proc/PID/maps` after a pause of a few milliseconds costs 50–120 µs (the lookup of
+/// `/proc/PID/maps` 100 ms after the last look costs 50–120 µs (the lookup of
 /// `/proc/PID` made again), reading it again 20–100. The file answers for the address
 /// space it was opened on, whichever of the process's threads opened it and whether or
 /// not that thread has ended since; after an `execve`, open it again.
