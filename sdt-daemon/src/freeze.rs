@@ -57,6 +57,20 @@ impl BreakpointHit {
     }
 }
 
+/// A signal about to end the program, held at its delivery: its thread stays stopped
+/// until the thaw, which delivers it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct FatalSignal {
+    /// The thread it is delivered to.
+    pub tid: Tid,
+    /// The signal.
+    pub signo: i32,
+    /// Its `si_code`.
+    pub code: i32,
+    /// A fault's address (`si_addr`), else 0.
+    pub addr: u64,
+}
+
 /// How the program ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ProgramExit {
@@ -84,6 +98,9 @@ impl ProgramExit {
 pub(crate) enum TargetEvent {
     /// A breakpoint passed; its thread is stopped until [`Freezer::thaw`] (see [`Held`]).
     Breakpoint(BreakpointHit),
+    /// A signal is about to end the program; its thread is stopped until the thaw
+    /// delivers it.
+    FatalSignal(FatalSignal),
     /// The program called `execve`: a new image, the same pid.
     Exec,
     /// The program ended.
@@ -163,14 +180,17 @@ pub(crate) trait EventSource: Freezer {
 }
 
 /// Threads of the program held stopped for a capture: a breakpoint's thread at its trap
-/// (with the kernel module, every thread), or, without a breakpoint, those a restore left
-/// stopped (none otherwise). The value owns the stopped state, as remoteprocess's
-/// `ThreadLock` does: [`Held::release`] resumes the threads with the outcome the capture
-/// chose, [`Held::freeze`] stops every other thread too; dropped, it resumes every thread
-/// (the breakpoint's call returns `SDT_DECLINED`) and says so.
+/// (with the kernel module, every thread), a thread at the delivery of a fatal signal,
+/// or, without either, those a restore left stopped (none otherwise). The value owns the
+/// stopped state, as remoteprocess's `ThreadLock` does: [`Held::release`] resumes the
+/// threads with the outcome the capture chose, [`Held::freeze`] stops every other thread
+/// too; dropped, it resumes every thread (the breakpoint's call returns `SDT_DECLINED`,
+/// the signal is delivered) and says so.
 pub(crate) struct Held<'a, B: Freezer> {
     backend: &'a mut B,
     hit: Option<&'a BreakpointHit>,
+    /// The signal whose delivery a thread is held at, which the thaw delivers.
+    signal: Option<&'a FatalSignal>,
     /// Something is stopped that nothing has resumed yet: a drop resumes it.
     pending: bool,
 }
@@ -178,7 +198,17 @@ pub(crate) struct Held<'a, B: Freezer> {
 impl<'a, B: Freezer> Held<'a, B> {
     /// The threads `backend` holds stopped for `hit` (or, without one, for a restore).
     pub(crate) fn new(backend: &'a mut B, hit: Option<&'a BreakpointHit>) -> Held<'a, B> {
-        Held { backend, hit, pending: hit.is_some() }
+        Held { backend, hit, signal: None, pending: hit.is_some() }
+    }
+
+    /// The thread `backend` holds at the delivery of a fatal signal.
+    pub(crate) fn at_signal(backend: &'a mut B, signal: &'a FatalSignal) -> Held<'a, B> {
+        Held { backend, hit: None, signal: Some(signal), pending: true }
+    }
+
+    /// The thread the capture is for: a breakpoint's, or a fatal signal's.
+    fn trigger_thread(&self) -> Option<Tid> {
+        self.hit.map(|h| h.tid).or(self.signal.map(|s| s.tid))
     }
 
     /// Resumes every thread: a breakpoint's call returns `result`; with `turn_off`, the
@@ -190,7 +220,7 @@ impl<'a, B: Freezer> Held<'a, B> {
     /// Stops every other thread too. When that fails, the threads go on (the
     /// breakpoint's call returns `SDT_DECLINED`), unless the program has ended.
     pub(crate) fn freeze(mut self) -> Result<Frozen<'a, B>, FreezeError> {
-        match self.backend.freeze_all(self.hit.map(|h| h.tid)) {
+        match self.backend.freeze_all(self.trigger_thread()) {
             Ok(stopped) => {
                 self.pending = true;
                 Ok(Frozen {
@@ -226,12 +256,15 @@ impl<B: Freezer> Drop for Held<'_, B> {
         if !self.pending {
             return;
         }
-        match self.hit {
-            Some(hit) => log::warn!(
+        match (self.hit, self.signal.map(|s| s.tid)) {
+            (Some(hit), _) => log::warn!(
                 "a capture was abandoned: every thread resumes, thread {}'s breakpoint returns SDT_DECLINED",
                 hit.tid
             ),
-            None => log::warn!("a capture was abandoned: every thread resumes"),
+            (None, Some(tid)) => {
+                log::warn!("a capture was abandoned: every thread resumes, thread {tid} with its signal")
+            }
+            (None, None) => log::warn!("a capture was abandoned: every thread resumes"),
         }
         if let Err(e) = self.resume(RESULT_DECLINED, false) {
             log::warn!("threads of the program may stay stopped: {}", error_chain(&e));
@@ -256,9 +289,14 @@ impl<'a, B: Freezer> Frozen<'a, B> {
         self.held.hit
     }
 
-    /// The breakpoint's thread, if any.
+    /// The fatal signal the capture is for, if any.
+    pub(crate) fn signal(&self) -> Option<&'a FatalSignal> {
+        self.held.signal
+    }
+
+    /// The thread the capture is for: a breakpoint's, or a fatal signal's.
     pub(crate) fn breaking(&self) -> Option<Tid> {
-        self.held.hit.map(|h| h.tid)
+        self.held.trigger_thread()
     }
 
     /// Every stopped thread's registers and signal mask, the breaking thread first.
@@ -270,7 +308,7 @@ impl<'a, B: Freezer> Frozen<'a, B> {
     /// Resumes every thread but the breakpoint's, which waits for its result (see
     /// [`Freezer::resume_others`]).
     pub(crate) fn resume_others(&mut self) -> Result<(), sdt_sys::Error> {
-        let Some(held) = self.breaking() else { return Ok(()) };
+        let Some(held) = self.held.hit.map(|h| h.tid) else { return Ok(()) };
         unless_ended(self.held.backend.resume_others(held), "resuming the other threads")
     }
 

@@ -25,6 +25,7 @@
 //!     mpi_history: true,
 //!     mpi_replay: None,
 //!     mpi_stop: None,
+//!     signal_snapshots: true,
 //! })?;
 //! println!("run {} took {} snapshots", outcome.run, outcome.totals.snapshots);
 //! # Ok::<(), sdt_daemon::Error>(())
@@ -131,6 +132,10 @@ pub struct RunOptions {
     pub mpi_replay: Option<PathBuf>,
     /// With `mpi_replay`: where the rank stops (`sdt replay --until`, `sdt rollback`).
     pub mpi_stop: Option<MpiStop>,
+    /// Take a snapshot when a signal is about to end the program (ptrace backend): at the
+    /// delivery of a signal whose disposition is the default and whose default ends the
+    /// process (`SIGSEGV`, `SIGABRT`, `SIGTERM`, …), before it is delivered.
+    pub signal_snapshots: bool,
 }
 
 /// How a run stops the program's threads.
@@ -294,8 +299,9 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, Error> {
             drive(started, events, &store, started_ns, opts)
         }
         Target::Launch(command) => {
-            let started =
-                launch(command, opts, &store, TRACE_OPTIONS, |pid| Tracer::start(pid, &opts.breaks))?;
+            let started = launch(command, opts, &store, TRACE_OPTIONS, |pid| {
+                Tracer::start(pid, &opts.breaks, opts.signal_snapshots)
+            })?;
             drive(started, events, &store, started_ns, opts)
         }
         Target::Restore(from) => drive(resume::start(&store, from, opts)?, events, &store, started_ns, opts),

@@ -17,7 +17,10 @@
 //! ([`Hurried`]).
 //!
 //! Signals the program receives are held while it is frozen and delivered when it
-//! resumes; outside captures they are delivered at once.
+//! resumes; outside captures they are delivered at once, but for a signal about to end
+//! the program (its disposition the default, and the default to terminate): its thread
+//! is held at the delivery for a snapshot ([`TargetEvent::FatalSignal`]), and the thaw
+//! delivers it. One that arrives during a capture is delivered at the thaw, unseen.
 //!
 //! Every wait has a way out. During a capture the tracer waits for any thread (never
 //! for one alone: a first thread that has exited is reported only after every other
@@ -38,7 +41,9 @@ use sdt_sys::wait::{self, Stop};
 use sdt_sys::{Tid, memory, monotonic_ns};
 
 use crate::capture::CaptureError;
-use crate::freeze::{BreakpointHit, EventSource, FreezeError, Freezer, ProgramExit, Stopped, TargetEvent};
+use crate::freeze::{
+    BreakpointHit, EventSource, FatalSignal, FreezeError, Freezer, ProgramExit, Stopped, TargetEvent,
+};
 use crate::symbols::{Arrival, SymbolBreak, SymbolTraps};
 
 /// `si_code` of a `SIGTRAP` raised by `int3`.
@@ -83,6 +88,10 @@ pub(crate) struct Tracer {
     symbols: SymbolTraps,
     /// Interrupted threads may be made real-time until they stop (no `EPERM` yet).
     may_hurry: bool,
+    /// Signals about to end the program are held for a snapshot.
+    signal_snapshots: bool,
+    /// The program's `stat`, for its signal dispositions (opened at the first signal).
+    stat: Option<sdt_procfs::StatFile>,
 }
 
 /// Threads of the program made real-time until they stop; dropped, each gets its own
@@ -129,13 +138,27 @@ impl Drop for Hurried {
 
 impl Tracer {
     /// Traces `pid`, which [`sdt_sys::spawn::spawn_seized`] left stopped at its exec,
-    /// places its symbol breakpoints, and lets it run.
-    pub(crate) fn start(pid: Tid, breaks: &[SymbolBreak]) -> Result<Tracer, crate::Error> {
+    /// places its symbol breakpoints, and lets it run; with `signal_snapshots`, signals
+    /// about to end it are held for a snapshot.
+    pub(crate) fn start(
+        pid: Tid,
+        breaks: &[SymbolBreak],
+        signal_snapshots: bool,
+    ) -> Result<Tracer, crate::Error> {
         let symbols = SymbolTraps::place(pid, breaks).map_err(crate::Error::Break)?;
         ptrace::resume(pid, 0)?;
         let mut threads = BTreeMap::new();
         threads.insert(pid, Thread::default());
-        Ok(Tracer { pid, threads, queued: VecDeque::new(), resend: Vec::new(), symbols, may_hurry: true })
+        Ok(Tracer {
+            pid,
+            threads,
+            queued: VecDeque::new(),
+            resend: Vec::new(),
+            symbols,
+            may_hurry: true,
+            signal_snapshots,
+            stat: None,
+        })
     }
 
     /// Traces `pid`, restored with every thread in `threads` seized and stopped.
@@ -149,7 +172,14 @@ impl Tracer {
             resend: Vec::new(),
             symbols: SymbolTraps::default(),
             may_hurry: true,
+            signal_snapshots: false,
+            stat: None,
         }
+    }
+
+    /// Holds signals about to end the program for a snapshot from now on.
+    pub(crate) fn hold_fatal_signals(&mut self) {
+        self.signal_snapshots = true;
     }
 
     /// The next breakpoint or the program's end, if one is ready; handles (and resumes
@@ -237,10 +267,57 @@ impl Tracer {
             }
             Stop::Event(..) | Stop::Exited(_) | Stop::Killed(..) => {}
         }
-        if !freezing {
-            resume_thread(tid, thread)?;
+        if freezing {
+            return Ok(None);
         }
+        let held = thread.signal;
+        if let Stop::Signal(signo) = stop
+            && self.signal_snapshots
+            && held == signo
+            && let Some(fatal) = self.fatal_signal(tid, signo)
+        {
+            // Held, its signal with it, until the snapshot's thaw.
+            return Ok(Some(TargetEvent::FatalSignal(fatal)));
+        }
+        resume_thread(tid, self.threads.get_mut(&tid).expect("entered above"))?;
         Ok(None)
+    }
+
+    /// The signal `signo` thread `tid` is stopped at the delivery of, if it is about to
+    /// end the program: its default action terminates (with a core dump or without), and
+    /// the program neither catches nor ignores it. (A fault the thread cannot take, say a
+    /// `SIGSEGV` while `SIGSEGV` is blocked, has had its action reset to the default by
+    /// the kernel before this stop.)
+    fn fatal_signal(&mut self, tid: Tid, signo: i32) -> Option<FatalSignal> {
+        let kept = [
+            libc::SIGKILL,
+            libc::SIGCHLD,
+            libc::SIGCONT,
+            libc::SIGSTOP,
+            libc::SIGTSTP,
+            libc::SIGTTIN,
+            libc::SIGTTOU,
+            libc::SIGURG,
+            libc::SIGWINCH,
+        ];
+        if !(1..=64).contains(&signo) || kept.contains(&signo) {
+            return None;
+        }
+        // `stat` tells the first 31 quickly; `status` all 64.
+        let sets = if signo < 32 {
+            if self.stat.is_none() {
+                self.stat = sdt_procfs::StatFile::open(self.pid).ok();
+            }
+            self.stat.as_mut()?.signal_sets()
+        } else {
+            crate::procfs::signal_sets(tid)
+        };
+        let (caught, ignored) = sets.ok()?;
+        if (caught | ignored) & (1 << (signo - 1)) != 0 {
+            return None;
+        }
+        let info = ptrace::siginfo(tid).ok()?;
+        Some(FatalSignal { tid, signo, code: info.code, addr: info.fault_addr().unwrap_or(0) })
     }
 
     /// The program's end, as the event to report. During a freeze, whoever waited may not
@@ -258,6 +335,7 @@ impl Tracer {
         let pid = self.pid;
         self.threads.clear();
         self.symbols.clear();
+        self.stat = None;
         let leader = self.threads.entry(pid).or_default();
         leader.stopped = true;
         if freezing {

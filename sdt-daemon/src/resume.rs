@@ -64,9 +64,13 @@ pub(crate) fn start(store: &Store, from: &RestoreFrom, opts: &RunOptions) -> Res
         None => log::warn!("the program's libsdt symbols were not found: only timed snapshots will be taken"),
     }
     let info = parent.info();
+    let mut tracer = Tracer::adopt(pid, restored.threads.iter().copied());
+    if opts.signal_snapshots {
+        tracer.hold_fatal_signals();
+    }
     Ok(Started {
         pid,
-        tracer: Tracer::adopt(pid, restored.threads.iter().copied()),
+        tracer,
         capturer: crate::capture::Capturer::new(pid)?,
         info: RunInfo {
             id: RunId(0),
@@ -153,6 +157,9 @@ fn run_declining(tracer: &mut Tracer) -> Result<ProgramExit, Error> {
     loop {
         match tracer.next_event()? {
             TargetEvent::Breakpoint(hit) => Held::new(tracer, Some(&hit)).release(RESULT_DECLINED, true)?,
+            TargetEvent::FatalSignal(signal) => {
+                Held::at_signal(tracer, &signal).release(RESULT_DECLINED, false)?
+            }
             TargetEvent::Exec => {}
             TargetEvent::Exited(exit) => return Ok(exit),
         }

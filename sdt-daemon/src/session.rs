@@ -31,7 +31,9 @@ use sdt_sys::events::{Event, Events};
 use sdt_sys::{Tid, monotonic_ns};
 
 use crate::capture::{CaptureError, Capturer, Collected, PageRun, Phases};
-use crate::freeze::{BreakpointHit, EventSource, FreezeError, Freezer, Frozen, Held, TargetEvent};
+use crate::freeze::{
+    BreakpointHit, EventSource, FatalSignal, FreezeError, Freezer, Frozen, Held, TargetEvent,
+};
 use crate::tracking::{self, Tracking, Vdso};
 use crate::writer::{CaptureUnderWay, Room, StoreWriter};
 use crate::{Error, ProgramExit, RunOptions, Target, Until, human, mpi, procfs, signals, wall_ns};
@@ -97,6 +99,34 @@ impl Image {
         match self.vdso {
             Some(vdso) => Ok(vdso),
             None => Ok(*self.vdso.insert(Vdso::find(live_thread)?)),
+        }
+    }
+}
+
+/// What a snapshot is taken for.
+enum Cause {
+    /// A breakpoint that passed the program's filter.
+    Breakpoint(BreakpointHit),
+    /// A timer tick (`every_ms`).
+    Timer,
+    /// A signal about to end the program.
+    Signal(FatalSignal),
+}
+
+impl Cause {
+    /// The breakpoint, if a breakpoint is the cause.
+    fn hit(&self) -> Option<&BreakpointHit> {
+        match self {
+            Cause::Breakpoint(hit) => Some(hit),
+            Cause::Timer | Cause::Signal(_) => None,
+        }
+    }
+
+    /// The signal, if a fatal signal is the cause.
+    fn signal(&self) -> Option<&FatalSignal> {
+        match self {
+            Cause::Signal(signal) => Some(signal),
+            Cause::Breakpoint(_) | Cause::Timer => None,
         }
     }
 }
@@ -185,7 +215,9 @@ impl<B: EventSource> Session<'_, B> {
         loop {
             while let Some(event) = self.tracer.poll()? {
                 let exit = match event {
-                    TargetEvent::Breakpoint(hit) => self.snapshot(Some(hit))?,
+                    TargetEvent::Breakpoint(hit) => self.snapshot(Cause::Breakpoint(hit))?,
+                    // Taken before the signal is delivered: the thaw delivers it.
+                    TargetEvent::FatalSignal(signal) => self.snapshot(Cause::Signal(signal))?,
                     TargetEvent::Exec => {
                         // A new image: new pagemap, new tracking, new auxv.
                         self.rec.image = Image::new(Capturer::new(self.rec.pid)?);
@@ -211,7 +243,7 @@ impl<B: EventSource> Session<'_, B> {
                     }
                     Event::Signal { .. } => {}
                     Event::Timer if self.rec.capturing => {
-                        if let Some(exit) = self.snapshot(None)? {
+                        if let Some(exit) = self.snapshot(Cause::Timer)? {
                             return Ok(exit);
                         }
                         // The next one comes a whole interval after the program resumed,
@@ -230,14 +262,18 @@ impl<B: EventSource> Session<'_, B> {
         }
     }
 
-    /// Takes one snapshot: for a breakpoint, or (with `None`) for a timer tick. Returns
-    /// the program's exit if it ended meanwhile.
-    fn snapshot(&mut self, hit: Option<BreakpointHit>) -> Result<Option<ProgramExit>, Error> {
-        let trigger_ns = hit.as_ref().map_or_else(monotonic_ns, |h| h.record.trigger_ns);
+    /// Takes one snapshot, for a breakpoint, a timer tick or a fatal signal. Returns the
+    /// program's exit if it ended meanwhile.
+    fn snapshot(&mut self, cause: Cause) -> Result<Option<ProgramExit>, Error> {
+        let hit = cause.hit();
+        let trigger_ns = hit.map_or_else(monotonic_ns, |h| h.record.trigger_ns);
         let mut timing = Timing { trigger_ns, seen_ns: monotonic_ns(), ..Timing::default() };
         let Session { tracer, rec } = self;
-        let held = Held::new(tracer, hit.as_ref());
-        let ends = match rec.decide(hit.as_ref(), &mut timing) {
+        let held = match cause.signal() {
+            Some(signal) => Held::at_signal(tracer, signal),
+            None => Held::new(tracer, hit),
+        };
+        let ends = match rec.decide(&cause, &mut timing) {
             Decision::Capture { ends } => ends,
             Decision::Release { result, turn_off } => {
                 return Ok(held.release(result, turn_off).map(|()| None)?);
@@ -257,12 +293,15 @@ impl<B: EventSource> Session<'_, B> {
             }
             Err(FreezeError::Sys(e)) => return Err(e.into()),
         };
-        rec.start_tracking(&mut frozen)?;
+        // The program is about to die of a fatal signal: nothing to track from now on.
+        if cause.signal().is_none() {
+            rec.start_tracking(&mut frozen)?;
+        }
         timing.capture_ns = monotonic_ns();
         let captured = match rec.capture(&mut frozen, &mut spill) {
             Ok(captured) => captured,
             Err(e) => {
-                rec.capture_failed(&e, hit.is_some());
+                rec.capture_failed(&e, !matches!(cause, Cause::Timer));
                 return Ok(frozen.release(RESULT_DECLINED, false).map(|()| None)?);
             }
         };
@@ -272,8 +311,13 @@ impl<B: EventSource> Session<'_, B> {
 }
 
 impl Recorder<'_> {
-    /// Whether `hit` (or, without one, a timer tick) is captured.
-    fn decide(&mut self, hit: Option<&BreakpointHit>, timing: &mut Timing) -> Decision {
+    /// Whether a snapshot is taken for `cause`. One for a fatal signal is, unless the
+    /// store has no room: it is the program's last.
+    fn decide(&mut self, cause: &Cause, timing: &mut Timing) -> Decision {
+        if let Cause::Signal(_) = cause {
+            return self.room_for(false, timing);
+        }
+        let hit = cause.hit();
         let until = self.until();
         let ends = matches!((until, hit), (Some(u), Some(h)) if u.reached_by(h));
         if let (Some(u), Some(h)) = (until, hit)
@@ -294,14 +338,23 @@ impl Recorder<'_> {
                  pass --config FILE with max_level, classes, ids, hits or max_snapshots (see `sdt run --help`)"
             );
         }
-        match self.writer.room(hit.is_none()) {
+        match self.room_for(hit.is_none(), timing) {
+            Decision::Capture { .. } => Decision::Capture { ends },
+            release => release,
+        }
+    }
+
+    /// Whether the store has room for a snapshot (`timed`: a timer's, skipped rather than
+    /// waited for); one it has none for is counted as lost, unless timed.
+    fn room_for(&mut self, timed: bool, timing: &mut Timing) -> Decision {
+        match self.writer.room(timed) {
             Room::Ready(waited) => {
                 timing.wait_ns = waited;
-                Decision::Capture { ends }
+                Decision::Capture { ends: false }
             }
             Room::Skipped(why) => {
                 log::info!("no snapshot S{}: {why}", self.next_seq);
-                if hit.is_some() {
+                if !timed {
                     self.writer.lost(format!("S{}: {why}", self.next_seq));
                 }
                 Decision::Release { result: RESULT_DECLINED, turn_off: false }
@@ -426,9 +479,9 @@ impl Recorder<'_> {
             .map_err(CaptureError::SignalHandlers)
     }
 
-    /// Records a failed capture: a breakpoint's that the store had no room for is lost;
-    /// a timed one that came as the program was exiting is no problem (it ended first);
-    /// any other is said once, with the run's end.
+    /// Records a failed capture: a breakpoint's (or a fatal signal's) that the store had
+    /// no room for is lost; a timed one that came as the program was exiting is no
+    /// problem (it ended first); any other is said once, with the run's end.
     fn capture_failed(&mut self, e: &CaptureError, breakpoint: bool) {
         let message = format!("capture of S{} failed: {}", self.next_seq, human::error_chain(e));
         if e.no_room() && breakpoint {
@@ -455,7 +508,7 @@ impl Recorder<'_> {
     ) -> Result<Option<ProgramExit>, Error> {
         let seq = self.next_seq;
         let last = self.opts.config.max_snapshots.is_some_and(|max| seq + 1 >= max);
-        let hit = frozen.hit();
+        let (hit, signal, trigger_thread) = (frozen.hit(), frozen.signal(), frozen.breaking());
         // The thread that waits for its number, while the others run on. A symbol
         // breakpoint's thread gets no number (it is moved past the function's entry); the
         // end of a refinement stays stopped until the program is ended.
@@ -474,9 +527,10 @@ impl Recorder<'_> {
         self.resumed_ns = timing.resumed_ns;
         drop(under_way);
         timing.log(seq, &captured.collected.phases);
-        let details = self.details(&mut captured, hit, timing.trigger_ns);
+        let details = self.details(&mut captured, trigger_thread, timing.trigger_ns);
         let end_of = self.until().filter(|_| ends);
-        let (meta, spans) = self.describe(seq, hit, end_of, captured, details, &timing);
+        let trigger = trigger(hit, signal, details.trigger_tid);
+        let (meta, spans) = self.describe(seq, trigger, end_of, captured, details, &timing);
         let copied = (meta.stats.copied_bytes - spans.first_sight_bytes) as usize;
         // Only a breakpoint's thread waits for its number: its writes go to a writer
         // child. A timed snapshot's are written here, while the program runs (so that the
@@ -528,7 +582,7 @@ impl Recorder<'_> {
     /// What need not be read with the program stopped, read now: the threads' names and
     /// their ids in the program's namespace (set in `captured`), the process, and, once
     /// per image, its auxiliary vector and memory layout.
-    fn details(&mut self, captured: &mut Captured, hit: Option<&BreakpointHit>, trigger_ns: u64) -> Details {
+    fn details(&mut self, captured: &mut Captured, trigger_tid: Option<Tid>, trigger_ns: u64) -> Details {
         let live_thread = captured.live_thread;
         for t in &mut captured.threads {
             if let Some(tid) = Tid::new(t.tid) {
@@ -558,7 +612,7 @@ impl Recorder<'_> {
         Details {
             process,
             layout: layout.unwrap_or_default(),
-            trigger_tid: hit.map(|h| self.ns_tid(h.tid.raw())),
+            trigger_tid: trigger_tid.map(|tid| self.ns_tid(tid.raw())),
             trigger_wall_ns: wall_ns() - (monotonic_ns() - trigger_ns) as i64,
         }
     }
@@ -568,25 +622,13 @@ impl Recorder<'_> {
     fn describe(
         &self,
         seq: u32,
-        hit: Option<&BreakpointHit>,
+        trigger: Trigger,
         end_of: Option<&Until>,
         captured: Captured,
         details: Details,
         timing: &Timing,
     ) -> (SnapshotMeta, Spans) {
         let Captured { collected, threads, files, signals, all_stopped_ns, .. } = captured;
-        let trigger = match (hit, details.trigger_tid) {
-            (Some(h), Some(tid)) => Trigger::Breakpoint {
-                level: h.record.level,
-                class: h.record.class,
-                id: h.record.id,
-                multiple_mark: h.record.multiple_mark,
-                attrs: h.attrs.clone(),
-                hit: h.record.hit,
-                tid,
-            },
-            _ => Trigger::Timer,
-        };
         let stats = CaptureStats {
             mode: Tracking::mode_name(self.image.capturer.tracking()).into(),
             pause_ns: timing.resumed_ns.saturating_sub(timing.trigger_ns + timing.settle_ns),
@@ -645,6 +687,25 @@ impl Recorder<'_> {
     fn ns_tid(&mut self, host: i32) -> i32 {
         let (Some(map), Some(tid)) = (&mut self.ns_tids, Tid::new(host)) else { return host };
         *map.entry(tid).or_insert_with(|| procfs::ns_tid(tid).unwrap_or(host))
+    }
+}
+
+/// What took the snapshot, as the store keeps it: the breakpoint `hit`, the fatal
+/// `signal`, or (with neither) the timer; `tid` is the thread's id in the program's
+/// namespace.
+fn trigger(hit: Option<&BreakpointHit>, signal: Option<&FatalSignal>, tid: Option<i32>) -> Trigger {
+    match (hit, signal, tid) {
+        (Some(h), _, Some(tid)) => Trigger::Breakpoint {
+            level: h.record.level,
+            class: h.record.class,
+            id: h.record.id,
+            multiple_mark: h.record.multiple_mark,
+            attrs: h.attrs.clone(),
+            hit: h.record.hit,
+            tid,
+        },
+        (None, Some(s), Some(tid)) => Trigger::Signal { signo: s.signo, code: s.code, addr: s.addr, tid },
+        _ => Trigger::Timer,
     }
 }
 

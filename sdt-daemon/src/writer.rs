@@ -770,13 +770,16 @@ fn compact_through(
     Ok(())
 }
 
-/// `breakpoint 1/2/10 hit 3 on thread 1234` or `timer`.
+/// `breakpoint 1/2/10 hit 3 on thread 1234`, `timer` or `SIGSEGV on thread 1234, …`.
 fn describe(meta: &SnapshotMeta) -> String {
     match &meta.trigger {
         sdt_store::Trigger::Breakpoint { level, class, id, hit, tid, .. } => {
             format!("breakpoint {level}/{class}/{id} hit {hit} on thread {tid}")
         }
         sdt_store::Trigger::Timer => "timer".to_owned(),
+        sdt_store::Trigger::Signal { signo, tid, .. } => {
+            format!("{} on thread {tid}, which it ends next", sdt_store::signal_name(*signo))
+        }
     }
 }
 

@@ -423,10 +423,12 @@ fn pad4(bytes: &mut Vec<u8>) {
 }
 
 /// The signal the snapshot reports, as a crash dump reports the signal that killed the
-/// process: `SIGTRAP` for a breakpoint (the trap of `int3`), none for a timer.
+/// process: `SIGTRAP` for a breakpoint (the trap of `int3`), the signal for one taken at
+/// a fatal signal, none for a timer.
 fn snapshot_signal(meta: &SnapshotMeta) -> i32 {
     match meta.trigger {
         Trigger::Breakpoint { .. } => SIGTRAP,
+        Trigger::Signal { signo, .. } => signo,
         Trigger::Timer => 0,
     }
 }
@@ -480,13 +482,19 @@ fn put_cstr(field: &mut [u8], s: &[u8]) {
 }
 
 /// `NT_SIGINFO`: the `siginfo_t` of the signal the snapshot reports (`si_code` `SI_KERNEL`
-/// for a breakpoint's trap), all zero for a timer.
-fn gen_siginfo(meta: &SnapshotMeta) -> [u8; SIGINFO_SIZE] {
+/// for a breakpoint's trap; a fatal signal's own code, and a fault's address), all zero
+/// for a timer.
+pub fn gen_siginfo(meta: &SnapshotMeta) -> [u8; SIGINFO_SIZE] {
     let signal = snapshot_signal(meta);
     let mut d = [0; SIGINFO_SIZE];
     if signal != 0 {
+        let (code, addr) = match meta.trigger {
+            Trigger::Signal { code, addr, .. } => (code, addr),
+            _ => (SI_KERNEL, 0),
+        };
         put(&mut d, 0, &signal.to_le_bytes()); // si_signo; si_errno @4: 0
-        put(&mut d, 8, &SI_KERNEL.to_le_bytes()); // si_code
+        put(&mut d, 8, &code.to_le_bytes()); // si_code
+        put(&mut d, 16, &addr.to_le_bytes()); // si_addr
     }
     d
 }

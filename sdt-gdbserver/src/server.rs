@@ -92,7 +92,7 @@ impl<T: Timeline, R: BufRead, W: Write> Server<'_, T, R, W> {
                 let swbreak = if text.contains("swbreak+") { ";swbreak+" } else { "" };
                 reply(&format!(
                     "PacketSize={PACKET_SIZE:x};QStartNoAckMode+;qXfer:features:read+;qXfer:threads:read+;\
-                     qXfer:auxv:read+;qXfer:libraries-svr4:read+;qXfer:exec-file:read+{swbreak}"
+                     qXfer:auxv:read+;qXfer:libraries-svr4:read+;qXfer:exec-file:read+;qXfer:siginfo:read+{swbreak}"
                 ))
             }
             _ if text.starts_with("qXfer:") => Ok(Next::Reply(self.transfer(&text))),
@@ -268,11 +268,17 @@ impl<T: Timeline, R: BufRead, W: Write> Server<'_, T, R, W> {
         if op != Some("read") {
             return Vec::new();
         }
+        let siginfo;
         let data: &[u8] = match (object, annex) {
             (Some("features"), Some("target.xml")) => self.view.target_xml.as_bytes(),
             (Some("features"), _) => return b"E00".to_vec(),
             (Some("threads"), _) => self.view.threads_xml.as_bytes(),
             (Some("auxv"), _) => &self.snap().meta().auxv,
+            // The `siginfo_t` a core of the snapshot holds: `$_siginfo` in gdb.
+            (Some("siginfo"), _) => {
+                siginfo = sdt_gdb::core::gen_siginfo(self.snap().meta());
+                &siginfo
+            }
             (Some("libraries-svr4"), _) => self.view.libraries_xml.as_bytes(),
             (Some("exec-file"), _) if !self.view.exec_file.is_empty() => self.view.exec_file.as_bytes(),
             (Some("exec-file"), _) => return b"E00".to_vec(),

@@ -37,13 +37,15 @@ pub struct Entry {
 
 impl Entry {
     /// What took it, as `monitor list` says: `breakpoint 1/2/10 hit 3 "attrs"` (the
-    /// attributes quoted and escaped), or `timer`.
+    /// attributes quoted and escaped), `timer`, or `SIGSEGV` (a signal about to end the
+    /// program).
     pub fn trigger_text(&self) -> String {
         match &self.trigger {
             Trigger::Breakpoint { level, class, id, attrs, hit, .. } => {
                 format!("breakpoint {level}/{class}/{id} hit {hit} {attrs:?}")
             }
             Trigger::Timer => "timer".to_owned(),
+            Trigger::Signal { signo, .. } => sdt_store::signal_name(*signo),
         }
     }
 }

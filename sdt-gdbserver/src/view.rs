@@ -53,6 +53,7 @@ impl View {
         let stop_reply = match meta.trigger {
             Trigger::Breakpoint { .. } => format!("T05thread:{tid:x};swbreak:;"),
             Trigger::Timer => format!("T00thread:{tid:x};"),
+            Trigger::Signal { signo, .. } => format!("T{signo:02x}thread:{tid:x};"),
         };
         let main_lm = maps.first().map(|m| m.lm);
         View {

@@ -42,6 +42,14 @@ impl<'a> Stat<'a> {
         Some((id(4)?, id(5)?, id(6)?))
     }
 
+    /// The caught and the ignored signals among 1–31 (fields 34 and 33: `stat` shows no
+    /// real-time signal), bit `n-1` for signal `n`; `None` if either is missing or not a
+    /// number.
+    pub fn signal_sets(&self) -> Option<(u64, u64)> {
+        let set = |n| self.field(n)?.parse().ok();
+        Some((set(34)?, set(33)?))
+    }
+
     /// The memory descriptor's fields (26–28 and 45–51), `brk` left 0: `stat` does not
     /// have it. `None` if the file stops short of field 51; a field that is not a number
     /// reads as 0.

@@ -84,11 +84,14 @@ pub enum RefineError {
         /// S2.
         to: String,
     },
-    /// S2 is a timed snapshot: no breakpoint ends the interval.
-    #[error("{to} is a timed snapshot: a refinement ends at a breakpoint snapshot")]
-    Timed {
+    /// S2 was not taken at a breakpoint (a timed snapshot, or one at a fatal signal): no
+    /// breakpoint ends the interval.
+    #[error("{to} is {what}: a refinement ends at a breakpoint snapshot")]
+    NotABreakpoint {
         /// S2.
         to: String,
+        /// What took it: `a timed snapshot`, `the snapshot at SIGSEGV`.
+        what: String,
     },
     /// A key expression has no value in S2: nothing could be compared.
     #[error("--check {expr}: gdb cannot evaluate it in {snapshot}: {why}")]
@@ -228,8 +231,16 @@ impl<'r> Interval<'r> {
         if to.meta().seq <= from.meta().seq {
             return Err(RefineError::Backwards { from: from.name().to_owned(), to: to.name().to_owned() });
         }
-        let Trigger::Breakpoint { level, class, id, hit, .. } = to.meta().trigger else {
-            return Err(RefineError::Timed { to: to.name().to_owned() });
+        let (level, class, id, hit) = match to.meta().trigger {
+            Trigger::Breakpoint { level, class, id, hit, .. } => (level, class, id, hit),
+            Trigger::Timer => {
+                let what = "a timed snapshot".to_owned();
+                return Err(RefineError::NotABreakpoint { to: to.name().to_owned(), what });
+            }
+            Trigger::Signal { signo, .. } => {
+                let what = format!("the snapshot at {}", sdt_store::signal_name(signo));
+                return Err(RefineError::NotABreakpoint { to: to.name().to_owned(), what });
+            }
         };
         let until = Until { name: to.name().to_owned(), level, class, id, hit };
         Ok(Interval { run, from, to, until })
@@ -328,6 +339,7 @@ impl<'r> Interval<'r> {
             mpi_history: false,
             mpi_replay: None,
             mpi_stop: None,
+            signal_snapshots: true,
         }
     }
 }

@@ -192,15 +192,81 @@ pub enum Trigger {
     },
     /// A timed snapshot (`every_ms`).
     Timer,
+    /// A signal about to end the program (`SIGSEGV`, `SIGABRT`, `SIGTERM`, …), caught at
+    /// its delivery: the program as it was when it died.
+    Signal {
+        /// The signal's number.
+        signo: i32,
+        /// Its `si_code` (`SEGV_MAPERR`, `SI_USER`, …).
+        code: i32,
+        /// The faulting address (`si_addr`) of a fault (`SIGSEGV`, `SIGBUS`, `SIGILL`,
+        /// `SIGFPE`), else 0.
+        addr: u64,
+        /// The thread it was delivered to.
+        tid: i32,
+    },
 }
 
 impl Trigger {
     /// The thread that triggered the snapshot, if a thread did.
     pub fn tid(&self) -> Option<i32> {
         match self {
-            Trigger::Breakpoint { tid, .. } => Some(*tid),
+            Trigger::Breakpoint { tid, .. } | Trigger::Signal { tid, .. } => Some(*tid),
             Trigger::Timer => None,
         }
+    }
+
+    /// The faulting address of a snapshot taken at a fault the kernel raised (`SIGSEGV`,
+    /// `SIGBUS`, `SIGILL`, `SIGFPE` with a positive `si_code`).
+    pub fn fault_addr(&self) -> Option<u64> {
+        match *self {
+            Trigger::Signal { signo: 4 | 7 | 8 | 11, code, addr, .. } if code > 0 => Some(addr),
+            _ => None,
+        }
+    }
+}
+
+/// A signal's name (`SIGSEGV`, `SIGRTMIN+3`), or `signal N` for a number Linux does not
+/// use.
+pub fn signal_name(signo: i32) -> String {
+    const NAMES: [&str; 31] = [
+        "SIGHUP",
+        "SIGINT",
+        "SIGQUIT",
+        "SIGILL",
+        "SIGTRAP",
+        "SIGABRT",
+        "SIGBUS",
+        "SIGFPE",
+        "SIGKILL",
+        "SIGUSR1",
+        "SIGSEGV",
+        "SIGUSR2",
+        "SIGPIPE",
+        "SIGALRM",
+        "SIGTERM",
+        "SIGSTKFLT",
+        "SIGCHLD",
+        "SIGCONT",
+        "SIGSTOP",
+        "SIGTSTP",
+        "SIGTTIN",
+        "SIGTTOU",
+        "SIGURG",
+        "SIGXCPU",
+        "SIGXFSZ",
+        "SIGVTALRM",
+        "SIGPROF",
+        "SIGWINCH",
+        "SIGIO",
+        "SIGPWR",
+        "SIGSYS",
+    ];
+    match signo {
+        1..=31 => NAMES[signo as usize - 1].to_owned(),
+        32 => "SIGRTMIN".to_owned(),
+        33..=64 => format!("SIGRTMIN+{}", signo - 32),
+        _ => format!("signal {signo}"),
     }
 }
 
@@ -604,5 +670,20 @@ pub(crate) mod hex_bytes {
                 Ok((digit(pair[0])? << 4 | digit(pair[1])?) as u8)
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signals_are_named_as_linux_numbers_them() {
+        for (signo, name) in [(11, "SIGSEGV"), (6, "SIGABRT"), (31, "SIGSYS")] {
+            assert_eq!(signal_name(signo), name);
+        }
+        assert_eq!(signal_name(34), "SIGRTMIN+2");
+        assert_eq!(signal_name(0), "signal 0");
+        assert_eq!(signal_name(65), "signal 65");
     }
 }

@@ -114,6 +114,16 @@ pub struct SigInfo {
     pub raw: [u8; 128],
 }
 
+impl SigInfo {
+    /// The faulting address (`si_addr`) of a fault the kernel raised: `SIGSEGV`,
+    /// `SIGBUS`, `SIGILL` or `SIGFPE` with a positive `si_code`.
+    pub fn fault_addr(&self) -> Option<u64> {
+        let fault = matches!(self.signo, libc::SIGSEGV | libc::SIGBUS | libc::SIGILL | libc::SIGFPE);
+        // x86_64: si_addr follows signo, errno, code and 4 bytes of padding.
+        (fault && self.code > 0).then(|| u64::from_le_bytes(self.raw[16..24].try_into().expect("8 bytes")))
+    }
+}
+
 /// `ptrace(PTRACE_GETSIGINFO, tid)`: the signal a thread stopped for.
 #[doc(alias = "PTRACE_GETSIGINFO")]
 pub fn siginfo(tid: Tid) -> Result<SigInfo> {

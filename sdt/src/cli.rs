@@ -55,6 +55,9 @@ pub enum Action {
     /// exit code is the program's, or 125 if the store could not take a snapshot the
     /// config asked for (the disk was full: that breakpoint returned SDT_DECLINED).
     ///
+    /// A signal about to end the program (SIGSEGV, SIGABRT, an unhandled SIGTERM, …) gets
+    /// a snapshot of its own before it is delivered (see --no-signal-snapshot).
+    ///
     /// Under an MPI launcher (`mpirun … sdt run -- ./prog`), each rank's run records the
     /// job id, rank and size the launcher's environment gives (Open MPI, MPICH's Hydra,
     /// Slurm) and the host's name: `sdt ls` shows the job, `2:S3` names rank 2's S3.
@@ -347,6 +350,12 @@ pub struct RunOpt {
     /// collective in the run's mpi-events).
     #[arg(long)]
     pub no_mpi_history: bool,
+    /// Do not take a snapshot when a signal is about to end the program. By default one
+    /// is taken at the delivery of a signal the program neither catches nor ignores and
+    /// whose default action ends it (SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGTERM, …), with
+    /// the thread that got it first, before it is delivered (ptrace backend).
+    #[arg(long)]
+    pub no_signal_snapshot: bool,
     /// Replay: make the MPI program's receives take the messages this replay record
     /// (`mpi-replay`, which `sdt replay` writes) says. `sdt replay` starts every rank so.
     #[arg(long, value_name = "RECORD", conflicts_with = "no_mpi_history")]

@@ -254,6 +254,11 @@ fn print_row(out: &mut impl Write, row: &Row, indent: &str, width: usize) -> std
             (format!("bp {level}/{class}/{id}"), hit.to_string(), attrs.clone(), tid.to_string())
         }
         Trigger::Timer => ("timer".into(), "-".into(), "-".into(), "-".into()),
+        Trigger::Signal { signo, tid, .. } => {
+            let fault =
+                meta.trigger.fault_addr().map_or_else(|| "-".into(), |addr| format!("addr={addr:#x}"));
+            (sdt_store::signal_name(*signo), "-".into(), fault, tid.to_string())
+        }
     };
     let pages = if raw {
         // Diffed at compaction: until then, what the capture copied.
@@ -315,6 +320,12 @@ fn row_json(row: &Row) -> Value {
                 Trigger::Timer => json!({
                     "trigger": "timer", "level": null, "class": null, "id": null,
                     "multiple_mark": null, "attrs": null, "hit": null, "tid": null,
+                }),
+                Trigger::Signal { signo, code, tid, .. } => json!({
+                    "trigger": "signal", "level": null, "class": null, "id": null,
+                    "multiple_mark": null, "attrs": null, "hit": null, "tid": tid,
+                    "signal": sdt_store::signal_name(*signo), "signo": signo, "si_code": code,
+                    "fault_addr": meta.trigger.fault_addr(),
                 }),
             };
             v.as_object_mut().unwrap().extend(trigger.as_object().unwrap().clone());

@@ -66,6 +66,7 @@ pub fn restore(opt: RestoreOpt) -> Result<ExitCode> {
         mpi_history: false,
         mpi_replay: None,
         mpi_stop: None,
+        signal_snapshots: true,
     })
     .with_context(|| format!("restoring {name} of run {}", run.id()))?;
     conclude(&outcome, &opt.store.store, capture.quiet);

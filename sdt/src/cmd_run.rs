@@ -46,6 +46,7 @@ pub fn run(opt: RunOpt) -> Result<ExitCode> {
         mpi_history: !opt.no_mpi_history,
         mpi_replay: opt.replay,
         mpi_stop,
+        signal_snapshots: !opt.no_signal_snapshot,
     })?;
     conclude(&outcome, &opt.store.store, opt.quiet);
     if says_record {

@@ -32,6 +32,11 @@ pub fn show(opt: ShowOpt) -> Result<()> {
             if attrs.is_empty() { String::new() } else { format!(", attrs {}", escape(attrs)) }
         ),
         Trigger::Timer => println!("trigger:  timer"),
+        Trigger::Signal { signo, code, tid, .. } => println!(
+            "trigger:  signal {} (si_code {code}{}), thread {tid}: it ended the program next",
+            sdt_store::signal_name(*signo),
+            m.trigger.fault_addr().map_or_else(String::new, |addr| format!(", fault address {addr:#x}"))
+        ),
     }
     println!(
         "time:     {} (+{:.3} s into the run)",
@@ -74,7 +79,7 @@ pub fn show(opt: ShowOpt) -> Result<()> {
     );
     let breaking = match m.trigger {
         Trigger::Breakpoint { tid, .. } => Some(tid),
-        Trigger::Timer => None,
+        Trigger::Timer | Trigger::Signal { .. } => None,
     };
     println!("\nthreads ({}):", m.threads.len());
     println!("  {:>7}  {:<16} {:<26} {:>18} {:>18}", "TID", "NAME", "STATE", "PC", "SP");
@@ -83,7 +88,11 @@ pub fn show(opt: ShowOpt) -> Result<()> {
             "  {:>7}  {:<16} {:<26} {:>#18x} {:>#18x}",
             t.tid,
             escape(&t.name),
-            Activity::of(t, breaking == Some(t.tid)).to_string(),
+            match m.trigger {
+                Trigger::Signal { signo, tid, .. } if tid == t.tid =>
+                    format!("got {}", sdt_store::signal_name(signo)),
+                _ => Activity::of(t, breaking == Some(t.tid)).to_string(),
+            },
             t.pc(),
             t.sp()
         );

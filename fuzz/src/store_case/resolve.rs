@@ -364,6 +364,9 @@ pub fn meta(
             }
         }
         TriggerSpec::Timer => Trigger::Timer,
+        TriggerSpec::Signal { signo, code, addr, tid: t } => {
+            Trigger::Signal { signo: *signo, code: *code, addr: *addr, tid: tid(*t, pid) }
+        }
     };
     let layout = match &spec.layout {
         LayoutSpec::Unknown => MemoryLayout::default(),

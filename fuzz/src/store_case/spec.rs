@@ -342,6 +342,7 @@ pub struct XState {
 pub enum TriggerSpec {
     Breakpoint { level: i32, class: i32, id: i32, multiple_mark: i32, attrs: Text, hit: u64, tid: Tid },
     Timer,
+    Signal { signo: i32, code: i32, addr: u64, tid: Tid },
 }
 
 #[derive(Arbitrary, Debug, Clone)]

@@ -157,6 +157,22 @@ fn timer_snapshot_reports_no_signal() {
     assert!(notes[2].desc.iter().all(|&b| b == 0), "siginfo");
 }
 
+#[test]
+fn a_snapshot_at_a_signal_reports_the_signal_its_code_and_address() {
+    let mut source = fake::sample();
+    let tid = source.meta.threads[0].tid;
+    source.meta.trigger = Trigger::Signal { signo: 11, code: 2, addr: 0xdead_b000, tid };
+    let notes = notes(&core_of(&source));
+    for note in notes.iter().filter(|n| n.n_type == elf::NT_PRSTATUS.0) {
+        assert_eq!(u32_at(&note.desc, 0), 11, "si_signo");
+        assert_eq!(u16::from_le_bytes([note.desc[12], note.desc[13]]), 11, "pr_cursig");
+    }
+    let siginfo = &notes[2].desc;
+    assert_eq!([u32_at(siginfo, 0), u32_at(siginfo, 4), u32_at(siginfo, 8)], [11, 0, 2]);
+    assert_eq!(u64_at(siginfo, 16), 0xdead_b000, "si_addr");
+    assert!(siginfo[24..].iter().all(|&b| b == 0));
+}
+
 /// The `NT_FILE` entries of a core: (start, end, offset in pages, path).
 fn nt_file(core: &[u8]) -> Vec<(u64, u64, u64, Vec<u8>)> {
     let notes = notes(core);

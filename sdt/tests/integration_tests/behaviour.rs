@@ -4,7 +4,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
 
-use crate::harness::{Sdt, describe, program, run, stdout, wait_with_timeout};
+use crate::harness::{Sdt, describe, gdb, gdb_values, program, run, stdout, wait_with_timeout};
 
 fn exit_code_is_the_programs() {
     let sdt = Sdt::new();
@@ -45,9 +45,57 @@ fn a_fatal_signal_ends_sdt_the_same_way_and_keeps_snapshots() {
     let prog = program("behave");
     let out = sdt.output(&["run", "--", prog.to_str().unwrap(), "segv"]);
     assert_eq!(out.status.signal(), Some(libc_sigsegv()), "{}", describe(&out));
-    assert_eq!(sdt.snapshots().len(), 1);
+    // The breakpoint's, then the program as the signal found it, on the thread it hit.
+    let snapshots = sdt.snapshots();
+    assert_eq!(snapshots.len(), 2, "{snapshots:?}");
+    let at_signal = &snapshots[1];
+    assert_eq!(at_signal["trigger"], "signal", "{at_signal}");
+    assert_eq!(at_signal["signal"], "SIGSEGV", "{at_signal}");
+    assert_eq!(at_signal["fault_addr"], 0, "{at_signal}");
+    assert_eq!(at_signal["tid"], snapshots[0]["tid"], "{at_signal}");
     let ls = stdout(&sdt.ok(&["ls"]));
     assert!(ls.contains("killed by signal 11"), "{ls}");
+    assert!(
+        ls.lines().any(|l| l.starts_with("S1 ") && l.contains("SIGSEGV") && l.contains("addr=0x0")),
+        "{ls}"
+    );
+}
+
+fn a_thread_that_aborts_is_captured_at_its_signal() {
+    let sdt = Sdt::new();
+    let prog = program("behave");
+    let out = sdt.output(&["run", "--", prog.to_str().unwrap(), "abort-thread"]);
+    assert_eq!(out.status.signal(), Some(libc::SIGABRT), "{}", describe(&out));
+    let snapshots = sdt.snapshots();
+    assert_eq!(snapshots.len(), 2, "{snapshots:?}");
+    let at_signal = &snapshots[1];
+    assert_eq!(at_signal["signal"], "SIGABRT", "{at_signal}");
+    // The worker's, not the breakpoint's main thread: it is first in the core.
+    assert_ne!(at_signal["tid"], snapshots[0]["tid"], "{at_signal}");
+    let core = sdt.dir.path().join("s1.core");
+    sdt.ok(&["export", "core", "S1", "-o", core.to_str().unwrap()]);
+    let text = gdb(&prog, &core, &["bt", "print progress", "info threads"]);
+    assert!(text.contains("Program terminated with signal SIGABRT"), "{text}");
+    assert!(text.contains("give_up"), "{text}");
+    assert_eq!(gdb_values(&text), ["3"], "{text}");
+    assert!(text.contains("pthread_join") || text.contains("__futex"), "main waits for the worker: {text}");
+    // Served from the store: the signal's thread current, `$_siginfo` the signal's.
+    let mut args = vec!["gdb", "S1", "--", "-batch", "-nx"];
+    for command in ["bt", "print progress", "print $_siginfo.si_signo"] {
+        args.extend(["-ex", command]);
+    }
+    let served = stdout(&sdt.ok(&args));
+    assert!(served.contains("give_up"), "{served}");
+    assert_eq!(gdb_values(&served), ["3", "6"], "{served}");
+    let show = stdout(&sdt.ok(&["show", "S1"]));
+    assert!(show.contains("trigger:  signal SIGABRT"), "{show}");
+    assert!(show.contains("got SIGABRT"), "{show}");
+
+    // Not wanted: the breakpoint's snapshot alone, and the same end.
+    let sdt = Sdt::new();
+    let out = sdt.output(&["run", "--no-signal-snapshot", "--", prog.to_str().unwrap(), "abort-thread"]);
+    assert_eq!(out.status.signal(), Some(libc::SIGABRT), "{}", describe(&out));
+    assert_eq!(sdt.snapshots().len(), 1);
 }
 
 fn libc_sigsegv() -> i32 {
@@ -186,6 +234,7 @@ sdt_test_harness::tests![
     stdin_and_stdout_pass_through,
     signals_reach_the_program,
     a_fatal_signal_ends_sdt_the_same_way_and_keeps_snapshots,
+    a_thread_that_aborts_is_captured_at_its_signal,
     sigterm_sent_to_sdt_is_forwarded,
     forked_and_execed_children_do_not_trap,
     the_main_thread_may_exit_first,

@@ -4,6 +4,8 @@
  *   behave exit N       SetBreakpoint, then exit with N
  *   behave signals      handle SIGUSR1 and SIGRTMIN+1 sent to itself, print what arrived
  *   behave segv         SetBreakpoint, then die of SIGSEGV
+ *   behave abort-thread SetBreakpoint; a worker sets `progress` to 3 and calls abort()
+ *                       in give_up() while main waits in pthread_join
  *   behave wait-term    print "ready", then wait for SIGTERM and exit 0 when it comes
  *   behave fork         SetBreakpoint; fork a child that calls SetBreakpoint (untraced:
  *                       must return SDT_OFF) and exec a child that does the same
@@ -56,6 +58,21 @@ static void *outlive_main(void *arg)
 	printf("worker done\n");
 	fflush(stdout);
 	exit(4);
+}
+
+static volatile long progress;
+
+static void give_up(void)
+{
+	progress = 3;
+	abort();
+}
+
+static void *abort_soon(void *arg)
+{
+	(void)arg;
+	give_up();
+	return NULL;
 }
 
 static void *vfork_and_wait(void *arg)
@@ -111,6 +128,13 @@ int main(int argc, char **argv)
 		SetBreakpoint(1, 1, 1, 0, "mode=segv");
 		volatile int *p = NULL;
 		return *p;
+	}
+	if (!strcmp(mode, "abort-thread")) {
+		pthread_t worker;
+		SetBreakpoint(1, 1, 1, 0, "mode=abort-thread");
+		pthread_create(&worker, NULL, abort_soon, NULL);
+		pthread_join(worker, NULL);
+		return 0;
 	}
 	if (!strcmp(mode, "wait-term")) {
 		signal(SIGTERM, on_signal);
@@ -173,6 +197,6 @@ int main(int argc, char **argv)
 		}
 		return 0;
 	}
-	fprintf(stderr, "usage: behave echo|exit N|signals|segv|wait-term|fork|big MB|leader-exits|exec|vfork-stuck\n");
+	fprintf(stderr, "usage: behave echo|exit N|signals|segv|abort-thread|wait-term|fork|big MB|leader-exits|exec|vfork-stuck\n");
 	return 2;
 }
