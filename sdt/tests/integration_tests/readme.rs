@@ -168,6 +168,7 @@ fn setting(name: &str) -> Result<tempfile::TempDir, Skip> {
             shell(dir.path(), "sdt run -q -- ./globals");
         }
         "accumulate" => copy(&program("accumulate"), "accumulate"),
+        "behave" => copy(&program("behave"), "behave"),
         // The states test program, run once.
         "states" => {
             copy(&program("states"), "states");
