@@ -13,6 +13,9 @@
 #   sdt last EXPR              the latest snapshot before this one where EXPR differed
 #   sdt commit                 store this snapshot with the values set as S3.e1, go there
 #   sdt frame                  the user's frame, where a Rust thread stands in SDT's trap
+#                              or a rank in SDT's MPI library
+
+import os
 
 import gdb
 
@@ -58,20 +61,29 @@ def forget_caches():
     gdb.execute("info threads", to_string=True)
 
 
+def in_mpi_library(frame):
+    """A frame of SDT's MPI interposition library (a rank stopped at a cut stands in
+    it, inside the MPI call it intercepted)."""
+    sal = frame.find_sal()
+    objfile = sal.symtab.objfile.filename if sal.symtab else ""
+    return os.path.basename(objfile).startswith("sdtmpi-")
+
+
 def is_sdt_frame(frame):
-    """A frame of SDT's library or of the Rust library under it (the `breakpoint!`
+    """A frame of SDT's libraries or of the Rust library under them (the `breakpoint!`
     macro's trap), above the user's code."""
     sal = frame.find_sal()
     path = sal.symtab.filename if sal.symtab else ""
-    return "sdt-lib/src/" in path or path.startswith("/rustc/")
+    return "sdt-lib/src/" in path or path.startswith("/rustc/") or in_mpi_library(frame)
 
 
 def select_user_frame():
-    """Selects the first frame of the user's code above SDT's library, if the thread
-    stands in SDT's library; returns whether it moved."""
+    """Selects the first frame of the user's code above SDT's libraries, if the thread
+    stands in one of them; returns whether it moved."""
     frame, skipped, in_sdt = gdb.newest_frame(), 0, False
     while frame is not None and is_sdt_frame(frame):
-        in_sdt = in_sdt or "sdt-lib/src/" in (frame.find_sal().symtab.filename or "")
+        path = frame.find_sal().symtab.filename or ""
+        in_sdt = in_sdt or "sdt-lib/src/" in path or in_mpi_library(frame)
         frame, skipped = frame.older(), skipped + 1
     if frame is None or skipped == 0 or not in_sdt:
         return False
@@ -80,7 +92,8 @@ def select_user_frame():
 
 
 class Frame(gdb.Command):
-    """Select the user's frame where a Rust program's thread stands in SDT's trap."""
+    """Select the user's frame where a Rust program's thread stands in SDT's trap, or a
+    rank in SDT's MPI library."""
 
     def __init__(self):
         super().__init__("sdt frame", gdb.COMMAND_USER)
@@ -133,7 +146,8 @@ sdt next, sdt prev             the snapshot after, or before, the current one
 sdt history [--changes] EXPR   EXPR in every snapshot (--changes: only where it changed)
 sdt last EXPR                  the latest snapshot before this one where EXPR had another value
 sdt commit                     store this snapshot with the values set in it as a new one (S3.e1)
-sdt frame                      the user's frame, where a Rust thread stands in SDT's trap"""
+sdt frame                      the user's frame, where a Rust thread stands in SDT's trap or a
+                               rank in SDT's MPI library"""
 
     def __init__(self):
         super().__init__("sdt", gdb.COMMAND_USER, prefix=True)

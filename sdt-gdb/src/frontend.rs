@@ -44,6 +44,9 @@ pub struct Server<'a> {
     pub run: u32,
     /// The snapshot's name.
     pub snapshot: &'a str,
+    /// A folder holding SDT's MPI libraries (`sdtmpi-openmpi.so`, …), which the server
+    /// names where a rank has one loaded: gdb reads their symbols and unwind tables there.
+    pub libraries: Option<&'a Path>,
 }
 
 /// `gdb -q -iex 'set sysroot' -ix EXTENSION --se=PROGRAM -ex 'target remote | sdt
@@ -60,6 +63,9 @@ pub fn remote_command(program: &Path, extension: &Path, server: Server, extra: &
     if let Some(dir) = rust_printers(program) {
         gdb.arg("-iex").arg(glued("add-auto-load-safe-path ", &dir));
         gdb.arg("-iex").arg(glued("directory ", &dir));
+    }
+    if let Some(dir) = server.libraries {
+        gdb.arg("-iex").arg(glued("set solib-search-path ", dir));
     }
     // The user's line rather than SDT's trap inside the `breakpoint!` macro.
     gdb.args(["-ex", SERVE, "-ex", "sdt frame"]).args(extra);
@@ -308,7 +314,13 @@ mod tests {
 
     #[test]
     fn the_server_is_named_by_the_environment() {
-        let server = Server { sdt: "/usr/bin/sdt".as_ref(), store: "$(id)".as_ref(), run: 3, snapshot: "S2" };
+        let server = Server {
+            sdt: "/usr/bin/sdt".as_ref(),
+            store: "$(id)".as_ref(),
+            run: 3,
+            snapshot: "S2",
+            libraries: Some("/tmp/sdt-libs".as_ref()),
+        };
         let cmd = remote_command("/bin/prog".as_ref(), "/tmp/x.py".as_ref(), server, &["-batch".to_owned()]);
         let args: Vec<_> = cmd.get_args().collect();
         assert_eq!(
@@ -319,6 +331,8 @@ mod tests {
                 "set sysroot",
                 "-ix=/tmp/x.py",
                 "--se=/bin/prog",
+                "-iex",
+                "set solib-search-path /tmp/sdt-libs",
                 "-ex",
                 SERVE,
                 "-ex",

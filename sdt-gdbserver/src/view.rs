@@ -74,8 +74,11 @@ impl View {
 /// mapped where its dynamic section (`l_ld`) or its start (`l_addr`) lies, and listed
 /// only if the store checks that file: gdb opens no path the snapshot merely names, and
 /// gets the path the kernel resolved (`/usr/lib/…` where the loader says `/lib/…`). The
-/// main program (the first entry) is `main-lm`. A program without the list (static, or a
-/// damaged snapshot) has no libraries.
+/// main program (the first entry) is `main-lm`. SDT's own MPI interposition library, which
+/// `sdt run` loads from a memfd, is named by its file name (`sdtmpi-openmpi.so`) when its
+/// first segment is byte for byte that of the library this sdt carries: `sdt gdb` writes
+/// the library there for gdb (`solib-search-path`), which unwinds through it. A program
+/// without the list (static, or a damaged snapshot) has no libraries.
 fn libraries_xml(snap: &impl SnapshotSource, maps: &[LinkMap], readable: &[&FileRef]) -> String {
     let mut xml = String::from("<library-list-svr4 version=\"1.0\"");
     if let Some(main) = maps.first() {
@@ -98,7 +101,10 @@ fn libraries_xml(snap: &impl SnapshotSource, maps: &[LinkMap], readable: &[&File
         })
     };
     for m in maps.iter().skip(1) {
-        let Some(path) = mapped_at(m.l_ld, false).or_else(|| mapped_at(m.l_addr, true)) else { continue };
+        let path = mapped_at(m.l_ld, false)
+            .or_else(|| mapped_at(m.l_addr, true))
+            .or_else(|| sdt_library(snap, m.l_addr));
+        let Some(path) = path else { continue };
         xml.push_str(&format!(
             "<library name=\"{}\" lm=\"{:#x}\" l_addr=\"{:#x}\" l_ld=\"{:#x}\" lmid=\"0x0\"/>",
             xml_text(path),
@@ -109,6 +115,19 @@ fn libraries_xml(snap: &impl SnapshotSource, maps: &[LinkMap], readable: &[&File
     }
     xml.push_str("</library-list-svr4>");
     xml
+}
+
+/// The file name of SDT's MPI library if the memory mapping at `base` (its first, from
+/// offset 0) holds it.
+fn sdt_library(snap: &impl SnapshotSource, base: u64) -> Option<&'static str> {
+    let first = snap.meta().mappings.iter().find(|m| m.start == base && m.offset == 0)?;
+    if first.content != Content::Zero {
+        return None;
+    }
+    // A first segment is a few pages: the ELF header, the dynamic symbols.
+    let mut image = vec![0; (first.end - first.start).min(1 << 20) as usize];
+    snap.read(base, &mut image).ok()?;
+    sdt_mpi::Mpi::of_image(&image).map(sdt_mpi::Mpi::file_name)
 }
 
 /// One `struct link_map`.

@@ -52,6 +52,29 @@ pub enum Mpi {
 }
 
 impl Mpi {
+    /// Every MPI the library may be built for.
+    pub const ALL: [Mpi; 2] = [Mpi::OpenMpi, Mpi::Mpich];
+
+    /// The MPI whose library (as this sdt was built with it) starts with `image`, the
+    /// first bytes of a loaded copy: its first segment, which the loader maps unchanged.
+    /// `None` for fewer than an ELF header's 64 bytes, or another library.
+    pub fn of_image(image: &[u8]) -> Option<Mpi> {
+        if image.len() < 64 {
+            return None;
+        }
+        Mpi::ALL
+            .into_iter()
+            .find(|mpi| mpi.library().and_then(|bytes| bytes.get(..image.len())) == Some(image))
+    }
+
+    /// The library's file name, as `sdt gdb` writes it out for gdb.
+    pub fn file_name(self) -> &'static str {
+        match self {
+            Mpi::OpenMpi => "sdtmpi-openmpi.so",
+            Mpi::Mpich => "sdtmpi-mpich.so",
+        }
+    }
+
     /// The MPI a program links, from its `DT_NEEDED` entries; `None` for a program that
     /// links none.
     pub fn of_needed<S: AsRef<str>>(needed: &[S]) -> Option<Mpi> {
@@ -103,10 +126,22 @@ mod tests {
 
     #[test]
     fn libraries_are_shared_objects() {
-        for mpi in [Mpi::OpenMpi, Mpi::Mpich] {
+        for mpi in Mpi::ALL {
             if let Some(bytes) = mpi.library() {
                 assert_eq!(&bytes[..4], b"\x7fELF", "{}", mpi.name());
             }
+        }
+    }
+
+    #[test]
+    fn a_loaded_library_is_told_by_its_first_bytes() {
+        for mpi in Mpi::ALL {
+            let Some(bytes) = mpi.library() else { continue };
+            assert_eq!(Mpi::of_image(&bytes[..4096]), Some(mpi));
+            assert_eq!(Mpi::of_image(&bytes[..63]), None);
+            let mut other = bytes[..4096].to_vec();
+            other[100] ^= 1;
+            assert_eq!(Mpi::of_image(&other), None);
         }
     }
 }

@@ -23,7 +23,8 @@ pub fn gdb(opt: GdbOpt) -> Result<ExitCode> {
     });
     let parts = ServerParts::new(&opt.store)?;
     let (sdt, store, extension) = (&parts.sdt, &parts.store, &parts.extension);
-    let server = Server { sdt, store, run: run.id().0, snapshot: snap.name() };
+    let libraries = Some(parts.libraries.path());
+    let server = Server { sdt, store, run: run.id().0, snapshot: snap.name(), libraries };
     let status = remote_command(&exe, extension.path(), server, &opt.gdb_args)
         .status()
         .context("running gdb (is it installed? apt-get install gdb)")?;
@@ -31,12 +32,13 @@ pub fn gdb(opt: GdbOpt) -> Result<ExitCode> {
 }
 
 /// What a gdb connected to `sdt gdbserver` needs besides the run and snapshot: this
-/// program, the store's absolute path, and SDT's gdb commands in a private file removed
-/// on drop.
+/// program, the store's absolute path, SDT's gdb commands in a private file and SDT's MPI
+/// libraries in a private folder, both removed on drop.
 pub struct ServerParts {
     pub sdt: PathBuf,
     pub store: PathBuf,
     pub extension: tempfile::NamedTempFile,
+    pub libraries: tempfile::TempDir,
 }
 
 impl ServerParts {
@@ -49,7 +51,17 @@ impl ServerParts {
             .tempfile()
             .context("writing SDT's gdb commands to a temporary file")?;
         extension.write_all(EXTENSION.as_bytes()).context("writing SDT's gdb commands")?;
-        Ok(ServerParts { sdt, store, extension })
+        let libraries = tempfile::Builder::new()
+            .prefix("sdt-gdb-libs-")
+            .tempdir()
+            .context("making a folder for SDT's MPI libraries")?;
+        for mpi in sdt_mpi::Mpi::ALL {
+            if let Some(bytes) = mpi.library() {
+                std::fs::write(libraries.path().join(mpi.file_name()), bytes)
+                    .with_context(|| format!("writing {} for gdb", mpi.file_name()))?;
+            }
+        }
+        Ok(ServerParts { sdt, store, extension, libraries })
     }
 }
 

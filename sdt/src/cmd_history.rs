@@ -42,7 +42,13 @@ pub fn history(opt: HistoryOpt) -> Result<ExitCode> {
         PathBuf::new()
     });
     let parts = ServerParts::new(&opt.store)?;
-    let server = Server { sdt: &parts.sdt, store: &parts.store, run: first_run.0, snapshot: &first.name };
+    let server = Server {
+        sdt: &parts.sdt,
+        store: &parts.store,
+        run: first_run.0,
+        snapshot: &first.name,
+        libraries: Some(parts.libraries.path()),
+    };
     // `RUN:NAME`, since names repeat across refinements; a name from the store goes on
     // gdb's command line only if it is one plain word.
     let plain = |name: &str| name.chars().all(|c| c.is_ascii_graphic() && c != ':');

@@ -177,6 +177,12 @@ fn rollback_replays_to_the_cut_just_before_an_event() -> Result<(), Skip> {
         stdout(&sdt.ok(&["gdb", "0:S0", "--", "-batch", "-nx", "-ex", "printf \"total=%.17g\\n\", total"]));
     let expected = total_after(&events, 4);
     assert!(gdb.contains(&format!("total={expected}")), "expected total={expected}:\n{gdb}");
+    // The rank stands in SDT's MPI library, inside the MPI_Recv it did not make: gdb
+    // unwinds through the library to the rank's own call, and starts there.
+    let bt = stdout(&sdt.ok(&["gdb", "0:S0", "--", "-batch", "-nx", "-ex", "bt"]));
+    let (user_frame, innermost) = (bt.find(" in main ("), bt.find("#0 "));
+    assert!(user_frame.is_some() && user_frame < innermost, "sdt frame selects main first:\n{bt}");
+    assert!(bt.contains("MPI_ANY_SOURCE, 7") && bt.contains(" in MPI_Recv ("), "{bt}");
     // The replay ended at the cut: rank 0 never printed its sum.
     assert!(!text.contains("sum "), "{text}");
     Ok(())
