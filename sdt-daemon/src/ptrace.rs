@@ -289,7 +289,7 @@ impl Tracer {
     /// `SIGSEGV` while `SIGSEGV` is blocked, has had its action reset to the default by
     /// the kernel before this stop.)
     fn fatal_signal(&mut self, tid: Tid, signo: i32) -> Option<FatalSignal> {
-        let kept = [
+        let harmless_by_default = [
             libc::SIGKILL,
             libc::SIGCHLD,
             libc::SIGCONT,
@@ -300,7 +300,7 @@ impl Tracer {
             libc::SIGURG,
             libc::SIGWINCH,
         ];
-        if !(1..=64).contains(&signo) || kept.contains(&signo) {
+        if !(1..=64).contains(&signo) || harmless_by_default.contains(&signo) {
             return None;
         }
         // `stat` tells the first 31 quickly; `status` all 64.

@@ -482,11 +482,11 @@ impl Recorder<'_> {
     /// Records a failed capture: a breakpoint's (or a fatal signal's) that the store had
     /// no room for is lost; a timed one that came as the program was exiting is no
     /// problem (it ended first); any other is said once, with the run's end.
-    fn capture_failed(&mut self, e: &CaptureError, breakpoint: bool) {
+    fn capture_failed(&mut self, e: &CaptureError, untimed: bool) {
         let message = format!("capture of S{} failed: {}", self.next_seq, human::error_chain(e));
-        if e.no_room() && breakpoint {
+        if e.no_room() && untimed {
             self.writer.lost(message);
-        } else if !breakpoint && matches!(e, CaptureError::Exiting) {
+        } else if !untimed && matches!(e, CaptureError::Exiting) {
             log::debug!("{message}");
         } else {
             log::debug!("{message}");
