@@ -214,6 +214,8 @@ pub struct RunOutcome {
     pub totals: WriteTotals,
     /// Captures that failed or were refused, with why.
     pub problems: Vec<String>,
+    /// The snapshot taken at the signal that ended the program, if one was (its name).
+    pub at_signal: Option<String>,
 }
 
 /// Why a run could not be made.
@@ -354,6 +356,7 @@ fn drive<B: EventSource>(
         capturing: opts.config.max_snapshots != Some(0),
         told_unfiltered: false,
         problems: Vec::new(),
+        at_signal: None,
     };
     let mut session = Session { tracer, rec };
     events.set_interval(opts.config.every_ms.map(Duration::from_millis))?;
@@ -364,7 +367,7 @@ fn drive<B: EventSource>(
 /// Records how the run ended, with what went wrong on the way; a restored program's
 /// namespace ends with it (after an error, it is killed).
 fn finish(rec: Recorder, exit: Result<ProgramExit, Error>, opts: &RunOptions) -> Result<RunOutcome, Error> {
-    let Recorder { writer, mut problems, init, info, mpi_events, .. } = rec;
+    let Recorder { writer, mut problems, init, info, mpi_events, at_signal, .. } = rec;
     if let (Ok(_), Some(events)) = (&exit, &mpi_events) {
         events.pack();
     }
@@ -391,7 +394,7 @@ fn finish(rec: Recorder, exit: Result<ProgramExit, Error>, opts: &RunOptions) ->
     };
     let (totals, error) = writer.finish(status, opts.wait_for_compaction || opts.verify);
     problems.extend(error);
-    Ok(RunOutcome { run: info.id, exit, totals, problems })
+    Ok(RunOutcome { run: info.id, exit, totals, problems, at_signal })
 }
 
 /// Launches `command` seized with `ptrace_options`, and hands it, stopped at its

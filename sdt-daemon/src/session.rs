@@ -73,6 +73,8 @@ pub(crate) struct Recorder<'a> {
     /// The user was told that without a config every breakpoint captures.
     pub told_unfiltered: bool,
     pub problems: Vec<String>,
+    /// The snapshot stored at a fatal signal (its name).
+    pub at_signal: Option<String>,
 }
 
 /// What captures know of the program's current image: `execve` starts a new one.
@@ -544,6 +546,9 @@ impl Recorder<'_> {
             self.writer.prepare(copied);
         }
         let stored = result >= 0;
+        if signal.is_some() && stored {
+            self.at_signal = Some(meta.name.clone());
+        }
         if last && stored {
             self.capturing = false;
             log::info!("max_snapshots reached: no more snapshots");

@@ -49,6 +49,9 @@ pub fn run(opt: RunOpt) -> Result<ExitCode> {
         signal_snapshots: !opt.no_signal_snapshot,
     })?;
     conclude(&outcome, &opt.store.store, opt.quiet);
+    if let Some(name) = outcome.at_signal.as_deref().filter(|_| !opt.quiet) {
+        eprintln!("sdt: {name} is the program as the signal found it: `sdt gdb {name}`");
+    }
     if says_record {
         say_job_record(&opt.store.store, outcome.run);
     }

@@ -4,7 +4,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
 
-use crate::harness::{Sdt, describe, gdb, gdb_values, program, run, stdout, wait_with_timeout};
+use crate::harness::{Sdt, describe, gdb, gdb_values, program, run, stderr, stdout, wait_with_timeout};
 
 fn exit_code_is_the_programs() {
     let sdt = Sdt::new();
@@ -66,6 +66,11 @@ fn a_thread_that_aborts_is_captured_at_its_signal() {
     let prog = program("behave");
     let out = sdt.output(&["run", "--", prog.to_str().unwrap(), "abort-thread"]);
     assert_eq!(out.status.signal(), Some(libc::SIGABRT), "{}", describe(&out));
+    assert!(
+        stderr(&out).contains("sdt: S1 is the program as the signal found it: `sdt gdb S1`"),
+        "{}",
+        describe(&out)
+    );
     let snapshots = sdt.snapshots();
     assert_eq!(snapshots.len(), 2, "{snapshots:?}");
     let at_signal = &snapshots[1];
