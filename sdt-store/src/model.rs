@@ -216,11 +216,11 @@ impl Trigger {
         }
     }
 
-    /// The faulting address of a snapshot taken at a fault the kernel raised (`SIGSEGV`,
-    /// `SIGBUS`, `SIGILL`, `SIGFPE` with a positive `si_code`).
+    /// The faulting address of a snapshot taken at a fault the kernel raised
+    /// ([`sdt_sys::ptrace::is_fault`]).
     pub fn fault_addr(&self) -> Option<u64> {
         match *self {
-            Trigger::Signal { signo: 4 | 7 | 8 | 11, code, addr, .. } if code > 0 => Some(addr),
+            Trigger::Signal { signo, code, addr, .. } if sdt_sys::ptrace::is_fault(signo, code) => Some(addr),
             _ => None,
         }
     }

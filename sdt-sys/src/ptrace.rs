@@ -115,13 +115,19 @@ pub struct SigInfo {
 }
 
 impl SigInfo {
-    /// The faulting address (`si_addr`) of a fault the kernel raised: `SIGSEGV`,
-    /// `SIGBUS`, `SIGILL` or `SIGFPE` with a positive `si_code`.
+    /// The faulting address (`si_addr`) of a fault the kernel raised ([`is_fault`]).
     pub fn fault_addr(&self) -> Option<u64> {
-        let fault = matches!(self.signo, libc::SIGSEGV | libc::SIGBUS | libc::SIGILL | libc::SIGFPE);
         // x86_64: si_addr follows signo, errno, code and 4 bytes of padding.
-        (fault && self.code > 0).then(|| u64::from_le_bytes(self.raw[16..24].try_into().expect("8 bytes")))
+        is_fault(self.signo, self.code)
+            .then(|| u64::from_le_bytes(self.raw[16..24].try_into().expect("8 bytes")))
     }
+}
+
+/// Whether signal `signo` with `si_code` `code` is a fault the kernel raised, whose
+/// `siginfo_t` holds the faulting address: `SIGSEGV`, `SIGBUS`, `SIGILL` or `SIGFPE` with
+/// a positive code (not one sent by `kill` or `raise`).
+pub fn is_fault(signo: i32, code: i32) -> bool {
+    matches!(signo, libc::SIGSEGV | libc::SIGBUS | libc::SIGILL | libc::SIGFPE) && code > 0
 }
 
 /// `ptrace(PTRACE_GETSIGINFO, tid)`: the signal a thread stopped for.
