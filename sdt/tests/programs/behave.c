@@ -68,9 +68,15 @@ static void give_up(void)
 	abort();
 }
 
+static volatile int main_joins;
+
 static void *abort_soon(void *arg)
 {
 	(void)arg;
+	/* Not before main is on its way into pthread_join. */
+	while (!main_joins)
+		usleep(1000);
+	usleep(20 * 1000);
 	give_up();
 	return NULL;
 }
@@ -133,6 +139,7 @@ int main(int argc, char **argv)
 		pthread_t worker;
 		SetBreakpoint(1, 1, 1, 0, "mode=abort-thread");
 		pthread_create(&worker, NULL, abort_soon, NULL);
+		main_joins = 1;
 		pthread_join(worker, NULL);
 		return 0;
 	}

@@ -1,5 +1,7 @@
 /* Threads in every state when a snapshot is taken, and values gdb must show. */
+#define _GNU_SOURCE
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -48,13 +50,20 @@ static void *worker_read(void *arg)
 	return NULL;
 }
 
+static void wake(int sig)
+{
+	(void)sig;
+}
+
+/* Sleeps in nanosleep(2) until main's SIGUSR2 ends it: never between two sleeps when a
+   capture comes, however late the scheduler lets it run. */
 static void *worker_sleep(void *arg)
 {
 	(void)arg;
 	tls_value = 103;
 	blocker_tids[1] = syscall(SYS_gettid);
 	pthread_barrier_wait(&started);
-	struct timespec ts = { 0, 50 * 1000 * 1000 };
+	struct timespec ts = { 3600, 0 };
 	while (!released)
 		nanosleep(&ts, NULL);
 	return NULL;
@@ -112,6 +121,7 @@ int main(void)
 	void *(*bodies[4])(void *) = { worker_spin, worker_read, worker_sleep, worker_wait };
 
 	tls_value = 100;
+	signal(SIGUSR2, wake);
 	if (pipe(pipe_fds) != 0)
 		return 2;
 	pthread_barrier_init(&started, NULL, 5);
@@ -139,8 +149,21 @@ int main(void)
 	released = 1;
 	pthread_cond_broadcast(&cond);
 	pthread_mutex_unlock(&lock);
+	/* Until the sleeper has seen `released`: a signal that came before its nanosleep
+	   would not end that sleep. */
+	struct timespec soon;
+	do {
+		pthread_kill(threads[2], SIGUSR2);
+		clock_gettime(CLOCK_REALTIME, &soon);
+		soon.tv_nsec += 10 * 1000 * 1000;
+		if (soon.tv_nsec >= 1000 * 1000 * 1000) {
+			soon.tv_sec++;
+			soon.tv_nsec -= 1000 * 1000 * 1000;
+		}
+	} while (pthread_timedjoin_np(threads[2], NULL, &soon) != 0);
 	for (int i = 0; i < 4; i++)
-		pthread_join(threads[i], NULL);
+		if (i != 2)
+			pthread_join(threads[i], NULL);
 	printf("done: tls_value=%d\n", tls_value);
 	return 0;
 }
