@@ -27,6 +27,7 @@ pub fn run(bytes: &[u8]) {
     }
     let _ = sdt_procfs::parse_statm_resident(bytes);
     let _ = sdt_procfs::parse_cpu_idle_ticks(bytes);
+    let _ = sdt_procfs::parse_flocks(bytes);
     let args = sdt_procfs::parse_cmdline(bytes);
     let raw: Vec<u8> = args.iter().flat_map(|a| a.bytes().chain([0])).collect();
     assert_eq!(sdt_procfs::parse_cmdline(&raw), args);

@@ -1,5 +1,5 @@
 //! The `/proc` files SDT reads, parsed in one place: a process's `maps`, `stat`, `statm`,
-//! `status`, `fdinfo/N` and `cmdline`, and the system's `/proc/stat`.
+//! `status`, `fdinfo/N` and `cmdline`, and the system's `/proc/stat` and `/proc/locks`.
 //!
 //! ```no_run
 //! use sdt_sys::Tid;
@@ -40,10 +40,12 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
+mod locks;
 mod maps;
 mod stat;
 mod status;
 
+pub use locks::{HeldFlock, parse_flocks};
 pub use maps::{parse_maps, parse_maps_line};
 pub use stat::{Stat, parse_cpu_idle_ticks, parse_statm_resident};
 pub use status::{parse_credentials, parse_fdinfo, parse_ns_tid, parse_real_ids, parse_signal_sets};

@@ -579,6 +579,15 @@ impl Run {
         }
     }
 
+    /// The device and inode of the run's lock file: how `/proc/locks` and a holder's
+    /// `/proc/PID/fd` name it, to tell who holds the run.
+    pub fn lock_file_id(&self) -> Result<(u64, u64)> {
+        use std::os::unix::fs::MetadataExt;
+        let lock = self.dir.open_file(LOCK).and_then(|f| f.metadata());
+        let meta = lock.map_err(|e| io_error(&self.dir.join(LOCK), e))?;
+        Ok((meta.dev(), meta.ino()))
+    }
+
     /// The run's snapshots in order, each in the form readers take (compacted if it is,
     /// else as captured), without opening them. Listing costs a few bytes per snapshot;
     /// each entry is made as the iterator reaches it.

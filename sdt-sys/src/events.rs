@@ -40,6 +40,14 @@ pub struct Events {
     timer: TimerFd,
 }
 
+/// `pthread_sigmask(SIG_SETMASK, {})`: the calling thread blocks no signal. For a process
+/// started by one that had blocked signals for its [`Events`] (the mask is inherited
+/// across `execve`): call it before starting any thread.
+pub fn unblock_all_signals() -> Result<()> {
+    pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
+        .map_err(|e| nix_err("pthread_sigmask", e))
+}
+
 fn nix_err(call: &'static str, e: nix::errno::Errno) -> Error {
     Error { call, tid: 0, source: std::io::Error::from_raw_os_error(e as i32) }
 }

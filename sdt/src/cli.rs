@@ -70,8 +70,9 @@ pub enum Action {
     /// List the runs in the store.
     Runs(RunsOpt),
     /// Compact a run's raw snapshots (diff and compress them): what a run left when its
-    /// sdt died, or when compaction stopped for want of disk space. While the background
-    /// compaction `sdt run` starts when the program ends is going on, waits for it.
+    /// sdt died, or when compaction stopped for want of disk space. The background
+    /// compaction `sdt run` starts when the program ends (on idle CPU time only) it stops
+    /// and finishes itself, at once.
     #[command(after_help = "Example:\n  sdt compact --run 3")]
     Compact(CompactOpt),
     /// Show a snapshot: trigger, timing, threads (what each was doing, pc, sp), mappings.
@@ -326,7 +327,7 @@ pub struct RunOpt {
     pub verify: bool,
     /// Return once every snapshot is compacted. Without it, sdt returns when the program
     /// ends and a background `sdt compact` finishes what is left (the snapshots are
-    /// readable meanwhile; `sdt compact` waits for it).
+    /// readable meanwhile; `sdt compact` finishes them at once).
     #[arg(long)]
     pub wait_compaction: bool,
     /// Captures the raw log may hold before compaction catches up, in MiB (default: half

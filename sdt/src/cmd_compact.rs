@@ -17,6 +17,9 @@ pub fn compact(opt: CompactOpt) -> Result<()> {
     if opt.background {
         // Only what no program wants: the next `sdt run` is not slowed by this one's.
         sdt_sys::set_thread_urgency(None, sdt_sys::Urgency::Background).ok();
+        // The `sdt run` that started it blocks SIGTERM, SIGINT, … for its signalfd: here
+        // they end it, as a user's `sdt compact` taking its work over expects.
+        sdt_sys::events::unblock_all_signals().ok();
     }
     let (store, run) = select::open_run(&opt.store, &opt.run)?;
     let id = run.id();
@@ -31,8 +34,13 @@ pub fn compact(opt: CompactOpt) -> Result<()> {
             }
             // Another compactor has it (the one `sdt run` left, or a user's): it does the work.
             Err(sdt_store::Error::RunHeld { .. }) if opt.background => return Ok(()),
+            // The one `sdt run` left runs on idle CPU time only, which a busy machine may
+            // never give it: the user asking now takes its work over, at a user's speed.
+            // Anyone else's is waited for.
             Err(sdt_store::Error::RunHeld { .. }) => {
-                wait_for_compactor(&store, id)?;
+                if !take_over_from_background(&store, id)? {
+                    wait_for_compactor(&store, id)?;
+                }
                 waited = true;
             }
             Err(e) => return Err(e).with_context(|| format!("compacting run {id}")),
@@ -131,6 +139,72 @@ fn tell_starter_we_hold_the_run() {
 /// How often a waiting `sdt compact` looks at the run again.
 const POLL: Duration = Duration::from_millis(100);
 
+/// Stops the background compactor (`sdt compact --background`, which `sdt run` starts
+/// when the program ends) if that is what holds run `id`, and waits until it has let the
+/// run go: what it was writing is left unfinished, and is written again by whoever
+/// compacts next. False if something else holds the run (a user's `sdt compact`, or a
+/// process we may not signal); refuses a run whose capture is still going on. `^C` ends
+/// the wait.
+fn take_over_from_background(store: &Store, id: RunId) -> Result<bool> {
+    let run = open_compacted_run(store, id)?;
+    let Some(pid) = background_compactor(&run) else { return Ok(false) };
+    let raw = count_raw(&run)?;
+    // SIGCONT: one that is stopped (by a debugger, say) ends too.
+    for signal in [libc::SIGTERM, libc::SIGCONT] {
+        match sdt_sys::kill_process(pid, signal) {
+            Ok(()) => {}
+            // Gone already: the run is free, or about to be.
+            Err(e) if e.errno() == libc::ESRCH => break,
+            // Another user's: waited for.
+            Err(e) if e.errno() == libc::EPERM => return Ok(false),
+            Err(e) => {
+                return Err(e).with_context(|| format!("stopping the background compactor of run {id}"));
+            }
+        }
+    }
+    eprintln!(
+        "sdt: run {id} was being compacted in the background (pid {pid}, on idle CPU time only), {raw} raw \
+         snapshot(s) left: taking it over"
+    );
+    while store.open_run(&id)?.is_held() {
+        std::thread::sleep(POLL);
+    }
+    Ok(true)
+}
+
+/// The `sdt compact --background` process that holds `run`'s lock, if that is who holds
+/// it: a holder `/proc/locks` names, with that very file open, whose command line says
+/// so. (Not the store's word: nothing in it says who compacts.)
+fn background_compactor(run: &Run) -> Option<sdt_sys::Tid> {
+    use std::os::unix::fs::MetadataExt;
+    let (dev, ino) = run.lock_file_id().ok()?;
+    let locks = std::fs::read("/proc/locks").ok()?;
+    let has_lock_open = |pid: sdt_sys::Tid| {
+        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return false };
+        // `metadata` follows each descriptor's link to the file it has open.
+        fds.flatten().any(|fd| std::fs::metadata(fd.path()).is_ok_and(|m| m.dev() == dev && m.ino() == ino))
+    };
+    sdt_procfs::parse_flocks(&locks).into_iter().filter(|l| l.inode == ino).find_map(|l| {
+        let pid = sdt_sys::Tid::new(l.pid)?;
+        let args = sdt_procfs::parse_cmdline(&sdt_procfs::read(pid, "cmdline").ok()?);
+        let background =
+            args.get(1).is_some_and(|a| a == "compact") && args.iter().any(|a| a == "--background");
+        (background && has_lock_open(pid)).then_some(pid)
+    })
+}
+
+/// Run `id`, refused while its capture is still going on (its `sdt` compacts it).
+fn open_compacted_run(store: &Store, id: RunId) -> Result<Run> {
+    let run = store.open_run(&id)?;
+    if run.info().status == RunStatus::Running && run.is_held() {
+        bail!(
+            "run {id} is being captured by sdt (pid {}): its snapshots are compacted as the program runs",
+            run.info().sdt_pid
+        );
+    }
+    Ok(run)
+}
+
 /// Waits until no `sdt compact` holds run `id` (the one `sdt run` left behind, or a
 /// user's), saying how many raw snapshots are left as it goes; refuses a run whose
 /// capture is still going on. `^C` ends the wait; the compaction goes on.
@@ -139,15 +213,9 @@ fn wait_for_compactor(store: &Store, id: RunId) -> Result<()> {
     loop {
         // Read again each time: the run's end is recorded before its compaction is
         // handed over.
-        let run = store.open_run(&id)?;
+        let run = open_compacted_run(store, id)?;
         if !run.is_held() {
             return Ok(());
-        }
-        if run.info().status == RunStatus::Running {
-            bail!(
-                "run {id} is being captured by sdt (pid {}): its snapshots are compacted as the program runs",
-                run.info().sdt_pid
-            );
         }
         let raw = count_raw(&run)?;
         if said != Some(raw) {

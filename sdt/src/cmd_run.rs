@@ -123,7 +123,7 @@ pub fn conclude(outcome: &RunOutcome, store: &Path, quiet: bool) {
         0 => String::new(),
         n => match cmd_compact::start_in_background(store, outcome.run) {
             Ok(pid) => format!(
-                "; {n} more being compacted in the background (pid {pid}; readable meanwhile, `sdt compact` waits for it)"
+                "; {n} more being compacted in the background (pid {pid}; readable meanwhile, `sdt compact` finishes them at once)"
             ),
             Err(e) => {
                 format!("; {n} left raw (readable; `sdt compact --run {}` compacts them: {e})", outcome.run)
