@@ -7,11 +7,12 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 use sdt_test_harness::Skip;
 
-use crate::harness::{describe, program, run, stderr, stdout};
+use crate::harness::{describe, program, stderr, stdout, wait_within};
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
@@ -43,14 +44,23 @@ pub fn prepare() -> HashMap<String, String> {
         .collect()
 }
 
-/// `scripts/guest/run ARGS -- SCRIPT` with SCRIPT's text written to a temporary file.
+/// `scripts/guest/run ARGS -- SCRIPT` with SCRIPT's text written to a temporary file,
+/// given as long as its own `--timeout` (120 s unless ARGS say) and time to say so: the
+/// emulated guest runs several times slower while other tests keep the CPUs busy.
 pub fn guest(args: &[&str], script: &str) -> Output {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("guest.sh");
     std::fs::write(&path, script).unwrap();
-    let mut cmd = Command::new(workspace().join("scripts/guest/run"));
-    cmd.args(args).arg("--").arg(&path);
-    run(&mut cmd)
+    let limit = args.windows(2).find(|w| w[0] == "--timeout").map_or(120, |w| w[1].parse().unwrap());
+    let child = Command::new(workspace().join("scripts/guest/run"))
+        .args(args)
+        .arg("--")
+        .arg(&path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawning scripts/guest/run");
+    wait_within(child, Duration::from_secs(limit + 30), "(the guest's run)")
 }
 
 /// The text after `GUEST <key> ` in the guest's output.
