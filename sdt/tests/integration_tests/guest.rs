@@ -6,6 +6,7 @@
 //! installs it.
 
 use std::collections::HashMap;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -52,12 +53,14 @@ pub fn guest(args: &[&str], script: &str) -> Output {
     let path = dir.path().join("guest.sh");
     std::fs::write(&path, script).unwrap();
     let limit = args.windows(2).find(|w| w[0] == "--timeout").map_or(120, |w| w[1].parse().unwrap());
+    // Its own process group, which a timeout kills whole: QEMU with it.
     let child = Command::new(workspace().join("scripts/guest/run"))
         .args(args)
         .arg("--")
         .arg(&path)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        .process_group(0)
         .spawn()
         .expect("spawning scripts/guest/run");
     wait_within(child, Duration::from_secs(limit + 30), "(the guest's run)")

@@ -230,7 +230,7 @@ pub fn wait_with_timeout(child: Child) -> Output {
 }
 
 /// Waits for a child, killing it (and failing the test, the panic saying `what`) after
-/// `timeout`.
+/// `timeout`, with its process group if it leads one.
 pub fn wait_within(mut child: Child, timeout: Duration, what: &str) -> Output {
     let mut stdout = child.stdout.take();
     let mut stderr = child.stderr.take();
@@ -254,6 +254,9 @@ pub fn wait_within(mut child: Child, timeout: Duration, what: &str) -> Output {
             break status;
         }
         if start.elapsed() > timeout {
+            // (Fails harmlessly where it leads no group.)
+            let group = format!("-{}", child.id());
+            Command::new("kill").args(["-KILL", "--", &group]).stderr(Stdio::null()).status().ok();
             child.kill().ok();
             child.wait().ok();
             panic!("command timed out after {timeout:?} {what}");
