@@ -103,6 +103,9 @@ impl TestResult for Result<(), Skip> {
     }
 }
 
+/// How long a test runs before the harness reports its time.
+const SLOW: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Every skip of this run: the test's name and why.
 static SKIPPED: Mutex<Vec<(String, Skip)>> = Mutex::new(Vec::new());
 
@@ -115,8 +118,14 @@ pub fn trial<R: TestResult + 'static>(module_path: &str, name: &str, test: fn() 
         None => name.to_owned(),
     };
     Trial::ignorable_test(name.clone(), move || {
+        let started = std::time::Instant::now();
         let ran = std::thread::Builder::new().name(name.clone()).spawn(move || test().skipped());
-        match ran.expect("starting the test's thread").join() {
+        let ended = ran.expect("starting the test's thread").join();
+        // The slow ones, to see in a run's log how close they come to their timeouts.
+        if started.elapsed() > SLOW {
+            eprintln!("{name}: took {:.0} s", started.elapsed().as_secs_f64());
+        }
+        match ended {
             Ok(None) => Ok(Completion::Completed),
             Ok(Some(skip)) => {
                 let reason = skip.to_string();
