@@ -71,8 +71,8 @@ pub enum Action {
     Runs(RunsOpt),
     /// Compact a run's raw snapshots (diff and compress them): what a run left when its
     /// sdt died, or when compaction stopped for want of disk space. The background
-    /// compaction `sdt run` starts when the program ends (on idle CPU time only) it stops
-    /// and finishes itself, at once.
+    /// compaction `sdt run` starts when the program ends runs on idle CPU time only: this
+    /// stops it and finishes the rest at once.
     #[command(after_help = "Example:\n  sdt compact --run 3")]
     Compact(CompactOpt),
     /// Show a snapshot: trigger, timing, threads (what each was doing, pc, sp), mappings.

@@ -146,7 +146,7 @@ const POLL: Duration = Duration::from_millis(100);
 /// process we may not signal); refuses a run whose capture is still going on. `^C` ends
 /// the wait.
 fn take_over_from_background(store: &Store, id: RunId) -> Result<bool> {
-    let run = open_compacted_run(store, id)?;
+    let run = open_for_compaction(store, id)?;
     let Some(pid) = background_compactor(&run) else { return Ok(false) };
     let raw = count_raw(&run)?;
     // SIGCONT: one that is stopped (by a debugger, say) ends too.
@@ -166,11 +166,21 @@ fn take_over_from_background(store: &Store, id: RunId) -> Result<bool> {
         "sdt: run {id} was being compacted in the background (pid {pid}, on idle CPU time only), {raw} raw \
          snapshot(s) left: taking it over"
     );
+    // One whose SIGTERM stays blocked (an older sdt's) is killed.
+    let since = std::time::Instant::now();
+    let mut killed = false;
     while store.open_run(&id)?.is_held() {
+        if !killed && since.elapsed() > TERM_GRACE {
+            sdt_sys::kill_process(pid, libc::SIGKILL).ok();
+            killed = true;
+        }
         std::thread::sleep(POLL);
     }
     Ok(true)
 }
+
+/// How long a background compactor told to end may take before it is killed.
+const TERM_GRACE: Duration = Duration::from_secs(5);
 
 /// The `sdt compact --background` process that holds `run`'s lock, if that is who holds
 /// it: a holder `/proc/locks` names, with that very file open, whose command line says
@@ -194,7 +204,7 @@ fn background_compactor(run: &Run) -> Option<sdt_sys::Tid> {
 }
 
 /// Run `id`, refused while its capture is still going on (its `sdt` compacts it).
-fn open_compacted_run(store: &Store, id: RunId) -> Result<Run> {
+fn open_for_compaction(store: &Store, id: RunId) -> Result<Run> {
     let run = store.open_run(&id)?;
     if run.info().status == RunStatus::Running && run.is_held() {
         bail!(
@@ -213,7 +223,7 @@ fn wait_for_compactor(store: &Store, id: RunId) -> Result<()> {
     loop {
         // Read again each time: the run's end is recorded before its compaction is
         // handed over.
-        let run = open_compacted_run(store, id)?;
+        let run = open_for_compaction(store, id)?;
         if !run.is_held() {
             return Ok(());
         }
