@@ -83,8 +83,8 @@ fn a_thread_that_aborts_is_captured_at_its_signal() {
     assert!(text.contains("Program terminated with signal SIGABRT"), "{text}");
     assert!(text.contains("give_up"), "{text}");
     assert_eq!(gdb_values(&text), ["3"], "{text}");
-    // Main is the other thread, its stack whole: (on a loaded machine it may not have
-    // reached pthread_join yet).
+    // Main is the other thread, with its whole stack (on a loaded machine it may not
+    // have reached pthread_join yet).
     assert!(
         text.lines().any(|l| l.starts_with('#') && l.contains(" main (argc=") && l.contains("behave.c:")),
         "main's stack: {text}"
