@@ -46,7 +46,7 @@ pub struct Server<'a> {
     pub snapshot: &'a str,
     /// A folder holding SDT's MPI libraries (`sdtmpi-openmpi.so`, …), which the server
     /// names where a rank has one loaded: gdb reads their symbols and unwind tables there.
-    pub libraries: Option<&'a Path>,
+    pub libraries: &'a Path,
 }
 
 /// `gdb -q -iex 'set sysroot' -ix EXTENSION --se=PROGRAM -ex 'target remote | sdt
@@ -64,9 +64,7 @@ pub fn remote_command(program: &Path, extension: &Path, server: Server, extra: &
         gdb.arg("-iex").arg(glued("add-auto-load-safe-path ", &dir));
         gdb.arg("-iex").arg(glued("directory ", &dir));
     }
-    if let Some(dir) = server.libraries {
-        gdb.arg("-iex").arg(glued("set solib-search-path ", dir));
-    }
+    gdb.arg("-iex").arg(glued("set solib-search-path ", server.libraries));
     // The user's line rather than SDT's trap inside the `breakpoint!` macro.
     gdb.args(["-ex", SERVE, "-ex", "sdt frame"]).args(extra);
     gdb.env("SDT_GDBSERVER", server.sdt)
@@ -319,7 +317,7 @@ mod tests {
             store: "$(id)".as_ref(),
             run: 3,
             snapshot: "S2",
-            libraries: Some("/tmp/sdt-libs".as_ref()),
+            libraries: "/tmp/sdt-libs".as_ref(),
         };
         let cmd = remote_command("/bin/prog".as_ref(), "/tmp/x.py".as_ref(), server, &["-batch".to_owned()]);
         let args: Vec<_> = cmd.get_args().collect();

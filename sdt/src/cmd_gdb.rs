@@ -22,12 +22,10 @@ pub fn gdb(opt: GdbOpt) -> Result<ExitCode> {
         PathBuf::new()
     });
     let parts = ServerParts::new(&opt.store)?;
-    let (sdt, store, extension) = (&parts.sdt, &parts.store, &parts.extension);
-    let libraries = Some(parts.libraries.path());
-    let server = Server { sdt, store, run: run.id().0, snapshot: snap.name(), libraries };
-    let status = remote_command(&exe, extension.path(), server, &opt.gdb_args)
-        .status()
-        .context("running gdb (is it installed? apt-get install gdb)")?;
+    let status =
+        remote_command(&exe, parts.extension.path(), parts.server(run.id().0, snap.name()), &opt.gdb_args)
+            .status()
+            .context("running gdb (is it installed? apt-get install gdb)")?;
     Ok(ExitCode::from(status.code().unwrap_or(1) as u8))
 }
 
@@ -62,6 +60,11 @@ impl ServerParts {
             }
         }
         Ok(ServerParts { sdt, store, extension, libraries })
+    }
+
+    /// The server of snapshot `snapshot` of run `run`, in these parts' store.
+    pub fn server<'a>(&'a self, run: u32, snapshot: &'a str) -> Server<'a> {
+        Server { sdt: &self.sdt, store: &self.store, run, snapshot, libraries: self.libraries.path() }
     }
 }
 

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use sdt_daemon::human::escape;
-use sdt_gdb::frontend::{Server, evaluate_in_each};
+use sdt_gdb::frontend::evaluate_in_each;
 use sdt_gdbserver::{Entry, entries};
 use sdt_store::RunId;
 use serde_json::json;
@@ -42,13 +42,7 @@ pub fn history(opt: HistoryOpt) -> Result<ExitCode> {
         PathBuf::new()
     });
     let parts = ServerParts::new(&opt.store)?;
-    let server = Server {
-        sdt: &parts.sdt,
-        store: &parts.store,
-        run: first_run.0,
-        snapshot: &first.name,
-        libraries: Some(parts.libraries.path()),
-    };
+    let server = parts.server(first_run.0, &first.name);
     // `RUN:NAME`, since names repeat across refinements; a name from the store goes on
     // gdb's command line only if it is one plain word.
     let plain = |name: &str| name.chars().all(|c| c.is_ascii_graphic() && c != ':');
