@@ -233,8 +233,9 @@ pub struct CaptureArgs {
     /// Capture config (TOML), as for `sdt run`.
     #[arg(long, short = 'c', value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Also take a timed snapshot every MS milliseconds.
-    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    /// Also take a timed snapshot every MS milliseconds (`50`, or with a unit: `50ms`,
+    /// `0.5s`).
+    #[arg(long, value_name = "MS", value_parser = interval_ms)]
     pub every: Option<u64>,
     /// No line per snapshot.
     #[arg(long, short)]
@@ -310,9 +311,10 @@ pub struct RunOpt {
     /// max_snapshots.
     #[arg(long, short = 'c', value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Also take a timed snapshot every MS milliseconds (overrides every_ms), counted from
-    /// the end of the previous one: slow captures do not pile up.
-    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    /// Also take a timed snapshot every MS milliseconds (`50`, or with a unit: `50ms`,
+    /// `0.5s`; overrides every_ms), counted from the end of the previous one: slow
+    /// captures do not pile up.
+    #[arg(long, value_name = "MS", value_parser = interval_ms)]
     pub every: Option<u64>,
     /// Also break at the entry of the program's function FUNC, as if it called
     /// SetBreakpoint(1, 0, N, 1, "symbol=FUNC") (N: the N-th --break); `@HITS` keeps only
@@ -330,10 +332,10 @@ pub struct RunOpt {
     /// readable meanwhile; `sdt compact` finishes them at once).
     #[arg(long)]
     pub wait_compaction: bool,
-    /// Captures the raw log may hold before compaction catches up, in MiB (default: half
-    /// the store's free space); past it, breakpoint captures wait for compaction and
-    /// timed snapshots are skipped.
-    #[arg(long, value_name = "MB", value_parser = clap::value_parser!(u64).range(1..))]
+    /// Captures the raw log may hold before compaction catches up, in MiB (`512`, or with a
+    /// unit: `512M`, `2G`, `1TiB`; default: half the store's free space); past it,
+    /// breakpoint captures wait for compaction and timed snapshots are skipped.
+    #[arg(long, value_name = "MB", value_parser = size_mib)]
     pub disk_budget: Option<u64>,
     /// How changed pages are found: `uffd-wp` (the kernel tracks writes; Linux 6.7),
     /// `page-hash` (copy every resident page, compare hashes), or `auto` (the first that
@@ -698,6 +700,49 @@ pub struct GdbserverOpt {
     pub listen: Option<std::net::SocketAddr>,
 }
 
+/// `--every`: milliseconds, bare (`50`) or with a unit (`50ms`, `2s`, `0.5s`); at least 1.
+fn interval_ms(text: &str) -> Result<u64, String> {
+    let ms = quantity(text, &[("", 1.0), ("ms", 1.0), ("s", 1e3)], "ms or s: 50, 50ms, 0.5s")?;
+    if ms < 1.0 {
+        return Err("less than 1 ms".to_owned());
+    }
+    Ok(ms.round() as u64)
+}
+
+/// `--disk-budget`: MiB, bare (`512`) or with a binary unit (`512M`, `2G`, `2GiB`, `1T`);
+/// at least 1.
+fn size_mib(text: &str) -> Result<u64, String> {
+    const UNITS: [(&str, f64); 10] = [
+        ("", 1.0),
+        ("m", 1.0),
+        ("mb", 1.0),
+        ("mib", 1.0),
+        ("g", 1024.0),
+        ("gb", 1024.0),
+        ("gib", 1024.0),
+        ("t", 1048576.0),
+        ("tb", 1048576.0),
+        ("tib", 1048576.0),
+    ];
+    let mib = quantity(text, &UNITS, "MiB, or M, G, T: 512, 512M, 2G")?;
+    if mib < 1.0 {
+        return Err("less than 1 MiB".to_owned());
+    }
+    Ok(mib.round() as u64)
+}
+
+/// A positive number followed by one of `units` (name, scale; matched without regard to
+/// case, spaces allowed between), scaled; `expected` says what is taken, for the error.
+fn quantity(text: &str, units: &[(&str, f64)], expected: &str) -> Result<f64, String> {
+    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
+    let (number, unit) = (&text[..split], text[split..].trim());
+    let value: f64 = number.parse().map_err(|_| format!("not a number ({expected})"))?;
+    let Some((_, scale)) = units.iter().find(|(name, _)| name.eq_ignore_ascii_case(unit)) else {
+        return Err(format!("unknown unit {unit:?} ({expected})"));
+    };
+    Ok(value * scale)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -735,6 +780,28 @@ mod tests {
         assert!(Opt::try_parse_from(["sdt", "run", "--backend", "ipi", "--", "x"]).is_err());
         assert!(Opt::try_parse_from(["sdt", "run"]).is_err());
         assert!(Opt::try_parse_from(["sdt", "run", "--every", "0", "--", "x"]).is_err());
+    }
+
+    #[test]
+    fn intervals_and_sizes_take_units() {
+        for (text, ms) in [("50", 50), ("50ms", 50), ("50 ms", 50), ("2s", 2000), ("0.5s", 500), ("1.4", 1)] {
+            assert_eq!(interval_ms(text), Ok(ms), "{text}");
+        }
+        for bad in ["0", "0.2ms", "", "ms", "-5", "5m", "1e3", "5 sec", "1..2s"] {
+            assert!(interval_ms(bad).is_err(), "{bad}");
+        }
+        assert_eq!(interval_ms("5m"), Err("unknown unit \"m\" (ms or s: 50, 50ms, 0.5s)".into()));
+        for (text, mib) in
+            [("512", 512), ("512M", 512), ("2G", 2048), ("2 GiB", 2048), ("1.5g", 1536), ("1T", 1 << 20)]
+        {
+            assert_eq!(size_mib(text), Ok(mib), "{text}");
+        }
+        for bad in ["0", "0.5M", "2K", "G", "x"] {
+            assert!(size_mib(bad).is_err(), "{bad}");
+        }
+        let opt = Opt::parse_from(["sdt", "run", "--every", "0.25s", "--disk-budget", "2G", "--", "x"]);
+        let Action::Run(run) = opt.action else { panic!("not run") };
+        assert_eq!((run.every, run.disk_budget), (Some(250), Some(2048)));
     }
 
     #[test]
