@@ -27,7 +27,7 @@ struct Check {
 
 pub fn doctor() -> ExitCode {
     println!("sdt doctor: what SDT needs on this machine (each checked by trying it)");
-    let checks = [ptrace(), write_tracking(), gdb(), criu(), kernel_module()];
+    let checks = [ptrace(), write_tracking(), huge_pages(), gdb(), criu(), kernel_module()];
     for c in &checks {
         let mark = match c.verdict {
             Verdict::Ok => "ok",
@@ -120,6 +120,42 @@ fn write_tracking() -> Check {
             ),
         }
     }
+}
+
+/// Transparent huge pages: the write tracking splits a program's huge pages at its first
+/// write after a capture, and they stay split (README: Limits).
+fn huge_pages() -> Check {
+    let setting = std::fs::read_to_string(THP_SETTING).ok();
+    let check = |verdict, found: &str, fix| Check { name: "huge pages", verdict, found: found.into(), fix };
+    match setting.as_deref().and_then(chosen) {
+        Some("always") => check(
+            Verdict::Optional,
+            "transparent huge pages for every program (`always`): the write tracking splits a program's \
+             huge pages for good at its first write after a capture",
+            Some(
+                "for a program that reads and writes its memory at random (TLB-bound), `sdt run --tracking \
+                 page-hash` keeps them (README: Limits)",
+            ),
+        ),
+        Some("madvise") => check(
+            Verdict::Ok,
+            "transparent huge pages only where a program asks (`madvise`); see README: Limits for those",
+            None,
+        ),
+        Some(other) => check(Verdict::Ok, &format!("transparent huge pages `{other}`"), None),
+        None => check(Verdict::Ok, "no transparent huge pages in this kernel", None),
+    }
+}
+
+/// The kernel's transparent huge page setting: `always [madvise] never`, the chosen one in
+/// brackets.
+const THP_SETTING: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
+
+/// The bracketed word of a kernel setting such as [`THP_SETTING`]'s.
+fn chosen(setting: &str) -> Option<&str> {
+    let start = setting.find('[')? + 1;
+    let len = setting[start..].find(']')?;
+    Some(&setting[start..start + len])
 }
 
 /// gdb opens the cores `sdt gdb` and `sdt refine` export.
@@ -245,5 +281,13 @@ mod tests {
         assert_eq!(major_version("GNU gdb (GDB) 9.2"), Some(9));
         assert_eq!(major_version("GNU gdb (GDB)"), None);
         assert_eq!(major_version(""), None);
+    }
+
+    #[test]
+    fn kernel_settings_are_read_from_their_brackets() {
+        assert_eq!(chosen("always [madvise] never\n"), Some("madvise"));
+        assert_eq!(chosen("[always] madvise never"), Some("always"));
+        assert_eq!(chosen("always madvise never"), None);
+        assert_eq!(chosen("[always"), None);
     }
 }
