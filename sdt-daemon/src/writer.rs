@@ -645,8 +645,12 @@ fn settle_loop(
     }
 }
 
-/// How often the spare thread checks the program's size before its first capture.
-const WATCH_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
+/// How often the spare thread checks the program's size before its first capture (a read
+/// of `statm`, some 10 µs). At 50 ms, a program that fills 96 MiB in its first 30 ms and
+/// has its first snapshot at 44 ms (the grid solver of `scripts/bench large`, `--every
+/// 44`) met a spare grown for part of it: S0 paused 32–50 ms (median 34 of 8 runs), 17–30
+/// (median 18) at 10 ms, the runs by turns.
+const WATCH_EVERY: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// The compactor thread: compacts each committed snapshot in order while the program
 /// runs when the machine has CPU time to spare or the raw log holds `eager_from` bytes
