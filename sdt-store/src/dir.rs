@@ -29,6 +29,12 @@ const RAW_SUFFIX: &str = ".raw";
 const INCOMPLETE_SUFFIX: &str = ".incomplete";
 /// The file whose lock says that an `sdt` process is capturing or compacting the run.
 pub(crate) const LOCK: &str = "lock";
+/// In `runs/`: the highest run id given so far, written when a run is removed, so that
+/// no later run gets a removed run's id (and what named it then, a refinement or a note,
+/// never names another run).
+const LAST_ID: &str = ".last-id";
+/// Prefix of a removed run's directory in `runs/` while its files are removed.
+const REMOVING_PREFIX: &str = ".removing-";
 /// Largest `run.json` read: it holds the command line and the capture config.
 const MAX_RUN_INFO_BYTES: u64 = 16 << 20;
 
@@ -303,7 +309,8 @@ impl Store {
                 Err(e) => return Err(io_error(&self.root.join(RUNS_DIR), e)),
             },
         };
-        let mut id = self.run_ids()?.last().map_or(1, |last| last.0.saturating_add(1));
+        let highest = self.run_ids()?.last().map_or(0, |last| last.0).max(last_id(&runs));
+        let mut id = highest.saturating_add(1);
         // `mkdir` is the lock on the id: whoever creates `runs/<id>` owns it.
         let dir = loop {
             match runs.create_dir(&id.to_string()) {
@@ -450,15 +457,50 @@ impl Store {
         Ok(runs)
     }
 
-    /// Points the `latest` link at the newest run: each `sdt run` does so after creating
-    /// its own, so whichever of several concurrent ones finishes last leaves it right.
+    /// Removes run `id`, whose lock the caller holds ([`HeldRun::remove`](crate::HeldRun::remove)):
+    /// its directory leaves `runs/` at once (renamed out of sight, so no reader finds half
+    /// a run), then its files go; `latest` points at the newest run left. Its id is not
+    /// given again. What an interrupted removal left is removed as well. Returns the bytes
+    /// of disk freed.
+    pub(crate) fn remove_run_dir(&self, id: RunId) -> Result<u64> {
+        let runs_path = self.root.join(RUNS_DIR);
+        let runs = self.runs_dir()?.ok_or_else(|| Error::NoSuchRun {
+            id: id.to_string(),
+            store: self.root().to_owned(),
+            available: "none".into(),
+        })?;
+        let highest = self.run_ids()?.last().map_or(0, |last| last.0).max(last_id(&runs)).max(id.0);
+        runs.replace_file(LAST_ID, highest.to_string().as_bytes())
+            .map_err(|e| io_error(&runs.join(LAST_ID), e))?;
+        let hidden = format!("{REMOVING_PREFIX}{id}-{}", std::process::id());
+        runs.rename_new(&id.to_string(), &hidden)
+            .map_err(|e| io_error(&runs_path.join(id.to_string()), e))?;
+        let mut freed = 0;
+        for entry in runs.entries().map_err(|e| io_error(&runs_path, e))? {
+            let (name, is_dir) = entry.map_err(|e| io_error(&runs_path, e))?;
+            if is_dir && name.starts_with(REMOVING_PREFIX) {
+                freed += runs.remove_tree(&name).map_err(|e| io_error(&runs_path.join(&name), e))?;
+            }
+        }
+        self.point_latest()?;
+        Ok(freed)
+    }
+
+    /// Points the `latest` link at the newest run (or removes it when there is none):
+    /// each `sdt run` does so after creating its own, so whichever of several concurrent
+    /// ones finishes last leaves it right.
     fn point_latest(&self) -> Result<()> {
         // Another `sdt run` may point it at an older run it listed before ours existed:
         // whoever points last checks the newest run again afterwards. (Bounded: runs could
         // keep appearing.)
         let mut newest = self.run_ids()?.last().copied();
         for _ in 0..100 {
-            let Some(id) = newest else { return Ok(()) };
+            let Some(id) = newest else {
+                return match self.root.remove_file(LATEST) {
+                    Err(e) if e.kind() != ErrorKind::NotFound => Err(io_error(&self.root.join(LATEST), e)),
+                    _ => Ok(()),
+                };
+            };
             let target = Path::new(RUNS_DIR).join(id.to_string());
             self.root.point_link(LATEST, &target).map_err(|e| io_error(&self.root.join(LATEST), e))?;
             let now = self.run_ids()?.last().copied();
@@ -887,6 +929,14 @@ pub(crate) fn snapshot_name(seq: u32) -> String {
 }
 
 /// A decimal number written the way `to_string` writes it (no sign, no leading zeros).
+/// The id in `runs/.last-id`, 0 where there is none (or it is not a number).
+fn last_id(runs: &Dir) -> u32 {
+    read_small(runs, LAST_ID, 16)
+        .ok()
+        .and_then(|b| parse_number(std::str::from_utf8(&b).ok()?.trim()))
+        .unwrap_or(0)
+}
+
 fn parse_number(text: &str) -> Option<u32> {
     let n: u32 = text.parse().ok()?;
     (n.to_string() == text).then_some(n)

@@ -228,6 +228,50 @@ impl Dir {
         Ok(unlinkat(self.fd.as_fd(), component(name)?, UnlinkatFlags::RemoveDir)?)
     }
 
+    /// Removes the directory `name` and everything below it, links as links (none is
+    /// followed) and names that are not UTF-8 included; at most [`MAX_TREE_DEPTH`] deep.
+    /// Returns the bytes of disk its files took.
+    pub(crate) fn remove_tree(&self, name: &str) -> io::Result<u64> {
+        self.remove_tree_at(component(name)?, MAX_TREE_DEPTH)
+    }
+
+    fn remove_tree_at(&self, name: &OsStr, depth: u32) -> io::Result<u64> {
+        let fd = openat(
+            self.fd.as_fd(),
+            name,
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )?;
+        let sub = Dir { fd, path: self.path.join(name), owner: None };
+        // Read whole before removing: removing while reading may skip entries.
+        let names: Vec<Vec<u8>> = nix::dir::Dir::openat(
+            sub.fd.as_fd(),
+            ".",
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )?
+        .into_iter()
+        .map(|entry| entry.map(|e| e.file_name().to_bytes().to_vec()))
+        .filter(|name| !matches!(name.as_deref(), Ok(b".") | Ok(b"..")))
+        .collect::<Result<_, _>>()?;
+        let mut freed = 0;
+        for entry in &names {
+            let entry = OsStr::from_bytes(entry);
+            let stat = nix::sys::stat::fstatat(sub.fd.as_fd(), entry, AtFlags::AT_SYMLINK_NOFOLLOW)?;
+            match unlinkat(sub.fd.as_fd(), entry, UnlinkatFlags::NoRemoveDir) {
+                Err(nix::errno::Errno::EISDIR) if depth > 0 => {
+                    freed += sub.remove_tree_at(entry, depth - 1)?
+                }
+                other => {
+                    other?;
+                    freed += (stat.st_blocks as u64) * 512;
+                }
+            }
+        }
+        unlinkat(self.fd.as_fd(), name, UnlinkatFlags::RemoveDir)?;
+        Ok(freed)
+    }
+
     /// Makes `name` a symbolic link to `target`, replacing what was there.
     pub(crate) fn point_link(&self, name: &str, target: &Path) -> io::Result<()> {
         static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -284,6 +328,10 @@ impl Dir {
         Ok(())
     }
 }
+
+/// How deep [`Dir::remove_tree`] goes: a store's runs hold files only, a level or two of
+/// folders at most; a deeper tree is not one sdt made.
+const MAX_TREE_DEPTH: u32 = 8;
 
 /// Whether group or others may read or enter the directory at `path` with mode `mode`.
 pub(crate) fn others_can_read(mode: u32) -> bool {

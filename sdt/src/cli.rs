@@ -75,6 +75,12 @@ pub enum Action {
     /// stops it and finishes the rest at once.
     #[command(after_help = "Example:\n  sdt compact --run 3")]
     Compact(CompactOpt),
+    /// Remove runs from the store, with every snapshot in them. A run goes with its
+    /// refinements and the other ranks of its job, which must be named too; a run whose
+    /// capture is going on is refused, and its background compaction is stopped first.
+    /// Removed run ids are not given to later runs.
+    #[command(after_help = "Examples:\n  sdt rm 3\n  sdt rm 2-5 8 --dry-run")]
+    Rm(RmOpt),
     /// Show a snapshot: trigger, timing, threads (what each was doing, pc, sp), mappings.
     Show(ShowOpt),
     /// Print an MPI job's message history: every rank's sends, receives (with the source
@@ -449,6 +455,18 @@ pub struct RunsOpt {
 }
 
 #[derive(Debug, Args)]
+pub struct RmOpt {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// The runs: ids (`3`) and ranges of ids (`2-5`), as `sdt runs` lists them.
+    #[arg(required = true, value_name = "RUN", value_parser = run_ids)]
+    pub runs: Vec<std::ops::RangeInclusive<u32>>,
+    /// List what would be removed, and remove nothing.
+    #[arg(long, short = 'n')]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct CompactOpt {
     #[command(flatten)]
     pub store: StoreArgs,
@@ -700,6 +718,19 @@ pub struct GdbserverOpt {
     pub listen: Option<std::net::SocketAddr>,
 }
 
+/// A run id (`3`) or a range of them (`2-5`).
+fn run_ids(text: &str) -> Result<std::ops::RangeInclusive<u32>, String> {
+    let id = |t: &str| t.trim().parse::<u32>().map_err(|_| format!("{t:?} is not a run id (3, or 2-5)"));
+    let (first, last) = match text.split_once('-') {
+        Some((first, last)) => (id(first)?, id(last)?),
+        None => (id(text)?, id(text)?),
+    };
+    if first > last {
+        return Err(format!("{first}-{last} is an empty range"));
+    }
+    Ok(first..=last)
+}
+
 /// `--every`: milliseconds, bare (`50`) or with a unit (`50ms`, `2s`, `0.5s`); at least 1.
 fn interval_ms(text: &str) -> Result<u64, String> {
     let ms = quantity(text, &[("", 1.0), ("ms", 1.0), ("s", 1e3)], "ms or s: 50, 50ms, 0.5s")?;
@@ -780,6 +811,18 @@ mod tests {
         assert!(Opt::try_parse_from(["sdt", "run", "--backend", "ipi", "--", "x"]).is_err());
         assert!(Opt::try_parse_from(["sdt", "run"]).is_err());
         assert!(Opt::try_parse_from(["sdt", "run", "--every", "0", "--", "x"]).is_err());
+    }
+
+    #[test]
+    fn rm_takes_ids_and_ranges() {
+        let opt = Opt::parse_from(["sdt", "rm", "3", "5-7", "-n"]);
+        let Action::Rm(rm) = opt.action else { panic!("not rm") };
+        assert_eq!(rm.runs, [3..=3, 5..=7]);
+        assert!(rm.dry_run);
+        for bad in ["x", "3-", "-3", "7-5", "1-2-3"] {
+            assert!(Opt::try_parse_from(["sdt", "rm", bad]).is_err(), "{bad}");
+        }
+        assert!(Opt::try_parse_from(["sdt", "rm"]).is_err(), "a run is required");
     }
 
     #[test]

@@ -38,7 +38,7 @@ pub fn compact(opt: CompactOpt) -> Result<()> {
             // never give it: the user asking now takes its work over, at a user's speed.
             // Anyone else's is waited for.
             Err(sdt_store::Error::RunHeld { .. }) => {
-                if !take_over_from_background(&store, id)? {
+                if !take_over_from_background(&store, id, "taking it over")? {
                     wait_for_compactor(&store, id)?;
                 }
                 waited = true;
@@ -140,12 +140,12 @@ fn tell_starter_we_hold_the_run() {
 const POLL: Duration = Duration::from_millis(100);
 
 /// Stops the background compactor (`sdt compact --background`, which `sdt run` starts
-/// when the program ends) if that is what holds run `id`, and waits until it has let the
-/// run go: what it was writing is left unfinished, and is written again by whoever
-/// compacts next. False if something else holds the run (a user's `sdt compact`, or a
-/// process we may not signal); refuses a run whose capture is still going on. `^C` ends
-/// the wait.
-fn take_over_from_background(store: &Store, id: RunId) -> Result<bool> {
+/// when the program ends) if that is what holds run `id`, saying so and what comes next
+/// (`then`), and waits until it has let the run go: what it was writing is left
+/// unfinished, and is written again by whoever compacts next. False if something else
+/// holds the run (a user's `sdt compact`, or a process we may not signal); refuses a run
+/// whose capture is still going on. `^C` ends the wait.
+pub(crate) fn take_over_from_background(store: &Store, id: RunId, then: &str) -> Result<bool> {
     let run = open_for_compaction(store, id)?;
     let Some(pid) = background_compactor(&run) else { return Ok(false) };
     let raw = count_raw(&run)?;
@@ -164,7 +164,7 @@ fn take_over_from_background(store: &Store, id: RunId) -> Result<bool> {
     }
     eprintln!(
         "sdt: run {id} was being compacted in the background (pid {pid}, on idle CPU time only), {raw} raw \
-         snapshot(s) left: taking it over"
+         snapshot(s) left: {then}"
     );
     // One whose SIGTERM stays blocked (an older sdt's) is killed.
     let since = std::time::Instant::now();

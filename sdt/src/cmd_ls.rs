@@ -336,7 +336,7 @@ fn row_json(row: &Row) -> Value {
 
 /// `run 3: ./prog 4 — exited 0, 10 snapshots, 1.2 MiB`: what the run is, from its
 /// `run.json` and its directory, without reading a snapshot.
-fn run_line(run: &Run) -> Result<String> {
+pub(crate) fn run_line(run: &Run) -> Result<String> {
     let info = run.info();
     let (mut count, mut bytes, mut raw) = (0usize, 0u64, 0usize);
     for entry in run.snapshots()? {

@@ -18,6 +18,7 @@ mod cmd_ls;
 mod cmd_refine;
 mod cmd_replay;
 mod cmd_restore;
+mod cmd_rm;
 mod cmd_rollback;
 mod cmd_run;
 mod cmd_show;
@@ -55,6 +56,7 @@ fn real_main(opt: Opt) -> anyhow::Result<ExitCode> {
         Action::Ls(o) => cmd_ls::ls(o).map(|()| ExitCode::SUCCESS),
         Action::Runs(o) => cmd_ls::runs(o).map(|()| ExitCode::SUCCESS),
         Action::Compact(o) => cmd_compact::compact(o).map(|()| ExitCode::SUCCESS),
+        Action::Rm(o) => cmd_rm::rm(o).map(|()| ExitCode::SUCCESS),
         Action::Show(o) => cmd_show::show(o).map(|()| ExitCode::SUCCESS),
         Action::Events(o) => cmd_events::events(o).map(|()| ExitCode::SUCCESS),
         Action::Check(o) => cmd_check::check(o),

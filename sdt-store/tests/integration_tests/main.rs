@@ -17,7 +17,10 @@ mod jobs;
 mod patches;
 mod props;
 mod raw;
+mod removal;
 mod roundtrip;
 mod safety;
 
-sdt_test_harness::main!(chain, damage, encodings, errors, jobs, patches, props, raw, roundtrip, safety);
+sdt_test_harness::main!(
+    chain, damage, encodings, errors, jobs, patches, props, raw, removal, roundtrip, safety
+);

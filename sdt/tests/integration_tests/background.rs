@@ -1,7 +1,7 @@
 //! `sdt run` returns when the program ends, leaving compaction it has not finished to a
 //! background `sdt compact`; the snapshots read the same before and after.
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::harness::{Sdt, describe, program, run, stderr, stdout, wait_within};
@@ -71,20 +71,7 @@ fn wait_compaction_returns_with_every_snapshot_compacted() {
 
 fn compact_refuses_a_run_still_being_captured_and_finishes_it_after() {
     let sdt = Sdt::new();
-    let prog = program("spin");
-    let child = sdt
-        .command(&["run", "-q", "--every", "50", "--", prog.to_str().unwrap(), "2000"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Once the run has a snapshot, its sdt holds it.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while sdt.output(&["ls", "--json"]).stdout.len() < 3 {
-        assert!(Instant::now() < deadline, "no snapshot within 10 s");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let child = sdt.start_capturing("2000");
     let out = sdt.output(&["compact"]);
     assert!(!out.status.success(), "{}", describe(&out));
     assert!(stderr(&out).contains("is being captured by sdt"), "{}", describe(&out));

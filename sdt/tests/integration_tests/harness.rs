@@ -188,6 +188,24 @@ impl Sdt {
         (child, lines, first)
     }
 
+    /// `sdt run -q --every 50 -- spin MS` started (stderr piped), once its run has a
+    /// snapshot: its `sdt` holds the run until the program ends.
+    pub fn start_capturing(&self, ms: &str) -> Child {
+        let child = self
+            .command(&["run", "-q", "--every", "50", "--", program("spin").to_str().unwrap(), ms])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.output(&["ls", "--json"]).stdout.len() < 3 {
+            assert!(Instant::now() < deadline, "no snapshot within 10 s");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        child
+    }
+
     /// The names of the latest run's complete snapshots.
     pub fn complete_snapshots(&self) -> Vec<String> {
         self.snapshots()

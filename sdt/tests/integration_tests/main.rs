@@ -30,6 +30,7 @@ mod mpi_analysis;
 mod mpi_jobs;
 mod mpi_replay;
 mod readme;
+mod removal;
 mod restore;
 mod security;
 mod symbols;
@@ -55,6 +56,7 @@ sdt_test_harness::main!(
     mpi_replay,
     mpi,
     readme,
+    removal,
     restore,
     security,
     symbols,
