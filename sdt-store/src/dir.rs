@@ -475,11 +475,14 @@ impl Store {
         let hidden = format!("{REMOVING_PREFIX}{id}-{}", std::process::id());
         runs.rename_new(&id.to_string(), &hidden)
             .map_err(|e| io_error(&runs_path.join(id.to_string()), e))?;
-        let mut freed = 0;
+        let mut freed = runs.remove_tree(&hidden).map_err(|e| io_error(&runs_path.join(&hidden), e))?;
+        // What an interrupted removal left (or one under way beside this one: whichever
+        // removes a file first, removes it).
         for entry in runs.entries().map_err(|e| io_error(&runs_path, e))? {
             let (name, is_dir) = entry.map_err(|e| io_error(&runs_path, e))?;
             if is_dir && name.starts_with(REMOVING_PREFIX) {
-                freed += runs.remove_tree(&name).map_err(|e| io_error(&runs_path.join(&name), e))?;
+                // One that cannot be removed now is left for the next removal.
+                freed += runs.remove_tree(&name).unwrap_or(0);
             }
         }
         self.point_latest()?;
@@ -928,7 +931,6 @@ pub(crate) fn snapshot_name(seq: u32) -> String {
     format!("S{seq}")
 }
 
-/// A decimal number written the way `to_string` writes it (no sign, no leading zeros).
 /// The id in `runs/.last-id`, 0 where there is none (or it is not a number).
 fn last_id(runs: &Dir) -> u32 {
     read_small(runs, LAST_ID, 16)
@@ -937,6 +939,7 @@ fn last_id(runs: &Dir) -> u32 {
         .unwrap_or(0)
 }
 
+/// A decimal number written the way `to_string` writes it (no sign, no leading zeros).
 fn parse_number(text: &str) -> Option<u32> {
     let n: u32 = text.parse().ok()?;
     (n.to_string() == text).then_some(n)

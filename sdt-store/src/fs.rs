@@ -230,18 +230,23 @@ impl Dir {
 
     /// Removes the directory `name` and everything below it, links as links (none is
     /// followed) and names that are not UTF-8 included; at most [`MAX_TREE_DEPTH`] deep.
-    /// Returns the bytes of disk its files took.
+    /// What another process removes meanwhile is no error. Returns the bytes of disk the
+    /// files it removed took.
     pub(crate) fn remove_tree(&self, name: &str) -> io::Result<u64> {
         self.remove_tree_at(component(name)?, MAX_TREE_DEPTH)
     }
 
     fn remove_tree_at(&self, name: &OsStr, depth: u32) -> io::Result<u64> {
-        let fd = openat(
+        use nix::errno::Errno;
+        let fd = match openat(
             self.fd.as_fd(),
             name,
             OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
             Mode::empty(),
-        )?;
+        ) {
+            Err(Errno::ENOENT) => return Ok(0),
+            fd => fd?,
+        };
         let sub = Dir { fd, path: self.path.join(name), owner: None };
         // Read whole before removing: removing while reading may skip entries.
         let names: Vec<Vec<u8>> = nix::dir::Dir::openat(
@@ -257,19 +262,22 @@ impl Dir {
         let mut freed = 0;
         for entry in &names {
             let entry = OsStr::from_bytes(entry);
-            let stat = nix::sys::stat::fstatat(sub.fd.as_fd(), entry, AtFlags::AT_SYMLINK_NOFOLLOW)?;
+            let blocks = match nix::sys::stat::fstatat(sub.fd.as_fd(), entry, AtFlags::AT_SYMLINK_NOFOLLOW) {
+                Ok(stat) => stat.st_blocks as u64,
+                Err(Errno::ENOENT) => continue,
+                Err(e) => return Err(e.into()),
+            };
             match unlinkat(sub.fd.as_fd(), entry, UnlinkatFlags::NoRemoveDir) {
-                Err(nix::errno::Errno::EISDIR) if depth > 0 => {
-                    freed += sub.remove_tree_at(entry, depth - 1)?
-                }
-                other => {
-                    other?;
-                    freed += (stat.st_blocks as u64) * 512;
-                }
+                Ok(()) => freed += blocks * 512,
+                Err(Errno::EISDIR) if depth > 0 => freed += sub.remove_tree_at(entry, depth - 1)?,
+                Err(Errno::ENOENT) => {}
+                Err(e) => return Err(e.into()),
             }
         }
-        unlinkat(self.fd.as_fd(), name, UnlinkatFlags::RemoveDir)?;
-        Ok(freed)
+        match unlinkat(self.fd.as_fd(), name, UnlinkatFlags::RemoveDir) {
+            Ok(()) | Err(Errno::ENOENT) => Ok(freed),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Makes `name` a symbolic link to `target`, replacing what was there.

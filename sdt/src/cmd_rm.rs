@@ -107,10 +107,14 @@ fn remove(store: &Store, run: &Run) -> Result<u64> {
             run.info().sdt_pid
         ),
         Err(sdt_store::Error::RunHeld { .. }) => {
-            if !take_over_from_background(store, id, "stopping it")? {
-                bail!("run {id} is being compacted by `sdt compact`: remove it once that has ended");
+            take_over_from_background(store, id, "stopping it")?;
+            match store.hold_run(id) {
+                Ok(held) => held,
+                Err(sdt_store::Error::RunHeld { .. }) => {
+                    bail!("run {id} is being compacted by `sdt compact`: remove it once that has ended")
+                }
+                Err(e) => return Err(e).with_context(|| format!("removing run {id}")),
             }
-            store.hold_run(id).with_context(|| format!("removing run {id}"))?
         }
         Err(e) => return Err(e).with_context(|| format!("removing run {id}")),
     };
