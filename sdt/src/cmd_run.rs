@@ -172,6 +172,9 @@ pub fn conclude(outcome: &RunOutcome, store: &Path, quiet: bool) {
             ProgramExit::Stopped => "was stopped at the refinement's end".into(),
         };
         eprintln!("sdt: the program {code}; sdt exits {LOST_SNAPSHOTS} for the lost snapshots");
+        if t.lost.iter().any(|why| crate::says_disk_full(why)) {
+            eprintln!("sdt: hint: {}", crate::DISK_FULL_HINT);
+        }
     }
 }
 

@@ -128,6 +128,9 @@ fn hint(err: &anyhow::Error) -> Option<String> {
             dir.display()
         ));
     }
+    if is_disk_full(err) {
+        return Some(DISK_FULL_HINT.into());
+    }
     // A system call refused: ptrace, or what needs ptrace's rights over the program.
     let eperm = err.chain().any(|cause| {
         cause.downcast_ref::<sdt_sys::Error>().is_some_and(sdt_sys::Error::is_permission_denied)
@@ -144,6 +147,25 @@ fn hint(err: &anyhow::Error) -> Option<String> {
                 .into(),
         ),
     }
+}
+
+/// What to do when the store's file system is full.
+pub(crate) const DISK_FULL_HINT: &str = "the store's file system is full: `sdt runs` lists the runs with their \
+     sizes, `sdt rm RUN…` removes those you no longer need; or pass --store DIR (or set SDT_STORE) for a store \
+     on a roomier one";
+
+/// Whether `err` comes of a full disk: an `ENOSPC` in its chain, or in what it quotes of
+/// an error that was passed on as text.
+fn is_disk_full(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause.downcast_ref::<std::io::Error>().is_some_and(|e| e.raw_os_error() == Some(libc::ENOSPC))
+            || says_disk_full(&cause.to_string())
+    })
+}
+
+/// Whether `text` quotes the system's words for a full disk (`ENOSPC`).
+pub(crate) fn says_disk_full(text: &str) -> bool {
+    text.contains(&std::io::Error::from_raw_os_error(libc::ENOSPC).to_string())
 }
 
 /// The restorer's error behind `err`: a run's error shows it as its own, so an error

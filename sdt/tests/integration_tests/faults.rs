@@ -210,6 +210,10 @@ fn a_full_store_declines_breakpoints_and_says_how_many_were_lost() -> Result<(),
         "{err}"
     );
     assert!(err.contains("sdt exits 125"), "{err}");
+    assert!(
+        err.contains("sdt: hint: the store's file system is full") && err.contains("`sdt rm RUN…`"),
+        "{err}"
+    );
     let sdt_on_fs = |args: &[&str]| {
         let mut all = args.to_vec();
         all.extend(["--store", store.to_str().unwrap()]);
@@ -227,6 +231,9 @@ fn a_full_store_declines_breakpoints_and_says_how_many_were_lost() -> Result<(),
     sdt_on_fs(&["export", "core", &format!("S{r}"), "-o", core.to_str().unwrap()]);
     let output = gdb(&prog, &core, &[&format!("print marks[{thread}]")]);
     assert_eq!(gdb_values(&output), [mark.to_string()], "{output}");
+    // What the hint says frees the file system.
+    sdt_on_fs(&["rm", "1"]);
+    assert!(!store.join("runs/1").exists());
     Ok(())
 }
 
