@@ -334,17 +334,35 @@ fn row_json(row: &Row) -> Value {
     }
 }
 
+/// A run's snapshot files: how many, how many of them raw, and their bytes.
+#[derive(Clone, Copy)]
+struct SnapshotFiles {
+    count: usize,
+    raw: usize,
+    bytes: u64,
+}
+
+fn snapshot_files(run: &Run) -> Result<SnapshotFiles> {
+    let mut files = SnapshotFiles { count: 0, raw: 0, bytes: 0 };
+    for entry in run.snapshots()? {
+        let entry = entry?;
+        files.count += 1;
+        files.raw += usize::from(entry.raw);
+        files.bytes += entry.file_bytes;
+    }
+    Ok(files)
+}
+
 /// `run 3: ./prog 4 — exited 0, 10 snapshots, 1.2 MiB`: what the run is, from its
 /// `run.json` and its directory, without reading a snapshot.
 pub(crate) fn run_line(run: &Run) -> Result<String> {
+    Ok(describe_run(run, &snapshot_files(run)?))
+}
+
+/// [`run_line`] of `run`, whose snapshot files are `files`.
+fn describe_run(run: &Run, files: &SnapshotFiles) -> String {
     let info = run.info();
-    let (mut count, mut bytes, mut raw) = (0usize, 0u64, 0usize);
-    for entry in run.snapshots()? {
-        let entry = entry?;
-        count += 1;
-        bytes += entry.file_bytes;
-        raw += usize::from(entry.raw);
-    }
+    let SnapshotFiles { count, raw, bytes } = *files;
     let what = match &info.parent {
         None => info.command.join(" "),
         Some(p) => match &p.to {
@@ -358,13 +376,13 @@ pub(crate) fn run_line(run: &Run) -> Result<String> {
         n if run.is_held() => format!(" ({n} raw, being compacted)"),
         n => format!(" ({n} raw: `sdt compact --run {}` compacts them)", info.id),
     };
-    Ok(format!(
+    format!(
         "run {}: {what} — {}, {count} snapshot{}, {}{raw_note}",
         info.id,
         status_text(run),
         if count == 1 { "" } else { "s" },
         human::bytes(bytes),
-    ))
+    )
 }
 
 /// `10 listed: 57.8 KiB stored (compacted 2.9% of full), full 1.9 MiB, uffd-wp`: the line
@@ -410,17 +428,31 @@ pub fn runs(opt: RunsOpt) -> Result<()> {
     if ids.is_empty() {
         println!("no runs in {}", store.root().display());
     }
-    for id in ids {
-        match store.open_run(&id) {
+    let mut stored = 0;
+    for id in &ids {
+        match store.open_run(id) {
             Ok(run) => {
+                let files = snapshot_files(&run)?;
                 println!(
                     "{}  started {}",
-                    human::escape(&run_line(&run)?),
+                    human::escape(&describe_run(&run, &files)),
                     human::utc_timestamp(run.info().started_wall_ns)
-                )
+                );
+                stored += files.bytes;
             }
             Err(e) => println!("run {id}: {}", human::escape(&e.to_string())),
         }
+    }
+    if !ids.is_empty() {
+        let free =
+            store.free_bytes().map(|b| format!(", {} free there", human::bytes(b))).unwrap_or_default();
+        println!(
+            "{} run{}: {} of snapshots in {}{free}",
+            ids.len(),
+            if ids.len() == 1 { "" } else { "s" },
+            human::bytes(stored),
+            human::escape(&store.root().display().to_string())
+        );
     }
     Ok(())
 }

@@ -11,7 +11,8 @@ use crate::harness::{Sdt, describe, program, run, stderr, stdout, wait_within};
 /// `sdt runs`, one line per run, each cut at its first ":".
 fn runs(sdt: &Sdt) -> Vec<String> {
     let out = sdt.ok(&["runs"]);
-    stdout(&out).lines().map(|l| l.split(':').next().unwrap().to_owned()).collect()
+    let text = stdout(&out);
+    text.lines().filter(|l| l.starts_with("run ")).map(|l| l.split(':').next().unwrap().to_owned()).collect()
 }
 
 fn rm_removes_whole_jobs_only_and_never_gives_an_id_twice() {
@@ -33,6 +34,11 @@ fn rm_removes_whole_jobs_only_and_never_gives_an_id_twice() {
         assert!(out.status.success(), "{}", describe(&out));
     }
     assert_eq!(runs(&sdt), ["run 1", "run 2", "run 3", "run 4", "run 5"]);
+    let total = stdout(&sdt.ok(&["runs"])).lines().last().unwrap().to_owned();
+    assert!(
+        total.starts_with("5 runs: ") && total.contains(" of snapshots in ") && total.contains(" free there"),
+        "{total}"
+    );
 
     let out = sdt.output(&["rm", "2", "4"]);
     assert!(!out.status.success(), "{}", describe(&out));
@@ -77,7 +83,8 @@ fn rm_keeps_a_resumed_run_with_the_run_it_grew_from() -> Result<(), Skip> {
         describe(&out)
     );
     sdt.ok(&["rm", "1", "2"]);
-    assert!(runs(&sdt).iter().all(|l| l.starts_with("no runs")), "{:?}", runs(&sdt));
+    assert!(runs(&sdt).is_empty(), "{:?}", runs(&sdt));
+    assert!(stdout(&sdt.ok(&["runs"])).starts_with("no runs in "));
     Ok(())
 }
 
