@@ -119,8 +119,14 @@ pub fn conclude(outcome: &RunOutcome, store: &Path, quiet: bool) {
         eprintln!("sdt: warning: {problem}");
     }
     let t = &outcome.totals;
+    // A background compactor would find no more room than this run's did.
+    let disk_full = outcome.problems.iter().any(|p| crate::says_disk_full(p));
     let compacting = match t.raw_left {
         0 => String::new(),
+        n if disk_full => format!(
+            "; {n} left raw, the disk being full (readable; `sdt compact --run {}` compacts them once there is room)",
+            outcome.run
+        ),
         n => match cmd_compact::start_in_background(store, outcome.run) {
             Ok(pid) => format!(
                 "; {n} more being compacted in the background (pid {pid}; readable meanwhile, `sdt compact` finishes them at once)"
@@ -172,9 +178,9 @@ pub fn conclude(outcome: &RunOutcome, store: &Path, quiet: bool) {
             ProgramExit::Stopped => "was stopped at the refinement's end".into(),
         };
         eprintln!("sdt: the program {code}; sdt exits {LOST_SNAPSHOTS} for the lost snapshots");
-        if t.lost.iter().any(|why| crate::says_disk_full(why)) {
-            eprintln!("sdt: hint: {}", crate::DISK_FULL_HINT);
-        }
+    }
+    if disk_full || t.lost.iter().any(|why| crate::says_disk_full(why)) {
+        eprintln!("sdt: hint: {}", crate::DISK_FULL_HINT);
     }
 }
 
