@@ -154,13 +154,10 @@ pub(crate) const DISK_FULL_HINT: &str = "the store's file system is full: `sdt r
      sizes, `sdt rm RUN…` removes those you no longer need; or pass --store DIR (or set SDT_STORE) for a store \
      on a roomier one";
 
-/// Whether `err` comes of a full disk: an `ENOSPC` in its chain, or in what it quotes of
-/// an error that was passed on as text.
+/// Whether `err` comes of a full disk: `ENOSPC` somewhere in its chain, or quoted by an
+/// error that passed it on as text.
 fn is_disk_full(err: &anyhow::Error) -> bool {
-    err.chain().any(|cause| {
-        cause.downcast_ref::<std::io::Error>().is_some_and(|e| e.raw_os_error() == Some(libc::ENOSPC))
-            || says_disk_full(&cause.to_string())
-    })
+    err.chain().any(|cause| says_disk_full(&cause.to_string()))
 }
 
 /// Whether `text` quotes the system's words for a full disk (`ENOSPC`).
