@@ -457,18 +457,39 @@ impl Store {
         Ok(runs)
     }
 
-    /// Removes run `id`, whose lock the caller holds ([`HeldRun::remove`](crate::HeldRun::remove)):
-    /// its directory leaves `runs/` at once (renamed out of sight, so no reader finds half
-    /// a run), then its files go; `latest` points at the newest run left. Its id is not
-    /// given again. What an interrupted removal left is removed as well. Returns the bytes
-    /// of disk freed.
-    pub(crate) fn remove_run_dir(&self, id: RunId) -> Result<u64> {
+    /// Removes run `id`, a run whose `run.json` cannot be read included; [`Error::RunHeld`]
+    /// while an `sdt` process captures or compacts it. Its directory leaves `runs/` at once
+    /// (renamed out of sight, so no reader finds half a run), then its files go; `latest`
+    /// points at the newest run left. Its id is not given again. What an interrupted
+    /// removal left is removed as well. Returns the bytes of disk freed.
+    pub fn remove_run(&self, id: RunId) -> Result<u64> {
         let runs_path = self.root.join(RUNS_DIR);
-        let runs = self.runs_dir()?.ok_or_else(|| Error::NoSuchRun {
-            id: id.to_string(),
-            store: self.root().to_owned(),
-            available: "none".into(),
-        })?;
+        let no_such_run = || -> Result<Error> {
+            Ok(Error::NoSuchRun {
+                id: id.to_string(),
+                store: self.root().to_owned(),
+                available: list_or_none(self.run_ids()?.iter().map(RunId::to_string)),
+            })
+        };
+        let Some(runs) = self.runs_dir()? else { return Err(no_such_run()?) };
+        let dir = match runs.open_dir(&id.to_string()) {
+            Ok(dir) => dir,
+            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
+                return Err(no_such_run()?);
+            }
+            Err(e) => return Err(io_error(&runs_path.join(id.to_string()), e)),
+        };
+        // Held until the run is gone: no `sdt compact` takes it meanwhile. A run whose
+        // start failed may have no lock file.
+        let _lock = match dir.open_file(LOCK) {
+            Ok(lock) => match lock.try_lock() {
+                Ok(()) => Some(lock),
+                Err(std::fs::TryLockError::WouldBlock) => return Err(Error::RunHeld { id: id.to_string() }),
+                Err(std::fs::TryLockError::Error(e)) => return Err(io_error(&dir.join(LOCK), e)),
+            },
+            Err(e) if e.kind() == ErrorKind::NotFound => None,
+            Err(e) => return Err(io_error(&dir.join(LOCK), e)),
+        };
         let highest = self.run_ids()?.last().map_or(0, |last| last.0).max(last_id(&runs)).max(id.0);
         runs.replace_file(LAST_ID, highest.to_string().as_bytes())
             .map_err(|e| io_error(&runs.join(LAST_ID), e))?;

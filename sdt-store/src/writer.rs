@@ -410,7 +410,7 @@ impl Store {
             Err(std::fs::TryLockError::WouldBlock) => return Err(Error::RunHeld { id: id.to_string() }),
             Err(std::fs::TryLockError::Error(e)) => return Err(io_error(&dir.join(crate::dir::LOCK), e)),
         }
-        Ok(HeldRun { run, lock, store: self.clone() })
+        Ok(HeldRun { run, lock })
     }
 }
 
@@ -478,24 +478,13 @@ impl Store {
 pub struct HeldRun {
     run: crate::Run,
     lock: File,
-    store: Store,
 }
 
 impl HeldRun {
-    /// Removes the run from its store: every file of it, at once out of sight of readers;
-    /// `latest` then points at the newest run left, and no later run gets this one's id.
-    /// Returns the bytes of disk freed.
-    pub fn remove(self) -> Result<u64> {
-        let HeldRun { run, lock, store } = self;
-        let removed = store.remove_run_dir(run.id());
-        drop(lock);
-        removed
-    }
-
     /// Its compactor: removes what a dead capture or compaction left half-made (spares,
     /// `.snap.incomplete` files), and goes on after the last compacted snapshot.
     pub fn compactor(self) -> Result<RunWriter> {
-        let HeldRun { run, lock, .. } = self;
+        let HeldRun { run, lock } = self;
         let dir = Arc::clone(run.dir_handle());
         let mut compacted = None;
         let mut raw = Vec::new();

@@ -15,16 +15,20 @@ use crate::select;
 pub fn rm(opt: RmOpt) -> Result<()> {
     let store = select::open_store(&opt.store)?;
     let chosen = chosen_runs(&store, &opt.runs)?;
-    let runs = chosen.iter().map(|id| store.open_run(id)).collect::<Result<Vec<Run>, _>>()?;
     check_whole(&store, &chosen)?;
     let (mut removed, mut freed) = (0usize, 0u64);
-    for run in &runs {
-        let line = run_line(run)?;
+    for &id in &chosen {
+        // A run whose `run.json` cannot be read (its sdt died as it started, say) goes too.
+        let run = store.open_run(&id);
+        let line = match &run {
+            Ok(run) => run_line(run)?,
+            Err(e) => format!("run {id}: {e}"),
+        };
         if opt.dry_run {
             println!("would remove {}", human::escape(&line));
             continue;
         }
-        freed += remove(&store, run)?;
+        freed += remove(&store, id, run.ok().as_ref())?;
         eprintln!("sdt: removed {}", human::escape(&line));
         removed += 1;
     }
@@ -39,16 +43,15 @@ pub fn rm(opt: RmOpt) -> Result<()> {
 fn chosen_runs(store: &Store, ranges: &[RangeInclusive<u32>]) -> Result<BTreeSet<RunId>> {
     let existing = store.run_ids()?;
     let mut chosen = BTreeSet::new();
+    let list: Vec<String> = existing.iter().map(RunId::to_string).collect();
     for range in ranges {
-        if range.start() == range.end() {
-            // Says which runs there are.
-            store.open_run(&RunId(*range.start()))?;
-            chosen.insert(RunId(*range.start()));
-            continue;
-        }
         let within: Vec<RunId> = existing.iter().copied().filter(|id| range.contains(&id.0)).collect();
         if within.is_empty() {
-            bail!("no runs in {}-{} of {}", range.start(), range.end(), store.root().display());
+            let what = match range.start() == range.end() {
+                true => format!("no run {}", range.start()),
+                false => format!("no runs in {}-{}", range.start(), range.end()),
+            };
+            bail!("{what} in {} (runs: {})", store.root().display(), list.join(", "));
         }
         chosen.extend(within);
     }
@@ -95,28 +98,23 @@ fn check_whole(store: &Store, chosen: &BTreeSet<RunId>) -> Result<()> {
     Ok(())
 }
 
-/// Removes `run`, returning the bytes freed: a run still being captured is refused, the
-/// background compactor of one is stopped first, anyone else's `sdt compact` is left to
-/// finish.
-fn remove(store: &Store, run: &Run) -> Result<u64> {
-    let id = run.id();
-    let held = match store.hold_run(id) {
-        Ok(held) => held,
-        Err(sdt_store::Error::RunHeld { .. }) if run.info().status == RunStatus::Running => bail!(
-            "run {id} is being captured by sdt (pid {}): remove it once the program has ended",
-            run.info().sdt_pid
-        ),
-        Err(sdt_store::Error::RunHeld { .. }) => {
+/// Removes run `id` (`run`, where it can be read), returning the bytes freed: a run still
+/// being captured is refused, the background compactor of one is stopped first, anyone
+/// else's `sdt compact` is left to finish.
+fn remove(store: &Store, id: RunId, run: Option<&Run>) -> Result<u64> {
+    let held = |what: &str| anyhow::anyhow!("run {id} is being {what}: remove it once that has ended");
+    match (store.remove_run(id), run) {
+        (Err(sdt_store::Error::RunHeld { .. }), Some(run)) if run.info().status == RunStatus::Running => {
+            Err(held(&format!("captured by sdt (pid {})", run.info().sdt_pid)))
+        }
+        (Err(sdt_store::Error::RunHeld { .. }), Some(_)) => {
             take_over_from_background(store, id, "stopping it")?;
-            match store.hold_run(id) {
-                Ok(held) => held,
-                Err(sdt_store::Error::RunHeld { .. }) => {
-                    bail!("run {id} is being compacted by `sdt compact`: remove it once that has ended")
-                }
-                Err(e) => return Err(e).with_context(|| format!("removing run {id}")),
+            match store.remove_run(id) {
+                Err(sdt_store::Error::RunHeld { .. }) => Err(held("compacted by `sdt compact`")),
+                other => other.with_context(|| format!("removing run {id}")),
             }
         }
-        Err(e) => return Err(e).with_context(|| format!("removing run {id}")),
-    };
-    held.remove().with_context(|| format!("removing run {id}"))
+        (Err(sdt_store::Error::RunHeld { .. }), None) => Err(held("written by another sdt process")),
+        (other, _) => other.with_context(|| format!("removing run {id}")),
+    }
 }

@@ -30,7 +30,7 @@ fn removed_runs_are_gone_and_their_ids_are_not_given_again() {
     for _ in 0..3 {
         finished_run(&store);
     }
-    let freed = store.hold_run(RunId(3)).unwrap().remove().unwrap();
+    let freed = store.remove_run(RunId(3)).unwrap();
     assert!(freed >= 4096, "a snapshot and run.json freed {freed} bytes");
     assert_eq!(store.run_ids().unwrap(), [RunId(1), RunId(2)]);
     assert_eq!(latest(&store).as_deref(), Some("runs/2"));
@@ -38,7 +38,7 @@ fn removed_runs_are_gone_and_their_ids_are_not_given_again() {
     // Run 3's id is not given to the next run: what named run 3 never names another.
     assert_eq!(finished_run(&store), RunId(4));
     for id in [1, 2, 4] {
-        store.hold_run(RunId(id)).unwrap().remove().unwrap();
+        store.remove_run(RunId(id)).unwrap();
     }
     assert!(store.run_ids().unwrap().is_empty());
     assert_eq!(latest(&store), None, "no run left: no latest link");
@@ -61,7 +61,7 @@ fn removal_follows_no_link_and_takes_every_name() {
     std::fs::create_dir_all(run_dir.join("sub/deeper")).unwrap();
     std::fs::write(run_dir.join("sub/deeper/f"), b"x").unwrap();
     std::fs::write(run_dir.join(std::ffi::OsStr::from_bytes(b"S\xff.raw")), b"x").unwrap();
-    store.hold_run(id).unwrap().remove().unwrap();
+    store.remove_run(id).unwrap();
     assert!(!run_dir.exists());
     assert_eq!(std::fs::read(outside.join("precious")).unwrap(), b"keep");
     let left: Vec<_> =
@@ -73,10 +73,25 @@ fn a_run_being_written_is_not_removed() {
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::open_or_create(&tmp.path().join("store")).unwrap();
     let log = store.create_run(run_info()).unwrap();
-    assert!(matches!(store.hold_run(log.run().id()), Err(Error::RunHeld { .. })));
+    assert!(matches!(store.remove_run(log.run().id()), Err(Error::RunHeld { .. })));
     assert_eq!(store.run_ids().unwrap(), [RunId(1)]);
     log.finish(RunStatus::Exited { code: 0 }).unwrap();
-    store.hold_run(RunId(1)).unwrap().remove().unwrap();
+    store.remove_run(RunId(1)).unwrap();
+}
+
+fn a_run_that_cannot_be_read_is_removed_too() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::open_or_create(&tmp.path().join("store")).unwrap();
+    finished_run(&store);
+    // Run 2's sdt died as it started (no run.json, no lock); run 3's run.json is garbage.
+    std::fs::create_dir(store.root().join("runs/2")).unwrap();
+    std::fs::create_dir(store.root().join("runs/3")).unwrap();
+    std::fs::write(store.root().join("runs/3/run.json"), b"{not json").unwrap();
+    assert!(store.open_run(&RunId(3)).is_err());
+    store.remove_run(RunId(3)).unwrap();
+    store.remove_run(RunId(2)).unwrap();
+    assert_eq!(store.run_ids().unwrap(), [RunId(1)]);
+    assert!(matches!(store.remove_run(RunId(2)), Err(Error::NoSuchRun { .. })));
 }
 
 fn what_an_interrupted_removal_left_goes_with_the_next() {
@@ -86,7 +101,7 @@ fn what_an_interrupted_removal_left_goes_with_the_next() {
     let left = store.root().join("runs/.removing-7-4242");
     std::fs::create_dir_all(&left).unwrap();
     std::fs::write(left.join("S0.snap"), b"half removed").unwrap();
-    store.hold_run(id).unwrap().remove().unwrap();
+    store.remove_run(id).unwrap();
     assert!(!left.exists());
 }
 
@@ -94,5 +109,6 @@ sdt_test_harness::tests![
     removed_runs_are_gone_and_their_ids_are_not_given_again,
     removal_follows_no_link_and_takes_every_name,
     a_run_being_written_is_not_removed,
+    a_run_that_cannot_be_read_is_removed_too,
     what_an_interrupted_removal_left_goes_with_the_next,
 ];

@@ -67,6 +67,13 @@ fn rm_removes_whole_jobs_only_and_never_gives_an_id_twice() {
     assert_eq!(runs(&sdt), ["run 1", "run 6"]);
     let latest = std::fs::read_link(sdt.store().join("latest")).unwrap();
     assert_eq!(latest, std::path::Path::new("runs/6"));
+
+    // A run whose run.json is garbage (an sdt killed as it wrote it) goes as well.
+    std::fs::create_dir(sdt.store().join("runs/7")).unwrap();
+    std::fs::write(sdt.store().join("runs/7/run.json"), b"{").unwrap();
+    let out = sdt.ok(&["rm", "7"]);
+    assert!(stderr(&out).contains("sdt: removed run 7: "), "{}", describe(&out));
+    assert_eq!(runs(&sdt), ["run 1", "run 6"]);
 }
 
 fn rm_keeps_a_resumed_run_with_the_run_it_grew_from() -> Result<(), Skip> {
