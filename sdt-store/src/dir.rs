@@ -491,12 +491,17 @@ impl Store {
             Err(e) => return Err(io_error(&dir.join(LOCK), e)),
         };
         let highest = self.run_ids()?.last().map_or(0, |last| last.0).max(last_id(&runs)).max(id.0);
-        runs.replace_file(LAST_ID, highest.to_string().as_bytes())
-            .map_err(|e| io_error(&runs.join(LAST_ID), e))?;
+        let note_highest = || runs.replace_file(LAST_ID, highest.to_string().as_bytes());
+        // First, so that no later run can get the id whatever becomes of this removal; on
+        // a full disk, once the run's files have made room.
+        let noted = note_highest();
         let hidden = format!("{REMOVING_PREFIX}{id}-{}", std::process::id());
         runs.rename_new(&id.to_string(), &hidden)
             .map_err(|e| io_error(&runs_path.join(id.to_string()), e))?;
         let mut freed = runs.remove_tree(&hidden).map_err(|e| io_error(&runs_path.join(&hidden), e))?;
+        if noted.is_err() {
+            note_highest().map_err(|e| io_error(&runs.join(LAST_ID), e))?;
+        }
         // What an interrupted removal left (or one under way beside this one: whichever
         // removes a file first, removes it).
         for entry in runs.entries().map_err(|e| io_error(&runs_path, e))? {

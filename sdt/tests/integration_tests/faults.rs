@@ -231,9 +231,13 @@ fn a_full_store_declines_breakpoints_and_says_how_many_were_lost() -> Result<(),
     sdt_on_fs(&["export", "core", &format!("S{r}"), "-o", core.to_str().unwrap()]);
     let output = gdb(&prog, &core, &[&format!("print marks[{thread}]")]);
     assert_eq!(gdb_values(&output), [mark.to_string()], "{output}");
-    // What the hint says frees the file system.
+    // What the hint says frees the file system, full to its last block.
+    let mut filler = std::fs::File::create(fs.path().join("filler")).unwrap();
+    while std::io::Write::write_all(&mut filler, &[7u8; 1 << 16]).is_ok() {}
+    drop(filler);
     sdt_on_fs(&["rm", "1"]);
     assert!(!store.join("runs/1").exists());
+    assert_eq!(std::fs::read_to_string(store.join("runs/.last-id")).unwrap(), "1", "run 1's id stays taken");
     Ok(())
 }
 
