@@ -47,6 +47,7 @@ use sdt_store::{
 use sdt_sys::Tid;
 
 use crate::idle::{self, IdleMeter};
+use crate::keeper::{Keeper, KeptTotals};
 use crate::{human, procfs};
 
 /// What the store did over the whole run.
@@ -68,6 +69,8 @@ pub struct WriteTotals {
     pub timed_skipped: u32,
     /// Snapshots that `--verify` found different from the live process.
     pub verify_failures: u32,
+    /// The files kept with the run.
+    pub kept: KeptTotals,
 }
 
 /// A committed snapshot, for the compactor, with the live bytes to compare it with
@@ -179,6 +182,8 @@ pub(crate) struct StoreWriter {
     /// Snapshots whose handed-over writes failed after their number was given.
     failed_after: Arc<Mutex<Vec<String>>>,
     compactor: Option<JoinHandle<(WriteTotals, Option<String>)>>,
+    /// Keeps the files each snapshot maps with the run.
+    keeper: Option<Keeper>,
     /// Set at the program's end to stop compaction between two blocks.
     stop_compaction: Arc<AtomicBool>,
     backlog: Arc<(Mutex<Backlog>, Condvar)>,
@@ -213,6 +218,7 @@ impl StoreWriter {
         compactor.cancel_on(Arc::clone(&stop_compaction));
         let (committed_tx, committed_rx) = channel::<Note>();
         let run = log.run().id();
+        let keeper = Keeper::start(&store_root, run);
         let backlog = Arc::new((Mutex::new(Backlog::default()), Condvar::new()));
         let shared = Arc::clone(&backlog);
         let compactor = std::thread::Builder::new()
@@ -246,6 +252,7 @@ impl StoreWriter {
             settler: Some(settler),
             failed_after,
             compactor: Some(compactor),
+            keeper: Some(keeper),
             stop_compaction,
             backlog,
             budget,
@@ -363,6 +370,9 @@ impl StoreWriter {
             false => Some(self.log.hand_over_commit(spill, copied, unchanged, meta)?),
         };
         self.totals.snapshots += 1;
+        if let Some(keeper) = &mut self.keeper {
+            keeper.offer(meta);
+        }
         let bytes = meta.stats.copied_bytes + live.iter().flatten().map(|(_, b)| b.len() as u64).sum::<u64>();
         self.backlog.0.lock().unwrap().bytes += bytes;
         if !self.quiet {
@@ -443,7 +453,9 @@ impl StoreWriter {
         let (compacted, compact_error) =
             self.compactor.take().expect("finish once").join().expect("compactor thread panicked");
         let compactor_stopped = since(start);
+        let kept = self.keeper.take().map(Keeper::finish).unwrap_or_default();
         let totals = WriteTotals {
+            kept,
             timed_skipped: self.totals.timed_skipped,
             stored_bytes: compacted.stored_bytes,
             full_bytes: compacted.full_bytes,

@@ -46,7 +46,11 @@ impl View {
         threads_xml.push_str("</threads>\n");
         let (readable, _) = sdt_gdb::core::checked_files(snap);
         let exe = &meta.process.exe;
-        let exec_file = if readable.iter().any(|f| f.path == *exe) { exe.clone() } else { String::new() };
+        let exec_file = readable
+            .iter()
+            .find(|f| f.path == *exe)
+            .and_then(|f| snap.file_path(f).ok())
+            .map_or_else(String::new, |path| path.to_string_lossy().into_owned());
         let maps = link_maps(snap).unwrap_or_default();
         let libraries_xml = libraries_xml(snap, &maps, &readable);
         let tid = meta.threads.first().map_or(0, |t| t.tid);
@@ -73,7 +77,8 @@ impl View {
 /// `PT_DYNAMIC` (through `AT_PHDR`) to `DT_DEBUG`. Each library is named by the file
 /// mapped where its dynamic section (`l_ld`) or its start (`l_addr`) lies, and listed
 /// only if the store checks that file: gdb opens no path the snapshot merely names, and
-/// gets the path the kernel resolved (`/usr/lib/…` where the loader says `/lib/…`). The
+/// gets the path the kernel resolved (`/usr/lib/…` where the loader says `/lib/…`), or
+/// that of the copy kept with the run where the file changed since. The
 /// main program (the first entry) is `main-lm`. SDT's own MPI interposition library, which
 /// `sdt run` loads from a memfd, is named by its file name (`sdtmpi-openmpi.so`) when its
 /// first segment is byte for byte that of the library this sdt carries: `sdt gdb` writes
@@ -95,7 +100,7 @@ fn libraries_xml(snap: &impl SnapshotSource, maps: &[LinkMap], readable: &[&File
                         m.start <= addr && addr < m.end
                     } =>
             {
-                Some(f.path.as_str())
+                Some(f)
             }
             _ => None,
         })
@@ -103,11 +108,13 @@ fn libraries_xml(snap: &impl SnapshotSource, maps: &[LinkMap], readable: &[&File
     for m in maps.iter().skip(1) {
         let path = mapped_at(m.l_ld, false)
             .or_else(|| mapped_at(m.l_addr, true))
-            .or_else(|| sdt_library(snap, m.l_addr));
+            .and_then(|f| snap.file_path(f).ok())
+            .map(|path| path.to_string_lossy().into_owned())
+            .or_else(|| sdt_library(snap, m.l_addr).map(str::to_owned));
         let Some(path) = path else { continue };
         xml.push_str(&format!(
             "<library name=\"{}\" lm=\"{:#x}\" l_addr=\"{:#x}\" l_ld=\"{:#x}\" lmid=\"0x0\"/>",
-            xml_text(path),
+            xml_text(&path),
             m.lm,
             m.l_addr,
             m.l_ld

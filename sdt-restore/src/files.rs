@@ -10,7 +10,8 @@
 //!   else and a FIFO put in its place blocks nothing; the kernel checks the stub's file
 //!   identity (the program's) against that very file.
 //! - Mappings made from files: the store checks those whose pages it reads
-//!   ([`Snapshot::check_files`](sdt_store::Snapshot::check_files)); all of them, a
+//!   at their paths ([`Snapshot::check_files_in_place`](sdt_store::Snapshot::check_files_in_place):
+//!   a copy the run kept is no use to a process that maps the path); all of them, a
 //!   library's `PROT_NONE` gap too, are checked here for how they are mapped. The new
 //!   process opens them without blocking.
 

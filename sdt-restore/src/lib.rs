@@ -227,7 +227,8 @@ pub fn restore(snap: &Snapshot, trust: &Trust, options: &Options) -> Result<Rest
             Some(creds::targets(&meta.process, tids, &restorer, privileges, &rights, options.beyond_owner)?)
         }
     };
-    snap.check_files()?;
+    // The new process maps the files by path: a copy the run kept is no use to it.
+    snap.check_files_in_place()?;
     files::mappings(meta, &plans, trust)?;
     let descriptors = files::descriptors(meta, trust)?;
     let stub = Stub {

@@ -16,7 +16,8 @@
 //!   could read.
 //!
 //! Otherwise the file's pages are unavailable: reading them is an error naming the file
-//! and why ([`Error::FileChanged`], [`Error::FileRefused`]).
+//! and why ([`Error::FileChanged`], [`Error::FileRefused`]); where the file changed, the
+//! reader takes the version the run kept instead, if it kept it (`kept`).
 //!
 //! Files a restore opens again by path ([`Reopen`]: a descriptor's, a mapping's that the
 //! snapshot has no pages of) pass the same checks, for what they must be (a regular file,

@@ -188,6 +188,20 @@ impl Dir {
         }
     }
 
+    /// Makes `name` in this directory a hard link to the open file `file`, the very inode
+    /// opened (through `/proc/self/fd`); [`ErrorKind::AlreadyExists`] if anything has that
+    /// name. `EXDEV` or `EPERM` where the file system or its rules refuse the link.
+    pub(crate) fn link_file(&self, file: &File, name: &str) -> io::Result<()> {
+        let fd = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(file));
+        Ok(nix::unistd::linkat(
+            nix::fcntl::AT_FDCWD,
+            fd.as_str(),
+            self.fd.as_fd(),
+            component(name)?,
+            AtFlags::AT_SYMLINK_FOLLOW,
+        )?)
+    }
+
     /// Renames `from` to `to` in this directory, replacing what `to` names (a link
     /// included: it is replaced, not followed).
     pub(crate) fn rename(&self, from: &str, to: &str) -> io::Result<()> {
@@ -262,7 +276,9 @@ impl Dir {
         let mut freed = 0;
         for entry in &names {
             let entry = OsStr::from_bytes(entry);
+            // A file linked elsewhere too (a program a run keeps) frees nothing.
             let blocks = match nix::sys::stat::fstatat(sub.fd.as_fd(), entry, AtFlags::AT_SYMLINK_NOFOLLOW) {
+                Ok(stat) if stat.st_nlink > 1 && stat.st_mode & nix::libc::S_IFMT == nix::libc::S_IFREG => 0,
                 Ok(stat) => stat.st_blocks as u64,
                 Err(Errno::ENOENT) => continue,
                 Err(e) => return Err(e.into()),

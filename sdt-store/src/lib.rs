@@ -25,6 +25,8 @@
 //!   runs/3/S2.snap.incomplete being compacted (or the compactor died): ignored by readers
 //!   runs/3/S2.raw             snapshot 2 as captured: its copied pages, then a record
 //!   runs/3/.spare-P-K.raw     a spare a capture will copy into: ignored by readers
+//!   runs/3/files/             the program, libraries and mapped files as captured, linked
+//!                             or copied (`kept`): read where the originals changed
 //! ```
 //!
 //! Run ids are allocated by creating `runs/<n>`, so concurrent runs never share one. The
@@ -96,7 +98,7 @@
 //!   length of its patch chain. It reads a changed page's previous version back from the
 //!   store, through the reader's code and a small cache of decoded blocks.
 //!
-//! It does not: delete runs, or share pages between addresses with equal contents.
+//! It does not share pages between addresses with equal contents.
 
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
@@ -107,6 +109,7 @@ mod fileref;
 mod format;
 mod fs;
 mod index;
+mod kept;
 pub mod model;
 mod names;
 mod output;
@@ -125,6 +128,7 @@ pub use dir::{
 pub use error::Error;
 pub use fileref::Reopen;
 pub use format::{OLDEST_VERSION as OLDEST_FORMAT_VERSION, VERSION as FORMAT_VERSION};
+pub use kept::{COPY_LIMIT, FileKeeper, Kept, kept_name};
 pub use model::*;
 pub use names::{is_job_id, is_snapshot_name, job_id};
 pub use output::{OutputDir, OutputError};

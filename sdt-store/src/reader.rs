@@ -19,7 +19,7 @@ use std::collections::hash_map::Entry;
 use std::fs::File;
 use std::io::ErrorKind;
 use std::ops::Range;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use zstd::bulk::Decompressor;
@@ -29,6 +29,7 @@ use crate::fileref::{self, Reopen, Trust};
 use crate::format::{self, FileBytes, ReadAt};
 use crate::fs::Dir;
 use crate::index::{BlockTable, Index, MAX_PATCH_DEPTH, SlotRun, find_run};
+use crate::kept;
 use crate::model::{Content, Credentials, FileRef, Mapping, PAGE_SIZE, SnapshotMeta};
 use crate::raw::{self, PageSpan};
 use crate::source::SnapshotSource;
@@ -58,8 +59,9 @@ pub struct Snapshot {
 /// What reading opens and caches as it goes.
 struct State {
     slots: Slots,
-    /// Files that mappings refer to, checked to be the captured version.
-    refs: HashMap<FileRef, File>,
+    /// Files that mappings refer to, checked to be the captured version, and where each
+    /// lies: at its path, or kept with the run.
+    refs: HashMap<FileRef, (File, PathBuf)>,
     /// Whose reading rights those files must also satisfy.
     trust: Trust,
 }
@@ -188,7 +190,7 @@ impl Snapshot {
                 }
                 (Content::Zero, None) => out.fill(0),
                 (Content::File(f), None) => {
-                    let file = state.file_ref(f, &self.name)?;
+                    let (file, _) = state.file_ref(f, &self.name)?;
                     // `check_meta` made sure that `offset + len` does not overflow.
                     fileref::read_at(file, m.offset + (pos - m.start), out, &f.path)?;
                 }
@@ -227,6 +229,20 @@ impl Snapshot {
         Ok(())
     }
 
+    /// Checks that every file the snapshot's mappings refer to is, at its recorded path,
+    /// still the version that was mapped, whatever copies the run kept: for a restore,
+    /// which maps the files by path. [`Error::FileChanged`](crate::Error::FileChanged)
+    /// names the first that is not.
+    pub fn check_files_in_place(&self) -> Result<()> {
+        let trust = &self.state.borrow().trust;
+        for m in &self.meta.mappings {
+            if let Content::File(f) = &m.content {
+                fileref::open(f, trust, &self.name)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Checks that the pages the file `f` provides can be read: it is the version that was
     /// mapped, a regular file, and readable by the store's owner
     /// ([`Error::FileChanged`](crate::Error::FileChanged),
@@ -239,8 +255,16 @@ impl Snapshot {
     /// for reading more of it than its pages (a program's symbols).
     pub fn open_file(&self, f: &FileRef) -> Result<File> {
         let mut state = self.state.borrow_mut();
-        let file = state.file_ref(f, &self.name)?;
+        let (file, _) = state.file_ref(f, &self.name)?;
         file.try_clone().map_err(|e| io_error(Path::new(&f.path), e))
+    }
+
+    /// Where the file `f` names lies, checked as [`check_file`](Self::check_file) does: its
+    /// recorded path, or the copy kept with the run where the file there changed since.
+    /// For tools that open files by path (gdb).
+    pub fn file_path(&self, f: &FileRef) -> Result<PathBuf> {
+        let mut state = self.state.borrow_mut();
+        state.file_ref(f, &self.name).map(|(_, path)| path.clone())
     }
 
     fn mapping_at(&self, addr: u64) -> Option<&Mapping> {
@@ -269,6 +293,10 @@ impl SnapshotSource for Snapshot {
 
     fn open_file(&self, f: &FileRef) -> Result<File> {
         Snapshot::open_file(self, f)
+    }
+
+    fn file_path(&self, f: &FileRef) -> Result<PathBuf> {
+        Snapshot::file_path(self, f)
     }
 
     fn check_reopen(&self, r: &Reopen) -> Result<()> {
@@ -719,10 +747,18 @@ impl Files {
 
 impl State {
     /// The file `f` names, opened and checked on first use.
-    fn file_ref(&mut self, f: &FileRef, snapshot: &str) -> Result<&File> {
+    /// Where the file at the recorded path is no longer the version mapped, the version
+    /// the run kept, if it kept it.
+    fn file_ref(&mut self, f: &FileRef, snapshot: &str) -> Result<&(File, PathBuf)> {
         if !self.refs.contains_key(f) {
-            let file = fileref::open(f, &self.trust, snapshot)?;
-            self.refs.insert(f.clone(), file);
+            let opened = match fileref::open(f, &self.trust, snapshot) {
+                Ok(file) => (file, PathBuf::from(&f.path)),
+                Err(e @ Error::FileChanged { .. }) => {
+                    kept::open(&self.slots.files.dir, f, &self.trust).ok_or(e)?
+                }
+                Err(e) => return Err(e),
+            };
+            self.refs.insert(f.clone(), opened);
         }
         Ok(&self.refs[f])
     }

@@ -4,6 +4,7 @@
 
 use std::fs::File;
 use std::ops::Range;
+use std::path::PathBuf;
 
 use crate::fileref::Reopen;
 use crate::model::{Credentials, FileRef, SnapshotMeta};
@@ -26,6 +27,11 @@ pub trait SnapshotSource {
     /// succeeds), or why not.
     fn check_file(&self, f: &FileRef) -> crate::Result<()> {
         self.open_file(f).map(drop)
+    }
+    /// Where the file `f` names lies if [`check_file`](Self::check_file) passes, for tools
+    /// that open it by path: the recorded path, or a copy the store kept of that version.
+    fn file_path(&self, f: &FileRef) -> crate::Result<PathBuf> {
+        self.check_file(f).map(|()| PathBuf::from(&f.path))
     }
     /// Checks a file that will be opened by path, with root's rights (`criu restore`): that
     /// it is what `r` says and that the store's owners could open it so

@@ -54,7 +54,7 @@ pub fn criu(opt: ExportCriuOpt) -> Result<()> {
 /// The snapshot's program, for gdb: only if it is the file a mapping of the snapshot
 /// read its pages from and the store checks it (the version mapped, a regular file,
 /// readable by the store's owner), so that gdb never opens a path the store merely
-/// names. Otherwise why not.
+/// names; the copy kept with the run where the program changed since. Otherwise why not.
 pub fn checked_program(snap: &Snapshot) -> Result<PathBuf, String> {
     let exe = &snap.meta().process.exe;
     let mapped = snap.meta().mappings.iter().find_map(|m| match &m.content {
@@ -62,8 +62,8 @@ pub fn checked_program(snap: &Snapshot) -> Result<PathBuf, String> {
         _ => None,
     });
     match mapped {
-        Some(f) => match snap.check_file(f) {
-            Ok(()) => Ok(PathBuf::from(exe)),
+        Some(f) => match snap.file_path(f) {
+            Ok(path) => Ok(path),
             Err(e) => Err(format!("the program is not used: {}", human::error_chain(&e))),
         },
         None => Err(format!("the program {exe:?} is not among the files the snapshot maps")),

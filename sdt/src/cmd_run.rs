@@ -153,6 +153,15 @@ pub fn conclude(outcome: &RunOutcome, store: &Path, quiet: bool) {
             human::bytes(t.full_bytes),
         );
     }
+    if !quiet && !t.kept.not_kept.is_empty() {
+        let n = t.kept.not_kept.len();
+        eprintln!(
+            "sdt: note: {n} file{} the snapshots map could not be kept with the run: their pages and symbols need {} unchanged; first: {}",
+            if n == 1 { "" } else { "s" },
+            if n == 1 { "it" } else { "them" },
+            t.kept.not_kept[0]
+        );
+    }
     if t.timed_skipped > 0 {
         eprintln!(
             "sdt: warning: {} timed snapshot{} skipped: the raw log was at its disk budget while compaction caught up",

@@ -14,6 +14,7 @@ mod damage;
 mod encodings;
 mod errors;
 mod jobs;
+mod kept;
 mod patches;
 mod props;
 mod raw;
@@ -22,5 +23,5 @@ mod roundtrip;
 mod safety;
 
 sdt_test_harness::main!(
-    chain, damage, encodings, errors, jobs, patches, props, raw, removal, roundtrip, safety
+    chain, damage, encodings, errors, jobs, kept, patches, props, raw, removal, roundtrip, safety
 );

@@ -383,6 +383,50 @@ fn sdt_gdb_shows_a_rust_programs_own_line_without_warnings() {
     assert!(selected.contains("rust_threads.rs:"), "{text}");
 }
 
+/// The program as `sdt run` ran it, `version` and the function that breaks named as
+/// given, built into the test's directory as `prog` the way a build replaces it.
+fn build_versioned(sdt: &Sdt, version: u32, function: &str) -> std::path::PathBuf {
+    let dir = sdt.dir.path();
+    let source = dir.join("prog.c");
+    std::fs::write(
+        &source,
+        "#include <sdt.h>\nint version = VERSION;\nvoid FN(void) { SetBreakpoint(1, 1, 1, 1, \"at=fn\"); }\n\
+         int main(void) { FN(); return 0; }\n",
+    )
+    .unwrap();
+    let prog = dir.join("prog");
+    let status = std::process::Command::new("gcc")
+        .args(["-g", "-O0"])
+        .arg(format!("-DVERSION={version}"))
+        .arg(format!("-DFN={function}"))
+        .arg(&source)
+        .arg("-I")
+        .arg(crate::harness::workspace().join("sdt-lib/include"))
+        .arg(crate::harness::target_dir().join("libsdt.a"))
+        .args(["-ldl", "-lm", "-pthread", "-o"])
+        .arg(&prog)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    prog
+}
+
+fn a_rebuilt_program_keeps_its_snapshots_symbols() {
+    let sdt = Sdt::new();
+    let prog = build_versioned(&sdt, 1, "before_rebuild");
+    sdt.ok(&["run", "-q", "--", prog.to_str().unwrap()]);
+    build_versioned(&sdt, 2, "after_rebuild");
+    // gdb gets the program as it ran, kept with the run, and says nothing of a change.
+    let out = sdt.ok(&["gdb", "S0", "--", "-batch", "-nx", "-ex", "bt 2", "-ex", "print version"]);
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(text.contains("before_rebuild ()"), "{text}");
+    assert_eq!(gdb_values(&text), ["1"], "{text}");
+    assert!(!text.contains("changed since") && !text.contains("not used"), "{text}");
+    // What gdb read lies in the run's folder.
+    let kept: Vec<_> = std::fs::read_dir(sdt.store().join("runs/1/files")).unwrap().flatten().collect();
+    assert!(kept.iter().any(|e| e.file_name().to_string_lossy().ends_with("-prog")), "{kept:?}");
+}
+
 sdt_test_harness::tests![
     sdt_gdb_shows_a_rust_programs_own_line_without_warnings,
     gdb_shows_every_thread_stack_and_value,
@@ -396,4 +440,5 @@ sdt_test_harness::tests![
     sdt_history_gives_an_error_per_snapshot_and_fails,
     sdt_commit_stores_the_values_set_as_a_new_snapshot,
     a_committed_edit_changes_what_the_restored_program_prints,
+    a_rebuilt_program_keeps_its_snapshots_symbols,
 ];

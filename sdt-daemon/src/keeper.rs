@@ -1,0 +1,99 @@
+//! The keeper thread: keeps the files that each snapshot's mappings take pages from
+//! (the program, its libraries, mapped data) with the run, as soon as a snapshot first
+//! names them and off the pause ([`sdt_store::FileKeeper`]: a hard link where it can,
+//! else a copy), so that the snapshots keep their symbols and pages after the program is
+//! rebuilt.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::mpsc::{Sender, channel};
+use std::thread::JoinHandle;
+
+use sdt_store::{Content, FileKeeper, FileRef, Kept, RunId, SnapshotMeta, Store};
+
+use crate::human;
+
+/// What the keeper did over the run.
+#[derive(Clone, Debug, Default)]
+pub struct KeptTotals {
+    /// Files hard-linked.
+    pub linked: u32,
+    /// Files copied, and their bytes.
+    pub copied: u32,
+    /// Bytes of the copies.
+    pub copied_bytes: u64,
+    /// Files not kept, each with why.
+    pub not_kept: Vec<String>,
+}
+
+/// Hands the files of each snapshot to the keeper thread, each version once.
+pub(crate) struct Keeper {
+    files: Option<Sender<(String, Vec<FileRef>)>>,
+    thread: Option<JoinHandle<KeptTotals>>,
+    offered: HashSet<FileRef>,
+}
+
+impl Keeper {
+    /// Starts the keeper thread for run `run` of the store at `store_root`. If the store
+    /// cannot give a keeper, no file is kept, which the totals say.
+    pub(crate) fn start(store_root: &Path, run: RunId) -> Keeper {
+        let keeper = Store::open(store_root).and_then(|store| FileKeeper::new(&store, run));
+        let (tx, rx) = channel::<(String, Vec<FileRef>)>();
+        let thread = std::thread::Builder::new()
+            .name("sdt-keep".into())
+            .spawn(move || {
+                let mut totals = KeptTotals::default();
+                let mut keeper = match keeper {
+                    Ok(keeper) => keeper,
+                    Err(e) => {
+                        totals.not_kept.push(format!("no file: {}", human::error_chain(&e)));
+                        return totals;
+                    }
+                };
+                for (snapshot, files) in rx {
+                    for f in files {
+                        match keeper.keep(&f, &snapshot) {
+                            Ok(Kept::Already) => {}
+                            Ok(Kept::Linked) => totals.linked += 1,
+                            Ok(Kept::Copied(bytes)) => {
+                                totals.copied += 1;
+                                totals.copied_bytes += bytes;
+                            }
+                            Err(e) => {
+                                log::debug!("{} not kept: {e}", f.path);
+                                totals.not_kept.push(format!("{}: {}", f.path, human::error_chain(&e)));
+                            }
+                        }
+                    }
+                }
+                totals
+            })
+            .expect("spawning the keeper thread");
+        Keeper { files: Some(tx), thread: Some(thread), offered: HashSet::new() }
+    }
+
+    /// Hands over the files `meta`'s mappings take pages from that no snapshot before it
+    /// named.
+    pub(crate) fn offer(&mut self, meta: &SnapshotMeta) {
+        let mut new: Vec<FileRef> = Vec::new();
+        for m in &meta.mappings {
+            if let Content::File(f) = &m.content
+                && self.offered.insert(f.clone())
+            {
+                new.push(f.clone());
+            }
+        }
+        if new.is_empty() {
+            return;
+        }
+        if let Some(files) = &self.files {
+            files.send((meta.name.clone(), new)).ok();
+        }
+    }
+
+    /// Waits for the files handed over to be kept, and says how it went.
+    pub(crate) fn finish(mut self) -> KeptTotals {
+        drop(self.files.take());
+        self.thread.take().and_then(|t| t.join().ok()).unwrap_or_default()
+    }
+}
