@@ -437,6 +437,9 @@ pub struct LsOpt {
     pub store: StoreArgs,
     #[command(flatten)]
     pub run: RunArgs,
+    /// The run to list, as `sdt runs` numbers them: `sdt ls 3` is `sdt ls --run 3`.
+    #[arg(value_name = "RUN", conflicts_with = "run")]
+    pub run_id: Option<u32>,
     /// Print a JSON array, one object per snapshot.
     #[arg(long)]
     pub json: bool,

@@ -10,7 +10,7 @@ use sdt_gdb::arrivals::Arrival;
 use sdt_store::{Run, RunInfo, RunStatus, SnapshotEntry, SnapshotMeta, Trigger};
 use serde_json::{Value, json};
 
-use crate::cli::{LsOpt, RunsOpt};
+use crate::cli::{LsOpt, RunArgs, RunsOpt};
 use crate::job::{self, Job};
 use crate::select;
 
@@ -96,7 +96,8 @@ struct Section {
 /// refinement after the run it refines, indented by its depth. When the run is a job's
 /// rank (or refines one), the whole job: a line for the job, then each rank's tree.
 pub fn ls(opt: LsOpt) -> Result<()> {
-    let (store, run) = select::open_run(&opt.store, &opt.run)?;
+    let chosen = RunArgs { run: opt.run.run.or(opt.run_id) };
+    let (store, run) = select::open_run(&opt.store, &chosen)?;
     let run_id = run.id();
     let job = store.job_of(run_id)?;
     let sections = match &job {

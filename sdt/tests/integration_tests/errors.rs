@@ -2,7 +2,7 @@
 
 use sdt_test_harness::Skip;
 
-use crate::harness::{Sdt, config, program, stderr};
+use crate::harness::{Sdt, config, program, stderr, stdout};
 
 /// Runs `sdt ARGS`, expects failure with one error line containing `needle`.
 fn fails_with(sdt: &Sdt, args: &[&str], needle: &str) {
@@ -131,6 +131,12 @@ fn empty_or_missing_store_and_unknown_names() {
     fails_with(&sdt, &["show", "S9"], "no snapshot S9 in run 1 (snapshots: S0)");
     fails_with(&sdt, &["export", "core", "S3", "-o", "x.core"], "no snapshot S3");
     fails_with(&sdt, &["ls", "--run", "7"], "no run 7");
+    // A run's number alone names it, as `sdt runs` lists it.
+    sdt.output(&["run", "-q", "--", prog.to_str().unwrap(), "exit", "3"]);
+    fails_with(&sdt, &["ls", "7"], "no run 7");
+    let first = stdout(&sdt.ok(&["ls", "1"]));
+    assert!(first.starts_with("run 1: ") && first.contains("behave exit 0 — exited 0"), "{first}");
+    assert!(stdout(&sdt.ok(&["ls"])).starts_with("run 2: "));
 }
 
 sdt_test_harness::tests![
