@@ -1,5 +1,7 @@
 //! `sdt show`: one snapshot as text, or its stored metadata as JSON.
 
+use std::path::Path;
+
 use anyhow::Result;
 use sdt_daemon::human::{self, escape};
 use sdt_gdb::arrivals::Arrival;
@@ -101,10 +103,16 @@ pub fn show(opt: ShowOpt) -> Result<()> {
     println!("  {:>16}-{:<16} {:<5} {:>8} {:<10} PATH", "START", "END", "PERMS", "OFFSET", "CONTENT");
     for map in &m.mappings {
         // memory: its pages are stored; file: written pages stored, the rest from the
-        // file; -: no contents.
-        let content = match map.content {
+        // file (kept: from the copy kept with the run, the file having changed since;
+        // changed or refused: the rest cannot be read); -: no contents.
+        let content = match &map.content {
             Content::Zero => "memory",
-            Content::File(_) => "file",
+            Content::File(f) => match snap.file_path(f) {
+                Ok(path) if path == Path::new(&f.path) => "file",
+                Ok(_) => "file,kept",
+                Err(sdt_store::Error::FileChanged { .. }) => "changed",
+                Err(_) => "refused",
+            },
             Content::Unreadable => "-",
         };
         println!(

@@ -422,6 +422,11 @@ fn a_rebuilt_program_keeps_its_snapshots_symbols() {
     assert!(text.contains("before_rebuild ()"), "{text}");
     assert_eq!(gdb_values(&text), ["1"], "{text}");
     assert!(!text.contains("changed since") && !text.contains("not used"), "{text}");
+    // `sdt show` says which mappings the kept copy provides.
+    let shown = stdout(&sdt.ok(&["show", "S0"]));
+    let prog_maps: Vec<&str> =
+        shown.lines().filter(|l| l.starts_with("  ") && l.ends_with("/prog")).collect();
+    assert!(!prog_maps.is_empty() && prog_maps.iter().all(|l| l.contains(" file,kept ")), "{shown}");
     // What gdb read lies in the run's folder.
     let kept: Vec<_> = std::fs::read_dir(sdt.store().join("runs/1/files")).unwrap().flatten().collect();
     assert!(kept.iter().any(|e| e.file_name().to_string_lossy().ends_with("-prog")), "{kept:?}");
