@@ -10,16 +10,21 @@
 //!   else and a FIFO put in its place blocks nothing; the kernel checks the stub's file
 //!   identity (the program's) against that very file.
 //! - Mappings made from files: the store checks those whose pages it reads
-//!   at their paths ([`Snapshot::check_files_in_place`](sdt_store::Snapshot::check_files_in_place):
-//!   a copy the run kept is no use to a process that maps the path); all of them, a
+//!   ([`Snapshot::check_files`](sdt_store::Snapshot::check_files)); all of them, a
 //!   library's `PROT_NONE` gap too, are checked here for how they are mapped. The new
 //!   process opens them without blocking.
+//! - A file changed since the snapshot (the program rebuilt) is mapped from the copy the
+//!   run kept of it, if it kept one ([`kept_copies`]), by private mappings, and is the
+//!   executable if it was; its identity is the copy's. A shared mapping's file must be
+//!   unchanged at its path: the process writes to it and sees others' writes.
 
 use std::ffi::CString;
 use std::fs::File;
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
 
-use sdt_store::{Access, FileKind, Reopen, SnapshotMeta, Trust};
+use sdt_store::{Access, Content, FileKind, Reopen, Snapshot, SnapshotMeta, Trust};
 use sdt_sys::respawn::{FdSource, StubFd};
 
 use crate::Error;
@@ -59,9 +64,70 @@ pub(crate) fn descriptors(meta: &SnapshotMeta, trust: &Trust) -> Result<Descript
     Ok(Descriptors { fds, names, _checked: checked })
 }
 
+/// A file changed since the snapshot that private mappings map from the copy the run
+/// kept of its version.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct KeptCopy {
+    /// The path the snapshot records.
+    pub from: String,
+    /// The copy's path.
+    pub to: String,
+    /// The copy's device and inode.
+    pub identity: (u64, u64),
+}
+
+/// The files of `snap`'s mappings to map from the copies its run kept (see the module
+/// doc); an error for a file that changed with no copy kept, or that a shared mapping
+/// maps.
+pub(crate) fn kept_copies(snap: &Snapshot) -> Result<Vec<KeptCopy>, Error> {
+    let meta = snap.meta();
+    let mut kept: Vec<KeptCopy> = Vec::new();
+    for m in &meta.mappings {
+        let Content::File(f) = &m.content else { continue };
+        if kept.iter().any(|k| k.from == f.path) {
+            continue;
+        }
+        let shared = meta.mappings.iter().any(|o| o.perms.shared && o.content == m.content);
+        if shared {
+            snap.check_file_in_place(f)?;
+            continue;
+        }
+        let path = snap.file_path(f)?;
+        if path == Path::new(&f.path) {
+            continue;
+        }
+        let copy = snap
+            .open_file(f)?
+            .metadata()
+            .map_err(|e| Error::Store(sdt_store::Error::Io { path: path.clone(), source: e }))?;
+        let to = path.to_str().ok_or_else(|| Error::Unsupported {
+            what: format!("a store whose path is not UTF-8 ({})", path.display()),
+        })?;
+        kept.push(KeptCopy { from: f.path.clone(), to: to.to_owned(), identity: (copy.dev(), copy.ino()) });
+    }
+    Ok(kept)
+}
+
+/// Makes the private mappings of the files `kept` names map the copies instead.
+pub(crate) fn map_kept(plans: &mut [MapPlan], kept: &[KeptCopy]) {
+    for p in plans {
+        if let MapKind::File { path, shared: false } = &mut p.kind
+            && let Some(k) = kept.iter().find(|k| k.from == *path)
+        {
+            path.clone_from(&k.to);
+        }
+    }
+}
+
 /// Checks the file of every mapping `plans` makes from one, for how it is mapped:
-/// reading, and writing for a shared writable mapping.
-pub(crate) fn mappings(meta: &SnapshotMeta, plans: &[MapPlan], trust: &Trust) -> Result<(), Error> {
+/// reading, and writing for a shared writable mapping. A copy in `kept` has the copy's
+/// identity.
+pub(crate) fn mappings(
+    meta: &SnapshotMeta,
+    plans: &[MapPlan],
+    kept: &[KeptCopy],
+    trust: &Trust,
+) -> Result<(), Error> {
     let mut done: Vec<(&str, Access)> = Vec::new();
     for p in plans {
         let MapKind::File { path, shared } = &p.kind else { continue };
@@ -71,7 +137,10 @@ pub(crate) fn mappings(meta: &SnapshotMeta, plans: &[MapPlan], trust: &Trust) ->
         }
         done.push((path, access));
         // The identity a mapping of the same file recorded, if one did.
-        let identity = meta.mapped_file(path).map(|f| (f.dev, f.inode));
+        let identity = match kept.iter().find(|k| k.to == *path) {
+            Some(k) => Some(k.identity),
+            None => meta.mapped_file(path).map(|f| (f.dev, f.inode)),
+        };
         let reopen = Reopen { path, kind: FileKind::Regular, identity, access };
         trust.reopen(&reopen, &meta.name).map_err(|source| Error::Refused {
             what: format!("the mapping {:#x}-{:#x} {}", p.start, p.end, p.name),

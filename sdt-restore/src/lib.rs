@@ -214,7 +214,7 @@ pub enum Error {
 pub fn restore(snap: &Snapshot, trust: &Trust, options: &Options) -> Result<Restored, Error> {
     let meta = snap.meta();
     plan::threads(meta)?;
-    let plans = plan::mappings(meta)?;
+    let mut plans = plan::mappings(meta)?;
     let rights = trust.rights();
     let targets = match options.privileges {
         Privileges::Restorer => match rights.owners().first() {
@@ -227,9 +227,10 @@ pub fn restore(snap: &Snapshot, trust: &Trust, options: &Options) -> Result<Rest
             Some(creds::targets(&meta.process, tids, &restorer, privileges, &rights, options.beyond_owner)?)
         }
     };
-    // The new process maps the files by path: a copy the run kept is no use to it.
-    snap.check_files_in_place()?;
-    files::mappings(meta, &plans, trust)?;
+    snap.check_files()?;
+    let kept = files::kept_copies(snap)?;
+    files::map_kept(&mut plans, &kept);
+    files::mappings(meta, &plans, &kept, trust)?;
     let descriptors = files::descriptors(meta, trust)?;
     let stub = Stub {
         pid: meta.process.pid,
@@ -271,7 +272,8 @@ pub fn restore(snap: &Snapshot, trust: &Trust, options: &Options) -> Result<Rest
         sdt_sys::memory::write(pid, patch.addr, &patch.bytes).map_err(Error::Sys)?;
     }
     environ::set(&mut remote, snap, options.env)?;
-    memory::set_layout(&mut remote, &meta.layout, &meta.auxv, &meta.process.exe)?;
+    let exe = kept.iter().find(|k| k.from == meta.process.exe).map_or(&meta.process.exe, |k| &k.to);
+    memory::set_layout(&mut remote, &meta.layout, &meta.auxv, exe)?;
 
     let threads = threads::create(&mut remote, meta)?;
     threads::set_up(&mut remote, snap, &threads)?;

@@ -229,18 +229,12 @@ impl Snapshot {
         Ok(())
     }
 
-    /// Checks that every file the snapshot's mappings refer to is, at its recorded path,
-    /// still the version that was mapped, whatever copies the run kept: for a restore,
-    /// which maps the files by path. [`Error::FileChanged`](crate::Error::FileChanged)
-    /// names the first that is not.
-    pub fn check_files_in_place(&self) -> Result<()> {
-        let trust = &self.state.borrow().trust;
-        for m in &self.meta.mappings {
-            if let Content::File(f) = &m.content {
-                fileref::open(f, trust, &self.name)?;
-            }
-        }
-        Ok(())
+    /// Checks that the file `f` is, at its recorded path, still the version that was
+    /// mapped, whatever copy the run kept: for a shared mapping, which a restore makes of
+    /// the file at that path ([`Error::FileChanged`](crate::Error::FileChanged),
+    /// [`Error::FileRefused`](crate::Error::FileRefused)).
+    pub fn check_file_in_place(&self, f: &FileRef) -> Result<()> {
+        fileref::open(f, &self.state.borrow().trust, &self.name).map(drop)
     }
 
     /// Checks that the pages the file `f` provides can be read: it is the version that was

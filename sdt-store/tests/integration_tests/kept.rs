@@ -72,9 +72,9 @@ fn a_replaced_file_is_read_from_the_version_the_run_kept() {
     assert!(path.is_absolute(), "{}", path.display());
     assert!(path.starts_with(store.root().canonicalize().unwrap().join("runs")), "{}", path.display());
     assert_eq!(std::fs::read(&path).unwrap(), lib_bytes(1));
-    // A restore maps the path, where the file changed: no copy helps it.
+    // A shared mapping is of the file at its path, where it changed: no copy helps it.
     snap.check_files().unwrap();
-    assert!(matches!(snap.check_files_in_place().unwrap_err(), Error::FileChanged { .. }));
+    assert!(matches!(snap.check_file_in_place(&f).unwrap_err(), Error::FileChanged { .. }));
 
     // The run that kept nothing says the file changed, and reads nothing from the new one.
     let err = read_lib(&s0(&store, not_kept_run)).unwrap_err();

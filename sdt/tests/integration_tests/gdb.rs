@@ -2,7 +2,9 @@
 
 use sdt_test_harness::Skip;
 
-use crate::harness::{Sdt, describe, gdb, gdb_values, program, run, stderr, stdout, wait_with_timeout};
+use crate::harness::{
+    Sdt, build_versioned, describe, gdb, gdb_values, program, run, stderr, stdout, wait_with_timeout,
+};
 
 /// What `states` printed before breakpoint `n`: counter, arr[5], message, origin.
 fn printed_values(out: &str, n: u32) -> (String, String, String, String) {
@@ -381,34 +383,6 @@ fn sdt_gdb_shows_a_rust_programs_own_line_without_warnings() {
     // The selected frame is the `breakpoint!` line, not SDT's trap under it.
     let selected = text.lines().rfind(|l| l.starts_with('#')).unwrap_or_default();
     assert!(selected.contains("rust_threads.rs:"), "{text}");
-}
-
-/// The program as `sdt run` ran it, `version` and the function that breaks named as
-/// given, built into the test's directory as `prog` the way a build replaces it.
-fn build_versioned(sdt: &Sdt, version: u32, function: &str) -> std::path::PathBuf {
-    let dir = sdt.dir.path();
-    let source = dir.join("prog.c");
-    std::fs::write(
-        &source,
-        "#include <sdt.h>\nint version = VERSION;\nvoid FN(void) { SetBreakpoint(1, 1, 1, 1, \"at=fn\"); }\n\
-         int main(void) { FN(); return 0; }\n",
-    )
-    .unwrap();
-    let prog = dir.join("prog");
-    let status = std::process::Command::new("gcc")
-        .args(["-g", "-O0"])
-        .arg(format!("-DVERSION={version}"))
-        .arg(format!("-DFN={function}"))
-        .arg(&source)
-        .arg("-I")
-        .arg(crate::harness::workspace().join("sdt-lib/include"))
-        .arg(crate::harness::target_dir().join("libsdt.a"))
-        .args(["-ldl", "-lm", "-pthread", "-o"])
-        .arg(&prog)
-        .status()
-        .unwrap();
-    assert!(status.success());
-    prog
 }
 
 fn a_rebuilt_program_keeps_its_snapshots_symbols() {

@@ -116,6 +116,36 @@ fn compiled(name: &str, source: &Path, cc: &str) -> PathBuf {
     out
 }
 
+/// A program built into `sdt`'s folder as `prog`, replacing what is there the way a build
+/// does (a new file): it breaks once in a function named `function`, then prints `version
+/// VERSION` with the `version` given.
+pub fn build_versioned(sdt: &Sdt, version: u32, function: &str) -> PathBuf {
+    let dir = sdt.dir.path();
+    let source = dir.join("prog.c");
+    std::fs::write(
+        &source,
+        "#include <stdio.h>\n#include <sdt.h>\nint version = VERSION;\n\
+         void FN(void) { SetBreakpoint(1, 1, 1, 1, \"at=fn\"); }\n\
+         int main(void) { FN(); printf(\"version %d\\n\", version); return 0; }\n",
+    )
+    .unwrap();
+    let prog = dir.join("prog");
+    let status = Command::new("gcc")
+        .args(["-g", "-O0", "-Wall", "-Werror"])
+        .arg(format!("-DVERSION={version}"))
+        .arg(format!("-DFN={function}"))
+        .arg(&source)
+        .arg("-I")
+        .arg(workspace().join("sdt-lib/include"))
+        .arg(target_dir().join("libsdt.a"))
+        .args(["-ldl", "-lm", "-pthread", "-o"])
+        .arg(&prog)
+        .status()
+        .unwrap();
+    assert!(status.success(), "gcc failed on {}", source.display());
+    prog
+}
+
 /// A private store in a temporary directory, and commands that use it.
 pub struct Sdt {
     pub dir: tempfile::TempDir,

@@ -8,7 +8,9 @@ use std::process::Output;
 
 use sdt_test_harness::Skip;
 
-use crate::harness::{Sdt, config, describe, example, gdb, gdb_values, program, stderr, stdout, workspace};
+use crate::harness::{
+    Sdt, build_versioned, config, describe, example, gdb, gdb_values, program, run, stderr, stdout, workspace,
+};
 
 /// `Ok` if this process may create PID namespaces (is root); otherwise the [`Skip`].
 pub(crate) fn may_restore() -> Result<(), Skip> {
@@ -396,7 +398,22 @@ fn a_check_gdb_cannot_evaluate_stops_refine_before_anything_runs() -> Result<(),
     Ok(())
 }
 
+fn a_rebuilt_program_resumes_as_it_ran() -> Result<(), Skip> {
+    may_restore()?;
+    let sdt = Sdt::new();
+    let prog = build_versioned(&sdt, 1, "work");
+    let original = sdt.ok(&["run", "-q", "--", prog.to_str().unwrap()]);
+    assert_eq!(stdout(&original), "version 1\n");
+    build_versioned(&sdt, 2, "work");
+    assert_eq!(stdout(&run(&mut std::process::Command::new(&prog))), "version 2\n");
+    // The resumed process maps the program the run kept: the code and data it ran.
+    let out = sdt.ok(&["restore", "-q", "S0"]);
+    assert_eq!(stdout(&out), "version 1\n", "{}", describe(&out));
+    Ok(())
+}
+
 sdt_test_harness::tests![
+    a_rebuilt_program_resumes_as_it_ran,
     every_snapshot_of_mutate_resumes_to_the_same_end,
     every_snapshot_of_the_rounds_and_dirty_programs_resumes_to_the_same_end,
     snapshots_taken_while_threads_are_born_and_die_resume_to_the_same_end,
