@@ -146,6 +146,36 @@ impl FileKeeper {
     }
 }
 
+impl Store {
+    /// Bytes of disk the files kept with the store's runs take that are the store's own:
+    /// copies, each counted once however many runs link it; a link to a file outside the
+    /// store (a program on the same file system) takes none.
+    pub fn kept_bytes(&self) -> Result<u64> {
+        use std::collections::HashMap;
+        // Per inode: its links found in the store, its links in all, its blocks.
+        let mut inodes: HashMap<(u64, u64), (u64, u64, u64)> = HashMap::new();
+        for id in self.run_ids()? {
+            let Ok(files) = self.open_run(&id).and_then(|run| {
+                run.dir_handle().open_dir(FILES_DIR).map_err(|e| io_error(&run.dir().join(FILES_DIR), e))
+            }) else {
+                continue;
+            };
+            let entries = files.entries().map_err(|e| io_error(files.path(), e))?;
+            for (name, is_dir) in entries.flatten() {
+                let Ok(meta) =
+                    (if is_dir { continue } else { files.open_file(&name).and_then(|f| f.metadata()) })
+                else {
+                    continue;
+                };
+                let seen =
+                    inodes.entry((meta.dev(), meta.ino())).or_insert((0, meta.nlink(), meta.blocks() * 512));
+                seen.0 += 1;
+            }
+        }
+        Ok(inodes.values().filter(|(found, links, _)| found >= links).map(|(_, _, bytes)| bytes).sum())
+    }
+}
+
 /// Whether a link was made: yes, or one of that name was there already; no, where the
 /// file system or its rules refuse one (another file system, a file we may not link).
 fn linked(result: std::io::Result<()>, path: &Path) -> Result<bool> {

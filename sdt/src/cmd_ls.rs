@@ -447,8 +447,12 @@ pub fn runs(opt: RunsOpt) -> Result<()> {
     if !ids.is_empty() {
         let free =
             store.free_bytes().map(|b| format!(", {} free there", human::bytes(b))).unwrap_or_default();
+        let kept = match store.kept_bytes() {
+            Ok(0) | Err(_) => String::new(),
+            Ok(bytes) => format!(" and {} of kept program files", human::bytes(bytes)),
+        };
         println!(
-            "{} run{}: {} of snapshots in {}{free}",
+            "{} run{}: {} of snapshots{kept} in {}{free}",
             ids.len(),
             if ids.len() == 1 { "" } else { "s" },
             human::bytes(stored),

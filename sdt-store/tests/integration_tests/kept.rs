@@ -64,6 +64,8 @@ fn a_replaced_file_is_read_from_the_version_the_run_kept() {
     // Same file system, a file of ours: a link.
     assert_eq!(keeper.keep(&f, "S0").unwrap(), Kept::Linked);
     assert_eq!(keeper.keep(&f, "S0").unwrap(), Kept::Already);
+    // A link to a file outside the store costs it nothing.
+    assert_eq!(store.kept_bytes().unwrap(), 0);
 
     replace(&lib, &lib_bytes(2));
     let snap = s0(&store, kept_run);
@@ -143,6 +145,9 @@ fn a_file_on_another_file_system_is_copied_once() -> Result<(), Skip> {
     let (a, b) = (s0(&store, first).file_path(&f).unwrap(), s0(&store, second).file_path(&f).unwrap());
     let (a_meta, b_meta) = (std::fs::metadata(&a).unwrap(), std::fs::metadata(&b).unwrap());
     assert_eq!((a_meta.ino(), a_meta.nlink(), a_meta.mode() & 0o777), (b_meta.ino(), 2, 0o600));
+    // The copy is the store's, counted once.
+    assert_eq!(store.kept_bytes().unwrap(), a_meta.blocks() * 512);
+    assert!(a_meta.blocks() * 512 >= PAGE as u64 * 2);
     assert_eq!(read_lib(&s0(&store, second)).unwrap(), lib_bytes(1));
     Ok(())
 }
