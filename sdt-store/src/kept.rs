@@ -64,6 +64,9 @@ pub struct FileKeeper {
     store: Store,
     id: RunId,
     run_dir: Arc<Dir>,
+    /// The store's owners: a file they could not read is not kept (root capturing into a
+    /// user's store would give them a copy).
+    trust: Trust,
     /// `files/`, once made.
     files: Option<Dir>,
     done: HashSet<FileRef>,
@@ -73,7 +76,8 @@ impl FileKeeper {
     /// A keeper for run `id` of `store`.
     pub fn new(store: &Store, id: RunId) -> Result<FileKeeper> {
         let run_dir = Arc::clone(store.open_run(&id)?.dir_handle());
-        Ok(FileKeeper { store: store.clone(), id, run_dir, files: None, done: HashSet::new() })
+        let trust = Trust::of_run_dir(run_dir.path());
+        Ok(FileKeeper { store: store.clone(), id, run_dir, trust, files: None, done: HashSet::new() })
     }
 
     /// The `files/` folders of the store's latest other runs, newest first: looked at
@@ -90,7 +94,8 @@ impl FileKeeper {
 
     /// Keeps the version of the file that `f` records, which snapshot `snapshot` maps:
     /// how, or why not ([`Error::FileChanged`] when the file is no longer that version,
-    /// [`Error::Io`], or too large to copy).
+    /// [`Error::FileRefused`] for one the store's owners could not read, [`Error::Io`],
+    /// or too large to copy).
     pub fn keep(&mut self, f: &FileRef, snapshot: &str) -> Result<Kept> {
         if self.done.contains(f) {
             return Ok(Kept::Already);
@@ -107,7 +112,7 @@ impl FileKeeper {
         if files.open_file(&name).is_ok_and(|kept| is_version(&kept, f)) {
             return Ok(Kept::Already);
         }
-        let source = fileref::open(f, &Trust::default(), snapshot)?;
+        let source = fileref::open(f, &self.trust, snapshot)?;
         let others = self.others();
         let files = self.files.as_ref().expect("made above");
         for other in &others {

@@ -152,6 +152,52 @@ fn a_file_on_another_file_system_is_copied_once() -> Result<(), Skip> {
     Ok(())
 }
 
+fn what_is_planted_under_a_kept_name_is_not_followed() {
+    let (tmp, lib, store) = lib_and_store();
+    let (id, f) = run_mapping(&store, &lib);
+    replace(&lib, &lib_bytes(2));
+    // Another file of the same size and mtime, reached through a link in `files/`.
+    let decoy = tmp.path().join("decoy.so");
+    std::fs::write(&decoy, lib_bytes(3)).unwrap();
+    let mtime = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(f.mtime_ns as u64);
+    std::fs::File::options().write(true).open(&decoy).unwrap().set_modified(mtime).unwrap();
+    let files = store.root().join("runs").join(id.to_string()).join("files");
+    std::fs::create_dir(&files).unwrap();
+    std::os::unix::fs::symlink(&decoy, files.join(kept_name(&f))).unwrap();
+    let err = read_lib(&s0(&store, id)).unwrap_err();
+    assert!(matches!(err, Error::FileChanged { .. }), "{err}");
+    // Nor a `files` folder that is a link.
+    std::fs::remove_dir_all(&files).unwrap();
+    let elsewhere = tmp.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::fs::copy(&decoy, elsewhere.join(kept_name(&f))).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(elsewhere.join(kept_name(&f)))
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &files).unwrap();
+    let err = read_lib(&s0(&store, id)).unwrap_err();
+    assert!(matches!(err, Error::FileChanged { .. }), "{err}");
+}
+
+fn a_file_a_users_store_could_not_read_is_not_kept_by_root() -> Result<(), Skip> {
+    sdt_test_harness::root("only root writes into another user's store")?;
+    let (_tmp, lib, store) = lib_and_store();
+    let (id, f) = run_mapping(&store, &lib);
+    let run_dir = store.root().join("runs").join(id.to_string());
+    for dir in [store.root().to_owned(), run_dir] {
+        std::os::unix::fs::chown(&dir, Some(1000), Some(1000)).unwrap();
+    }
+    // Root's, 0600: uid 1000 may not read it, so no copy or link of it is made for them.
+    std::fs::set_permissions(&lib, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let err = FileKeeper::new(&store, id).unwrap().keep(&f, "S0").unwrap_err();
+    assert!(matches!(err, Error::FileRefused { .. }), "{err}");
+    assert!(!store.root().join("runs").join(id.to_string()).join("files").join(kept_name(&f)).exists());
+    Ok(())
+}
+
 fn kept_names_are_one_file_name_whatever_the_store_records() {
     let f = |path: &str| FileRef { path: path.into(), dev: 0xfe01, inode: 7, size: 8192, mtime_ns: -1 };
     assert_eq!(kept_name(&f("/usr/lib/libc.so.6")), "fe01-7-2000-ffffffffffffffff-libc.so.6");
@@ -172,5 +218,7 @@ sdt_test_harness::tests![
     a_kept_link_rewritten_in_place_is_not_used,
     a_file_that_changed_before_it_was_kept_is_not_kept,
     a_file_on_another_file_system_is_copied_once,
+    what_is_planted_under_a_kept_name_is_not_followed,
+    a_file_a_users_store_could_not_read_is_not_kept_by_root,
     kept_names_are_one_file_name_whatever_the_store_records,
 ];
