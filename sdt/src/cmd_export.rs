@@ -23,6 +23,19 @@ pub fn core(opt: ExportCoreOpt) -> Result<()> {
         human::bytes(report.bytes)
     );
     print_notes(&report.notes);
+    // The program as it ran: where it changed since, the copy kept with the run.
+    if let Ok(program) = checked_program(&snap) {
+        let kept = if program == Path::new(&snap.meta().process.exe) {
+            ""
+        } else {
+            " (the program as it ran: it changed since, and the run kept a copy)"
+        };
+        eprintln!(
+            "sdt: open it with: gdb {} {}{kept}",
+            escape(&program.to_string_lossy()),
+            escape(&opt.output.to_string_lossy())
+        );
+    }
     Ok(())
 }
 

@@ -403,7 +403,13 @@ fn a_rebuilt_program_keeps_its_snapshots_symbols() {
     assert!(!prog_maps.is_empty() && prog_maps.iter().all(|l| l.contains(" file,kept ")), "{shown}");
     // What gdb read lies in the run's folder.
     let kept: Vec<_> = std::fs::read_dir(sdt.store().join("runs/1/files")).unwrap().flatten().collect();
-    assert!(kept.iter().any(|e| e.file_name().to_string_lossy().ends_with("-prog")), "{kept:?}");
+    let kept = kept.iter().find(|e| e.file_name().to_string_lossy().ends_with("-prog")).expect("kept");
+    // An exported core names the program to open it with: the kept one.
+    let core = sdt.dir.path().join("S0.core");
+    let out = sdt.ok(&["export", "core", "S0", "-o", core.to_str().unwrap()]);
+    let told = format!("open it with: gdb {} {}", kept.path().display(), core.display());
+    assert!(stderr(&out).contains(&told), "{}", describe(&out));
+    assert_eq!(gdb_values(&gdb(&kept.path(), &core, &["print version"])), ["1"]);
 }
 
 sdt_test_harness::tests![
