@@ -22,6 +22,8 @@ pub struct FakeSource {
     pub changed_file: Option<String>,
     /// Reopening this path is refused (`FileRefused`).
     pub refused_path: Option<String>,
+    /// Files changed since the snapshot, each with the path of the copy the run kept.
+    pub kept: HashMap<String, String>,
     /// The store's owners' rights (default: root's store).
     pub rights: OwnerRights,
     /// Every file checked for reopening: path, kind, access.
@@ -99,6 +101,11 @@ impl SnapshotSource for FakeSource {
             });
         }
         Ok(std::fs::File::open("/dev/null").unwrap())
+    }
+
+    fn file_path(&self, f: &FileRef) -> Result<std::path::PathBuf, sdt_store::Error> {
+        self.check_file(f)?;
+        Ok(self.kept.get(&f.path).unwrap_or(&f.path).into())
     }
 
     /// Every path passes but the refused one.
@@ -278,6 +285,7 @@ pub fn sample() -> FakeSource {
         pages: HashMap::new(),
         changed_file: None,
         refused_path: None,
+        kept: HashMap::new(),
         rights: OwnerRights::default(),
         reopened: RefCell::new(Vec::new()),
     };

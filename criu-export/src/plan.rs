@@ -142,14 +142,20 @@ impl<'a> Plan<'a> {
                 why: "CRIU needs the executable's path, and this one was not recorded or is deleted",
             });
         }
-        let exe_reopen = Reopen {
-            path: exe,
-            kind: FileKind::Regular,
-            identity: mapped_identity(meta, exe),
-            access: Access::READ,
+        // A program changed since: the copy the run kept, which the store checked.
+        plan.exe_file_id = match kept_path(source, exe) {
+            Some(kept) => plan.file_by_path(&kept, None),
+            None => {
+                let exe_reopen = Reopen {
+                    path: exe,
+                    kind: FileKind::Regular,
+                    identity: mapped_identity(meta, exe),
+                    access: Access::READ,
+                };
+                check_reopen(source, &exe_reopen, || format!("the executable ({exe})"))?;
+                plan.file_by_path(exe, None)
+            }
         };
-        check_reopen(source, &exe_reopen, || format!("the executable ({exe})"))?;
-        plan.exe_file_id = plan.file_by_path(exe, None);
         let cwd = &meta.process.cwd;
         if cwd.starts_with('/') {
             // Entered, not read: every lookup from it is checked again.
@@ -279,15 +285,26 @@ impl<'a> Plan<'a> {
                 (_, 0) => None,
                 (Content::File(f), _) => {
                     // Read by the store's check already; written through a shared mapping.
+                    // A private one of a file changed since maps the copy the run kept; a
+                    // shared one must be of the file itself.
+                    let path = kept_path(source, &f.path);
+                    if m.perms.shared && path.is_some() {
+                        return Err(unsupported_mapping(m, "a shared mapping of a file changed since"));
+                    }
                     if access.write {
                         checked(&f.path, Some((f.dev, f.inode)))?;
                     }
-                    Some(self.file_by_path(&f.path, Some(f.size)))
+                    Some(self.file_by_path(path.as_deref().unwrap_or(&f.path), Some(f.size)))
                 }
                 // A file mapping without contents (PROT_NONE): by path, if it has one.
                 (Content::Unreadable, _) if m.path.starts_with('/') && !m.path.ends_with(" (deleted)") => {
-                    checked(&m.path, mapped_identity(meta, &m.path))?;
-                    Some(self.file_by_path(&m.path, None))
+                    match kept_path(source, &m.path) {
+                        Some(kept) if !m.perms.shared => Some(self.file_by_path(&kept, None)),
+                        _ => {
+                            checked(&m.path, mapped_identity(meta, &m.path))?;
+                            Some(self.file_by_path(&m.path, None))
+                        }
+                    }
                 }
                 // A file the capture could not name or check (deleted, a device): every
                 // page the private mapping had is in the snapshot, so it is restored as
@@ -579,6 +596,17 @@ fn check_reopen(
     object: impl FnOnce() -> String,
 ) -> Result<(), Error> {
     source.check_reopen(r).map_err(|source| Error::Refused { object: object(), source })
+}
+
+/// The copy the run kept of the file at `path`, if a mapping takes its pages from it and
+/// the file changed since (the store checked the copy: the version mapped, a regular
+/// file, readable by the store's owner).
+fn kept_path(source: &impl SnapshotSource, path: &str) -> Option<String> {
+    let kept = source.file_path(source.meta().mapped_file(path)?).ok()?;
+    // A store whose path is not UTF-8 cannot be named in an image: the file's own path,
+    // checked as any other, refuses the export.
+    let kept = kept.to_str()?;
+    (kept != path).then(|| kept.to_owned())
 }
 
 /// The device and inode the snapshot recorded for the file at `path`, if a mapping takes
@@ -907,5 +935,34 @@ mod tests {
         source.changed_file = Some(fake::EXE.into());
         let err = Plan::new(&source, None).err().unwrap();
         assert!(matches!(err, Error::Store { source: sdt_store::Error::FileChanged { .. }, .. }), "{err:?}");
+    }
+
+    #[test]
+    fn a_changed_program_is_restored_from_the_copy_the_run_kept() {
+        const KEPT: &str = "/store/runs/1/files/801-1092-2000-0-prog";
+        let mut source = fake::sample();
+        source.kept.insert(fake::EXE.into(), KEPT.into());
+        let plan = Plan::new(&source, None).unwrap();
+        let name = |id: u32| plan.files[id as usize - 1].reg.clone().unwrap().name;
+        // mm's executable and every vma of the program's file name the copy, which needs
+        // no reopening check of its own: the store checked it.
+        assert_eq!(name(plan.exe_file_id), KEPT);
+        let exe_vmas: Vec<String> = plan
+            .vmas
+            .iter()
+            .filter(|v| v.shmid != 0)
+            .map(|v| name(v.shmid as u32))
+            .filter(|n| n.ends_with("prog"))
+            .collect();
+        assert!(!exe_vmas.is_empty() && exe_vmas.iter().all(|n| n == KEPT), "{exe_vmas:?}");
+        assert!(source.reopened.borrow().iter().all(|(path, ..)| path != KEPT));
+        // A shared mapping of a changed file cannot be: it would write to, or read, another.
+        let mut source = fake::sample();
+        let shared =
+            source.meta.mappings.iter_mut().find(|m| matches!(&m.content, Content::File(_))).unwrap();
+        shared.perms.shared = true;
+        let Content::File(f) = &shared.content else { unreachable!() };
+        source.kept.insert(f.path.clone(), KEPT.into());
+        assert!(matches!(Plan::new(&source, None), Err(Error::Unsupported { .. })));
     }
 }
