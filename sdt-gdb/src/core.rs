@@ -91,7 +91,7 @@ const SI_KERNEL: i32 = 0x80;
 pub fn write_core<W: Write>(source: &impl SnapshotSource, out: W) -> Result<CoreReport, Error> {
     let meta = source.meta();
     let contents = Contents::of(source);
-    let notes = gen_notes(meta, &contents.readable_files)?;
+    let notes = gen_notes(meta, &contents.file_names)?;
     let layout = Layout::new(&meta.mappings, &contents, notes.len() as u64);
     let mut out = Counting { inner: out, written: 0 };
 
@@ -139,6 +139,9 @@ struct Contents<'a> {
     stored: Vec<Range<u64>>,
     /// The files whose pages may be read.
     readable_files: Vec<&'a FileRef>,
+    /// Where each of them lies, for `NT_FILE`: its path, or that of the copy kept with the
+    /// run where it changed since.
+    file_names: Vec<(&'a FileRef, String)>,
     /// The files whose pages may not, and why, for the report.
     notes: Vec<String>,
 }
@@ -152,7 +155,11 @@ impl<'a> Contents<'a> {
                 format!("{e}: the core holds only the pages the store has of it (the rest reads as zeros)")
             })
             .collect();
-        Contents { stored: source.stored_ranges(), readable_files, notes }
+        let file_names = readable_files
+            .iter()
+            .filter_map(|&f| Some((f, source.file_path(f).ok()?.to_str()?.to_owned())))
+            .collect();
+        Contents { stored: source.stored_ranges(), readable_files, file_names, notes }
     }
 
     /// The pages of mapping `m` whose bytes go into the core, as page-aligned
@@ -374,8 +381,8 @@ impl<W: Write> Counting<W> {
 }
 
 /// The contents of the `PT_NOTE` segment, in the order of the table at the top.
-/// `readable_files` are the files `NT_FILE` may name.
-fn gen_notes(meta: &SnapshotMeta, readable_files: &[&FileRef]) -> Result<Vec<u8>, Error> {
+/// `file_names` are the files `NT_FILE` may name, and their names.
+fn gen_notes(meta: &SnapshotMeta, file_names: &[(&FileRef, String)]) -> Result<Vec<u8>, Error> {
     if meta.threads.is_empty() {
         return Err(Error::NoThreads);
     }
@@ -387,12 +394,7 @@ fn gen_notes(meta: &SnapshotMeta, readable_files: &[&FileRef]) -> Result<Vec<u8>
             push_note(&mut notes, elf::ELF_NOTE_CORE, elf::NT_PRPSINFO, &gen_prpsinfo(&meta.process));
             push_note(&mut notes, elf::ELF_NOTE_CORE, elf::NT_SIGINFO, &gen_siginfo(meta));
             push_note(&mut notes, elf::ELF_NOTE_CORE, elf::NT_AUXV, gen_auxv(meta));
-            push_note(
-                &mut notes,
-                elf::ELF_NOTE_CORE,
-                elf::NT_FILE,
-                &gen_files(&meta.mappings, readable_files),
-            );
+            push_note(&mut notes, elf::ELF_NOTE_CORE, elf::NT_FILE, &gen_files(&meta.mappings, file_names));
         }
         push_note(&mut notes, elf::ELF_NOTE_CORE, elf::NT_PRFPREG, gen_fpregset(thread));
         if let Some(xstate) = gen_x86_xstate(&thread.xstate) {
@@ -504,22 +506,23 @@ fn gen_auxv(meta: &SnapshotMeta) -> &[u8] {
     &meta.auxv
 }
 
-/// The file a mapping maps, for `NT_FILE`: the one the store reads its pages from, if it
-/// is among `readable_files`. gdb opens the files `NT_FILE` names and reads from them
-/// what the core lacks, so it names only those checked to be the files mapped, regular
-/// and readable by the store's owner; never a path the store merely mentions.
-fn mapped_file<'a>(m: &'a Mapping, readable_files: &[&FileRef]) -> Option<&'a str> {
+/// The file a mapping maps, for `NT_FILE`: where the one the store reads its pages from
+/// lies, if it is among `file_names`. gdb opens the files `NT_FILE` names and reads from
+/// them what the core lacks, so it names only those checked to be the files mapped (or
+/// the copies of them the run kept), regular and readable by the store's owner; never a
+/// path the store merely mentions.
+fn mapped_file<'a>(m: &Mapping, file_names: &'a [(&FileRef, String)]) -> Option<&'a str> {
     match &m.content {
-        Content::File(f) if readable_files.contains(&f) => Some(&f.path),
+        Content::File(f) => file_names.iter().find(|(named, _)| *named == f).map(|(_, name)| name.as_str()),
         _ => None,
     }
 }
 
 /// `NT_FILE`: count, page size, then (start, end, offset in pages) per file mapping, then
 /// their paths, each NUL-terminated.
-fn gen_files(mappings: &[Mapping], readable_files: &[&FileRef]) -> Vec<u8> {
+fn gen_files<'a>(mappings: &'a [Mapping], file_names: &'a [(&FileRef, String)]) -> Vec<u8> {
     let files: Vec<(&Mapping, &str)> =
-        mappings.iter().filter_map(|m| Some((m, mapped_file(m, readable_files)?))).collect();
+        mappings.iter().filter_map(|m| Some((m, mapped_file(m, file_names)?))).collect();
     let mut d = Vec::new();
     d.extend_from_slice(&(files.len() as u64).to_le_bytes());
     d.extend_from_slice(&PAGE_SIZE.to_le_bytes());

@@ -410,6 +410,10 @@ fn a_rebuilt_program_keeps_its_snapshots_symbols() {
     let told = format!("open it with: gdb {} {}", kept.path().display(), core.display());
     assert!(stderr(&out).contains(&told), "{}", describe(&out));
     assert_eq!(gdb_values(&gdb(&kept.path(), &core, &["print version"])), ["1"]);
+    // Its NT_FILE names the copy, where the pages of the mappings it lists lie.
+    let named = format!("{}\0", kept.path().display());
+    let core = std::fs::read(&core).unwrap();
+    assert!(core.windows(named.len()).any(|w| w == named.as_bytes()));
 }
 
 sdt_test_harness::tests![
