@@ -18,11 +18,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use anyhow::{Context, Result, bail};
+use sdt_daemon::human;
 use sdt_gdb::arrivals::Arrival;
 use sdt_gdb::vars::{Program, Tolerance};
 use sdt_history::races::{self, Record};
 use sdt_history::replay::{self as record_file, REPLAY_FILE};
-use sdt_store::Store;
+use sdt_store::{Run, Store};
 
 use crate::cli::{LauncherArgs, ReplayOpt};
 use crate::cmd_compare::differences;
@@ -225,6 +226,20 @@ fn arrival_config(Arrival { level, class, id, hit }: Arrival) -> Result<tempfile
     Ok(file)
 }
 
+/// Warns when the program of `run` (the first rank's) is no longer the one it ran, as its
+/// first snapshot recorded it: a replay runs the program as it is now.
+fn warn_if_changed(run: &Run) {
+    let Ok(snap) = run.open_snapshot_seq(0) else { return };
+    let exe = &snap.meta().process.exe;
+    let Some(f) = snap.meta().mapped_file(exe) else { return };
+    if let Err(e) = snap.check_file_in_place(f) {
+        eprintln!(
+            "sdt: warning: {}: the replay runs the program as it is now, whose races may not go the recorded way",
+            human::error_chain(&e)
+        );
+    }
+}
+
 /// Runs the job again under `mpirun`, each rank under `sdt run --replay` (stopping at
 /// `stop`); the replay's job.
 fn run_again(
@@ -243,6 +258,7 @@ fn run_again(
         true => std::fs::canonicalize(mpirun).with_context(|| format!("--mpirun {}", mpirun.display()))?,
         false => mpirun.to_owned(),
     };
+    warn_if_changed(&job.ranks[0].1);
     let mut cmd = Command::new(&mpirun);
     // Open MPI refuses root without these, and one host may have fewer cores than ranks.
     cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");

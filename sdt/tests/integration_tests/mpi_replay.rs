@@ -296,7 +296,38 @@ fn a_link_planted_as_the_replay_record_is_not_followed() -> Result<(), Skip> {
     Ok(())
 }
 
+fn a_replay_of_a_rebuilt_program_says_it_runs_the_new_one() -> Result<(), Skip> {
+    let built = mpi_program("races")?;
+    let sdt = Sdt::new();
+    let prog = sdt.dir.path().join("races");
+    std::fs::copy(&built, &prog).unwrap();
+    let out = mpi_job(&sdt, Hosts::One, 2, &[], &prog, &["sum"])?;
+    assert!(out.status.success(), "{}", describe(&out));
+    let run = latest_run(&sdt);
+    // Rebuilt: a new file in its place, one byte longer.
+    let mut bytes = std::fs::read(&built).unwrap();
+    bytes.push(0);
+    std::fs::write(sdt.dir.path().join("races.new"), &bytes).unwrap();
+    std::fs::set_permissions(
+        sdt.dir.path().join("races.new"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    std::fs::rename(sdt.dir.path().join("races.new"), &prog).unwrap();
+    let mut args = vec!["replay", "--run", &run];
+    args.extend(MPIRUN_ARGS);
+    let out = sdt.ok(&args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("changed since snapshot S0") && err.contains("the replay runs the program as it is now"),
+        "{}",
+        describe(&out)
+    );
+    Ok(())
+}
+
 sdt_test_harness::tests![
+    a_replay_of_a_rebuilt_program_says_it_runs_the_new_one,
     a_link_planted_as_the_replay_record_is_not_followed,
     a_race_across_three_hosts_replays_there,
     refining_a_job_between_global_snapshots_replays_it,
