@@ -34,6 +34,10 @@ pub fn edit(case: &Case, run_dir: &Path, files: &Files) {
             }
             continue;
         }
+        if let EditKind::KeptFile { mapping, what } = e.what {
+            plant_kept(run_dir, e.snapshot, mapping, what, files);
+            continue;
+        }
         let Some(path) = snapshots.get(usize::from(e.snapshot) % snapshots.len().max(1)) else { continue };
         let Ok(bytes) = std::fs::read(path) else { continue };
         let raw = path.extension().is_some_and(|x| x == "raw");
@@ -77,11 +81,66 @@ pub fn edit(case: &Case, run_dir: &Path, files: &Files) {
                 std::os::unix::fs::symlink(target, path).unwrap();
                 None
             }
-            EditKind::RunInfo(_) => unreachable!("handled above"),
+            EditKind::RunInfo(_) | EditKind::KeptFile { .. } => unreachable!("handled above"),
         };
         if let Some(bytes) = edited {
             std::fs::write(path, bytes).unwrap();
         }
+    }
+}
+
+/// Plants `what` in `run_dir/files/` under the kept name of the file the `mapping`th
+/// file mapping of snapshot `seq` refers to, if the store reads that metadata.
+fn plant_kept(run_dir: &Path, seq: u8, mapping: u8, what: Planted, files: &Files) {
+    let Some(id) = run_dir.file_name().and_then(|n| n.to_str()?.parse().ok()) else { return };
+    let Some(root) = run_dir.parent().and_then(Path::parent) else { return };
+    let meta = sdt_store::Store::open(root)
+        .and_then(|store| store.open_run(&sdt_store::RunId(id))?.read_meta(u32::from(seq)));
+    let Ok((meta, _)) = meta else { return };
+    let refs: Vec<&sdt_store::FileRef> = meta
+        .mappings
+        .iter()
+        .filter_map(|m| match &m.content {
+            sdt_store::Content::File(f) => Some(f),
+            _ => None,
+        })
+        .collect();
+    let Some(f) = refs.get(usize::from(mapping) % refs.len().max(1)) else { return };
+    let name = sdt_store::kept_name(f);
+    let case_file = |i: u8| files.paths.get(usize::from(i) % files.paths.len().max(1)).cloned();
+    let copy_to = |dir: &Path, i: u8, recorded_mtime: bool| {
+        let Some(from) = case_file(i) else { return };
+        let to = dir.join(&name);
+        if std::fs::copy(&from, &to).is_ok() && recorded_mtime {
+            let mtime = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(f.mtime_ns.max(0) as u64);
+            std::fs::File::options().write(true).open(&to).and_then(|file| file.set_modified(mtime)).ok();
+        }
+    };
+    let kept = run_dir.join("files");
+    if let Planted::LinkedFolder { file } = what {
+        let outside = run_dir.join("..").join("..").join("..").join("outside-files");
+        std::fs::create_dir_all(&outside).unwrap();
+        copy_to(&outside, file, true);
+        std::fs::remove_dir_all(&kept).ok();
+        std::os::unix::fs::symlink(&outside, &kept).ok();
+        return;
+    }
+    std::fs::create_dir_all(&kept).ok();
+    let at = kept.join(&name);
+    std::fs::remove_file(&at).ok();
+    match what {
+        Planted::Fifo => {
+            nix::unistd::mkfifo(&at, nix::sys::stat::Mode::from_bits_truncate(0o600)).ok();
+        }
+        Planted::Symlink { to_outside, file } => {
+            let target = match (to_outside, case_file(file)) {
+                (false, Some(path)) => path,
+                _ => PathBuf::from("/etc/passwd"),
+            };
+            std::os::unix::fs::symlink(target, &at).ok();
+        }
+        Planted::Copy { file, recorded_mtime } => copy_to(&kept, file, recorded_mtime),
+        Planted::LinkedFolder { .. } => unreachable!("handled above"),
     }
 }
 

@@ -420,6 +420,22 @@ pub enum EditKind {
     Symlink { to_outside: bool },
     /// Overwrite bytes of the run's `run.json`.
     RunInfo(Vec<Patch>),
+    /// Plant something in the run's `files/` under the name a file one of the snapshot's
+    /// mappings refers to is kept under (by position among those mappings).
+    KeptFile { mapping: u8, what: Planted },
+}
+
+/// What an edit plants as a kept file.
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum Planted {
+    /// A FIFO.
+    Fifo,
+    /// A symbolic link, to one of the case's files or outside the store.
+    Symlink { to_outside: bool, file: u8 },
+    /// A copy of one of the case's files, its mtime the recorded one or not.
+    Copy { file: u8, recorded_mtime: bool },
+    /// `files/` itself a link to a folder outside holding such a copy.
+    LinkedFolder { file: u8 },
 }
 
 /// Bytes written at an offset (taken modulo the length edited).
