@@ -127,10 +127,7 @@ fn file_bytes(snap: &Snapshot) -> u64 {
         .filter_map(|m| match &m.content {
             Content::File(f) => {
                 // The file the store reads: at its path, or a copy kept with the run.
-                let size = snap
-                    .open_file(f)
-                    .and_then(|file| Ok(file.metadata().map_or(0, |s| s.len())))
-                    .unwrap_or(0);
+                let size = snap.open_file(f).map(|file| file.metadata().map_or(0, |s| s.len())).unwrap_or(0);
                 Some(m.len().min(size.next_multiple_of(PAGE_SIZE)))
             }
             _ => None,
