@@ -41,6 +41,10 @@ pub(crate) const FILES_DIR: &str = "files";
 /// information, a library; not a data set mapped whole.
 pub const COPY_LIMIT: u64 = 256 << 20;
 
+/// Most bytes one run copies in all ([`FileKeeper::with_copy_budget`] sets another): a
+/// program mapping many large files on another file system does not fill the store.
+pub const COPY_BUDGET: u64 = 1 << 30;
+
 /// How many of the store's latest runs are looked in for a version kept already.
 const RUNS_LOOKED_IN: usize = 32;
 
@@ -70,6 +74,8 @@ pub struct FileKeeper {
     /// `files/`, once made.
     files: Option<Dir>,
     done: HashSet<FileRef>,
+    /// Bytes the run may still copy.
+    budget: u64,
 }
 
 impl FileKeeper {
@@ -77,7 +83,13 @@ impl FileKeeper {
     pub fn new(store: &Store, id: RunId) -> Result<FileKeeper> {
         let run_dir = Arc::clone(store.open_run(&id)?.dir_handle());
         let trust = Trust::of_run_dir(run_dir.path());
-        Ok(FileKeeper { store: store.clone(), id, run_dir, trust, files: None, done: HashSet::new() })
+        let done = HashSet::new();
+        Ok(FileKeeper { store: store.clone(), id, run_dir, trust, files: None, done, budget: COPY_BUDGET })
+    }
+
+    /// The same keeper, copying at most `bytes` in all.
+    pub fn with_copy_budget(self, bytes: u64) -> FileKeeper {
+        FileKeeper { budget: bytes, ..self }
     }
 
     /// The `files/` folders of the store's latest other runs, newest first: looked at
@@ -126,16 +138,22 @@ impl FileKeeper {
         if linked(files.link_file(&source, &name), &path)? {
             return Ok(Kept::Linked);
         }
-        if f.size > COPY_LIMIT {
-            return Err(io_error(
-                &path,
-                std::io::Error::other(format!(
-                    "{} is {} bytes, more than the {COPY_LIMIT} copied, and cannot be linked",
-                    f.path, f.size
-                )),
-            ));
+        let too_large = if f.size > COPY_LIMIT {
+            Some(format!("more than the {COPY_LIMIT} bytes a file is copied up to"))
+        } else if f.size > self.budget {
+            Some(format!("more than the {} bytes the run may still copy", self.budget))
+        } else {
+            None
+        };
+        if let Some(why) = too_large {
+            let why = format!("{} cannot be linked, and its {} bytes are {why}", f.path, f.size);
+            return Err(io_error(&path, std::io::Error::other(why)));
         }
-        copy(files, &source, f, &name, snapshot)
+        let kept = copy(files, &source, f, &name, snapshot)?;
+        if let Kept::Copied(bytes) = kept {
+            self.budget = self.budget.saturating_sub(bytes);
+        }
+        Ok(kept)
     }
 
     /// `files/`, made on first use.

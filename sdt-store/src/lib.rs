@@ -128,7 +128,7 @@ pub use dir::{
 pub use error::Error;
 pub use fileref::Reopen;
 pub use format::{OLDEST_VERSION as OLDEST_FORMAT_VERSION, VERSION as FORMAT_VERSION};
-pub use kept::{COPY_LIMIT, FileKeeper, Kept, kept_name};
+pub use kept::{COPY_BUDGET, COPY_LIMIT, FileKeeper, Kept, kept_name};
 pub use model::*;
 pub use names::{is_job_id, is_snapshot_name, job_id};
 pub use output::{OutputDir, OutputError};

@@ -149,6 +149,17 @@ fn a_file_on_another_file_system_is_copied_once() -> Result<(), Skip> {
     assert_eq!(store.kept_bytes().unwrap(), a_meta.blocks() * 512);
     assert!(a_meta.blocks() * 512 >= PAGE as u64 * 2);
     assert_eq!(read_lib(&s0(&store, second)).unwrap(), lib_bytes(1));
+
+    // A run whose copies have used up its budget copies no more.
+    std::fs::write(tmp.path().join("big.so"), vec![7; PAGE * 3]).unwrap();
+    let (third, big) = run_mapping(&store, &tmp.path().join("big.so"));
+    let mut keeper = FileKeeper::new(&store, third).unwrap().with_copy_budget(PAGE as u64 * 5);
+    assert_eq!(keeper.keep(&big, "S0").unwrap(), Kept::Copied(PAGE as u64 * 3));
+    std::fs::write(tmp.path().join("big2.so"), vec![8; PAGE * 3]).unwrap();
+    let (_, big2) = run_mapping(&store, &tmp.path().join("big2.so"));
+    let err = keeper.keep(&big2, "S0").unwrap_err();
+    let why = std::error::Error::source(&err).map(ToString::to_string).unwrap_or_default();
+    assert!(why.contains("the run may still copy"), "{err}: {why}");
     Ok(())
 }
 
