@@ -232,8 +232,10 @@ fn readme_transcripts_match_what_the_commands_print() -> Result<(), Skip> {
         };
         for step in &t.steps {
             let printed = shell(dir.path(), &step.command);
-            // Blank lines separate, in the output as in the README: neither counts.
-            let lines: Vec<&str> = printed.lines().filter(|l| !l.trim().is_empty()).collect();
+            // Blank lines separate, in the output as in the README: neither counts; nor
+            // does Open MPI's launcher saying it lost a race of its own.
+            let lines: Vec<&str> =
+                printed.lines().filter(|l| !l.trim().is_empty() && !launcher_race(l)).collect();
             if !matches(&step.expected, &lines) {
                 failures.push(format!(
                     "README line {} ({}): `{}` printed:\n{printed}\nthe README shows:\n{}\n",
@@ -253,6 +255,13 @@ fn readme_transcripts_match_what_the_commands_print() -> Result<(), Skip> {
     }
 }
 
+/// Open MPI's rsh launcher (`plm:rsh`) warns when the child it forked has exec'd the
+/// agent before the parent's `setpgid` on it (`EACCES`): a race inside the launcher,
+/// harmless, that a loaded machine wins now and then.
+fn launcher_race(line: &str) -> bool {
+    line.contains("plm:rsh: Warning: setpgid(") && line.contains("failed in parent")
+}
+
 fn masking_and_wildcards() {
     let lines = |text: &str| text.lines().map(str::to_owned).collect::<Vec<_>>();
     assert_eq!(masked("S3  bp 2/2/4   767 µs 0x7fb3"), "S# bp #/#/# # unit #");
@@ -262,6 +271,10 @@ fn masking_and_wildcards() {
     assert!(matches(&lines("S1 phase=tra…"), &["S7 phase=transfer,round=2"]));
     assert!(!matches(&lines("a 1\nz"), &["a 1", "b", "z"]));
     assert!(!matches(&lines("at sdt.h:140"), &["at sdt-lib/include/sdt.h:177"]));
+    assert!(launcher_race(
+        "[sdt-h1:17259] plm:rsh: Warning: setpgid(17282,17282) failed in parent with errno=Permission denied(13)"
+    ));
+    assert!(!launcher_race("sdt: warning: setpgid failed"));
     let parsed = transcripts("<!-- transcript: bank -->\n```text\n$ sdt ls \\\n  --json\nout\n\n$ b\n```\n");
     assert_eq!(parsed.len(), 1);
     assert_eq!(parsed[0].steps[0].command, "sdt ls --json");
