@@ -9,64 +9,40 @@ use std::path::Path;
 use std::sync::mpsc::{Sender, channel};
 use std::thread::JoinHandle;
 
-use sdt_store::{Content, FileKeeper, FileRef, Kept, RunId, SnapshotMeta, Store};
+use sdt_store::{Content, FileKeeper, FileRef, RunId, SnapshotMeta, Store};
 
 use crate::human;
-
-/// What the keeper did over the run.
-#[derive(Clone, Debug, Default)]
-pub struct KeptTotals {
-    /// Files hard-linked.
-    pub linked: u32,
-    /// Files copied, and their bytes.
-    pub copied: u32,
-    /// Bytes of the copies.
-    pub copied_bytes: u64,
-    /// Files not kept, each with why.
-    pub not_kept: Vec<String>,
-}
 
 /// Hands the files of each snapshot to the keeper thread, each version once.
 pub(crate) struct Keeper {
     files: Option<Sender<(String, Vec<FileRef>)>>,
-    thread: Option<JoinHandle<KeptTotals>>,
+    thread: Option<JoinHandle<Vec<String>>>,
     offered: HashSet<FileRef>,
 }
 
 impl Keeper {
     /// Starts the keeper thread for run `run` of the store at `store_root`. If the store
-    /// cannot give a keeper, no file is kept, which the totals say.
+    /// cannot give a keeper, no file is kept, which [`finish`](Self::finish) says.
     pub(crate) fn start(store_root: &Path, run: RunId) -> Keeper {
         let keeper = Store::open(store_root).and_then(|store| FileKeeper::new(&store, run));
         let (tx, rx) = channel::<(String, Vec<FileRef>)>();
         let thread = std::thread::Builder::new()
             .name("sdt-keep".into())
             .spawn(move || {
-                let mut totals = KeptTotals::default();
                 let mut keeper = match keeper {
                     Ok(keeper) => keeper,
-                    Err(e) => {
-                        totals.not_kept.push(format!("no file: {}", human::error_chain(&e)));
-                        return totals;
-                    }
+                    Err(e) => return vec![format!("no file: {}", human::error_chain(&e))],
                 };
+                let mut not_kept = Vec::new();
                 for (snapshot, files) in rx {
                     for f in files {
                         match keeper.keep(&f, &snapshot) {
-                            Ok(Kept::Already) => {}
-                            Ok(Kept::Linked) => totals.linked += 1,
-                            Ok(Kept::Copied(bytes)) => {
-                                totals.copied += 1;
-                                totals.copied_bytes += bytes;
-                            }
-                            Err(e) => {
-                                log::debug!("{} not kept: {e}", f.path);
-                                totals.not_kept.push(format!("{}: {}", f.path, human::error_chain(&e)));
-                            }
+                            Ok(how) => log::debug!("{} kept: {how:?}", f.path),
+                            Err(e) => not_kept.push(format!("{}: {}", f.path, human::error_chain(&e))),
                         }
                     }
                 }
-                totals
+                not_kept
             })
             .expect("spawning the keeper thread");
         Keeper { files: Some(tx), thread: Some(thread), offered: HashSet::new() }
@@ -91,8 +67,8 @@ impl Keeper {
         }
     }
 
-    /// Waits for the files handed over to be kept, and says how it went.
-    pub(crate) fn finish(mut self) -> KeptTotals {
+    /// Waits for the files handed over to be kept; those that could not be, each with why.
+    pub(crate) fn finish(mut self) -> Vec<String> {
         drop(self.files.take());
         self.thread.take().and_then(|t| t.join().ok()).unwrap_or_default()
     }

@@ -82,7 +82,6 @@ use sdt_sys::{Tid, monotonic_ns};
 pub use adopt::AdoptError;
 pub use config::{CaptureConfig, ConfigError};
 pub use freeze::ProgramExit;
-pub use keeper::KeptTotals;
 pub use kmod::{KmodError, available as kmod_available};
 pub use launch::LaunchError;
 pub use mpi::{MpiError, MpiStop, mpi_of};

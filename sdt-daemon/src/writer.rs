@@ -47,7 +47,7 @@ use sdt_store::{
 use sdt_sys::Tid;
 
 use crate::idle::{self, IdleMeter};
-use crate::keeper::{Keeper, KeptTotals};
+use crate::keeper::Keeper;
 use crate::{human, procfs};
 
 /// What the store did over the whole run.
@@ -69,8 +69,8 @@ pub struct WriteTotals {
     pub timed_skipped: u32,
     /// Snapshots that `--verify` found different from the live process.
     pub verify_failures: u32,
-    /// The files kept with the run.
-    pub kept: KeptTotals,
+    /// The files the snapshots map that could not be kept with the run, each with why.
+    pub not_kept: Vec<String>,
 }
 
 /// A committed snapshot, for the compactor, with the live bytes to compare it with
@@ -453,9 +453,9 @@ impl StoreWriter {
         let (compacted, compact_error) =
             self.compactor.take().expect("finish once").join().expect("compactor thread panicked");
         let compactor_stopped = since(start);
-        let kept = self.keeper.take().map(Keeper::finish).unwrap_or_default();
+        let not_kept = self.keeper.take().map(Keeper::finish).unwrap_or_default();
         let totals = WriteTotals {
-            kept,
+            not_kept,
             timed_skipped: self.totals.timed_skipped,
             stored_bytes: compacted.stored_bytes,
             full_bytes: compacted.full_bytes,

@@ -153,13 +153,13 @@ pub fn conclude(outcome: &RunOutcome, store: &Path, quiet: bool) {
             human::bytes(t.full_bytes),
         );
     }
-    if !quiet && !t.kept.not_kept.is_empty() {
-        let n = t.kept.not_kept.len();
+    if !quiet && !t.not_kept.is_empty() {
+        let n = t.not_kept.len();
         eprintln!(
             "sdt: note: {n} file{} the snapshots map could not be kept with the run: their pages and symbols need {} unchanged; first: {}",
             if n == 1 { "" } else { "s" },
             if n == 1 { "it" } else { "them" },
-            t.kept.not_kept[0]
+            t.not_kept[0]
         );
     }
     if t.timed_skipped > 0 {
