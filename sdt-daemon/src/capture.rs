@@ -48,9 +48,19 @@ const COPY_PIECE: usize = 2 << 20;
 /// costs about what walking 1 MiB of page table does.
 const RESIDENCY_GAP: u64 = 1 << 20;
 
-/// Largest mapping registered for write tracking: protecting a huge sparse reservation
-/// (a sanitizer's shadow memory) would fill page tables with markers.
-const MAX_TRACKED_BYTES: u64 = 64 << 30;
+/// Mappings larger than this may be reservations (a sanitizer's terabytes of shadow
+/// memory, or the parts the program splits them into): write-protected only where they
+/// hold pages when tracking starts (protecting their holes would fill page tables with
+/// markers: 2 GB of them for 1 TiB), and probed for how sparse they are.
+const LARGE_MAPPING_BYTES: u64 = 1 << 30;
+
+/// A large mapping whose first [`PROBE_PAGES`] populated pages spread over more than
+/// [`SPARSE_REACH`] bytes is sparse: cut into stretches only where it holds pages, found
+/// by one scan first. Cut whole into 32 MiB stretches, ASan's shadow took half a second
+/// of scans in every pause, TSan's a second. (The probe of a dense mapping walks 32 MiB
+/// of it.)
+const PROBE_PAGES: u64 = SCAN_STRETCH / PAGE_SIZE;
+const SPARSE_REACH: u64 = 16 * SCAN_STRETCH;
 
 /// Which pages of a mapping the capture reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -153,18 +163,29 @@ struct Task {
     pages: Pages,
 }
 
-/// `tasks` cut into stretches of at most [`SCAN_STRETCH`] bytes, ascending.
-fn stretches_of(tasks: &[Task]) -> Vec<Task> {
-    let mut out = Vec::with_capacity(tasks.len());
-    for task in tasks {
-        let mut start = task.start;
-        while start < task.end {
-            let end = task.end.min(start + SCAN_STRETCH);
-            out.push(Task { start, end, ..*task });
-            start = end;
+/// `task` cut into stretches of at most [`SCAN_STRETCH`] bytes, appended to `out`.
+fn cut_into_stretches(task: Task, out: &mut Vec<Task>) {
+    let mut start = task.start;
+    while start < task.end {
+        let end = task.end.min(start + SCAN_STRETCH);
+        out.push(Task { start, end, ..task });
+        start = end;
+    }
+}
+
+/// The parts of `task` that hold the pages of `populated` (ascending, inside it), parts
+/// less than [`SCAN_STRETCH`] apart taken as one.
+fn populated_parts(task: &Task, populated: &[PageRegion]) -> Vec<Task> {
+    let mut parts: Vec<Task> = Vec::new();
+    for r in populated {
+        let (start, end) = (r.start.max(task.start), r.end.min(task.end));
+        match parts.last_mut() {
+            Some(last) if start < last.end + SCAN_STRETCH => last.end = last.end.max(end),
+            _ if start < end => parts.push(Task { start, end, ..*task }),
+            _ => {}
         }
     }
-    out
+    parts
 }
 
 /// The pages a capture takes.
@@ -493,11 +514,12 @@ impl Capturer {
         self.wake();
         let mut mappings = self.read_maps(live_thread).map_err(CaptureError::proc("maps"))?;
         let tasks = self.plan(&mut mappings);
+        let stretches = self.stretches(&tasks)?;
         let mut phases = Phases { maps_ns: sdt_sys::monotonic_ns() - start, ..Phases::default() };
         let read_whole = self.lost_track;
         self.lost_track = self.tracker.is_some();
         let Finding { found, handed_bytes, report, extra } =
-            self.find_and_copy(live_thread, &tasks, spill, start, &mut phases, meanwhile);
+            self.find_and_copy(live_thread, &stretches, spill, start, &mut phases, meanwhile);
         let Found { copy, unchanged, unregistered, first_sight_bytes, tally } = found?;
         if read_whole {
             // Tracked memory was read whole, without the scans that re-arm it.
@@ -516,8 +538,8 @@ impl Capturer {
                 report.failed.len()
             );
         }
-        self.track_new(&mappings, &unregistered);
-        let live = verify.then(|| read_live(live_thread, &mappings)).transpose()?;
+        self.track_new(&mappings, &unregistered, &copy.runs);
+        let live = verify.then(|| self.read_live(live_thread, &mappings)).transpose()?;
         self.lost_track = false;
         phases.copy_ns = report.copy_ns();
         phases.total_ns = sdt_sys::monotonic_ns() - start;
@@ -546,21 +568,72 @@ impl Capturer {
         self.maps.read()
     }
 
-    /// Finds the pages of `tasks` on the capture threads, stretch by stretch, handing
-    /// what the spare holds to copies as the stretches found line up in address order,
-    /// while `meanwhile` runs on this thread; notes in `phases` when the finding and
+    /// Every byte of every readable mapping, as the process has it now; of a large one,
+    /// its pages (reading the rest would populate it).
+    fn read_live(&self, pid: Tid, mappings: &[Mapping]) -> Result<Vec<(u64, Vec<u8>)>, sdt_sys::Error> {
+        let mut ranges = Vec::new();
+        for m in mappings.iter().filter(|m| m.content != Content::Unreadable) {
+            if m.len() > LARGE_MAPPING_BYTES && self.scan {
+                let mut populated = Vec::new();
+                self.pagemap.scan(m.start, m.end, ScanQuery::POPULATED, &mut Vec::new(), &mut populated)?;
+                ranges.extend(populated.iter().map(|r| (r.start, r.end)));
+            } else {
+                ranges.push((m.start, m.end));
+            }
+        }
+        ranges
+            .into_iter()
+            .map(|(start, end)| {
+                let mut bytes = vec![0u8; (end - start) as usize];
+                memory::read_ranges(pid, &[RemoteRange { addr: start, len: bytes.len() }], &mut bytes)?;
+                Ok((start, bytes))
+            })
+            .collect()
+    }
+
+    /// `tasks` cut into stretches for the capture threads, ascending: of at most
+    /// [`SCAN_STRETCH`] bytes, and in a sparse mapping only where it holds pages.
+    fn stretches(&self, tasks: &[Task]) -> Result<Vec<Task>, sdt_sys::Error> {
+        let mut out = Vec::with_capacity(tasks.len());
+        let (mut regions, mut populated) = (Vec::new(), Vec::new());
+        for task in tasks {
+            if !self.sparse(task)? {
+                cut_into_stretches(*task, &mut out);
+                continue;
+            }
+            populated.clear();
+            self.pagemap.scan(task.start, task.end, ScanQuery::POPULATED, &mut regions, &mut populated)?;
+            for part in populated_parts(task, &populated) {
+                cut_into_stretches(part, &mut out);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether `task` covers a large mapping that holds few pages for its size, of
+    /// which the capture reads only populated ones.
+    fn sparse(&self, task: &Task) -> Result<bool, sdt_sys::Error> {
+        let candidate = self.scan
+            && task.end - task.start > LARGE_MAPPING_BYTES
+            && matches!(task.pages, Pages::Present | Pages::Written | Pages::Tracked);
+        Ok(candidate
+            && self.pagemap.populated_reach(task.start, task.end, PROBE_PAGES)? - task.start > SPARSE_REACH)
+    }
+
+    /// Finds the pages of `stretches` on the capture threads, handing what the spare
+    /// holds to copies as the stretches found line up in address order, while
+    /// `meanwhile` runs on this thread; notes in `phases` when the finding and
     /// `meanwhile` ended (from `start`).
     fn find_and_copy<T>(
         &self,
         live_thread: Tid,
-        tasks: &[Task],
+        stretches: &[Task],
         spill: &mut SpillFile,
         start: u64,
         phases: &mut Phases,
         meanwhile: impl FnOnce() -> T,
     ) -> Finding<T> {
         let since_start = || sdt_sys::monotonic_ns() - start;
-        let stretches = stretches_of(tasks);
         let report = Mutex::new(CopyReport::default());
         let in_order = Mutex::new(InOrder {
             ahead: (0..stretches.len()).map(|_| None).collect(),
@@ -573,7 +646,7 @@ impl Capturer {
         let taken = AtomicUsize::new(0);
         let finders = self.threads.current_num_threads().min(stretches.len());
         let extra = self.threads.in_place_scope(|scope| {
-            let (report, in_order, taken, stretches) = (&report, &in_order, &taken, &stretches);
+            let (report, in_order, taken) = (&report, &in_order, &taken);
             for _ in 0..finders {
                 scope.spawn(move |scope| {
                     let mut scratch = Scratch::default();
@@ -629,14 +702,26 @@ impl Capturer {
 
     /// Registers the mappings new to the tracker (`unregistered`, read whole by this
     /// capture): from now on it answers for them. (Protecting after reading: protected
-    /// unpopulated pages hold markers that residency scans would count as swapped.)
-    fn track_new(&self, mappings: &[Mapping], unregistered: &[usize]) {
+    /// unpopulated pages hold markers that residency scans would count as swapped.) A
+    /// large mapping is protected where this capture copied its pages (`copied`,
+    /// ascending): a page populated later reads as written, one never populated is found
+    /// in no stretch of a sparse mapping and reads as zero. (Protecting it whole, even by
+    /// a scan that protects written pages, puts markers in its holes.)
+    fn track_new(&self, mappings: &[Mapping], unregistered: &[usize], copied: &[PageRun]) {
         let Some(tracker) = &self.tracker else { return };
         for m in unregistered.iter().map(|&i| &mappings[i]) {
             let len = m.end - m.start;
-            if let Err(e) =
-                tracker.register_wp(m.start, len).and_then(|()| tracker.write_protect(m.start, len))
-            {
+            let protect = || match len > LARGE_MAPPING_BYTES {
+                true => {
+                    let first = copied.partition_point(|r| r.end() <= m.start);
+                    copied[first..].iter().take_while(|r| r.addr < m.end).try_for_each(|r| {
+                        let (start, end) = (r.addr.max(m.start), r.end().min(m.end));
+                        tracker.write_protect(start, end - start)
+                    })
+                }
+                false => tracker.write_protect(m.start, len),
+            };
+            if let Err(e) = tracker.register_wp(m.start, len).and_then(|()| protect()) {
                 log::debug!("{:#x}-{:#x} {}: not tracked ({e})", m.start, m.end, m.path);
             }
         }
@@ -875,9 +960,9 @@ fn push_run(runs: &mut Vec<PageRun>, start: u64, end: u64) {
     }
 }
 
-/// Private, writable, anonymous memory of a sane size: what write tracking covers.
+/// Private, writable, anonymous memory: what write tracking covers.
 fn trackable(m: &Mapping) -> bool {
-    m.inode == 0 && m.perms.read && m.perms.write && !m.perms.shared && m.len() <= MAX_TRACKED_BYTES
+    m.inode == 0 && m.perms.read && m.perms.write && !m.perms.shared
 }
 
 /// What a mapping's unstored pages read as, and which pages to store. `files` caches the
@@ -920,19 +1005,6 @@ fn file_ref(path: &str) -> Option<FileRef> {
         return None;
     }
     Some(FileRef::of(path, &meta))
-}
-
-/// Every byte of every readable mapping, as the process has it now.
-fn read_live(pid: Tid, mappings: &[Mapping]) -> Result<Vec<(u64, Vec<u8>)>, sdt_sys::Error> {
-    mappings
-        .iter()
-        .filter(|m| m.content != Content::Unreadable)
-        .map(|m| {
-            let mut bytes = vec![0u8; m.len() as usize];
-            memory::read_ranges(pid, &[RemoteRange { addr: m.start, len: bytes.len() }], &mut bytes)?;
-            Ok((m.start, bytes))
-        })
-        .collect()
 }
 
 /// Why a capture failed after the freeze.
@@ -1052,6 +1124,28 @@ mod tests {
         out.clear();
         split_by_residency(&written[..1], &[], &mut out);
         assert_eq!(out, written[..1]);
+    }
+
+    #[test]
+    fn a_sparse_mapping_is_scanned_where_it_holds_pages() {
+        let region = |start: u64, end: u64| PageRegion { start, end, categories: PAGE_IS_PRESENT };
+        let task = Task { mapping: 3, start: 1 << 30, end: 1 << 44, pages: Pages::Tracked };
+        let far = (1 << 40) + 0x1000;
+        let populated = [
+            region(task.start, task.start + 0x2000),
+            // Less than a stretch on: one part with the first.
+            region(task.start + SCAN_STRETCH, task.start + SCAN_STRETCH + 0x1000),
+            region(far, far + 0x3000),
+        ];
+        let parts: Vec<(u64, u64)> =
+            populated_parts(&task, &populated).iter().map(|t| (t.start, t.end)).collect();
+        assert_eq!(parts, [(task.start, task.start + SCAN_STRETCH + 0x1000), (far, far + 0x3000)]);
+        let mut stretches = Vec::new();
+        for part in populated_parts(&task, &populated) {
+            cut_into_stretches(part, &mut stretches);
+        }
+        assert_eq!(stretches.len(), 3);
+        assert!(stretches.iter().all(|s| s.mapping == 3 && s.pages == Pages::Tracked));
     }
 
     #[test]

@@ -124,37 +124,9 @@ impl Pagemap {
         regions: &mut Vec<PageRegion>,
         out: &mut Vec<PageRegion>,
     ) -> Result<()> {
-        if regions.capacity() == 0 {
-            regions.reserve(4096);
-        }
         let mut from = start;
         while from < end {
-            regions.clear();
-            let mut arg = PmScanArg {
-                size: size_of::<PmScanArg>() as u64,
-                flags: query.flags,
-                start: from,
-                end,
-                vec: regions.as_mut_ptr() as u64,
-                vec_len: regions.capacity() as u64,
-                category_inverted: query.inverted,
-                category_mask: query.all_of,
-                category_anyof_mask: query.any_of,
-                return_mask: query.report,
-                ..PmScanArg::default()
-            };
-            #[allow(unsafe_code)]
-            // SAFETY: `arg` is a valid pm_scan_arg and `vec` points to `vec_len` writable
-            // page_regions (the Vec's spare capacity); the kernel writes at most that many.
-            let n = unsafe { libc::ioctl(self.file.as_raw_fd(), PAGEMAP_SCAN as _, &raw mut arg) };
-            if n < 0 {
-                return Err(Error::last("PAGEMAP_SCAN", self.pid.raw()));
-            }
-            #[allow(unsafe_code)]
-            // SAFETY: the kernel initialised the first `n` regions.
-            unsafe {
-                regions.set_len(n as usize)
-            };
+            let walk_end = self.scan_once(from, end, query, 0, regions)?;
             for r in regions.iter() {
                 match out.last_mut() {
                     Some(last) if last.end == r.start && last.categories == r.categories => last.end = r.end,
@@ -163,13 +135,66 @@ impl Pagemap {
             }
             // The walk can stop short of `end` after reporting (and protecting) pages
             // beyond `walk_end`: go on after whichever reaches further.
-            let reached = regions.last().map_or(arg.walk_end, |r| r.end.max(arg.walk_end));
+            let reached = regions.last().map_or(walk_end, |r| r.end.max(walk_end));
             if reached <= from {
                 break;
             }
             from = reached;
         }
         Ok(())
+    }
+
+    /// How far from `start` the first `pages` populated (present or swapped) pages of
+    /// `[start, end)` reach: where a walk that found them stops, at the next populated
+    /// page (`end` if there is none). A walk costs what the page tables it crosses hold.
+    pub fn populated_reach(&self, start: u64, end: u64, pages: u64) -> Result<u64> {
+        let mut regions = Vec::new();
+        let walk_end = self.scan_once(start, end, ScanQuery::POPULATED, pages, &mut regions)?;
+        Ok(regions.last().map_or(walk_end, |r| r.end.max(walk_end)))
+    }
+
+    /// One `ioctl(PAGEMAP_SCAN)` over `[from, end)`, stopping after `max_pages` pages (0:
+    /// no limit) or as many regions as `regions` has room for (at least 4096), which it
+    /// holds afterwards. Returns where the walk ended.
+    fn scan_once(
+        &self,
+        from: u64,
+        end: u64,
+        query: ScanQuery,
+        max_pages: u64,
+        regions: &mut Vec<PageRegion>,
+    ) -> Result<u64> {
+        if regions.capacity() == 0 {
+            regions.reserve(4096);
+        }
+        regions.clear();
+        let mut arg = PmScanArg {
+            size: size_of::<PmScanArg>() as u64,
+            flags: query.flags,
+            start: from,
+            end,
+            vec: regions.as_mut_ptr() as u64,
+            vec_len: regions.capacity() as u64,
+            max_pages,
+            category_inverted: query.inverted,
+            category_mask: query.all_of,
+            category_anyof_mask: query.any_of,
+            return_mask: query.report,
+            ..PmScanArg::default()
+        };
+        #[allow(unsafe_code)]
+        // SAFETY: `arg` is a valid pm_scan_arg and `vec` points to `vec_len` writable
+        // page_regions (the Vec's spare capacity); the kernel writes at most that many.
+        let n = unsafe { libc::ioctl(self.file.as_raw_fd(), PAGEMAP_SCAN as _, &raw mut arg) };
+        if n < 0 {
+            return Err(Error::last("PAGEMAP_SCAN", self.pid.raw()));
+        }
+        #[allow(unsafe_code)]
+        // SAFETY: the kernel initialised the first `n` regions.
+        unsafe {
+            regions.set_len(n as usize)
+        };
+        Ok(arg.walk_end)
     }
 }
 
@@ -213,5 +238,42 @@ mod tests {
         assert_eq!(out.len(), 1);
         assert_ne!(out[0] & PM_PRESENT, 0);
         assert_eq!(out[0] & PM_FILE, 0);
+    }
+
+    #[test]
+    fn the_reach_of_populated_pages_spans_the_holes_between_them() {
+        const LEN: usize = 1 << 30;
+        // SAFETY: a fresh private mapping, unmapped below and not used otherwise.
+        #[allow(unsafe_code)]
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                LEN,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(base, libc::MAP_FAILED);
+        let start = base as u64;
+        let far = start + (LEN as u64) / 2;
+        for at in [start, far] {
+            // SAFETY: both addresses lie inside the mapping, which is writable.
+            #[allow(unsafe_code)]
+            unsafe {
+                std::ptr::write_volatile(at as *mut u8, 1)
+            };
+        }
+        let pm = Pagemap::open(Tid::new(std::process::id() as i32).unwrap()).unwrap();
+        let end = start + LEN as u64;
+        assert_eq!(pm.populated_reach(start, end, 1).unwrap(), far);
+        assert_eq!(pm.populated_reach(start, end, 2).unwrap(), end);
+        assert_eq!(pm.populated_reach(start + 4096, end, 1).unwrap(), end);
+        // SAFETY: the mapping made above, no longer used.
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::munmap(base, LEN)
+        };
     }
 }
