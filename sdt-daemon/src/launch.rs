@@ -8,8 +8,6 @@ use std::path::{Path, PathBuf};
 use sdt_abi::{ENV_CAPTURE, ENV_TRACER, Filter};
 use sdt_sys::spawn::Command;
 
-use crate::mpi::MpiLaunch;
-
 /// Why the program cannot be launched.
 #[derive(Debug, thiserror::Error)]
 pub enum LaunchError {
@@ -57,29 +55,67 @@ fn is_executable_file(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
-/// The `execve` arguments: `argv` as given (the program's name first), this process's environment plus the two
-/// variables that turn the program's library on, and for an MPI program those that load the history library.
+/// How a program is linked: what its dynamic section and symbol table name.
+#[derive(Debug, Default)]
+pub(crate) struct Linking {
+    /// Its `DT_NEEDED` libraries.
+    pub needed: Vec<String>,
+    /// Its dynamic symbols, defined or not.
+    pub symbols: Vec<String>,
+}
+
+impl Linking {
+    /// How `program` is linked; empty for what is not an ELF file (a script).
+    pub(crate) fn of(program: &Path) -> Linking {
+        use object::read::elf::{Dyn, FileHeader};
+        use object::{Object, ObjectSymbol};
+        let Ok(file) = std::fs::File::open(program) else { return Linking::default() };
+        let data = &object::ReadCache::new(file);
+        let needed = (|| {
+            let header = object::elf::FileHeader64::<object::Endianness>::parse(data).ok()?;
+            let endian = header.endian().ok()?;
+            let sections = header.sections(endian, data).ok()?;
+            let (dynamic, link) = sections.dynamic(endian, data).ok()??;
+            let strings = sections.strings(endian, data, link).ok()?;
+            let names = dynamic
+                .iter()
+                .filter(|d| d.d_tag(endian) == object::elf::DT_NEEDED)
+                .filter_map(|d| d.string(endian, strings).ok())
+                .map(|name| String::from_utf8_lossy(name).into_owned());
+            Some(names.collect())
+        })();
+        let symbols = object::File::parse(data).map_or_else(
+            |_| Vec::new(),
+            |elf| elf.dynamic_symbols().filter_map(|s| s.name().ok().map(str::to_owned)).collect(),
+        );
+        Linking { needed: needed.unwrap_or_default(), symbols }
+    }
+}
+
+/// The `execve` arguments: `argv` as given (the program's name first), this process's
+/// environment with `extra` in place of its own values, the two variables that turn the
+/// program's library on, and the descriptors in `keep` left open.
 pub(crate) fn command(
     program: &Path,
     args: &[String],
     filter: &Filter,
     ptrace_options: u32,
-    mpi: Option<&MpiLaunch>,
+    extra: &[(String, Vec<u8>)],
+    keep: Vec<i32>,
 ) -> Result<Command, LaunchError> {
     let cstring = |bytes: &[u8]| {
         CString::new(bytes).map_err(|_| LaunchError::Nul(String::from_utf8_lossy(bytes).into_owned()))
     };
     let pair = |key: &[u8], value: &[u8]| cstring(&[key, b"=", value].concat());
-    let mpi_env = mpi.map(|m| m.env(std::env::var_os("LD_PRELOAD").as_deref().map(|p| p.as_bytes())));
     let mut env = Vec::new();
     for (key, value) in std::env::vars_os() {
-        let ours = mpi_env.iter().flatten().any(|(k, _)| k.as_bytes() == key.as_bytes());
+        let ours = extra.iter().any(|(k, _)| k.as_bytes() == key.as_bytes());
         if key == ENV_TRACER || key == ENV_CAPTURE || ours {
             continue;
         }
         env.push(pair(key.as_bytes(), value.as_bytes())?);
     }
-    for (key, value) in mpi_env.iter().flatten() {
+    for (key, value) in extra {
         env.push(pair(key.as_bytes(), value)?);
     }
     env.push(cstring(format!("{ENV_TRACER}={}", std::process::id()).as_bytes())?);
@@ -89,7 +125,7 @@ pub(crate) fn command(
         args: args.iter().map(|a| cstring(a.as_bytes())).collect::<Result<_, _>>()?,
         env,
         ptrace_options,
-        keep: mpi.map(MpiLaunch::fds).unwrap_or_default(),
+        keep,
     })
 }
 

@@ -62,6 +62,7 @@ mod mpi;
 mod procfs;
 mod ptrace;
 mod resume;
+mod sanitizer;
 mod session;
 mod signals;
 mod symbols;
@@ -69,6 +70,7 @@ mod tracking;
 mod writer;
 
 use std::collections::HashMap;
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -414,7 +416,21 @@ fn launch<B>(
     } else {
         None
     };
-    let spawn = launch::command(&path, command, &opts.config.filter, ptrace_options, mpi.as_ref())?;
+    let preload = std::env::var_os("LD_PRELOAD");
+    let mut env = mpi.as_ref().map(|m| m.env(preload.as_deref().map(OsStrExt::as_bytes))).unwrap_or_default();
+    if let Some(var) = sanitizer::leak_check_off(&launch::Linking::of(&path), |var| std::env::var_os(var)) {
+        if !opts.quiet {
+            eprintln!(
+                "sdt: {program} has LeakSanitizer, whose leak check cannot run under a tracer: it runs with \
+                 {}={} (set detect_leaks in LSAN_OPTIONS or ASAN_OPTIONS to choose)",
+                var.0,
+                String::from_utf8_lossy(&var.1)
+            );
+        }
+        env.push(var);
+    }
+    let keep = mpi.as_ref().map(mpi::MpiLaunch::fds).unwrap_or_default();
+    let spawn = launch::command(&path, command, &opts.config.filter, ptrace_options, &env, keep)?;
     // What the program inherits besides stdio is not its own: a restore need not
     // recreate it (see `OpenFile::inherited`).
     let me = sdt_sys::current_tid();

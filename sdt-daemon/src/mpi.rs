@@ -21,9 +21,6 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 
-use object::elf::{DT_NEEDED, FileHeader64};
-use object::read::elf::{Dyn, FileHeader};
-use object::{Endianness, ReadCache};
 use sdt_history::format::{self, COMMS_FILE, EVENTS_FILE, SITES_FILE};
 use sdt_history::packed;
 use sdt_history::replay::{self, RecordError};
@@ -32,6 +29,8 @@ use sdt_mpi::{
     ENV_COMMS_FD, ENV_EVENTS_FD, ENV_REPLAY_FD, ENV_SITES_FD, ENV_STOP_AFTER, ENV_STOP_CAPTURE, Mpi,
 };
 use sdt_store::{PendingFile, Run, RunLog, Store};
+
+use crate::launch::Linking;
 
 /// Why an MPI program cannot get its history library.
 #[derive(Debug, thiserror::Error)]
@@ -75,20 +74,7 @@ pub enum MpiError {
 /// The MPI `program` links, by its `DT_NEEDED` entries; `None` for a program that links
 /// none, or that is not a 64-bit ELF file (a script).
 pub fn mpi_of(program: &Path) -> Option<Mpi> {
-    let file = File::open(program).ok()?;
-    let data = &ReadCache::new(file);
-    let header = FileHeader64::<Endianness>::parse(data).ok()?;
-    let endian = header.endian().ok()?;
-    let sections = header.sections(endian, data).ok()?;
-    let (dynamic, link) = sections.dynamic(endian, data).ok()??;
-    let strings = sections.strings(endian, data, link).ok()?;
-    let needed: Vec<String> = dynamic
-        .iter()
-        .filter(|d| d.d_tag(endian) == DT_NEEDED)
-        .filter_map(|d| d.string(endian, strings).ok())
-        .map(|name| String::from_utf8_lossy(name).into_owned())
-        .collect();
-    Mpi::of_needed(&needed)
+    Mpi::of_needed(&Linking::of(program).needed)
 }
 
 /// What an MPI program is launched with: the library and the history files, made before
