@@ -141,7 +141,9 @@ fn perms(spec: &str) -> Perms {
     Perms { read: b[0] == b'r', write: b[1] == b'w', exec: b[2] == b'x', shared: b[3] == b's' }
 }
 
-fn mapping(start: u64, end: u64, spec: &str, offset: u64, path: &str, content: Content) -> Mapping {
+/// A mapping of `[start, end)` with permissions as maps writes them (`rw-p`), of the file
+/// at `path` (a made-up inode) or anonymous.
+pub fn mapping(start: u64, end: u64, spec: &str, offset: u64, path: &str, content: Content) -> Mapping {
     let inode = if path.starts_with('/') { 4242 } else { 0 };
     Mapping { start, end, perms: perms(spec), offset, dev: "08:01".into(), inode, path: path.into(), content }
 }

@@ -38,6 +38,7 @@ pub(crate) mod vm {
     pub const MAP_PRIVATE: u32 = 0x2;
     pub const MAP_ANONYMOUS: u32 = 0x20;
     pub const MAP_GROWSDOWN: u32 = 0x100;
+    pub const MAP_NORESERVE: u32 = 0x4000;
     pub const VMA_AREA_REGULAR: u32 = 1 << 0;
     pub const VMA_AREA_VDSO: u32 = 1 << 3;
     pub const VMA_AREA_HEAP: u32 = 1 << 5;
@@ -46,6 +47,13 @@ pub(crate) mod vm {
     pub const VMA_ANON_PRIVATE: u32 = 1 << 9;
     pub const VMA_AREA_VVAR: u32 = 1 << 12;
 }
+
+/// Anonymous private mappings larger than this may be reservations (a sanitizer's
+/// shadow memory, or a part of it) larger than the machine's memory, which the kernel
+/// maps only without reserving swap: `criu restore` maps them with `MAP_NORESERVE`, as
+/// they most likely were (the maps file does not say). Where swap is not overcommitted
+/// heuristically, the flag changes nothing.
+const RESERVATION_BYTES: u64 = 1 << 30;
 
 /// Character devices of the memory major (1) that a process may hold open; CRIU's own dump
 /// treats them as regular files, reopened by path.
@@ -330,6 +338,9 @@ impl<'a> Plan<'a> {
                         "[vdso]" => status |= VMA_AREA_VDSO,
                         // (Linux 6.12 split the clock pages into their own mapping.)
                         "[vvar]" | "[vvar_vclock]" => status |= VMA_AREA_VVAR,
+                        // A sanitizer's terabytes of shadow memory: mapped without
+                        // reserving swap, which the maps file does not say.
+                        _ if m.end - m.start > RESERVATION_BYTES => flags |= MAP_NORESERVE,
                         _ => {}
                     }
                     (flags, status, 0, 0, None)
@@ -739,6 +750,17 @@ mod tests {
                 (0x7fff_f7ff_4000, 1),
             ]
         );
+    }
+
+    #[test]
+    fn a_shadow_reservation_is_mapped_without_reserving_swap() {
+        let mut source = fake::sample();
+        let (start, end) = (0x7fff_8000, 0x1000_7fff_8000);
+        source.meta.mappings.insert(0, fake::mapping(start, end, "rw-p", 0, "", Content::Zero));
+        let plan = Plan::new(&source, None).unwrap();
+        let flags = |start| plan.vmas.iter().find(|v| v.start == start).unwrap().flags;
+        assert_eq!(flags(start), vm::MAP_PRIVATE | vm::MAP_ANONYMOUS | vm::MAP_NORESERVE);
+        assert_eq!(flags(0x60_0000), vm::MAP_PRIVATE | vm::MAP_ANONYMOUS, "the heap");
     }
 
     #[test]

@@ -199,18 +199,24 @@ pub(crate) fn map_all(remote: &mut Remote, plans: &[MapPlan]) -> Result<(), Erro
             MapKind::Anonymous { shared, stack } => {
                 let sharing = if *shared { libc::MAP_SHARED } else { libc::MAP_PRIVATE };
                 let grows = if *stack { libc::MAP_GROWSDOWN } else { 0 };
-                remote.call(
-                    &what,
-                    libc::SYS_mmap,
-                    &[
-                        p.start,
-                        len,
-                        p.initial_prot() as u64,
-                        (sharing | libc::MAP_ANONYMOUS | libc::MAP_FIXED | grows) as u64,
-                        u64::MAX,
-                        0,
-                    ],
-                )?;
+                let mut map = |reserve: i32| {
+                    let flags = sharing | libc::MAP_ANONYMOUS | libc::MAP_FIXED | grows | reserve;
+                    remote.call(
+                        &what,
+                        libc::SYS_mmap,
+                        &[p.start, len, p.initial_prot() as u64, flags as u64, u64::MAX, 0],
+                    )
+                };
+                // A reservation larger than the machine's memory (a sanitizer's shadow)
+                // was mapped without reserving swap, which the maps file does not say.
+                match map(0) {
+                    Err(Error::Call { source, .. })
+                        if source.raw_os_error() == Some(libc::ENOMEM) && !*shared =>
+                    {
+                        map(libc::MAP_NORESERVE)?
+                    }
+                    mapped => mapped?,
+                };
             }
             MapKind::Special | MapKind::Fixed => {}
         }
