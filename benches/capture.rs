@@ -12,7 +12,13 @@
 //! scripts/bench capture                          # 2/4/8 threads x 4/64/400 MiB x 1/10/100 %
 //! scripts/bench capture --threads 4 --heap-mb 400 --dirty 1,10 --tracking page-hash
 //! scripts/bench capture --threads 4 --heap-mb 400 --dirty 1,10 --shape busy,barrier --gap-ms 0,100
+//! scripts/bench capture --threads 2 --heap-mb 400 --dirty 1,10 --sanitize none,address,thread
 //! ```
+//!
+//! `--sanitize` builds the workload with `-fsanitize=address` or `=thread` too (`none`:
+//! without), whose terabytes of shadow memory a capture must not scan whole; the rows
+//! say which build, and all runs of a sanitized build have its leak check and race
+//! reports off (`ASAN_OPTIONS`, `TSAN_OPTIONS`), alone as under `sdt run`.
 //!
 //! Needs `target/release/sdt` and `libsdt.a` (scripts/bench builds them), gcc and gdb.
 
@@ -40,11 +46,14 @@ struct Options {
     tracking: String,
     /// `--shape` or `--gap-ms` was given: rows say which.
     by_shape: bool,
+    /// Builds of the workload: `none`, or the sanitizer it is built with.
+    builds: Vec<String>,
 }
 
 /// A workload configuration: one row of the table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct Config<'a> {
+    build: &'a str,
     heap_mb: u32,
     dirty: u32,
     threads: u32,
@@ -62,6 +71,7 @@ fn parse_options() -> Options {
         gaps_ms: vec![100],
         tracking: "auto".into(),
         by_shape: false,
+        builds: vec!["none".into()],
     };
     let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
     while let Some(flag) = args.next() {
@@ -86,8 +96,16 @@ fn parse_options() -> Options {
                 opts.by_shape = true;
             }
             "--tracking" => opts.tracking = value,
+            "--sanitize" => {
+                opts.builds = value.split(',').map(str::to_owned).collect();
+                if let Some(bad) =
+                    opts.builds.iter().find(|s| !["none", "address", "thread"].contains(&s.as_str()))
+                {
+                    panic!("--sanitize: unknown build {bad} (none, address, thread)");
+                }
+            }
             other => panic!(
-                "unknown option {other} (--threads, --heap-mb, --dirty, --snapshots, --gap-ms, --shape, --tracking)"
+                "unknown option {other} (--threads, --heap-mb, --dirty, --snapshots, --gap-ms, --shape, --tracking, --sanitize)"
             ),
         }
     }
@@ -102,7 +120,7 @@ fn gcore(exe: &Path, dir: &Path, threads: u32, heap_mb: u32) -> (f64, u64) {
 }
 
 fn gcore_once(exe: &Path, dir: &Path, threads: u32, heap_mb: u32) -> (f64, u64) {
-    let mut child = Command::new(exe)
+    let mut child = workload(exe)
         .args([threads.to_string(), heap_mb.to_string(), "0".into(), "0".into()])
         .stdout(Stdio::piped())
         .spawn()
@@ -149,10 +167,10 @@ fn measure(exe: &Path, dir: &Path, opts: &Options, c: Config) -> Row {
     let mut args = [c.threads, c.heap_mb, c.dirty, opts.snapshots, c.gap_ms].map(|n| n.to_string()).to_vec();
     args.push(c.shape.to_owned());
 
-    let plain = Command::new(exe).args(&args).output().expect("workload");
-    assert!(plain.status.success());
+    let plain = workload(exe).args(&args).output().expect("workload");
+    assert!(plain.status.success(), "the workload failed: {}", String::from_utf8_lossy(&plain.stderr));
     let start = Instant::now();
-    let traced = Command::new(&sdt)
+    let traced = workload(&sdt)
         .args(["run", "-q", "--tracking", &opts.tracking, "--store"])
         .arg(&store)
         .arg("--")
@@ -187,6 +205,13 @@ fn measure(exe: &Path, dir: &Path, opts: &Options, c: Config) -> Row {
     }
 }
 
+/// A command for `program`, with a sanitized build's leak check and race reports off.
+fn workload(program: &Path) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.env("ASAN_OPTIONS", "detect_leaks=0").env("TSAN_OPTIONS", "report_bugs=0");
+    cmd
+}
+
 /// The workload's own timing line, `rounds_ms N`.
 fn rounds_ms(stdout: &[u8]) -> f64 {
     String::from_utf8_lossy(stdout)
@@ -203,7 +228,18 @@ fn main() {
     let opts = parse_options();
     let dir = workspace().join("target/bench-capture");
     std::fs::create_dir_all(&dir).unwrap();
-    let exe = workloads::build("heap", &dir, "heap", &[]);
+    let exes: BTreeMap<&str, PathBuf> = opts
+        .builds
+        .iter()
+        .map(|b| {
+            let exe = match b.as_str() {
+                "none" => workloads::build("heap", &dir, "heap", &[]),
+                s => workloads::build("heap", &dir, &format!("heap-{s}"), &[&format!("-fsanitize={s}")]),
+            };
+            (b.as_str(), exe)
+        })
+        .collect();
+    let by_build = opts.builds.len() > 1 || opts.builds[0] != "none";
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     if opts.by_shape {
         println!(
@@ -223,48 +259,54 @@ fn main() {
     println!("gcore: median of three dumps of the same workload, threads waiting");
     println!();
     let (shape_head, shape_rule) = if opts.by_shape { (" shape | gap ms |", "---|---|") } else { ("", "") };
+    let (build_head, build_rule) = if by_build { (" build |", "---|") } else { ("", "") };
     println!(
-        "| threads | heap MiB | dirty % |{shape_head} mode | pause S0 ms | pause ms | p90 ms | waited ms | deviation µs | copied MiB | copy GB/s | stored / full MiB | stored % | slowdown % | sdt run s | gcore s | gcore MiB | gcore / pause |"
+        "|{build_head} threads | heap MiB | dirty % |{shape_head} mode | pause S0 ms | pause ms | p90 ms | waited ms | deviation µs | copied MiB | copy GB/s | stored / full MiB | stored % | slowdown % | sdt run s | gcore s | gcore MiB | gcore / pause |"
     );
-    println!("|---|---|---|{shape_rule}---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!(
+        "|{build_rule}---|---|---|{shape_rule}---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    );
     let mut medians = BTreeMap::new();
     let mut gcores = BTreeMap::new();
-    for &heap_mb in &opts.heap_mb {
-        for &dirty in &opts.dirty {
-            for &threads in &opts.threads {
-                for shape in &opts.shapes {
-                    for &gap_ms in &opts.gaps_ms {
-                        let c = Config { heap_mb, dirty, threads, shape, gap_ms };
-                        let r = measure(&exe, &dir, &opts, c);
-                        // gcore's dump does not depend on what the workload writes.
-                        let (gcore_secs, gcore_bytes) = *gcores
-                            .entry((threads, heap_mb))
-                            .or_insert_with(|| gcore(&exe, &dir, threads, heap_mb));
-                        let pause = median(&r.pauses);
-                        medians.insert(c, pause);
-                        let copied = median(&r.copied);
-                        let over = if threads as usize > cpus { "*" } else { "" };
-                        let shape_cells =
-                            if opts.by_shape { format!(" {shape} | {gap_ms} |") } else { String::new() };
-                        println!(
-                            "| {threads}{over} | {heap_mb} | {dirty} |{shape_cells} {} | {:.2} | {:.3} | {:.3} | {:.2} | {:.0} | {:.1} | {:.1} | {:.1} / {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.1} | {:.0}× |",
-                            r.mode,
-                            r.first_pause_us / 1e3,
-                            pause / 1e3,
-                            p90(&r.pauses) / 1e3,
-                            median(&r.waits) / 1e3,
-                            median(&r.deviations),
-                            mib(copied),
-                            copied / (pause * 1e3).max(1.0),
-                            mib(r.stored as f64),
-                            mib(r.full as f64),
-                            100.0 * r.stored as f64 / r.full.max(1) as f64,
-                            100.0 * (r.rounds_ms / r.plain_rounds_ms - 1.0),
-                            r.run_secs,
-                            gcore_secs,
-                            mib(gcore_bytes as f64),
-                            gcore_secs * 1e6 / pause.max(1.0),
-                        );
+    for (&build, exe) in &exes {
+        for &heap_mb in &opts.heap_mb {
+            for &dirty in &opts.dirty {
+                for &threads in &opts.threads {
+                    for shape in &opts.shapes {
+                        for &gap_ms in &opts.gaps_ms {
+                            let c = Config { build, heap_mb, dirty, threads, shape, gap_ms };
+                            let r = measure(exe, &dir, &opts, c);
+                            // gcore's dump does not depend on what the workload writes.
+                            let (gcore_secs, gcore_bytes) = *gcores
+                                .entry((build, threads, heap_mb))
+                                .or_insert_with(|| gcore(exe, &dir, threads, heap_mb));
+                            let pause = median(&r.pauses);
+                            medians.insert(c, pause);
+                            let copied = median(&r.copied);
+                            let over = if threads as usize > cpus { "*" } else { "" };
+                            let shape_cells =
+                                if opts.by_shape { format!(" {shape} | {gap_ms} |") } else { String::new() };
+                            let build_cell = if by_build { format!(" {build} |") } else { String::new() };
+                            println!(
+                                "|{build_cell} {threads}{over} | {heap_mb} | {dirty} |{shape_cells} {} | {:.2} | {:.3} | {:.3} | {:.2} | {:.0} | {:.1} | {:.1} | {:.1} / {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.1} | {:.0}× |",
+                                r.mode,
+                                r.first_pause_us / 1e3,
+                                pause / 1e3,
+                                p90(&r.pauses) / 1e3,
+                                median(&r.waits) / 1e3,
+                                median(&r.deviations),
+                                mib(copied),
+                                copied / (pause * 1e3).max(1.0),
+                                mib(r.stored as f64),
+                                mib(r.full as f64),
+                                100.0 * r.stored as f64 / r.full.max(1) as f64,
+                                100.0 * (r.rounds_ms / r.plain_rounds_ms - 1.0),
+                                r.run_secs,
+                                gcore_secs,
+                                mib(gcore_bytes as f64),
+                                gcore_secs * 1e6 / pause.max(1.0),
+                            );
+                        }
                     }
                 }
             }
@@ -278,8 +320,11 @@ fn main() {
         println!("pause growth from {lo} to {hi} threads (median pause):");
         for (c, &pause) in medians.iter().filter(|(c, _)| c.threads == *lo) {
             let b = medians[&Config { threads: *hi, ..*c }];
-            let which =
+            let mut which =
                 if opts.by_shape { format!(", {}, gap {} ms", c.shape, c.gap_ms) } else { String::new() };
+            if by_build {
+                which.push_str(&format!(", build {}", c.build));
+            }
             println!("  {} MiB, {}%{which}: {:+.1}%", c.heap_mb, c.dirty, 100.0 * (b / pause.max(1.0) - 1.0));
         }
     }

@@ -24,11 +24,31 @@ pub fn workspace() -> PathBuf {
 
 /// Compiles `tests/programs/<name>.c` against libsdt.a (once per test run).
 pub fn program(name: &str) -> PathBuf {
-    compiled(
-        name,
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs").join(format!("{name}.c")),
-        "gcc",
-    )
+    compiled(name, &test_source(name, "c"), "gcc", &[])
+}
+
+fn test_source(name: &str, extension: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs").join(format!("{name}.{extension}"))
+}
+
+/// Compiles `tests/programs/<name>.c` with `-fsanitize=<sanitizer>` as `<name>-<sanitizer>`
+/// (once per test run); the [`Skip`] where gcc lacks that sanitizer's runtime.
+pub fn sanitized_program(name: &str, sanitizer: &str) -> Result<PathBuf, Skip> {
+    let flag = format!("-fsanitize={sanitizer}");
+    let probe = tempfile::tempdir().unwrap();
+    std::fs::write(probe.path().join("p.c"), "int main(void) { return 0; }\n").unwrap();
+    let linked = Command::new("gcc")
+        .arg(&flag)
+        .arg(probe.path().join("p.c"))
+        .arg("-o")
+        .arg(probe.path().join("p"))
+        .stderr(Stdio::null())
+        .status();
+    if !linked.is_ok_and(|s| s.success()) {
+        let why = format!("gcc cannot link {flag}");
+        return Err(Skip::new("a sanitizer runtime", why, "apt-get install gcc (libasan8, libtsan2)"));
+    }
+    Ok(compiled(&format!("{name}-{sanitizer}"), &test_source(name, "c"), "gcc", &[&flag]))
 }
 
 /// Compiles `tests/programs/<name>.cpp` with g++ (once per test run); the [`Skip`] where
@@ -38,25 +58,18 @@ pub fn cpp_program(name: &str) -> Result<PathBuf, Skip> {
     if !found.is_ok_and(|s| s.success()) {
         return Err(Skip::new("g++", "g++ is not installed", "apt-get install g++"));
     }
-    Ok(compiled(
-        name,
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs").join(format!("{name}.cpp")),
-        "g++",
-    ))
+    Ok(compiled(name, &test_source(name, "cpp"), "g++", &[]))
 }
 
 /// Compiles `examples/<name>/<name>.c` (the README's examples) against libsdt.a.
 pub fn example(name: &str) -> PathBuf {
-    compiled(name, &workspace().join("examples").join(name).join(format!("{name}.c")), "gcc")
+    compiled(name, &workspace().join("examples").join(name).join(format!("{name}.c")), "gcc", &[])
 }
 
 /// Compiles `tests/programs/mpi/<name>.c` with Open MPI's `mpicc` against libsdt.a (once
 /// per test run); the [`Skip`] where Open MPI is not installed.
 pub fn mpi_program(name: &str) -> Result<PathBuf, Skip> {
-    mpi_compiled(
-        name,
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/mpi").join(format!("{name}.c")),
-    )
+    mpi_compiled(name, &test_source(&format!("mpi/{name}"), "c"))
 }
 
 /// Compiles the MPI example `examples/<name>/<name>.c` like [`mpi_program`].
@@ -75,12 +88,12 @@ fn mpi_compiled(name: &str, source: &Path) -> Result<PathBuf, Skip> {
             "apt-get install openmpi-bin libopenmpi-dev",
         ));
     }
-    Ok(compiled(name, source, "mpicc"))
+    Ok(compiled(name, source, "mpicc", &[]))
 }
 
 /// `source` compiled against libsdt.a as `name` (once per test run): C with `cc` (gcc, or
-/// `mpicc` for MPI programs), `.cpp` with g++.
-fn compiled(name: &str, source: &Path, cc: &str) -> PathBuf {
+/// `mpicc` for MPI programs), `.cpp` with g++, `flags` added.
+fn compiled(name: &str, source: &Path, cc: &str, flags: &[&str]) -> PathBuf {
     static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
     let mut built = BUILT.get_or_init(Default::default).lock().unwrap();
     if let Some(path) = built.get(name) {
@@ -102,6 +115,7 @@ fn compiled(name: &str, source: &Path, cc: &str) -> PathBuf {
     };
     let status = Command::new(compiler)
         .args(["-g", "-O0", "-pthread", "-Wall", "-Werror"])
+        .args(flags)
         .arg(source)
         .arg("-I")
         .arg(workspace().join("sdt-lib/include"))

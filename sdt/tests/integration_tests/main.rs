@@ -32,6 +32,7 @@ mod mpi_replay;
 mod readme;
 mod removal;
 mod restore;
+mod sanitizers;
 mod security;
 mod symbols;
 mod tracking;
@@ -58,6 +59,7 @@ sdt_test_harness::main!(
     readme,
     removal,
     restore,
+    sanitizers,
     security,
     symbols,
     tracking
