@@ -60,13 +60,14 @@ fn is_executable_file(path: &Path) -> bool {
 pub(crate) struct Linking {
     /// Its `DT_NEEDED` libraries.
     pub needed: Vec<String>,
-    /// Its dynamic symbols, defined or not.
+    /// Those of the dynamic symbols asked about that it has, defined or not.
     pub symbols: Vec<String>,
 }
 
 impl Linking {
-    /// How `program` is linked; empty for what is not an ELF file (a script).
-    pub(crate) fn of(program: &Path) -> Linking {
+    /// How `program` is linked, and which of `symbols` are among its dynamic symbols;
+    /// empty for what is not an ELF file (a script).
+    pub(crate) fn of(program: &Path, symbols: &[&str]) -> Linking {
         use object::read::elf::{Dyn, FileHeader};
         use object::{Object, ObjectSymbol};
         let Ok(file) = std::fs::File::open(program) else { return Linking::default() };
@@ -84,10 +85,18 @@ impl Linking {
                 .map(|name| String::from_utf8_lossy(name).into_owned());
             Some(names.collect())
         })();
-        let symbols = object::File::parse(data).map_or_else(
-            |_| Vec::new(),
-            |elf| elf.dynamic_symbols().filter_map(|s| s.name().ok().map(str::to_owned)).collect(),
-        );
+        let symbols: Vec<String> = match symbols.is_empty() {
+            true => Vec::new(),
+            false => object::File::parse(data).map_or_else(
+                |_| Vec::new(),
+                |elf| {
+                    let asked = |s: object::read::Symbol<'_, '_, _>| {
+                        s.name().ok().filter(|name| symbols.contains(name)).map(str::to_owned)
+                    };
+                    elf.dynamic_symbols().filter_map(asked).collect()
+                },
+            ),
+        };
         Linking { needed: needed.unwrap_or_default(), symbols }
     }
 }

@@ -418,7 +418,11 @@ fn launch<B>(
     };
     let preload = std::env::var_os("LD_PRELOAD");
     let mut env = mpi.as_ref().map(|m| m.env(preload.as_deref().map(OsStrExt::as_bytes))).unwrap_or_default();
-    if let Some(var) = sanitizer::leak_check_off(&launch::Linking::of(&path), |var| std::env::var_os(var)) {
+    if let Some(var) =
+        sanitizer::leak_check_off(&launch::Linking::of(&path, &sanitizer::ENTRY_POINTS), |var| {
+            std::env::var_os(var)
+        })
+    {
         if !opts.quiet {
             eprintln!(
                 "sdt: {program} has LeakSanitizer, whose leak check cannot run under a tracer: it runs with \

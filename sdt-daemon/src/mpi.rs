@@ -74,7 +74,7 @@ pub enum MpiError {
 /// The MPI `program` links, by its `DT_NEEDED` entries; `None` for a program that links
 /// none, or that is not a 64-bit ELF file (a script).
 pub fn mpi_of(program: &Path) -> Option<Mpi> {
-    Mpi::of_needed(&Linking::of(program).needed)
+    Mpi::of_needed(&Linking::of(program, &[]).needed)
 }
 
 /// What an MPI program is launched with: the library and the history files, made before

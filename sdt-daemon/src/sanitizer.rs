@@ -12,8 +12,9 @@ use crate::launch::Linking;
 /// Libraries that bring LeakSanitizer (gcc links the runtime dynamically).
 const RUNTIMES: [&str; 2] = ["libasan.so", "liblsan.so"];
 
-/// Symbols of a program with the runtime linked in (clang links it statically).
-const ENTRY_POINTS: [&str; 2] = ["__asan_init", "__lsan_init"];
+/// Symbols of a program with the runtime linked in (clang links it statically), for
+/// [`Linking::of`] to look for.
+pub(crate) const ENTRY_POINTS: [&str; 2] = ["__asan_init", "__lsan_init"];
 
 /// The variable that turns LeakSanitizer's check off for a program linked as `linking`:
 /// `LSAN_OPTIONS` (read as `env` gives it) with `detect_leaks=0` added. `None` where the
