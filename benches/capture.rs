@@ -205,6 +205,25 @@ fn measure(exe: &Path, dir: &Path, opts: &Options, c: Config) -> Row {
     }
 }
 
+/// Every configuration the options ask for, build by build.
+fn configs(opts: &Options) -> Vec<Config<'_>> {
+    let mut out = Vec::new();
+    for build in &opts.builds {
+        for &heap_mb in &opts.heap_mb {
+            for &dirty in &opts.dirty {
+                for &threads in &opts.threads {
+                    for shape in &opts.shapes {
+                        for &gap_ms in &opts.gaps_ms {
+                            out.push(Config { build, heap_mb, dirty, threads, shape, gap_ms });
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
 /// A command for `program`, with a sanitized build's leak check and race reports off.
 fn workload(program: &Path) -> Command {
     let mut cmd = Command::new(program);
@@ -268,49 +287,38 @@ fn main() {
     );
     let mut medians = BTreeMap::new();
     let mut gcores = BTreeMap::new();
-    for (&build, exe) in &exes {
-        for &heap_mb in &opts.heap_mb {
-            for &dirty in &opts.dirty {
-                for &threads in &opts.threads {
-                    for shape in &opts.shapes {
-                        for &gap_ms in &opts.gaps_ms {
-                            let c = Config { build, heap_mb, dirty, threads, shape, gap_ms };
-                            let r = measure(exe, &dir, &opts, c);
-                            // gcore's dump does not depend on what the workload writes.
-                            let (gcore_secs, gcore_bytes) = *gcores
-                                .entry((build, threads, heap_mb))
-                                .or_insert_with(|| gcore(exe, &dir, threads, heap_mb));
-                            let pause = median(&r.pauses);
-                            medians.insert(c, pause);
-                            let copied = median(&r.copied);
-                            let over = if threads as usize > cpus { "*" } else { "" };
-                            let shape_cells =
-                                if opts.by_shape { format!(" {shape} | {gap_ms} |") } else { String::new() };
-                            let build_cell = if by_build { format!(" {build} |") } else { String::new() };
-                            println!(
-                                "|{build_cell} {threads}{over} | {heap_mb} | {dirty} |{shape_cells} {} | {:.2} | {:.3} | {:.3} | {:.2} | {:.0} | {:.1} | {:.1} | {:.1} / {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.1} | {:.0}× |",
-                                r.mode,
-                                r.first_pause_us / 1e3,
-                                pause / 1e3,
-                                p90(&r.pauses) / 1e3,
-                                median(&r.waits) / 1e3,
-                                median(&r.deviations),
-                                mib(copied),
-                                copied / (pause * 1e3).max(1.0),
-                                mib(r.stored as f64),
-                                mib(r.full as f64),
-                                100.0 * r.stored as f64 / r.full.max(1) as f64,
-                                100.0 * (r.rounds_ms / r.plain_rounds_ms - 1.0),
-                                r.run_secs,
-                                gcore_secs,
-                                mib(gcore_bytes as f64),
-                                gcore_secs * 1e6 / pause.max(1.0),
-                            );
-                        }
-                    }
-                }
-            }
-        }
+    for c in configs(&opts) {
+        let Config { build, heap_mb, dirty, threads, shape, gap_ms } = c;
+        let exe = &exes[build];
+        let r = measure(exe, &dir, &opts, c);
+        // gcore's dump does not depend on what the workload writes.
+        let (gcore_secs, gcore_bytes) =
+            *gcores.entry((build, threads, heap_mb)).or_insert_with(|| gcore(exe, &dir, threads, heap_mb));
+        let pause = median(&r.pauses);
+        medians.insert(c, pause);
+        let copied = median(&r.copied);
+        let over = if threads as usize > cpus { "*" } else { "" };
+        let shape_cells = if opts.by_shape { format!(" {shape} | {gap_ms} |") } else { String::new() };
+        let build_cell = if by_build { format!(" {build} |") } else { String::new() };
+        println!(
+            "|{build_cell} {threads}{over} | {heap_mb} | {dirty} |{shape_cells} {} | {:.2} | {:.3} | {:.3} | {:.2} | {:.0} | {:.1} | {:.1} | {:.1} / {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.1} | {:.0}× |",
+            r.mode,
+            r.first_pause_us / 1e3,
+            pause / 1e3,
+            p90(&r.pauses) / 1e3,
+            median(&r.waits) / 1e3,
+            median(&r.deviations),
+            mib(copied),
+            copied / (pause * 1e3).max(1.0),
+            mib(r.stored as f64),
+            mib(r.full as f64),
+            100.0 * r.stored as f64 / r.full.max(1) as f64,
+            100.0 * (r.rounds_ms / r.plain_rounds_ms - 1.0),
+            r.run_secs,
+            gcore_secs,
+            mib(gcore_bytes as f64),
+            gcore_secs * 1e6 / pause.max(1.0),
+        );
     }
     println!();
     println!("`*`: more threads than CPUs (oversubscribed).");
