@@ -314,6 +314,7 @@ fn meta(seq: u32, mapping: &Mapping) -> SnapshotMeta {
         files: Vec::new(),
         signals: Vec::new(),
         layout: Default::default(),
+        unread_handlers: 0,
         mpi_events: None,
     }
 }

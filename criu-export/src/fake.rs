@@ -280,6 +280,7 @@ pub fn sample() -> FakeSource {
             env_start: 0x7fff_f002_0f90,
             env_end: 0x7fff_f002_0ff0,
         },
+        unread_handlers: 0,
         mpi_events: None,
     };
     let mut source = FakeSource {

@@ -7,7 +7,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use sdt_abi::STATE_OFF;
 use sdt_store::{
-    Access, Content, Credentials, FileKind, Mapping, OpenFile, PAGE_SIZE, Reopen, SnapshotMeta,
+    Access, Content, Credentials, FileKind, Mapping, OpenFile, PAGE_SIZE, Reopen, SeccompMode, SnapshotMeta,
     SnapshotSource, ThreadRunState, ThreadState, Trigger, UserFpregs, UserRegs,
 };
 use sdt_target::{ERESTART_RESTARTBLOCK, ERESTARTNOHAND, ERESTARTNOINTR, ERESTARTSYS, Patch};
@@ -193,6 +193,13 @@ impl<'a> Plan<'a> {
     }
 
     fn plan_threads(&mut self, source: &impl SnapshotSource) -> Result<(), Error> {
+        if self.meta.unread_handlers != 0 {
+            return Err(Error::Unsupported {
+                object: format!("the handlers of {}", self.meta.unread_handler_names()),
+                why: "sdt could not read them (the program ran under seccomp): CRIU would restore \
+                      the program without them",
+            });
+        }
         let read = |addr: u64, buf: &mut [u8]| source.read(addr, buf).is_ok();
         let tid_offset = sdt_target::tid_word_offset(self.meta, &read);
         let mut threads = Vec::new();
@@ -215,6 +222,13 @@ impl<'a> Plan<'a> {
             }
             restart_syscall(&mut regs);
             let creds = source.credentials_of(t.tid)?;
+            if creds.seccomp != SeccompMode::Disabled {
+                return Err(Error::Unsupported {
+                    object: format!("thread {}", t.tid),
+                    why: "it ran under seccomp, which the snapshot does not hold: `criu restore` would \
+                          run it unconfined",
+                });
+            }
             if clear_tid.is_none() {
                 self.notes.push(format!(
                     "thread {}: no glibc thread block at fs_base {:#x}; restored without a \
@@ -986,5 +1000,20 @@ mod tests {
         let Content::File(f) = &shared.content else { unreachable!() };
         source.kept.insert(f.path.clone(), KEPT.into());
         assert!(matches!(Plan::new(&source, None), Err(Error::Unsupported { .. })));
+    }
+
+    #[test]
+    fn seccomp_and_unread_handlers_are_refused() {
+        let mut sandboxed = fake::sample();
+        sandboxed.meta.process.thread_creds[0].creds.seccomp = SeccompMode::Filter;
+        let Err(err) = Plan::new(&sandboxed, None) else { panic!("planned") };
+        let err = err.to_string();
+        assert!(err.contains(&format!("thread {}", fake::BREAKING)) && err.contains("unconfined"), "{err}");
+
+        let mut unread = fake::sample();
+        unread.meta.unread_handlers = 1 << (10 - 1) | 1 << (33 - 1);
+        let Err(err) = Plan::new(&unread, None) else { panic!("planned") };
+        let err = err.to_string();
+        assert!(err.starts_with("the handlers of SIGUSR1, SIGRTMIN+1: sdt could not read them"), "{err}");
     }
 }

@@ -305,7 +305,7 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, Error> {
         }
         Target::Launch(command) => {
             let started = launch(command, opts, &store, TRACE_OPTIONS, |pid| {
-                Tracer::start(pid, &opts.breaks, opts.signal_snapshots)
+                Tracer::start(pid, SEIZED_OPTIONS, &opts.breaks, opts.signal_snapshots)
             })?;
             drive(started, events, &store, started_ns, opts)
         }
@@ -358,6 +358,7 @@ fn drive<B: EventSource>(
         next_seq: 0,
         capturing: opts.config.max_snapshots != Some(0),
         told_unfiltered: false,
+        told_handlers_unread: false,
         problems: Vec::new(),
         at_signal: None,
     };
@@ -480,6 +481,8 @@ fn default_budget(store: &Store) -> u64 {
 
 /// The ptrace options every traced program gets.
 const TRACE_OPTIONS: u32 = options::TRACECLONE | options::TRACEEXIT | options::EXITKILL;
+/// The options its threads then have: the launch and the restore add `TRACEEXEC`.
+const SEIZED_OPTIONS: u32 = TRACE_OPTIONS | options::TRACEEXEC;
 
 /// Wall-clock time in nanoseconds since the Unix epoch.
 pub(crate) fn wall_ns() -> i64 {

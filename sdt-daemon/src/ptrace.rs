@@ -22,6 +22,11 @@
 //! is held at the delivery for a snapshot ([`TargetEvent::FatalSignal`]), and the thaw
 //! delivers it. One that arrives during a capture is delivered at the thaw, unseen.
 //!
+//! A thread under seccomp (a sandboxed program's filter, or strict mode) runs injected
+//! system calls only with its seccomp suspended (`PTRACE_O_SUSPEND_SECCOMP`, which needs
+//! `CAP_SYS_ADMIN`): its filter could kill the program for a call the program never makes.
+//! Where sdt may not suspend it, nothing is injected ([`InjectionRefused`]).
+//!
 //! Every wait has a way out. During a capture the tracer waits for any thread (never
 //! for one alone: a first thread that has exited is reported only after every other
 //! thread, and those may be waiting for the tracer at their exit stops), and for at most
@@ -35,8 +40,8 @@ use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
 
 use sdt_abi::{TRAP_MAGIC, TRAP_RECORD_SIZE, TrapRecord, declined_state};
-use sdt_store::{RobustList, Rseq, SignalAction, ThreadRunState, ThreadState};
-use sdt_sys::ptrace::{self, Regset, event};
+use sdt_store::{RobustList, Rseq, SeccompMode, SignalAction, ThreadRunState, ThreadState};
+use sdt_sys::ptrace::{self, Regset, event, options};
 use sdt_sys::wait::{self, Stop};
 use sdt_sys::{Tid, memory, monotonic_ns};
 
@@ -57,6 +62,35 @@ const XSTATE_MAX: usize = 16 * 1024;
 const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the threads of a killed program may take to finish dying.
 const DEATH_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Why sdt runs no system call in a thread of the program.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum InjectionRefused {
+    /// The thread is under seccomp, and sdt may not suspend it.
+    #[error(
+        "thread {tid} runs under a seccomp {mode}, which could kill the program for a system call sdt \
+         makes in it; suspending it for those calls needs CAP_SYS_ADMIN"
+    )]
+    Seccomp {
+        /// The thread.
+        tid: i32,
+        /// `filter` or `strict mode`.
+        mode: &'static str,
+        /// Why `PTRACE_O_SUSPEND_SECCOMP` was refused.
+        #[source]
+        source: sdt_sys::Error,
+    },
+    /// The thread's seccomp mode could not be read.
+    #[error("reading the seccomp mode of thread {tid}")]
+    Status {
+        /// The thread.
+        tid: i32,
+        /// What reading `/proc/TID/status` gave.
+        #[source]
+        source: std::io::Error,
+    },
+}
 
 #[derive(Debug, Default)]
 struct Thread {
@@ -92,6 +126,8 @@ pub(crate) struct Tracer {
     signal_snapshots: bool,
     /// The program's `stat`, for its signal dispositions (opened at the first signal).
     stat: Option<sdt_procfs::StatFile>,
+    /// The `PTRACE_O_*` options every thread is traced with.
+    options: u32,
 }
 
 /// Threads of the program made real-time until they stop; dropped, each gets its own
@@ -140,8 +176,10 @@ impl Tracer {
     /// Traces `pid`, which [`sdt_sys::spawn::spawn_seized`] left stopped at its exec,
     /// places its symbol breakpoints, and lets it run; with `signal_snapshots`, signals
     /// about to end it are held for a snapshot.
+    /// `options` are those it was seized with.
     pub(crate) fn start(
         pid: Tid,
+        options: u32,
         breaks: &[SymbolBreak],
         signal_snapshots: bool,
     ) -> Result<Tracer, crate::Error> {
@@ -158,11 +196,13 @@ impl Tracer {
             may_hurry: true,
             signal_snapshots,
             stat: None,
+            options,
         })
     }
 
-    /// Traces `pid`, restored with every thread in `threads` seized and stopped.
-    pub(crate) fn adopt(pid: Tid, threads: impl IntoIterator<Item = Tid>) -> Tracer {
+    /// Traces `pid`, restored with every thread in `threads` seized (with `options`) and
+    /// stopped.
+    pub(crate) fn adopt(pid: Tid, options: u32, threads: impl IntoIterator<Item = Tid>) -> Tracer {
         let threads =
             threads.into_iter().map(|tid| (tid, Thread { stopped: true, ..Thread::default() })).collect();
         Tracer {
@@ -174,6 +214,7 @@ impl Tracer {
             may_hurry: true,
             signal_snapshots: false,
             stat: None,
+            options,
         }
     }
 
@@ -770,6 +811,33 @@ impl Tracer {
         breaking
             .filter(|tid| self.threads.get(tid).is_some_and(usable))
             .or_else(|| self.threads.iter().find(|(_, t)| usable(t)).map(|(&tid, _)| tid))
+    }
+
+    /// Runs `calls`, which inject system calls into `tid` (a held thread), with `tid`'s
+    /// seccomp suspended if it has one, and put back after them; refused, without running
+    /// `calls`, where sdt may not suspend it.
+    pub(crate) fn with_seccomp_suspended<T, E: From<InjectionRefused>>(
+        &mut self,
+        tid: Tid,
+        calls: impl FnOnce(&mut Tracer) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let status = sdt_procfs::read(tid, "status")
+            .map_err(|source| InjectionRefused::Status { tid: tid.raw(), source })?;
+        // A line this kernel writes in a way we cannot read: assume the worst.
+        let mode = match sdt_procfs::parse_seccomp(&status) {
+            Some(SeccompMode::Disabled) => return calls(self),
+            Some(SeccompMode::Strict) => "strict mode",
+            Some(SeccompMode::Filter) | None => "filter",
+        };
+        ptrace::set_options(tid, self.options | options::SUSPEND_SECCOMP)
+            .map_err(|source| InjectionRefused::Seccomp { tid: tid.raw(), mode, source })?;
+        let result = calls(self);
+        match ptrace::set_options(tid, self.options) {
+            Ok(()) => {}
+            Err(e) if e.errno() == libc::ESRCH => {} // gone, or going: it runs nothing more
+            Err(e) => log::error!("thread {tid} may run on with its seccomp {mode} suspended: {e}"),
+        }
+        result
     }
 
     /// Runs one system call on `tid`, a thread the current freeze holds (see

@@ -6,7 +6,6 @@ use std::error::Error as StdError;
 
 use sdt_store::{Refinement, Run, RunId, RunInfo, RunStatus, Snapshot, Store};
 use sdt_sys::monotonic_ns;
-use sdt_sys::ptrace::options;
 
 use crate::adopt::{self, AdoptError};
 use sdt_abi::RESULT_DECLINED;
@@ -15,7 +14,7 @@ use sdt_target::{Library, checked_files};
 
 use crate::freeze::{Held, TargetEvent};
 use crate::ptrace::Tracer;
-use crate::{Error, ProgramExit, RestoreFrom, RunOptions, Started, TRACE_OPTIONS, wall_ns};
+use crate::{Error, ProgramExit, RestoreFrom, RunOptions, SEIZED_OPTIONS, Started, wall_ns};
 
 /// Recreates a stored snapshot's process for the capture to take over. `sdt-restore`
 /// does it, handed in by the caller: the capture does not link the restorer.
@@ -64,7 +63,7 @@ pub(crate) fn start(store: &Store, from: &RestoreFrom, opts: &RunOptions) -> Res
         None => log::warn!("the program's libsdt symbols were not found: only timed snapshots will be taken"),
     }
     let info = parent.info();
-    let mut tracer = Tracer::adopt(pid, restored.threads.iter().copied());
+    let mut tracer = Tracer::adopt(pid, SEIZED_OPTIONS, restored.threads.iter().copied());
     if opts.signal_snapshots {
         tracer.hold_fatal_signals();
     }
@@ -135,7 +134,7 @@ pub fn resume_detached(
     }
     // Terminal signals reach the program (it is in our process group); sdt waits.
     sdt_sys::ignore_terminal_signals();
-    let mut tracer = Tracer::adopt(pid, restored.threads.iter().copied());
+    let mut tracer = Tracer::adopt(pid, SEIZED_OPTIONS, restored.threads.iter().copied());
     let exit = run_declining(&mut tracer);
     let exit = match exit {
         Ok(exit) => {
@@ -174,7 +173,7 @@ fn find_library(snap: &Snapshot) -> Option<Library> {
 /// `restorer`'s restore of `snap` of `run`, traced, logging how long it took.
 fn timed_restore(run: &Run, snap: &Snapshot, restorer: &dyn Restorer) -> Result<RestoredProcess, Error> {
     let start = monotonic_ns();
-    let restored = restorer.restore(run, snap, TRACE_OPTIONS | options::TRACEEXEC).map_err(Error::Restore)?;
+    let restored = restorer.restore(run, snap, SEIZED_OPTIONS).map_err(Error::Restore)?;
     log::info!(
         "restored {} as pid {} in {:.1} ms ({} bytes of pages)",
         snap.name(),

@@ -72,6 +72,8 @@ pub(crate) struct Recorder<'a> {
     pub capturing: bool,
     /// The user was told that without a config every breakpoint captures.
     pub told_unfiltered: bool,
+    /// The user was told that the program's signal handlers go unrecorded.
+    pub told_handlers_unread: bool,
     pub problems: Vec<String>,
     /// The snapshot stored at a fatal signal (its name).
     pub at_signal: Option<String>,
@@ -183,6 +185,8 @@ struct Captured {
     threads: Vec<ThreadState>,
     files: Vec<OpenFile>,
     signals: Vec<SignalAction>,
+    /// Caught signals whose handlers were not read.
+    unread_handlers: u64,
     /// When the last thread stopped.
     all_stopped_ns: u64,
     /// An MPI program's events recorded so far.
@@ -453,7 +457,8 @@ impl Recorder<'_> {
             collected,
             threads,
             files,
-            signals,
+            signals: signals.actions,
+            unread_handlers: signals.unread,
             all_stopped_ns: frozen.all_stopped_ns,
             mpi_events,
         })
@@ -467,9 +472,9 @@ impl Recorder<'_> {
         live_thread: Tid,
         caught: u64,
         ignored: u64,
-    ) -> Result<Vec<SignalAction>, CaptureError> {
+    ) -> Result<signals::Dispositions, CaptureError> {
         if let Some(read) = frozen.signal_actions(caught, ignored) {
-            return read;
+            return Ok(signals::Dispositions { actions: read?, unread: 0, refused: None });
         }
         let syscall_at = if caught == 0 { 0 } else { self.image.vdso(live_thread)?.syscall_at };
         let breaking = frozen.breaking();
@@ -477,8 +482,17 @@ impl Recorder<'_> {
             "the backend can neither read them nor inject calls",
         ))?;
         let thread = tracer.injection_thread(breaking).unwrap_or(live_thread);
-        signals::read_actions(tracer, thread, syscall_at, caught, ignored)
-            .map_err(CaptureError::SignalHandlers)
+        let read = signals::read_actions(tracer, thread, syscall_at, caught, ignored)
+            .map_err(CaptureError::SignalHandlers)?;
+        if let Some(refused) = &read.refused
+            && !std::mem::replace(&mut self.told_handlers_unread, true)
+        {
+            log::warn!(
+                "the program's signal handlers go unrecorded ({}): its snapshots cannot be resumed",
+                human::error_chain(refused)
+            );
+        }
+        Ok(read)
     }
 
     /// Records a failed capture: a breakpoint's (or a fatal signal's) that the store had
@@ -633,7 +647,7 @@ impl Recorder<'_> {
         details: Details,
         timing: &Timing,
     ) -> (SnapshotMeta, Spans) {
-        let Captured { collected, threads, files, signals, all_stopped_ns, .. } = captured;
+        let Captured { collected, threads, files, signals, unread_handlers, all_stopped_ns, .. } = captured;
         let stats = CaptureStats {
             mode: Tracking::mode_name(self.image.capturer.tracking()).into(),
             pause_ns: timing.resumed_ns.saturating_sub(timing.trigger_ns + timing.settle_ns),
@@ -658,6 +672,7 @@ impl Recorder<'_> {
             stats,
             files,
             signals,
+            unread_handlers,
             layout: details.layout,
             mpi_events: captured.mpi_events,
         };

@@ -11,7 +11,7 @@ use sdt_store::{SIG_IGN, SignalAction};
 use sdt_sys::ptrace;
 use sdt_sys::{Tid, memory};
 
-use crate::ptrace::Tracer;
+use crate::ptrace::{InjectionRefused, Tracer};
 
 /// `struct kernel_sigaction` of x86_64, as `rt_sigaction` writes it.
 #[repr(C)]
@@ -26,26 +26,75 @@ struct KernelSigaction {
 /// The x86_64 System V red zone below the stack pointer.
 const RED_ZONE: u64 = 128;
 
+/// What a capture learns of the program's signal dispositions.
+pub(crate) struct Dispositions {
+    /// The dispositions read, ascending.
+    pub actions: Vec<SignalAction>,
+    /// Caught signals whose handlers were not read (bit `n-1` for signal `n`).
+    pub unread: u64,
+    /// Why they were not.
+    pub refused: Option<InjectionRefused>,
+}
+
+/// Why handlers were not read.
+enum Unread {
+    Refused(InjectionRefused),
+    Sys(sdt_sys::Error),
+}
+
+impl From<InjectionRefused> for Unread {
+    fn from(e: InjectionRefused) -> Unread {
+        Unread::Refused(e)
+    }
+}
+
+impl From<sdt_sys::Error> for Unread {
+    fn from(e: sdt_sys::Error) -> Unread {
+        Unread::Sys(e)
+    }
+}
+
 /// The dispositions of the `caught` and `ignored` signals (bit `n-1` for signal `n`),
-/// ascending, read through `tid`, a held thread, with the `syscall` instruction at
-/// `syscall_at`.
+/// read through `tid`, a held thread, with the `syscall` instruction at `syscall_at`.
+/// Where sdt may not run calls in `tid` (its seccomp), the caught ones are left unread.
 pub(crate) fn read_actions(
     tracer: &mut Tracer,
     tid: Tid,
     syscall_at: u64,
     caught: u64,
     ignored: u64,
-) -> Result<Vec<SignalAction>, sdt_sys::Error> {
+) -> Result<Dispositions, sdt_sys::Error> {
+    let read = match caught {
+        0 => Ok(Vec::new()),
+        _ => tracer.with_seccomp_suspended(tid, |tracer| handlers(tracer, tid, syscall_at, caught)),
+    };
+    let (mut actions, unread, refused) = match read {
+        Ok(handlers) => (handlers, 0, None),
+        Err(Unread::Refused(e)) => (Vec::new(), caught, Some(e)),
+        Err(Unread::Sys(e)) => return Err(e),
+    };
+    let signals = (1..=64i32).filter(|signo| ignored & (1u64 << (signo - 1)) != 0);
+    actions.extend(signals.map(|signo| SignalAction {
+        signo,
+        handler: SIG_IGN,
+        flags: 0,
+        restorer: 0,
+        mask: 0,
+    }));
+    actions.sort_by_key(|a| a.signo);
+    Ok(Dispositions { actions, unread, refused })
+}
+
+/// The handlers of the `caught` signals, each read by an injected `rt_sigaction`.
+fn handlers(
+    tracer: &mut Tracer,
+    tid: Tid,
+    syscall_at: u64,
+    caught: u64,
+) -> Result<Vec<SignalAction>, Unread> {
     let mut actions = Vec::new();
     let mut answer_at = None;
-    for signo in 1..=64i32 {
-        let bit = 1u64 << (signo - 1);
-        if ignored & bit != 0 {
-            actions.push(SignalAction { signo, handler: SIG_IGN, flags: 0, restorer: 0, mask: 0 });
-        }
-        if caught & bit == 0 {
-            continue;
-        }
+    for signo in (1..=64i32).filter(|signo| caught & (1u64 << (signo - 1)) != 0) {
         let at = match answer_at {
             Some(at) => at,
             None => *answer_at.insert(below_red_zone(tid)?),

@@ -25,7 +25,7 @@ use sdt_sys::pagemap::{Pagemap, ScanQuery};
 use sdt_sys::uapi::UFFD_USER_MODE_ONLY;
 use sdt_sys::uffd::{self, Userfaultfd};
 
-use crate::ptrace::Tracer;
+use crate::ptrace::{InjectionRefused, Tracer};
 
 /// How a run finds the pages that changed since the previous snapshot.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -86,6 +86,9 @@ pub enum TrackingError {
     /// A system call injected into the program, or taking the descriptor from it, failed.
     #[error(transparent)]
     Sys(#[from] sdt_sys::Error),
+    /// sdt may not run system calls in the program.
+    #[error(transparent)]
+    Refused(#[from] InjectionRefused),
     /// `userfaultfd(2)` in the program failed.
     #[error("userfaultfd(2) in the program failed")]
     Userfaultfd(#[source] std::io::Error),
@@ -122,15 +125,18 @@ pub(crate) fn start(
     let syscall_at = vdso.syscall_at;
 
     let flags = (libc::O_CLOEXEC | libc::O_NONBLOCK | UFFD_USER_MODE_ONLY) as u64;
-    let fd = tracer.inject_syscall(live_thread, syscall_at, libc::SYS_userfaultfd as u64, &[flags])?;
-    if fd < 0 {
-        return Err(TrackingError::Userfaultfd(std::io::Error::from_raw_os_error(-fd as i32)));
-    }
-    let taken = uffd::pidfd_open(pid).and_then(|pidfd| uffd::pidfd_getfd(&pidfd, pid, fd as i32));
-    // The program's descriptor table goes back to what it was, whatever happened above.
-    match tracer.inject_syscall(live_thread, syscall_at, libc::SYS_close as u64, &[fd as u64])? {
-        0 => {}
-        rc => log::warn!("closing the program's copy of the userfaultfd (fd {fd}) failed: errno {}", -rc),
-    }
+    let taken = tracer.with_seccomp_suspended(live_thread, |tracer| {
+        let fd = tracer.inject_syscall(live_thread, syscall_at, libc::SYS_userfaultfd as u64, &[flags])?;
+        if fd < 0 {
+            return Err(TrackingError::Userfaultfd(std::io::Error::from_raw_os_error(-fd as i32)));
+        }
+        let taken = uffd::pidfd_open(pid).and_then(|pidfd| uffd::pidfd_getfd(&pidfd, pid, fd as i32));
+        // The program's descriptor table goes back to what it was, whatever happened above.
+        match tracer.inject_syscall(live_thread, syscall_at, libc::SYS_close as u64, &[fd as u64])? {
+            0 => {}
+            rc => log::warn!("closing the program's copy of the userfaultfd (fd {fd}) failed: errno {}", -rc),
+        }
+        Ok(taken)
+    })?;
     Userfaultfd::enable_wp_async(taken?).map_err(TrackingError::NoAsyncWp)
 }

@@ -176,6 +176,7 @@ pub fn sample() -> FakeSource {
         files: Vec::new(),
         signals: Vec::new(),
         layout: Default::default(),
+        unread_handlers: 0,
         mpi_events: None,
     };
     let mut memory = HashMap::new();

@@ -40,12 +40,7 @@ pub fn parse_credentials(status: &[u8]) -> Option<Credentials> {
     };
     let groups =
         field(status, "Groups:")?.split_whitespace().map(|g| g.parse().ok()).collect::<Option<Vec<u32>>>()?;
-    let seccomp = match number("Seccomp:")?.unwrap_or(0) {
-        0 => SeccompMode::Disabled,
-        1 => SeccompMode::Strict,
-        2 => SeccompMode::Filter,
-        _ => return None,
-    };
+    let seccomp = parse_seccomp(status)?;
     let no_new_privs = match number("NoNewPrivs:")?.unwrap_or(0) {
         0 => false,
         1 => true,
@@ -69,6 +64,18 @@ pub fn parse_credentials(status: &[u8]) -> Option<Credentials> {
         no_new_privs,
         seccomp,
     })
+}
+
+/// The seccomp mode of a `status` file's thread (`Seccomp:`; disabled where the kernel
+/// is too old to write the line). `None` if the line does not parse.
+pub fn parse_seccomp(status: &[u8]) -> Option<SeccompMode> {
+    let Some(value) = field(status, "Seccomp:") else { return Some(SeccompMode::Disabled) };
+    match value.trim().parse::<u32>().ok()? {
+        0 => Some(SeccompMode::Disabled),
+        1 => Some(SeccompMode::Strict),
+        2 => Some(SeccompMode::Filter),
+        _ => None,
+    }
 }
 
 /// The real user and group ids of a `status` file (the first numbers of its `Uid:` and

@@ -214,6 +214,15 @@ pub enum Error {
 pub fn restore(snap: &Snapshot, trust: &Trust, options: &Options) -> Result<Restored, Error> {
     let meta = snap.meta();
     plan::threads(meta)?;
+    if meta.unread_handlers != 0 {
+        return Err(Error::Unsupported {
+            what: format!(
+                "a program whose handlers of {} were not recorded (it ran under seccomp, which sdt \
+                 could not suspend to read them): it would resume without them",
+                meta.unread_handler_names()
+            ),
+        });
+    }
     let mut plans = plan::mappings(meta)?;
     let rights = trust.rights();
     let targets = match options.privileges {

@@ -42,6 +42,11 @@ pub struct SnapshotMeta {
     /// Signals whose disposition is not the default, ascending.
     #[serde(default)]
     pub signals: Vec<SignalAction>,
+    /// Signals the program caught whose handlers were not read, so are missing from
+    /// `signals` (bit `n-1` for signal `n`): the program ran under seccomp, which sdt
+    /// could not suspend to ask. A resume would lose them.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unread_handlers: u64,
     /// Where the kernel's memory descriptor says the program's parts are (all zero when
     /// unknown).
     #[serde(default)]
@@ -51,6 +56,19 @@ pub struct SnapshotMeta {
     /// `mpi_events - 1`. `None` for other programs.
     #[serde(default)]
     pub mpi_events: Option<u64>,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+impl SnapshotMeta {
+    /// The names of the [`unread_handlers`](SnapshotMeta::unread_handlers) signals,
+    /// comma-separated (`SIGUSR1, SIGTERM`); empty if there are none.
+    pub fn unread_handler_names(&self) -> String {
+        let unread = (1..=64).filter(|signo| self.unread_handlers & (1u64 << (signo - 1)) != 0);
+        unread.map(signal_name).collect::<Vec<_>>().join(", ")
+    }
 }
 
 /// One open file descriptor, as `/proc/PID/fd` and `/proc/PID/fdinfo` tell it.

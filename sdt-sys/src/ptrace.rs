@@ -27,6 +27,10 @@ pub mod options {
     /// Kill every tracee if the tracer dies: a tracee that runs on alone would die of
     /// its next breakpoint's `SIGTRAP` anyway.
     pub const EXITKILL: u32 = libc::PTRACE_O_EXITKILL as u32;
+    /// Suspend the thread's seccomp filters (and strict mode) while this option is set:
+    /// a system call injected into a sandboxed program must not be the one that kills it.
+    /// Needs `CAP_SYS_ADMIN` and a tracer that is not itself under seccomp.
+    pub const SUSPEND_SECCOMP: u32 = libc::PTRACE_O_SUSPEND_SECCOMP as u32;
 }
 
 /// `PTRACE_EVENT_*` values reported in stops.
@@ -64,6 +68,13 @@ fn request(call: &'static str, req: libc::c_uint, tid: Tid, addr: usize, data: u
 #[doc(alias = "PTRACE_SEIZE")]
 pub fn seize(tid: Tid, options: u32) -> Result<()> {
     request("PTRACE_SEIZE", libc::PTRACE_SEIZE, tid, 0, options as usize).map(drop)
+}
+
+/// `ptrace(PTRACE_SETOPTIONS, tid, 0, options)`: replaces the `PTRACE_O_*` options a
+/// seized thread was traced with (the kernel keeps no others).
+#[doc(alias = "PTRACE_SETOPTIONS")]
+pub fn set_options(tid: Tid, options: u32) -> Result<()> {
+    request("PTRACE_SETOPTIONS", libc::PTRACE_SETOPTIONS, tid, 0, options as usize).map(drop)
 }
 
 /// `ptrace(PTRACE_INTERRUPT, tid)`: makes a running seized thread stop

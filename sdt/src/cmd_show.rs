@@ -79,6 +79,12 @@ pub fn show(opt: ShowOpt) -> Result<()> {
         escape(&p.exe),
         args.join(" ")
     );
+    if m.unread_handlers != 0 {
+        println!(
+            "signals:  handlers of {} not recorded (seccomp, which sdt could not suspend): not resumable",
+            m.unread_handler_names()
+        );
+    }
     let breaking = match m.trigger {
         Trigger::Breakpoint { tid, .. } => Some(tid),
         Trigger::Timer | Trigger::Signal { .. } => None,

@@ -443,6 +443,7 @@ pub fn meta(
         files: files_open,
         signals,
         layout,
+        unread_handlers: 0,
         mpi_events: None,
     }
 }

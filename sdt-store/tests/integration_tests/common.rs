@@ -73,6 +73,7 @@ pub fn meta(seq: u32, mappings: Vec<Mapping>) -> SnapshotMeta {
         files: Vec::new(),
         signals: Vec::new(),
         layout: Default::default(),
+        unread_handlers: 0,
         mpi_events: None,
     }
 }

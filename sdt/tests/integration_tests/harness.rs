@@ -187,8 +187,29 @@ impl Sdt {
     /// Only stdin, stdout and stderr reach it: a descriptor this test process inherited
     /// (a build tool's pipe) would reach the programs it runs, and their snapshots.
     pub fn command(&self, args: &[&str]) -> Command {
+        self.command_via(&[], args)
+    }
+
+    /// [`Sdt::command`] without `CAP_SYS_ADMIN`, as users other than root run it:
+    /// through `setpriv`, which drops it, where this test runs as root.
+    pub fn command_without_sys_admin(&self, args: &[&str]) -> Command {
+        let drop = ["setpriv", "--bounding-set", "-sys_admin", "--inh-caps", "-sys_admin", "--"];
+        let root = sdt_test_harness::root("").is_ok();
+        self.command_via(if root { &drop } else { &[] }, args)
+    }
+
+    /// `wrapper` (a program and its arguments) running `sdt ARGS`, as [`Sdt::command`].
+    fn command_via(&self, wrapper: &[&str], args: &[&str]) -> Command {
         use std::os::unix::process::CommandExt;
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sdt"));
+        let sdt = env!("CARGO_BIN_EXE_sdt");
+        let mut cmd = match wrapper.split_first() {
+            Some((program, rest)) => {
+                let mut cmd = Command::new(program);
+                cmd.args(rest).arg(sdt);
+                cmd
+            }
+            None => Command::new(sdt),
+        };
         cmd.args(args)
             .current_dir(self.dir.path())
             .env("SDT_STORE", self.store())

@@ -33,6 +33,7 @@ mod readme;
 mod removal;
 mod restore;
 mod sanitizers;
+mod seccomp;
 mod security;
 mod symbols;
 mod tracking;
@@ -60,6 +61,7 @@ sdt_test_harness::main!(
     removal,
     restore,
     sanitizers,
+    seccomp,
     security,
     symbols,
     tracking

@@ -1,7 +1,8 @@
 /*
  * Runs a program where userfaultfd(2) does not exist: installs a seccomp filter that
  * fails it with ENOSYS, then execs the rest of the command line. For testing SDT's
- * fallback on kernels without write tracking.
+ * fallback on kernels without write tracking, with sdt run without CAP_SYS_ADMIN (with
+ * it, sdt suspends the filter for the calls it makes in the program).
  *   usage: noufd PROG ARGS...
  */
 #include <errno.h>
