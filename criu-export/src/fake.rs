@@ -212,6 +212,7 @@ pub fn sample() -> FakeSource {
         pos,
         file,
         inherited: false,
+        state: None,
     };
     // User 1000 of group 1000, in two more, with CAP_NET_BIND_SERVICE permitted.
     let user = Credentials {

@@ -7,8 +7,8 @@ use std::collections::{BTreeSet, HashMap};
 
 use sdt_abi::STATE_OFF;
 use sdt_store::{
-    Access, Content, Credentials, FileKind, Mapping, OpenFile, PAGE_SIZE, Reopen, SeccompMode, SnapshotMeta,
-    SnapshotSource, ThreadRunState, ThreadState, Trigger, UserFpregs, UserRegs,
+    Access, Content, Credentials, FileKind, FileState, Mapping, OpenFile, PAGE_SIZE, Reopen, SeccompMode,
+    SnapshotMeta, SnapshotSource, ThreadRunState, ThreadState, Trigger, UserFpregs, UserRegs,
 };
 use sdt_target::{ERESTART_RESTARTBLOCK, ERESTARTNOHAND, ERESTARTNOINTR, ERESTARTSYS, Patch};
 
@@ -483,6 +483,16 @@ impl<'a> Plan<'a> {
                     "fd {} is {}: criu creates a new pipe for it unless given `--inherit-fd fd[N]:{}`",
                     f.fd, f.target, f.target
                 ));
+                if let Some(FileState::PipeBuffer { data, .. }) = &f.state
+                    && !data.is_empty()
+                {
+                    self.notes.push(format!(
+                        "{} held {} bytes at the snapshot, which these images do not carry (`sdt restore` \
+                         puts them back)",
+                        f.target,
+                        data.len()
+                    ));
+                }
                 pb::FileEntry {
                     r#type: pb::FdTypes::Pipe as i32,
                     id,
@@ -809,6 +819,7 @@ mod tests {
             pos: 0,
             file: None,
             inherited: false,
+            state: None,
         };
         source.meta.files[1] = OpenFile {
             fd: 1,
@@ -818,6 +829,7 @@ mod tests {
             pos: 0,
             file: None,
             inherited: false,
+            state: None,
         };
         let plan = Plan::new(&source, None).unwrap();
         let tty = plan.files[plan.fds[0].id as usize - 1].reg.clone().unwrap();

@@ -2,14 +2,16 @@
 //! signal sets, memory layout. The files are parsed by `sdt-procfs`; what is read when,
 //! and what a missing file means, is decided here.
 
+use std::os::fd::AsFd;
 use std::os::unix::fs::FileTypeExt;
 use std::path::PathBuf;
 
 use sdt_procfs::{Stat, read, read_text};
 use sdt_store::{
-    Credentials, FileKind, FileRef, Mapping, MemoryLayout, OpenFile, ProcessInfo, ThreadCredentials,
+    Credentials, FileKind, FileRef, FileState, Mapping, MemoryLayout, OpenFile, ProcessInfo,
+    ThreadCredentials,
 };
-use sdt_sys::Tid;
+use sdt_sys::{Tid, fds};
 
 /// Bytes of process `pid`'s memory resident now (`/proc/PID/statm`), if it can be read.
 pub(crate) fn resident_bytes(pid: Tid) -> Option<u64> {
@@ -91,8 +93,9 @@ pub(crate) fn ns_tid(tid: Tid) -> Option<i32> {
     sdt_procfs::parse_ns_tid(&read(tid, "status").ok()?)
 }
 
-/// The process's open file descriptors, ascending. A descriptor closed while the
-/// directory is read is left out.
+/// The open descriptors of `pid`, ascending, with what a restore needs to make their
+/// objects again: an eventfd's counter, and the bytes in a pipe whose two ends `pid`
+/// holds (read, through a copy of its descriptor, without taking them).
 pub(crate) fn open_files(pid: Tid) -> std::io::Result<Vec<OpenFile>> {
     let dir = format!("/proc/{pid}/fd");
     let mut files = Vec::new();
@@ -110,10 +113,50 @@ pub(crate) fn open_files(pid: Tid) -> std::io::Result<Vec<OpenFile>> {
             _ => None,
         };
         let (pos, flags) = sdt_procfs::parse_fdinfo(&info);
-        files.push(OpenFile { fd, target, kind, flags, pos, file, inherited: false });
+        let state = match target.as_str() {
+            "anon_inode:[eventfd]" => sdt_procfs::parse_eventfd(&info)
+                .map(|(count, semaphore, id)| FileState::Eventfd { count, semaphore, id }),
+            _ => None,
+        };
+        files.push(OpenFile { fd, target, kind, flags, pos, file, inherited: false, state });
     }
     files.sort_unstable_by_key(|f| f.fd);
+    for i in pipes_held_whole(&files) {
+        let f = &mut files[i];
+        match peek_pipe(pid, f.fd) {
+            Ok((capacity, data)) => f.state = Some(FileState::PipeBuffer { capacity, data }),
+            // The snapshot then cannot be resumed; the capture goes on.
+            Err(e) => log::warn!("reading what pipe {} (fd {}) holds: {e}", f.target, f.fd),
+        }
+    }
     Ok(files)
+}
+
+/// The capacity of the pipe whose read end is `fd` of `pid`, and the bytes in it (left
+/// there).
+fn peek_pipe(pid: Tid, fd: i32) -> Result<(u32, Vec<u8>), sdt_sys::Error> {
+    let theirs = fds::pidfd_open(pid).and_then(|pidfd| fds::pidfd_getfd(&pidfd, pid, fd))?;
+    fds::peek_pipe(theirs.as_fd()).map_err(|source| sdt_sys::Error {
+        call: "tee (a copy of the pipe's bytes)",
+        tid: pid.raw(),
+        source,
+    })
+}
+
+/// The lowest read end of each pipe whose write end is among `files` too, by index.
+fn pipes_held_whole(files: &[OpenFile]) -> Vec<usize> {
+    let reads = |f: &OpenFile| f.flags & libc::O_ACCMODE as u32 != libc::O_WRONLY as u32;
+    let writes = |f: &OpenFile| f.flags & libc::O_ACCMODE as u32 != libc::O_RDONLY as u32;
+    let pipe = |f: &OpenFile| f.kind == FileKind::Pipe && f.target.starts_with("pipe:[");
+    (0..files.len())
+        .filter(|&i| {
+            let f = &files[i];
+            pipe(f)
+                && reads(f)
+                && !files[..i].iter().any(|o| o.target == f.target && reads(o))
+                && files.iter().any(|o| o.target == f.target && writes(o))
+        })
+        .collect()
 }
 
 /// What a descriptor refers to, from its link text and the file's type.

@@ -20,10 +20,10 @@
 //! as it was.
 
 use sdt_sys::Tid;
-use sdt_sys::memory;
 use sdt_sys::pagemap::{Pagemap, ScanQuery};
 use sdt_sys::uapi::UFFD_USER_MODE_ONLY;
-use sdt_sys::uffd::{self, Userfaultfd};
+use sdt_sys::uffd::Userfaultfd;
+use sdt_sys::{fds, memory};
 
 use crate::ptrace::{InjectionRefused, Tracer};
 
@@ -130,7 +130,7 @@ pub(crate) fn start(
         if fd < 0 {
             return Err(TrackingError::Userfaultfd(std::io::Error::from_raw_os_error(-fd as i32)));
         }
-        let taken = uffd::pidfd_open(pid).and_then(|pidfd| uffd::pidfd_getfd(&pidfd, pid, fd as i32));
+        let taken = fds::pidfd_open(pid).and_then(|pidfd| fds::pidfd_getfd(&pidfd, pid, fd as i32));
         // The program's descriptor table goes back to what it was, whatever happened above.
         match tracer.inject_syscall(live_thread, syscall_at, libc::SYS_close as u64, &[fd as u64])? {
             0 => {}

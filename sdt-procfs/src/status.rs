@@ -106,6 +106,17 @@ pub fn parse_fdinfo(info: &[u8]) -> (u64, u32) {
     (pos, flags)
 }
 
+/// An eventfd's counter, whether it is a semaphore and its id, from its `fdinfo`
+/// (`eventfd-count:` in hexadecimal; `eventfd-semaphore:` and `eventfd-id:`, which tell
+/// descriptors of one eventfd from another's, where the kernel writes them, Linux 6.6).
+/// `None` if the count is missing.
+pub fn parse_eventfd(info: &[u8]) -> Option<(u64, bool, Option<u32>)> {
+    let count = u64::from_str_radix(field(info, "eventfd-count:")?.trim(), 16).ok()?;
+    let semaphore = field(info, "eventfd-semaphore:").is_some_and(|v| v.trim() == "1");
+    let id = field(info, "eventfd-id:").and_then(|v| v.trim().parse().ok());
+    Some((count, semaphore, id))
+}
+
 #[cfg(test)]
 mod tests {
     use sdt_store::ALL_CAPS;
@@ -229,5 +240,14 @@ mod tests {
         assert_eq!(parse_fdinfo(b"pos:\t4096\nflags:\t02100002\nmnt_id:\t25\nino:\t7\n"), (4096, 0o2100002));
         assert_eq!(parse_fdinfo(b"flags:\t9\npos:\t-1\n"), (0, 0));
         assert_eq!(parse_fdinfo(b"garbage\xff"), (0, 0));
+    }
+
+    #[test]
+    fn eventfd_counts_are_hexadecimal() {
+        let info = b"pos:\t0\nflags:\t02004002\nmnt_id:\t16\nino:\t1057\neventfd-count:                a\n\
+            eventfd-id: 3\neventfd-semaphore: 1\n";
+        assert_eq!(parse_eventfd(info), Some((10, true, Some(3))));
+        assert_eq!(parse_eventfd(b"eventfd-count: ffffffffffffffff\n"), Some((u64::MAX, false, None)));
+        assert_eq!(parse_eventfd(b"pos:\t0\n"), None);
     }
 }

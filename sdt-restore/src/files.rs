@@ -20,15 +20,16 @@
 
 use std::ffi::CString;
 use std::fs::File;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use sdt_store::{Access, Content, FileKind, Reopen, Snapshot, SnapshotMeta, Trust};
+use sdt_store::{Access, Content, FileKind, OpenFile, Reopen, Snapshot, SnapshotMeta, Trust};
+use sdt_sys::fds;
 use sdt_sys::respawn::{FdSource, StubFd};
 
 use crate::Error;
-use crate::plan::{self, MapKind, MapPlan};
+use crate::plan::{self, MapKind, MapPlan, Remade};
 
 /// The stub's descriptors, with what they were checked to be.
 pub(crate) struct Descriptors {
@@ -38,22 +39,16 @@ pub(crate) struct Descriptors {
     pub names: Vec<(i32, String)>,
     /// The checked files the stub opens through `/proc/self/fd/N`: open until it has.
     _checked: Vec<File>,
+    /// The pipes and eventfds made for it, which it takes copies of.
+    _made: Vec<OwnedFd>,
 }
 
-/// The stub's descriptors ([`plan::descriptors`]), each file it opens checked.
+/// The stub's descriptors ([`plan::descriptors`]), each file it opens checked, each pipe
+/// and eventfd made again.
 pub(crate) fn descriptors(meta: &SnapshotMeta, trust: &Trust) -> Result<Descriptors, Error> {
-    let mut checked = Vec::new();
-    let mut names = Vec::new();
-    let fds = plan::descriptors(meta, &mut |f, reopen| {
-        let file = trust.reopen(reopen, &meta.name).map_err(|source| Error::Refused {
-            what: format!("file descriptor {} ({})", f.fd, f.target),
-            source,
-        })?;
-        let via = format!("/proc/self/fd/{}", file.as_raw_fd());
-        checked.push(file);
-        names.push((f.fd, f.target.clone()));
-        Ok(CString::new(via).expect("no NUL in a number"))
-    })?;
+    let mut sources = Sources { meta, trust, checked: Vec::new(), names: Vec::new(), made: Vec::new() };
+    let fds = plan::descriptors(meta, &mut sources)?;
+    let Sources { checked, mut names, made, .. } = sources;
     for f in &fds {
         if let FdSource::Open { path, .. } = &f.source
             && !names.iter().any(|(fd, _)| *fd == f.fd)
@@ -61,7 +56,69 @@ pub(crate) fn descriptors(meta: &SnapshotMeta, trust: &Trust) -> Result<Descript
             names.push((f.fd, path.to_string_lossy().into_owned()));
         }
     }
-    Ok(Descriptors { fds, names, _checked: checked })
+    Ok(Descriptors { fds, names, _checked: checked, _made: made.into_iter().map(|(_, fd)| fd).collect() })
+}
+
+/// What [`descriptors`] opens and makes.
+struct Sources<'a> {
+    meta: &'a SnapshotMeta,
+    trust: &'a Trust,
+    checked: Vec<File>,
+    names: Vec<(i32, String)>,
+    /// Each object made, by what makes it the same object for another descriptor.
+    made: Vec<(MadeKey, OwnedFd)>,
+}
+
+/// One object made again: a pipe's end by the pipe's name, an eventfd by its id (or by
+/// the descriptor, where the kernel did not tell the id).
+#[derive(Clone, PartialEq, Eq)]
+enum MadeKey {
+    PipeEnd(String, bool),
+    Eventfd(Option<u32>, i32),
+}
+
+impl plan::Sources for Sources<'_> {
+    fn reopen(&mut self, f: &OpenFile, reopen: &Reopen) -> Result<CString, Error> {
+        let file = self.trust.reopen(reopen, &self.meta.name).map_err(|source| Error::Refused {
+            what: format!("file descriptor {} ({})", f.fd, f.target),
+            source,
+        })?;
+        let via = format!("/proc/self/fd/{}", file.as_raw_fd());
+        self.checked.push(file);
+        self.names.push((f.fd, f.target.clone()));
+        Ok(CString::new(via).expect("no NUL in a number"))
+    }
+
+    fn make(&mut self, f: &OpenFile, object: &Remade<'_>) -> Result<i32, Error> {
+        let failed = |call, source| Error::Sys(sdt_sys::Error { call, tid: 0, source });
+        let key = match *object {
+            Remade::PipeEnd { pipe, write, .. } => MadeKey::PipeEnd(pipe.to_owned(), write),
+            Remade::Eventfd { id: Some(id), .. } => MadeKey::Eventfd(Some(id), 0),
+            Remade::Eventfd { id: None, .. } => MadeKey::Eventfd(None, f.fd),
+        };
+        if let Some((_, fd)) = self.made.iter().find(|(k, _)| *k == key) {
+            return Ok(fd.as_raw_fd());
+        }
+        match *object {
+            Remade::PipeEnd { pipe, capacity, data, .. } => {
+                let (read, write) =
+                    fds::pipe_holding(capacity, data).map_err(|e| failed("making a pipe again", e))?;
+                self.made.push((MadeKey::PipeEnd(pipe.to_owned(), false), read));
+                self.made.push((MadeKey::PipeEnd(pipe.to_owned(), true), write));
+            }
+            Remade::Eventfd { count, semaphore, .. } => {
+                let fd =
+                    fds::eventfd_with(count, semaphore).map_err(|e| failed("making an eventfd again", e))?;
+                self.made.push((key.clone(), fd));
+            }
+        }
+        let (_, fd) = self.made.iter().find(|(k, _)| *k == key).expect("made above");
+        // O_NONBLOCK belongs to the open file, which the program's descriptors of this
+        // object share here.
+        let nonblocking = f.flags & libc::O_NONBLOCK as u32 != 0;
+        fds::set_nonblocking(fd.as_fd(), nonblocking).map_err(|e| failed("fcntl(F_SETFL)", e))?;
+        Ok(fd.as_raw_fd())
+    }
 }
 
 /// A file changed since the snapshot that private mappings map from the copy the run

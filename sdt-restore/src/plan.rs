@@ -4,7 +4,9 @@
 
 use std::ffi::CString;
 
-use sdt_store::{Access, Content, FileKind, Mapping, OpenFile, Reopen, SnapshotMeta, ThreadRunState};
+use sdt_store::{
+    Access, Content, FileKind, FileState, Mapping, OpenFile, Reopen, SnapshotMeta, ThreadRunState,
+};
 use sdt_sys::respawn::{FdSource, StubFd};
 
 use crate::Error;
@@ -116,17 +118,49 @@ fn mapping(m: &Mapping) -> Result<MapPlan, Error> {
     })
 }
 
-/// Checks a file that a descriptor is opened from again (what it must be, and how it is
-/// opened), and says which path to open it by; an error names why not.
-pub(crate) type CheckReopen<'a> = &'a mut dyn FnMut(&OpenFile, &Reopen) -> Result<CString, Error>;
+/// Where the planned descriptors come from, for [`descriptors`].
+pub(crate) trait Sources {
+    /// Checks a file that a descriptor is opened from again (what it must be, and how it
+    /// is opened), and says which path to open it by; an error names why not.
+    fn reopen(&mut self, f: &OpenFile, reopen: &Reopen) -> Result<CString, Error>;
+    /// Our descriptor for the object of `f`, made again as `object` says.
+    fn make(&mut self, f: &OpenFile, object: &Remade<'_>) -> Result<i32, Error>;
+}
+
+/// An object the restore makes again for a descriptor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Remade<'a> {
+    /// An end of the pipe named `pipe` (`pipe:[N]`), which holds `data`.
+    PipeEnd {
+        /// The pipe's link text: its ends share it.
+        pipe: &'a str,
+        /// Its capacity.
+        capacity: u32,
+        /// The bytes in it.
+        data: &'a [u8],
+        /// The write end (else the read end).
+        write: bool,
+    },
+    /// An eventfd; descriptors with the same `id` share one.
+    Eventfd {
+        /// Its counter.
+        count: u64,
+        /// `EFD_SEMAPHORE`.
+        semaphore: bool,
+        /// Its id, where the kernel told it.
+        id: Option<u32>,
+    },
+}
 
 /// Where each of the snapshot's descriptors comes from, one per descriptor in order.
 /// Stdin, stdout and stderr are this process's own, whatever they were (the restored
 /// program talks to whoever restored it, like a shell job); other regular files,
-/// directories and devices are opened again at their positions, by the path `check`
-/// gives once it has checked them; a pipe or socket the program got from `sdt run`'s
-/// caller becomes `/dev/null` (with a warning); anything else is an error naming it.
-pub(crate) fn descriptors(meta: &SnapshotMeta, check: CheckReopen) -> Result<Vec<StubFd>, Error> {
+/// directories and devices are opened again at their positions, by the path `sources`
+/// gives once it has checked them; pipes whose two ends the program held, and
+/// eventfds, are made again with what they held; a pipe or socket the program got from
+/// `sdt run`'s caller becomes `/dev/null` (with a warning); anything else is an error
+/// naming it.
+pub(crate) fn descriptors(meta: &SnapshotMeta, sources: &mut dyn Sources) -> Result<Vec<StubFd>, Error> {
     let mut fds = Vec::new();
     for f in &meta.files {
         let unsupported = |why: &str| Error::Unsupported {
@@ -143,7 +177,7 @@ pub(crate) fn descriptors(meta: &SnapshotMeta, check: CheckReopen) -> Result<Vec
                 identity: f.file.as_ref().map(|r| (r.dev, r.inode)),
                 access: Access::of_flags(flags),
             };
-            Ok(FdSource::Open { path: check(f, &reopen)?, flags: flags as i32, pos: f.pos })
+            Ok(FdSource::Open { path: sources.reopen(f, &reopen)?, flags: flags as i32, pos: f.pos })
         };
         let flags = f.flags & !(libc::O_CLOEXEC as u32);
         let restorable = matches!(f.kind, FileKind::Regular | FileKind::Directory | FileKind::CharDevice);
@@ -156,14 +190,35 @@ pub(crate) fn descriptors(meta: &SnapshotMeta, check: CheckReopen) -> Result<Vec
             _ if f.target.ends_with(" (deleted)") => return Err(unsupported("the file was deleted")),
             FileKind::Regular | FileKind::Directory | FileKind::CharDevice => open(flags)?,
             FileKind::Pipe => {
-                return Err(unsupported("pipes other than stdin, stdout and stderr cannot be restored"));
+                let access = flags & libc::O_ACCMODE as u32;
+                let Some((capacity, data)) = pipe_buffer(meta, &f.target) else {
+                    let ends = meta.files.iter().filter(|o| o.target == f.target).count();
+                    return Err(unsupported(if ends > 1 {
+                        "the snapshot did not record what the pipe held"
+                    } else {
+                        "a pipe is restored only where the program held both its ends, and this one's \
+                         other end was elsewhere"
+                    }));
+                };
+                if access == libc::O_RDWR as u32 {
+                    return Err(unsupported("a pipe opened for reading and writing cannot be restored"));
+                }
+                let write = access == libc::O_WRONLY as u32;
+                FdSource::Inherit(
+                    sources.make(f, &Remade::PipeEnd { pipe: &f.target, capacity, data, write })?,
+                )
             }
             FileKind::Socket => return Err(unsupported("sockets cannot be restored")),
-            FileKind::AnonInode => {
-                return Err(unsupported(
-                    "eventfd, epoll, timerfd, signalfd and other anonymous inodes cannot be restored",
-                ));
-            }
+            FileKind::AnonInode => match f.state {
+                Some(FileState::Eventfd { count, semaphore, id }) => {
+                    FdSource::Inherit(sources.make(f, &Remade::Eventfd { count, semaphore, id })?)
+                }
+                _ => {
+                    return Err(unsupported(
+                        "epoll, timerfd, signalfd and other anonymous inodes but eventfds cannot be restored",
+                    ));
+                }
+            },
             FileKind::BlockDevice | FileKind::Other => {
                 return Err(unsupported("this kind of file cannot be restored"));
             }
@@ -171,6 +226,15 @@ pub(crate) fn descriptors(meta: &SnapshotMeta, check: CheckReopen) -> Result<Vec
         fds.push(StubFd { fd: f.fd, source, cloexec: f.flags & libc::O_CLOEXEC as u32 != 0 });
     }
     Ok(fds)
+}
+
+/// The capacity and bytes of the pipe named `pipe`, recorded on one of its read ends
+/// where the program held both.
+fn pipe_buffer<'a>(meta: &'a SnapshotMeta, pipe: &str) -> Option<(u32, &'a [u8])> {
+    meta.files.iter().filter(|o| o.target == pipe).find_map(|o| match &o.state {
+        Some(FileState::PipeBuffer { capacity, data }) => Some((*capacity, data.as_slice())),
+        _ => None,
+    })
 }
 
 /// Refuses what the restore cannot recreate about the threads, and register sets of the
@@ -248,6 +312,7 @@ mod tests {
             pos: 42,
             file: None,
             inherited: false,
+            state: None,
         }
     }
 
@@ -283,9 +348,31 @@ mod tests {
         assert_eq!(err.to_string(), "thread 1: gpregs is 8 bytes, expected 216");
     }
 
-    /// Checks nothing, opens by the recorded path.
-    fn as_named(_: &OpenFile, r: &Reopen) -> Result<CString, Error> {
-        Ok(CString::new(r.path).unwrap())
+    /// A check of a file opened by path: descriptor, path, kind, identity, access.
+    type Checked = (i32, String, FileKind, Option<(u64, u64)>, Access);
+
+    /// Checks nothing and opens by the recorded path, or refuses every path; makes each
+    /// object as descriptor 100 + its number. Keeps what it was asked.
+    #[derive(Default)]
+    struct Recorded {
+        refuse: bool,
+        checked: Vec<Checked>,
+        made: Vec<(i32, String)>,
+    }
+
+    impl Sources for Recorded {
+        fn reopen(&mut self, f: &OpenFile, r: &Reopen) -> Result<CString, Error> {
+            if self.refuse {
+                return Err(Error::Unsupported { what: format!("{} is refused", r.path) });
+            }
+            self.checked.push((f.fd, r.path.to_owned(), r.kind, r.identity, r.access));
+            Ok(CString::new(r.path).unwrap())
+        }
+
+        fn make(&mut self, f: &OpenFile, object: &Remade<'_>) -> Result<i32, Error> {
+            self.made.push((f.fd, format!("{object:?}")));
+            Ok(100 + f.fd)
+        }
     }
 
     #[test]
@@ -298,7 +385,7 @@ mod tests {
                 open_file(3, "/tmp/log", FileKind::Regular),
                 open_file(4, "/dev/null", FileKind::CharDevice),
             ]),
-            &mut as_named,
+            &mut Recorded::default(),
         )
         .unwrap();
         assert!(matches!(fds[0].source, FdSource::Inherit(0)));
@@ -317,18 +404,53 @@ mod tests {
         assert!(
             note.contains("Nothing to do unless the program uses descriptor 251") && note.contains("251>&-")
         );
-        let fds = descriptors(&meta_with(vec![leaked]), &mut as_named).unwrap();
+        let fds = descriptors(&meta_with(vec![leaked]), &mut Recorded::default()).unwrap();
         assert!(matches!(&fds[0].source, FdSource::Open { path, .. } if path.to_str() == Ok("/dev/null")));
 
         for (file, words) in [
             (open_file(4, "socket:[9]", FileKind::Socket), "socket"),
-            (open_file(5, "pipe:[8]", FileKind::Pipe), "pipes other than"),
+            (open_file(5, "pipe:[8]", FileKind::Pipe), "other end was elsewhere"),
             (open_file(6, "anon_inode:[eventfd]", FileKind::AnonInode), "eventfd"),
+            (open_file(6, "anon_inode:[timerfd]", FileKind::AnonInode), "timerfd"),
             (open_file(7, "/tmp/x (deleted)", FileKind::Regular), "deleted"),
         ] {
-            let err = descriptors(&meta_with(vec![file]), &mut as_named).unwrap_err().to_string();
+            let err = descriptors(&meta_with(vec![file]), &mut Recorded::default()).unwrap_err().to_string();
             assert!(err.contains(words) && err.contains("file descriptor"), "{err}");
         }
+    }
+
+    #[test]
+    fn a_programs_own_pipes_and_eventfds_are_made_again() {
+        let end = |fd, pipe: &str, access: i32| OpenFile {
+            flags: (access | libc::O_CLOEXEC) as u32,
+            ..open_file(fd, pipe, FileKind::Pipe)
+        };
+        let mut read = end(3, "pipe:[7]", libc::O_RDONLY);
+        read.state = Some(FileState::PipeBuffer { capacity: 4096, data: b"x".to_vec() });
+        let eventfd = |fd, count| OpenFile {
+            state: Some(FileState::Eventfd { count, semaphore: false, id: Some(2) }),
+            ..open_file(fd, "anon_inode:[eventfd]", FileKind::AnonInode)
+        };
+        let meta = meta_with(vec![read, end(4, "pipe:[7]", libc::O_WRONLY), eventfd(5, 3)]);
+        let mut sources = Recorded::default();
+        let fds = descriptors(&meta, &mut sources).unwrap();
+        assert!(matches!(fds[0].source, FdSource::Inherit(103)) && fds[0].cloexec);
+        assert!(matches!(fds[1].source, FdSource::Inherit(104)));
+        assert!(matches!(fds[2].source, FdSource::Inherit(105)));
+        assert_eq!(
+            sources.made,
+            [
+                (3, r#"PipeEnd { pipe: "pipe:[7]", capacity: 4096, data: [120], write: false }"#.into()),
+                (4, r#"PipeEnd { pipe: "pipe:[7]", capacity: 4096, data: [120], write: true }"#.into()),
+                (5, "Eventfd { count: 3, semaphore: false, id: Some(2) }".into()),
+            ]
+        );
+        assert!(sources.checked.is_empty(), "nothing of them is opened by path");
+
+        // Both ends held, but what the pipe held is not known: refused.
+        let meta = meta_with(vec![end(3, "pipe:[7]", libc::O_RDONLY), end(4, "pipe:[7]", libc::O_WRONLY)]);
+        let err = descriptors(&meta, &mut Recorded::default()).unwrap_err().to_string();
+        assert!(err.contains("did not record what the pipe held"), "{err}");
     }
 
     #[test]
@@ -340,15 +462,11 @@ mod tests {
         let mut leaked = open_file(9, "socket:[1]", FileKind::Socket);
         leaked.inherited = true;
         let meta = meta_with(vec![open_file(0, "/dev/pts/1", FileKind::CharDevice), log, dir, leaked]);
-        let mut checked = Vec::new();
-        let fds = descriptors(&meta, &mut |f, r| {
-            checked.push((f.fd, r.path.to_owned(), r.kind, r.identity, r.access));
-            Ok(CString::new(format!("/proc/self/fd/{}", 100 + f.fd)).unwrap())
-        })
-        .unwrap();
+        let mut sources = Recorded::default();
+        let fds = descriptors(&meta, &mut sources).unwrap();
         let write_only = Access { read: false, write: true };
         assert_eq!(
-            checked,
+            sources.checked,
             [
                 (3, "/var/log/app.log".to_owned(), FileKind::Regular, Some((5, 9)), write_only),
                 (4, "/srv".to_owned(), FileKind::Directory, None, Access { read: true, write: true }),
@@ -356,11 +474,9 @@ mod tests {
             "stdio is inherited and a leaked socket is /dev/null: neither is opened from the store"
         );
         assert!(
-            matches!(&fds[1].source, FdSource::Open { path, .. } if path.to_str() == Ok("/proc/self/fd/103"))
+            matches!(&fds[1].source, FdSource::Open { path, .. } if path.to_str() == Ok("/var/log/app.log"))
         );
-        let refused = descriptors(&meta, &mut |_, r| {
-            Err(Error::Unsupported { what: format!("{} is refused", r.path) })
-        });
+        let refused = descriptors(&meta, &mut Recorded { refuse: true, ..Recorded::default() });
         assert_eq!(refused.unwrap_err().to_string(), "cannot restore /var/log/app.log is refused");
     }
 }

@@ -92,6 +92,34 @@ pub struct OpenFile {
     /// started (a pipe or socket its caller leaked), so the program got it at launch.
     #[serde(default)]
     pub inherited: bool,
+    /// What a restore needs to make the object again, for the kinds it can.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<FileState>,
+}
+
+/// The state of a descriptor's object that its link and flags do not tell.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum FileState {
+    /// An eventfd (`fdinfo`'s `eventfd-count` and `eventfd-semaphore`).
+    Eventfd {
+        /// Its counter.
+        count: u64,
+        /// Created with `EFD_SEMAPHORE`.
+        semaphore: bool,
+        /// Its `eventfd-id`, the same for every descriptor of it (none before Linux 6.6).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<u32>,
+    },
+    /// A pipe both of whose ends the process held, on the lowest of its read ends: its
+    /// capacity (`F_GETPIPE_SZ`) and the bytes in it, read without taking them.
+    PipeBuffer {
+        /// Bytes it can hold.
+        capacity: u32,
+        /// The bytes written to it and not read yet.
+        #[serde(with = "hex_bytes")]
+        data: Vec<u8>,
+    },
 }
 
 impl OpenFile {

@@ -37,6 +37,7 @@
 
 pub mod detached;
 pub mod events;
+pub mod fds;
 pub mod kmod_ioctl;
 pub mod memory;
 pub mod pagemap;

@@ -51,7 +51,8 @@ pub enum FdSource {
         /// The position to seek to.
         pos: u64,
     },
-    /// This process's own descriptor (a terminal or pipe on stdio).
+    /// This process's own descriptor (a terminal or pipe on stdio, a pipe or eventfd
+    /// made for the restore).
     Inherit(i32),
 }
 

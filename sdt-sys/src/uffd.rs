@@ -11,14 +11,14 @@
 
 #![allow(unsafe_code)]
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use crate::uapi::{
     UFFD_API, UFFD_FEATURE_WP_ASYNC, UFFD_FEATURE_WP_UNPOPULATED, UFFDIO_API, UFFDIO_REGISTER,
     UFFDIO_REGISTER_MODE_WP, UFFDIO_WRITEPROTECT, UFFDIO_WRITEPROTECT_MODE_WP, UffdioApi, UffdioRange,
     UffdioRegister, UffdioWriteprotect,
 };
-use crate::{Error, Result, Tid};
+use crate::{Error, Result};
 
 /// A userfaultfd set up for asynchronous write-protect tracking.
 #[derive(Debug)]
@@ -64,27 +64,4 @@ impl Userfaultfd {
             UffdioWriteprotect { range: UffdioRange { start, len }, mode: UFFDIO_WRITEPROTECT_MODE_WP };
         ioctl(self.fd.as_raw_fd(), "UFFDIO_WRITEPROTECT", UFFDIO_WRITEPROTECT, &mut wp)
     }
-}
-
-/// `pidfd_open(pid, 0)`: a file descriptor for a process.
-pub fn pidfd_open(pid: Tid) -> Result<OwnedFd> {
-    // SAFETY: no pointers; the result is a new descriptor we own.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid.raw(), 0) };
-    if fd < 0 {
-        return Err(Error::last("pidfd_open", pid.raw()));
-    }
-    // SAFETY: the kernel returned a fresh descriptor.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
-}
-
-/// `pidfd_getfd(pidfd, targetfd, 0)`: a copy of another process's descriptor (needs
-/// ptrace access to it).
-pub fn pidfd_getfd(pidfd: &OwnedFd, pid: Tid, target_fd: i32) -> Result<OwnedFd> {
-    // SAFETY: no pointers; the result is a new descriptor we own.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), target_fd, 0) };
-    if fd < 0 {
-        return Err(Error::last("pidfd_getfd", pid.raw()));
-    }
-    // SAFETY: the kernel returned a fresh descriptor.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }

@@ -396,6 +396,7 @@ pub fn meta(
             pos: f.pos,
             file: f.file.as_ref().map(|r| file_ref(r, files)),
             inherited: f.inherited,
+            state: None,
         })
         .collect();
     let signals = spec

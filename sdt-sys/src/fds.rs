@@ -1,0 +1,168 @@
+//! Descriptors of another process, and the objects a restore makes again: copies taken
+//! through a pidfd, the bytes in a pipe read without taking them, and pipes and eventfds
+//! made with a given state.
+//!
+//! # Safety
+//!
+//! Each call passes descriptors it owns or borrows and buffers whose length it passes
+//! with them; a descriptor the kernel returns is owned at once.
+
+#![allow(unsafe_code)]
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+use crate::{Error, Result, Tid};
+
+/// `pidfd_open(pid, 0)`: a file descriptor for a process.
+pub fn pidfd_open(pid: Tid) -> Result<OwnedFd> {
+    // SAFETY: no pointers; the result is a new descriptor we own.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid.raw(), 0) };
+    if fd < 0 {
+        return Err(Error::last("pidfd_open", pid.raw()));
+    }
+    // SAFETY: the kernel returned a fresh descriptor.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// `pidfd_getfd(pidfd, targetfd, 0)`: a copy of another process's descriptor (needs
+/// ptrace access to it).
+pub fn pidfd_getfd(pidfd: &OwnedFd, pid: Tid, target_fd: i32) -> Result<OwnedFd> {
+    // SAFETY: no pointers; the result is a new descriptor we own.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), target_fd, 0) };
+    if fd < 0 {
+        return Err(Error::last("pidfd_getfd", pid.raw()));
+    }
+    // SAFETY: the kernel returned a fresh descriptor.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// `Ok(n)` for a non-negative result, the `errno` as an error otherwise.
+fn check(rc: libc::c_long) -> io::Result<usize> {
+    if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(rc as usize) }
+}
+
+/// The capacity of the pipe `fd` reads or writes (`F_GETPIPE_SZ`).
+fn pipe_capacity(fd: BorrowedFd<'_>) -> io::Result<u32> {
+    // SAFETY: no pointers.
+    check(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETPIPE_SZ) }.into()).map(|n| n as u32)
+}
+
+/// A pipe of ours (`O_CLOEXEC | O_NONBLOCK`) that holds at least `capacity` bytes:
+/// (read end, write end).
+fn new_pipe(capacity: u32) -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut ends = [0 as RawFd; 2];
+    // SAFETY: `ends` has room for the two descriptors pipe2 writes.
+    check(unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) }.into())?;
+    // SAFETY: the kernel returned two fresh descriptors.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(ends[0]), OwnedFd::from_raw_fd(ends[1])) };
+    if pipe_capacity(write.as_fd())? < capacity {
+        // SAFETY: no pointers.
+        check(unsafe { libc::fcntl(write.as_raw_fd(), libc::F_SETPIPE_SZ, capacity as libc::c_int) }.into())?;
+    }
+    Ok((read, write))
+}
+
+/// The capacity of the pipe whose read end `fd` is, and the bytes in it, which stay there:
+/// `tee(2)` copies them into a pipe of ours, from which they are read.
+pub fn peek_pipe(fd: BorrowedFd<'_>) -> io::Result<(u32, Vec<u8>)> {
+    let capacity = pipe_capacity(fd)?;
+    let (read, write) = new_pipe(capacity)?;
+    // SAFETY: no pointers; both are pipes.
+    let copied =
+        unsafe { libc::tee(fd.as_raw_fd(), write.as_raw_fd(), capacity as usize, libc::SPLICE_F_NONBLOCK) };
+    let copied = match check(copied as libc::c_long) {
+        Ok(n) => n,
+        Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => 0, // empty
+        Err(e) => return Err(e),
+    };
+    let mut data = vec![0u8; copied];
+    let mut got = 0;
+    while got < copied {
+        // SAFETY: the buffer has `copied - got` bytes of room past `got`.
+        let rc = unsafe { libc::read(read.as_raw_fd(), data[got..].as_mut_ptr().cast(), copied - got) };
+        got += check(rc as libc::c_long)?;
+    }
+    Ok((capacity, data))
+}
+
+/// What [`pipe_holding`] makes a pipe hold at most, unless its data needs more: Linux's
+/// default `pipe-max-size` (a recorded capacity comes from a store, which may lie).
+const PIPE_CAPACITY_MAX: u32 = 1 << 20;
+
+/// A pipe of ours (`O_CLOEXEC`, blocking) of at least `capacity` bytes (at most 1 MiB)
+/// that holds `data`: (read end, write end). An error, not a wait, if `data` does not fit.
+pub fn pipe_holding(capacity: u32, data: &[u8]) -> io::Result<(OwnedFd, OwnedFd)> {
+    let capacity = capacity.min(PIPE_CAPACITY_MAX).max(u32::try_from(data.len()).unwrap_or(u32::MAX));
+    let (read, write) = new_pipe(capacity)?;
+    let mut put = 0;
+    while put < data.len() {
+        // SAFETY: `data[put..]` is valid for its length.
+        let rc = unsafe { libc::write(write.as_raw_fd(), data[put..].as_ptr().cast(), data.len() - put) };
+        put += check(rc as libc::c_long)?;
+    }
+    for end in [&read, &write] {
+        set_nonblocking(end.as_fd(), false)?;
+    }
+    Ok((read, write))
+}
+
+/// An eventfd of ours (`EFD_CLOEXEC`, blocking) whose counter is `count`.
+pub fn eventfd_with(count: u64, semaphore: bool) -> io::Result<OwnedFd> {
+    let flags = libc::EFD_CLOEXEC | if semaphore { libc::EFD_SEMAPHORE } else { 0 };
+    // SAFETY: no pointers.
+    let fd = check(unsafe { libc::eventfd(0, flags) }.into())?;
+    // SAFETY: the kernel returned a fresh descriptor.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+    if count > 0 {
+        // A counter starts at 0: adding `count` (at most 2^64 - 2) does not wait.
+        // SAFETY: the 8 bytes of `count`.
+        let rc = unsafe { libc::write(fd.as_raw_fd(), (&raw const count).cast(), 8) };
+        check(rc as libc::c_long)?;
+    }
+    Ok(fd)
+}
+
+/// Sets or clears `O_NONBLOCK` on the open file `fd` refers to.
+pub fn set_nonblocking(fd: BorrowedFd<'_>, nonblocking: bool) -> io::Result<()> {
+    // SAFETY: no pointers.
+    let flags = check(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) }.into())? as libc::c_int;
+    let flags = if nonblocking { flags | libc::O_NONBLOCK } else { flags & !libc::O_NONBLOCK };
+    // SAFETY: no pointers.
+    check(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags) }.into()).map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_peeked_pipe_keeps_its_bytes() {
+        let (read, write) = pipe_holding(1 << 16, b"wake").unwrap();
+        assert_eq!(peek_pipe(read.as_fd()).unwrap(), (1 << 16, b"wake".to_vec()));
+        assert!(peek_pipe(write.as_fd()).is_err(), "tee reads from a read end only");
+        let mut buf = [0u8; 8];
+        // SAFETY: `buf` has room for 8 bytes.
+        let n = unsafe { libc::read(read.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
+        assert_eq!(&buf[..n as usize], b"wake");
+        set_nonblocking(read.as_fd(), true).unwrap();
+        assert_eq!(peek_pipe(read.as_fd()).unwrap().1, b"");
+    }
+
+    #[test]
+    fn a_pipe_holds_more_than_its_default_capacity() {
+        let data = vec![7u8; 200_000];
+        let (read, _write) = pipe_holding(0, &data).unwrap();
+        let (capacity, got) = peek_pipe(read.as_fd()).unwrap();
+        assert!(capacity >= 200_000 && got == data, "{capacity}");
+    }
+
+    #[test]
+    fn an_eventfd_starts_at_its_count() {
+        let fd = eventfd_with(5, true).unwrap();
+        let mut v = 0u64;
+        // SAFETY: 8 bytes into `v`.
+        assert_eq!(unsafe { libc::read(fd.as_raw_fd(), (&raw mut v).cast(), 8) }, 8);
+        assert_eq!(v, 1, "a semaphore gives one at a time");
+    }
+}
