@@ -3,12 +3,12 @@
 //! and what a missing file means, is decided here.
 
 use std::os::fd::AsFd;
-use std::os::unix::fs::FileTypeExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::PathBuf;
 
 use sdt_procfs::{Stat, read, read_text};
 use sdt_store::{
-    Credentials, FileKind, FileRef, FileState, Mapping, MemoryLayout, OpenFile, ProcessInfo,
+    Credentials, EpollWatch, FileKind, FileRef, FileState, Mapping, MemoryLayout, OpenFile, ProcessInfo,
     ThreadCredentials,
 };
 use sdt_sys::{Tid, fds};
@@ -116,6 +116,7 @@ pub(crate) fn open_files(pid: Tid) -> std::io::Result<Vec<OpenFile>> {
         let state = match target.as_str() {
             "anon_inode:[eventfd]" => sdt_procfs::parse_eventfd(&info)
                 .map(|(count, semaphore, id)| FileState::Eventfd { count, semaphore, id }),
+            "anon_inode:[eventpoll]" => epoll_state(&dir, &info),
             _ => None,
         };
         files.push(OpenFile { fd, target, kind, flags, pos, file, inherited: false, state });
@@ -130,6 +131,23 @@ pub(crate) fn open_files(pid: Tid) -> std::io::Result<Vec<OpenFile>> {
         }
     }
     Ok(files)
+}
+
+/// What an epoll instance watches, from its `fdinfo`, if every watched descriptor (in
+/// the process's fd directory `dir`) is still the file registered: a watch outlives
+/// its descriptor's close while a `dup` of the file is open, and then could not be made
+/// again.
+fn epoll_state(dir: &str, info: &[u8]) -> Option<FileState> {
+    let mut watches = Vec::new();
+    for (fd, events, data, ino) in sdt_procfs::parse_epoll(info)? {
+        let held = std::fs::metadata(format!("{dir}/{fd}")).ok()?;
+        if held.ino() != ino {
+            log::debug!("an epoll instance watches fd {fd} as inode {ino}, which it no longer is");
+            return None;
+        }
+        watches.push(EpollWatch { fd, events, data });
+    }
+    Some(FileState::Epoll { watches })
 }
 
 /// The capacity of the pipe whose read end is `fd` of `pid`, and the bytes in it (left

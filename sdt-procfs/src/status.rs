@@ -117,6 +117,31 @@ pub fn parse_eventfd(info: &[u8]) -> Option<(u64, bool, Option<u32>)> {
     Some((count, semaphore, id))
 }
 
+/// The watches of an epoll instance's `fdinfo`: for each `tfd:` line, the watched
+/// descriptor, its events, its data and the inode of the file registered (all but the
+/// descriptor in hexadecimal). `None` if a `tfd:` line does not parse.
+pub fn parse_epoll(info: &[u8]) -> Option<Vec<(i32, u32, u64, u64)>> {
+    let text = std::str::from_utf8(info).ok()?;
+    let hex = |v: &str| u64::from_str_radix(v, 16).ok();
+    text.lines()
+        .filter(|line| line.starts_with("tfd:"))
+        .map(|line| {
+            let mut words = line.split_whitespace();
+            let mut after = |key: &str| {
+                words.find(|w| w.starts_with(key)).and_then(|w| match w.strip_prefix(key) {
+                    Some("") => words.next(),
+                    rest => rest,
+                })
+            };
+            let fd = after("tfd:")?.parse().ok()?;
+            let events = u32::try_from(hex(after("events:")?)?).ok()?;
+            let data = hex(after("data:")?)?;
+            let ino = hex(after("ino:")?)?;
+            Some((fd, events, data, ino))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use sdt_store::ALL_CAPS;
@@ -249,5 +274,15 @@ mod tests {
         assert_eq!(parse_eventfd(info), Some((10, true, Some(3))));
         assert_eq!(parse_eventfd(b"eventfd-count: ffffffffffffffff\n"), Some((u64::MAX, false, None)));
         assert_eq!(parse_eventfd(b"pos:\t0\n"), None);
+    }
+
+    #[test]
+    fn epoll_watches_name_descriptors_events_data_and_inodes() {
+        let info = b"pos:\t0\nflags:\t02\nmnt_id:\t16\nino:\t1057\n\
+            tfd:        3 events:       19 data:                7  pos:0 ino:4e3 sdev:f\n\
+            tfd:       12 events: 80000001 data: ffffffffffffffff  pos:0 ino:10 sdev:d\n";
+        assert_eq!(parse_epoll(info), Some(vec![(3, 0x19, 7, 0x4e3), (12, 0x8000_0001, u64::MAX, 0x10)]));
+        assert_eq!(parse_epoll(b"pos:\t0\n"), Some(vec![]));
+        assert_eq!(parse_epoll(b"tfd: x events: 1 data: 0 ino:1\n"), None);
     }
 }

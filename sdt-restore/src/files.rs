@@ -70,11 +70,13 @@ struct Sources<'a> {
 }
 
 /// One object made again: a pipe's end by the pipe's name, an eventfd by its id (or by
-/// the descriptor, where the kernel did not tell the id).
+/// the descriptor, where the kernel did not tell the id), an epoll instance by the
+/// descriptor (the kernel tells nothing that would match its dups).
 #[derive(Clone, PartialEq, Eq)]
 enum MadeKey {
     PipeEnd(String, bool),
     Eventfd(Option<u32>, i32),
+    Epoll(i32),
 }
 
 impl plan::Sources for Sources<'_> {
@@ -95,6 +97,7 @@ impl plan::Sources for Sources<'_> {
             Remade::PipeEnd { pipe, write, .. } => MadeKey::PipeEnd(pipe.to_owned(), write),
             Remade::Eventfd { id: Some(id), .. } => MadeKey::Eventfd(Some(id), 0),
             Remade::Eventfd { id: None, .. } => MadeKey::Eventfd(None, f.fd),
+            Remade::Epoll => MadeKey::Epoll(f.fd),
         };
         if let Some((_, fd)) = self.made.iter().find(|(k, _)| *k == key) {
             return Ok(fd.as_raw_fd());
@@ -109,6 +112,10 @@ impl plan::Sources for Sources<'_> {
             Remade::Eventfd { count, semaphore, .. } => {
                 let fd =
                     fds::eventfd_with(count, semaphore).map_err(|e| failed("making an eventfd again", e))?;
+                self.made.push((key.clone(), fd));
+            }
+            Remade::Epoll => {
+                let fd = fds::epoll_new().map_err(|e| failed("epoll_create1", e))?;
                 self.made.push((key.clone(), fd));
             }
         }

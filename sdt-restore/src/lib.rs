@@ -361,6 +361,9 @@ fn stub_error(e: RespawnError, names: &[(i32, String)]) -> Error {
                 StubStep::Open => format!("opening file descriptor {index} ({})", file()),
                 StubStep::Seek => format!("seeking file descriptor {index} ({})", file()),
                 StubStep::Identity => "taking the program's user and groups for opening its files".to_owned(),
+                StubStep::Watch => {
+                    format!("adding file descriptor {index} ({}) to an epoll instance", file())
+                }
             };
             if step == StubStep::Clone && source.raw_os_error() == Some(libc::EPERM) {
                 return Error::NoNamespace(sdt_sys::Error { call: "clone3", tid: 0, source });

@@ -7,7 +7,7 @@ use std::ffi::CString;
 use sdt_store::{
     Access, Content, FileKind, FileState, Mapping, OpenFile, Reopen, SnapshotMeta, ThreadRunState,
 };
-use sdt_sys::respawn::{FdSource, StubFd};
+use sdt_sys::respawn::{FdSource, StubFd, Watch};
 
 use crate::Error;
 
@@ -141,6 +141,8 @@ pub(crate) enum Remade<'a> {
         /// The write end (else the read end).
         write: bool,
     },
+    /// An epoll instance, empty: the stub adds its watches.
+    Epoll,
     /// An eventfd; descriptors with the same `id` share one.
     Eventfd {
         /// Its counter.
@@ -156,8 +158,8 @@ pub(crate) enum Remade<'a> {
 /// Stdin, stdout and stderr are this process's own, whatever they were (the restored
 /// program talks to whoever restored it, like a shell job); other regular files,
 /// directories and devices are opened again at their positions, by the path `sources`
-/// gives once it has checked them; pipes whose two ends the program held, and
-/// eventfds, are made again with what they held; a pipe or socket the program got from
+/// gives once it has checked them; pipes whose two ends the program held, eventfds and
+/// epoll instances are made again with what they held (the stub adds the watches); a pipe or socket the program got from
 /// `sdt run`'s caller becomes `/dev/null` (with a warning); anything else is an error
 /// naming it.
 pub(crate) fn descriptors(meta: &SnapshotMeta, sources: &mut dyn Sources) -> Result<Vec<StubFd>, Error> {
@@ -181,6 +183,7 @@ pub(crate) fn descriptors(meta: &SnapshotMeta, sources: &mut dyn Sources) -> Res
         };
         let flags = f.flags & !(libc::O_CLOEXEC as u32);
         let restorable = matches!(f.kind, FileKind::Regular | FileKind::Directory | FileKind::CharDevice);
+        let mut watches = Vec::new();
         let source = match f.kind {
             _ if stdio => FdSource::Inherit(f.fd),
             _ if f.inherited && !restorable => {
@@ -209,13 +212,25 @@ pub(crate) fn descriptors(meta: &SnapshotMeta, sources: &mut dyn Sources) -> Res
                 )
             }
             FileKind::Socket => return Err(unsupported("sockets cannot be restored")),
-            FileKind::AnonInode => match f.state {
+            FileKind::AnonInode => match &f.state {
                 Some(FileState::Eventfd { count, semaphore, id }) => {
-                    FdSource::Inherit(sources.make(f, &Remade::Eventfd { count, semaphore, id })?)
+                    let object = Remade::Eventfd { count: *count, semaphore: *semaphore, id: *id };
+                    FdSource::Inherit(sources.make(f, &object)?)
+                }
+                Some(FileState::Epoll { watches: w }) => {
+                    if let Some(lost) = w.iter().find(|w| !meta.files.iter().any(|o| o.fd == w.fd)) {
+                        return Err(unsupported(&format!(
+                            "it watches descriptor {}, which is not there",
+                            lost.fd
+                        )));
+                    }
+                    watches = w.iter().map(|w| Watch { fd: w.fd, events: w.events, data: w.data }).collect();
+                    FdSource::Inherit(sources.make(f, &Remade::Epoll)?)
                 }
                 _ => {
                     return Err(unsupported(
-                        "epoll, timerfd, signalfd and other anonymous inodes but eventfds cannot be restored",
+                        "timerfds, signalfds, epoll instances watching a descriptor since closed and \
+                         other anonymous inodes cannot be restored",
                     ));
                 }
             },
@@ -223,7 +238,7 @@ pub(crate) fn descriptors(meta: &SnapshotMeta, sources: &mut dyn Sources) -> Res
                 return Err(unsupported("this kind of file cannot be restored"));
             }
         };
-        fds.push(StubFd { fd: f.fd, source, cloexec: f.flags & libc::O_CLOEXEC as u32 != 0 });
+        fds.push(StubFd { fd: f.fd, source, cloexec: f.flags & libc::O_CLOEXEC as u32 != 0, watches });
     }
     Ok(fds)
 }
@@ -257,7 +272,7 @@ pub(crate) fn threads(meta: &SnapshotMeta) -> Result<(), Error> {
 
 #[cfg(test)]
 mod tests {
-    use sdt_store::{FileRef, OpenFile, ThreadState};
+    use sdt_store::{EpollWatch, FileRef, OpenFile, ThreadState};
 
     use super::*;
 
@@ -420,7 +435,7 @@ mod tests {
     }
 
     #[test]
-    fn a_programs_own_pipes_and_eventfds_are_made_again() {
+    fn a_programs_own_pipes_eventfds_and_epolls_are_made_again() {
         let end = |fd, pipe: &str, access: i32| OpenFile {
             flags: (access | libc::O_CLOEXEC) as u32,
             ..open_file(fd, pipe, FileKind::Pipe)
@@ -446,6 +461,22 @@ mod tests {
             ]
         );
         assert!(sources.checked.is_empty(), "nothing of them is opened by path");
+
+        // An epoll instance gets its watches added by the stub, once every descriptor is in
+        // place; one watching a descriptor that is not there is refused.
+        let watch = EpollWatch { fd: 3, events: libc::EPOLLIN as u32, data: 10 };
+        let epoll = |watches| OpenFile {
+            state: Some(FileState::Epoll { watches }),
+            ..open_file(6, "anon_inode:[eventpoll]", FileKind::AnonInode)
+        };
+        let mut files = meta.files.clone();
+        files.push(epoll(vec![watch]));
+        let fds = descriptors(&meta_with(files.clone()), &mut Recorded::default()).unwrap();
+        assert_eq!(fds[3].watches, [Watch { fd: 3, events: libc::EPOLLIN as u32, data: 10 }]);
+        assert!(matches!(fds[3].source, FdSource::Inherit(106)));
+        files[3] = epoll(vec![EpollWatch { fd: 9, ..watch }]);
+        let err = descriptors(&meta_with(files), &mut Recorded::default()).unwrap_err().to_string();
+        assert!(err.contains("it watches descriptor 9, which is not there"), "{err}");
 
         // Both ends held, but what the pipe held is not known: refused.
         let meta = meta_with(vec![end(3, "pipe:[7]", libc::O_RDONLY), end(4, "pipe:[7]", libc::O_WRONLY)]);

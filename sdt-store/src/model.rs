@@ -97,6 +97,17 @@ pub struct OpenFile {
     pub state: Option<FileState>,
 }
 
+/// One descriptor an epoll instance watches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EpollWatch {
+    /// The watched descriptor.
+    pub fd: i32,
+    /// `EPOLLIN`, `EPOLLET`, … as registered.
+    pub events: u32,
+    /// The user data returned with its events.
+    pub data: u64,
+}
+
 /// The state of a descriptor's object that its link and flags do not tell.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
@@ -110,6 +121,12 @@ pub enum FileState {
         /// Its `eventfd-id`, the same for every descriptor of it (none before Linux 6.6).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         id: Option<u32>,
+    },
+    /// An epoll instance: what it watches (`fdinfo`'s `tfd:` lines), each watched
+    /// descriptor checked at the capture to still be the file registered.
+    Epoll {
+        /// The watches, as `epoll_ctl(EPOLL_CTL_ADD)` made them.
+        watches: Vec<EpollWatch>,
     },
     /// A pipe both of whose ends the process held, on the lowest of its read ends: its
     /// capacity (`F_GETPIPE_SZ`) and the bytes in it, read without taking them.

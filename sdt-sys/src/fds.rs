@@ -1,6 +1,6 @@
 //! Descriptors of another process, and the objects a restore makes again: copies taken
-//! through a pidfd, the bytes in a pipe read without taking them, and pipes and eventfds
-//! made with a given state.
+//! through a pidfd, the bytes in a pipe read without taking them, and pipes, eventfds and
+//! epoll instances made with a given state.
 //!
 //! # Safety
 //!
@@ -121,6 +121,14 @@ pub fn eventfd_with(count: u64, semaphore: bool) -> io::Result<OwnedFd> {
         check(rc as libc::c_long)?;
     }
     Ok(fd)
+}
+
+/// A new epoll instance of ours (`EPOLL_CLOEXEC`), watching nothing.
+pub fn epoll_new() -> io::Result<OwnedFd> {
+    // SAFETY: no pointers.
+    let fd = check(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) }.into())?;
+    // SAFETY: the kernel returned a fresh descriptor.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
 /// Sets or clears `O_NONBLOCK` on the open file `fd` refers to.

@@ -9,7 +9,8 @@
 //!                               ▼
 //!                              stub (pid = the snapshot's pid): block signals, set
 //!                              dispositions, chdir, take the program's file identity,
-//!                              lay out descriptors, close the report pipe, pause()
+//!                              lay out descriptors, add epoll watches, close the
+//!                              report pipe, pause()
 //! init: close every descriptor, reap children until the stub ends, then exit with its
 //! status
 //! ```
@@ -27,7 +28,8 @@
 //!
 //! After `clone`, both children run only raw system calls (`rt_sigprocmask`,
 //! `rt_sigaction`, `chdir`, `setgroups`, `setfsgid`, `setfsuid`, `openat`, `fcntl`,
-//! `dup2`, `lseek`, `close_range`, `write`, `clone3`, `wait4`, `pause`, `exit_group`) on
+//! `dup2`, `lseek`, `epoll_ctl`, `close_range`, `write`, `clone3`, `wait4`, `pause`,
+//! `exit_group`) on
 //! memory prepared before the clone: no allocation, no locks, as after any `fork` of a
 //! multithreaded process (glibc's `setgroups` would signal the caller's other threads,
 //! which the child does not have).
@@ -65,6 +67,20 @@ pub struct StubFd {
     pub source: FdSource,
     /// Close-on-exec.
     pub cloexec: bool,
+    /// For an epoll instance: the stub's descriptors it watches, added once every
+    /// descriptor is in place.
+    pub watches: Vec<Watch>,
+}
+
+/// A descriptor an epoll instance watches: `epoll_ctl(EPOLL_CTL_ADD, fd, {events, data})`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Watch {
+    /// The watched descriptor.
+    pub fd: i32,
+    /// Its events.
+    pub events: u32,
+    /// Its user data.
+    pub data: u64,
 }
 
 /// The process a restore starts from.
@@ -120,6 +136,8 @@ pub enum StubStep {
     Seek,
     /// Taking the program's file identity (`setgroups`, `setfsgid`, `setfsuid`).
     Identity,
+    /// An epoll instance's watch of a descriptor (`epoll_ctl`).
+    Watch,
 }
 
 /// Why the stub could not be started.
@@ -187,7 +205,8 @@ pub fn spawn_stub(stub: &Stub) -> Result<Spawned, RespawnError> {
             3 => StubStep::Chdir,
             4 => StubStep::Open,
             5 => StubStep::Seek,
-            _ => StubStep::Identity,
+            6 => StubStep::Identity,
+            _ => StubStep::Watch,
         };
         return Err(RespawnError::Step {
             step,
@@ -306,6 +325,14 @@ unsafe fn run_stub(stub: &Stub, report: i32, base: i32, placed: &mut [i32]) -> !
                 && libc::lseek(f.fd, pos as i64, libc::SEEK_SET) < 0
             {
                 fail(report, StubStep::Seek, f.fd);
+            }
+        }
+        for f in &stub.fds {
+            for w in &f.watches {
+                let mut event = libc::epoll_event { events: w.events, u64: w.data };
+                if libc::epoll_ctl(f.fd, libc::EPOLL_CTL_ADD, w.fd, &mut event) < 0 {
+                    fail(report, StubStep::Watch, w.fd);
+                }
             }
         }
         // Closes the report pipe too: the parent reads end-of-file, the stub is ready.

@@ -1,7 +1,8 @@
 /*
- * The self-pipe trick and an eventfd, as event loops use them: at each breakpoint the
- * pipe holds two wakeup bytes and the eventfd a count, which the program reads (the
- * eventfd through a dup of it) after the breakpoint returns.
+ * The self-pipe trick and an eventfd under an epoll instance, as event loops use them: at
+ * each breakpoint the pipe holds two wakeup bytes and the eventfd a count; after the
+ * breakpoint returns, the program asks the epoll instance which are ready (the tags it
+ * registered them with) and reads them (the eventfd through a dup of it).
  *   usage: selfpipe [socket]
  * With "socket", it also holds a socketpair, which a restore cannot make again.
  */
@@ -11,6 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -24,6 +26,13 @@ int main(int argc, char **argv)
 	}
 	int counter = eventfd(0, EFD_NONBLOCK);
 	int counter_dup = dup(counter);
+	int poll = epoll_create1(EPOLL_CLOEXEC);
+	struct epoll_event on_wake = { .events = EPOLLIN, .data.u64 = 10 };
+	struct epoll_event on_count = { .events = EPOLLIN | EPOLLET, .data.u64 = 20 };
+	if (epoll_ctl(poll, EPOLL_CTL_ADD, wake[0], &on_wake) || epoll_ctl(poll, EPOLL_CTL_ADD, counter, &on_count)) {
+		perror("epoll_ctl");
+		return 2;
+	}
 	if (argc > 1 && strcmp(argv[1], "socket") == 0 && socketpair(AF_UNIX, SOCK_STREAM, 0, pair) < 0) {
 		perror("socketpair");
 		return 2;
@@ -36,6 +45,11 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		int snapshot = SetBreakpoint(1, 1, 1, 1, "");
+		struct epoll_event ready[4];
+		int n_ready = epoll_wait(poll, ready, 4, 0);
+		long tags = 0;
+		for (int i = 0; i < n_ready; i++)
+			tags += ready[i].data.u64;
 		char bytes[8];
 		int n = read(wake[0], bytes, sizeof bytes);
 		uint64_t count = 0;
@@ -44,8 +58,8 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		total += n * 100 + count;
-		printf("round %d snapshot %d read '%.*s' count %lu total %ld\n", round, snapshot, n, bytes,
-		       (unsigned long)count, total);
+		printf("round %d snapshot %d ready %d (tags %ld) read '%.*s' count %lu total %ld\n", round, snapshot,
+		       n_ready, tags, n, bytes, (unsigned long)count, total);
 		fflush(stdout); /* a resumed program must not print the lines before it again */
 	}
 	return 0;
