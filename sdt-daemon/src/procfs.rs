@@ -94,8 +94,9 @@ pub(crate) fn ns_tid(tid: Tid) -> Option<i32> {
 }
 
 /// The open descriptors of `pid`, ascending, with what a restore needs to make their
-/// objects again: an eventfd's counter, and the bytes in a pipe whose two ends `pid`
-/// holds (read, through a copy of its descriptor, without taking them).
+/// objects again: an eventfd's counter, an epoll instance's watches, a timerfd's timer, a
+/// signalfd's mask, and the bytes in a pipe whose two ends `pid` holds (read, through a
+/// copy of its descriptor, without taking them).
 pub(crate) fn open_files(pid: Tid) -> std::io::Result<Vec<OpenFile>> {
     let dir = format!("/proc/{pid}/fd");
     let mut files = Vec::new();
@@ -117,6 +118,14 @@ pub(crate) fn open_files(pid: Tid) -> std::io::Result<Vec<OpenFile>> {
             "anon_inode:[eventfd]" => sdt_procfs::parse_eventfd(&info)
                 .map(|(count, semaphore, id)| FileState::Eventfd { count, semaphore, id }),
             "anon_inode:[eventpoll]" => epoll_state(&dir, &info),
+            "anon_inode:[timerfd]" => {
+                sdt_procfs::parse_timerfd(&info).map(|(clockid, ticks, value_ns, interval_ns)| {
+                    FileState::Timerfd { clockid, ticks, value_ns, interval_ns }
+                })
+            }
+            "anon_inode:[signalfd]" => {
+                sdt_procfs::parse_signalfd(&info).map(|mask| FileState::Signalfd { mask })
+            }
             _ => None,
         };
         files.push(OpenFile { fd, target, kind, flags, pos, file, inherited: false, state });

@@ -142,6 +142,23 @@ pub fn parse_epoll(info: &[u8]) -> Option<Vec<(i32, u32, u64, u64)>> {
         .collect()
 }
 
+/// A timerfd's clock, pending expirations, and the nanoseconds to its next expiration and
+/// between two, from its `fdinfo` (`it_value: (S, NS)`). `None` if a line is missing.
+pub fn parse_timerfd(info: &[u8]) -> Option<(i32, u64, u64, u64)> {
+    let pair = |key: &str| -> Option<u64> {
+        let (secs, nanos) = field(info, key)?.trim().strip_prefix('(')?.strip_suffix(')')?.split_once(',')?;
+        secs.trim().parse::<u64>().ok()?.checked_mul(1_000_000_000)?.checked_add(nanos.trim().parse().ok()?)
+    };
+    let clockid = field(info, "clockid:")?.trim().parse().ok()?;
+    let ticks = field(info, "ticks:")?.trim().parse().ok()?;
+    Some((clockid, ticks, pair("it_value:")?, pair("it_interval:")?))
+}
+
+/// A signalfd's mask (`sigmask:`), bit `n-1` for signal `n`.
+pub fn parse_signalfd(info: &[u8]) -> Option<u64> {
+    mask(info, "sigmask:")
+}
+
 #[cfg(test)]
 mod tests {
     use sdt_store::ALL_CAPS;
@@ -284,5 +301,14 @@ mod tests {
         assert_eq!(parse_epoll(info), Some(vec![(3, 0x19, 7, 0x4e3), (12, 0x8000_0001, u64::MAX, 0x10)]));
         assert_eq!(parse_epoll(b"pos:\t0\n"), Some(vec![]));
         assert_eq!(parse_epoll(b"tfd: x events: 1 data: 0 ino:1\n"), None);
+    }
+
+    #[test]
+    fn timerfds_and_signalfds_are_read_from_fdinfo() {
+        let timer = b"pos:\t0\nflags:\t02\nclockid: 1\nticks: 3\nsettime flags: 00\n\
+            it_value: (99, 999872913)\nit_interval: (3600, 0)\n";
+        assert_eq!(parse_timerfd(timer), Some((1, 3, 99_999_872_913, 3_600_000_000_000)));
+        assert_eq!(parse_timerfd(b"clockid: 1\nticks: 0\n"), None);
+        assert_eq!(parse_signalfd(b"pos:\t0\nsigmask:\t0000000000000200\n"), Some(1 << 9));
     }
 }

@@ -70,13 +70,14 @@ struct Sources<'a> {
 }
 
 /// One object made again: a pipe's end by the pipe's name, an eventfd by its id (or by
-/// the descriptor, where the kernel did not tell the id), an epoll instance by the
-/// descriptor (the kernel tells nothing that would match its dups).
+/// the descriptor, where the kernel did not tell the id), the rest by the descriptor (the
+/// kernel tells nothing that would match an epoll instance's, a timerfd's or a
+/// signalfd's dups).
 #[derive(Clone, PartialEq, Eq)]
 enum MadeKey {
     PipeEnd(String, bool),
     Eventfd(Option<u32>, i32),
-    Epoll(i32),
+    Alone(i32),
 }
 
 impl plan::Sources for Sources<'_> {
@@ -97,7 +98,7 @@ impl plan::Sources for Sources<'_> {
             Remade::PipeEnd { pipe, write, .. } => MadeKey::PipeEnd(pipe.to_owned(), write),
             Remade::Eventfd { id: Some(id), .. } => MadeKey::Eventfd(Some(id), 0),
             Remade::Eventfd { id: None, .. } => MadeKey::Eventfd(None, f.fd),
-            Remade::Epoll => MadeKey::Epoll(f.fd),
+            Remade::Epoll | Remade::Timerfd { .. } | Remade::Signalfd { .. } => MadeKey::Alone(f.fd),
         };
         if let Some((_, fd)) = self.made.iter().find(|(k, _)| *k == key) {
             return Ok(fd.as_raw_fd());
@@ -116,6 +117,15 @@ impl plan::Sources for Sources<'_> {
             }
             Remade::Epoll => {
                 let fd = fds::epoll_new().map_err(|e| failed("epoll_create1", e))?;
+                self.made.push((key.clone(), fd));
+            }
+            Remade::Timerfd { clockid, ticks, value_ns, interval_ns } => {
+                let fd = fds::timerfd_with(clockid, ticks, value_ns, interval_ns)
+                    .map_err(|e| failed("making a timerfd again", e))?;
+                self.made.push((key.clone(), fd));
+            }
+            Remade::Signalfd { mask } => {
+                let fd = fds::signalfd_with(mask).map_err(|e| failed("signalfd", e))?;
                 self.made.push((key.clone(), fd));
             }
         }

@@ -143,6 +143,22 @@ pub(crate) enum Remade<'a> {
     },
     /// An epoll instance, empty: the stub adds its watches.
     Epoll,
+    /// A timerfd, its timer running from the restore on.
+    Timerfd {
+        /// Its clock.
+        clockid: i32,
+        /// Expirations unread.
+        ticks: u64,
+        /// Nanoseconds to the next one (0: disarmed).
+        value_ns: u64,
+        /// Nanoseconds between them.
+        interval_ns: u64,
+    },
+    /// A signalfd reading the signals of `mask`.
+    Signalfd {
+        /// Its mask.
+        mask: u64,
+    },
     /// An eventfd; descriptors with the same `id` share one.
     Eventfd {
         /// Its counter.
@@ -158,8 +174,9 @@ pub(crate) enum Remade<'a> {
 /// Stdin, stdout and stderr are this process's own, whatever they were (the restored
 /// program talks to whoever restored it, like a shell job); other regular files,
 /// directories and devices are opened again at their positions, by the path `sources`
-/// gives once it has checked them; pipes whose two ends the program held, eventfds and
-/// epoll instances are made again with what they held (the stub adds the watches); a pipe or socket the program got from
+/// gives once it has checked them; pipes whose two ends the program held, eventfds,
+/// epoll instances, timerfds and signalfds are made again with what they held (the stub
+/// adds the watches); a pipe or socket the program got from
 /// `sdt run`'s caller becomes `/dev/null` (with a warning); anything else is an error
 /// naming it.
 pub(crate) fn descriptors(meta: &SnapshotMeta, sources: &mut dyn Sources) -> Result<Vec<StubFd>, Error> {
@@ -212,28 +229,36 @@ pub(crate) fn descriptors(meta: &SnapshotMeta, sources: &mut dyn Sources) -> Res
                 )
             }
             FileKind::Socket => return Err(unsupported("sockets cannot be restored")),
-            FileKind::AnonInode => match &f.state {
-                Some(FileState::Eventfd { count, semaphore, id }) => {
-                    let object = Remade::Eventfd { count: *count, semaphore: *semaphore, id: *id };
-                    FdSource::Inherit(sources.make(f, &object)?)
-                }
-                Some(FileState::Epoll { watches: w }) => {
-                    if let Some(lost) = w.iter().find(|w| !meta.files.iter().any(|o| o.fd == w.fd)) {
-                        return Err(unsupported(&format!(
-                            "it watches descriptor {}, which is not there",
-                            lost.fd
-                        )));
+            FileKind::AnonInode => {
+                let object = match &f.state {
+                    Some(FileState::Eventfd { count, semaphore, id }) => {
+                        Remade::Eventfd { count: *count, semaphore: *semaphore, id: *id }
                     }
-                    watches = w.iter().map(|w| Watch { fd: w.fd, events: w.events, data: w.data }).collect();
-                    FdSource::Inherit(sources.make(f, &Remade::Epoll)?)
-                }
-                _ => {
-                    return Err(unsupported(
-                        "timerfds, signalfds, epoll instances watching a descriptor since closed and \
-                         other anonymous inodes cannot be restored",
-                    ));
-                }
-            },
+                    Some(FileState::Epoll { watches: w }) => {
+                        if let Some(lost) = w.iter().find(|w| !meta.files.iter().any(|o| o.fd == w.fd)) {
+                            let why = format!("it watches descriptor {}, which is not there", lost.fd);
+                            return Err(unsupported(&why));
+                        }
+                        watches =
+                            w.iter().map(|w| Watch { fd: w.fd, events: w.events, data: w.data }).collect();
+                        Remade::Epoll
+                    }
+                    Some(FileState::Timerfd { clockid, ticks, value_ns, interval_ns }) => Remade::Timerfd {
+                        clockid: *clockid,
+                        ticks: *ticks,
+                        value_ns: *value_ns,
+                        interval_ns: *interval_ns,
+                    },
+                    Some(FileState::Signalfd { mask }) => Remade::Signalfd { mask: *mask },
+                    _ => {
+                        return Err(unsupported(
+                            "epoll instances watching a descriptor since closed, inotify and other \
+                             anonymous inodes cannot be restored",
+                        ));
+                    }
+                };
+                FdSource::Inherit(sources.make(f, &object)?)
+            }
             FileKind::BlockDevice | FileKind::Other => {
                 return Err(unsupported("this kind of file cannot be restored"));
             }
@@ -425,8 +450,14 @@ mod tests {
         for (file, words) in [
             (open_file(4, "socket:[9]", FileKind::Socket), "socket"),
             (open_file(5, "pipe:[8]", FileKind::Pipe), "other end was elsewhere"),
-            (open_file(6, "anon_inode:[eventfd]", FileKind::AnonInode), "eventfd"),
-            (open_file(6, "anon_inode:[timerfd]", FileKind::AnonInode), "timerfd"),
+            (
+                open_file(6, "anon_inode:[eventfd]", FileKind::AnonInode),
+                "anonymous inodes cannot be restored",
+            ),
+            (
+                open_file(6, "anon_inode:[inotify]", FileKind::AnonInode),
+                "anonymous inodes cannot be restored",
+            ),
             (open_file(7, "/tmp/x (deleted)", FileKind::Regular), "deleted"),
         ] {
             let err = descriptors(&meta_with(vec![file]), &mut Recorded::default()).unwrap_err().to_string();

@@ -128,6 +128,22 @@ pub enum FileState {
         /// The watches, as `epoll_ctl(EPOLL_CTL_ADD)` made them.
         watches: Vec<EpollWatch>,
     },
+    /// A timerfd (`fdinfo`'s `clockid`, `ticks`, `it_value`, `it_interval`).
+    Timerfd {
+        /// Its clock (`CLOCK_REALTIME`, `CLOCK_MONOTONIC`, …).
+        clockid: i32,
+        /// Expirations not read yet.
+        ticks: u64,
+        /// Nanoseconds to its next expiration; 0: disarmed.
+        value_ns: u64,
+        /// Nanoseconds between expirations; 0: once.
+        interval_ns: u64,
+    },
+    /// A signalfd: the signals it reads (bit `n-1` for signal `n`).
+    Signalfd {
+        /// Its mask.
+        mask: u64,
+    },
     /// A pipe both of whose ends the process held, on the lowest of its read ends: its
     /// capacity (`F_GETPIPE_SZ`) and the bytes in it, read without taking them.
     PipeBuffer {

@@ -1,6 +1,6 @@
 //! Descriptors of another process, and the objects a restore makes again: copies taken
-//! through a pidfd, the bytes in a pipe read without taking them, and pipes, eventfds and
-//! epoll instances made with a given state.
+//! through a pidfd, the bytes in a pipe read without taking them, and pipes, eventfds,
+//! epoll instances, timerfds and signalfds made with a given state.
 //!
 //! # Safety
 //!
@@ -131,6 +131,45 @@ pub fn epoll_new() -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
+/// `TFD_IOC_SET_TICKS` (`_IOW('T', 0, u64)`): sets a timerfd's unread expirations.
+const TFD_IOC_SET_TICKS: libc::c_ulong = 0x4008_5400;
+
+/// `ns` nanoseconds as a `timespec`.
+fn timespec(ns: u64) -> libc::timespec {
+    libc::timespec {
+        tv_sec: (ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+    }
+}
+
+/// A timerfd of ours (`TFD_CLOEXEC`) on `clockid`, next expiring in `value_ns` (never, if
+/// 0) and then every `interval_ns`, with `ticks` expirations unread.
+pub fn timerfd_with(clockid: i32, ticks: u64, value_ns: u64, interval_ns: u64) -> io::Result<OwnedFd> {
+    // SAFETY: no pointers.
+    let fd = check(unsafe { libc::timerfd_create(clockid, libc::TFD_CLOEXEC) }.into())?;
+    // SAFETY: the kernel returned a fresh descriptor.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+    let timer = libc::itimerspec { it_interval: timespec(interval_ns), it_value: timespec(value_ns) };
+    // SAFETY: `timer` is a valid itimerspec; no old value is asked for.
+    check(unsafe { libc::timerfd_settime(fd.as_raw_fd(), 0, &timer, std::ptr::null_mut()) }.into())?;
+    if ticks > 0 {
+        // SAFETY: the ioctl reads the 8 bytes of `ticks`.
+        check(unsafe { libc::ioctl(fd.as_raw_fd(), TFD_IOC_SET_TICKS, &raw const ticks) }.into())?;
+    }
+    Ok(fd)
+}
+
+/// A signalfd of ours (`SFD_CLOEXEC`) reading the signals of `mask` (bit `n-1` for
+/// signal `n`).
+pub fn signalfd_with(mask: u64) -> io::Result<OwnedFd> {
+    // The kernel's sigset is 8 bytes; glibc's sigset_t is larger, and the call passes 8.
+    // SAFETY: `mask` is 8 readable bytes, the size passed.
+    let fd = unsafe { libc::syscall(libc::SYS_signalfd4, -1, &raw const mask, 8usize, libc::SFD_CLOEXEC) };
+    let fd = check(fd)?;
+    // SAFETY: the kernel returned a fresh descriptor.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
 /// Sets or clears `O_NONBLOCK` on the open file `fd` refers to.
 pub fn set_nonblocking(fd: BorrowedFd<'_>, nonblocking: bool) -> io::Result<()> {
     // SAFETY: no pointers.
@@ -172,5 +211,16 @@ mod tests {
         // SAFETY: 8 bytes into `v`.
         assert_eq!(unsafe { libc::read(fd.as_raw_fd(), (&raw mut v).cast(), 8) }, 8);
         assert_eq!(v, 1, "a semaphore gives one at a time");
+    }
+
+    #[test]
+    fn a_timerfd_keeps_its_timer_and_ticks() {
+        let fd = timerfd_with(libc::CLOCK_MONOTONIC, 2, 3_600_000_000_000, 60_000_000_000).unwrap();
+        let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd())).unwrap();
+        assert!(info.contains("ticks: 2\n") && info.contains("it_interval: (60, 0)"), "{info}");
+        assert!(info.contains("it_value: (3599,"), "{info}");
+        let fd = signalfd_with(1 << 9).unwrap();
+        let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd())).unwrap();
+        assert!(info.contains("sigmask:\t0000000000000200"), "{info}");
     }
 }

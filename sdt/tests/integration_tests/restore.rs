@@ -288,20 +288,21 @@ fn refine_detects_a_mismatch_and_retries() -> Result<(), Skip> {
     Ok(())
 }
 
-fn a_programs_own_pipe_eventfd_and_epoll_resume_with_what_they_held() -> Result<(), Skip> {
+fn a_programs_own_pipes_eventfds_epoll_timerfd_and_signalfd_resume() -> Result<(), Skip> {
     may_restore()?;
     let sdt = Sdt::new();
     let prog = program("selfpipe");
     let out = sdt.ok(&["run", "-q", "--", prog.to_str().unwrap()]);
     let ran = stdout(&out);
     let resumed = [
-        "round 1 snapshot 1 ready 2 (tags 30) read 'ab' count 6 total 411",
-        "round 2 snapshot -1 ready 2 (tags 30) read 'ab' count 7 total 618",
+        "round 1 snapshot 1 ready 2 (tags 30) read 'ab' count 6 total 411 timer armed every 3600s signal 10",
+        "round 2 snapshot -1 ready 2 (tags 30) read 'ab' count 7 total 618 timer armed every 3600s signal 10",
     ];
-    assert!(ran.contains("round 1 snapshot 1 ready 2 (tags 30) read 'ab' count 6 total 411\n"), "{ran}");
+    assert!(ran.contains(&format!("{}\n", resumed[0])), "{ran}");
     // The pipe held "ab" and the eventfd 6 at S1; the resumed program finds both ready
     // through its epoll instance, with their tags, and reads them (the eventfd through
-    // its dup, so both descriptors are one eventfd again).
+    // its dup, so both descriptors are one eventfd again); its timerfd runs on, its
+    // signalfd reads SIGUSR1.
     let out = sdt.output(&["restore", "-q", "S1"]);
     assert!(out.status.success(), "{}", describe(&out));
     assert_eq!(stdout(&out).lines().collect::<Vec<_>>(), resumed, "{}", describe(&out));
@@ -442,7 +443,7 @@ sdt_test_harness::tests![
     extra_environment_variables_reach_the_resumed_programs_getenv,
     refining_a_deterministic_interval_reproduces_its_end,
     refine_detects_a_mismatch_and_retries,
-    a_programs_own_pipe_eventfd_and_epoll_resume_with_what_they_held,
+    a_programs_own_pipes_eventfds_epoll_timerfd_and_signalfd_resume,
     unsupported_objects_and_bad_intervals_are_named,
     a_check_gdb_cannot_evaluate_stops_refine_before_anything_runs,
 ];

@@ -2,7 +2,9 @@
  * The self-pipe trick and an eventfd under an epoll instance, as event loops use them: at
  * each breakpoint the pipe holds two wakeup bytes and the eventfd a count; after the
  * breakpoint returns, the program asks the epoll instance which are ready (the tags it
- * registered them with) and reads them (the eventfd through a dup of it).
+ * registered them with) and reads them (the eventfd through a dup of it). It also holds
+ * a timerfd, armed for an hour every hour, and a signalfd for SIGUSR1, which it raises
+ * after each breakpoint and reads from there.
  *   usage: selfpipe [socket]
  * With "socket", it also holds a socketpair, which a restore cannot make again.
  */
@@ -13,7 +15,10 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <sys/timerfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -37,6 +42,17 @@ int main(int argc, char **argv)
 		perror("socketpair");
 		return 2;
 	}
+	int timer = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+	struct itimerspec hourly = { .it_interval = { 3600, 0 }, .it_value = { 3600, 0 } };
+	sigset_t usr1;
+	sigemptyset(&usr1);
+	sigaddset(&usr1, SIGUSR1);
+	sigprocmask(SIG_BLOCK, &usr1, NULL);
+	int signals = signalfd(-1, &usr1, SFD_CLOEXEC);
+	if (timer < 0 || timerfd_settime(timer, 0, &hourly, NULL) || signals < 0) {
+		perror("timerfd or signalfd");
+		return 2;
+	}
 	long total = 0;
 	for (int round = 0; round < 3; round++) {
 		uint64_t add = round + 5;
@@ -58,8 +74,16 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		total += n * 100 + count;
-		printf("round %d snapshot %d ready %d (tags %ld) read '%.*s' count %lu total %ld\n", round, snapshot,
-		       n_ready, tags, n, bytes, (unsigned long)count, total);
+		struct itimerspec left;
+		struct signalfd_siginfo got;
+		if (timerfd_gettime(timer, &left) || raise(SIGUSR1) || read(signals, &got, sizeof got) != sizeof got) {
+			perror("timer or signal");
+			return 1;
+		}
+		printf("round %d snapshot %d ready %d (tags %ld) read '%.*s' count %lu total %ld timer %s every %lds "
+		       "signal %u\n",
+		       round, snapshot, n_ready, tags, n, bytes, (unsigned long)count, total,
+		       left.it_value.tv_sec > 3000 ? "armed" : "off", (long)left.it_interval.tv_sec, got.ssi_signo);
 		fflush(stdout); /* a resumed program must not print the lines before it again */
 	}
 	return 0;
