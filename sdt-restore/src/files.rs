@@ -24,7 +24,7 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use sdt_store::{Access, Content, FileKind, OpenFile, Reopen, Snapshot, SnapshotMeta, Trust};
+use sdt_store::{Access, Content, FileKind, FileState, OpenFile, Reopen, Snapshot, SnapshotMeta, Trust};
 use sdt_sys::fds;
 use sdt_sys::respawn::{FdSource, StubFd};
 
@@ -76,7 +76,7 @@ struct Sources<'a> {
 #[derive(Clone, PartialEq, Eq)]
 enum MadeKey {
     PipeEnd(String, bool),
-    Eventfd(Option<u32>, i32),
+    Eventfd(u32),
     Alone(i32),
 }
 
@@ -96,39 +96,38 @@ impl plan::Sources for Sources<'_> {
         let failed = |call, source| Error::Sys(sdt_sys::Error { call, tid: 0, source });
         let key = match *object {
             Remade::PipeEnd { pipe, write, .. } => MadeKey::PipeEnd(pipe.to_owned(), write),
-            Remade::Eventfd { id: Some(id), .. } => MadeKey::Eventfd(Some(id), 0),
-            Remade::Eventfd { id: None, .. } => MadeKey::Eventfd(None, f.fd),
-            Remade::Epoll | Remade::Timerfd { .. } | Remade::Signalfd { .. } => MadeKey::Alone(f.fd),
+            Remade::Object(&FileState::Eventfd { id: Some(id), .. }) => MadeKey::Eventfd(id),
+            Remade::Object(_) => MadeKey::Alone(f.fd),
         };
         if let Some((_, fd)) = self.made.iter().find(|(k, _)| *k == key) {
             return Ok(fd.as_raw_fd());
         }
-        match *object {
+        let (call, made) = match *object {
             Remade::PipeEnd { pipe, capacity, data, .. } => {
-                let (read, write) =
-                    fds::pipe_holding(capacity, data).map_err(|e| failed("making a pipe again", e))?;
-                self.made.push((MadeKey::PipeEnd(pipe.to_owned(), false), read));
-                self.made.push((MadeKey::PipeEnd(pipe.to_owned(), true), write));
+                let ends = fds::pipe_holding(capacity, data).map(|(read, write)| {
+                    self.made.push((MadeKey::PipeEnd(pipe.to_owned(), false), read));
+                    write
+                });
+                ("making a pipe again", ends)
             }
-            Remade::Eventfd { count, semaphore, .. } => {
-                let fd =
-                    fds::eventfd_with(count, semaphore).map_err(|e| failed("making an eventfd again", e))?;
-                self.made.push((key.clone(), fd));
+            Remade::Object(&FileState::Eventfd { count, semaphore, .. }) => {
+                ("making an eventfd again", fds::eventfd_with(count, semaphore))
             }
-            Remade::Epoll => {
-                let fd = fds::epoll_new().map_err(|e| failed("epoll_create1", e))?;
-                self.made.push((key.clone(), fd));
+            Remade::Object(FileState::Epoll { .. }) => ("epoll_create1", fds::epoll_new()),
+            Remade::Object(&FileState::Timerfd { clockid, ticks, value_ns, interval_ns }) => {
+                ("making a timerfd again", fds::timerfd_with(clockid, ticks, value_ns, interval_ns))
             }
-            Remade::Timerfd { clockid, ticks, value_ns, interval_ns } => {
-                let fd = fds::timerfd_with(clockid, ticks, value_ns, interval_ns)
-                    .map_err(|e| failed("making a timerfd again", e))?;
-                self.made.push((key.clone(), fd));
+            Remade::Object(&FileState::Signalfd { mask }) => ("signalfd4", fds::signalfd_with(mask)),
+            Remade::Object(FileState::PipeBuffer { .. }) => {
+                ("a pipe's bytes", Err(std::io::Error::other("a pipe is made by its ends, not its bytes")))
             }
-            Remade::Signalfd { mask } => {
-                let fd = fds::signalfd_with(mask).map_err(|e| failed("signalfd", e))?;
-                self.made.push((key.clone(), fd));
-            }
-        }
+        };
+        let made = made.map_err(|e| failed(call, e))?;
+        let last = match *object {
+            Remade::PipeEnd { pipe, .. } => MadeKey::PipeEnd(pipe.to_owned(), true),
+            Remade::Object(_) => key.clone(),
+        };
+        self.made.push((last, made));
         let (_, fd) = self.made.iter().find(|(k, _)| *k == key).expect("made above");
         // O_NONBLOCK belongs to the open file, which the program's descriptors of this
         // object share here.

@@ -141,33 +141,10 @@ pub(crate) enum Remade<'a> {
         /// The write end (else the read end).
         write: bool,
     },
-    /// An epoll instance, empty: the stub adds its watches.
-    Epoll,
-    /// A timerfd, its timer running from the restore on.
-    Timerfd {
-        /// Its clock.
-        clockid: i32,
-        /// Expirations unread.
-        ticks: u64,
-        /// Nanoseconds to the next one (0: disarmed).
-        value_ns: u64,
-        /// Nanoseconds between them.
-        interval_ns: u64,
-    },
-    /// A signalfd reading the signals of `mask`.
-    Signalfd {
-        /// Its mask.
-        mask: u64,
-    },
-    /// An eventfd; descriptors with the same `id` share one.
-    Eventfd {
-        /// Its counter.
-        count: u64,
-        /// `EFD_SEMAPHORE`.
-        semaphore: bool,
-        /// Its id, where the kernel told it.
-        id: Option<u32>,
-    },
+    /// An eventfd (descriptors with the same id share one), an epoll instance (empty:
+    /// the stub adds its watches), a timerfd (its timer running from the restore on) or a
+    /// signalfd, as the snapshot recorded it.
+    Object(&'a FileState),
 }
 
 /// Where each of the snapshot's descriptors comes from, one per descriptor in order.
@@ -229,36 +206,27 @@ pub(crate) fn descriptors(meta: &SnapshotMeta, sources: &mut dyn Sources) -> Res
                 )
             }
             FileKind::Socket => return Err(unsupported("sockets cannot be restored")),
-            FileKind::AnonInode => {
-                let object = match &f.state {
-                    Some(FileState::Eventfd { count, semaphore, id }) => {
-                        Remade::Eventfd { count: *count, semaphore: *semaphore, id: *id }
+            FileKind::AnonInode => match &f.state {
+                Some(
+                    state @ (FileState::Eventfd { .. }
+                    | FileState::Timerfd { .. }
+                    | FileState::Signalfd { .. }),
+                ) => FdSource::Inherit(sources.make(f, &Remade::Object(state))?),
+                Some(state @ FileState::Epoll { watches: w }) => {
+                    if let Some(lost) = w.iter().find(|w| !meta.files.iter().any(|o| o.fd == w.fd)) {
+                        let why = format!("it watches descriptor {}, which is not there", lost.fd);
+                        return Err(unsupported(&why));
                     }
-                    Some(FileState::Epoll { watches: w }) => {
-                        if let Some(lost) = w.iter().find(|w| !meta.files.iter().any(|o| o.fd == w.fd)) {
-                            let why = format!("it watches descriptor {}, which is not there", lost.fd);
-                            return Err(unsupported(&why));
-                        }
-                        watches =
-                            w.iter().map(|w| Watch { fd: w.fd, events: w.events, data: w.data }).collect();
-                        Remade::Epoll
-                    }
-                    Some(FileState::Timerfd { clockid, ticks, value_ns, interval_ns }) => Remade::Timerfd {
-                        clockid: *clockid,
-                        ticks: *ticks,
-                        value_ns: *value_ns,
-                        interval_ns: *interval_ns,
-                    },
-                    Some(FileState::Signalfd { mask }) => Remade::Signalfd { mask: *mask },
-                    _ => {
-                        return Err(unsupported(
-                            "epoll instances watching a descriptor since closed, inotify and other \
-                             anonymous inodes cannot be restored",
-                        ));
-                    }
-                };
-                FdSource::Inherit(sources.make(f, &object)?)
-            }
+                    watches = w.iter().map(|w| Watch { fd: w.fd, events: w.events, data: w.data }).collect();
+                    FdSource::Inherit(sources.make(f, &Remade::Object(state))?)
+                }
+                _ => {
+                    return Err(unsupported(
+                        "epoll instances watching a descriptor since closed, inotify and other anonymous \
+                         inodes cannot be restored",
+                    ));
+                }
+            },
             FileKind::BlockDevice | FileKind::Other => {
                 return Err(unsupported("this kind of file cannot be restored"));
             }
@@ -488,7 +456,7 @@ mod tests {
             [
                 (3, r#"PipeEnd { pipe: "pipe:[7]", capacity: 4096, data: [120], write: false }"#.into()),
                 (4, r#"PipeEnd { pipe: "pipe:[7]", capacity: 4096, data: [120], write: true }"#.into()),
-                (5, "Eventfd { count: 3, semaphore: false, id: Some(2) }".into()),
+                (5, "Object(Eventfd { count: 3, semaphore: false, id: Some(2) })".into()),
             ]
         );
         assert!(sources.checked.is_empty(), "nothing of them is opened by path");
