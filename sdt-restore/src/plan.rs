@@ -207,6 +207,14 @@ pub(crate) fn descriptors(meta: &SnapshotMeta, sources: &mut dyn Sources) -> Res
             }
             FileKind::Socket => return Err(unsupported("sockets cannot be restored")),
             FileKind::AnonInode => match &f.state {
+                // An alarm clock's timer wakes the machine: creating one takes
+                // CAP_WAKE_ALARM, which the restore has and the program may not have had.
+                Some(FileState::Timerfd {
+                    clockid: libc::CLOCK_REALTIME_ALARM | libc::CLOCK_BOOTTIME_ALARM,
+                    ..
+                }) => {
+                    return Err(unsupported("a timerfd on an alarm clock cannot be restored"));
+                }
                 Some(
                     state @ (FileState::Eventfd { .. }
                     | FileState::Timerfd { .. }
@@ -217,7 +225,13 @@ pub(crate) fn descriptors(meta: &SnapshotMeta, sources: &mut dyn Sources) -> Res
                         let why = format!("it watches descriptor {}, which is not there", lost.fd);
                         return Err(unsupported(&why));
                     }
-                    watches = w.iter().map(|w| Watch { fd: w.fd, events: w.events, data: w.data }).collect();
+                    // EPOLLWAKEUP holds the machine awake, which takes CAP_BLOCK_SUSPEND: the
+                    // stub has it, the program may not have had it.
+                    let events = |e: u32| e & !(libc::EPOLLWAKEUP as u32);
+                    watches = w
+                        .iter()
+                        .map(|w| Watch { fd: w.fd, events: events(w.events), data: w.data })
+                        .collect();
                     FdSource::Inherit(sources.make(f, &Remade::Object(state))?)
                 }
                 _ => {
@@ -473,6 +487,20 @@ mod tests {
         let fds = descriptors(&meta_with(files.clone()), &mut Recorded::default()).unwrap();
         assert_eq!(fds[3].watches, [Watch { fd: 3, events: libc::EPOLLIN as u32, data: 10 }]);
         assert!(matches!(fds[3].source, FdSource::Inherit(106)));
+        let awake = EpollWatch { events: (libc::EPOLLIN | libc::EPOLLWAKEUP) as u32, ..watch };
+        files[3] = epoll(vec![awake]);
+        let fds = descriptors(&meta_with(files.clone()), &mut Recorded::default()).unwrap();
+        assert_eq!(
+            fds[3].watches[0].events,
+            libc::EPOLLIN as u32,
+            "no wakeup source the program may not have had"
+        );
+        let alarm =
+            FileState::Timerfd { clockid: libc::CLOCK_BOOTTIME_ALARM, ticks: 0, value_ns: 1, interval_ns: 0 };
+        let timer =
+            OpenFile { state: Some(alarm), ..open_file(7, "anon_inode:[timerfd]", FileKind::AnonInode) };
+        let err = descriptors(&meta_with(vec![timer]), &mut Recorded::default()).unwrap_err().to_string();
+        assert!(err.contains("alarm clock"), "{err}");
         files[3] = epoll(vec![EpollWatch { fd: 9, ..watch }]);
         let err = descriptors(&meta_with(files), &mut Recorded::default()).unwrap_err().to_string();
         assert!(err.contains("it watches descriptor 9, which is not there"), "{err}");
