@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use sdt_procfs::{Stat, read, read_text};
 use sdt_store::{
     Credentials, EpollWatch, FileKind, FileRef, FileState, Mapping, MemoryLayout, OpenFile, ProcessInfo,
-    ThreadCredentials,
+    SeccompMode, ThreadCredentials,
 };
 use sdt_sys::{Tid, fds};
 
@@ -219,6 +219,24 @@ fn file_kind(target: &str, meta: Option<&std::fs::Metadata>) -> FileKind {
 /// signal `n`.
 pub(crate) fn signal_sets(pid: Tid) -> std::io::Result<(u64, u64)> {
     Ok(sdt_procfs::parse_signal_sets(&read(pid, "status")?))
+}
+
+/// The caught and the ignored signals (the process's), and thread `tid`'s seccomp mode,
+/// from one read of its `status`.
+pub(crate) fn signals_and_seccomp(tid: Tid) -> std::io::Result<((u64, u64), SeccompMode)> {
+    let status = read(tid, "status")?;
+    Ok((sdt_procfs::parse_signal_sets(&status), seccomp_of(&status)))
+}
+
+/// Thread `tid`'s seccomp mode.
+pub(crate) fn seccomp_mode(tid: Tid) -> std::io::Result<SeccompMode> {
+    Ok(seccomp_of(&read(tid, "status")?))
+}
+
+/// The seccomp mode a `status` file says; a filter where its line does not parse (the
+/// worst case, as far as injected calls go).
+fn seccomp_of(status: &[u8]) -> SeccompMode {
+    sdt_procfs::parse_seccomp(status).unwrap_or(SeccompMode::Filter)
 }
 
 /// The memory descriptor's fields from `/proc/PID/stat`; `brk` is the end of the heap

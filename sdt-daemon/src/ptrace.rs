@@ -813,21 +813,19 @@ impl Tracer {
             .or_else(|| self.threads.iter().find(|(_, t)| usable(t)).map(|(&tid, _)| tid))
     }
 
-    /// Runs `calls`, which inject system calls into `tid` (a held thread), with `tid`'s
-    /// seccomp suspended if it has one, and put back after them; refused, without running
-    /// `calls`, where sdt may not suspend it.
+    /// Runs `calls`, which inject system calls into `tid` (a held thread whose seccomp
+    /// mode is `mode`), with its seccomp suspended if it has one, and put back after
+    /// them; refused, without running `calls`, where sdt may not suspend it.
     pub(crate) fn with_seccomp_suspended<T, E: From<InjectionRefused>>(
         &mut self,
         tid: Tid,
+        mode: SeccompMode,
         calls: impl FnOnce(&mut Tracer) -> Result<T, E>,
     ) -> Result<T, E> {
-        let status = sdt_procfs::read(tid, "status")
-            .map_err(|source| InjectionRefused::Status { tid: tid.raw(), source })?;
-        // A line this kernel writes in a way we cannot read: assume the worst.
-        let mode = match sdt_procfs::parse_seccomp(&status) {
-            Some(SeccompMode::Disabled) => return calls(self),
-            Some(SeccompMode::Strict) => "strict mode",
-            Some(SeccompMode::Filter) | None => "filter",
+        let mode = match mode {
+            SeccompMode::Disabled => return calls(self),
+            SeccompMode::Strict => "strict mode",
+            SeccompMode::Filter => "filter",
         };
         ptrace::set_options(tid, self.options | options::SUSPEND_SECCOMP)
             .map_err(|source| InjectionRefused::Seccomp { tid: tid.raw(), mode, source })?;

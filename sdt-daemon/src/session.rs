@@ -24,8 +24,8 @@ use std::time::Duration;
 
 use sdt_abi::{RESULT_DECLINED, RESULT_FILTERED};
 use sdt_store::{
-    CaptureStats, MemoryLayout, OpenFile, PageSpan, ProcessInfo, RunInfo, SignalAction, SnapshotMeta,
-    SnapshotTime, SpillFile, ThreadState, Trigger,
+    CaptureStats, MemoryLayout, OpenFile, PageSpan, ProcessInfo, RunInfo, SeccompMode, SignalAction,
+    SnapshotMeta, SnapshotTime, SpillFile, ThreadState, Trigger,
 };
 use sdt_sys::events::{Event, Events};
 use sdt_sys::{Tid, monotonic_ns};
@@ -441,17 +441,23 @@ impl Recorder<'_> {
     ) -> Result<Captured, CaptureError> {
         let live_thread = frozen.live_thread.ok_or(CaptureError::Exiting)?;
         let mpi_events = self.mpi_events.as_ref().and_then(mpi::RankEvents::recorded);
-        let (collected, (threads, files, signal_sets)) =
+        // Where injected calls would read the signal handlers: its seccomp mode is read with
+        // the signal sets, while the pages are copied.
+        let breaking = frozen.breaking();
+        let injection_thread =
+            frozen.injector().and_then(|t| t.injection_thread(breaking)).unwrap_or(live_thread);
+        let (collected, (threads, files, signal_state)) =
             self.image.capturer.collect(live_thread, spill, self.opts.verify, || {
-                (frozen.read_threads(), procfs::open_files(live_thread), procfs::signal_sets(live_thread))
+                let signal_state = procfs::signals_and_seccomp(injection_thread);
+                (frozen.read_threads(), procfs::open_files(live_thread), signal_state)
             })?;
         let threads = threads?;
         let mut files = files.map_err(CaptureError::OpenFiles)?;
         for f in &mut files {
             f.inherited = self.inherited.iter().any(|(fd, target)| *fd == f.fd && *target == f.target);
         }
-        let (caught, ignored) = signal_sets.map_err(CaptureError::SignalSets)?;
-        let signals = self.signal_actions(frozen, live_thread, caught, ignored)?;
+        let (sets, seccomp) = signal_state.map_err(CaptureError::SignalSets)?;
+        let signals = self.signal_actions(frozen, live_thread, injection_thread, seccomp, sets)?;
         Ok(Captured {
             live_thread,
             collected,
@@ -464,25 +470,26 @@ impl Recorder<'_> {
         })
     }
 
-    /// The dispositions of the caught and ignored signals: as the backend read them, or
-    /// read by injected calls on a held thread. Only caught signals cost a call.
+    /// The dispositions of the caught and ignored signals (`sets`): as the backend read
+    /// them, or read by calls injected into `thread` (under `seccomp`). Only caught
+    /// signals cost a call.
     fn signal_actions<B: EventSource>(
         &mut self,
         frozen: &mut Frozen<'_, B>,
         live_thread: Tid,
-        caught: u64,
-        ignored: u64,
+        thread: Tid,
+        seccomp: SeccompMode,
+        sets: (u64, u64),
     ) -> Result<signals::Dispositions, CaptureError> {
+        let (caught, ignored) = sets;
         if let Some(read) = frozen.signal_actions(caught, ignored) {
             return Ok(signals::Dispositions { actions: read?, unread: 0, refused: None });
         }
         let syscall_at = if caught == 0 { 0 } else { self.image.vdso(live_thread)?.syscall_at };
-        let breaking = frozen.breaking();
         let tracer = frozen.injector().ok_or(CaptureError::SignalHandlersUnread(
             "the backend can neither read them nor inject calls",
         ))?;
-        let thread = tracer.injection_thread(breaking).unwrap_or(live_thread);
-        let read = signals::read_actions(tracer, thread, syscall_at, caught, ignored)
+        let read = signals::read_actions(tracer, thread, seccomp, syscall_at, sets)
             .map_err(CaptureError::SignalHandlers)?;
         if let Some(refused) = &read.refused
             && !std::mem::replace(&mut self.told_handlers_unread, true)

@@ -7,7 +7,7 @@
 //! injected calls per capture, and none for a program that catches nothing.
 
 use bytemuck::{Pod, Zeroable};
-use sdt_store::{SIG_IGN, SignalAction};
+use sdt_store::{SIG_IGN, SeccompMode, SignalAction};
 use sdt_sys::ptrace;
 use sdt_sys::{Tid, memory};
 
@@ -55,18 +55,19 @@ impl From<sdt_sys::Error> for Unread {
 }
 
 /// The dispositions of the `caught` and `ignored` signals (bit `n-1` for signal `n`),
-/// read through `tid`, a held thread, with the `syscall` instruction at `syscall_at`.
-/// Where sdt may not run calls in `tid` (its seccomp), the caught ones are left unread.
+/// read through `tid`, a held thread under `seccomp`, with the `syscall` instruction at
+/// `syscall_at`. Where sdt may not run calls in `tid` (its seccomp), the caught ones are
+/// left unread.
 pub(crate) fn read_actions(
     tracer: &mut Tracer,
     tid: Tid,
+    seccomp: SeccompMode,
     syscall_at: u64,
-    caught: u64,
-    ignored: u64,
+    (caught, ignored): (u64, u64),
 ) -> Result<Dispositions, sdt_sys::Error> {
     let read = match caught {
         0 => Ok(Vec::new()),
-        _ => tracer.with_seccomp_suspended(tid, |tracer| handlers(tracer, tid, syscall_at, caught)),
+        _ => tracer.with_seccomp_suspended(tid, seccomp, |tracer| handlers(tracer, tid, syscall_at, caught)),
     };
     let (mut actions, unread, refused) = match read {
         Ok(handlers) => (handlers, 0, None),

@@ -125,7 +125,9 @@ pub(crate) fn start(
     let syscall_at = vdso.syscall_at;
 
     let flags = (libc::O_CLOEXEC | libc::O_NONBLOCK | UFFD_USER_MODE_ONLY) as u64;
-    let taken = tracer.with_seccomp_suspended(live_thread, |tracer| {
+    let seccomp = crate::procfs::seccomp_mode(live_thread)
+        .map_err(|source| InjectionRefused::Status { tid: live_thread.raw(), source })?;
+    let taken = tracer.with_seccomp_suspended(live_thread, seccomp, |tracer| {
         let fd = tracer.inject_syscall(live_thread, syscall_at, libc::SYS_userfaultfd as u64, &[flags])?;
         if fd < 0 {
             return Err(TrackingError::Userfaultfd(std::io::Error::from_raw_os_error(-fd as i32)));
