@@ -439,7 +439,8 @@ fn launch<B>(
     // What the program inherits besides stdio is not its own: a restore need not
     // recreate it (see `OpenFile::inherited`).
     let me = sdt_sys::current_tid();
-    let inherited = procfs::open_files(me)
+    let inherited = procfs::FdTable::default()
+        .read(me)
         .unwrap_or_default()
         .into_iter()
         .filter(|f| f.fd > 2 && f.flags & libc::O_CLOEXEC as u32 == 0)

@@ -2,11 +2,12 @@
 //! signal sets, memory layout. The files are parsed by `sdt-procfs`; what is read when,
 //! and what a missing file means, is decided here.
 
+use std::collections::HashMap;
 use std::os::fd::AsFd;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::PathBuf;
 
-use sdt_procfs::{Stat, read, read_text};
+use sdt_procfs::{FdDirs, Stat, read, read_text};
 use sdt_store::{
     Credentials, EpollWatch, FileKind, FileRef, FileState, Mapping, MemoryLayout, OpenFile, ProcessInfo,
     SeccompMode, ThreadCredentials,
@@ -93,63 +94,106 @@ pub(crate) fn ns_tid(tid: Tid) -> Option<i32> {
     sdt_procfs::parse_ns_tid(&read(tid, "status").ok()?)
 }
 
-/// The open descriptors of `pid`, ascending, with what a restore needs to make their
-/// objects again: an eventfd's counter, an epoll instance's watches, a timerfd's timer, a
-/// signalfd's mask, and the bytes in a pipe whose two ends `pid` holds (read, through a
-/// copy of its descriptor, without taking them).
-pub(crate) fn open_files(pid: Tid) -> std::io::Result<Vec<OpenFile>> {
-    let dir = format!("/proc/{pid}/fd");
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(&dir)? {
-        let Some(fd) = entry?.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
-        let link = format!("{dir}/{fd}");
-        let (Ok(target), Ok(info)) = (std::fs::read_link(&link), read(pid, &format!("fdinfo/{fd}"))) else {
-            continue;
-        };
-        let target = target.display().to_string();
-        let meta = std::fs::metadata(&link).ok();
-        let kind = file_kind(&target, meta.as_ref());
-        let file = match (&meta, kind) {
-            (Some(m), FileKind::Regular) => Some(FileRef::of(&target, m)),
-            _ => None,
-        };
-        let (pos, flags) = sdt_procfs::parse_fdinfo(&info);
-        let state = match target.as_str() {
-            "anon_inode:[eventfd]" => sdt_procfs::parse_eventfd(&info)
-                .map(|(count, semaphore, id)| FileState::Eventfd { count, semaphore, id }),
-            "anon_inode:[eventpoll]" => epoll_state(&dir, &info),
-            "anon_inode:[timerfd]" => {
-                sdt_procfs::parse_timerfd(&info).map(|(clockid, ticks, value_ns, interval_ns)| {
-                    FileState::Timerfd { clockid, ticks, value_ns, interval_ns }
-                })
-            }
-            "anon_inode:[signalfd]" => {
-                sdt_procfs::parse_signalfd(&info).map(|mask| FileState::Signalfd { mask })
-            }
-            _ => None,
-        };
-        files.push(OpenFile { fd, target, kind, flags, pos, file, inherited: false, state });
-    }
-    files.sort_unstable_by_key(|f| f.fd);
-    for i in pipes_held_whole(&files) {
-        let f = &mut files[i];
-        match peek_pipe(pid, f.fd) {
-            Ok((capacity, data)) => f.state = Some(FileState::PipeBuffer { capacity, data }),
-            // The snapshot then cannot be resumed; the capture goes on.
-            Err(e) => log::warn!("reading what pipe {} (fd {}) holds: {e}", f.target, f.fd),
-        }
-    }
-    Ok(files)
+/// A program's open descriptors, as each capture reads them, with what a restore needs to
+/// make their objects again: an eventfd's counter, an epoll instance's watches, a
+/// timerfd's timer, a signalfd's mask, and the bytes in a pipe whose two ends the program
+/// holds (read, through a copy of its descriptor, without taking them).
+///
+/// A server holds thousands of descriptors, all read in the pause. What is the same file
+/// on the same mount as at the capture before (its `fdinfo` says) is not looked up again,
+/// unless it is a regular file (whose size and time the snapshot records) or an
+/// anonymous inode (they all share one inode): its `fdinfo` alone is read.
+#[derive(Default)]
+pub(crate) struct FdTable {
+    /// The descriptor directories of the thread they are read through.
+    dirs: Option<FdDirs>,
+    /// What each descriptor was at the last read, where that can be taken again.
+    known: HashMap<i32, Known>,
 }
 
-/// What an epoll instance watches, from its `fdinfo`, if every watched descriptor (in
-/// the process's fd directory `dir`) is still the file registered: a watch outlives
-/// its descriptor's close while a `dup` of the file is open, and then could not be made
-/// again.
-fn epoll_state(dir: &str, info: &[u8]) -> Option<FileState> {
+/// A descriptor as last read.
+#[derive(Clone)]
+struct Known {
+    /// Its file's mount and inode.
+    identity: (u64, u64),
+    target: String,
+    kind: FileKind,
+}
+
+impl FdTable {
+    /// The open descriptors, ascending, read through `live_thread`, a thread that has not
+    /// exited. A descriptor closed while they are read is left out.
+    pub(crate) fn read(&mut self, live_thread: Tid) -> std::io::Result<Vec<OpenFile>> {
+        if self.dirs.as_ref().map(FdDirs::tid) != Some(live_thread) {
+            self.dirs = Some(FdDirs::open(live_thread)?);
+        }
+        let dirs = self.dirs.as_ref().expect("opened above");
+        let mut files = Vec::new();
+        let mut known = HashMap::new();
+        let mut info = Vec::new();
+        for fd in dirs.list()? {
+            if dirs.info(fd, &mut info).is_err() {
+                continue;
+            }
+            let identity = sdt_procfs::parse_fdinfo_identity(&info);
+            let (target, kind, file) = match self.known.get(&fd) {
+                Some(k) if Some(k.identity) == identity => (k.target.clone(), k.kind, None),
+                _ => {
+                    let Ok(target) = dirs.link(fd) else { continue };
+                    let target = PathBuf::from(target).display().to_string();
+                    let meta = std::fs::metadata(format!("/proc/{live_thread}/fd/{fd}")).ok();
+                    let kind = file_kind(&target, meta.as_ref());
+                    let file = match (&meta, kind) {
+                        (Some(m), FileKind::Regular) => Some(FileRef::of(&target, m)),
+                        _ => None,
+                    };
+                    (target, kind, file)
+                }
+            };
+            if let Some(identity) = identity
+                && kind != FileKind::Regular
+                && !target.starts_with("anon_inode:")
+            {
+                known.insert(fd, Known { identity, target: target.clone(), kind });
+            }
+            let (pos, flags) = sdt_procfs::parse_fdinfo(&info);
+            let state = match target.as_str() {
+                "anon_inode:[eventfd]" => sdt_procfs::parse_eventfd(&info)
+                    .map(|(count, semaphore, id)| FileState::Eventfd { count, semaphore, id }),
+                "anon_inode:[eventpoll]" => epoll_state(live_thread, &info),
+                "anon_inode:[timerfd]" => {
+                    sdt_procfs::parse_timerfd(&info).map(|(clockid, ticks, value_ns, interval_ns)| {
+                        FileState::Timerfd { clockid, ticks, value_ns, interval_ns }
+                    })
+                }
+                "anon_inode:[signalfd]" => {
+                    sdt_procfs::parse_signalfd(&info).map(|mask| FileState::Signalfd { mask })
+                }
+                _ => None,
+            };
+            files.push(OpenFile { fd, target, kind, flags, pos, file, inherited: false, state });
+        }
+        self.known = known;
+        files.sort_unstable_by_key(|f| f.fd);
+        for i in pipes_held_whole(&files) {
+            let f = &mut files[i];
+            match peek_pipe(live_thread, f.fd) {
+                Ok((capacity, data)) => f.state = Some(FileState::PipeBuffer { capacity, data }),
+                // The snapshot then cannot be resumed; the capture goes on.
+                Err(e) => log::warn!("reading what pipe {} (fd {}) holds: {e}", f.target, f.fd),
+            }
+        }
+        Ok(files)
+    }
+}
+
+/// What an epoll instance watches, from its `fdinfo`, if every watched descriptor (of
+/// thread `tid`'s process) is still the file registered: a watch outlives its
+/// descriptor's close while a `dup` of the file is open, and then could not be made again.
+fn epoll_state(tid: Tid, info: &[u8]) -> Option<FileState> {
     let mut watches = Vec::new();
     for (fd, events, data, ino) in sdt_procfs::parse_epoll(info)? {
-        let held = std::fs::metadata(format!("{dir}/{fd}")).ok()?;
+        let held = std::fs::metadata(format!("/proc/{tid}/fd/{fd}")).ok()?;
         if held.ino() != ino {
             log::debug!("an epoll instance watches fd {fd} as inode {ino}, which it no longer is");
             return None;
@@ -170,20 +214,26 @@ fn peek_pipe(pid: Tid, fd: i32) -> Result<(u32, Vec<u8>), sdt_sys::Error> {
     })
 }
 
-/// The lowest read end of each pipe whose write end is among `files` too, by index.
+/// The lowest read end of each pipe whose write end is among `files` (ascending) too, by
+/// index.
 fn pipes_held_whole(files: &[OpenFile]) -> Vec<usize> {
-    let reads = |f: &OpenFile| f.flags & libc::O_ACCMODE as u32 != libc::O_WRONLY as u32;
-    let writes = |f: &OpenFile| f.flags & libc::O_ACCMODE as u32 != libc::O_RDONLY as u32;
-    let pipe = |f: &OpenFile| f.kind == FileKind::Pipe && f.target.starts_with("pipe:[");
-    (0..files.len())
-        .filter(|&i| {
-            let f = &files[i];
-            pipe(f)
-                && reads(f)
-                && !files[..i].iter().any(|o| o.target == f.target && reads(o))
-                && files.iter().any(|o| o.target == f.target && writes(o))
-        })
-        .collect()
+    let access = |f: &OpenFile| f.flags & libc::O_ACCMODE as u32;
+    // Each pipe's lowest read end, and whether a write end was seen.
+    let mut ends: HashMap<&str, (Option<usize>, bool)> = HashMap::new();
+    for (i, f) in files.iter().enumerate() {
+        if f.kind != FileKind::Pipe || !f.target.starts_with("pipe:[") {
+            continue;
+        }
+        let (read, written) = ends.entry(&f.target).or_default();
+        if access(f) != libc::O_WRONLY as u32 {
+            read.get_or_insert(i);
+        }
+        *written |= access(f) != libc::O_RDONLY as u32;
+    }
+    let mut whole: Vec<usize> =
+        ends.into_values().filter_map(|(read, written)| read.filter(|_| written)).collect();
+    whole.sort_unstable();
+    whole
 }
 
 /// What a descriptor refers to, from its link text and the file's type.
@@ -259,7 +309,7 @@ mod tests {
         let file = tempfile::tempfile().unwrap();
         use std::io::Write;
         (&file).write_all(b"hello").unwrap();
-        let files = open_files(me).unwrap();
+        let files = FdTable::default().read(me).unwrap();
         let ours =
             files.iter().find(|f| f.target.contains("(deleted)") && f.pos == 5).expect("the temp file");
         assert_eq!(ours.kind, FileKind::Regular);
@@ -268,6 +318,26 @@ mod tests {
         let (_caught, ignored) = signal_sets(me).unwrap();
         // Rust's runtime ignores SIGPIPE.
         assert_ne!(ignored & (1 << (libc::SIGPIPE - 1)), 0);
+    }
+
+    #[test]
+    fn descriptors_are_looked_up_again_only_when_their_file_changed() {
+        use std::os::fd::AsRawFd;
+        let me = Tid::new(std::process::id() as i32).unwrap();
+        let (read, _write) = std::io::pipe().unwrap();
+        let fd = read.as_raw_fd();
+        let mut table = FdTable::default();
+        let at = |files: Vec<OpenFile>| files.into_iter().find(|f| f.fd == fd).unwrap();
+        let first = at(table.read(me).unwrap());
+        assert_eq!(first.kind, FileKind::Pipe);
+        assert!(matches!(first.state, Some(FileState::PipeBuffer { .. })), "both ends are ours");
+        // The same file as last time: what was known is taken again.
+        table.known.get_mut(&fd).unwrap().target = "pipe:[as known]".into();
+        assert_eq!(at(table.read(me).unwrap()).target, "pipe:[as known]");
+        // Another file under the same number: looked up again.
+        let known = table.known.get_mut(&fd).unwrap();
+        (known.identity, known.target) = ((0, 0), "pipe:[stale]".into());
+        assert_eq!(at(table.read(me).unwrap()).target, first.target);
     }
 
     #[test]

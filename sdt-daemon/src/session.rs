@@ -90,12 +90,15 @@ pub(crate) struct Image {
     layout: Option<MemoryLayout>,
     /// Its vDSO, for injected system calls.
     vdso: Option<Vdso>,
+    /// Its descriptors, as the last capture read them.
+    fds: procfs::FdTable,
 }
 
 impl Image {
     /// An image of which only its pagemap (`capturer`) is known yet.
     pub(crate) fn new(capturer: Capturer) -> Image {
-        Image { capturer, tracking_failed: false, auxv: Vec::new(), layout: None, vdso: None }
+        let fds = procfs::FdTable::default();
+        Image { capturer, tracking_failed: false, auxv: Vec::new(), layout: None, vdso: None, fds }
     }
 
     /// The vDSO, found on first use.
@@ -446,10 +449,11 @@ impl Recorder<'_> {
         let breaking = frozen.breaking();
         let injection_thread =
             frozen.injector().and_then(|t| t.injection_thread(breaking)).unwrap_or(live_thread);
+        let fds = &mut self.image.fds;
         let (collected, (threads, files, signal_state)) =
             self.image.capturer.collect(live_thread, spill, self.opts.verify, || {
                 let signal_state = procfs::signals_and_seccomp(injection_thread);
-                (frozen.read_threads(), procfs::open_files(live_thread), signal_state)
+                (frozen.read_threads(), fds.read(live_thread), signal_state)
             })?;
         let threads = threads?;
         let mut files = files.map_err(CaptureError::OpenFiles)?;

@@ -49,8 +49,8 @@ pub use locks::{HeldFlock, parse_flocks};
 pub use maps::{parse_maps, parse_maps_line};
 pub use stat::{Stat, parse_cpu_idle_ticks, parse_statm_resident};
 pub use status::{
-    parse_credentials, parse_epoll, parse_eventfd, parse_fdinfo, parse_ns_tid, parse_real_ids, parse_seccomp,
-    parse_signal_sets, parse_signalfd, parse_timerfd,
+    parse_credentials, parse_epoll, parse_eventfd, parse_fdinfo, parse_fdinfo_identity, parse_ns_tid,
+    parse_real_ids, parse_seccomp, parse_signal_sets, parse_signalfd, parse_timerfd,
 };
 
 use std::fs::File;
@@ -58,6 +58,56 @@ use std::os::unix::fs::FileExt;
 
 use sdt_store::Mapping;
 use sdt_sys::Tid;
+
+/// A thread's descriptor directories, `/proc/TID/fd` and `/proc/TID/fdinfo`, opened
+/// once: each descriptor is looked up relative to them, which costs half of a walk from
+/// `/` (a program with thousands of descriptors has them all read in a pause).
+#[derive(Debug)]
+pub struct FdDirs {
+    tid: Tid,
+    fd: File,
+    fdinfo: File,
+}
+
+impl FdDirs {
+    /// Opens thread `tid`'s descriptor directories.
+    pub fn open(tid: Tid) -> std::io::Result<FdDirs> {
+        Ok(FdDirs {
+            tid,
+            fd: File::open(format!("/proc/{tid}/fd"))?,
+            fdinfo: File::open(format!("/proc/{tid}/fdinfo"))?,
+        })
+    }
+
+    /// The thread they were opened for.
+    pub fn tid(&self) -> Tid {
+        self.tid
+    }
+
+    /// The descriptors open now, in no order.
+    pub fn list(&self) -> std::io::Result<Vec<i32>> {
+        let mut fds = Vec::new();
+        for entry in std::fs::read_dir(format!("/proc/{}/fd", self.tid))? {
+            if let Some(fd) = entry?.file_name().to_str().and_then(|n| n.parse().ok()) {
+                fds.push(fd);
+            }
+        }
+        Ok(fds)
+    }
+
+    /// Descriptor `fd`'s `fdinfo` file, into `bytes` (whose room is used again).
+    pub fn info(&self, fd: i32, bytes: &mut Vec<u8>) -> std::io::Result<()> {
+        use nix::fcntl::{OFlag, openat};
+        let flags = OFlag::O_RDONLY | OFlag::O_CLOEXEC;
+        let file = openat(&self.fdinfo, fd.to_string().as_str(), flags, nix::sys::stat::Mode::empty())?;
+        read_from_start(&File::from(file), bytes)
+    }
+
+    /// What descriptor `fd`'s link says: a path, `pipe:[N]`, `socket:[N]`, ….
+    pub fn link(&self, fd: i32) -> std::io::Result<std::ffi::OsString> {
+        Ok(nix::fcntl::readlinkat(&self.fd, fd.to_string().as_str())?)
+    }
+}
 
 /// `/proc/TID/<name>` as bytes (`TID` may be any thread of a process).
 pub fn read(pid: Tid, name: &str) -> std::io::Result<Vec<u8>> {

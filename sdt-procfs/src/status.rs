@@ -106,6 +106,13 @@ pub fn parse_fdinfo(info: &[u8]) -> (u64, u32) {
     (pos, flags)
 }
 
+/// The mount and inode (`mnt_id:`, `ino:`) of an `fdinfo` file's open file, which tell
+/// whether a descriptor still refers to the file it did; `None` if either is missing.
+pub fn parse_fdinfo_identity(info: &[u8]) -> Option<(u64, u64)> {
+    let value = |key: &str| field(info, key)?.trim().parse().ok();
+    Some((value("mnt_id:")?, value("ino:")?))
+}
+
 /// An eventfd's counter, whether it is a semaphore and its id, from its `fdinfo`
 /// (`eventfd-count:` in hexadecimal; `eventfd-semaphore:` and `eventfd-id:`, which tell
 /// descriptors of one eventfd from another's, where the kernel writes them, Linux 6.6).
@@ -282,6 +289,15 @@ mod tests {
         assert_eq!(parse_fdinfo(b"pos:\t4096\nflags:\t02100002\nmnt_id:\t25\nino:\t7\n"), (4096, 0o2100002));
         assert_eq!(parse_fdinfo(b"flags:\t9\npos:\t-1\n"), (0, 0));
         assert_eq!(parse_fdinfo(b"garbage\xff"), (0, 0));
+    }
+
+    #[test]
+    fn fdinfo_names_its_file_by_mount_and_inode() {
+        assert_eq!(
+            parse_fdinfo_identity(b"pos:\t0\nflags:\t02\nmnt_id:\t16\nino:\t1057\n"),
+            Some((16, 1057))
+        );
+        assert_eq!(parse_fdinfo_identity(b"pos:\t0\nflags:\t02\n"), None);
     }
 
     #[test]
