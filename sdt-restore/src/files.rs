@@ -39,12 +39,12 @@ pub(crate) struct Descriptors {
     pub names: Vec<(i32, String)>,
     /// The checked files the stub opens through `/proc/self/fd/N`: open until it has.
     _checked: Vec<File>,
-    /// The pipes and eventfds made for it, which it takes copies of.
+    /// The objects made for it (pipes, eventfds, …), which it takes copies of.
     _made: Vec<OwnedFd>,
 }
 
-/// The stub's descriptors ([`plan::descriptors`]), each file it opens checked, each pipe
-/// and eventfd made again.
+/// The stub's descriptors ([`plan::descriptors`]), each file it opens checked, each
+/// object it holds that has no path made again.
 pub(crate) fn descriptors(meta: &SnapshotMeta, trust: &Trust) -> Result<Descriptors, Error> {
     let mut sources = Sources { meta, trust, checked: Vec::new(), names: Vec::new(), made: Vec::new() };
     let fds = plan::descriptors(meta, &mut sources)?;
@@ -99,38 +99,38 @@ impl plan::Sources for Sources<'_> {
             Remade::Object(&FileState::Eventfd { id: Some(id), .. }) => MadeKey::Eventfd(id),
             Remade::Object(_) => MadeKey::Alone(f.fd),
         };
-        if let Some((_, fd)) = self.made.iter().find(|(k, _)| *k == key) {
-            return Ok(fd.as_raw_fd());
+        if !self.made.iter().any(|(k, _)| *k == key) {
+            let (call, made) = match *object {
+                Remade::PipeEnd { pipe, capacity, data, .. } => {
+                    let ends = fds::pipe_holding(capacity, data).map(|(read, write)| {
+                        self.made.push((MadeKey::PipeEnd(pipe.to_owned(), false), read));
+                        write
+                    });
+                    ("making a pipe again", ends)
+                }
+                Remade::Object(&FileState::Eventfd { count, semaphore, .. }) => {
+                    ("making an eventfd again", fds::eventfd_with(count, semaphore))
+                }
+                Remade::Object(FileState::Epoll { .. }) => ("epoll_create1", fds::epoll_new()),
+                Remade::Object(&FileState::Timerfd { clockid, ticks, value_ns, interval_ns }) => {
+                    ("making a timerfd again", fds::timerfd_with(clockid, ticks, value_ns, interval_ns))
+                }
+                Remade::Object(&FileState::Signalfd { mask }) => ("signalfd4", fds::signalfd_with(mask)),
+                Remade::Object(FileState::PipeBuffer { .. }) => (
+                    "a pipe's bytes",
+                    Err(std::io::Error::other("a pipe is made by its ends, not its bytes")),
+                ),
+            };
+            let made = made.map_err(|e| failed(call, e))?;
+            let last = match *object {
+                Remade::PipeEnd { pipe, .. } => MadeKey::PipeEnd(pipe.to_owned(), true),
+                Remade::Object(_) => key.clone(),
+            };
+            self.made.push((last, made));
         }
-        let (call, made) = match *object {
-            Remade::PipeEnd { pipe, capacity, data, .. } => {
-                let ends = fds::pipe_holding(capacity, data).map(|(read, write)| {
-                    self.made.push((MadeKey::PipeEnd(pipe.to_owned(), false), read));
-                    write
-                });
-                ("making a pipe again", ends)
-            }
-            Remade::Object(&FileState::Eventfd { count, semaphore, .. }) => {
-                ("making an eventfd again", fds::eventfd_with(count, semaphore))
-            }
-            Remade::Object(FileState::Epoll { .. }) => ("epoll_create1", fds::epoll_new()),
-            Remade::Object(&FileState::Timerfd { clockid, ticks, value_ns, interval_ns }) => {
-                ("making a timerfd again", fds::timerfd_with(clockid, ticks, value_ns, interval_ns))
-            }
-            Remade::Object(&FileState::Signalfd { mask }) => ("signalfd4", fds::signalfd_with(mask)),
-            Remade::Object(FileState::PipeBuffer { .. }) => {
-                ("a pipe's bytes", Err(std::io::Error::other("a pipe is made by its ends, not its bytes")))
-            }
-        };
-        let made = made.map_err(|e| failed(call, e))?;
-        let last = match *object {
-            Remade::PipeEnd { pipe, .. } => MadeKey::PipeEnd(pipe.to_owned(), true),
-            Remade::Object(_) => key.clone(),
-        };
-        self.made.push((last, made));
         let (_, fd) = self.made.iter().find(|(k, _)| *k == key).expect("made above");
         // O_NONBLOCK belongs to the open file, which the program's descriptors of this
-        // object share here.
+        // object (dups) share here: each sets it, the same way.
         let nonblocking = f.flags & libc::O_NONBLOCK as u32 != 0;
         fds::set_nonblocking(fd.as_fd(), nonblocking).map_err(|e| failed("fcntl(F_SETFL)", e))?;
         Ok(fd.as_raw_fd())

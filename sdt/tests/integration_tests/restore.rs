@@ -295,8 +295,8 @@ fn a_programs_own_pipes_eventfds_epoll_timerfd_and_signalfd_resume() -> Result<(
     let out = sdt.ok(&["run", "-q", "--", prog.to_str().unwrap()]);
     let ran = stdout(&out);
     let resumed = [
-        "round 1 snapshot 1 ready 2 (tags 30) read 'ab' count 6 total 411 timer armed every 3600s signal 10",
-        "round 2 snapshot -1 ready 2 (tags 30) read 'ab' count 7 total 618 timer armed every 3600s signal 10",
+        "round 1 snapshot 1 ready 2 (tags 30) read 'ab' count 6 total 411 timer armed every 3600s signal 10 pipe nonblocking",
+        "round 2 snapshot -1 ready 2 (tags 30) read 'ab' count 7 total 618 timer armed every 3600s signal 10 pipe nonblocking",
     ];
     assert!(ran.contains(&format!("{}\n", resumed[0])), "{ran}");
     // The pipe held "ab" and the eventfd 6 at S1; the resumed program finds both ready

@@ -80,10 +80,12 @@ int main(int argc, char **argv)
 			perror("timer or signal");
 			return 1;
 		}
+		int nonblocking = (fcntl(wake[0], F_GETFL) & O_NONBLOCK) && (fcntl(wake[1], F_GETFL) & O_NONBLOCK);
 		printf("round %d snapshot %d ready %d (tags %ld) read '%.*s' count %lu total %ld timer %s every %lds "
-		       "signal %u\n",
+		       "signal %u pipe %s\n",
 		       round, snapshot, n_ready, tags, n, bytes, (unsigned long)count, total,
-		       left.it_value.tv_sec > 3000 ? "armed" : "off", (long)left.it_interval.tv_sec, got.ssi_signo);
+		       left.it_value.tv_sec > 3000 ? "armed" : "off", (long)left.it_interval.tv_sec, got.ssi_signo,
+		       nonblocking ? "nonblocking" : "blocking");
 		fflush(stdout); /* a resumed program must not print the lines before it again */
 	}
 	return 0;
