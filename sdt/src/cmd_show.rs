@@ -5,7 +5,7 @@ use std::path::Path;
 use anyhow::Result;
 use sdt_daemon::human::{self, escape};
 use sdt_gdb::arrivals::Arrival;
-use sdt_store::{Content, Trigger};
+use sdt_store::{Content, FileKind, FileState, OpenFile, Trigger};
 use sdt_target::Activity;
 
 use crate::cli::ShowOpt;
@@ -105,6 +105,11 @@ pub fn show(opt: ShowOpt) -> Result<()> {
             t.sp()
         );
     }
+    println!("\ndescriptors ({}):", m.files.len());
+    println!("  {:>5}  {:<11} {:<6} WHAT", "FD", "KIND", "FLAGS");
+    for f in &m.files {
+        println!("  {:>5}  {:<11} {:<6} {}", f.fd, kind_name(f.kind), flags_text(f.flags), describe_file(f));
+    }
     println!("\nmappings ({}):", m.mappings.len());
     println!("  {:>16}-{:<16} {:<5} {:>8} {:<10} PATH", "START", "END", "PERMS", "OFFSET", "CONTENT");
     for map in &m.mappings {
@@ -132,6 +137,70 @@ pub fn show(opt: ShowOpt) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// A descriptor's kind, as `sdt show` lists it.
+fn kind_name(kind: FileKind) -> &'static str {
+    match kind {
+        FileKind::Regular => "file",
+        FileKind::Directory => "directory",
+        FileKind::CharDevice => "chardev",
+        FileKind::BlockDevice => "blockdev",
+        FileKind::Pipe => "pipe",
+        FileKind::Socket => "socket",
+        FileKind::AnonInode => "anon_inode",
+        FileKind::Other => "other",
+    }
+}
+
+/// `r`, `w` or `rw`, and `nb` for `O_NONBLOCK`.
+fn flags_text(flags: u32) -> String {
+    let access = match flags & libc::O_ACCMODE as u32 {
+        a if a == libc::O_RDONLY as u32 => "r",
+        a if a == libc::O_WRONLY as u32 => "w",
+        _ => "rw",
+    };
+    let nonblocking = if flags & libc::O_NONBLOCK as u32 != 0 { ",nb" } else { "" };
+    format!("{access}{nonblocking}")
+}
+
+/// What a descriptor refers to, and what a restore makes it again with.
+fn describe_file(f: &OpenFile) -> String {
+    let target = escape(&f.target);
+    let state = match &f.state {
+        None => String::new(),
+        Some(FileState::PipeBuffer { capacity, data }) => {
+            format!(": holds {} (of {})", human::bytes(data.len() as u64), human::bytes(u64::from(*capacity)))
+        }
+        Some(FileState::Eventfd { count, semaphore, .. }) => {
+            format!(": count {count}{}", if *semaphore { ", semaphore" } else { "" })
+        }
+        Some(FileState::Epoll { watches }) => {
+            let each: Vec<String> = watches
+                .iter()
+                .map(|w| format!("fd {} (events {:#x}, data {})", w.fd, w.events, w.data))
+                .collect();
+            format!(": watches {}", if each.is_empty() { "nothing".to_owned() } else { each.join(", ") })
+        }
+        Some(FileState::Timerfd { clockid, ticks, value_ns, interval_ns }) => {
+            let next = match value_ns {
+                0 => "disarmed".to_owned(),
+                ns => format!("next in {}", human::duration_ns(*ns)),
+            };
+            let every = match interval_ns {
+                0 => String::new(),
+                ns => format!(", every {}", human::duration_ns(*ns)),
+            };
+            format!(": clock {clockid}, {next}{every}, {ticks} unread")
+        }
+        Some(FileState::Signalfd { mask }) => {
+            let signals: Vec<String> =
+                (1..=64).filter(|n| mask & (1u64 << (n - 1)) != 0).map(sdt_store::signal_name).collect();
+            format!(": reads {}", signals.join(", "))
+        }
+    };
+    let inherited = if f.inherited { " (from `sdt run`'s caller)" } else { "" };
+    format!("{target}{state}{inherited}")
 }
 
 /// `sdt show G2`: the ranks' snapshots of a global snapshot, what the history says of

@@ -309,6 +309,25 @@ fn a_programs_own_pipes_eventfds_epoll_timerfd_and_signalfd_resume() -> Result<(
     Ok(())
 }
 
+/// `sdt show` lists the descriptors with what a restore makes each again with (no root:
+/// the capture alone).
+fn show_lists_the_descriptors_a_restore_makes_again() {
+    let sdt = Sdt::new();
+    let prog = program("selfpipe");
+    sdt.ok(&["run", "-q", "--", prog.to_str().unwrap()]);
+    let show = stdout(&sdt.ok(&["show", "S1"]));
+    let line = |fd: &str| show.lines().find(|l| l.trim_start().starts_with(&format!("{fd} "))).unwrap_or("");
+    assert!(show.contains("descriptors ("), "{show}");
+    assert!(
+        line("3").contains("pipe        r,nb   pipe:[") && line("3").ends_with("holds 2 B (of 64.0 KiB)"),
+        "{show}"
+    );
+    assert!(line("5").ends_with("anon_inode:[eventfd]: count 6"), "{show}");
+    assert!(line("7").contains("watches fd ") && line("7").contains("data 10"), "{show}");
+    assert!(line("8").contains("every 3600.00 s, 0 unread"), "{show}");
+    assert!(line("9").ends_with("reads SIGUSR1"), "{show}");
+}
+
 fn unsupported_objects_and_bad_intervals_are_named() -> Result<(), Skip> {
     may_restore()?;
     // selfpipe socket holds a socketpair.
@@ -444,6 +463,7 @@ sdt_test_harness::tests![
     refining_a_deterministic_interval_reproduces_its_end,
     refine_detects_a_mismatch_and_retries,
     a_programs_own_pipes_eventfds_epoll_timerfd_and_signalfd_resume,
+    show_lists_the_descriptors_a_restore_makes_again,
     unsupported_objects_and_bad_intervals_are_named,
     a_check_gdb_cannot_evaluate_stops_refine_before_anything_runs,
 ];
