@@ -3,7 +3,7 @@
 //! and what a missing file means, is decided here.
 
 use std::collections::HashMap;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::PathBuf;
 
@@ -175,12 +175,21 @@ impl FdTable {
         }
         self.known = known;
         files.sort_unstable_by_key(|f| f.fd);
-        for i in pipes_held_whole(&files) {
-            let f = &mut files[i];
-            match peek_pipe(live_thread, f.fd) {
-                Ok((capacity, data)) => f.state = Some(FileState::PipeBuffer { capacity, data }),
-                // The snapshot then cannot be resumed; the capture goes on.
-                Err(e) => log::warn!("reading what pipe {} (fd {}) holds: {e}", f.target, f.fd),
+        // One pidfd for every pipe of this capture. Without it, or without a pipe's bytes,
+        // the snapshot cannot be resumed; the capture goes on.
+        let whole = pipes_held_whole(&files);
+        if !whole.is_empty() {
+            match fds::pidfd_open(live_thread) {
+                Ok(pidfd) => {
+                    for i in whole {
+                        let f = &mut files[i];
+                        match peek_pipe(&pidfd, live_thread, f.fd) {
+                            Ok((capacity, data)) => f.state = Some(FileState::PipeBuffer { capacity, data }),
+                            Err(e) => log::warn!("reading what pipe {} (fd {}) holds: {e}", f.target, f.fd),
+                        }
+                    }
+                }
+                Err(e) => log::warn!("reading what the program's pipes hold: {e}"),
             }
         }
         Ok(files)
@@ -203,10 +212,10 @@ fn epoll_state(tid: Tid, info: &[u8]) -> Option<FileState> {
     Some(FileState::Epoll { watches })
 }
 
-/// The capacity of the pipe whose read end is `fd` of `pid`, and the bytes in it (left
-/// there).
-fn peek_pipe(pid: Tid, fd: i32) -> Result<(u32, Vec<u8>), sdt_sys::Error> {
-    let theirs = fds::pidfd_open(pid).and_then(|pidfd| fds::pidfd_getfd(&pidfd, pid, fd))?;
+/// The capacity of the pipe whose read end is `fd` of `pid` (whose pidfd is `pidfd`),
+/// and the bytes in it (left there).
+fn peek_pipe(pidfd: &OwnedFd, pid: Tid, fd: i32) -> Result<(u32, Vec<u8>), sdt_sys::Error> {
+    let theirs = fds::pidfd_getfd(pidfd, pid, fd)?;
     fds::peek_pipe(theirs.as_fd()).map_err(|source| sdt_sys::Error {
         call: "tee (a copy of the pipe's bytes)",
         tid: pid.raw(),
