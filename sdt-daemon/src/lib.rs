@@ -304,8 +304,11 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, Error> {
             drive(started, events, &store, started_ns, opts)
         }
         Target::Launch(command) => {
-            let started = launch(command, opts, &store, TRACE_OPTIONS, |pid| {
-                Tracer::start(pid, SEIZED_OPTIONS, &opts.breaks, opts.signal_snapshots)
+            // Processes the program forks start with the --break int3s: they are traced
+            // until those are taken out.
+            let forks = if breaks { options::TRACEFORK } else { 0 };
+            let started = launch(command, opts, &store, TRACE_OPTIONS | forks, |pid| {
+                Tracer::start(pid, SEIZED_OPTIONS | forks, &opts.breaks, opts.signal_snapshots)
             })?;
             drive(started, events, &store, started_ns, opts)
         }

@@ -105,8 +105,8 @@ struct Thread {
     exiting: bool,
     /// Stopped at this breakpoint, whose capture is queued or under way.
     at_breakpoint: Option<BreakpointHit>,
-    /// Stopped at its `clone` event: the call has not returned yet (`rax` still holds
-    /// `-ENOSYS`, not the new thread's id).
+    /// Stopped at its `clone` (or `fork`) event: the call has not returned yet (`rax`
+    /// still holds `-ENOSYS`, not the new thread's id).
     at_clone: bool,
 }
 
@@ -282,7 +282,12 @@ impl Tracer {
                 }
                 self.threads.entry(tid).or_default().at_clone = freezing;
             }
+            Stop::Event(event::FORK, _) => self.threads.entry(tid).or_default().at_clone = freezing,
             _ => {}
+        }
+        if self.options & options::TRACEFORK != 0 && !self.threads.contains_key(&tid) && !self.owns(tid) {
+            self.let_child_go(tid);
+            return Ok(None);
         }
         // A stop from a thread we have not heard of is a new thread's first stop, which
         // can arrive before its parent's clone event.
@@ -322,6 +327,33 @@ impl Tracer {
         }
         resume_thread(tid, self.threads.get_mut(&tid).expect("entered above"))?;
         Ok(None)
+    }
+
+    /// Whether `tid` is a thread of the program (not a process it forked).
+    fn owns(&self, tid: Tid) -> bool {
+        std::path::Path::new(&format!("/proc/{}/task/{tid}", self.pid)).exists()
+    }
+
+    /// `child`, a process the program forked, is traced (`PTRACE_O_TRACEFORK`, set while
+    /// there are symbol breakpoints) only so that it starts without their int3s, which
+    /// would kill it: its copy of the memory gets the program's own bytes back, and it is
+    /// let go. A child that shares the program's memory (`clone(CLONE_VM)` without
+    /// `CLONE_THREAD`) keeps them.
+    fn let_child_go(&mut self, child: Tid) {
+        match memory::same_address_space(child, self.pid) {
+            Ok(false) => {
+                if let Err(e) = self.symbols.restore_bytes(child) {
+                    log::warn!("process {child}, forked by the program, keeps the --break int3s: {e}");
+                }
+            }
+            Ok(true) => log::debug!("process {child} shares the program's memory, int3s and all"),
+            Err(e) => log::debug!("process {child}: {e}"),
+        }
+        if let Err(e) = ptrace::detach(child)
+            && !e.is_gone()
+        {
+            log::warn!("letting process {child}, forked by the program, go: {e}");
+        }
     }
 
     /// The signal `signo` thread `tid` is stopped at the delivery of, if it is about to
@@ -364,6 +396,7 @@ impl Tracer {
     /// The program's end, as the event to report. During a freeze, whoever waited may not
     /// be the one to pass the end on (a thaw does not): it is the next event too.
     fn program_ended(&mut self, exit: ProgramExit, freezing: bool) -> TargetEvent {
+        self.symbols.tell_never_loaded();
         if freezing {
             self.queued.push_back(TargetEvent::Exited(exit));
         }

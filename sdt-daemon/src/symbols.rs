@@ -2,8 +2,9 @@
 //! not call `SetBreakpoint`, placed by the tracer at function entries.
 //!
 //! ```text
-//!  program start (exec stop)   FUNC's address from the program's ELF symbols; its first
-//!                              byte becomes int3 (0xcc), written through /proc/PID/mem
+//!  program start (exec stop)   FUNC's address from the ELF symbols of the program (or,
+//!                              once the loader has mapped them, of its libraries); its
+//!                              first byte becomes int3 (0xcc), written through /proc/PID/mem
 //!  a thread reaches FUNC       SIGTRAP with rip = FUNC + 1: rip goes back to FUNC, and the
 //!                              arrival becomes a breakpoint (level 1, class 0, id N for the
 //!                              N-th --break, attrs "symbol=FUNC")
@@ -25,15 +26,27 @@
 //! or, where FUNC has parameters, with them (`Foo::bar(int)`). A name that several
 //! functions have (overloads) is an error that lists them.
 //!
-//! Only the program's own functions can be named (its libraries are not loaded yet at its
-//! start), and only in the image `sdt run` started: after `execve` the breakpoints are
-//! gone. A child the program forks inherits the int3s untraced, and dies of `SIGTRAP`
-//! if it calls FUNC.
+//! Functions are looked for in the program first. Those it lacks are looked for in the
+//! libraries it loads at its start: the program is run until its dynamic loader says they
+//! are loaded (an int3 at the loader's `_dl_debug_state`, which it calls before and after
+//! each change, `_r_debug.r_state` telling which), before any of the program's own code
+//! runs; a function found nowhere then is an error. `--break LIB:FUNC` looks in library
+//! LIB only, whenever the program loads it (`dlopen`): the loader's int3 stays for those,
+//! and a library unloaded takes its int3s with it (placed again if it comes back, its
+//! arrivals counted on).
+//!
+//! The breakpoints hold in the image `sdt run` started: after `execve` they are gone. A
+//! process the program forks is traced until its copy of the memory has the program's
+//! own bytes back, then let go. A `vfork` child (`posix_spawn`, `system`) shares the
+//! int3s until it execs, and dies of `SIGTRAP` if it calls FUNC before.
+
+use std::time::{Duration, Instant};
 
 use sdt_abi::regs::UserRegs;
 use sdt_abi::{PROTOCOL_VERSION, Span, SpanError, TRAP_RECORD_SIZE, TrapRecord};
 use sdt_store::Mapping;
-use sdt_sys::ptrace;
+use sdt_sys::ptrace::{self, event};
+use sdt_sys::wait::{self, Stop};
 use sdt_sys::{Tid, memory, monotonic_ns};
 
 use crate::freeze::BreakpointHit;
@@ -41,13 +54,39 @@ use crate::freeze::BreakpointHit;
 /// The `int3` instruction.
 const INT3: u8 = 0xcc;
 
-/// A function to break at, as `--break FUNC[@HIT,…]` names it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A function to break at, as `--break [LIB:]FUNC[@HIT,…]` names it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SymbolBreak {
-    /// The function's symbol.
+    /// The function's symbol, or its name as its source writes it.
     pub name: String,
+    /// The library to find it in, whenever the program loads it (`libz`, `libz.so.1`, a
+    /// path); `None`: the program, else the libraries it loads at its start.
+    pub library: Option<String>,
     /// Which arrivals capture (from 1); empty: every one.
     pub hits: Vec<Span>,
+}
+
+impl std::fmt::Display for SymbolBreak {
+    /// `LIB:FUNC` or `FUNC`, as `--break` named it (hits aside).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.library {
+            Some(lib) => write!(f, "{lib}:{}", self.name),
+            None => f.write_str(&self.name),
+        }
+    }
+}
+
+/// Where a function was looked for, for [`BreakError::NoSuchSymbol`].
+fn searched(exe: &str, libraries: usize, name: &str) -> String {
+    match libraries {
+        0 => format!("the program {exe} defines no such symbol (stripped?)"),
+        n => format!(
+            "neither the program {exe} nor the {n} librar{} it loads at its start define{} it (stripped? a \
+             library it loads later is named as --break LIB:{name})",
+            if n == 1 { "y" } else { "ies" },
+            if n == 1 { "s" } else { "" },
+        ),
+    }
 }
 
 /// Why a `--break` cannot be placed.
@@ -101,17 +140,43 @@ pub enum BreakError {
         #[source]
         source: object::Error,
     },
-    /// The program has no such function.
-    #[error(
-        "--break {name}: the program {exe} defines no such symbol (stripped, or in a library?){suggestion}"
-    )]
+    /// Neither the program nor the libraries it starts with have such a function.
+    #[error("--break {name}: {}{suggestion}", searched(exe, *libraries, name))]
     NoSuchSymbol {
         /// The function.
         name: String,
         /// The program.
         exe: String,
+        /// How many libraries were searched besides it (0: it loads none).
+        libraries: usize,
         /// Functions whose names end in `::name`, as `(did you mean …?)`, or nothing.
         suggestion: String,
+    },
+    /// `LIB:FUNC` for a program that loads no libraries.
+    #[error("--break {text}: the program {exe} is statically linked: it loads no libraries")]
+    Static {
+        /// The `--break` value.
+        text: String,
+        /// The program.
+        exe: String,
+    },
+    /// `:FUNC`.
+    #[error("--break {text}: no library before the `:` (use --break LIB:FUNC, e.g. libz:deflate)")]
+    NoLibrary {
+        /// The `--break` value.
+        text: String,
+    },
+    /// The program ended while its libraries were being loaded.
+    #[error(
+        "--break: the program ended before its libraries were loaded (a library missing? the loader's \
+         message is above)"
+    )]
+    EndedAtStart,
+    /// The loader took too long.
+    #[error("--break: the program's dynamic loader did not finish loading its libraries within {seconds} s")]
+    LoaderTimeout {
+        /// The limit.
+        seconds: u64,
     },
     /// Several functions have the name.
     #[error(
@@ -161,23 +226,50 @@ impl SymbolBreak {
             }
             None => (text, Vec::new()),
         };
+        let (library, name) = split_library(name);
         if name.is_empty() {
             return Err(BreakError::NoFunction { text: text.to_owned() });
         }
-        Ok(SymbolBreak { name: name.to_owned(), hits })
+        if library == Some("") {
+            return Err(BreakError::NoLibrary { text: text.to_owned() });
+        }
+        Ok(SymbolBreak { name: name.to_owned(), library: library.map(str::to_owned), hits })
     }
 }
 
-/// One placed breakpoint.
+/// A `--break` and its arrivals.
+#[derive(Debug)]
+struct Wanted {
+    /// The N-th `--break` (from 0): its breakpoint id is N + 1.
+    index: usize,
+    what: SymbolBreak,
+    /// Arrivals so far (across a library's unload and reload).
+    count: u64,
+    /// Warned that its library was loaded without defining it.
+    told_missing: bool,
+    /// Placed at some time.
+    ever_placed: bool,
+}
+
+/// What an int3 is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum At {
+    /// A `--break` function's entry: the index of its [`Wanted`].
+    Function(usize),
+    /// The dynamic loader's `_dl_debug_state`, which it calls before and after it loads or
+    /// unloads libraries.
+    Loader,
+}
+
+/// One placed int3.
 #[derive(Debug)]
 struct Trap {
-    name: String,
-    hits: Vec<Span>,
+    at: At,
     addr: u64,
     /// The byte the int3 replaces.
     original: u8,
-    /// Arrivals so far.
-    count: u64,
+    /// The file it is in (the program, a library, the loader).
+    file: String,
 }
 
 /// What a thread's `SIGTRAP` was, to the symbol breakpoints.
@@ -187,7 +279,8 @@ pub(crate) enum Arrival {
     NotOurs,
     /// At one, during a freeze: moved back to the entry, to trap again once resumed.
     Later,
-    /// An arrival that does not capture: to be stepped over.
+    /// An arrival that does not capture (or the loader's, now followed): to be stepped
+    /// over.
     Pass,
     /// An arrival asked for: a breakpoint.
     Hit(BreakpointHit),
@@ -196,50 +289,210 @@ pub(crate) enum Arrival {
 /// The symbol breakpoints of a program.
 #[derive(Debug, Default)]
 pub(crate) struct SymbolTraps {
+    wanted: Vec<Wanted>,
     traps: Vec<Trap>,
     /// Whether the int3s are in the program's memory now.
     armed: bool,
+    /// The program's file.
+    exe: String,
+    /// Where the loader says what it is doing (`_r_debug.r_state`), if it says.
+    loader_state: Option<u64>,
 }
+
+/// How long the dynamic loader may take to load a program's libraries at its start.
+const LOADER_TIMEOUT: Duration = Duration::from_secs(60);
+/// `r_state` within glibc's and musl's `struct r_debug` (after `r_version`, `r_map` and
+/// `r_brk`).
+const R_STATE_OFFSET: u64 = 24;
+/// `RT_CONSISTENT`: no library is being loaded or unloaded.
+const RT_CONSISTENT: i32 = 0;
 
 impl SymbolTraps {
     /// Finds every function of `breaks` in the program `pid` (stopped at its exec) and
-    /// places its int3. An unknown function is an error naming it.
+    /// places its int3. Functions the program does not define are looked for in the
+    /// libraries it loads at its start: it is run until its dynamic loader has loaded
+    /// them, before any of its own code runs. A function found nowhere is an error naming
+    /// it; a `LIB:FUNC` waits for LIB, whenever the program loads it.
     pub(crate) fn place(pid: Tid, breaks: &[SymbolBreak]) -> Result<SymbolTraps, BreakError> {
         if breaks.is_empty() {
             return Ok(SymbolTraps::default());
+        }
+        let mut wanted: Vec<Wanted> = Vec::new();
+        for (index, b) in breaks.iter().enumerate() {
+            if wanted.iter().any(|w| w.what.name == b.name && w.what.library == b.library) {
+                return Err(BreakError::Twice { name: b.to_string() });
+            }
+            wanted.push(Wanted { index, what: b.clone(), count: 0, told_missing: false, ever_placed: false });
         }
         let mappings = sdt_procfs::maps(pid).map_err(BreakError::Maps)?;
         let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
             .map(|p| p.display().to_string())
             .unwrap_or_default();
-        let mut traps: Vec<Trap> = Vec::new();
-        for b in breaks {
-            if traps.iter().any(|t| t.name == b.name) {
-                return Err(BreakError::Twice { name: b.name.clone() });
+        let mut placed = SymbolTraps { wanted, exe, ..SymbolTraps::default() };
+        for i in 0..placed.wanted.len() {
+            if placed.wanted[i].what.library.is_none() {
+                let name = placed.wanted[i].what.name.clone();
+                if let Some(addr) = function_entry(&only_of(&mappings, &placed.exe), &placed.exe, &name)? {
+                    placed.add(pid, At::Function(i), addr, placed.exe.clone())?;
+                }
             }
-            let addr = function_entry(&mappings, &exe, &b.name)?;
-            let mut original = [0u8];
-            memory::read_exact(pid, addr, &mut original)
-                .map_err(|source| BreakError::Unreadable { name: b.name.clone(), source })?;
-            traps.push(Trap {
-                name: b.name.clone(),
-                hits: b.hits.clone(),
-                addr,
-                original: original[0],
-                count: 0,
-            });
         }
-        let mut placed = SymbolTraps { traps, armed: false };
+        if placed.wanted.iter().any(|w| !placed.has_trap(w)) {
+            placed.wait_for_libraries(pid, &mappings)?;
+        }
         placed.arm(pid).map_err(BreakError::Place)?;
         Ok(placed)
+    }
+
+    /// Runs the program `pid` until its dynamic loader has loaded the libraries it starts
+    /// with, places the functions found there, and keeps an int3 at the loader's
+    /// `_dl_debug_state` if libraries it loads later may matter. An error if the program
+    /// has no loader, or a function without `LIB:` is still found nowhere.
+    fn wait_for_libraries(&mut self, pid: Tid, mappings: &[Mapping]) -> Result<(), BreakError> {
+        // At the exec stop only the program and its loader are mapped.
+        let loader = mappings.iter().filter(|m| is_library(m) && m.path != self.exe).find_map(|m| {
+            let own = only_of(mappings, &m.path);
+            Some((m.path.clone(), sdt_target::symbol_in(&own, &m.path, "_dl_debug_state", &open)?, own))
+        });
+        let Some((loader, entry, own)) = loader else {
+            let unplaced = self.wanted.iter().find(|w| !self.has_trap(w)).map(|w| w.what.clone());
+            return Err(self.not_found(&unplaced.unwrap_or_default(), 0));
+        };
+        self.loader_state =
+            sdt_target::symbol_in(&own, &loader, "_r_debug", &open).map(|a| a + R_STATE_OFFSET);
+        // Only the loader's int3 while it works: the program's functions wait.
+        let in_program = std::mem::take(&mut self.traps);
+        self.add(pid, At::Loader, entry, loader)?;
+        self.arm(pid).map_err(BreakError::Place)?;
+        let deadline = Instant::now() + LOADER_TIMEOUT;
+        let mut signal = 0;
+        loop {
+            ptrace::resume(pid, signal).map_err(BreakError::Place)?;
+            signal = 0;
+            let Some((_, stop)) = wait::wait_for_until(pid, deadline).map_err(BreakError::Place)? else {
+                return Err(BreakError::LoaderTimeout { seconds: LOADER_TIMEOUT.as_secs() });
+            };
+            match stop {
+                Stop::Signal(libc::SIGTRAP) if self.rewind_to_loader(pid).map_err(BreakError::Place)? => {
+                    let done = self.loader_consistent(pid);
+                    self.step_alone(pid).map_err(BreakError::Place)?;
+                    if done {
+                        break;
+                    }
+                }
+                Stop::Signal(s) => signal = s,
+                Stop::Event(event::EXIT, _) | Stop::Exited(_) | Stop::Killed(..) => {
+                    return Err(BreakError::EndedAtStart);
+                }
+                Stop::Event(..) => {}
+            }
+        }
+        self.disarm(pid).map_err(BreakError::Place)?;
+        self.traps.extend(in_program);
+        self.follow_libraries(pid, true)?;
+        let later = self.wanted.iter().any(|w| w.what.library.is_some())
+            || self.traps.iter().any(|t| t.at != At::Loader && t.file != self.exe);
+        if !later {
+            self.traps.retain(|t| t.at != At::Loader);
+        }
+        Ok(())
+    }
+
+    /// Looks for the functions not placed yet in the libraries mapped now, and forgets
+    /// those placed in libraries no longer mapped (their int3s went with them). At the
+    /// program's start (`startup`), a function without `LIB:` found nowhere is an error.
+    fn follow_libraries(&mut self, pid: Tid, startup: bool) -> Result<(), BreakError> {
+        let mappings = sdt_procfs::maps(pid).map_err(BreakError::Maps)?;
+        self.traps.retain(|t| {
+            t.file == self.exe
+                || mappings.iter().any(|m| m.path == t.file && m.start <= t.addr && t.addr < m.end)
+        });
+        let loader = self.traps.iter().find(|t| t.at == At::Loader).map(|t| t.file.clone());
+        let libraries = library_files(&mappings, &self.exe, loader.as_deref());
+        for i in 0..self.wanted.len() {
+            if self.has_trap(&self.wanted[i]) {
+                continue;
+            }
+            let what = self.wanted[i].what.clone();
+            let candidates: Vec<&str> = match &what.library {
+                Some(lib) => libraries.iter().copied().filter(|f| names_library(f, lib)).take(1).collect(),
+                None if startup => libraries.clone(),
+                None => Vec::new(),
+            };
+            let mut found = None;
+            for file in &candidates {
+                match function_entry(&only_of(&mappings, file), file, &what.name) {
+                    Ok(Some(addr)) => {
+                        found = Some((addr, file.to_string()));
+                        break;
+                    }
+                    Ok(None) => {}
+                    // Not an ELF file the loader mapped (or gone since): nothing to find.
+                    Err(e @ (BreakError::Open { .. } | BreakError::Symbols { .. })) => {
+                        log::debug!("{}", crate::human::error_chain(&e));
+                    }
+                    Err(e) if startup => return Err(e),
+                    Err(e) => log::warn!("{}", crate::human::error_chain(&e)),
+                }
+            }
+            match (found, &what.library) {
+                (Some((addr, file)), _) => {
+                    log::debug!("--break {what}: {file} at {addr:#x}");
+                    self.add(pid, At::Function(i), addr, file)?;
+                }
+                (None, None) if startup => return Err(self.not_found(&what, libraries.len())),
+                (None, Some(_)) if !candidates.is_empty() && !self.wanted[i].told_missing => {
+                    self.wanted[i].told_missing = true;
+                    log::warn!("--break {what}: {} was loaded but defines no such function", candidates[0]);
+                }
+                (None, _) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The error for `what`, found nowhere: in the program and the `libraries` it
+    /// starts with (0: it loads none).
+    fn not_found(&self, what: &SymbolBreak, libraries: usize) -> BreakError {
+        if what.library.is_some() {
+            return BreakError::Static { text: what.to_string(), exe: self.exe.clone() };
+        }
+        let functions = program_functions(&self.exe, &what.name).unwrap_or_default();
+        BreakError::NoSuchSymbol {
+            name: what.name.clone(),
+            exe: self.exe.clone(),
+            libraries,
+            suggestion: suggestion(&what.name, &functions),
+        }
+    }
+
+    fn has_trap(&self, wanted: &Wanted) -> bool {
+        self.traps.iter().any(|t| t.at == At::Function(wanted.index))
+    }
+
+    /// Records an int3 at `addr` in `file` (placed at once if the int3s are in).
+    fn add(&mut self, pid: Tid, at: At, addr: u64, file: String) -> Result<(), BreakError> {
+        let name = || match at {
+            At::Function(i) => self.wanted[i].what.to_string(),
+            At::Loader => "_dl_debug_state".to_owned(),
+        };
+        let mut original = [0u8];
+        memory::read_exact(pid, addr, &mut original)
+            .map_err(|source| BreakError::Unreadable { name: name(), source })?;
+        if self.armed {
+            memory::poke(pid, addr, &[INT3]).map_err(BreakError::Place)?;
+        }
+        if let At::Function(i) = at {
+            self.wanted[i].ever_placed = true;
+        }
+        self.traps.push(Trap { at, addr, original: original[0], file });
+        Ok(())
     }
 
     /// Puts the int3s (back) into the program.
     pub(crate) fn arm(&mut self, pid: Tid) -> Result<(), sdt_sys::Error> {
         if !self.armed && !self.traps.is_empty() {
-            for t in &self.traps {
-                memory::poke(pid, t.addr, &[INT3])?;
-            }
+            self.poke_all(pid, |_| INT3)?;
             self.armed = true;
         }
         Ok(())
@@ -248,12 +501,43 @@ impl SymbolTraps {
     /// Takes the int3s out: the program's memory is its own again.
     pub(crate) fn disarm(&mut self, pid: Tid) -> Result<(), sdt_sys::Error> {
         if self.armed {
-            for t in &self.traps {
-                memory::poke(pid, t.addr, &[t.original])?;
-            }
+            self.poke_all(pid, |t| t.original)?;
             self.armed = false;
         }
         Ok(())
+    }
+
+    /// Writes each trap's `byte`. A library's trap that cannot be written is forgotten:
+    /// the program unloaded the library (its loader reports that only afterwards).
+    fn poke_all(&mut self, pid: Tid, byte: impl Fn(&Trap) -> u8) -> Result<(), sdt_sys::Error> {
+        let mut failed = None;
+        self.traps.retain(|t| match memory::poke(pid, t.addr, &[byte(t)]) {
+            Ok(()) => true,
+            Err(e) if t.file != self.exe && !e.is_gone() => {
+                log::debug!("{} is no longer mapped at {:#x}: {e}", t.file, t.addr);
+                false
+            }
+            Err(e) => {
+                failed.get_or_insert(e);
+                true
+            }
+        });
+        failed.map_or(Ok(()), Err)
+    }
+
+    /// Writes the program's own bytes over every int3 in the memory of `child`, a process
+    /// the program forked (with its own copy of the memory).
+    pub(crate) fn restore_bytes(&self, child: Tid) -> Result<(), sdt_sys::Error> {
+        self.traps.iter().try_for_each(|t| memory::poke(child, t.addr, &[t.original]))
+    }
+
+    /// Says which `--break LIB:FUNC` never found LIB loaded, as the program ends.
+    pub(crate) fn tell_never_loaded(&self) {
+        for w in self.wanted.iter().filter(|w| !w.ever_placed && !w.told_missing) {
+            if let Some(lib) = &w.what.library {
+                log::warn!("--break {}: the program never loaded a library {lib}", w.what);
+            }
+        }
     }
 
     /// Whether the int3s are in place.
@@ -270,24 +554,41 @@ impl SymbolTraps {
 
     /// What thread `tid`'s `SIGTRAP` is. If it stopped at one of the int3s (`rip` just
     /// past it), it is moved back to the function's entry; the arrival is counted only if
-    /// `count` (during a freeze it is not: the thread traps again once resumed).
+    /// `count` (during a freeze it is not: the thread traps again once resumed). The
+    /// loader's arrival is followed here (functions of libraries just loaded are placed)
+    /// and is then to be stepped over.
     pub(crate) fn arrival(&mut self, tid: Tid, count: bool) -> Result<Arrival, sdt_sys::Error> {
         if !self.armed {
             return Ok(Arrival::NotOurs);
         }
         let mut regs = ptrace::regs(tid)?;
-        let Some(index) = self.traps.iter().position(|t| t.addr + 1 == regs.rip) else {
+        let Some(trap) = self.traps.iter().find(|t| t.addr + 1 == regs.rip) else {
             return Ok(Arrival::NotOurs);
         };
+        let at = trap.at;
         regs.rip -= 1;
         ptrace::set_regs(tid, &regs)?;
         if !count {
             return Ok(Arrival::Later);
         }
-        let trap = &mut self.traps[index];
-        trap.count += 1;
-        let hit = trap.count;
-        if !trap.hits.is_empty() && !trap.hits.iter().any(|s| s.contains(hit as i64)) {
+        let index = match at {
+            At::Function(index) => index,
+            At::Loader => {
+                if self.loader_consistent(tid)
+                    && let Err(e) = self.follow_libraries(tid, false)
+                {
+                    log::warn!(
+                        "following the libraries the program loads: {}",
+                        crate::human::error_chain(&e)
+                    );
+                }
+                return Ok(Arrival::Pass);
+            }
+        };
+        let wanted = &mut self.wanted[index];
+        wanted.count += 1;
+        let hit = wanted.count;
+        if !wanted.what.hits.is_empty() && !wanted.what.hits.iter().any(|s| s.contains(hit as i64)) {
             return Ok(Arrival::Pass);
         }
         let record = TrapRecord {
@@ -308,13 +609,62 @@ impl SymbolTraps {
             tid,
             record,
             record_addr: 0,
-            attrs: format!("symbol={}", trap.name),
+            attrs: format!("symbol={}", wanted.what.name),
         }))
     }
 
+    /// Whether the loader has finished loading or unloading (it calls `_dl_debug_state`
+    /// before and after): as its `r_state` says, or, where it has none, whether a library
+    /// is mapped yet.
+    fn loader_consistent(&self, tid: Tid) -> bool {
+        match self.loader_state {
+            Some(addr) => {
+                let mut state = [0u8; 4];
+                memory::read_exact(tid, addr, &mut state)
+                    .is_ok_and(|()| i32::from_le_bytes(state) == RT_CONSISTENT)
+            }
+            None => sdt_procfs::maps(tid).is_ok_and(|m| {
+                let loader = self.traps.iter().find(|t| t.at == At::Loader).map(|t| t.file.as_str());
+                !library_files(&m, &self.exe, loader).is_empty()
+            }),
+        }
+    }
+
+    /// If thread `tid` stopped at the loader's int3, moves it back to the entry: true.
+    fn rewind_to_loader(&self, tid: Tid) -> Result<bool, sdt_sys::Error> {
+        let mut regs = ptrace::regs(tid)?;
+        if !self.traps.iter().any(|t| t.at == At::Loader && t.addr + 1 == regs.rip) {
+            return Ok(false);
+        }
+        regs.rip -= 1;
+        ptrace::set_regs(tid, &regs)?;
+        Ok(true)
+    }
+
+    /// Moves `tid`, the program's only thread, past the first instruction of the
+    /// function it stands at: emulated, or stepped with the int3s out.
+    fn step_alone(&mut self, tid: Tid) -> Result<(), sdt_sys::Error> {
+        if self.emulate_entry(tid)? {
+            return Ok(());
+        }
+        self.disarm(tid)?;
+        ptrace::single_step(tid)?;
+        let deadline = Instant::now() + ptrace::STEP_TIMEOUT;
+        match wait::wait_for_until(tid, deadline)? {
+            Some((_, Stop::Signal(libc::SIGTRAP))) => self.arm(tid),
+            other => Err(sdt_sys::Error {
+                call: "PTRACE_SINGLESTEP",
+                tid: tid.raw(),
+                source: std::io::Error::other(format!(
+                    "the step over the loader's entry ended with {other:?}"
+                )),
+            }),
+        }
+    }
+
     /// Runs the first instruction of the function thread `tid` stands at without the
-    /// int3 being taken out, if it is a usual prologue: `endbr64`, or `push` of a
-    /// register. False if it is something else.
+    /// int3 being taken out, if it is a usual prologue: `endbr64`, `push` of a register,
+    /// or `ret` (the loader's `_dl_debug_state`). False if it is something else.
     pub(crate) fn emulate_entry(&self, tid: Tid) -> Result<bool, sdt_sys::Error> {
         let mut regs = ptrace::regs(tid)?;
         let rip = regs.rip;
@@ -332,9 +682,65 @@ impl SymbolTraps {
                 regs.rsp = rsp;
                 regs.rip = rip + len;
             }
+            Prologue::Ret => {
+                let mut to = [0u8; 8];
+                memory::read_exact(tid, regs.rsp, &mut to)?;
+                regs.rip = u64::from_le_bytes(to);
+                regs.rsp = regs.rsp.wrapping_add(8);
+            }
         }
         ptrace::set_regs(tid, &regs)?;
         Ok(true)
+    }
+}
+
+/// Opens a mapped file to read its symbols (regular files only).
+fn open(path: &str) -> Option<std::fs::File> {
+    sdt_sys::open_regular(path)
+}
+
+/// Whether mapping `m` maps code of a file (the program, a library, the loader).
+fn is_library(m: &Mapping) -> bool {
+    m.perms.exec && m.path.starts_with('/') && m.inode != 0 && !m.path.ends_with(" (deleted)")
+}
+
+/// The mappings of `file`.
+fn only_of(mappings: &[Mapping], file: &str) -> Vec<Mapping> {
+    mappings.iter().filter(|m| m.path == file).cloned().collect()
+}
+
+/// The libraries mapped, besides the program `exe`, in the order the loader loaded them
+/// (it maps each below the last), the loader itself last.
+fn library_files<'m>(mappings: &'m [Mapping], exe: &str, loader: Option<&str>) -> Vec<&'m str> {
+    let mut files: Vec<(&str, u64)> = Vec::new();
+    for m in mappings.iter().filter(|m| is_library(m) && m.path != exe) {
+        match files.iter_mut().find(|(f, _)| *f == m.path) {
+            Some((_, start)) => *start = (*start).min(m.start),
+            None => files.push((&m.path, m.start)),
+        }
+    }
+    files.sort_by_key(|&(f, start)| (Some(f) == loader, std::cmp::Reverse(start)));
+    files.into_iter().map(|(f, _)| f).collect()
+}
+
+/// Whether `--break LIB:…` names the library at `path`: its full path, or its file name
+/// or the start of it up to a `.` or `-` (`libz` and `libz.so` name `libz.so.1.3`).
+fn names_library(path: &str, lib: &str) -> bool {
+    if lib.contains('/') {
+        return path == lib;
+    }
+    let file = path.rsplit('/').next().unwrap_or(path);
+    file.strip_prefix(lib).is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '-']))
+}
+
+/// `LIB:FUNC` split at its `:` (one that is not half of a `::`, as in `Klass::method`).
+fn split_library(text: &str) -> (Option<&str>, &str) {
+    let bytes = text.as_bytes();
+    let single = (0..bytes.len())
+        .find(|&i| bytes[i] == b':' && bytes.get(i + 1) != Some(&b':') && (i == 0 || bytes[i - 1] != b':'));
+    match single {
+        Some(i) => (Some(&text[..i]), &text[i + 1..]),
+        None => (None, text),
     }
 }
 
@@ -388,32 +794,26 @@ fn last_identifier(name: &str) -> Option<&str> {
     (plain && !last.starts_with("operator")).then_some(last)
 }
 
-/// The address of function `name` of the program `exe` (mapped as `mappings` say): a
-/// symbol of that name, else the one function whose demangled name it is.
-fn function_entry(mappings: &[Mapping], exe: &str, name: &str) -> Result<u64, BreakError> {
-    let open = &sdt_sys::open_regular;
-    if let Some(addr) = sdt_target::symbol_in(mappings, exe, name, open) {
-        return Ok(addr);
+/// The address of function `name` in `file`, mapped as `mappings` (its own) say: a symbol
+/// of that name, else the one function whose demangled name it is; `None` if it has none.
+fn function_entry(mappings: &[Mapping], file: &str, name: &str) -> Result<Option<u64>, BreakError> {
+    if let Some(addr) = sdt_target::symbol_in(mappings, file, name, &open) {
+        return Ok(Some(addr));
     }
-    let functions = program_functions(exe, name)?;
+    let functions = program_functions(file, name)?;
     let symbol = match_function(name, &functions)?;
-    symbol.and_then(|s| sdt_target::symbol_in(mappings, exe, s, open)).ok_or_else(|| {
-        BreakError::NoSuchSymbol {
-            name: name.to_owned(),
-            exe: exe.to_owned(),
-            suggestion: suggestion(name, &functions),
-        }
-    })
+    Ok(symbol.and_then(|s| sdt_target::symbol_in(mappings, file, s, &open)))
 }
 
-/// The functions the program `exe` defines that could be `name`, from its symbol tables.
-fn program_functions(exe: &str, name: &str) -> Result<Vec<Function>, BreakError> {
+/// The functions `file` (the program or a library) defines that could be `name`, from
+/// its symbol tables.
+fn program_functions(file: &str, name: &str) -> Result<Vec<Function>, BreakError> {
     use object::{Object, ObjectSymbol, SymbolKind};
     let must_hold = last_identifier(name).unwrap_or("");
-    let file = sdt_sys::open_regular(exe).ok_or_else(|| BreakError::Open { exe: exe.to_owned() })?;
-    let cache = object::ReadCache::new(file);
+    let opened = open(file).ok_or_else(|| BreakError::Open { exe: file.to_owned() })?;
+    let cache = object::ReadCache::new(opened);
     let elf =
-        object::File::parse(&cache).map_err(|source| BreakError::Symbols { exe: exe.to_owned(), source })?;
+        object::File::parse(&cache).map_err(|source| BreakError::Symbols { exe: file.to_owned(), source })?;
     Ok(elf
         .symbols()
         .chain(elf.dynamic_symbols())
@@ -460,6 +860,8 @@ enum Prologue {
     /// `push %reg` (`50+r`, or `41 50+r` for r8–r15): `reg` is the register's number
     /// in the instruction set's encoding (0 `rax`, … 7 `rdi`, 8 `r8`, … 15 `r15`).
     Push { reg: u8, len: u64 },
+    /// `ret` (`c3`): the whole of the loader's `_dl_debug_state`.
+    Ret,
 }
 
 /// The general register numbered `reg` in the instruction set's encoding.
@@ -491,6 +893,7 @@ impl Prologue {
             // push %rsp pushes the value before the decrement: left to a real step.
             [op @ 0x50..=0x57, ..] if op != 0x54 => Some(Prologue::Push { reg: op - 0x50, len: 1 }),
             [0x41, op @ 0x50..=0x57, ..] => Some(Prologue::Push { reg: 8 + op - 0x50, len: 2 }),
+            [0xc3, ..] => Some(Prologue::Ret),
             _ => None,
         }
     }
@@ -502,7 +905,19 @@ mod tests {
 
     #[test]
     fn breaks_parse() {
-        assert_eq!(SymbolBreak::parse("solve").unwrap(), SymbolBreak { name: "solve".into(), hits: vec![] });
+        assert_eq!(
+            SymbolBreak::parse("solve").unwrap(),
+            SymbolBreak { name: "solve".into(), ..Default::default() }
+        );
+        let b = SymbolBreak::parse("libz:deflate@2").unwrap();
+        assert_eq!(
+            (b.library.as_deref(), b.name.as_str(), b.to_string()),
+            (Some("libz"), "deflate", "libz:deflate".into())
+        );
+        let b = SymbolBreak::parse("libk.so.1:Klass::method").unwrap();
+        assert_eq!((b.library.as_deref(), b.name.as_str()), (Some("libk.so.1"), "Klass::method"));
+        let b = SymbolBreak::parse("ns::Klass::method(int)").unwrap();
+        assert_eq!((b.library, b.name.as_str()), (None, "ns::Klass::method(int)"));
         let b = SymbolBreak::parse("step@1,5-7").unwrap();
         assert_eq!(b.name, "step");
         assert_eq!(b.hits, vec![Span::single(1), Span { first: 5, last: 7 }]);
@@ -515,6 +930,40 @@ mod tests {
         assert_eq!(refused("main@0"), "--break main@0: `0`: hits count from 1 (the first call)");
         assert!(refused("main@2,-3--1").contains("`-3--1`: hits count from 1"));
         assert!(refused("main@").contains("is not a number"));
+        assert_eq!(
+            refused(":deflate"),
+            "--break :deflate: no library before the `:` (use --break LIB:FUNC, e.g. libz:deflate)"
+        );
+        assert!(matches!(SymbolBreak::parse("libz:"), Err(BreakError::NoFunction { .. })));
+    }
+
+    #[test]
+    fn libraries_are_named_by_path_or_the_start_of_their_file_name() {
+        let z = "/usr/lib/x86_64-linux-gnu/libz.so.1.3";
+        for lib in ["libz", "libz.so", "libz.so.1", "libz.so.1.3", z] {
+            assert!(names_library(z, lib), "{lib}");
+        }
+        for lib in ["lib", "libzs", "z", "libz.so.2", "/lib/libz.so.1.3"] {
+            assert!(!names_library(z, lib), "{lib}");
+        }
+        assert!(names_library("/opt/lib/libfoo-2.0.so", "libfoo"));
+    }
+
+    /// The loader maps each library below the one before; it is itself searched last.
+    #[test]
+    fn libraries_are_searched_in_their_load_order() {
+        let line = |l: &str| sdt_procfs::parse_maps_line(l).unwrap();
+        let mappings = [
+            line("1000-2000 r-xp 00000000 08:01 5 /bin/prog"),
+            line("7f0000000000-7f0000001000 r--p 00000000 08:01 7 /lib/libm.so.6"),
+            line("7f0000001000-7f0000002000 r-xp 00001000 08:01 7 /lib/libm.so.6"),
+            line("7f1000000000-7f1000001000 r-xp 00000000 08:01 6 /lib/libc.so.6"),
+            line("7f2000000000-7f2000001000 r-xp 00000000 08:01 8 /lib/ld-linux-x86-64.so.2"),
+            line("7f3000000000-7f3000001000 r-xp 00000000 00:01 9 /memfd:jit (deleted)"),
+            line("7f4000000000-7f4000001000 rw-p 00000000 08:01 10 /data/table.bin"),
+        ];
+        let order = library_files(&mappings, "/bin/prog", Some("/lib/ld-linux-x86-64.so.2"));
+        assert_eq!(order, ["/lib/libc.so.6", "/lib/libm.so.6", "/lib/ld-linux-x86-64.so.2"]);
     }
 
     /// Symbols as g++ and rustc write them, named as their sources do.
@@ -572,5 +1021,6 @@ mod tests {
         let values: Vec<u64> = [0, 5, 7, 8, 15].into_iter().map(|r| pushed(&regs, r)).collect();
         assert_eq!(values, [1, 2, 3, 4, 5]);
         assert_eq!(Prologue::decode(&[0x48, 0x83, 0xec, 0x08]), None, "sub $8, %rsp");
+        assert_eq!(Prologue::decode(&[0xc3, 0x66, 0x66, 0x2e]), Some(Prologue::Ret));
     }
 }

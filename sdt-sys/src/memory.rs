@@ -3,7 +3,8 @@
 //! # Safety
 //!
 //! `process_vm_readv`/`writev` are given local iovecs that lie inside the slices passed
-//! in; remote addresses are the target's and cannot harm this process.
+//! in; remote addresses are the target's and cannot harm this process. `kcmp` compares
+//! two processes' address spaces by identity and touches no memory.
 
 #![allow(unsafe_code)]
 
@@ -12,6 +13,20 @@ use crate::{Error, Result, Tid};
 const PAGE: usize = 4096;
 /// Most iovecs one `process_vm_readv` takes (`IOV_MAX`).
 const IOV_MAX: usize = 1024;
+
+/// Whether threads `a` and `b` share one address space (`kcmp(KCMP_VM)`): threads of one
+/// process do, as do a `vfork` child and its parent until the child execs.
+#[doc(alias = "kcmp")]
+pub fn same_address_space(a: Tid, b: Tid) -> Result<bool> {
+    /// `KCMP_VM` of `enum kcmp_type`.
+    const KCMP_VM: libc::c_long = 1;
+    let (a_raw, b_raw) = (libc::c_long::from(a.raw()), libc::c_long::from(b.raw()));
+    // SAFETY: kcmp takes two pids, a type and two unused indices; it reads and writes no
+    // memory of this process.
+    let order =
+        unsafe { libc::syscall(libc::SYS_kcmp, a_raw, b_raw, KCMP_VM, 0 as libc::c_long, 0 as libc::c_long) };
+    if order < 0 { Err(Error::last("kcmp", a.raw())) } else { Ok(order == 0) }
+}
 
 /// A range of the target's address space.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

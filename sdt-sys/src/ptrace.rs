@@ -20,6 +20,9 @@ use crate::{Error, Result, Tid};
 pub mod options {
     /// Stop at `clone` and attach the new thread automatically.
     pub const TRACECLONE: u32 = libc::PTRACE_O_TRACECLONE as u32;
+    /// Stop at `fork` and attach the child process automatically (with its own copy of
+    /// the memory, breakpoints and all).
+    pub const TRACEFORK: u32 = libc::PTRACE_O_TRACEFORK as u32;
     /// Stop after `execve` succeeds.
     pub const TRACEEXEC: u32 = libc::PTRACE_O_TRACEEXEC as u32;
     /// Stop a thread as it starts to exit, before the kernel clears its tid word.
@@ -35,6 +38,8 @@ pub mod options {
 
 /// `PTRACE_EVENT_*` values reported in stops.
 pub mod event {
+    /// A traced thread called `fork`; the child's pid is the event message.
+    pub const FORK: i32 = libc::PTRACE_EVENT_FORK;
     /// A traced thread called `clone`; the new thread's id is the event message.
     pub const CLONE: i32 = libc::PTRACE_EVENT_CLONE;
     /// `execve` succeeded; the old thread id is the event message.

@@ -322,12 +322,14 @@ pub struct RunOpt {
     /// captures do not pile up.
     #[arg(long, value_name = "MS", value_parser = interval_ms)]
     pub every: Option<u64>,
-    /// Also break at the entry of the program's function FUNC, as if it called
+    /// Also break at the entry of function FUNC, as if it called
     /// SetBreakpoint(1, 0, N, 1, "symbol=FUNC") (N: the N-th --break); `@HITS` keeps only
     /// those arrivals (`solve@1,10-12`). FUNC is a symbol or a C++/Rust name as the source
-    /// writes it: `Klass::method`, or `'Foo::bar(int)'` to pick one of its overloads.
-    /// Repeatable; ptrace backend only.
-    #[arg(long = "break", value_name = "FUNC[@HIT,…]")]
+    /// writes it: `Klass::method`, or `'Foo::bar(int)'` to pick one of its overloads. It is
+    /// looked for in the program, then in the libraries it loads at its start; `LIB:FUNC`
+    /// names a function of library LIB (`libz:deflate`), found whenever the program loads
+    /// it, dlopen included. Repeatable; ptrace backend only.
+    #[arg(long = "break", value_name = "[LIB:]FUNC[@HIT,…]")]
     pub breaks: Vec<String>,
     /// Compare every stored snapshot with the live process's memory (slow; implies
     /// --wait-compaction).

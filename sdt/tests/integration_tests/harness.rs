@@ -31,6 +31,12 @@ fn test_source(name: &str, extension: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs").join(format!("{name}.{extension}"))
 }
 
+/// Compiles `tests/programs/<name>.c` as the shared library `lib<name>.so` (once per test
+/// run), for a program to load.
+pub fn shared_library(name: &str) -> PathBuf {
+    compiled(&format!("lib{name}.so"), &test_source(name, "c"), "gcc", &["-shared", "-fPIC"])
+}
+
 /// Compiles `tests/programs/<name>.c` with `-fsanitize=<sanitizer>` as `<name>-<sanitizer>`
 /// (once per test run); the [`Skip`] where gcc lacks that sanitizer's runtime.
 pub fn sanitized_program(name: &str, sanitizer: &str) -> Result<PathBuf, Skip> {

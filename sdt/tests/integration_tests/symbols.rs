@@ -4,7 +4,7 @@
 
 use sdt_test_harness::Skip;
 
-use crate::harness::{Sdt, cpp_program, describe, gdb, int, program, run, stderr, stdout};
+use crate::harness::{Sdt, cpp_program, describe, gdb, int, program, run, shared_library, stderr, stdout};
 
 fn function_entries_capture_the_arrivals_asked_for() {
     let sdt = Sdt::new();
@@ -45,7 +45,12 @@ fn break_errors_name_the_problem() {
     let prog = program("symbols");
     let prog = prog.to_str().unwrap();
     for (args, says) in [
-        (vec!["--break", "no_such_function"], "--break no_such_function: the program"),
+        (
+            vec!["--break", "no_such_function"],
+            "libraries it loads at its start define it (stripped? a library it loads later is named as \
+             --break LIB:no_such_function)",
+        ),
+        (vec!["--break", ":step"], "--break :step: no library before the `:`"),
         (vec!["--break", "step@x"], "--break step@x: `x` is not a number"),
         (vec!["--break", "step", "--break", "step@2"], "--break step is given twice"),
         (vec!["--break", "step", "--backend", "kmod"], "--break needs the ptrace backend"),
@@ -56,7 +61,81 @@ fn break_errors_name_the_problem() {
         let out = sdt.output(&full);
         assert_eq!(out.status.code(), Some(1), "{full:?}: {}", describe(&out));
         assert!(stderr(&out).contains(says), "{full:?}: {}", describe(&out));
+        if args[1] == "no_such_function" {
+            assert!(
+                stderr(&out).contains(&format!("neither the program {prog} nor the")),
+                "{}",
+                describe(&out)
+            );
+        }
     }
+    // Refused before the program ran: no run was recorded.
+    assert!(stderr(&sdt.output(&["ls"])).contains("holds no runs yet"));
+}
+
+/// Functions of libraries: libm's, which the program loads at its start, and one of a
+/// library it loads, unloads and loads again (`LIB:FUNC`), counted across the reload. A
+/// child the program forks calls the function too, without the int3s.
+fn library_functions_by_name_and_through_a_reload() {
+    let sdt = Sdt::new();
+    let prog = program("loads");
+    let plugin = shared_library("loaded");
+    let plugin = plugin.to_str().unwrap();
+    let plain = run(std::process::Command::new(&prog).arg(plugin));
+    let out = sdt.ok(&[
+        "run",
+        "--break",
+        "cbrt@2,100",
+        "--break",
+        "libloaded:plugin_step@1,3",
+        "--",
+        prog.to_str().unwrap(),
+        plugin,
+    ]);
+    // The child exited as it does alone (it died of SIGTRAP when it kept the int3s).
+    assert!(stdout(&plain).ends_with("child exited 4\n"), "{}", stdout(&plain));
+    assert_eq!(stdout(&out), stdout(&plain), "{}", describe(&out));
+    let snaps = sdt.snapshots();
+    let got: Vec<(String, i64, i64)> = snaps
+        .iter()
+        .map(|s| (s["attrs"].as_str().unwrap().to_owned(), int(s, "id").unwrap(), int(s, "hit").unwrap()))
+        .collect();
+    let want = [("cbrt", 1, 2), ("cbrt", 1, 100), ("plugin_step", 2, 1), ("plugin_step", 2, 3)]
+        .map(|(f, id, hit)| (format!("symbol={f}"), id, hit));
+    // cbrt's 100th call is the program's last: every arrival was counted, in both
+    // threads, and the child's call is not the program's.
+    assert_eq!(got, want, "{}", describe(&out));
+
+    // The third step is the first after the reload: gdb finds the library again in the
+    // snapshot, the thread at its entry, x in rdi (3 * (3 * 1 + 1) + 1).
+    let core = sdt.core(snaps[3]["name"].as_str().unwrap());
+    let shown = gdb(&prog, &core, &["bt 2", "x/1i $pc", "print $rdi"]);
+    assert!(shown.contains("#0  plugin_step (x="), "{shown}");
+    assert!(shown.contains("in steps (path="), "{shown}");
+    assert!(shown.contains("$1 = 13\n"), "{shown}");
+    assert!(!shown.contains("int3"), "{shown}");
+
+    // A library the program never loads: nothing placed, the run untouched, and said.
+    let out = sdt.ok(&["run", "--break", "libnothing:f", "--", prog.to_str().unwrap(), plugin]);
+    assert_eq!(stdout(&out), stdout(&plain), "{}", describe(&out));
+    assert!(
+        stderr(&out).contains("--break libnothing:f: the program never loaded a library libnothing"),
+        "{}",
+        describe(&out)
+    );
+    // A function the library lacks: said when it loads.
+    let out = sdt.ok(&["run", "--break", "libloaded.so:no_step", "--", prog.to_str().unwrap(), plugin]);
+    assert!(
+        stderr(&out).contains(&format!(
+            "--break libloaded.so:no_step: {plugin} was loaded but defines no such function"
+        )),
+        "{}",
+        describe(&out)
+    );
+    // Without `LIB:`, a function of a library loaded later is not looked for.
+    let out = sdt.output(&["run", "--break", "plugin_step", "--", prog.to_str().unwrap(), plugin]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(stderr(&out).contains("--break LIB:plugin_step"), "{}", describe(&out));
 }
 
 /// C++ functions named as the source names them: `Klass::method` (demangled, without
@@ -114,5 +193,6 @@ fn cpp_functions_by_their_source_names() -> Result<(), Skip> {
 sdt_test_harness::tests![
     function_entries_capture_the_arrivals_asked_for,
     break_errors_name_the_problem,
+    library_functions_by_name_and_through_a_reload,
     cpp_functions_by_their_source_names,
 ];
