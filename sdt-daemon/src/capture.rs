@@ -1052,6 +1052,22 @@ impl CaptureError {
         matches!(self, CaptureError::Store(_))
     }
 
+    /// Whether the kernel refused sdt the program's memory or `/proc` files (`EPERM`,
+    /// `EACCES`): the program made itself non-dumpable, and sdt lacks `CAP_SYS_PTRACE`.
+    pub(crate) fn refused(&self) -> bool {
+        let refusal = |errno: Option<i32>| matches!(errno, Some(libc::EPERM | libc::EACCES));
+        let mut next: Option<&(dyn std::error::Error + 'static)> = Some(self);
+        while let Some(e) = next {
+            if e.downcast_ref::<sdt_sys::Error>().is_some_and(|s| refusal(Some(s.errno())))
+                || e.downcast_ref::<std::io::Error>().is_some_and(|io| refusal(io.raw_os_error()))
+            {
+                return true;
+            }
+            next = e.source();
+        }
+        false
+    }
+
     fn proc(file: &'static str) -> impl Fn(std::io::Error) -> CaptureError {
         move |source| CaptureError::Proc { file, source }
     }

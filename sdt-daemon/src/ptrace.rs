@@ -128,6 +128,8 @@ pub(crate) struct Tracer {
     stat: Option<sdt_procfs::StatFile>,
     /// The `PTRACE_O_*` options every thread is traced with.
     options: u32,
+    /// Told that the program's memory is closed to sdt.
+    told_closed: bool,
 }
 
 /// Threads of the program made real-time until they stop; dropped, each gets its own
@@ -197,6 +199,7 @@ impl Tracer {
             signal_snapshots,
             stat: None,
             options,
+            told_closed: false,
         })
     }
 
@@ -215,6 +218,7 @@ impl Tracer {
             signal_snapshots: false,
             stat: None,
             options,
+            told_closed: false,
         }
     }
 
@@ -445,8 +449,20 @@ impl Tracer {
         }
         match trap_at(tid) {
             Ok(Trap::Sdt(hit)) => Ok(ControlFlow::Break(self.at_breakpoint(tid, hit, freezing))),
-            // Resumed without the signal: the call returns RESULT_PENDING.
+            // Resumed without the signal, the record unanswered: SetBreakpoint returns
+            // SDT_DECLINED.
             Ok(Trap::Unreadable) => Ok(ControlFlow::Continue(())),
+            Ok(Trap::Closed) => {
+                if !std::mem::replace(&mut self.told_closed, true) {
+                    log::warn!(
+                        "thread {tid} reached a breakpoint, but the program's memory is closed to sdt: it made \
+                         itself non-dumpable (prctl(PR_SET_DUMPABLE, 0), or a change of its user or group), \
+                         and only a tracer with CAP_SYS_PTRACE may read it now; no snapshot from here on (run \
+                         sdt as root, or give it CAP_SYS_PTRACE)"
+                    );
+                }
+                Ok(ControlFlow::Continue(()))
+            }
             Ok(Trap::Foreign) => {
                 self.threads.entry(tid).or_default().signal = libc::SIGTRAP;
                 Ok(ControlFlow::Continue(()))
@@ -542,6 +558,8 @@ enum Trap {
     Sdt(BreakpointHit),
     /// An SDT trap whose record cannot be read (another protocol version, a bad pointer).
     Unreadable,
+    /// An SDT trap in a program whose memory sdt may no longer read (non-dumpable).
+    Closed,
     /// The program's own (a debugger's breakpoint, `raise(SIGTRAP)`): delivered as is.
     Foreign,
 }
@@ -557,8 +575,11 @@ fn trap_at(tid: Tid) -> Result<Trap, sdt_sys::Error> {
     }
     let record_addr = regs.rdi;
     let mut bytes = [0u8; TRAP_RECORD_SIZE];
-    let record =
-        memory::read_exact(tid, record_addr, &mut bytes).ok().and_then(|()| TrapRecord::from_bytes(&bytes));
+    let read = memory::read_exact(tid, record_addr, &mut bytes);
+    if read.as_ref().is_err_and(|e| e.errno() == libc::EPERM) {
+        return Ok(Trap::Closed);
+    }
+    let record = read.ok().and_then(|()| TrapRecord::from_bytes(&bytes));
     let Some(record) = record else {
         log::warn!(
             "thread {tid} trapped with an unreadable breakpoint record (another protocol \

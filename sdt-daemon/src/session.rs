@@ -252,8 +252,14 @@ impl<B: EventSource> Session<'_, B> {
                     }
                     Event::Signal { .. } => {}
                     Event::Timer if self.rec.capturing => {
+                        let resumed_before = self.rec.resumed_ns;
                         if let Some(exit) = self.snapshot(Cause::Timer)? {
                             return Ok(exit);
+                        }
+                        // No snapshot (a failed or skipped capture): the program ran on
+                        // from now, and the next try waits a whole interval too.
+                        if self.rec.resumed_ns == resumed_before {
+                            self.rec.resumed_ns = monotonic_ns();
                         }
                         // The next one comes a whole interval after the program resumed,
                         // however long this capture took: slow captures do not pile up
@@ -510,14 +516,24 @@ impl Recorder<'_> {
     /// no room for is lost; a timed one that came as the program was exiting is no
     /// problem (it ended first); any other is said once, with the run's end.
     fn capture_failed(&mut self, e: &CaptureError, untimed: bool) {
-        let message = format!("capture of S{} failed: {}", self.next_seq, human::error_chain(e));
+        let mut message = format!("capture of S{} failed: {}", self.next_seq, human::error_chain(e));
+        if e.refused() {
+            message.push_str(
+                " (the program made itself non-dumpable, with prctl(PR_SET_DUMPABLE, 0) or a change of its \
+                 user or group: only a tracer with CAP_SYS_PTRACE may read it; run sdt as root, or give it \
+                 CAP_SYS_PTRACE)",
+            );
+        }
         if e.no_room() && untimed {
             self.writer.lost(message);
         } else if !untimed && matches!(e, CaptureError::Exiting) {
             log::debug!("{message}");
         } else {
             log::debug!("{message}");
-            self.problems.push(message);
+            // The same failure again (the next timed capture's, say) is said once.
+            if !self.problems.contains(&message) {
+                self.problems.push(message);
+            }
         }
     }
 

@@ -1,7 +1,9 @@
 //! `sdt restore` run by root on the snapshot of another user's program: the program
 //! resumes with the credentials it had, thread by thread, and opens its files with them;
 //! `--keep-root` opts out, loudly. A seccomp filter, which snapshots do not hold, is
-//! refused unless `--without-seccomp` says to go on without it.
+//! refused unless `--without-seccomp` says to go on without it. A program that makes
+//! itself non-dumpable closes its memory to an `sdt run` without `CAP_SYS_PTRACE`, which
+//! says so once.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -9,7 +11,7 @@ use std::path::{Path, PathBuf};
 use sdt_test_harness::Skip;
 use serde_json::Value;
 
-use crate::harness::{Sdt, describe, program, stderr, stdout};
+use crate::harness::{Sdt, describe, int, program, run, stderr, stdout};
 use crate::restore::may_restore;
 
 /// A directory anyone may enter, with `secret` (root's, 0600) and `kept` (0644) in it.
@@ -149,8 +151,40 @@ fn a_seccomp_filter_is_refused_unless_the_restore_goes_on_without_it() -> Result
     Ok(())
 }
 
+/// `undumpable` turns itself non-dumpable after breakpoint 1. Without `CAP_SYS_PTRACE`
+/// nothing of it can be read after that: breakpoint 2 and the timed captures meanwhile
+/// are refused, said once each, naming the cause and the way out, and the retries of the
+/// timed captures wait their interval (they once came back to back, hundreds of times).
+/// With it (root), both breakpoints are captured.
+fn a_program_that_makes_itself_non_dumpable_is_said_to_be_closed() {
+    let prog = program("undumpable");
+    let sdt = Sdt::new();
+    let args = ["run", "--every", "50", "--", prog.to_str().unwrap()];
+    let out = run(sdt.command_without("sys_ptrace", &args).stdin(std::process::Stdio::null()));
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(stdout(&out), "value grew result -3\n", "{}", describe(&out));
+    let said = stderr(&out);
+    let closed = said.matches("the program's memory is closed to sdt: it made itself non-dumpable").count();
+    assert_eq!(closed, 1, "{}", describe(&out));
+    let failed = said.matches("failed: process_vm_readv").count();
+    assert!(failed <= 1, "{}", describe(&out));
+    assert!(said.contains("run sdt as root, or give it CAP_SYS_PTRACE"), "{}", describe(&out));
+    let ids: Vec<Option<i64>> = sdt.snapshots().iter().map(|s| int(s, "id")).collect();
+    assert_eq!(ids.first(), Some(&Some(1)), "{}", describe(&out));
+    assert!(!ids.contains(&Some(2)), "{ids:?}: {}", describe(&out));
+
+    if sdt_test_harness::root("").is_ok() {
+        let sdt = Sdt::new();
+        let out = sdt.ok(&["run", "--", prog.to_str().unwrap()]);
+        assert_eq!(stdout(&out), "value grew result 1\n", "{}", describe(&out));
+        let ids: Vec<Option<i64>> = sdt.snapshots().iter().map(|s| int(s, "id")).collect();
+        assert_eq!(ids, [Some(1), Some(2)]);
+    }
+}
+
 sdt_test_harness::tests![
     a_program_restored_by_root_resumes_as_the_user_it_ran_as,
     keep_root_resumes_as_root_and_says_so,
     a_seccomp_filter_is_refused_unless_the_restore_goes_on_without_it,
+    a_program_that_makes_itself_non_dumpable_is_said_to_be_closed,
 ];

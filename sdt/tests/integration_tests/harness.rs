@@ -199,7 +199,15 @@ impl Sdt {
     /// [`Sdt::command`] without `CAP_SYS_ADMIN`, as users other than root run it:
     /// through `setpriv`, which drops it, where this test runs as root.
     pub fn command_without_sys_admin(&self, args: &[&str]) -> Command {
-        let drop = ["setpriv", "--bounding-set", "-sys_admin", "--inh-caps", "-sys_admin", "--"];
+        self.command_without("sys_admin", args)
+    }
+
+    /// [`Sdt::command`] without capability `cap` (`sys_admin`, `sys_ptrace`), as users
+    /// other than root run it: through `setpriv`, which drops it, where this test runs as
+    /// root.
+    pub fn command_without(&self, cap: &str, args: &[&str]) -> Command {
+        let cap = format!("-{cap}");
+        let drop = ["setpriv", "--bounding-set", &cap, "--inh-caps", &cap, "--"];
         let root = sdt_test_harness::root("").is_ok();
         self.command_via(if root { &drop } else { &[] }, args)
     }
