@@ -134,6 +134,12 @@ pub(crate) enum FreezeError {
 
 /// Stops and resumes every thread of the target.
 pub(crate) trait Freezer {
+    /// Whether a breakpoint stops every thread at once (the kernel module does), not its
+    /// own thread alone: then a wait before the freeze pauses the whole program.
+    fn stops_all_at_trigger(&self) -> bool {
+        false
+    }
+
     /// Stops every thread, including ones blocked in system calls, just created or
     /// exiting. A thread already stopped at a breakpoint stays stopped. On failure the
     /// threads that stopped stay stopped (but for `TargetGone`: there are none left):

@@ -219,6 +219,10 @@ fn thread_state(t: &Thread, xstate: &[u8]) -> ThreadState {
 }
 
 impl Freezer for Kmod {
+    fn stops_all_at_trigger(&self) -> bool {
+        true
+    }
+
     fn freeze_all(&mut self, breaking: Option<Tid>) -> Result<Stopped, FreezeError> {
         if breaking.is_none() {
             match self.device.freeze() {

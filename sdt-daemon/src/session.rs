@@ -157,7 +157,8 @@ struct Timing {
     wait_ns: u64,
     /// Of `wait_ns`, waited for the last snapshot's writes to give the capture buffer
     /// back: only the breakpoint's own thread is held meanwhile (as it used to be for its
-    /// own commit), so it is left out of the pause and the deviation.
+    /// own commit), so it is left out of the pause and the deviation. (Not with the kernel
+    /// module, which holds every thread from the trigger: 0 there.)
     settle_ns: u64,
     freeze_ns: u64,
     capture_ns: u64,
@@ -284,6 +285,7 @@ impl<B: EventSource> Session<'_, B> {
         let trigger_ns = hit.map_or_else(monotonic_ns, |h| h.record.trigger_ns);
         let mut timing = Timing { trigger_ns, seen_ns: monotonic_ns(), ..Timing::default() };
         let Session { tracer, rec } = self;
+        let all_stopped_at_trigger = hit.is_some() && tracer.stops_all_at_trigger();
         let held = match cause.signal() {
             Some(signal) => Held::at_signal(tracer, signal),
             None => Held::new(tracer, hit),
@@ -298,6 +300,10 @@ impl<B: EventSource> Session<'_, B> {
         let Some((mut spill, under_way)) = rec.take_spare(&mut timing) else {
             return Ok(held.release(RESULT_DECLINED, false).map(|()| None)?);
         };
+        // Every thread waited too: the wait is part of the pause.
+        if all_stopped_at_trigger {
+            timing.settle_ns = 0;
+        }
         timing.freeze_ns = monotonic_ns();
         let mut frozen = match held.freeze() {
             Ok(frozen) => frozen,

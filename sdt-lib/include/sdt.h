@@ -55,8 +55,6 @@ extern "C" {
 #define SDT_OFF (-1)
 #define SDT_FILTERED (-2)
 #define SDT_DECLINED (-3)
-/* Internal: a trap's result before `sdt run` answers it; SetBreakpoint() never returns it. */
-#define SDT_PENDING (-4)
 
 #if defined(__GNUC__) || defined(__clang__)
 #define SDT_MUST_CHECK __attribute__((warn_unused_result))
@@ -189,9 +187,6 @@ static inline int SetBreakpoint(int level, int class_, int id, int multiple_mark
 #else
 #error "SDT supports x86_64 only"
 #endif
-	/* Still as sdt_arm() wrote it: nobody could answer (the record was unreadable). */
-	if (trap.result == SDT_PENDING)
-		return SDT_DECLINED;
 	return (int)trap.result;
 }
 #endif /* SDT_DISABLE */

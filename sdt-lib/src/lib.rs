@@ -44,8 +44,8 @@ use std::ffi::{CStr, c_char, c_int, c_uint};
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
 use sdt_abi::{
-    ID_MASK_WORDS, RESULT_DECLINED, RESULT_FILTERED, RESULT_OFF, RESULT_PENDING, STATE_OFF, STATE_ON,
-    STATE_UNINIT, TrapRecord, checked_state, class_may_pass, id_may_pass, level_may_pass,
+    ID_MASK_WORDS, RESULT_FILTERED, RESULT_OFF, STATE_OFF, STATE_ON, STATE_UNINIT, TrapRecord, checked_state,
+    class_may_pass, id_may_pass, level_may_pass,
 };
 
 /// The library's state word (`sdt_state` in `sdt.h`): [`sdt_abi::STATE_OFF`] means every
@@ -203,11 +203,7 @@ pub unsafe extern "C" fn sdt_breakpoint(
     let result =
         match capture::arm(&mut record, level, class, id, multiple_mark, || unsafe { attr_bytes(attrs) }) {
             Some(result) => result,
-            // Unanswered (the record unreadable to sdt): no snapshot.
-            None => match trap::stop(&mut record) {
-                RESULT_PENDING => RESULT_DECLINED,
-                answered => answered,
-            },
+            None => trap::stop(&mut record),
         };
     c_int::try_from(result).unwrap_or(c_int::MAX)
 }
