@@ -6,7 +6,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 
-use sdt_abi::{PROTOCOL_VERSION, RESULT_PENDING, STATE_ON, TRAP_RECORD_SIZE};
+use sdt_abi::{PROTOCOL_VERSION, RESULT_DECLINED, STATE_ON, TRAP_RECORD_SIZE};
 use sdt_store::{
     Access, BeyondOwner, Capabilities, CaptureStats, Content, Credentials, CredentialsRefused, FileKind,
     FileRef, Ids, Mapping, MemoryLayout, OpenFile, OwnerRights, PAGE_SIZE, Perms, ProcessInfo, Reopen, Rseq,
@@ -302,7 +302,7 @@ pub fn sample() -> FakeSource {
     for v in [PROTOCOL_VERSION, TRAP_RECORD_SIZE as u32, 1, 2, 3, 0] {
         record.extend_from_slice(&v.to_le_bytes());
     }
-    for v in [1u64, 0x40_0800, 10, 5, STATE_WORD, RESULT_PENDING as u64] {
+    for v in [1u64, 0x40_0800, 10, 5, STATE_WORD, RESULT_DECLINED as u64] {
         record.extend_from_slice(&v.to_le_bytes());
     }
     source.poke(RECORD, &record);

@@ -256,7 +256,7 @@ impl<'a> Plan<'a> {
             self.notes.push(format!(
                 "thread {tid}: the breakpoint's record is unreadable; its SetBreakpoint() returns {} in the \
                  restored process",
-                sdt_abi::RESULT_PENDING
+                sdt_abi::RESULT_DECLINED
             ));
         }
         match record.map(|(_, r)| r.state_ptr).or(state_word) {

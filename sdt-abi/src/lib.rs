@@ -45,8 +45,8 @@ pub use filter::{Filter, Site, Span, SpanError};
 pub use glob::{GlobError, check_glob, glob_match};
 pub use trap::{
     ENV_CAPTURE, ENV_TRACER, ID_MASK_WORDS, PROTOCOL_VERSION, RECONFIG_SIZE, RESULT_DECLINED,
-    RESULT_FILTERED, RESULT_OFF, RESULT_PENDING, STATE_OFF, STATE_ON, STATE_UNINIT, SYMBOL_RECONFIG,
-    SYMBOL_STATE, TRAP_MAGIC, TRAP_RECORD_SIZE, TrapRecord, checked_state, class_mask_for, class_may_pass,
-    declined_state, id_mask_for, id_may_pass, level_may_pass, state_for,
+    RESULT_FILTERED, RESULT_OFF, STATE_OFF, STATE_ON, STATE_UNINIT, SYMBOL_RECONFIG, SYMBOL_STATE,
+    TRAP_MAGIC, TRAP_RECORD_SIZE, TrapRecord, checked_state, class_mask_for, class_may_pass, declined_state,
+    id_mask_for, id_may_pass, level_may_pass, state_for,
 };
 pub use wire::WireError;

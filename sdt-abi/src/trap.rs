@@ -132,9 +132,6 @@ pub const RESULT_FILTERED: i64 = -2;
 /// Breakpoint result: passed the filter, but the capture side took no snapshot
 /// (`max_snapshots` reached, or the capture failed).
 pub const RESULT_DECLINED: i64 = -3;
-/// Breakpoint result as written before the trap; still there afterwards only if no tracer
-/// answered.
-pub const RESULT_PENDING: i64 = -4;
 
 /// What the breaking thread tells the tracer. Lives on the thread's stack for the duration
 /// of the trap.
@@ -253,7 +250,7 @@ mod tests {
             attrs_len: 11,
             trigger_ns: 123_456,
             state_ptr: 0x5555_0000,
-            result: RESULT_PENDING,
+            result: RESULT_DECLINED,
         };
         // The record as the library lays it out in memory, field by field.
         let mut bytes = Vec::new();

@@ -9,7 +9,7 @@
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use sdt_abi::kmod::IOC_TRIGGER;
-use sdt_abi::{PROTOCOL_VERSION, RESULT_PENDING, Site, TRAP_MAGIC, TRAP_RECORD_SIZE, TrapRecord};
+use sdt_abi::{PROTOCOL_VERSION, RESULT_DECLINED, Site, TRAP_MAGIC, TRAP_RECORD_SIZE, TrapRecord};
 
 use crate::kmod_fd::sdt_kmod_fd;
 use crate::sdt_state;
@@ -31,7 +31,8 @@ pub(crate) fn arm(record: &mut TrapRecord, site: &Site<'_>, multiple_mark: i32, 
         attrs_len: site.attrs.len().min(MAX_ATTRS) as u64,
         trigger_ns: monotonic_ns(),
         state_ptr: &sdt_state as *const AtomicI32 as u64,
-        result: RESULT_PENDING,
+        // What the call returns unless `sdt run` answers (it cannot read the record).
+        result: RESULT_DECLINED,
     };
 }
 
@@ -49,7 +50,7 @@ pub(crate) fn stop(record: &mut TrapRecord) -> i64 {
         // address; the module reads the record and writes `result` (and maybe the state
         // word) before it returns. `syscall` clobbers rcx and r11; the asm may read and
         // write memory (no `nomem`), so the record stays in memory across it. The answer
-        // is `result` whatever the call returns (`RESULT_PENDING` if nobody answered): a
+        // is `result` whatever the call returns (`RESULT_DECLINED` if nobody answered): a
         // snapshot resumed at this instruction has rax as it was inside the call.
         unsafe {
             std::arch::asm!(

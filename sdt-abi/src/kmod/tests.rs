@@ -88,7 +88,6 @@ fn layout_matches_the_c_header() {
         ("(unsigned long long)(long long)SDT_RESULT_OFF", crate::RESULT_OFF as u64),
         ("(unsigned long long)(long long)SDT_RESULT_FILTERED", crate::RESULT_FILTERED as u64),
         ("(unsigned long long)(long long)SDT_RESULT_DECLINED", crate::RESULT_DECLINED as u64),
-        ("(unsigned long long)(long long)SDT_RESULT_PENDING", crate::RESULT_PENDING as u64),
         ("SDT_STATE_OFF", crate::STATE_OFF as u64),
         ("SDT_STATE_ON", crate::STATE_ON as u64),
         ("SDT_IOC_VERSION", IOC_VERSION),

@@ -88,7 +88,6 @@ struct sdt_trap_record {
 #define SDT_RESULT_OFF		(-1)	/* not registered: breakpoints are off */
 #define SDT_RESULT_FILTERED	(-2)	/* the registered filter does not pass it */
 #define SDT_RESULT_DECLINED	(-3)	/* passed, but no snapshot was taken */
-#define SDT_RESULT_PENDING	(-4)	/* written by libsdt before the call */
 
 /*
  * libsdt's state word: SDT_STATE_OFF switches breakpoints off; from SDT_STATE_ON up they
