@@ -390,9 +390,8 @@ impl SymbolTraps {
         self.disarm(pid).map_err(BreakError::Place)?;
         self.traps.extend(in_program);
         self.follow_libraries(pid, true)?;
-        let later = self.wanted.iter().any(|w| w.what.library.is_some())
-            || self.traps.iter().any(|t| t.at != At::Loader && t.file != self.exe);
-        if !later {
+        // Only a LIB:FUNC can be in a library loaded later (those it starts with stay).
+        if self.wanted.iter().all(|w| w.what.library.is_none()) {
             self.traps.retain(|t| t.at != At::Loader);
         }
         Ok(())
