@@ -373,7 +373,10 @@ impl SymbolTraps {
                 return Err(BreakError::LoaderTimeout { seconds: LOADER_TIMEOUT.as_secs() });
             };
             match stop {
-                Stop::Signal(libc::SIGTRAP) if self.rewind_to_loader(pid).map_err(BreakError::Place)? => {
+                // At the loader's int3 (the only one in yet), moved back to its entry.
+                Stop::Signal(libc::SIGTRAP)
+                    if matches!(self.arrival(pid, false).map_err(BreakError::Place)?, Arrival::Later) =>
+                {
                     let done = self.loader_consistent(pid);
                     self.step_alone(pid).map_err(BreakError::Place)?;
                     if done {
@@ -627,17 +630,6 @@ impl SymbolTraps {
                 !library_files(&m, &self.exe, loader).is_empty()
             }),
         }
-    }
-
-    /// If thread `tid` stopped at the loader's int3, moves it back to the entry: true.
-    fn rewind_to_loader(&self, tid: Tid) -> Result<bool, sdt_sys::Error> {
-        let mut regs = ptrace::regs(tid)?;
-        if !self.traps.iter().any(|t| t.at == At::Loader && t.addr + 1 == regs.rip) {
-            return Ok(false);
-        }
-        regs.rip -= 1;
-        ptrace::set_regs(tid, &regs)?;
-        Ok(true)
     }
 
     /// Moves `tid`, the program's only thread, past the first instruction of the
