@@ -101,6 +101,43 @@ impl Linking {
     }
 }
 
+/// Whether `program` shows libsdt: it needs `libsdt.so`, defines libsdt's state word
+/// (linked with `libsdt.a`, or the `sdt-lib` crate), or, stripped of its symbols, holds
+/// the name of the variable the library reads its capture filter from.
+pub(crate) fn links_libsdt(program: &Path) -> bool {
+    use object::{Object, ObjectSymbol};
+    if Linking::of(program, &[]).needed.iter().any(|lib| lib.starts_with("libsdt.so")) {
+        return true;
+    }
+    let Ok(file) = std::fs::File::open(program) else { return false };
+    let data = &object::ReadCache::new(file);
+    let Ok(elf) = object::File::parse(data) else { return false };
+    elf.symbols()
+        .chain(elf.dynamic_symbols())
+        .any(|s| !s.is_undefined() && s.name() == Ok(sdt_abi::SYMBOL_STATE))
+        || contains(program, sdt_abi::ENV_CAPTURE.as_bytes())
+}
+
+/// Whether the file at `path` holds `needle`, read a MiB at a time.
+fn contains(path: &Path, needle: &[u8]) -> bool {
+    use std::io::Read;
+    let Ok(mut file) = std::fs::File::open(path) else { return false };
+    let mut window = Vec::with_capacity((1 << 20) + needle.len());
+    let mut chunk = vec![0u8; 1 << 20];
+    loop {
+        let n = match file.read(&mut chunk) {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => n,
+        };
+        window.extend_from_slice(&chunk[..n]);
+        if window.windows(needle.len()).any(|w| w == needle) {
+            return true;
+        }
+        // What could begin a match that the next read completes.
+        window.drain(..window.len().saturating_sub(needle.len() - 1));
+    }
+}
+
 /// The `execve` arguments: `argv` as given (the program's name first), this process's
 /// environment with `extra` in place of its own values, the two variables that turn the
 /// program's library on, and the descriptors in `keep` left open.

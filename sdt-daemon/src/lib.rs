@@ -71,7 +71,7 @@ mod writer;
 
 use std::collections::HashMap;
 use std::os::unix::ffi::OsStrExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -219,6 +219,10 @@ pub struct RunOutcome {
     pub problems: Vec<String>,
     /// The snapshot taken at the signal that ended the program, if one was (its name).
     pub at_signal: Option<String>,
+    /// The program's file, where the run was for breakpoints (no `--break`, `--every` or
+    /// MPI history), reached none, took no snapshot, and the program shows no sign of
+    /// libsdt (`sdt run -- sh -c …`, a script, a program left unlinked): the user is told.
+    pub unmarked: Option<String>,
 }
 
 /// Why a run could not be made.
@@ -362,6 +366,8 @@ fn drive<B: EventSource>(
         capturing: opts.config.max_snapshots != Some(0),
         told_unfiltered: false,
         told_handlers_unread: false,
+        exe: matches!(opts.target, Target::Launch(_)).then(|| program_file(pid)).flatten(),
+        reached_breakpoint: false,
         problems: Vec::new(),
         at_signal: None,
     };
@@ -374,7 +380,8 @@ fn drive<B: EventSource>(
 /// Records how the run ended, with what went wrong on the way; a restored program's
 /// namespace ends with it (after an error, it is killed).
 fn finish(rec: Recorder, exit: Result<ProgramExit, Error>, opts: &RunOptions) -> Result<RunOutcome, Error> {
-    let Recorder { writer, mut problems, init, info, mpi_events, at_signal, .. } = rec;
+    let Recorder { writer, mut problems, init, info, mpi_events, at_signal, exe, reached_breakpoint, .. } =
+        rec;
     if let (Ok(_), Some(events)) = (&exit, &mpi_events) {
         events.pack();
     }
@@ -401,7 +408,15 @@ fn finish(rec: Recorder, exit: Result<ProgramExit, Error>, opts: &RunOptions) ->
     };
     let (totals, error) = writer.finish(status, opts.wait_for_compaction || opts.verify);
     problems.extend(error);
-    Ok(RunOutcome { run: info.id, exit, totals, problems, at_signal })
+    // Runs for their timed snapshots, their crash or their message history need no
+    // breakpoint.
+    let for_breakpoints = !reached_breakpoint
+        && totals.snapshots == 0
+        && opts.breaks.is_empty()
+        && opts.config.every_ms.is_none()
+        && mpi_events.is_none();
+    let unmarked = exe.filter(|_| for_breakpoints).filter(|exe| !launch::links_libsdt(Path::new(exe)));
+    Ok(RunOutcome { run: info.id, exit, totals, problems, at_signal, unmarked })
 }
 
 /// Launches `command` seized with `ptrace_options`, and hands it, stopped at its
@@ -475,6 +490,11 @@ fn launch<B>(
         inherited,
         mpi: mpi.map(mpi::MpiLaunch::into_files),
     })
+}
+
+/// The file the program `pid` runs (`/proc/PID/exe`).
+pub(crate) fn program_file(pid: Tid) -> Option<String> {
+    std::fs::read_link(format!("/proc/{pid}/exe")).ok().map(|p| p.display().to_string())
 }
 
 /// What the raw log may hold by default: half the store's free space, at least 64 MiB

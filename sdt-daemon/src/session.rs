@@ -77,6 +77,10 @@ pub(crate) struct Recorder<'a> {
     pub problems: Vec<String>,
     /// The snapshot stored at a fatal signal (its name).
     pub at_signal: Option<String>,
+    /// The file the program runs (after its last `execve`); `None` for a restored one.
+    pub exe: Option<String>,
+    /// A breakpoint trapped (captured or not).
+    pub reached_breakpoint: bool,
 }
 
 /// What captures know of the program's current image: `execve` starts a new one.
@@ -225,12 +229,18 @@ impl<B: EventSource> Session<'_, B> {
         loop {
             while let Some(event) = self.tracer.poll()? {
                 let exit = match event {
-                    TargetEvent::Breakpoint(hit) => self.snapshot(Cause::Breakpoint(hit))?,
+                    TargetEvent::Breakpoint(hit) => {
+                        self.rec.reached_breakpoint = true;
+                        self.snapshot(Cause::Breakpoint(hit))?
+                    }
                     // Taken before the signal is delivered: the thaw delivers it.
                     TargetEvent::FatalSignal(signal) => self.snapshot(Cause::Signal(signal))?,
                     TargetEvent::Exec => {
                         // A new image: new pagemap, new tracking, new auxv.
                         self.rec.image = Image::new(Capturer::new(self.rec.pid)?);
+                        if self.rec.exe.is_some() {
+                            self.rec.exe = crate::program_file(self.rec.pid);
+                        }
                         None
                     }
                     TargetEvent::Exited(exit) => Some(exit),

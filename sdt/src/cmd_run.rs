@@ -153,6 +153,14 @@ pub fn conclude(outcome: &RunOutcome, store: &Path, quiet: bool) {
             human::bytes(t.full_bytes),
         );
     }
+    if let (false, Some(exe)) = (quiet, &outcome.unmarked) {
+        eprintln!(
+            "sdt: note: no breakpoint was reached, and {exe} shows no sign of libsdt: nothing in it calls \
+             SetBreakpoint. sdt run traces the process it starts (through its execve calls), not the \
+             processes that one starts: run the program that calls SetBreakpoint under sdt run itself, \
+             or name functions to break at with --break FUNC"
+        );
+    }
     if !quiet && !t.not_kept.is_empty() {
         let n = t.not_kept.len();
         eprintln!(

@@ -196,6 +196,44 @@ fn show_says_what_each_thread_was_doing() {
     assert_eq!(spinning, 1, "{shown}");
 }
 
+/// A run that reaches no breakpoint in a program with nothing of libsdt says why: the
+/// shell `sdt run -- sh -c 'PROG; …'` traces is not PROG, which runs untraced (its
+/// breakpoint is off); a program without SetBreakpoint is told to try --break. A program
+/// that has breakpoints but whose config filters them all is not.
+fn a_run_that_reaches_no_breakpoint_says_why() {
+    let sdt = Sdt::new();
+    let prog = program("breakpoints");
+    let script = format!("{} 1 1 1/0/1/1; true", prog.display());
+    let out = sdt.ok(&["run", "--", "sh", "-c", &script]);
+    assert!(stdout(&out).contains("done"), "{}", describe(&out));
+    assert!(sdt.snapshots().is_empty());
+    let note =
+        "shows no sign of libsdt: nothing in it calls SetBreakpoint. sdt run traces the process it starts";
+    assert!(stderr(&out).contains(note), "{}", describe(&out));
+    assert!(stderr(&out).contains("--break FUNC"), "{}", describe(&out));
+
+    // Through the shell's exec, the program is the one traced.
+    let out = sdt.ok(&["run", "--", "sh", "-c", &format!("exec {script}")]);
+    assert_eq!(sdt.snapshots().len(), 1, "{}", describe(&out));
+    assert!(!stderr(&out).contains("no sign of libsdt"), "{}", describe(&out));
+
+    let nothing = program("symbols");
+    let out = sdt.ok(&["run", "--", nothing.to_str().unwrap()]);
+    assert!(
+        stderr(&out).contains(&format!("{} shows no sign of libsdt", nothing.display())),
+        "{}",
+        describe(&out)
+    );
+
+    // Its breakpoints filtered out, stripped of its symbols: still libsdt's.
+    let stripped = sdt.dir.path().join("stripped");
+    let status = std::process::Command::new("strip").arg("-o").arg(&stripped).arg(&prog).status().unwrap();
+    assert!(status.success());
+    let cfg = config(&sdt, "max_level = 0\n");
+    let out = sdt.ok(&["run", "-c", &cfg, "--", stripped.to_str().unwrap(), "1", "1", "1/0/1/1"]);
+    assert!(!stderr(&out).contains("no sign of libsdt"), "{}", describe(&out));
+}
+
 fn rust_programs_use_the_macro() {
     let sdt = Sdt::new();
     let example = crate::harness::target_dir().join("examples/rust_threads");
@@ -212,6 +250,7 @@ fn rust_programs_use_the_macro() {
 }
 
 sdt_test_harness::tests![
+    a_run_that_reaches_no_breakpoint_says_why,
     show_says_what_each_thread_was_doing,
     config_filters_by_level_class_id_and_attrs,
     filtered_breakpoints_make_no_system_call,
