@@ -325,9 +325,7 @@ impl SymbolTraps {
             wanted.push(Wanted { index, what: b.clone(), count: 0, told_missing: false, ever_placed: false });
         }
         let mappings = sdt_procfs::maps(pid).map_err(BreakError::Maps)?;
-        let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
-            .map(|p| p.display().to_string())
-            .unwrap_or_default();
+        let exe = crate::program_file(pid).unwrap_or_default();
         let mut placed = SymbolTraps { wanted, exe, ..SymbolTraps::default() };
         for i in 0..placed.wanted.len() {
             if placed.wanted[i].what.library.is_none() {
