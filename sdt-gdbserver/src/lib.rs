@@ -33,7 +33,9 @@
 //!
 //! # What it does not do
 //!
-//! - The target does not run: `continue` and `step` report the same stop. A stored
+//! - The target does not run: `continue`, `step` and `next` end at once on the same stop,
+//!   reported as the end of the execution history (gdb: "No more reverse-execution
+//!   history"), in the thread gdb resumed. A stored
 //!   snapshot never changes: writes go to the server's copy (`edits`), and only to
 //!   memory the snapshot can read.
 //! - No file transfer (`vFile`): gdb opens the program and libraries itself, so its

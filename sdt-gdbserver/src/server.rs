@@ -348,13 +348,14 @@ impl<T: Timeline, R: BufRead, W: Write> Server<'_, T, R, W> {
         self.timeline.list()
     }
 
-    /// A snapshot cannot run: say so, and report the same stop, as a signal.
+    /// A snapshot cannot run: say so, and report the same place as the end of the
+    /// execution history (`replaylog`), which ends any command that resumes: a `next` or
+    /// `finish` would otherwise resume again and again from the same stop.
     fn cannot_run(&mut self) -> io::Result<Next> {
         let said = "sdt: a snapshot does not run; move between snapshots with `sdt next`, `sdt prev` or `sdt goto`\n";
         self.conn.send(format!("O{}", to_hex(said.as_bytes())).as_bytes())?;
-        // Without `swbreak`: gdb takes a breakpoint stop where it has none for one it
-        // removed, and resumes again.
-        Ok(Next::Reply(self.view.stop_reply.replace("swbreak:;", "").into_bytes()))
+        let tid = self.thread().tid;
+        Ok(Next::Reply(format!("T05thread:{tid:x};replaylog:;").into_bytes()))
     }
 }
 

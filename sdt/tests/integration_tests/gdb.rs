@@ -206,6 +206,24 @@ fn sdt_goto_moves_the_session_between_snapshots() {
     assert!(err.contains("no snapshot S9"), "a missing snapshot is named:\n{}", describe(&out));
 }
 
+/// Every command that resumes ends at once on the same stop, in the thread the user chose:
+/// a `next` or `step` used to resume again and again until the test's timeout.
+fn commands_that_resume_end_at_once_in_the_chosen_thread() {
+    let sdt = Sdt::new();
+    let prog = program("states");
+    sdt.ok(&["run", "-q", "--", prog.to_str().unwrap()]);
+    let resumes = ["next", "step", "stepi", "until", "advance report", "continue"];
+    let mut commands = vec!["thread 2"];
+    commands.extend(resumes);
+    commands.extend(["thread", "print counter_global"]);
+    let text = sdt_gdb(&sdt, "S1", &commands);
+    assert_eq!(text.matches("a snapshot does not run").count(), resumes.len(), "{text}");
+    assert_eq!(text.matches("No more reverse-execution history").count(), resumes.len(), "{text}");
+    assert!(!text.contains("received signal"), "{text}");
+    assert!(text.contains("[Current thread is 2 "), "{text}");
+    assert_eq!(gdb_values(&text), ["4242"], "{text}");
+}
+
 fn gdbserver_serves_gdb_on_a_tcp_port() {
     use std::io::BufRead;
     let sdt = Sdt::new();
@@ -423,6 +441,7 @@ sdt_test_harness::tests![
     sdt_gdb_opens_a_snapshot,
     the_server_shows_what_the_core_shows,
     sdt_goto_moves_the_session_between_snapshots,
+    commands_that_resume_end_at_once_in_the_chosen_thread,
     gdbserver_serves_gdb_on_a_tcp_port,
     sdt_history_prints_the_values_the_program_printed,
     sdt_history_writes_json_and_a_plot,
