@@ -51,6 +51,8 @@ pub struct ChangedRange {
     /// The mapping it lies in (in the second snapshot): `heap`, `stack of thread 123`,
     /// a file's path, `anonymous`.
     pub mapping: String,
+    /// That mapping's addresses; `None` where no mapping holds the range.
+    pub mapping_range: Option<Range<u64>>,
 }
 
 /// A thread's change between the snapshots.
@@ -85,7 +87,10 @@ pub fn diff(a: &impl SnapshotSource, b: &impl SnapshotSource) -> Result<Snapshot
     let ranges = changed_bytes(a, b)?
         .into_iter()
         .flat_map(|r| subtract(r, &known))
-        .map(|r| ChangedRange { mapping: mapping_label(b.meta(), r.start), start: r.start, end: r.end })
+        .map(|r| {
+            let (mapping, mapping_range) = mapping_of(b.meta(), r.start);
+            ChangedRange { mapping, mapping_range, start: r.start, end: r.end }
+        })
         .collect();
     Ok(SnapshotDiff { variables, variables_missing, ranges, threads: thread_changes(a, b) })
 }
@@ -167,19 +172,20 @@ fn changed_bytes(
     Ok(out)
 }
 
-/// What `addr` lies in, in `meta`: the heap, a thread's stack, a file, or anonymous memory.
-fn mapping_label(meta: &SnapshotMeta, addr: u64) -> String {
-    let Some(m) = meta.mappings.iter().find(|m| m.contains(addr)) else { return "unmapped".into() };
-    if m.path == "[heap]" {
-        return "heap".into();
-    }
-    if let Some(t) = meta.threads.iter().find(|t| m.contains(t.sp())) {
-        return format!("stack of thread {}", t.tid);
-    }
-    match m.path.as_str() {
-        "" => "anonymous".into(),
-        path => path.to_owned(),
-    }
+/// What `addr` lies in, in `meta`: the heap, a thread's stack, a file, or anonymous
+/// memory; and that mapping's addresses.
+fn mapping_of(meta: &SnapshotMeta, addr: u64) -> (String, Option<Range<u64>>) {
+    let Some(m) = meta.mappings.iter().find(|m| m.contains(addr)) else { return ("unmapped".into(), None) };
+    let label = if m.path == "[heap]" {
+        "heap".into()
+    } else if let Some(t) = meta.threads.iter().find(|t| m.contains(t.sp())) {
+        format!("stack of thread {}", t.tid)
+    } else if m.path.is_empty() {
+        "anonymous".into()
+    } else {
+        m.path.clone()
+    };
+    (label, Some(m.start..m.end))
 }
 
 /// Threads in only one of the snapshots, and those whose pc changed.

@@ -171,7 +171,9 @@ pub enum Action {
     ///
     /// A snapshot may name its run or rank: `2:S3` (rank 2's after a job, else run 2's),
     /// `run2:S3`, so A and B may come from different runs or ranks.
-    #[command(after_help = "Examples:\n  sdt diff S1 S2\n  sdt diff 1:S3 2:S3 --json")]
+    #[command(
+        after_help = "Examples:\n  sdt diff S1 S2\n  sdt diff S1 S2 --all\n  sdt diff 1:S3 2:S3 --json"
+    )]
     Diff(DiffOpt),
     /// Check a run against a reference run (the same program on one thread, say): pair
     /// their snapshots by breakpoint arrival (level, class, id, hit), compare the chosen
@@ -206,6 +208,10 @@ pub struct DiffOpt {
     /// Print a JSON object: {"variables": […], "ranges": […], "threads": […]}.
     #[arg(long)]
     pub json: bool,
+    /// List every changed range of other memory. Past 32 of them, the text gives the
+    /// changes by mapping and the 32 largest ranges.
+    #[arg(long, conflicts_with = "json")]
+    pub all: bool,
 }
 
 #[derive(Debug, Args)]

@@ -2,7 +2,9 @@
 
 use anyhow::{Context, Result};
 use sdt_daemon::human::{self, escape};
-use sdt_gdb::diff::{Location, SnapshotDiff, ThreadChange};
+use std::ops::Range;
+
+use sdt_gdb::diff::{ChangedRange, Location, SnapshotDiff, ThreadChange};
 use sdt_gdb::vars::Change;
 use serde_json::{Value, json};
 
@@ -20,7 +22,7 @@ pub fn diff(opt: DiffOpt) -> Result<()> {
     if opt.json {
         println!("{}", serde_json::to_string_pretty(&to_json(&d, &name_a, &name_b))?);
     } else {
-        print_text(&d, &name_a, &name_b);
+        print_text(&d, &name_a, &name_b, opt.all);
     }
     Ok(())
 }
@@ -79,23 +81,16 @@ fn thread_change(t: &ThreadChange) -> &'static str {
     }
 }
 
-fn print_text(d: &SnapshotDiff, a: &str, b: &str) {
+/// Changed ranges listed one by one in text, unless `--all` asks for every one.
+const RANGES_LISTED: usize = 32;
+
+fn print_text(d: &SnapshotDiff, a: &str, b: &str, all: bool) {
     println!("{a} -> {b}");
     println!("variables ({} changed):", d.variables.len());
     for c in &d.variables {
         println!("  {}", change_text(c));
     }
-    let bytes: u64 = d.ranges.iter().map(|r| r.end - r.start).sum();
-    println!("other memory ({} ranges, {}):", d.ranges.len(), human::bytes(bytes));
-    for r in &d.ranges {
-        println!(
-            "  {:#x}-{:#x} {:>10}  {}",
-            r.start,
-            r.end,
-            human::bytes(r.end - r.start),
-            escape(&r.mapping)
-        );
-    }
+    print_ranges(&d.ranges, all);
     println!("threads ({} changed):", d.threads.len());
     let at = |l: &Location| match &l.function {
         Some(f) => format!("{} ({:#x})", escape(f), l.pc),
@@ -109,4 +104,62 @@ fn print_text(d: &SnapshotDiff, a: &str, b: &str) {
             (None, None) => {}
         }
     }
+}
+
+/// Other changed memory: every range when they are few or `all` asks; else the changes
+/// summed by mapping, most bytes first, and the largest ranges in address order.
+fn print_ranges(ranges: &[ChangedRange], all: bool) {
+    let bytes: u64 = ranges.iter().map(|r| r.end - r.start).sum();
+    let line = |r: &ChangedRange| {
+        format!("  {:#x}-{:#x} {:>10}  {}", r.start, r.end, human::bytes(r.end - r.start), escape(&r.mapping))
+    };
+    if all || ranges.len() <= RANGES_LISTED {
+        println!("other memory ({} ranges, {}):", ranges.len(), human::bytes(bytes));
+        ranges.iter().for_each(|r| println!("{}", line(r)));
+        return;
+    }
+    println!("other memory ({} ranges, {}), by mapping:", ranges.len(), human::bytes(bytes));
+    for m in by_mapping(ranges) {
+        let at = m.range.map_or_else(String::new, |r| format!("{:#x}-{:#x}", r.start, r.end));
+        println!("  {at:<29} {:>8} ranges {:>10}  {}", m.ranges, human::bytes(m.bytes), escape(m.label));
+    }
+    let mut largest: Vec<&ChangedRange> = ranges.iter().collect();
+    largest.sort_by_key(|r| std::cmp::Reverse(r.end - r.start));
+    largest.truncate(RANGES_LISTED);
+    largest.sort_by_key(|r| r.start);
+    println!("the {RANGES_LISTED} largest ranges:");
+    largest.iter().for_each(|r| println!("{}", line(r)));
+    println!(
+        "  … and {} more (`--all` lists every range, `--json` gives them to a program)",
+        ranges.len() - RANGES_LISTED
+    );
+}
+
+/// The changes in one mapping.
+struct MappingChanges<'a> {
+    label: &'a str,
+    range: Option<Range<u64>>,
+    ranges: usize,
+    bytes: u64,
+}
+
+/// `ranges` (in address order) summed by the mapping they lie in, most bytes first.
+fn by_mapping(ranges: &[ChangedRange]) -> Vec<MappingChanges<'_>> {
+    let mut out: Vec<MappingChanges> = Vec::new();
+    for r in ranges {
+        match out.last_mut() {
+            Some(m) if m.range == r.mapping_range && m.label == r.mapping => {
+                m.ranges += 1;
+                m.bytes += r.end - r.start;
+            }
+            _ => out.push(MappingChanges {
+                label: &r.mapping,
+                range: r.mapping_range.clone(),
+                ranges: 1,
+                bytes: r.end - r.start,
+            }),
+        }
+    }
+    out.sort_by_key(|m| std::cmp::Reverse(m.bytes));
+    out
 }

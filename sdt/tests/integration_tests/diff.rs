@@ -72,6 +72,30 @@ fn diff_names_exactly_the_changed_variables() {
     assert_eq!(same["threads"], Value::Array(vec![]));
 }
 
+/// Past 32 changed ranges, the text sums them by mapping and lists the largest; `--all`
+/// lists every one.
+fn many_changed_ranges_are_summed_by_mapping() {
+    let sdt = Sdt::new();
+    let prog = program("dirty");
+    // 1024 pages, one byte of every tenth (103 of them) written between S0 and S1.
+    sdt.ok(&["run", "-q", "--", prog.to_str().unwrap(), "4", "10", "2"]);
+    let ranges = diff_json(&sdt, "S0", "S1")["ranges"].as_array().unwrap().len();
+    assert!(ranges > 100, "{ranges} ranges");
+    let text = stdout(&sdt.ok(&["diff", "S0", "S1"]));
+    assert!(
+        text.contains(&format!("other memory ({ranges} ranges, ")) && text.contains("), by mapping:"),
+        "{text}"
+    );
+    let mapping_line = text.lines().find(|l| l.contains("  103 ranges ")).unwrap_or_else(|| panic!("{text}"));
+    assert!(mapping_line.trim_start().starts_with("0x") && mapping_line.contains("103 B"), "{text}");
+    assert!(text.contains("the 32 largest ranges:"), "{text}");
+    assert!(text.contains(&format!("… and {} more (`--all`", ranges - 32)), "{text}");
+    assert!(text.lines().count() < 80, "{text}");
+    let listed = |t: &str| t.lines().filter(|l| l.starts_with("  0x") && !l.contains(" ranges ")).count();
+    assert_eq!(listed(&text), 32, "{text}");
+    assert_eq!(listed(&stdout(&sdt.ok(&["diff", "S0", "S1", "--all"]))), ranges);
+}
+
 fn diff_compares_snapshots_of_two_runs() {
     let sdt = Sdt::new();
     let prog = program("globals");
@@ -97,4 +121,8 @@ fn diff_compares_snapshots_of_two_runs() {
     assert!(stdout(&sdt.ok(&["show", "run2:S1"])).starts_with("S1 of run 2 "));
 }
 
-sdt_test_harness::tests![diff_names_exactly_the_changed_variables, diff_compares_snapshots_of_two_runs];
+sdt_test_harness::tests![
+    diff_names_exactly_the_changed_variables,
+    many_changed_ranges_are_summed_by_mapping,
+    diff_compares_snapshots_of_two_runs,
+];
