@@ -2,17 +2,18 @@
 //! `latest` link. Files are reached through [`crate::fs`], never by following a link;
 //! `fileref` opens the files that mappings refer to.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::fs::File;
 use std::io::{self, BufWriter, ErrorKind, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
 use crate::fs::{self, Dir};
 use crate::model::SnapshotMeta;
-use crate::reader::Snapshot;
+use crate::reader::{RawTables, Snapshot};
 use crate::{Error, Result};
 
 /// The directory of runs inside the store.
@@ -42,6 +43,9 @@ const MAX_RUN_INFO_BYTES: u64 = 16 << 20;
 #[derive(Debug, Clone)]
 pub struct Store {
     root: Arc<Dir>,
+    /// Each run's [`RawTables`], shared by every [`Run`] opened here: going from one raw
+    /// snapshot to the next resolves one step, whichever `Run` opens it.
+    raw_tables: Arc<Mutex<HashMap<RunId, Arc<RawTables>>>>,
 }
 
 /// A run's id: its number in the store, from 1.
@@ -195,6 +199,8 @@ pub struct SnapshotEntry {
 pub struct Run {
     dir: Arc<Dir>,
     info: RunInfo,
+    /// The raw snapshot table resolved last, for opening the next one.
+    raw_tables: Arc<RawTables>,
 }
 
 impl Store {
@@ -202,7 +208,7 @@ impl Store {
     /// exists but holds no runs is an empty store.
     pub fn open(root: &Path) -> Result<Store> {
         match Dir::open(root) {
-            Ok(dir) => Ok(Store { root: Arc::new(dir) }),
+            Ok(dir) => Ok(Store { root: Arc::new(dir), raw_tables: Arc::default() }),
             Err(e) if e.kind() == ErrorKind::NotFound => Err(Error::NoStore { path: root.to_owned() }),
             Err(e) => Err(io_error(root, e)),
         }
@@ -211,7 +217,7 @@ impl Store {
     /// Opens the store at `root`, creating the directory (0700) if needed.
     pub fn open_or_create(root: &Path) -> Result<Store> {
         let dir = Dir::open_or_create(root).map_err(|e| io_error(root, e))?;
-        Ok(Store { root: Arc::new(dir) })
+        Ok(Store { root: Arc::new(dir), raw_tables: Arc::default() })
     }
 
     /// The store's directory.
@@ -291,7 +297,10 @@ impl Store {
             .map_err(|detail| Error::BadRunInfo { path: path.clone(), detail })?;
         // The directory's name is the id; a copied or renamed run keeps working.
         info.id = *id;
-        Ok(Run { dir: Arc::new(dir), info })
+        let raw_tables = Arc::clone(
+            self.raw_tables.lock().unwrap_or_else(std::sync::PoisonError::into_inner).entry(*id).or_default(),
+        );
+        Ok(Run { dir: Arc::new(dir), info, raw_tables })
     }
 
     /// Starts a new run: allocates the next id (overriding `info.id`), takes the run's
@@ -694,7 +703,7 @@ impl Run {
     /// compacted if it is, else as captured.
     pub fn open_snapshot_seq(&self, seq: u32) -> Result<Snapshot> {
         let name = self.info.snapshot_name(seq);
-        match Snapshot::open(Arc::clone(&self.dir), seq, name.clone()) {
+        match Snapshot::open(Arc::clone(&self.dir), seq, name.clone(), &self.raw_tables) {
             Err(Error::NoSuchSnapshot { .. }) => {
                 if self.dir.open_file(&file_name(seq, Form::Incomplete)).is_ok() {
                     Err(Error::Incomplete { snapshot: name })
@@ -820,7 +829,7 @@ pub struct RunLog {
 
 impl RunLog {
     fn new(dir: Arc<Dir>, info: RunInfo, lock: File) -> RunLog {
-        RunLog { run: Run { dir, info }, _lock: lock }
+        RunLog { run: Run { dir, info, raw_tables: Arc::default() }, _lock: lock }
     }
 
     /// The run, as its `run.json` says.

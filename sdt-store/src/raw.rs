@@ -86,7 +86,9 @@ pub(crate) struct Record {
     pub copied: Vec<PageSpan>,
     /// Pages as in the previous snapshot.
     pub unchanged: Vec<PageSpan>,
-    pub meta: SnapshotMeta,
+    /// The snapshot's metadata, if it was asked for: walking a chain of raw snapshots
+    /// needs only their spans.
+    pub meta: Option<SnapshotMeta>,
 }
 
 /// Where a committed file's record lies.
@@ -215,8 +217,8 @@ pub(crate) fn check_header_page(page: &[u8], seq: u32, file_len: u64) -> Result<
     Ok(commit)
 }
 
-/// Checks and decodes the record of raw file `seq`.
-pub(crate) fn decode_record(bytes: &[u8], seq: u32, commit: &Commit) -> Result<Record, Bad> {
+/// Checks and decodes the record of raw file `seq`, its metadata only `with_meta`.
+pub(crate) fn decode_record(bytes: &[u8], seq: u32, commit: &Commit, with_meta: bool) -> Result<Record, Bad> {
     let got = xxh3_64(bytes);
     if got != commit.record_checksum {
         return Err(Bad::Corrupt(format!(
@@ -246,12 +248,15 @@ pub(crate) fn decode_record(bytes: &[u8], seq: u32, commit: &Commit) -> Result<R
         }
         if c.end() <= u.first { i += 1 } else { j += 1 }
     }
+    if !with_meta {
+        return Ok(Record { copied, unchanged, meta: None });
+    }
     let meta: SnapshotMeta = serde_json::from_slice(rest).map_err(|e| format!("raw record metadata: {e}"))?;
     if meta.seq != seq {
         return Err(Bad::Corrupt(format!("metadata says seq {}, the file {seq}", meta.seq)));
     }
     check_meta(&meta).map_err(|e| format!("metadata: {e}"))?;
-    Ok(Record { copied, unchanged, meta })
+    Ok(Record { copied, unchanged, meta: Some(meta) })
 }
 
 /// Decodes one list of spans from the front of `rest`: ascending, not overlapping,
@@ -332,21 +337,23 @@ mod tests {
         let copied = [PageSpan { first: 0x10, pages: 2 }, PageSpan { first: 0x20, pages: 1 }];
         let unchanged = [PageSpan { first: 0x12, pages: 4 }];
         let record = encode_record(&copied, &unchanged, &meta);
-        let decoded = decode_record(&record, 3, &commit_for(&record, 3)).unwrap();
+        let decoded = decode_record(&record, 3, &commit_for(&record, 3), true).unwrap();
         assert_eq!(decoded.copied, copied);
         assert_eq!(decoded.unchanged, unchanged);
-        assert_eq!(decoded.meta, meta);
+        assert_eq!(decoded.meta, Some(meta.clone()));
+        let spans = decode_record(&record, 3, &commit_for(&record, 3), false).unwrap();
+        assert_eq!((spans.copied, spans.unchanged, spans.meta), (copied.to_vec(), unchanged.to_vec(), None));
         assert!(
-            matches!(decode_record(&record, 3, &commit_for(&record, 4)), Err(Bad::Corrupt(d)) if d.contains("hold 3 pages"))
+            matches!(decode_record(&record, 3, &commit_for(&record, 4), true), Err(Bad::Corrupt(d)) if d.contains("hold 3 pages"))
         );
         let overlap = encode_record(&copied, &[PageSpan { first: 0x11, pages: 1 }], &meta);
         assert!(
-            matches!(decode_record(&overlap, 3, &commit_for(&overlap, 3)), Err(Bad::Corrupt(d)) if d.contains("both"))
+            matches!(decode_record(&overlap, 3, &commit_for(&overlap, 3), true), Err(Bad::Corrupt(d)) if d.contains("both"))
         );
         let backwards = encode_record(&[copied[1], copied[0]], &[], &meta);
-        assert!(decode_record(&backwards, 3, &commit_for(&backwards, 3)).is_err());
+        assert!(decode_record(&backwards, 3, &commit_for(&backwards, 3), true).is_err());
         let huge = encode_record(&[PageSpan { first: MAX_PAGES - 1, pages: 2 }], &[], &meta);
-        assert!(decode_record(&huge, 3, &commit_for(&huge, 2)).is_err());
-        assert!(decode_record(&record[..5], 3, &commit_for(&record[..5], 3)).is_err());
+        assert!(decode_record(&huge, 3, &commit_for(&huge, 2), true).is_err());
+        assert!(decode_record(&record[..5], 3, &commit_for(&record[..5], 3), true).is_err());
     }
 }

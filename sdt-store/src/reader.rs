@@ -10,8 +10,11 @@
 //! which are as in the snapshot before it. Opening one resolves that into a page table
 //! like a compacted snapshot's index: walking back over the raw snapshots before it to
 //! the last compacted one (or to one with nothing unchanged), then forward, each taking
-//! its unchanged pages from the table of the one before. The raw files it takes pages
-//! from stay open, so compaction removing them meanwhile changes nothing for the reader.
+//! its unchanged pages from the table of the one before. A run keeps the table it resolved
+//! last ([`RawTables`]), so opening its raw snapshots one after another walks back one
+//! snapshot each. A raw file that compaction removed after the table named it is read
+//! through the compacted file that replaced it, which holds the same pages; so a reader
+//! keeps only a few files open, however long the chain.
 
 use std::cell::{OnceCell, RefCell};
 use std::collections::HashMap;
@@ -20,7 +23,7 @@ use std::fs::File;
 use std::io::ErrorKind;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use zstd::bulk::Decompressor;
 
@@ -39,7 +42,26 @@ use crate::{Error, Result};
 /// Decoded blocks a snapshot keeps, so that a sequential read decodes each block once even
 /// when its pages are patches on pages in other blocks.
 const CACHED_BLOCKS: usize = 16;
+/// Snapshot files a snapshot keeps open for its reads.
+const OPEN_FILES: usize = 64;
 const PAGE: usize = PAGE_SIZE as usize;
+
+/// The page table of the raw snapshot of a run resolved last, shared by the run's
+/// readers: the next one resolves from there.
+#[derive(Debug, Default)]
+pub(crate) struct RawTables(Mutex<Option<(u32, Vec<SlotRun>)>>);
+
+impl RawTables {
+    /// The table of snapshot `seq`, if it is the one kept.
+    fn get(&self, seq: u32) -> Option<Vec<SlotRun>> {
+        let kept = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        kept.as_ref().filter(|(at, _)| *at == seq).map(|(_, table)| table.clone())
+    }
+
+    fn keep(&self, seq: u32, table: &[SlotRun]) {
+        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some((seq, table.to_vec()));
+    }
+}
 
 /// An open snapshot. Reads pages from its own file and from the earlier files its index
 /// and their patch chains name, opening each at most once.
@@ -79,6 +101,9 @@ pub(crate) struct Slots {
     /// The page at `page_at`, `(seq, raw, slot)`, put together.
     page: Vec<u8>,
     page_at: Option<(u32, bool, u32)>,
+    /// The page tables of compacted files read in place of raw files that compaction
+    /// removed, by seq.
+    replaced: HashMap<u32, Vec<SlotRun>>,
 }
 
 /// The snapshot files of a run opened so far, by seq and form (raw or not).
@@ -118,16 +143,17 @@ enum Opened {
 }
 
 impl Snapshot {
-    /// Opens snapshot `seq` of the run in `dir`, compacted if it is, else raw; named
-    /// `name` in errors. [`Error::NoSuchSnapshot`] if neither file exists.
-    pub(crate) fn open(dir: Arc<Dir>, seq: u32, name: String) -> Result<Snapshot> {
-        let mut files = Files { dir, open: HashMap::new(), max: usize::MAX, clock: 0 };
+    /// Opens snapshot `seq` of the run in `dir`, compacted if it is, else raw (resolved
+    /// from the run's `tables` where it can); named `name` in errors.
+    /// [`Error::NoSuchSnapshot`] if neither file exists.
+    pub(crate) fn open(dir: Arc<Dir>, seq: u32, name: String, tables: &RawTables) -> Result<Snapshot> {
+        let mut files = Files { dir, open: HashMap::new(), max: OPEN_FILES, clock: 0 };
         let (opened, raw) = open_either(&files.dir, seq, &name, true)?;
         let (file, runs, meta) = match opened {
             Opened::Compact { file, runs, meta } => (file, runs, meta.expect("metadata was asked for")),
             Opened::Raw { file, record } => {
-                let runs = resolve(&mut files, seq, &record, &name)?;
-                (file, runs, record.meta)
+                let runs = resolve(&files.dir, seq, &record, &name, tables)?;
+                (file, runs, record.meta.expect("metadata was asked for"))
             }
         };
         crate::names::check_meta_name(&meta.name, &name)
@@ -179,21 +205,28 @@ impl Snapshot {
             let page_start = pos - pos % PAGE_SIZE;
             let end = pos.saturating_add((buf.len() - done) as u64).min(page_start + PAGE_SIZE).min(m.end);
             let out = &mut buf[done..done + (end - pos) as usize];
-            match (&m.content, find_run(&self.runs, pos / PAGE_SIZE)) {
+            let stored = match (&m.content, find_run(&self.runs, pos / PAGE_SIZE)) {
                 (Content::Unreadable, _) => {
                     return Err(Error::Unreadable { addr: pos, snapshot: self.name.clone() });
                 }
                 (_, Some((source, raw, slot))) => {
-                    let page = state.slots.page(source, raw, slot, pos / PAGE_SIZE, &self.name)?;
+                    state.slots.stored_page(source, raw, slot, pos / PAGE_SIZE, &self.name)?
+                }
+                (_, None) => None,
+            };
+            match (stored, &m.content) {
+                (Some(page), _) => {
                     let from = (pos - page_start) as usize;
                     out.copy_from_slice(&page[from..from + out.len()]);
                 }
-                (Content::Zero, None) => out.fill(0),
-                (Content::File(f), None) => {
+                (None, Content::File(f)) => {
                     let (file, _) = state.file_ref(f, &self.name)?;
                     // `check_meta` made sure that `offset + len` does not overflow.
                     fileref::read_at(file, m.offset + (pos - m.start), out, &f.path)?;
                 }
+                // A zero mapping's page that is not stored (an unreadable one returned
+                // above).
+                (None, _) => out.fill(0),
             }
             done += out.len();
         }
@@ -319,16 +352,17 @@ impl std::fmt::Debug for Snapshot {
 pub(crate) fn read_meta(dir: &Dir, seq: u32, name: &str) -> Result<(SnapshotMeta, bool)> {
     let (meta, raw) = match open_either(dir, seq, name, true)?.0 {
         Opened::Compact { meta, .. } => (meta.expect("metadata was asked for"), false),
-        Opened::Raw { record, .. } => (record.meta, true),
+        Opened::Raw { record, .. } => (record.meta.expect("metadata was asked for"), true),
     };
     crate::names::check_meta_name(&meta.name, name)
         .map_err(|detail| Error::Corrupt { snapshot: name.to_owned(), detail })?;
     Ok((meta, raw))
 }
 
-/// The raw file of snapshot `seq` (named `name` in errors), checked, and its record.
+/// The raw file of snapshot `seq` (named `name` in errors), checked, and its record with
+/// its metadata.
 pub(crate) fn read_raw(dir: &Dir, seq: u32, name: &str) -> Result<(FileBytes, raw::Record)> {
-    match open_form(dir, seq, true, name, false)? {
+    match open_form(dir, seq, true, name, true)? {
         Opened::Raw { file, record } => Ok((file.bytes, record)),
         Opened::Compact { .. } => unreachable!("opened raw"),
     }
@@ -359,7 +393,7 @@ pub(crate) fn page_entries(dir: &Arc<Dir>, seq: u32) -> Result<Vec<StoredPage>> 
     for run in &runs {
         for k in 0..run.count {
             let (page, slot) = (run.first + u64::from(k), run.first_slot + k);
-            let hash = xxhash_rust::xxh3::xxh3_128(slots.page(run.seq, false, slot, page, &name)?);
+            let hash = xxhash_rust::xxh3::xxh3_128(slots.page(run.seq, slot, page, &name)?);
             let file = slots.files.get(run.seq, false, &name)?;
             let SourceKind::Compact { patches, .. } = &file.kind else { unreachable!("compacted") };
             entries.push(StoredPage {
@@ -376,7 +410,7 @@ pub(crate) fn page_entries(dir: &Arc<Dir>, seq: u32) -> Result<Vec<StoredPage>> 
 
 /// Opens snapshot `seq`: its compacted file if there is one, else its raw file (looking
 /// for the compacted one again if compaction removed the raw one meanwhile). With
-/// `meta`, a compacted file's metadata is decoded and checked too. Returns whether it is
+/// `meta`, its metadata is decoded and checked too. Returns whether it is
 /// raw. [`Error::NoSuchSnapshot`] (with `name` and nothing else) if neither exists.
 fn open_either(dir: &Dir, seq: u32, name: &str, meta: bool) -> Result<(Opened, bool)> {
     for raw in [false, true, false] {
@@ -401,7 +435,7 @@ fn open_form(dir: &Dir, seq: u32, raw: bool, name: &str, meta: bool) -> Result<O
         let commit = raw::check_header_page(&header, seq, bytes.len).map_err(|bad| bad.named(name))?;
         let record_bytes = format::range(&bytes, commit.record_offset, commit.record_len, "raw record")
             .map_err(|bad| bad.named(name))?;
-        let record = raw::decode_record(&record_bytes, seq, &commit).map_err(|bad| bad.named(name))?;
+        let record = raw::decode_record(&record_bytes, seq, &commit, meta).map_err(|bad| bad.named(name))?;
         let kind = SourceKind::Raw { slot_count: commit.slot_count };
         return Ok(Opened::Raw { file: SourceFile { bytes, kind, used: 0 }, record });
     }
@@ -413,9 +447,19 @@ fn open_form(dir: &Dir, seq: u32, raw: bool, name: &str, meta: bool) -> Result<O
     Ok(Opened::Compact { file: SourceFile { bytes, kind, used: 0 }, runs: pages, meta })
 }
 
-/// The page table of raw snapshot `seq` (whose record is `record`), resolved through the
-/// snapshots before it; the raw files it takes pages from are kept open in `files`.
-fn resolve(files: &mut Files, seq: u32, record: &raw::Record, needed_by: &str) -> Result<Vec<SlotRun>> {
+/// The page table of raw snapshot `seq` (whose record is `record`) of the run in `dir`,
+/// resolved through the snapshots before it, back to the table `tables` keeps if it is on
+/// the way; kept there in turn.
+fn resolve(
+    dir: &Dir,
+    seq: u32,
+    record: &raw::Record,
+    needed_by: &str,
+    tables: &RawTables,
+) -> Result<Vec<SlotRun>> {
+    if let Some(table) = tables.get(seq) {
+        return Ok(table);
+    }
     // Newest first: (seq, copied, unchanged) of each raw snapshot the table depends on.
     let mut chain: Vec<(u32, Vec<PageSpan>, Vec<PageSpan>)> =
         vec![(seq, record.copied.clone(), record.unchanged.clone())];
@@ -431,23 +475,23 @@ fn resolve(files: &mut Files, seq: u32, record: &raw::Record, needed_by: &str) -
                 detail: "S0 has pages unchanged since a snapshot before it".into(),
             });
         };
-        let missing = |e: Error| match e {
+        let gone = |e: Error| match e {
             Error::NoSuchSnapshot { .. } => Error::Corrupt {
                 snapshot: snapshot_name(before),
                 detail: format!("its file is missing ({needed_by} keeps pages there)"),
             },
             e => e,
         };
-        match open_either(&files.dir, before, &snapshot_name(before), false).map_err(missing)? {
-            (Opened::Compact { file, runs, .. }, _) => {
-                files.open.insert((before, false), file);
+        if let Some(kept) = tables.get(before) {
+            table = kept;
+            break;
+        }
+        match open_either(dir, before, &snapshot_name(before), false).map_err(gone)? {
+            (Opened::Compact { runs, .. }, _) => {
                 table = runs;
                 break;
             }
-            (Opened::Raw { file, record }, _) => {
-                files.open.insert((before, true), file);
-                chain.push((before, record.copied, record.unchanged));
-            }
+            (Opened::Raw { record, .. }, _) => chain.push((before, record.copied, record.unchanged)),
         }
     }
     for (at, copied, unchanged) in chain.into_iter().rev() {
@@ -460,6 +504,7 @@ fn resolve(files: &mut Files, seq: u32, record: &raw::Record, needed_by: &str) -
         }
         table = merge(own, restrict(&table, &unchanged));
     }
+    tables.keep(seq, &table);
     Ok(table)
 }
 
@@ -546,35 +591,54 @@ impl Slots {
             scratch: Vec::new(),
             page: vec![0; PAGE],
             page_at: None,
+            replaced: HashMap::new(),
         })
     }
 
-    /// The page that slot `slot` of file `seq` (raw or compacted) holds: its bytes if
-    /// whole, else XOR-ed with its base's page, recursively, through at most
-    /// [`MAX_PATCH_DEPTH`] patches. `page` (its number) and `needed_by` (the snapshot
-    /// whose index names the slot) are for errors. Damage is reported naming the file it
-    /// is in.
-    pub(crate) fn page(
+    /// The page that slot `slot` of compacted file `seq` holds: its bytes if whole, else
+    /// XOR-ed with its base's page, recursively, through at most [`MAX_PATCH_DEPTH`]
+    /// patches. `page` (its number) and `needed_by` (the snapshot whose index names the
+    /// slot) are for errors. Damage is reported naming the file it is in.
+    pub(crate) fn page(&mut self, seq: u32, slot: u32, page: u64, needed_by: &str) -> Result<&[u8]> {
+        if self.page_at != Some((seq, false, slot)) {
+            self.page_at = None;
+            self.put_together(seq, slot, page, needed_by)?;
+            self.page_at = Some((seq, false, slot));
+        }
+        Ok(&self.page)
+    }
+
+    /// Page `page` from slot `slot` of file `seq`, raw or compacted, as a snapshot's page
+    /// table names it. `None` where compaction replaced the raw file by one that does not
+    /// store the page (a zero page, or one equal to its file): it reads as its mapping's
+    /// content.
+    fn stored_page(
         &mut self,
         seq: u32,
         raw: bool,
         slot: u32,
         page: u64,
         needed_by: &str,
-    ) -> Result<&[u8]> {
-        if self.page_at != Some((seq, raw, slot)) {
-            self.page_at = None;
-            if raw {
-                self.raw_page(seq, slot, page, needed_by)?;
-            } else {
-                self.put_together(seq, slot, page, needed_by)?;
-            }
-            self.page_at = Some((seq, raw, slot));
+    ) -> Result<Option<&[u8]>> {
+        if !raw {
+            return self.page(seq, slot, page, needed_by).map(Some);
         }
-        Ok(&self.page)
+        if self.page_at != Some((seq, true, slot)) {
+            self.page_at = None;
+            if !self.raw_page(seq, slot, page, needed_by)? {
+                return Ok(None);
+            }
+            self.page_at = Some((seq, true, slot));
+        }
+        Ok(Some(&self.page))
     }
 
-    fn raw_page(&mut self, seq: u32, slot: u32, page: u64, needed_by: &str) -> Result<()> {
+    /// Reads page `page`, at slot `slot` of raw file `seq`, into `self.page`; `false` if
+    /// the file's replacement does not store it.
+    fn raw_page(&mut self, seq: u32, slot: u32, page: u64, needed_by: &str) -> Result<bool> {
+        if self.files.try_get(seq, true)?.is_none() {
+            return self.replaced_page(seq, page, needed_by);
+        }
         let file = self.files.get(seq, true, needed_by)?;
         let SourceKind::Raw { slot_count } = file.kind else { unreachable!("raw files are opened raw") };
         if u64::from(slot) >= slot_count {
@@ -590,7 +654,25 @@ impl Slots {
         file.bytes.read_exact_at(&mut self.page, offset).map_err(|e| Error::Corrupt {
             snapshot: snapshot_name(seq),
             detail: format!("slot {slot} of its raw file cannot be read: {e}"),
-        })
+        })?;
+        Ok(true)
+    }
+
+    /// Page `page` as raw snapshot `seq` held it, from the compacted file that replaced
+    /// the raw one after a page table named it; `false` if that file does not store it.
+    fn replaced_page(&mut self, seq: u32, page: u64, needed_by: &str) -> Result<bool> {
+        if !self.replaced.contains_key(&seq) {
+            let name = snapshot_name(seq);
+            let Opened::Compact { runs, .. } = open_form(&self.files.dir, seq, false, &name, false)
+                .map_err(|e| missing(e, seq, needed_by))?
+            else {
+                unreachable!("opened compacted")
+            };
+            self.replaced.insert(seq, runs);
+        }
+        let Some((at, _, slot)) = find_run(&self.replaced[&seq], page) else { return Ok(false) };
+        self.put_together(at, slot, page, needed_by)?;
+        Ok(true)
     }
 
     fn put_together(&mut self, mut seq: u32, mut slot: u32, page: u64, needed_by: &str) -> Result<()> {
@@ -710,6 +792,18 @@ impl Files {
     /// recently used file if `max` are open); `needed_by` names the snapshot that takes
     /// pages from it, for errors.
     fn get(&mut self, seq: u32, raw: bool, needed_by: &str) -> Result<&SourceFile> {
+        let dir = Arc::clone(&self.dir);
+        match self.try_get(seq, raw)? {
+            Some(file) => Ok(file),
+            None => {
+                let path = dir.join(&file_name(seq, if raw { Form::Raw } else { Form::Compact }));
+                Err(missing(io_error(&path, ErrorKind::NotFound.into()), seq, needed_by))
+            }
+        }
+    }
+
+    /// As [`Files::get`], but `None` if the file is not there.
+    fn try_get(&mut self, seq: u32, raw: bool) -> Result<Option<&SourceFile>> {
         let key = (seq, raw);
         if self.open.len() >= self.max
             && !self.open.contains_key(&key)
@@ -719,23 +813,26 @@ impl Files {
         }
         let file = match self.open.entry(key) {
             Entry::Occupied(file) => file.into_mut(),
-            Entry::Vacant(entry) => {
-                let name = snapshot_name(seq);
-                let opened = open_form(&self.dir, seq, raw, &name, false).map_err(|e| match e {
-                    Error::Io { path, source } if source.kind() == ErrorKind::NotFound => Error::Corrupt {
-                        snapshot: name.clone(),
-                        detail: format!("{} is missing ({needed_by} keeps pages there)", path.display()),
-                    },
-                    e => e,
-                })?;
-                entry.insert(match opened {
-                    Opened::Compact { file, .. } | Opened::Raw { file, .. } => file,
-                })
-            }
+            Entry::Vacant(entry) => match open_form(&self.dir, seq, raw, &snapshot_name(seq), false) {
+                Ok(Opened::Compact { file, .. } | Opened::Raw { file, .. }) => entry.insert(file),
+                Err(Error::Io { source, .. }) if source.kind() == ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(e),
+            },
         };
         self.clock += 1;
         file.used = self.clock;
-        Ok(file)
+        Ok(Some(file))
+    }
+}
+
+/// `e`, or, for a missing file of snapshot `seq`, that `needed_by` keeps pages there.
+fn missing(e: Error, seq: u32, needed_by: &str) -> Error {
+    match e {
+        Error::Io { path, source } if source.kind() == ErrorKind::NotFound => Error::Corrupt {
+            snapshot: snapshot_name(seq),
+            detail: format!("{} is missing ({needed_by} keeps pages there)", path.display()),
+        },
+        e => e,
     }
 }
 

@@ -316,7 +316,7 @@ impl Worker {
     /// [`MAX_LARGE_PATCH_DEPTH`] patches: the page is stored whole.
     fn make_patch(&mut self, c: &Candidate<'_>, needed_by: &str) -> Option<Patch> {
         let base = &c.base;
-        let old = self.slots.page(base.source_seq, false, base.slot, base.page, needed_by).ok()?;
+        let old = self.slots.page(base.source_seq, base.slot, base.page, needed_by).ok()?;
         if xxh3_128(old) != base.hash {
             return None;
         }
@@ -588,7 +588,8 @@ impl RunWriter {
             .map_err(|e| io_error(&self.dir.join(&file_name(seq, Form::Raw)), e))?;
         let data = map.as_ref().map_or(&[][..], RawMap::data);
         let pages = raw_pages(&record.copied, &record.unchanged, data);
-        let report = self.write_pages(record.meta, pages, map.as_ref())?;
+        let meta = record.meta.expect("read_raw decodes the metadata");
+        let report = self.write_pages(meta, pages, map.as_ref())?;
         drop((map, bytes));
         let raw_name = file_name(seq, Form::Raw);
         self.dir.remove_file(&raw_name).map_err(|e| io_error(&self.dir.join(&raw_name), e))?;

@@ -317,7 +317,60 @@ fn spares_share_one_buffer_whose_old_bytes_never_reach_a_later_snapshot() {
     assert_eq!(again.data().as_ptr(), buffer);
 }
 
+/// Files of the store under `root` that this process has open.
+fn open_files_under(root: &std::path::Path) -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|target| target.starts_with(root))
+        .count()
+}
+
+/// A run of 1,200 raw snapshots (an `sdt` killed before compaction, or compaction behind),
+/// each writing another page: the last one reads back with a few of its files open, not
+/// one per snapshot that holds its pages (a process may hold 1,024), and still after
+/// compaction replaced most of them while it was open.
+fn a_long_chain_of_raw_snapshots_reads_with_few_files_open() {
+    const SNAPSHOTS: u64 = 1200;
+    const TOTAL: u64 = 1500;
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::open_or_create(tmp.path()).unwrap();
+    let mut log = store.create_run(run_info()).unwrap();
+    let id = log.run().id();
+    let mut cur: BTreeMap<u64, Vec<u8>> = (0..TOTAL).map(|i| (addr(i), page(1, addr(i)))).collect();
+    commit_of(&mut log, 0, TOTAL, &cur, &[], true);
+    for seq in 1..SNAPSHOTS {
+        let a = addr(seq);
+        cur.insert(a, random_page(seq));
+        commit_of(&mut log, seq as u32, TOTAL, &cur, &[a], false);
+    }
+    let m = anon(BASE, TOTAL);
+    let expected = expected_anon(&m, &cur);
+    let root = tmp.path().canonicalize().unwrap();
+    let run = store.open_run(&id).unwrap();
+    let last = run.open_snapshot(&format!("S{}", SNAPSHOTS - 1)).unwrap();
+    assert!(last.is_raw());
+    assert!(read_mapping(&last, &m).unwrap() == expected);
+    let open = open_files_under(&root);
+    assert!(open <= 80, "{open} files of the store open");
+
+    let mut writer = log.compactor().unwrap();
+    for _ in 0..SNAPSHOTS - 100 {
+        writer.compact().unwrap().unwrap();
+    }
+    assert!(read_mapping(&last, &m).unwrap() == expected, "read through the compacted files");
+    // Opened afresh, one after another, each resolves from the one before.
+    let run = store.open_run(&id).unwrap();
+    for seq in SNAPSHOTS - 100..SNAPSHOTS {
+        let snap = run.open_snapshot(&format!("S{seq}")).unwrap();
+        let mut bytes = vec![0; PAGE];
+        snap.read(addr(seq), &mut bytes).unwrap();
+        assert!(bytes == random_page(seq), "S{seq}");
+    }
+}
+
 sdt_test_harness::tests![
+    a_long_chain_of_raw_snapshots_reads_with_few_files_open,
     raw_and_compacted_snapshots_read_back_the_same,
     a_raw_snapshot_larger_than_the_compactors_window_compacts_to_the_same_bytes,
     a_run_whose_sdt_died_keeps_its_snapshots_and_is_finished_later,
