@@ -1,7 +1,5 @@
 //! The snapshots a server moves between: those of a run of a store, opened on first
-//! visit and kept open, so that going back to one costs nothing.
-
-use std::collections::HashMap;
+//! visit and the last few kept open, so that going back to one costs nothing.
 
 use sdt_store::{PageSource, RunId, Snapshot, SnapshotMeta, SnapshotSource, Store, Trigger};
 
@@ -50,20 +48,27 @@ impl Entry {
     }
 }
 
+/// Snapshots a timeline keeps open for going back to them: each holds its files open and
+/// a cache of decoded blocks, and `sdt history` visits every snapshot of a run.
+const KEPT_OPEN: usize = 8;
+
 /// The snapshots of a store, starting in run `root`'s tree.
 pub struct StoreTimeline {
     store: Store,
     root: RunId,
-    /// Snapshots opened so far, by name, with their run.
-    open: HashMap<String, (RunId, Snapshot)>,
-    current: String,
+    /// The snapshots opened last, by the name they were asked for, with their run; the
+    /// current one last.
+    open: Vec<(String, RunId, Snapshot)>,
 }
 
 impl StoreTimeline {
     /// A timeline at snapshot `snap` of run `run` (of `root`'s refinement tree).
     pub fn new(store: Store, root: RunId, run: RunId, snap: Snapshot) -> StoreTimeline {
-        let current = snap.name().to_owned();
-        StoreTimeline { store, root, open: HashMap::from([(current.clone(), (run, snap))]), current }
+        StoreTimeline { store, root, open: vec![(snap.name().to_owned(), run, snap)] }
+    }
+
+    fn current_run(&self) -> RunId {
+        self.open.last().expect("a timeline has a current snapshot").1
     }
 }
 
@@ -86,28 +91,34 @@ impl Timeline for StoreTimeline {
     type Snapshot = Snapshot;
 
     fn current(&self) -> &Snapshot {
-        &self.open[&self.current].1
+        &self.open.last().expect("a timeline has a current snapshot").2
     }
 
     fn goto(&mut self, name: &str) -> Result<(), String> {
-        if !self.open.contains_key(name) {
-            let (run, snap) = match name.split_once(':') {
-                Some((run, snap)) => self.open_in_tree(run, snap)?,
-                None => self.store.find_snapshot(self.root, name).map_err(|e| error_chain(&e))?,
-            };
-            self.open.insert(name.to_owned(), (run.id(), snap));
+        let entry = match self.open.iter().position(|(n, ..)| n == name) {
+            Some(i) => self.open.remove(i),
+            None => {
+                let (run, snap) = match name.split_once(':') {
+                    Some((run, snap)) => self.open_in_tree(run, snap)?,
+                    None => self.store.find_snapshot(self.root, name).map_err(|e| error_chain(&e))?,
+                };
+                (name.to_owned(), run.id(), snap)
+            }
+        };
+        self.open.push(entry);
+        if self.open.len() > KEPT_OPEN {
+            self.open.remove(0);
         }
-        self.current = name.to_owned();
         Ok(())
     }
 
     fn list(&self) -> Result<Vec<Entry>, String> {
-        let run = self.store.open_run(&self.open[&self.current].0).map_err(|e| error_chain(&e))?;
+        let run = self.store.open_run(&self.current_run()).map_err(|e| error_chain(&e))?;
         entries(&run)
     }
 
     fn commit(&mut self, meta: SnapshotMeta, pages: &[(u64, Vec<u8>)]) -> Result<String, String> {
-        let run = self.open[&self.current].0;
+        let run = self.current_run();
         let pages = pages.iter().map(|(at, data)| (*at, PageSource::Data(data)));
         let name = self.store.commit_edit(run, meta, pages).map_err(|e| error_chain(&e))?;
         self.goto(&name)?;

@@ -224,6 +224,20 @@ fn commands_that_resume_end_at_once_in_the_chosen_thread() {
     assert_eq!(gdb_values(&text), ["4242"], "{text}");
 }
 
+/// `sdt history` goes through 300 snapshots with 128 descriptors: the server keeps the
+/// last few snapshots open, not every one it visited (each holds its files).
+fn history_through_many_snapshots_keeps_few_files_open() {
+    let sdt = Sdt::new();
+    let prog = program("dirty");
+    sdt.ok(&["run", "-q", "--", prog.to_str().unwrap(), "1", "1", "300"]);
+    let out =
+        run(sdt.command_with_files(128, &["history", "*(long *)$sp"]).stdin(std::process::Stdio::null()));
+    assert!(out.status.success(), "{}", describe(&out));
+    let text = stdout(&out);
+    assert_eq!(text.lines().filter(|l| l.starts_with('S')).count(), 300, "{text}");
+    assert!(!text.contains("Cannot access memory"), "{text}");
+}
+
 fn gdbserver_serves_gdb_on_a_tcp_port() {
     use std::io::BufRead;
     let sdt = Sdt::new();
@@ -442,6 +456,7 @@ sdt_test_harness::tests![
     the_server_shows_what_the_core_shows,
     sdt_goto_moves_the_session_between_snapshots,
     commands_that_resume_end_at_once_in_the_chosen_thread,
+    history_through_many_snapshots_keeps_few_files_open,
     gdbserver_serves_gdb_on_a_tcp_port,
     sdt_history_prints_the_values_the_program_printed,
     sdt_history_writes_json_and_a_plot,

@@ -212,6 +212,11 @@ impl Sdt {
         self.command_via(if root { &drop } else { &[] }, args)
     }
 
+    /// [`Sdt::command`] allowed at most `files` open descriptors (`prlimit`).
+    pub fn command_with_files(&self, files: u32, args: &[&str]) -> Command {
+        self.command_via(&["prlimit", &format!("--nofile={files}"), "--"], args)
+    }
+
     /// `wrapper` (a program and its arguments) running `sdt ARGS`, as [`Sdt::command`].
     fn command_via(&self, wrapper: &[&str], args: &[&str]) -> Command {
         use std::os::unix::process::CommandExt;
