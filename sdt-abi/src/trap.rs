@@ -4,7 +4,10 @@
 //! thread's stack, loads [`TRAP_MAGIC`] into `rax` and the record's address into `rdi`, and
 //! executes `int3`. The tracer (`sdt run`) sees the `SIGTRAP` stop, recognises the magic,
 //! reads the record with `process_vm_readv`, freezes every other thread, captures, writes
-//! [`TrapRecord::result`] back, and resumes the thread without delivering the signal.
+//! the record back answered ([`TrapRecord::answered`]: the result in, the version out),
+//! and resumes the thread without delivering the signal. An `int3` of the program's own
+//! that comes later with the registers still as the trap left them (the compiler need not
+//! reload `rax` and `rdi`) finds an answered record there, and gets its `SIGTRAP`.
 //!
 //! Bump [`PROTOCOL_VERSION`] whenever the record, the magic, the state values or the wire
 //! form of the filter change.
@@ -182,12 +185,43 @@ impl TrapRecord {
         let record: TrapRecord = bytemuck::try_pod_read_unaligned(bytes.get(..TRAP_RECORD_SIZE)?).ok()?;
         (record.version == PROTOCOL_VERSION && record.size as usize == TRAP_RECORD_SIZE).then_some(record)
     }
+
+    /// The record as the tracer writes it back: `result` in, and the version
+    /// [`ANSWERED`], so that it is not taken for a new breakpoint again.
+    pub fn answered(self, result: i64) -> TrapRecord {
+        TrapRecord { version: ANSWERED, result, ..self }
+    }
+
+    /// Whether `bytes` hold a record the tracer has answered already.
+    pub fn is_answered(bytes: &[u8]) -> bool {
+        let record: Option<TrapRecord> =
+            bytes.get(..TRAP_RECORD_SIZE).and_then(|b| bytemuck::try_pod_read_unaligned(b).ok());
+        record.is_some_and(|r| r.version == ANSWERED && r.size as usize == TRAP_RECORD_SIZE)
+    }
 }
+
+/// [`TrapRecord::version`] of a record the tracer has answered.
+pub const ANSWERED: u32 = 0;
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::{Filter, Span};
+
+    #[test]
+    fn an_answered_record_is_no_breakpoint() {
+        let record =
+            TrapRecord { version: PROTOCOL_VERSION, size: TRAP_RECORD_SIZE as u32, ..TrapRecord::default() };
+        let bytes = bytemuck::bytes_of(&record);
+        assert_eq!(TrapRecord::from_bytes(bytes), Some(record));
+        assert!(!TrapRecord::is_answered(bytes));
+        let answered = record.answered(4);
+        let bytes = bytemuck::bytes_of(&answered);
+        assert_eq!(TrapRecord::from_bytes(bytes), None);
+        assert!(TrapRecord::is_answered(bytes));
+        assert_eq!(answered.result, 4);
+        assert!(!TrapRecord::is_answered(&bytes[..10]));
+    }
 
     #[test]
     fn class_mask_drops_only_classes_that_cannot_capture() {

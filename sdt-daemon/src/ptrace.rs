@@ -560,7 +560,8 @@ enum Trap {
     Unreadable,
     /// An SDT trap in a program whose memory sdt may no longer read (non-dumpable).
     Closed,
-    /// The program's own (a debugger's breakpoint, `raise(SIGTRAP)`): delivered as is.
+    /// The program's own (a debugger's breakpoint, `raise(SIGTRAP)`, an `int3` where an
+    /// answered record is left): delivered as is.
     Foreign,
 }
 
@@ -578,6 +579,9 @@ fn trap_at(tid: Tid) -> Result<Trap, sdt_sys::Error> {
     let read = memory::read_exact(tid, record_addr, &mut bytes);
     if read.as_ref().is_err_and(|e| e.errno() == libc::EPERM) {
         return Ok(Trap::Closed);
+    }
+    if read.is_ok() && TrapRecord::is_answered(&bytes) {
+        return Ok(Trap::Foreign);
     }
     let record = read.ok().and_then(|()| TrapRecord::from_bytes(&bytes));
     let Some(record) = record else {
@@ -640,8 +644,11 @@ impl Freezer for Tracer {
             // first instruction instead.
             Some((hit, _)) if hit.record_addr == 0 => note(self.step_over(hit.tid)),
             Some((hit, result)) => {
-                let addr = hit.record_addr + TrapRecord::RESULT_OFFSET as u64;
-                note(memory::write(hit.tid, addr, &result.to_le_bytes()).map_err(Into::into));
+                let answered = hit.record.answered(result);
+                note(
+                    memory::write(hit.tid, hit.record_addr, bytemuck::bytes_of(&answered))
+                        .map_err(Into::into),
+                );
                 if turn_off {
                     note(decline_from_now_on(hit.tid, hit.record.state_ptr).map_err(Into::into));
                 }

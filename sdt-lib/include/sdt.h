@@ -88,7 +88,8 @@ extern unsigned long long sdt_ids[64];
  * The trap record: what a breaking thread hands to `sdt run`. SetBreakpoint() fills it
  * through sdt_arm() and stops in its caller's own frame (so gdb's current frame is the
  * user's code) with `int3`, rax = SDT_TRAP_MAGIC and rdi = the record. `sdt run` captures
- * the snapshot while the thread is stopped and writes `result` back.
+ * the snapshot while the thread is stopped and writes `result` back, with `version` 0: a
+ * later `int3` of the program's own that finds the registers as they were is its own.
  * Protocol version 1: bump SDT_TRAP_MAGIC's last byte when this changes.
  */
 struct sdt_trap {

@@ -40,6 +40,16 @@ fn signals_reach_the_program() {
     assert_eq!(sdt.snapshots().len(), 1);
 }
 
+/// The program's own `SIGTRAP`s reach it, an `int3` that comes with the registers of a
+/// breakpoint already answered included; the breakpoint is captured once.
+fn the_programs_own_sigtraps_reach_it() {
+    let sdt = Sdt::new();
+    let prog = program("behave");
+    let out = sdt.ok(&["run", "--", prog.to_str().unwrap(), "traps"]);
+    assert_eq!(stdout(&out), "traps=3 result=0\n", "{}", describe(&out));
+    assert_eq!(sdt.snapshots().len(), 1);
+}
+
 fn a_fatal_signal_ends_sdt_the_same_way_and_keeps_snapshots() {
     let sdt = Sdt::new();
     let prog = program("behave");
@@ -243,6 +253,7 @@ sdt_test_harness::tests![
     exit_code_is_the_programs,
     stdin_and_stdout_pass_through,
     signals_reach_the_program,
+    the_programs_own_sigtraps_reach_it,
     a_fatal_signal_ends_sdt_the_same_way_and_keeps_snapshots,
     a_thread_that_aborts_is_captured_at_its_signal,
     sigterm_sent_to_sdt_is_forwarded,

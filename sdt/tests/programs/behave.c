@@ -14,6 +14,10 @@
  *   behave leader-exits the main thread calls pthread_exit; a worker takes snapshots and
  *                       ends the process with exit(4)
  *   behave exec         SetBreakpoint, then execve itself as "behave exit 6"
+ *   behave traps        handle SIGTRAP; raise it, execute an int3, pass a breakpoint,
+ *                       then execute an int3 with the registers the breakpoint's had
+ *                       (as code after an inlined SetBreakpoint may): print how many
+ *                       SIGTRAPs arrived
  *   behave vfork-stuck  a worker vforks a child that waits for a byte on stdin before it
  *                       exits: until then the worker cannot be stopped (a vfork parent
  *                       waits killably only); main calls SetBreakpoint meanwhile and
@@ -30,7 +34,7 @@
 
 #include <sdt.h>
 
-static volatile sig_atomic_t got_usr1, got_rt, got_term;
+static volatile sig_atomic_t got_usr1, got_rt, got_term, got_trap;
 
 /* The process's state letter in /proc/self/stat: the leader's ('Z' once it has exited). */
 static char process_state(void)
@@ -98,7 +102,9 @@ static void *vfork_and_wait(void *arg)
 
 static void on_signal(int sig)
 {
-	if (sig == SIGUSR1)
+	if (sig == SIGTRAP)
+		got_trap++;
+	else if (sig == SIGUSR1)
 		got_usr1++;
 	else if (sig == SIGTERM)
 		got_term = 1;
@@ -128,6 +134,18 @@ int main(int argc, char **argv)
 		kill(getpid(), SIGRTMIN + 1);
 		kill(getpid(), SIGRTMIN + 1);
 		printf("usr1=%d rt=%d\n", (int)got_usr1, (int)got_rt);
+		return 0;
+	}
+	if (!strcmp(mode, "traps")) {
+		struct sdt_trap trap;
+
+		signal(SIGTRAP, on_signal);
+		raise(SIGTRAP);
+		__asm__ volatile("int3");
+		if (sdt_arm(&trap, 1, 1, 1, 0, "mode=traps") == 0)
+			__asm__ volatile("int3" : : "a"(SDT_TRAP_MAGIC), "D"(&trap) : "memory");
+		__asm__ volatile("int3" : : "a"(SDT_TRAP_MAGIC), "D"(&trap) : "memory");
+		printf("traps=%d result=%lld\n", (int)got_trap, trap.result);
 		return 0;
 	}
 	if (!strcmp(mode, "segv")) {
