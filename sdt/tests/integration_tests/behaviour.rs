@@ -50,6 +50,18 @@ fn the_programs_own_sigtraps_reach_it() {
     assert_eq!(sdt.snapshots().len(), 1);
 }
 
+/// Threads waiting in read, poll, nanosleep and sem_timedwait wait on through 20
+/// snapshots; epoll_wait, which Linux ends when its thread is stopped (README: Limits), is
+/// left out.
+fn blocking_waits_go_on_through_snapshots() {
+    let sdt = Sdt::new();
+    let prog = program("behave");
+    let out = sdt.ok(&["run", "--", prog.to_str().unwrap(), "waits"]);
+    let text = stdout(&out);
+    assert!(text.starts_with("read=0 poll=0 sleep=0 sem=0 epoll="), "{}", describe(&out));
+    assert_eq!(sdt.snapshots().len(), 20);
+}
+
 fn a_fatal_signal_ends_sdt_the_same_way_and_keeps_snapshots() {
     let sdt = Sdt::new();
     let prog = program("behave");
@@ -254,6 +266,7 @@ sdt_test_harness::tests![
     stdin_and_stdout_pass_through,
     signals_reach_the_program,
     the_programs_own_sigtraps_reach_it,
+    blocking_waits_go_on_through_snapshots,
     a_fatal_signal_ends_sdt_the_same_way_and_keeps_snapshots,
     a_thread_that_aborts_is_captured_at_its_signal,
     sigterm_sent_to_sdt_is_forwarded,

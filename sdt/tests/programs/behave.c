@@ -18,18 +18,26 @@
  *                       then execute an int3 with the registers the breakpoint's had
  *                       (as code after an inlined SetBreakpoint may): print how many
  *                       SIGTRAPs arrived
+ *   behave waits        threads wait in read, poll, nanosleep, sem_timedwait and
+ *                       epoll_wait while main passes 20 breakpoints; print how often
+ *                       each wait failed with EINTR
  *   behave vfork-stuck  a worker vforks a child that waits for a byte on stdin before it
  *                       exits: until then the worker cannot be stopped (a vfork parent
  *                       waits killably only); main calls SetBreakpoint meanwhile and
  *                       prints "bp N", then "done" once the worker is back
  */
 #include <ctype.h>
+#include <errno.h>
+#include <poll.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <sdt.h>
@@ -97,6 +105,47 @@ static void *vfork_and_wait(void *arg)
 		_exit(0);
 	}
 	waitpid(child, NULL, 0);
+	return NULL;
+}
+
+/* `behave waits`: EINTRs by wait, and when to stop. */
+enum { WAIT_READ, WAIT_POLL, WAIT_SLEEP, WAIT_SEM, WAIT_EPOLL, WAITS };
+static volatile int interrupted[WAITS], waits_done;
+static int wait_pipe[2];
+static sem_t wait_sem;
+
+static void *wait_in(void *arg)
+{
+	int which = (int)(long)arg, ep = epoll_create1(0), r = 0;
+	char c;
+
+	while (!waits_done) {
+		struct timespec ten_ms = { 0, 10000000 }, until;
+
+		switch (which) {
+		case WAIT_READ:
+			r = (int)read(wait_pipe[0], &c, 1);
+			break;
+		case WAIT_POLL:
+			r = poll(NULL, 0, 10);
+			break;
+		case WAIT_SLEEP:
+			r = nanosleep(&ten_ms, NULL);
+			break;
+		case WAIT_SEM:
+			clock_gettime(CLOCK_REALTIME, &until);
+			until.tv_sec += 1;
+			r = sem_timedwait(&wait_sem, &until);
+			break;
+		default: {
+			struct epoll_event ev;
+			r = epoll_wait(ep, &ev, 1, 10);
+		}
+		}
+		if (r < 0 && errno == EINTR)
+			interrupted[which]++;
+	}
+	close(ep);
 	return NULL;
 }
 
@@ -195,6 +244,27 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		execl("/proc/self/exe", argv[0], "exit", "6", (char *)NULL);
 		return 99;
+	}
+	if (!strcmp(mode, "waits")) {
+		pthread_t waiting[WAITS];
+
+		if (pipe(wait_pipe) != 0 || sem_init(&wait_sem, 0, 0) != 0)
+			return 1;
+		for (long i = 0; i < WAITS; i++)
+			pthread_create(&waiting[i], NULL, wait_in, (void *)i);
+		for (int i = 0; i < 20; i++) {
+			usleep(3000);
+			SetBreakpoint(1, 1, 1, 1, "mode=waits");
+		}
+		waits_done = 1;
+		if (write(wait_pipe[1], "x", 1) != 1 || sem_post(&wait_sem) != 0)
+			return 1;
+		for (int i = 0; i < WAITS; i++)
+			pthread_join(waiting[i], NULL);
+		printf("read=%d poll=%d sleep=%d sem=%d epoll=%d\n", interrupted[WAIT_READ],
+		       interrupted[WAIT_POLL], interrupted[WAIT_SLEEP], interrupted[WAIT_SEM],
+		       interrupted[WAIT_EPOLL]);
+		return 0;
 	}
 	if (!strcmp(mode, "vfork-stuck")) {
 		pthread_t worker;
