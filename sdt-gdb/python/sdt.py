@@ -19,6 +19,10 @@ import os
 
 import gdb
 
+# A snapshot cannot call functions (`print f()`): the server answers the call with a
+# signal, on which gdb puts back the registers it set for it.
+gdb.execute("set unwindonsignal on")
+
 
 class Entry:
     """One line of `monitor list`: `* S3 thread 1234 breakpoint 1/2/10 hit 3 "attrs"`."""

@@ -63,9 +63,34 @@ impl Edits {
             let to = end.min(page + PAGE_SIZE);
             let src = &bytes[(from - addr) as usize..(to - addr) as usize];
             data[(from - page) as usize..(to - page) as usize].copy_from_slice(src);
-            self.pages.insert(page, data);
+            // Written back as captured (gdb putting back what a call changed): no edit.
+            let mut captured = vec![0; PAGE_SIZE as usize];
+            if snap.read(page, &mut captured).is_ok() && captured == data {
+                self.pages.remove(&page);
+            } else {
+                self.pages.insert(page, data);
+            }
         }
         true
+    }
+
+    /// Puts back, as `snap` has them, the bytes written in `range`: memory the program
+    /// does not use (below a thread's stack), where gdb sets up a function call.
+    pub fn forget(&mut self, snap: &impl SnapshotSource, range: std::ops::Range<u64>) {
+        let written: Vec<u64> =
+            self.pages.range(range.start - range.start % PAGE_SIZE..range.end).map(|(&p, _)| p).collect();
+        for page in written {
+            let mut captured = vec![0; PAGE_SIZE as usize];
+            if snap.read(page, &mut captured).is_err() {
+                continue;
+            }
+            let data = self.pages.get_mut(&page).expect("listed above");
+            let (from, to) = (range.start.max(page) - page, range.end.min(page + PAGE_SIZE) - page);
+            data[from as usize..to as usize].copy_from_slice(&captured[from as usize..to as usize]);
+            if *data == captured {
+                self.pages.remove(&page);
+            }
+        }
     }
 
     /// The registers written for thread `tid`, if any were.
@@ -73,9 +98,14 @@ impl Edits {
         self.regs.get(&tid).map(Vec::as_slice)
     }
 
-    /// Sets every register of thread `tid`, as a `g` packet holds them.
-    pub fn set_regs(&mut self, tid: i32, values: Vec<u8>) {
-        self.regs.insert(tid, values);
+    /// Sets every register of thread `tid`, as a `g` packet holds them; none counts as
+    /// written when they are the snapshot's (`captured`).
+    pub fn set_regs(&mut self, tid: i32, values: Vec<u8>, captured: &[u8]) {
+        if values == captured {
+            self.regs.remove(&tid);
+        } else {
+            self.regs.insert(tid, values);
+        }
     }
 
     /// `snap`'s metadata with the registers written.

@@ -35,7 +35,9 @@
 //!
 //! - The target does not run: `continue`, `step` and `next` end at once on the same stop,
 //!   reported as the end of the execution history (gdb: "No more reverse-execution
-//!   history"), in the thread gdb resumed. A stored
+//!   history"), in the thread gdb resumed. A function call (`print f()`) gets a
+//!   signal instead, on which gdb (`set unwindonsignal on`) puts back what it set for
+//!   the call; the server forgets what gdb wrote below the stack for it. A stored
 //!   snapshot never changes: writes go to the server's copy (`edits`), and only to
 //!   memory the snapshot can read.
 //! - No file transfer (`vFile`): gdb opens the program and libraries itself, so its

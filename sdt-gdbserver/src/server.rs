@@ -15,6 +15,10 @@ use crate::view::View;
 const PACKET_SIZE: usize = 0x4000;
 /// Largest memory read answered at once: two hex digits a byte, and room for framing.
 const MAX_READ: usize = PACKET_SIZE / 2 - 16;
+/// gdb's number of `rip` in the target description.
+const PC_REGISTER: usize = 16;
+/// Bytes under the stack pointer that x86_64 code may use without moving it.
+const RED_ZONE: u64 = 128;
 
 /// Serves `timeline` to gdb on `input`/`output` until gdb detaches, kills the target or
 /// closes the connection.
@@ -125,7 +129,9 @@ impl<T: Timeline, R: BufRead, W: Write> Server<'_, T, R, W> {
             _ if text.starts_with('G') => {
                 let values = from_hex(&packet[1..]).filter(|v| v.len() == self.view.regs.values_len());
                 reply(values.map_or("E01", |values| {
-                    self.edits.set_regs(self.thread().tid, values);
+                    let thread = self.thread();
+                    let captured = self.view.regs.values(thread);
+                    self.edits.set_regs(thread.tid, values, &captured);
                     "OK"
                 }))
             }
@@ -185,7 +191,9 @@ impl<T: Timeline, R: BufRead, W: Write> Server<'_, T, R, W> {
             (Some(range), Some(value)) if value.len() == range.len() => {
                 let mut values = self.reg_values();
                 values[range].copy_from_slice(&value);
-                self.edits.set_regs(self.thread().tid, values);
+                let thread = self.thread();
+                let captured = self.view.regs.values(thread);
+                self.edits.set_regs(thread.tid, values, &captured);
                 "OK"
             }
             _ => "E01",
@@ -350,12 +358,43 @@ impl<T: Timeline, R: BufRead, W: Write> Server<'_, T, R, W> {
 
     /// A snapshot cannot run: say so, and report the same place as the end of the
     /// execution history (`replaylog`), which ends any command that resumes: a `next` or
-    /// `finish` would otherwise resume again and again from the same stop.
+    /// `finish` would otherwise resume again and again from the same stop. A resume with
+    /// the pc moved is gdb calling a function (`print f()`): that gets a signal, on which
+    /// gdb puts back what it set for the call (with `set unwindonsignal on`, as `sdt gdb`
+    /// sets) instead of leaving the session inside the call.
     fn cannot_run(&mut self) -> io::Result<Next> {
-        let said = "sdt: a snapshot does not run; move between snapshots with `sdt next`, `sdt prev` or `sdt goto`\n";
-        self.conn.send(format!("O{}", to_hex(said.as_bytes())).as_bytes())?;
         let tid = self.thread().tid;
-        Ok(Next::Reply(format!("T05thread:{tid:x};replaylog:;").into_bytes()))
+        let (said, stop) = if self.pc_moved() {
+            self.forget_call_frame();
+            ("sdt: a snapshot does not run, nor call functions\n", format!("T05thread:{tid:x};"))
+        } else {
+            (
+                "sdt: a snapshot does not run; move between snapshots with `sdt next`, `sdt prev` or `sdt goto`\n",
+                format!("T05thread:{tid:x};replaylog:;"),
+            )
+        };
+        self.conn.send(format!("O{}", to_hex(said.as_bytes())).as_bytes())?;
+        Ok(Next::Reply(stop.into_bytes()))
+    }
+
+    /// Forgets what gdb wrote below the selected thread's stack for a call (its return
+    /// address, an `int3` there): gdb puts the registers back, not that memory. The red
+    /// zone under the stack pointer, which the thread's code may use, stays.
+    fn forget_call_frame(&mut self) {
+        let sp = self.thread().sp();
+        let meta = self.timeline.current().meta();
+        let Some(stack) = meta.mappings.iter().find(|m| m.contains(sp)) else { return };
+        let below = stack.start..sp.saturating_sub(RED_ZONE).max(stack.start);
+        self.edits.forget(self.timeline.current(), below);
+    }
+
+    /// Whether gdb set the selected thread's pc elsewhere than the snapshot has it.
+    fn pc_moved(&self) -> bool {
+        let thread = self.thread();
+        match (self.edits.regs(thread.tid), self.view.regs.range(PC_REGISTER)) {
+            (Some(edited), Some(pc)) => edited.get(pc.clone()) != self.view.regs.values(thread).get(pc),
+            _ => false,
+        }
     }
 }
 

@@ -222,6 +222,17 @@ fn commands_that_resume_end_at_once_in_the_chosen_thread() {
     assert!(!text.contains("received signal"), "{text}");
     assert!(text.contains("[Current thread is 2 "), "{text}");
     assert_eq!(gdb_values(&text), ["4242"], "{text}");
+    // A function call is refused, and gdb goes back to where it was, not into the call.
+    let text =
+        sdt_gdb(&sdt, "S1", &["print (int) getpid()", "bt 1", "next", "print counter_global", "sdt goto S0"]);
+    assert!(text.contains("a snapshot does not run, nor call functions"), "{text}");
+    assert!(text.contains("GDB has restored the context"), "{text}");
+    let top = text.lines().find(|l| l.starts_with("#0 ")).unwrap_or_else(|| panic!("{text}"));
+    assert!(top.contains(" SetBreakpoint (") && !text.contains("<function called from gdb>"), "{text}");
+    assert!(text.contains("No more reverse-execution history"), "{text}");
+    assert_eq!(gdb_values(&text), ["4242"], "{text}");
+    // What gdb set for the call and put back is no edit to drop.
+    assert!(text.contains("[sdt] S0 ") && !text.contains("are dropped"), "{text}");
 }
 
 /// `sdt history` goes through 300 snapshots with 128 descriptors: the server keeps the
