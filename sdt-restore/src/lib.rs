@@ -368,6 +368,17 @@ fn stub_error(e: RespawnError, names: &[(i32, String)]) -> Error {
             if step == StubStep::Clone && source.raw_os_error() == Some(libc::EPERM) {
                 return Error::NoNamespace(sdt_sys::Error { call: "clone3", tid: 0, source });
             }
+            let what = match source.raw_os_error() {
+                Some(libc::EMFILE) => {
+                    let highest = names.iter().map(|(fd, _)| *fd).max().unwrap_or(index);
+                    format!(
+                        "{what}; the program holds descriptors up to {highest}, and laying them out \
+                         needs more than the open-files limit (`ulimit -n`) allows, which sdt cannot \
+                         raise without CAP_SYS_RESOURCE"
+                    )
+                }
+                _ => what,
+            };
             Error::Stub { what, source }
         }
     }

@@ -166,6 +166,7 @@ pub fn spawn_stub(stub: &Stub) -> Result<Spawned, RespawnError> {
     // Prepared before the clone: the children must not allocate.
     let mut placed = vec![-1i32; stub.fds.len()];
     let base = stub.fds.iter().map(|f| f.fd).chain(open_fds_max()).max().unwrap_or(2) + 1;
+    room_for_descriptors(base, stub.fds.len())?;
     let set_tid = [stub.pid];
     let args = libc::clone_args {
         flags: 0,
@@ -385,6 +386,22 @@ unsafe fn block_all_signals() {
 }
 
 /// The highest descriptor this process has open.
+/// Raises this process's limit on open descriptors so that the stub can hold `count`
+/// descriptors at `base` and above while it lays them out: a program may hold
+/// descriptors numbered near the limit of whoever restores it. The hard limit is raised
+/// too where this process may (`CAP_SYS_RESOURCE`), else the soft one up to it. The stub,
+/// and the program, keep the raised limit, as the program had one that let it hold them.
+fn room_for_descriptors(base: i32, count: usize) -> Result<(), RespawnError> {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let need = u64::try_from(base).unwrap_or(0) + count as u64 + 2;
+    let call = |e: nix::errno::Errno| Error { call: "setrlimit(RLIMIT_NOFILE)", tid: 0, source: e.into() };
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).map_err(call)?;
+    if soft < need && setrlimit(Resource::RLIMIT_NOFILE, need, hard.max(need)).is_err() {
+        setrlimit(Resource::RLIMIT_NOFILE, need.min(hard), hard).map_err(call)?;
+    }
+    Ok(())
+}
+
 fn open_fds_max() -> Option<i32> {
     std::fs::read_dir("/proc/self/fd").ok()?.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).max()
 }

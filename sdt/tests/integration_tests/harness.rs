@@ -212,9 +212,10 @@ impl Sdt {
         self.command_via(if root { &drop } else { &[] }, args)
     }
 
-    /// [`Sdt::command`] allowed at most `files` open descriptors (`prlimit`).
+    /// [`Sdt::command`] with its soft limit on open descriptors at `files` (`prlimit`;
+    /// the hard limit stays).
     pub fn command_with_files(&self, files: u32, args: &[&str]) -> Command {
-        self.command_via(&["prlimit", &format!("--nofile={files}"), "--"], args)
+        self.command_via(&["prlimit", &format!("--nofile={files}:"), "--"], args)
     }
 
     /// `wrapper` (a program and its arguments) running `sdt ARGS`, as [`Sdt::command`].

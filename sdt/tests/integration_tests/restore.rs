@@ -144,6 +144,20 @@ fn a_restored_program_prints_what_the_original_printed_from_there_on() -> Result
     Ok(())
 }
 
+/// A program holding descriptor 200 resumes under an open-files limit of 64: the
+/// restore raises it as far as the hard limit lets it.
+fn a_program_with_high_descriptors_resumes_under_a_low_limit() -> Result<(), Skip> {
+    may_restore()?;
+    let sdt = Sdt::new();
+    let prog = program("behave");
+    let out = sdt.ok(&["run", "-q", "--", prog.to_str().unwrap(), "highfd", "200"]);
+    assert_eq!(stdout(&out), "fd 200 open\n", "{}", describe(&out));
+    let out = run(sdt.command_with_files(64, &["restore", "S0"]).stdin(std::process::Stdio::null()));
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(stdout(&out), "fd 200 open\n", "{}", describe(&out));
+    Ok(())
+}
+
 fn extra_environment_variables_reach_the_resumed_programs_getenv() -> Result<(), Skip> {
     may_restore()?;
     let sdt = Sdt::new();
@@ -459,6 +473,7 @@ sdt_test_harness::tests![
     snapshots_taken_while_threads_are_born_and_die_resume_to_the_same_end,
     threads_caught_on_their_way_to_a_trap_are_declined_not_killed,
     a_restored_program_prints_what_the_original_printed_from_there_on,
+    a_program_with_high_descriptors_resumes_under_a_low_limit,
     extra_environment_variables_reach_the_resumed_programs_getenv,
     refining_a_deterministic_interval_reproduces_its_end,
     refine_detects_a_mismatch_and_retries,

@@ -21,6 +21,8 @@
  *   behave waits        threads wait in read, poll, nanosleep, sem_timedwait and
  *                       epoll_wait while main passes 20 breakpoints; print how often
  *                       each wait failed with EINTR
+ *   behave highfd N     hold /dev/null as descriptor N, SetBreakpoint, then print
+ *                       "fd N open" if it still is
  *   behave vfork-stuck  a worker vforks a child that waits for a byte on stdin before it
  *                       exits: until then the worker cannot be stopped (a vfork parent
  *                       waits killably only); main calls SetBreakpoint meanwhile and
@@ -28,6 +30,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <semaphore.h>
@@ -264,6 +267,17 @@ int main(int argc, char **argv)
 		printf("read=%d poll=%d sleep=%d sem=%d epoll=%d\n", interrupted[WAIT_READ],
 		       interrupted[WAIT_POLL], interrupted[WAIT_SLEEP], interrupted[WAIT_SEM],
 		       interrupted[WAIT_EPOLL]);
+		return 0;
+	}
+	if (!strcmp(mode, "highfd") && argc == 3) {
+		int n = atoi(argv[2]), fd = open("/dev/null", O_RDONLY);
+
+		if (fd < 0 || dup2(fd, n) != n)
+			return 1;
+		close(fd);
+		SetBreakpoint(1, 1, 1, 0, "mode=highfd");
+		if (fcntl(n, F_GETFD) >= 0)
+			printf("fd %d open\n", n);
 		return 0;
 	}
 	if (!strcmp(mode, "vfork-stuck")) {
