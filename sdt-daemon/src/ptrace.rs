@@ -785,7 +785,8 @@ impl Tracer {
         deadline: Instant,
     ) -> Result<(), FreezeError> {
         loop {
-            let waiting: Vec<Tid> = self.threads.iter().filter(|t| must_stop(*t)).map(|(&tid, _)| tid).collect();
+            let waiting: Vec<Tid> =
+                self.threads.iter().filter(|t| must_stop(*t)).map(|(&tid, _)| tid).collect();
             if waiting.is_empty() {
                 return Ok(());
             }
