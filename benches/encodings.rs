@@ -316,6 +316,7 @@ fn meta(seq: u32, mapping: &Mapping) -> SnapshotMeta {
         layout: Default::default(),
         unread_handlers: 0,
         mpi_events: None,
+        timers: Default::default(),
     }
 }
 

@@ -283,6 +283,7 @@ pub fn sample() -> FakeSource {
         },
         unread_handlers: 0,
         mpi_events: None,
+        timers: Default::default(),
     };
     let mut source = FakeSource {
         meta,

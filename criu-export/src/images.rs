@@ -23,7 +23,7 @@
 
 use std::collections::HashMap;
 
-use sdt_store::{Credentials, UserFpregs, UserRegs, XSAVE_HEADER_END, XsaveHead};
+use sdt_store::{Credentials, ItimerKind, Timers, UserFpregs, UserRegs, XSAVE_HEADER_END, XsaveHead};
 
 use crate::image::{IMAGES_V1_1, Image, ImageKind};
 use crate::pb;
@@ -109,7 +109,7 @@ pub(crate) fn gen_core(plan: &Plan, thread: &Thread) -> Image {
         flags: 0,
         blk_sigset: t.sigmask,
         comm: plan.meta.process.comm.clone(),
-        timers: Some(gen_timers()),
+        timers: Some(gen_timers(&plan.meta.timers)),
         // No limits: the process keeps those criu runs with (the snapshot has none).
         rlimits: Some(pb::TaskRlimitsEntry { rlimits: Vec::new() }),
         signals_s: Some(pb::SignalQueueEntry { signals: Vec::new() }),
@@ -269,10 +269,24 @@ fn gen_tls() -> Vec<pb::UserDescT> {
         .collect()
 }
 
-/// The interval timers, none armed (the snapshot does not record them).
-fn gen_timers() -> pb::TaskTimersEntry {
-    let off = pb::ItimerEntry { isec: 0, iusec: 0, vsec: 0, vusec: 0 };
-    pb::TaskTimersEntry { real: off, virt: off, prof: off }
+/// The interval timers the snapshot records as running, with the time they had left;
+/// the others off.
+fn gen_timers(timers: &Timers) -> pb::TaskTimersEntry {
+    let entry = |kind: ItimerKind| {
+        let running = timers.itimers.iter().flatten().find(|t| t.kind == kind);
+        let (value, interval) = running.map_or((0, 0), |t| (t.value_us, t.interval_us));
+        pb::ItimerEntry {
+            isec: interval / 1_000_000,
+            iusec: interval % 1_000_000,
+            vsec: value / 1_000_000,
+            vusec: value % 1_000_000,
+        }
+    };
+    pb::TaskTimersEntry {
+        real: entry(ItimerKind::Real),
+        virt: entry(ItimerKind::Virtual),
+        prof: entry(ItimerKind::Prof),
+    }
 }
 
 /// Dispositions of signals 1..=64 but `SIGKILL` and `SIGSTOP`, in order; those the
@@ -390,6 +404,8 @@ fn words64(bytes: &[u8]) -> Vec<u64> {
 
 #[cfg(test)]
 mod tests {
+    use sdt_store::{Itimer, PosixTimer};
+
     use super::*;
     use crate::fake;
 
@@ -479,6 +495,28 @@ mod tests {
         let creds = creds_of(&plan, fake::BREAKING);
         assert_eq!((creds.euid, creds.fsgid, creds.cap_prm.as_slice()), (1000, 1000, [0, 0].as_slice()));
         assert_eq!(creds.cap_bnd, [u32::MAX, 0x1ff]);
+    }
+
+    #[test]
+    fn recorded_interval_timers_are_armed_with_their_time_left() {
+        let mut source = crate::fake::sample();
+        source.meta.timers.itimers =
+            Some(vec![Itimer { kind: ItimerKind::Prof, value_us: 2_500_000, interval_us: 10_000 }]);
+        source.meta.timers.posix =
+            vec![PosixTimer { id: 3, signo: 10, notify: "signal/pid.1".into(), clock: 1 }];
+        let plan = Plan::new(&source, None).unwrap();
+        let timers = gen_timers(&plan.meta.timers);
+        assert_eq!(
+            (timers.prof.vsec, timers.prof.vusec, timers.prof.isec, timers.prof.iusec),
+            (2, 500_000, 0, 10_000)
+        );
+        let off = pb::ItimerEntry { isec: 0, iusec: 0, vsec: 0, vusec: 0 };
+        assert_eq!((timers.real, timers.virt), (off, off));
+        assert!(
+            plan.notes.iter().any(|n| n.starts_with("POSIX timers left out (timer 3: SIGUSR1)")),
+            "{:?}",
+            plan.notes
+        );
     }
 
     #[test]

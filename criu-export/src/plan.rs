@@ -7,8 +7,8 @@ use std::collections::{BTreeSet, HashMap};
 
 use sdt_abi::STATE_OFF;
 use sdt_store::{
-    Access, Content, Credentials, FileKind, FileState, Mapping, OpenFile, PAGE_SIZE, Reopen, SeccompMode,
-    SnapshotMeta, SnapshotSource, ThreadRunState, ThreadState, Trigger, UserFpregs, UserRegs,
+    Access, Content, Credentials, FileKind, FileState, Mapping, OpenFile, PAGE_SIZE, PosixTimer, Reopen,
+    SeccompMode, SnapshotMeta, SnapshotSource, ThreadRunState, ThreadState, Trigger, UserFpregs, UserRegs,
 };
 use sdt_target::{ERESTART_RESTARTBLOCK, ERESTARTNOHAND, ERESTARTNOINTR, ERESTARTSYS, Patch};
 
@@ -199,6 +199,13 @@ impl<'a> Plan<'a> {
                 why: "sdt could not read them (the program ran under seccomp): CRIU would restore \
                       the program without them",
             });
+        }
+        if !self.meta.timers.posix.is_empty() {
+            let timers: Vec<String> = self.meta.timers.posix.iter().map(PosixTimer::describe).collect();
+            self.notes.push(format!(
+                "POSIX timers left out ({}): the images hold the interval timers only",
+                timers.join("; ")
+            ));
         }
         let read = |addr: u64, buf: &mut [u8]| source.read(addr, buf).is_ok();
         let tid_offset = sdt_target::tid_word_offset(self.meta, &read);

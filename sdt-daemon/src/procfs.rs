@@ -9,8 +9,8 @@ use std::path::PathBuf;
 
 use sdt_procfs::{FdDirs, Stat, read, read_text};
 use sdt_store::{
-    Credentials, EpollWatch, FileKind, FileRef, FileState, Mapping, MemoryLayout, OpenFile, ProcessInfo,
-    SeccompMode, ThreadCredentials,
+    Credentials, EpollWatch, FileKind, FileRef, FileState, Mapping, MemoryLayout, OpenFile, PosixTimer,
+    ProcessInfo, SeccompMode, ThreadCredentials,
 };
 use sdt_sys::{Tid, fds};
 
@@ -87,6 +87,12 @@ fn dumpable(live_thread: Tid, creds: &Credentials) -> Option<bool> {
         return None;
     }
     Some(std::fs::metadata(format!("/proc/{live_thread}")).ok()?.uid() == euid)
+}
+
+/// The POSIX timers of the process of thread `tid` (`/proc/TID/timers`): none where the
+/// kernel has no such file (built without `CONFIG_CHECKPOINT_RESTORE`).
+pub(crate) fn posix_timers(tid: Tid) -> Vec<PosixTimer> {
+    read(tid, "timers").map(|t| sdt_procfs::parse_timers(&t)).unwrap_or_default()
 }
 
 /// The id of thread `tid` in its own (innermost) pid namespace: the last `NSpid` entry.

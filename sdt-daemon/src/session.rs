@@ -24,8 +24,8 @@ use std::time::Duration;
 
 use sdt_abi::{RESULT_DECLINED, RESULT_FILTERED};
 use sdt_store::{
-    CaptureStats, MemoryLayout, OpenFile, PageSpan, ProcessInfo, RunInfo, SeccompMode, SignalAction,
-    SnapshotMeta, SnapshotTime, SpillFile, ThreadState, Trigger,
+    CaptureStats, FileState, ItimerKind, MemoryLayout, OpenFile, PageSpan, ProcessInfo, RunInfo, SeccompMode,
+    SignalAction, SnapshotMeta, SnapshotTime, SpillFile, ThreadState, Timers, Trigger,
 };
 use sdt_sys::events::{Event, Events};
 use sdt_sys::{Tid, monotonic_ns};
@@ -195,6 +195,7 @@ struct Captured {
     signals: Vec<SignalAction>,
     /// Caught signals whose handlers were not read.
     unread_handlers: u64,
+    timers: Timers,
     /// When the last thread stopped.
     all_stopped_ns: u64,
     /// An MPI program's events recorded so far.
@@ -472,10 +473,15 @@ impl Recorder<'_> {
         let injection_thread =
             frozen.injector().and_then(|t| t.injection_thread(breaking)).unwrap_or(live_thread);
         let fds = &mut self.image.fds;
-        let (collected, (threads, files, signal_state)) =
+        let (collected, (threads, files, signal_state, posix_timers)) =
             self.image.capturer.collect(live_thread, spill, self.opts.verify, || {
                 let signal_state = procfs::signals_and_seccomp(injection_thread);
-                (frozen.read_threads(), fds.read(live_thread), signal_state)
+                (
+                    frozen.read_threads(),
+                    fds.read(live_thread),
+                    signal_state,
+                    procfs::posix_timers(live_thread),
+                )
             })?;
         let threads = threads?;
         let mut files = files.map_err(CaptureError::OpenFiles)?;
@@ -483,7 +489,8 @@ impl Recorder<'_> {
             f.inherited = self.inherited.iter().any(|(fd, target)| *fd == f.fd && *target == f.target);
         }
         let (sets, seccomp) = signal_state.map_err(CaptureError::SignalSets)?;
-        let signals = self.signal_actions(frozen, live_thread, injection_thread, seccomp, sets)?;
+        let timers = signals::timers_to_read(sets.0 | read_by_signalfd(&files), blocked_everywhere(&threads));
+        let signals = self.signal_actions(frozen, live_thread, injection_thread, seccomp, sets, &timers)?;
         Ok(Captured {
             live_thread,
             collected,
@@ -491,14 +498,16 @@ impl Recorder<'_> {
             files,
             signals: signals.actions,
             unread_handlers: signals.unread,
+            timers: Timers { itimers: signals.itimers, posix: posix_timers },
             all_stopped_ns: frozen.all_stopped_ns,
             mpi_events,
         })
     }
 
-    /// The dispositions of the caught and ignored signals (`sets`): as the backend read
-    /// them, or read by calls injected into `thread` (under `seccomp`). Only caught
-    /// signals cost a call.
+    /// The dispositions of the caught and ignored signals (`sets`), and the interval
+    /// `timers` asked for: as the backend read them (no timers), or read by calls
+    /// injected into `thread` (under `seccomp`). Only caught signals and timers cost a
+    /// call.
     fn signal_actions<B: EventSource>(
         &mut self,
         frozen: &mut Frozen<'_, B>,
@@ -506,16 +515,18 @@ impl Recorder<'_> {
         thread: Tid,
         seccomp: SeccompMode,
         sets: (u64, u64),
+        timers: &[ItimerKind],
     ) -> Result<signals::Dispositions, CaptureError> {
         let (caught, ignored) = sets;
         if let Some(read) = frozen.signal_actions(caught, ignored) {
-            return Ok(signals::Dispositions { actions: read?, unread: 0, refused: None });
+            return Ok(signals::Dispositions { actions: read?, itimers: None, unread: 0, refused: None });
         }
-        let syscall_at = if caught == 0 { 0 } else { self.image.vdso(live_thread)?.syscall_at };
+        let syscall_at =
+            if caught == 0 && timers.is_empty() { 0 } else { self.image.vdso(live_thread)?.syscall_at };
         let tracer = frozen.injector().ok_or(CaptureError::SignalHandlersUnread(
             "the backend can neither read them nor inject calls",
         ))?;
-        let read = signals::read_actions(tracer, thread, seccomp, syscall_at, sets)
+        let read = signals::read_actions(tracer, thread, seccomp, syscall_at, sets, timers)
             .map_err(CaptureError::SignalHandlers)?;
         if let Some(refused) = &read.refused
             && !std::mem::replace(&mut self.told_handlers_unread, true)
@@ -690,7 +701,8 @@ impl Recorder<'_> {
         details: Details,
         timing: &Timing,
     ) -> (SnapshotMeta, Spans) {
-        let Captured { collected, threads, files, signals, unread_handlers, all_stopped_ns, .. } = captured;
+        let Captured { collected, threads, files, signals, unread_handlers, timers, all_stopped_ns, .. } =
+            captured;
         let stats = CaptureStats {
             mode: Tracking::mode_name(self.image.capturer.tracking()).into(),
             pause_ns: timing.resumed_ns.saturating_sub(timing.trigger_ns + timing.settle_ns),
@@ -718,6 +730,7 @@ impl Recorder<'_> {
             unread_handlers,
             layout: details.layout,
             mpi_events: captured.mpi_events,
+            timers,
         };
         let spans = Spans {
             copied: collected.copied.iter().map(PageRun::span).collect(),
@@ -751,6 +764,25 @@ impl Recorder<'_> {
         let (Some(map), Some(tid)) = (&mut self.ns_tids, Tid::new(host)) else { return host };
         *map.entry(tid).or_insert_with(|| procfs::ns_tid(tid).unwrap_or(host))
     }
+}
+
+/// The signals some signalfd of `files` reads (bit `n-1` for signal `n`).
+fn read_by_signalfd(files: &[OpenFile]) -> u64 {
+    files
+        .iter()
+        .filter_map(|f| match f.state {
+            Some(FileState::Signalfd { mask }) => Some(mask),
+            _ => None,
+        })
+        .fold(0, |all, mask| all | mask)
+}
+
+/// The signals every one of `threads` blocks, as a `sigwait` wants them.
+fn blocked_everywhere(threads: &[ThreadState]) -> u64 {
+    if threads.is_empty() {
+        return 0;
+    }
+    threads.iter().fold(u64::MAX, |all, t| all & t.sigmask)
 }
 
 /// What took the snapshot, as the store keeps it: the breakpoint `hit`, the fatal

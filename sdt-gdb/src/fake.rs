@@ -178,6 +178,7 @@ pub fn sample() -> FakeSource {
         layout: Default::default(),
         unread_handlers: 0,
         mpi_events: None,
+        timers: Default::default(),
     };
     let mut memory = HashMap::new();
     let mut stored = BTreeSet::new();

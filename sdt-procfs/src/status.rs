@@ -1,7 +1,7 @@
-//! Files of `Key:\tvalue` lines: `/proc/PID/status` (credentials, ids, signal sets) and
-//! `/proc/PID/fdinfo/N`.
+//! Files of `Key:\tvalue` lines: `/proc/PID/status` (credentials, ids, signal sets),
+//! `/proc/PID/fdinfo/N` and `/proc/PID/timers`.
 
-use sdt_store::{Capabilities, Credentials, Ids, SeccompMode};
+use sdt_store::{Capabilities, Credentials, Ids, PosixTimer, SeccompMode};
 
 /// The value of the first line of `file` that starts with `key` (`"Uid:"`) and is UTF-8
 /// after it, untrimmed. Other lines, a thread's name that is not UTF-8 among them, are
@@ -166,6 +166,35 @@ pub fn parse_signalfd(info: &[u8]) -> Option<u64> {
     mask(info, "sigmask:")
 }
 
+/// The POSIX timers of `/proc/PID/timers` (`ID:`, `signal: N/…`, `notify:`, `ClockID:`
+/// lines, one group per timer). A group missing a line or not parsing is left out.
+pub fn parse_timers(timers: &[u8]) -> Vec<PosixTimer> {
+    let text = String::from_utf8_lossy(timers);
+    let mut out = Vec::new();
+    let mut group: Vec<&str> = Vec::new();
+    let mut flush = |group: &mut Vec<&str>| {
+        let value = |key: &str| group.iter().find_map(|l| l.strip_prefix(key)).map(str::trim);
+        let timer = || -> Option<PosixTimer> {
+            Some(PosixTimer {
+                id: value("ID:")?.parse().ok()?,
+                signo: value("signal:")?.split('/').next()?.parse().ok()?,
+                notify: value("notify:")?.to_owned(),
+                clock: value("ClockID:")?.parse().ok()?,
+            })
+        };
+        out.extend(timer());
+        group.clear();
+    };
+    for line in text.lines() {
+        if line.starts_with("ID:") && !group.is_empty() {
+            flush(&mut group);
+        }
+        group.push(line);
+    }
+    flush(&mut group);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use sdt_store::ALL_CAPS;
@@ -326,5 +355,17 @@ mod tests {
         assert_eq!(parse_timerfd(timer), Some((1, 3, 99_999_872_913, 3_600_000_000_000)));
         assert_eq!(parse_timerfd(b"clockid: 1\nticks: 0\n"), None);
         assert_eq!(parse_signalfd(b"pos:\t0\nsigmask:\t0000000000000200\n"), Some(1 << 9));
+    }
+
+    #[test]
+    fn posix_timers() {
+        let text = b"ID: 1\nsignal: 14/0000000000000000\nnotify: signal/pid.13436\nClockID: 0\n\
+            ID: 0\nsignal: 10/00007f0000001000\nnotify: thread/tid.13437\nClockID: 1\n\
+            ID: 2\nsignal: x/0\nnotify: none/pid.1\nClockID: 0\n";
+        let timers = parse_timers(text);
+        assert_eq!(timers.len(), 2, "{timers:?}");
+        assert_eq!(timers[0], PosixTimer { id: 1, signo: 14, notify: "signal/pid.13436".into(), clock: 0 });
+        assert_eq!(timers[1], PosixTimer { id: 0, signo: 10, notify: "thread/tid.13437".into(), clock: 1 });
+        assert!(parse_timers(b"").is_empty());
     }
 }

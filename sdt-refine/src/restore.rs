@@ -17,13 +17,20 @@ pub struct Restore {
     pub privileges: Privileges,
     /// What becomes of recorded credentials beyond what the store's owner has.
     pub beyond_owner: BeyondOwner,
+    /// Resume a program that held POSIX timers without them (else refused).
+    pub without_posix_timers: bool,
 }
 
 impl Restore {
     /// With the variables of `env` added, and the credentials the snapshot recorded
     /// (those beyond what the store's owner has are refused).
     pub fn recorded(env: Vec<(String, String)>) -> Restore {
-        Restore { env, privileges: Privileges::Recorded, beyond_owner: BeyondOwner::Refuse }
+        Restore {
+            env,
+            privileges: Privileges::Recorded,
+            beyond_owner: BeyondOwner::Refuse,
+            without_posix_timers: false,
+        }
     }
 }
 
@@ -39,6 +46,7 @@ impl Restorer for Restore {
             env: &self.env,
             privileges: self.privileges,
             beyond_owner: self.beyond_owner,
+            without_posix_timers: self.without_posix_timers,
         };
         let restored = sdt_restore::restore(snap, &Trust::of_run(run), &options)?;
         Ok(RestoredProcess {

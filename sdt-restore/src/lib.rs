@@ -23,8 +23,9 @@
 //! itself, then waits; the caller's thread seizes it and, through system calls injected
 //! into it, replaces its memory (`memory`), then creates the other threads with their
 //! ids and sets every thread's state (`threads`). Extra environment variables go into a
-//! new `environ` array (`environ`). Last, every thread takes the credentials it had
-//! (`creds`): the stub opened the program's files as the program's user already.
+//! new `environ` array (`environ`). The interval timers that were running are set again
+//! with the time they had left (`timers`). Last, every thread takes the credentials it
+//! had (`creds`): the stub opened the program's files as the program's user already.
 //!
 //! # Design constraints
 //!
@@ -49,9 +50,11 @@
 //!   ([`sdt_store::OwnerRights`]): a store of uid 1001 that claims uid 0 or a
 //!   capability is refused, or lowered to uid 1001's ([`Options::beyond_owner`]).
 //! - A thread that had a seccomp filter is refused (the snapshot does not hold the
-//!   filter), unless [`Privileges::RecordedWithoutSeccompFilter`] says to go on without.
+//!   filter), unless [`Privileges::RecordedWithoutSeccompFilter`] says to go on without;
+//!   so is a program that held POSIX timers, unless [`Options::without_posix_timers`].
 //!
-//! It does not restore: pending signals, timers, alternate signal stacks, resource
+//! It does not restore: pending signals, POSIX timers, interval timers whose signal did
+//! not reach the program (left at their default action), alternate signal stacks, resource
 //! limits, child processes, or the parent link (the restored process is the child of
 //! its namespace's init).
 
@@ -65,6 +68,7 @@ mod memory;
 mod plan;
 mod remote;
 mod threads;
+mod timers;
 
 use sdt_store::{BeyondOwner, Mapping, Snapshot, Trust};
 use sdt_sys::respawn::{self, RespawnError, Stub};
@@ -106,6 +110,8 @@ pub struct Options<'a> {
     pub privileges: Privileges,
     /// What becomes of recorded credentials beyond what the store's owner has.
     pub beyond_owner: BeyondOwner,
+    /// Resume a program that held POSIX timers without them (else refused).
+    pub without_posix_timers: bool,
 }
 
 /// Whose credentials a restored program resumes with.
@@ -201,6 +207,15 @@ pub enum Error {
         /// What it should have.
         want: String,
     },
+    /// The program held POSIX timers, which a restore cannot make again.
+    #[error(
+        "cannot restore the program's POSIX timers ({names}): a restore does not make timer_create's \
+         timers again (the snapshot holds neither their ids' order nor the time they had left)"
+    )]
+    PosixTimers {
+        /// Each timer, with its signal and how it notifies.
+        names: String,
+    },
     /// Reading the snapshot failed.
     #[error(transparent)]
     Store(#[from] sdt_store::Error),
@@ -224,6 +239,7 @@ pub fn restore(snap: &Snapshot, trust: &Trust, options: &Options) -> Result<Rest
             ),
         });
     }
+    timers::check(meta, options.without_posix_timers)?;
     let mut plans = plan::mappings(meta)?;
     let rights = trust.rights();
     let targets = match options.privileges {
@@ -294,6 +310,7 @@ pub fn restore(snap: &Snapshot, trust: &Trust, options: &Options) -> Result<Rest
         // Unknown for a root process: dumpable, as every program starts.
         creds::set(&mut remote, &restored, targets, now, meta.process.dumpable.unwrap_or(true))?;
     }
+    timers::set(&mut remote, &meta.timers)?;
     // The scratch area goes last, through the vDSO's own syscall instruction.
     if let Some(at) = vdso_syscall {
         remote.use_syscall_at(at);

@@ -56,6 +56,9 @@ pub struct SnapshotMeta {
     /// `mpi_events - 1`. `None` for other programs.
     #[serde(default)]
     pub mpi_events: Option<u64>,
+    /// The program's timers that were running.
+    #[serde(default, skip_serializing_if = "Timers::is_empty")]
+    pub timers: Timers,
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -210,6 +213,112 @@ pub struct SignalAction {
 
 /// `SIG_IGN` as a [`SignalAction::handler`].
 pub const SIG_IGN: u64 = 1;
+
+/// The program's timers at the snapshot.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Timers {
+    /// Its interval timers (`setitimer`) that were running, each read where its signal
+    /// reaches the program (caught, blocked in every thread, or read by a signalfd): a
+    /// resume sets them again. `None`: not read (captures by the kernel module, or of a
+    /// program under a seccomp filter sdt could not suspend).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub itimers: Option<Vec<Itimer>>,
+    /// Its POSIX timers (`timer_create`), from `/proc/PID/timers`: a resume cannot make
+    /// them again.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub posix: Vec<PosixTimer>,
+}
+
+impl Timers {
+    /// Whether nothing is known of them: nothing running, or not read.
+    pub fn is_empty(&self) -> bool {
+        self.itimers.as_ref().is_none_or(Vec::is_empty) && self.posix.is_empty()
+    }
+}
+
+/// Which of a process's three interval timers (`ITIMER_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ItimerKind {
+    /// `ITIMER_REAL`: wall-clock time, `SIGALRM`.
+    Real,
+    /// `ITIMER_VIRTUAL`: the process's user CPU time, `SIGVTALRM`.
+    Virtual,
+    /// `ITIMER_PROF`: its user and system CPU time, `SIGPROF`.
+    Prof,
+}
+
+impl ItimerKind {
+    /// All three, in `ITIMER_*` order.
+    pub const ALL: [ItimerKind; 3] = [ItimerKind::Real, ItimerKind::Virtual, ItimerKind::Prof];
+
+    /// Its `ITIMER_*` number, for `getitimer` and `setitimer`.
+    pub fn which(self) -> i32 {
+        match self {
+            ItimerKind::Real => nix::libc::ITIMER_REAL,
+            ItimerKind::Virtual => nix::libc::ITIMER_VIRTUAL,
+            ItimerKind::Prof => nix::libc::ITIMER_PROF,
+        }
+    }
+
+    /// The signal it sends when it expires.
+    pub fn signal(self) -> i32 {
+        match self {
+            ItimerKind::Real => nix::libc::SIGALRM,
+            ItimerKind::Virtual => nix::libc::SIGVTALRM,
+            ItimerKind::Prof => nix::libc::SIGPROF,
+        }
+    }
+
+    /// Its name, as the user sets it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ItimerKind::Real => "ITIMER_REAL",
+            ItimerKind::Virtual => "ITIMER_VIRTUAL",
+            ItimerKind::Prof => "ITIMER_PROF",
+        }
+    }
+}
+
+/// An interval timer that was running (`struct itimerval`, in microseconds).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Itimer {
+    /// Which timer.
+    pub kind: ItimerKind,
+    /// Time to its next expiration.
+    pub value_us: u64,
+    /// Time between expirations after that; 0: once.
+    pub interval_us: u64,
+}
+
+/// A POSIX timer, as `/proc/PID/timers` shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PosixTimer {
+    /// Its id (`timer_t`).
+    pub id: i32,
+    /// The signal it sends.
+    pub signo: i32,
+    /// How it notifies: `signal/pid.N`, `thread/tid.N`, `none/…`.
+    pub notify: String,
+    /// Its clock (`CLOCK_*`).
+    pub clock: i32,
+}
+
+impl PosixTimer {
+    /// It said for the user: `timer 1: SIGUSR1 to thread 42`.
+    pub fn describe(&self) -> String {
+        let (how, to) = self.notify.split_once('/').unwrap_or((self.notify.as_str(), ""));
+        let to = match to.split_once('.') {
+            Some(("tid", tid)) => format!(" to thread {tid}"),
+            _ => String::new(),
+        };
+        match how {
+            "none" => format!("timer {}: no signal", self.id),
+            _ => format!("timer {}: {}{to}", self.id, crate::signal_name(self.signo)),
+        }
+    }
+}
 
 /// The program's parts as the kernel's memory descriptor records them (`/proc/PID/stat`
 /// fields 26–28 and 45–51; `brk` is the end of the heap mapping). `prctl(PR_SET_MM_MAP)`

@@ -284,6 +284,10 @@ pub struct RestoreOpt {
     /// not hold it; such a snapshot is refused otherwise). Not with --config or --every.
     #[arg(long)]
     pub without_seccomp: bool,
+    /// Resume a program that held POSIX timers (`timer_create`) without them (a restore
+    /// does not make them again; such a snapshot is refused otherwise).
+    #[arg(long)]
+    pub without_timers: bool,
     /// Environment variables to add to the program's or replace in it, as its `getenv`
     /// sees them from now on.
     #[arg(last = true, value_name = "NAME=VALUE")]

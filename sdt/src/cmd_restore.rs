@@ -21,13 +21,17 @@ pub fn restore(opt: RestoreOpt) -> Result<ExitCode> {
     let detached = capture.config.is_none() && capture.every.is_none();
     let (privileges, beyond_owner) = privileges(&opt, snap.meta(), detached)?;
     drop(snap);
+    let without_posix_timers = opt.without_timers;
     if detached {
-        let restore = Restore { env, privileges, beyond_owner };
+        let restore = Restore { env, privileges, beyond_owner, without_posix_timers };
         let resumed = sdt_daemon::resume_detached(&opt.store.store, run.id(), &name, &restore)
             .inspect_err(|e| match crate::restore_error(e) {
                 Some(sdt_restore::Error::SeccompFilter { .. }) => eprintln!(
                     "sdt: hint: `sdt restore --without-seccomp {name}` resumes it without the filter"
                 ),
+                Some(sdt_restore::Error::PosixTimers { .. }) => {
+                    eprintln!("sdt: hint: `sdt restore --without-timers {name}` resumes it without them")
+                }
                 Some(sdt_restore::Error::BeyondOwner(refused)) => eprintln!(
                     "sdt: hint: `sdt restore --as-owner {name}` resumes it as uid {} instead",
                     refused.owner
@@ -50,7 +54,7 @@ pub fn restore(opt: RestoreOpt) -> Result<ExitCode> {
             run: run.id(),
             snapshot: name.clone(),
             until: None,
-            restorer: Arc::new(Restore::recorded(env)),
+            restorer: Arc::new(Restore { without_posix_timers, ..Restore::recorded(env) }),
         }),
         store: opt.store.store.clone(),
         config: capture_config(capture.config.as_deref(), capture.every)?,

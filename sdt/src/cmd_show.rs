@@ -85,6 +85,25 @@ pub fn show(opt: ShowOpt) -> Result<()> {
             m.unread_handler_names()
         );
     }
+    for t in m.timers.itimers.iter().flatten() {
+        let every = match t.interval_us {
+            0 => String::new(),
+            us => format!(", then every {}", human::duration_ns(us * 1000)),
+        };
+        println!(
+            "timer:    {} ({}) due in {}{every}: a resume sets it again",
+            t.kind.name(),
+            sdt_store::signal_name(t.kind.signal()),
+            human::duration_ns(t.value_us * 1000)
+        );
+    }
+    for t in &m.timers.posix {
+        println!(
+            "timer:    POSIX {} (clock {}): a resume cannot make it again (`--without-timers`)",
+            t.describe(),
+            t.clock
+        );
+    }
     let breaking = match m.trigger {
         Trigger::Breakpoint { tid, .. } => Some(tid),
         Trigger::Timer | Trigger::Signal { .. } => None,

@@ -446,5 +446,6 @@ pub fn meta(
         layout,
         unread_handlers: 0,
         mpi_events: None,
+        timers: Default::default(),
     }
 }

@@ -75,6 +75,7 @@ pub fn meta(seq: u32, mappings: Vec<Mapping>) -> SnapshotMeta {
         layout: Default::default(),
         unread_handlers: 0,
         mpi_events: None,
+        timers: Default::default(),
     }
 }
 

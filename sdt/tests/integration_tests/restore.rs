@@ -4,12 +4,14 @@
 //! Restores need the right to create PID namespaces (root in CI); without it each test
 //! is reported ignored.
 
-use std::process::Output;
+use std::process::{Output, Stdio};
+use std::time::Duration;
 
 use sdt_test_harness::Skip;
 
 use crate::harness::{
-    Sdt, build_versioned, config, describe, example, gdb, gdb_values, program, run, stderr, stdout, workspace,
+    Sdt, build_versioned, config, describe, example, gdb, gdb_values, program, run, stderr, stdout,
+    wait_within, workspace,
 };
 
 /// `Ok` if this process may create PID namespaces (is root); otherwise the [`Skip`].
@@ -155,6 +157,42 @@ fn a_program_with_high_descriptors_resumes_under_a_low_limit() -> Result<(), Ski
     let out = run(sdt.command_with_files(64, &["restore", "S0"]).stdin(std::process::Stdio::null()));
     assert!(out.status.success(), "{}", describe(&out));
     assert_eq!(stdout(&out), "fd 200 open\n", "{}", describe(&out));
+    Ok(())
+}
+
+/// A program waiting for its alarm (`setitimer`) across a breakpoint gets it after a
+/// resume, whether it catches `SIGALRM` or `sigwait`s for it; one that held a POSIX timer
+/// is refused, naming it, unless `--without-timers`.
+fn a_resumed_program_gets_the_alarm_it_was_waiting_for() -> Result<(), Skip> {
+    may_restore()?;
+    let prog = program("behave");
+    for how in ["handler", "sigwait", "posix"] {
+        let sdt = Sdt::new();
+        let out = sdt.ok(&["run", "-q", "--", prog.to_str().unwrap(), "alarm", how]);
+        assert_eq!(stdout(&out), "alarm\n", "{how}: {}", describe(&out));
+        let shown = stdout(&sdt.ok(&["show", "S0"]));
+        let timer = shown.lines().find(|l| l.starts_with("timer:    ITIMER_REAL (SIGALRM) due in "));
+        assert!(timer.is_some(), "{how}: the alarm is recorded:\n{shown}");
+        let mut restore = vec!["restore", "S0"];
+        if how == "posix" {
+            assert!(shown.contains("timer:    POSIX timer 0: no signal (clock 1)"), "{shown}");
+            let out = sdt.output(&restore);
+            assert!(!out.status.success(), "{}", describe(&out));
+            let said = stderr(&out);
+            assert!(
+                said.contains("cannot restore the program's POSIX timers (timer 0: no signal)")
+                    && said.contains("hint: `sdt restore --without-timers S0`"),
+                "{said}"
+            );
+            restore.insert(1, "--without-timers");
+        }
+        // Without its alarm it would wait for ever.
+        let child =
+            sdt.command(&restore).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn();
+        let out = wait_within(child.expect("spawning sdt restore"), Duration::from_secs(30), "for the alarm");
+        assert!(out.status.success(), "{how}: {}", describe(&out));
+        assert_eq!(stdout(&out), "alarm\n", "{how}: {}", describe(&out));
+    }
     Ok(())
 }
 
@@ -474,6 +512,7 @@ sdt_test_harness::tests![
     threads_caught_on_their_way_to_a_trap_are_declined_not_killed,
     a_restored_program_prints_what_the_original_printed_from_there_on,
     a_program_with_high_descriptors_resumes_under_a_low_limit,
+    a_resumed_program_gets_the_alarm_it_was_waiting_for,
     extra_environment_variables_reach_the_resumed_programs_getenv,
     refining_a_deterministic_interval_reproduces_its_end,
     refine_detects_a_mismatch_and_retries,

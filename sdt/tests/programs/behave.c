@@ -27,6 +27,10 @@
  *                       exits: until then the worker cannot be stopped (a vfork parent
  *                       waits killably only); main calls SetBreakpoint meanwhile and
  *                       prints "bp N", then "done" once the worker is back
+ *   behave alarm HOW    set ITIMER_REAL to 1 s, SetBreakpoint, then wait for SIGALRM and
+ *                       print "alarm": HOW is `handler` (caught, waited for with pause),
+ *                       `sigwait` (blocked in both threads, taken by sigwait) or `posix`
+ *                       (as `handler`, holding a POSIX timer too)
  */
 #include <ctype.h>
 #include <errno.h>
@@ -39,13 +43,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <sdt.h>
 
-static volatile sig_atomic_t got_usr1, got_rt, got_term, got_trap;
+static volatile sig_atomic_t got_usr1, got_rt, got_term, got_trap, got_alarm;
 
 /* The process's state letter in /proc/self/stat: the leader's ('Z' once it has exited). */
 static char process_state(void)
@@ -162,6 +167,56 @@ static void on_signal(int sig)
 		got_term = 1;
 	else
 		got_rt++;
+}
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	got_alarm = 1;
+}
+
+static void *idle_until_cancelled(void *arg)
+{
+	(void)arg;
+	for (;;)
+		pause();
+	return NULL;
+}
+
+/* `behave alarm HOW`: ITIMER_REAL due in 1 s across a breakpoint. */
+static int wait_for_alarm(const char *how)
+{
+	struct itimerval in_a_second = { { 0, 0 }, { 1, 0 } };
+	sigset_t alarm_only;
+	pthread_t other;
+	timer_t posix;
+	struct sigevent quiet = { .sigev_notify = SIGEV_NONE };
+	int sig;
+
+	sigemptyset(&alarm_only);
+	sigaddset(&alarm_only, SIGALRM);
+	if (strcmp(how, "sigwait"))
+		signal(SIGALRM, on_alarm);
+	if (!strcmp(how, "posix") && timer_create(CLOCK_MONOTONIC, &quiet, &posix) != 0)
+		return 1;
+	/* A second thread that blocks SIGALRM: it reaches main, which blocks it too only
+	 * to sigwait for it. */
+	pthread_sigmask(SIG_BLOCK, &alarm_only, NULL);
+	pthread_create(&other, NULL, idle_until_cancelled, NULL);
+	if (strcmp(how, "sigwait"))
+		pthread_sigmask(SIG_UNBLOCK, &alarm_only, NULL);
+	if (setitimer(ITIMER_REAL, &in_a_second, NULL) != 0)
+		return 1;
+	SetBreakpoint(1, 1, 1, 0, "mode=alarm");
+	if (!strcmp(how, "sigwait")) {
+		if (sigwait(&alarm_only, &sig) != 0 || sig != SIGALRM)
+			return 1;
+	} else {
+		while (!got_alarm)
+			pause();
+	}
+	printf("alarm\n");
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -306,6 +361,8 @@ int main(int argc, char **argv)
 		}
 		return 0;
 	}
-	fprintf(stderr, "usage: behave echo|exit N|signals|segv|abort-thread|wait-term|fork|big MB|leader-exits|exec|vfork-stuck\n");
+	if (!strcmp(mode, "alarm") && argc == 3)
+		return wait_for_alarm(argv[2]);
+	fprintf(stderr, "usage: behave echo|exit N|signals|segv|abort-thread|wait-term|fork|big MB|leader-exits|exec|vfork-stuck|alarm HOW\n");
 	return 2;
 }
