@@ -250,6 +250,7 @@ pub fn sample() -> FakeSource {
                 creds: Credentials { uids: Ids { effective: 1001, fs: 1001, ..user.uids }, ..user.clone() },
             }],
             dumpable: Some(true),
+            limits: Vec::new(),
         },
         threads,
         mappings,

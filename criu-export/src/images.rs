@@ -23,7 +23,9 @@
 
 use std::collections::HashMap;
 
-use sdt_store::{Credentials, ItimerKind, Timers, UserFpregs, UserRegs, XSAVE_HEADER_END, XsaveHead};
+use sdt_store::{
+    Credentials, ItimerKind, ResourceLimit, Timers, UserFpregs, UserRegs, XSAVE_HEADER_END, XsaveHead,
+};
 
 use crate::image::{IMAGES_V1_1, Image, ImageKind};
 use crate::pb;
@@ -110,8 +112,7 @@ pub(crate) fn gen_core(plan: &Plan, thread: &Thread) -> Image {
         blk_sigset: t.sigmask,
         comm: plan.meta.process.comm.clone(),
         timers: Some(gen_timers(&plan.meta.timers)),
-        // No limits: the process keeps those criu runs with (the snapshot has none).
-        rlimits: Some(pb::TaskRlimitsEntry { rlimits: Vec::new() }),
+        rlimits: Some(gen_rlimits(&plan.meta.process.limits)),
         signals_s: Some(pb::SignalQueueEntry { signals: Vec::new() }),
         sigactions: gen_sigactions(plan),
     });
@@ -267,6 +268,18 @@ fn gen_tls() -> Vec<pb::UserDescT> {
             usable: false,
         })
         .collect()
+}
+
+/// The resource limits, by `RLIMIT_*` number from 0 as CRIU reads them; none (the
+/// process keeps those criu runs with) where the snapshot lacks one of them (a snapshot
+/// from before they were recorded).
+fn gen_rlimits(limits: &[ResourceLimit]) -> pb::TaskRlimitsEntry {
+    let in_order = limits.iter().enumerate().all(|(i, l)| l.resource as usize == i);
+    let rlimits = match in_order {
+        true => limits.iter().map(|l| pb::RlimitEntry { cur: l.soft, max: l.hard }).collect(),
+        false => Vec::new(),
+    };
+    pb::TaskRlimitsEntry { rlimits }
 }
 
 /// The interval timers the snapshot records as running, with the time they had left;
@@ -517,6 +530,18 @@ mod tests {
             "{:?}",
             plan.notes
         );
+    }
+
+    #[test]
+    fn resource_limits_are_written_in_order_or_not_at_all() {
+        let limit = |resource, soft, hard| ResourceLimit { resource, soft, hard };
+        let all: Vec<ResourceLimit> = (0..16).map(|r| limit(r, u64::from(r), u64::MAX)).collect();
+        let entry = gen_rlimits(&all);
+        assert_eq!(entry.rlimits.len(), 16);
+        assert_eq!((entry.rlimits[7].cur, entry.rlimits[7].max), (7, u64::MAX));
+        let gap = [limit(0, 1, 1), limit(2, 1, 1)];
+        assert!(gen_rlimits(&gap).rlimits.is_empty());
+        assert!(gen_rlimits(&[]).rlimits.is_empty());
     }
 
     #[test]

@@ -24,10 +24,10 @@ pub(crate) fn thread_name(pid: Tid, tid: Tid) -> String {
     read_text(pid, &format!("task/{tid}/comm")).map(|s| s.trim_end().to_owned()).unwrap_or_default()
 }
 
-/// The process's identity, from `stat`, `status`, `cmdline`, `exe` and `cwd` read through
-/// `live_thread`, a thread that has not exited (a leader that exited first has no memory
-/// left to show), and the leader's `comm`; its credentials, `live_thread`'s and those of
-/// each thread whose own differ.
+/// The process's identity and limits, from `stat`, `status`, `cmdline`, `exe`, `cwd` and
+/// `limits` read through `live_thread`, a thread that has not exited (a leader that
+/// exited first has no memory left to show), and the leader's `comm`; its credentials,
+/// `live_thread`'s and those of each thread whose own differ.
 pub(crate) fn process_info(pid: Tid, live_thread: Tid) -> std::io::Result<ProcessInfo> {
     let stat = read(live_thread, "stat")?;
     let (ppid, pgrp, sid) = Stat::parse(&stat).and_then(|s| s.ids()).unwrap_or_default();
@@ -56,6 +56,7 @@ pub(crate) fn process_info(pid: Tid, live_thread: Tid) -> std::io::Result<Proces
         thread_creds: creds.as_ref().map(|c| differing_credentials(pid, c)).unwrap_or_default(),
         dumpable: creds.as_ref().and_then(|c| dumpable(live_thread, c)),
         creds,
+        limits: read(live_thread, "limits").map(|l| sdt_procfs::parse_limits(&l)).unwrap_or_default(),
     })
 }
 

@@ -1,7 +1,7 @@
 //! Files of `Key:\tvalue` lines: `/proc/PID/status` (credentials, ids, signal sets),
-//! `/proc/PID/fdinfo/N` and `/proc/PID/timers`.
+//! `/proc/PID/fdinfo/N` and `/proc/PID/timers`; and the table of `/proc/PID/limits`.
 
-use sdt_store::{Capabilities, Credentials, Ids, PosixTimer, SeccompMode};
+use sdt_store::{Capabilities, Credentials, Ids, PosixTimer, RLIM_INFINITY, ResourceLimit, SeccompMode};
 
 /// The value of the first line of `file` that starts with `key` (`"Uid:"`) and is UTF-8
 /// after it, untrimmed. Other lines, a thread's name that is not UTF-8 among them, are
@@ -195,6 +195,50 @@ pub fn parse_timers(timers: &[u8]) -> Vec<PosixTimer> {
     out
 }
 
+/// The names `/proc/PID/limits` gives the resources, in `RLIMIT_*` order.
+const LIMIT_NAMES: [&str; 16] = [
+    "Max cpu time",
+    "Max file size",
+    "Max data size",
+    "Max stack size",
+    "Max core file size",
+    "Max resident set",
+    "Max processes",
+    "Max open files",
+    "Max locked memory",
+    "Max address space",
+    "Max file locks",
+    "Max pending signals",
+    "Max msgqueue size",
+    "Max nice priority",
+    "Max realtime priority",
+    "Max realtime timeout",
+];
+
+/// The resource limits of `/proc/PID/limits` (a heading, then `Max … SOFT HARD UNITS`
+/// rows; `unlimited` for no limit), in `RLIMIT_*` order. A row that does not parse is
+/// left out.
+pub fn parse_limits(limits: &[u8]) -> Vec<ResourceLimit> {
+    let text = String::from_utf8_lossy(limits);
+    let value = |v: &str| match v {
+        "unlimited" => Some(RLIM_INFINITY),
+        n => n.parse().ok(),
+    };
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let Some((resource, rest)) =
+            LIMIT_NAMES.iter().enumerate().find_map(|(i, name)| Some((i as u32, line.strip_prefix(name)?)))
+        else {
+            continue;
+        };
+        let mut values = rest.split_whitespace();
+        if let (Some(soft), Some(hard)) = (values.next().and_then(value), values.next().and_then(value)) {
+            out.push(ResourceLimit { resource, soft, hard });
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use sdt_store::ALL_CAPS;
@@ -367,5 +411,23 @@ mod tests {
         assert_eq!(timers[0], PosixTimer { id: 1, signo: 14, notify: "signal/pid.13436".into(), clock: 0 });
         assert_eq!(timers[1], PosixTimer { id: 0, signo: 10, notify: "thread/tid.13437".into(), clock: 1 });
         assert!(parse_timers(b"").is_empty());
+    }
+
+    #[test]
+    fn resource_limits() {
+        let text = b"Limit                     Soft Limit           Hard Limit           Units     \n\
+            Max cpu time              unlimited            unlimited            seconds   \n\
+            Max stack size            8388608              unlimited            bytes     \n\
+            Max open files            1024                 524288               files     \n\
+            Max nice priority         0                    0                    \n\
+            Max realtime timeout      unlimited            unlimited            us        \n";
+        let limits = parse_limits(text);
+        let of = |resource: u32| limits.iter().find(|l| l.resource == resource).copied();
+        assert_eq!(limits.len(), 5, "{limits:?}");
+        assert_eq!(of(0), Some(ResourceLimit { resource: 0, soft: RLIM_INFINITY, hard: RLIM_INFINITY }));
+        assert_eq!(of(3), Some(ResourceLimit { resource: 3, soft: 8 << 20, hard: RLIM_INFINITY }));
+        assert_eq!(of(7), Some(ResourceLimit { resource: 7, soft: 1024, hard: 524288 }));
+        assert_eq!(of(13), Some(ResourceLimit { resource: 13, soft: 0, hard: 0 }));
+        assert_eq!(of(15).map(|l| l.soft), Some(RLIM_INFINITY));
     }
 }

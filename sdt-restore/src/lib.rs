@@ -24,8 +24,9 @@
 //! into it, replaces its memory (`memory`), then creates the other threads with their
 //! ids and sets every thread's state (`threads`). Extra environment variables go into a
 //! new `environ` array (`environ`). The interval timers that were running are set again
-//! with the time they had left (`timers`). Last, every thread takes the credentials it
-//! had (`creds`): the stub opened the program's files as the program's user already.
+//! with the time they had left (`timers`), the resource limits as they were, never
+//! above the restorer's hard limits (`limits`). Last, every thread takes the credentials
+//! it had (`creds`): the stub opened the program's files as the program's user already.
 //!
 //! # Design constraints
 //!
@@ -54,8 +55,8 @@
 //!   so is a program that held POSIX timers, unless [`Options::without_posix_timers`].
 //!
 //! It does not restore: pending signals, POSIX timers, interval timers whose signal did
-//! not reach the program (left at their default action), alternate signal stacks, resource
-//! limits, child processes, or the parent link (the restored process is the child of
+//! not reach the program (left at their default action), alternate signal stacks, child
+//! processes, or the parent link (the restored process is the child of
 //! its namespace's init).
 
 #![deny(missing_docs)]
@@ -64,6 +65,7 @@
 mod creds;
 mod environ;
 mod files;
+mod limits;
 mod memory;
 mod plan;
 mod remote;
@@ -311,6 +313,7 @@ pub fn restore(snap: &Snapshot, trust: &Trust, options: &Options) -> Result<Rest
         creds::set(&mut remote, &restored, targets, now, meta.process.dumpable.unwrap_or(true))?;
     }
     timers::set(&mut remote, &meta.timers)?;
+    limits::set(&mut remote, pid, &meta.process.limits)?;
     // The scratch area goes last, through the vDSO's own syscall instruction.
     if let Some(at) = vdso_syscall {
         remote.use_syscall_at(at);

@@ -503,6 +503,52 @@ pub struct ProcessInfo {
     /// from before it was recorded).
     #[serde(default)]
     pub dumpable: Option<bool>,
+    /// Its resource limits (`/proc/PID/limits`), by resource; empty in snapshots from
+    /// before they were recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub limits: Vec<ResourceLimit>,
+}
+
+/// One resource limit of a process (`struct rlimit64`), as `prlimit` takes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResourceLimit {
+    /// The resource, `RLIMIT_*` (0 `RLIMIT_CPU` … 15 `RLIMIT_RTTIME`).
+    pub resource: u32,
+    /// The soft limit; [`RLIM_INFINITY`]: unlimited.
+    pub soft: u64,
+    /// The hard limit; [`RLIM_INFINITY`]: unlimited.
+    pub hard: u64,
+}
+
+/// No limit, as a [`ResourceLimit`] holds it.
+pub const RLIM_INFINITY: u64 = u64::MAX;
+
+impl ResourceLimit {
+    /// Its resource's name: `RLIMIT_NOFILE`.
+    pub fn name(&self) -> String {
+        const NAMES: [&str; 16] = [
+            "CPU",
+            "FSIZE",
+            "DATA",
+            "STACK",
+            "CORE",
+            "RSS",
+            "NPROC",
+            "NOFILE",
+            "MEMLOCK",
+            "AS",
+            "LOCKS",
+            "SIGPENDING",
+            "MSGQUEUE",
+            "NICE",
+            "RTPRIO",
+            "RTTIME",
+        ];
+        match NAMES.get(self.resource as usize) {
+            Some(name) => format!("RLIMIT_{name}"),
+            None => format!("resource {}", self.resource),
+        }
+    }
 }
 
 impl ProcessInfo {

@@ -430,6 +430,7 @@ pub fn meta(
             .map(|(t, c)| ThreadCredentials { tid: tid(*t, pid), creds: creds(c) })
             .collect(),
         dumpable: p.dumpable,
+        limits: Vec::new(),
     };
     SnapshotMeta {
         name: spec.name.as_ref().map_or(run_name, name),

@@ -196,6 +196,21 @@ fn a_resumed_program_gets_the_alarm_it_was_waiting_for() -> Result<(), Skip> {
     Ok(())
 }
 
+/// Limits the program set itself (lowered here: the restorer may raise none beyond its
+/// own hard limits) are its own again after a resume, not the restorer's.
+fn a_resumed_program_keeps_its_resource_limits() -> Result<(), Skip> {
+    may_restore()?;
+    let sdt = Sdt::new();
+    let prog = program("behave");
+    let out = sdt.ok(&["run", "-q", "--", prog.to_str().unwrap(), "limits"]);
+    let expected = "nofile 200/300 stack 4194304\n";
+    assert_eq!(stdout(&out), expected, "{}", describe(&out));
+    let out = sdt.output(&["restore", "S0"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(stdout(&out), expected, "{}", describe(&out));
+    Ok(())
+}
+
 fn extra_environment_variables_reach_the_resumed_programs_getenv() -> Result<(), Skip> {
     may_restore()?;
     let sdt = Sdt::new();
@@ -513,6 +528,7 @@ sdt_test_harness::tests![
     a_restored_program_prints_what_the_original_printed_from_there_on,
     a_program_with_high_descriptors_resumes_under_a_low_limit,
     a_resumed_program_gets_the_alarm_it_was_waiting_for,
+    a_resumed_program_keeps_its_resource_limits,
     extra_environment_variables_reach_the_resumed_programs_getenv,
     refining_a_deterministic_interval_reproduces_its_end,
     refine_detects_a_mismatch_and_retries,

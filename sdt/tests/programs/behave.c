@@ -31,6 +31,8 @@
  *                       print "alarm": HOW is `handler` (caught, waited for with pause),
  *                       `sigwait` (blocked in both threads, taken by sigwait) or `posix`
  *                       (as `handler`, holding a POSIX timer too)
+ *   behave limits       lower its descriptor limits to 200 (soft) and 300 (hard) and its
+ *                       stack's soft limit to 4 MiB, SetBreakpoint, then print them
  */
 #include <ctype.h>
 #include <errno.h>
@@ -43,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -219,6 +222,24 @@ static int wait_for_alarm(const char *how)
 	return 0;
 }
 
+/* `behave limits`: limits of its own across a breakpoint. */
+static int own_limits(void)
+{
+	struct rlimit files = { 200, 300 }, stack;
+
+	if (setrlimit(RLIMIT_NOFILE, &files) != 0 || getrlimit(RLIMIT_STACK, &stack) != 0)
+		return 1;
+	stack.rlim_cur = 4 << 20;
+	if (setrlimit(RLIMIT_STACK, &stack) != 0)
+		return 1;
+	SetBreakpoint(1, 1, 1, 0, "mode=limits");
+	if (getrlimit(RLIMIT_NOFILE, &files) != 0 || getrlimit(RLIMIT_STACK, &stack) != 0)
+		return 1;
+	printf("nofile %llu/%llu stack %llu\n", (unsigned long long)files.rlim_cur,
+	       (unsigned long long)files.rlim_max, (unsigned long long)stack.rlim_cur);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
@@ -363,6 +384,8 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(mode, "alarm") && argc == 3)
 		return wait_for_alarm(argv[2]);
-	fprintf(stderr, "usage: behave echo|exit N|signals|segv|abort-thread|wait-term|fork|big MB|leader-exits|exec|vfork-stuck|alarm HOW\n");
+	if (!strcmp(mode, "limits"))
+		return own_limits();
+	fprintf(stderr, "usage: behave echo|exit N|signals|segv|abort-thread|wait-term|fork|big MB|leader-exits|exec|vfork-stuck|alarm HOW|limits\n");
 	return 2;
 }
