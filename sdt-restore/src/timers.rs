@@ -1,8 +1,8 @@
 //! The program's timers. Its interval timers (`setitimer`, `alarm`) are set again with
 //! the time each had left, just before its threads get their registers; a program
-//! waiting for its alarm gets it. POSIX timers (`timer_create`) cannot be made again
-//! with their ids, which the kernel gives: a snapshot with any is refused, naming them,
-//! unless the user resumes without them.
+//! waiting for its alarm gets it. POSIX timers (`timer_create`) are not made again (the
+//! snapshot holds neither the order of their ids nor the time they had left): a snapshot
+//! with any is refused, naming them, unless the user resumes without them.
 
 use sdt_store::{PosixTimer, SnapshotMeta, Timers};
 

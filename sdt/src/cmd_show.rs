@@ -88,13 +88,13 @@ pub fn show(opt: ShowOpt) -> Result<()> {
     for t in m.timers.itimers.iter().flatten() {
         let every = match t.interval_us {
             0 => String::new(),
-            us => format!(", then every {}", human::duration_ns(us * 1000)),
+            us => format!(", then every {}", human::duration_ns(us.saturating_mul(1000))),
         };
         println!(
             "timer:    {} ({}) due in {}{every}: a resume sets it again",
             t.kind.name(),
             sdt_store::signal_name(t.kind.signal()),
-            human::duration_ns(t.value_us * 1000)
+            human::duration_ns(t.value_us.saturating_mul(1000))
         );
     }
     for t in &m.timers.posix {
