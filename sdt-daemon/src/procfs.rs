@@ -4,13 +4,13 @@
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt};
 use std::path::PathBuf;
 
 use sdt_procfs::{FdDirs, Stat, read, read_text};
 use sdt_store::{
-    Credentials, EpollWatch, FileKind, FileRef, FileState, Mapping, MemoryLayout, OpenFile, PosixTimer,
-    ProcessInfo, SeccompMode, ThreadCredentials,
+    Credentials, DELETED_FILES_KEPT, EpollWatch, FileKind, FileRef, FileState, Mapping, MemoryLayout,
+    OpenFile, PosixTimer, ProcessInfo, SeccompMode, ThreadCredentials,
 };
 use sdt_sys::{Tid, fds};
 
@@ -182,10 +182,12 @@ impl FdTable {
         }
         self.known = known;
         files.sort_unstable_by_key(|f| f.fd);
-        // One pidfd for every pipe of this capture. Without it, or without a pipe's bytes,
-        // the snapshot cannot be resumed; the capture goes on.
+        // One pidfd for every pipe and deleted file of this capture. Without it, or
+        // without a pipe's or a deleted file's bytes, the snapshot cannot be resumed; the
+        // capture goes on.
         let whole = pipes_held_whole(&files);
-        if !whole.is_empty() {
+        let deleted: Vec<usize> = (0..files.len()).filter(|&i| is_deleted_file(&files[i])).collect();
+        if !whole.is_empty() || !deleted.is_empty() {
             match fds::pidfd_open(live_thread) {
                 Ok(pidfd) => {
                     for i in whole {
@@ -195,8 +197,9 @@ impl FdTable {
                             Err(e) => log::warn!("reading what pipe {} (fd {}) holds: {e}", f.target, f.fd),
                         }
                     }
+                    keep_deleted_files(&pidfd, live_thread, &mut files, &deleted);
                 }
-                Err(e) => log::warn!("reading what the program's pipes hold: {e}"),
+                Err(e) => log::warn!("reading what the program's pipes and deleted files hold: {e}"),
             }
         }
         Ok(files)
@@ -228,6 +231,49 @@ fn peek_pipe(pidfd: &OwnedFd, pid: Tid, fd: i32) -> Result<(u32, Vec<u8>), sdt_s
         tid: pid.raw(),
         source,
     })
+}
+
+/// Whether `f` is a regular file deleted while open.
+fn is_deleted_file(f: &OpenFile) -> bool {
+    f.kind == FileKind::Regular && f.target.ends_with(" (deleted)")
+}
+
+/// Reads the bytes of the deleted files of `files` at `indices` (of `pid`, whose pidfd is
+/// `pidfd`) into their state, descriptors of one file once, while they fit in
+/// [`DELETED_FILES_KEPT`] in all; the others are left without (a resume refuses them).
+fn keep_deleted_files(pidfd: &OwnedFd, pid: Tid, files: &mut [OpenFile], indices: &[usize]) {
+    let mut kept = 0u64;
+    let mut read: Vec<((u64, u64), Vec<u8>)> = Vec::new();
+    for &i in indices {
+        let f = &mut files[i];
+        let identity = f.file.as_ref().map(|r| (r.dev, r.inode));
+        if let Some((_, data)) = read.iter().find(|(id, _)| Some(*id) == identity) {
+            f.state = Some(FileState::DeletedFile { data: data.clone() });
+            continue;
+        }
+        let bytes = fds::pidfd_getfd(pidfd, pid, f.fd).map_err(|e| e.source).and_then(|theirs| {
+            let file = std::fs::File::from(theirs);
+            let len = file.metadata()?.len();
+            if kept + len > DELETED_FILES_KEPT {
+                return Err(std::io::Error::other(format!(
+                    "{len} bytes, past the {DELETED_FILES_KEPT} a snapshot keeps of deleted files"
+                )));
+            }
+            let mut data = vec![0u8; len as usize];
+            file.read_exact_at(&mut data, 0)?;
+            Ok(data)
+        });
+        match bytes {
+            Ok(data) => {
+                kept += data.len() as u64;
+                if let Some(id) = identity {
+                    read.push((id, data.clone()));
+                }
+                f.state = Some(FileState::DeletedFile { data });
+            }
+            Err(e) => log::debug!("deleted file {} (fd {}) not kept: {e}", f.target, f.fd),
+        }
+    }
 }
 
 /// The lowest read end of each pipe whose write end is among `files` (ascending) too, by

@@ -78,6 +78,31 @@ enum MadeKey {
     PipeEnd(String, bool),
     Eventfd(u32),
     Alone(i32),
+    /// The memfd of a deleted file, by its device and inode (else the first descriptor
+    /// of it).
+    Deleted((u64, u64)),
+}
+
+impl Sources<'_> {
+    /// Descriptor `f` of a deleted file that held `data`: the file a memfd (made once for
+    /// every descriptor of it), the descriptor that memfd opened again with `f`'s flags
+    /// and position.
+    fn make_deleted(&mut self, f: &OpenFile, data: &[u8]) -> Result<i32, Error> {
+        let failed = |call, source| Error::Sys(sdt_sys::Error { call, tid: 0, source });
+        let file = MadeKey::Deleted(f.file.as_ref().map_or((u64::MAX, f.fd as u64), |r| (r.dev, r.inode)));
+        if !self.made.iter().any(|(k, _)| *k == file) {
+            let name = f.target.trim_end_matches(" (deleted)").rsplit('/').next().unwrap_or_default();
+            let memfd =
+                fds::memfd_holding(name, data).map_err(|e| failed("making a deleted file again", e))?;
+            self.made.push((file.clone(), memfd));
+        }
+        let (_, memfd) = self.made.iter().find(|(k, _)| *k == file).expect("made above");
+        let opened = fds::reopen_at(memfd.as_fd(), f.flags, f.pos)
+            .map_err(|e| failed("opening a deleted file made again", e))?;
+        let raw = opened.as_raw_fd();
+        self.made.push((MadeKey::Alone(f.fd), opened));
+        Ok(raw)
+    }
 }
 
 impl plan::Sources for Sources<'_> {
@@ -98,6 +123,7 @@ impl plan::Sources for Sources<'_> {
             Remade::PipeEnd { pipe, write, .. } => MadeKey::PipeEnd(pipe.to_owned(), write),
             Remade::Object(&FileState::Eventfd { id: Some(id), .. }) => MadeKey::Eventfd(id),
             Remade::Object(_) => MadeKey::Alone(f.fd),
+            Remade::DeletedFile { data } => return self.make_deleted(f, data),
         };
         if !self.made.iter().any(|(k, _)| *k == key) {
             let (call, made) = match *object {
@@ -116,15 +142,16 @@ impl plan::Sources for Sources<'_> {
                     ("making a timerfd again", fds::timerfd_with(clockid, ticks, value_ns, interval_ns))
                 }
                 Remade::Object(&FileState::Signalfd { mask }) => ("signalfd4", fds::signalfd_with(mask)),
-                Remade::Object(FileState::PipeBuffer { .. }) => (
-                    "a pipe's bytes",
-                    Err(std::io::Error::other("a pipe is made by its ends, not its bytes")),
+                Remade::Object(FileState::PipeBuffer { .. } | FileState::DeletedFile { .. }) => (
+                    "a pipe's or a deleted file's bytes",
+                    Err(std::io::Error::other("made by their descriptors, not their bytes")),
                 ),
+                Remade::DeletedFile { .. } => unreachable!("made above"),
             };
             let made = made.map_err(|e| failed(call, e))?;
             let last = match *object {
                 Remade::PipeEnd { pipe, .. } => MadeKey::PipeEnd(pipe.to_owned(), true),
-                Remade::Object(_) => key.clone(),
+                Remade::Object(_) | Remade::DeletedFile { .. } => key.clone(),
             };
             self.made.push((last, made));
         }

@@ -32,8 +32,9 @@
 //!
 //! - Everything the restore cannot recreate (sockets, pipes another process held an end
 //!   of, System V shared memory, epoll, …) is refused before anything starts, with an
-//!   error naming the object (`plan`). The program's own pipes and its eventfds are
-//!   made again with what they held, and handed to the stub (`files`).
+//!   error naming the object (`plan`). The program's own pipes, its eventfds and the
+//!   deleted files whose bytes the snapshot kept (as memfds) are made again with what
+//!   they held, and handed to the stub (`files`).
 //! - Files the snapshot maps by reference must be the version that was mapped. Every
 //!   file opened by path (descriptors, mappings) must be what the snapshot says it is,
 //!   never a link, FIFO or socket, and one the store's owners could open so (`files`);

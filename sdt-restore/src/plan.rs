@@ -145,6 +145,12 @@ pub(crate) enum Remade<'a> {
     /// the stub adds its watches), a timerfd (its timer running from the restore on) or a
     /// signalfd, as the snapshot recorded it.
     Object(&'a FileState),
+    /// A regular file deleted while open, which held `data`: a memfd (descriptors of one
+    /// file share it), opened again with the descriptor's flags at its position.
+    DeletedFile {
+        /// Its bytes.
+        data: &'a [u8],
+    },
 }
 
 /// Where each of the snapshot's descriptors comes from, one per descriptor in order.
@@ -152,8 +158,8 @@ pub(crate) enum Remade<'a> {
 /// program talks to whoever restored it, like a shell job); other regular files,
 /// directories and devices are opened again at their positions, by the path `sources`
 /// gives once it has checked them; pipes whose two ends the program held, eventfds,
-/// epoll instances, timerfds and signalfds are made again with what they held (the stub
-/// adds the watches); a pipe or socket the program got from
+/// epoll instances, timerfds, signalfds and deleted files (up to what the snapshot kept)
+/// are made again with what they held (the stub adds the watches); a pipe or socket the program got from
 /// `sdt run`'s caller becomes `/dev/null` (with a warning); anything else is an error
 /// naming it.
 pub(crate) fn descriptors(meta: &SnapshotMeta, sources: &mut dyn Sources) -> Result<Vec<StubFd>, Error> {
@@ -184,7 +190,25 @@ pub(crate) fn descriptors(meta: &SnapshotMeta, sources: &mut dyn Sources) -> Res
                 log::warn!("{}", f.inherited_note());
                 FdSource::Open { path: c"/dev/null".to_owned(), flags: libc::O_RDWR, pos: 0 }
             }
-            _ if f.target.ends_with(" (deleted)") => return Err(unsupported("the file was deleted")),
+            _ if f.target.ends_with(" (deleted)") => match &f.state {
+                Some(FileState::DeletedFile { data }) if f.kind == FileKind::Regular => {
+                    if meta.mappings.iter().any(|m| m.path == f.target && m.perms.shared) {
+                        return Err(unsupported(
+                            "the deleted file is mapped shared as well, and a restore would part the \
+                             mapping from the descriptor",
+                        ));
+                    }
+                    FdSource::Inherit(sources.make(f, &Remade::DeletedFile { data })?)
+                }
+                _ => {
+                    let why = format!(
+                        "the file was deleted, and the snapshot did not keep its bytes (it keeps those of \
+                         deleted files up to {} KiB in all)",
+                        sdt_store::DELETED_FILES_KEPT >> 10
+                    );
+                    return Err(unsupported(&why));
+                }
+            },
             FileKind::Regular | FileKind::Directory | FileKind::CharDevice => open(flags)?,
             FileKind::Pipe => {
                 let access = flags & libc::O_ACCMODE as u32;
@@ -440,11 +464,28 @@ mod tests {
                 open_file(6, "anon_inode:[inotify]", FileKind::AnonInode),
                 "anonymous inodes cannot be restored",
             ),
-            (open_file(7, "/tmp/x (deleted)", FileKind::Regular), "deleted"),
+            (open_file(7, "/tmp/x (deleted)", FileKind::Regular), "did not keep its bytes"),
         ] {
             let err = descriptors(&meta_with(vec![file]), &mut Recorded::default()).unwrap_err().to_string();
             assert!(err.contains(words) && err.contains("file descriptor"), "{err}");
         }
+    }
+
+    #[test]
+    fn a_deleted_file_whose_bytes_were_kept_is_made_again_unless_mapped_shared() {
+        let deleted = OpenFile {
+            state: Some(FileState::DeletedFile { data: b"scratch".to_vec() }),
+            ..open_file(3, "/memfd:buf (deleted)", FileKind::Regular)
+        };
+        let mut made = Recorded::default();
+        let fds = descriptors(&meta_with(vec![deleted.clone()]), &mut made).unwrap();
+        assert!(matches!(fds[0].source, FdSource::Inherit(103)), "{:?}", fds[0].source);
+        assert_eq!(made.made, [(3, "DeletedFile { data: [115, 99, 114, 97, 116, 99, 104] }".to_owned())]);
+
+        let mut shared = meta_with(vec![deleted]);
+        shared.mappings = vec![map("/memfd:buf (deleted)", "rw-s", Content::Zero)];
+        let err = descriptors(&shared, &mut Recorded::default()).unwrap_err().to_string();
+        assert!(err.contains("mapped shared as well"), "{err}");
     }
 
     #[test]

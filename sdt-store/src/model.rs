@@ -156,7 +156,18 @@ pub enum FileState {
         #[serde(with = "hex_bytes")]
         data: Vec<u8>,
     },
+    /// A regular file deleted while open (`tmpfile`, `O_TMPFILE`, a memfd): its bytes,
+    /// where all the snapshot's deleted files together hold at most
+    /// [`DELETED_FILES_KEPT`] bytes.
+    DeletedFile {
+        /// Its bytes.
+        #[serde(with = "hex_bytes")]
+        data: Vec<u8>,
+    },
 }
+
+/// The most bytes of deleted files a snapshot keeps, in all ([`FileState::DeletedFile`]).
+pub const DELETED_FILES_KEPT: u64 = 1 << 20;
 
 impl OpenFile {
     /// What a resume does with an [`inherited`](OpenFile::inherited) descriptor it cannot

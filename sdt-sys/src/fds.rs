@@ -1,6 +1,7 @@
 //! Descriptors of another process, and the objects a restore makes again: copies taken
 //! through a pidfd, the bytes in a pipe read without taking them, and pipes, eventfds,
-//! epoll instances, timerfds and signalfds made with a given state.
+//! epoll instances, timerfds, signalfds and deleted files (as memfds) made with a given
+//! state.
 //!
 //! # Safety
 //!
@@ -105,6 +106,38 @@ pub fn pipe_holding(capacity: u32, data: &[u8]) -> io::Result<(OwnedFd, OwnedFd)
         set_nonblocking(end.as_fd(), false)?;
     }
     Ok((read, write))
+}
+
+/// A memfd of ours (`MFD_CLOEXEC`) named `name` (made safe: no NUL, at most 200 bytes)
+/// that holds `data`: a deleted file made again.
+pub fn memfd_holding(name: &str, data: &[u8]) -> io::Result<OwnedFd> {
+    let name: String = name.chars().filter(|&c| c != '\0').take(200).collect();
+    let name = std::ffi::CString::new(name).expect("NUL bytes were left out");
+    // SAFETY: `name` is a NUL-terminated string that outlives the call.
+    let fd = check(unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) }.into())?;
+    // SAFETY: the kernel returned a fresh descriptor.
+    let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd as RawFd) });
+    std::io::Write::write_all(&mut file, data)?;
+    Ok(file.into())
+}
+
+/// A new open file (`O_CLOEXEC`) of what `fd` is, opened again through
+/// `/proc/self/fd`, with the access mode, `O_APPEND` and `O_NONBLOCK` of `flags`, at
+/// offset `pos`.
+pub fn reopen_at(fd: BorrowedFd<'_>, flags: u32, pos: u64) -> io::Result<OwnedFd> {
+    use std::io::Seek;
+    use std::os::unix::fs::OpenOptionsExt;
+    let flags = flags as i32;
+    let mut options = std::fs::OpenOptions::new();
+    match flags & libc::O_ACCMODE {
+        libc::O_RDONLY => options.read(true),
+        libc::O_WRONLY => options.write(true),
+        _ => options.read(true).write(true),
+    };
+    options.custom_flags(flags & (libc::O_APPEND | libc::O_NONBLOCK) | libc::O_CLOEXEC);
+    let mut file = options.open(format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
+    file.seek(io::SeekFrom::Start(pos))?;
+    Ok(file.into())
 }
 
 /// An eventfd of ours (`EFD_CLOEXEC`, blocking) whose counter is `count`.

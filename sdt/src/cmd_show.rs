@@ -217,6 +217,7 @@ fn describe_file(f: &OpenFile) -> String {
                 (1..=64).filter(|n| mask & (1u64 << (n - 1)) != 0).map(sdt_store::signal_name).collect();
             format!(": reads {}", signals.join(", "))
         }
+        Some(FileState::DeletedFile { data }) => format!(": its {} kept", human::bytes(data.len() as u64)),
     };
     let inherited = if f.inherited { " (from `sdt run`'s caller)" } else { "" };
     format!("{target}{state}{inherited}")

@@ -202,12 +202,36 @@ fn a_resumed_program_keeps_its_resource_limits() -> Result<(), Skip> {
     may_restore()?;
     let sdt = Sdt::new();
     let prog = program("behave");
-    let out = sdt.ok(&["run", "-q", "--", prog.to_str().unwrap(), "limits"]);
     let expected = "nofile 200/300 stack 4194304\n";
+    let out = sdt.ok(&["run", "-q", "--", prog.to_str().unwrap(), "limits"]);
     assert_eq!(stdout(&out), expected, "{}", describe(&out));
+    resumes_printing(&sdt, expected);
+    Ok(())
+}
+
+/// `sdt restore S0` ends well, and the resumed program prints `expected`.
+fn resumes_printing(sdt: &Sdt, expected: &str) {
     let out = sdt.output(&["restore", "S0"]);
     assert!(out.status.success(), "{}", describe(&out));
     assert_eq!(stdout(&out), expected, "{}", describe(&out));
+}
+
+/// Deleted files the program held (a `tmpfile()`, a file made with `O_TMPFILE` and opened
+/// again read-only) are made again with their bytes, each descriptor at its position with
+/// its access mode.
+fn deleted_files_resume_with_what_they_held() -> Result<(), Skip> {
+    may_restore()?;
+    let sdt = Sdt::new();
+    let prog = program("behave");
+    let out = sdt.ok(&["run", "-q", "--", prog.to_str().unwrap(), "tmpfile"]);
+    let expected = "rest \"deleted file\" all \"hello deleted file!\" other \"second\" write refused\n";
+    assert_eq!(stdout(&out), expected, "{}", describe(&out));
+    let shown = stdout(&sdt.ok(&["show", "S0"]));
+    assert!(
+        shown.contains("(deleted): its 18 B kept") && shown.contains("(deleted): its 6 B kept"),
+        "{shown}"
+    );
+    resumes_printing(&sdt, expected);
     Ok(())
 }
 
@@ -529,6 +553,7 @@ sdt_test_harness::tests![
     a_program_with_high_descriptors_resumes_under_a_low_limit,
     a_resumed_program_gets_the_alarm_it_was_waiting_for,
     a_resumed_program_keeps_its_resource_limits,
+    deleted_files_resume_with_what_they_held,
     extra_environment_variables_reach_the_resumed_programs_getenv,
     refining_a_deterministic_interval_reproduces_its_end,
     refine_detects_a_mismatch_and_retries,

@@ -33,7 +33,12 @@
  *                       (as `handler`, holding a POSIX timer too)
  *   behave limits       lower its descriptor limits to 200 (soft) and 300 (hard) and its
  *                       stack's soft limit to 4 MiB, SetBreakpoint, then print them
+ *   behave tmpfile      write "hello deleted file" to a tmpfile() (deleted at once), seek
+ *                       to 6, dup it, open a read-only O_TMPFILE-made file again,
+ *                       SetBreakpoint, then read on, append "!" through the dup and print
+ *                       what each holds
  */
+#define _GNU_SOURCE /* O_TMPFILE */
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -240,6 +245,33 @@ static int own_limits(void)
 	return 0;
 }
 
+/* `behave tmpfile`: deleted files held across a breakpoint. */
+static int deleted_files(void)
+{
+	char rest[64] = { 0 }, all[64] = { 0 }, other[16] = { 0 }, path[64];
+	FILE *scratch = tmpfile();
+	int fd = open(".", O_TMPFILE | O_RDWR, 0600), reader, dup_fd;
+
+	if (!scratch || fd < 0 || write(fd, "second", 6) != 6)
+		return 1;
+	/* The same deleted file, read-only: a write through it fails. */
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	reader = open(path, O_RDONLY);
+	close(fd);
+	if (reader < 0 || fputs("hello deleted file", scratch) < 0 || fflush(scratch) != 0)
+		return 1;
+	if (fseek(scratch, 6, SEEK_SET) != 0 || (dup_fd = dup(fileno(scratch))) < 0)
+		return 1;
+	SetBreakpoint(1, 1, 1, 0, "mode=tmpfile");
+	if (!fgets(rest, sizeof(rest), scratch) || pwrite(dup_fd, "!", 1, 18) != 1)
+		return 1;
+	if (pread(dup_fd, all, sizeof(all) - 1, 0) < 0 || pread(reader, other, sizeof(other) - 1, 0) < 0)
+		return 1;
+	printf("rest \"%s\" all \"%s\" other \"%s\" write %s\n", rest, all, other,
+	       write(reader, "x", 1) < 0 && errno == EBADF ? "refused" : "allowed");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
@@ -386,6 +418,8 @@ int main(int argc, char **argv)
 		return wait_for_alarm(argv[2]);
 	if (!strcmp(mode, "limits"))
 		return own_limits();
-	fprintf(stderr, "usage: behave echo|exit N|signals|segv|abort-thread|wait-term|fork|big MB|leader-exits|exec|vfork-stuck|alarm HOW|limits\n");
+	if (!strcmp(mode, "tmpfile"))
+		return deleted_files();
+	fprintf(stderr, "usage: behave echo|exit N|signals|segv|abort-thread|wait-term|fork|big MB|leader-exits|exec|vfork-stuck|alarm HOW|limits|tmpfile\n");
 	return 2;
 }
