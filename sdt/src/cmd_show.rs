@@ -187,6 +187,10 @@ fn flags_text(flags: u32) -> String {
 fn describe_file(f: &OpenFile) -> String {
     let target = escape(&f.target);
     let state = match &f.state {
+        None if f.kind == FileKind::Regular && f.target.ends_with(" (deleted)") => {
+            ": its bytes not kept (past what a snapshot keeps of deleted files): a resume refuses it"
+                .to_owned()
+        }
         None => String::new(),
         Some(FileState::PipeBuffer { capacity, data }) => {
             format!(": holds {} (of {})", human::bytes(data.len() as u64), human::bytes(u64::from(*capacity)))
