@@ -9,13 +9,20 @@
  *   for n in 10 1000 4000; do rm -rf /tmp/threads.sdt; \
  *       sdt run -q --store /tmp/threads.sdt -- /tmp/many_threads $n; sdt ls --store /tmp/threads.sdt; done
  *
- *   usage: many_threads N
+ *   With `hold S`, it takes no snapshot and sleeps S seconds with its threads at the
+ *   barrier instead, for `gcore` of the same program:
+ *
+ *   /tmp/many_threads 4000 hold 30 & sleep 2; time gcore -o /tmp/threads.core $!; kill $!
+ *
+ *   usage: many_threads N [hold S]
  */
 #include <pthread.h>
 #include <sdt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static pthread_barrier_t started, done;
 
@@ -30,8 +37,9 @@ static void *worker(void *arg)
 int main(int argc, char **argv)
 {
 	int n = argc > 1 ? atoi(argv[1]) : 1000;
-	if (n < 1) {
-		fprintf(stderr, "usage: many_threads N (N >= 1)\n");
+	int hold = argc > 3 && !strcmp(argv[2], "hold") ? atoi(argv[3]) : -1;
+	if (n < 1 || (argc > 2 && hold < 0)) {
+		fprintf(stderr, "usage: many_threads N [hold S] (N >= 1)\n");
 		return 2;
 	}
 	pthread_t *threads = calloc(n, sizeof *threads);
@@ -49,7 +57,9 @@ int main(int argc, char **argv)
 	}
 	pthread_barrier_wait(&started);
 	struct timespec gap = { 0, 10 * 1000 * 1000 };
-	for (int i = 0; i < 5; i++) {
+	if (hold >= 0)
+		sleep(hold);
+	for (int i = 0; hold < 0 && i < 5; i++) {
 		SetBreakpoint(1, 1, 1, 1, "");
 		nanosleep(&gap, NULL);
 	}
