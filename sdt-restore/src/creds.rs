@@ -92,7 +92,9 @@ pub(crate) fn targets(
             }
             let target = bounded(&recorded, restorer);
             // An old snapshot's root is taken to have had everything: bounding that is no news.
-            if process.creds.is_some() && target.caps != recorded.caps {
+            // Nor is a bounding set lowered: it takes nothing the thread holds.
+            let held = |c: &Capabilities| (c.permitted, c.effective, c.inheritable, c.ambient);
+            if process.creds.is_some() && held(&target.caps) != held(&recorded.caps) {
                 log::warn!(
                     "thread {tid} had capabilities this restore does not have: it resumes with {:#x} \
                      permitted instead of {:#x}",
@@ -136,6 +138,42 @@ fn bounded(recorded: &Credentials, restorer: &Credentials) -> Credentials {
             SeccompMode::Disabled | SeccompMode::Filter => restorer.seccomp,
         },
     }
+}
+
+impl Targets {
+    /// The same credentials, `creds`, for every thread of `tids`.
+    pub(crate) fn all(tids: impl IntoIterator<Item = i32>, creds: &Credentials) -> Targets {
+        Targets(tids.into_iter().map(|tid| (tid, bounded(creds, creds))).collect())
+    }
+}
+
+/// `CAP_SYS_ADMIN`, which creating a PID namespace and choosing pids in it take in the
+/// restorer's own user namespace.
+pub(crate) fn may_choose_pids(restorer: &Credentials) -> bool {
+    const CAP_SYS_ADMIN: u64 = 1 << 21;
+    restorer.caps.effective & CAP_SYS_ADMIN != 0
+}
+
+/// Checks that every target has only the restorer's own ids and groups: all that a user
+/// namespace the restorer creates without privilege maps, and all it may not drop.
+pub(crate) fn check_own(targets: &Targets, restorer: &Credentials) -> Result<(), Error> {
+    let (uid, gid) = (restorer.uids.effective, restorer.gids.effective);
+    let mut groups = restorer.groups.clone();
+    groups.sort_unstable();
+    groups.dedup();
+    let own = || format!("uid {uid}, gid {gid}, groups {groups:?}");
+    for (tid, want) in &targets.0 {
+        let (uids, gids) = (want.uids.as_array(), want.gids.as_array());
+        let differs: [(&str, String, bool); 3] = [
+            ("user ids", format!("{uids:?}"), uids.iter().any(|&u| u != uid)),
+            ("group ids", format!("{gids:?}"), gids.iter().any(|&g| g != gid)),
+            ("supplementary groups", format!("{:?}", want.groups), want.groups != groups),
+        ];
+        if let Some((what, recorded, _)) = differs.into_iter().find(|(.., differs)| *differs) {
+            return Err(Error::NotOwnIds { tid: *tid, what, recorded, own: own() });
+        }
+    }
+    Ok(())
 }
 
 /// What the stub's file access is checked against: the main thread's target identity.
@@ -213,14 +251,17 @@ fn set_thread(
             &[libc::PR_SET_KEEPCAPS as u64, 1],
         )?;
     }
-    let groups: Vec<u8> = want.groups.iter().flat_map(|g| g.to_le_bytes()).collect();
-    let groups_at = if groups.is_empty() { 0 } else { remote.put(0, &groups)? };
-    call(
-        remote,
-        "setting its supplementary groups",
-        libc::SYS_setgroups,
-        &[want.groups.len() as u64, groups_at],
-    )?;
+    // Not when they are already (a user namespace of the restore's own denies it).
+    if want.groups != now.groups {
+        let groups: Vec<u8> = want.groups.iter().flat_map(|g| g.to_le_bytes()).collect();
+        let groups_at = if groups.is_empty() { 0 } else { remote.put(0, &groups)? };
+        call(
+            remote,
+            "setting its supplementary groups",
+            libc::SYS_setgroups,
+            &[want.groups.len() as u64, groups_at],
+        )?;
+    }
     let [rgid, egid, sgid, fsgid] = want.gids.as_array().map(u64::from);
     call(remote, "setting its group ids", libc::SYS_setresgid, &[rgid, egid, sgid])?;
     call(remote, "setting its filesystem group id", libc::SYS_setfsgid, &[fsgid])?;
@@ -453,6 +494,44 @@ mod tests {
         many.groups = (0..MAX_GROUPS as u32 + 1).collect();
         let err = recorded_targets(&process(Some(many), Vec::new()), [7]).unwrap_err();
         assert!(err.to_string().contains("supplementary groups"), "{err}");
+    }
+
+    #[test]
+    fn without_sys_admin_only_the_restorers_own_ids_are_given() {
+        let me = Credentials { groups: vec![1004, 27], ..Credentials::implied(1001, 100) };
+        assert!(may_choose_pids(&restorer()) && !may_choose_pids(&me));
+        let own = |p: &ProcessInfo, tids: &[i32]| {
+            let t = targets(
+                p,
+                tids.iter().copied(),
+                &me,
+                Privileges::Recorded,
+                &as_recorded(),
+                BeyondOwner::Refuse,
+            );
+            check_own(&t.unwrap(), &me)
+        };
+        own(&process(Some(user(1001)), Vec::new()), &[7]).unwrap();
+
+        let mut other = user(1001);
+        other.uids.effective = 1003;
+        let err = own(&process(Some(user(1001)), vec![ThreadCredentials { tid: 8, creds: other }]), &[7, 8])
+            .unwrap_err();
+        assert!(matches!(&err, Error::NotOwnIds { tid: 8, what: "user ids", .. }), "{err}");
+        assert!(err.to_string().contains("are [1001, 1003, 1001, 1001]"), "{err}");
+
+        let mut fewer = user(1001);
+        fewer.groups = vec![27];
+        let err = own(&process(Some(fewer), Vec::new()), &[7]).unwrap_err();
+        assert!(
+            err.to_string().contains("supplementary groups are [27]: restoring without root")
+                && err.to_string().contains("(uid 1001, gid 100, groups [27, 1004]); restore it as root"),
+            "{err}"
+        );
+
+        let all = Targets::all([7, 8], &me);
+        check_own(&all, &me).unwrap();
+        assert_eq!(all.of(8).uids, Ids::all(1001));
     }
 
     #[test]

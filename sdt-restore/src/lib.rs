@@ -40,8 +40,10 @@
 //!   never a link, FIFO or socket, and one the store's owners could open so (`files`);
 //!   descriptors are opened through the very file checked.
 //! - The snapshot must come from this machine's kernel (the vDSO is moved, not copied).
-//! - Needs the rights to create a PID namespace and choose pids in it (root, or
-//!   `CAP_SYS_ADMIN`).
+//! - Needs the rights to create a PID namespace and choose pids in it: root, or
+//!   `CAP_SYS_ADMIN`. Without it, the PID namespace belongs to a user namespace of its
+//!   own ([`Restored::user_namespace`]), which maps only the restorer's user and group:
+//!   a snapshot whose threads had other ids or supplementary groups is refused.
 //! - The restored process gets the user and group ids, supplementary groups,
 //!   capabilities (never more than the restorer's), `no_new_privs`, seccomp strict mode
 //!   and dumpable flag its snapshot recorded, thread by thread; a snapshot from before
@@ -74,7 +76,7 @@ mod threads;
 mod timers;
 
 use sdt_store::{BeyondOwner, Mapping, Snapshot, Trust};
-use sdt_sys::respawn::{self, RespawnError, Stub};
+use sdt_sys::respawn::{self, IdMap, RespawnError, Stub};
 use sdt_sys::wait::{self, Stop};
 use sdt_sys::{Tid, ptrace};
 
@@ -91,6 +93,10 @@ pub struct Restored {
     pub threads: Vec<RestoredThread>,
     /// Bytes of pages written into the process.
     pub bytes_written: u64,
+    /// The restorer lacked `CAP_SYS_ADMIN`: the process runs in a user namespace of its
+    /// own that maps only the restorer's user and group (files of other users show as
+    /// `nobody`'s there, and it cannot change its groups).
+    pub user_namespace: bool,
 }
 
 /// One restored thread.
@@ -146,6 +152,29 @@ pub enum Error {
          with CAP_SYS_ADMIN)"
     )]
     NoNamespace(#[source] sdt_sys::Error),
+    /// Without `CAP_SYS_ADMIN`, creating a user namespace to own the PID namespace was
+    /// refused.
+    #[error(
+        "restoring without root needs a user namespace of its own, which this system refused (`sysctl \
+         user.max_user_namespaces`, `kernel.unprivileged_userns_clone` or an AppArmor policy decide it): \
+         run as root, or with CAP_SYS_ADMIN"
+    )]
+    NoUserNamespace(#[source] sdt_sys::Error),
+    /// Without `CAP_SYS_ADMIN`, a thread's recorded ids are not the restorer's own.
+    #[error(
+        "thread {tid}'s {what} are {recorded}: restoring without root gives a program only the restorer's \
+         own ({own}); restore it as root"
+    )]
+    NotOwnIds {
+        /// The thread, by its snapshot id.
+        tid: i32,
+        /// Which ids.
+        what: &'static str,
+        /// What the snapshot recorded.
+        recorded: String,
+        /// What the restorer has.
+        own: String,
+    },
     /// Starting the new process failed at one of its steps.
     #[error("starting the restored process: {what}")]
     Stub {
@@ -245,17 +274,31 @@ pub fn restore(snap: &Snapshot, trust: &Trust, options: &Options) -> Result<Rest
     timers::check(meta, options.without_posix_timers)?;
     let mut plans = plan::mappings(meta)?;
     let rights = trust.rights();
+    let restorer = creds::own()?;
+    let user_namespace = (!creds::may_choose_pids(&restorer)).then(IdMap::own);
+    if let Some(ids) = user_namespace {
+        log::info!(
+            "without CAP_SYS_ADMIN: the program resumes in a user namespace of its own, which maps uid {} and \
+             gid {} only",
+            ids.uid,
+            ids.gid
+        );
+    }
+    let tids = meta.threads.iter().map(|t| t.tid);
     let targets = match options.privileges {
         Privileges::Restorer => match rights.owners().first() {
             Some(owner) => return Err(Error::NotRootsStore { owner: owner.uid }),
+            // In a user namespace of its own, the stub holds every capability there.
+            None if user_namespace.is_some() => Some(creds::Targets::all(tids, &restorer)),
             None => None,
         },
         privileges => {
-            let tids = meta.threads.iter().map(|t| t.tid);
-            let restorer = creds::own()?;
             Some(creds::targets(&meta.process, tids, &restorer, privileges, &rights, options.beyond_owner)?)
         }
     };
+    if let (Some(targets), Some(_)) = (&targets, user_namespace) {
+        creds::check_own(targets, &restorer)?;
+    }
     snap.check_files()?;
     let kept = files::kept_copies(snap)?;
     files::map_kept(&mut plans, &kept);
@@ -268,8 +311,10 @@ pub fn restore(snap: &Snapshot, trust: &Trust, options: &Options) -> Result<Rest
         fds: descriptors.fds.clone(),
         actions: threads::actions(&meta.signals),
         identity: targets.as_ref().map(|t| creds::file_identity(t.of(meta.process.pid))),
+        user_namespace,
     };
-    let spawned = respawn::spawn_stub(&stub).map_err(|e| stub_error(e, &descriptors.names))?;
+    let spawned = respawn::spawn_stub(&stub)
+        .map_err(|e| stub_error(e, &descriptors.names, user_namespace.is_some()))?;
     drop(descriptors);
     // Until the restore succeeds, a failure takes the whole namespace down with it.
     let mut guard = KillOnDrop(Some(spawned.init));
@@ -327,7 +372,13 @@ pub fn restore(snap: &Snapshot, trust: &Trust, options: &Options) -> Result<Rest
     }
     threads::set_registers(&threads)?;
     guard.0 = None;
-    Ok(Restored { pid, init: spawned.init, threads: restored, bytes_written })
+    Ok(Restored {
+        pid,
+        init: spawned.init,
+        threads: restored,
+        bytes_written,
+        user_namespace: user_namespace.is_some(),
+    })
 }
 
 /// Kills and reaps the namespace's init (and so every process in it) unless disarmed.
@@ -362,11 +413,19 @@ fn maps_of(tid: Tid) -> Result<Vec<Mapping>, Error> {
 }
 
 /// Words the stub's failure in the snapshot's terms; `names` says what each descriptor
-/// it opened is.
-fn stub_error(e: RespawnError, names: &[(i32, String)]) -> Error {
+/// it opened is; `user_namespace`: the stub was to have one of its own.
+fn stub_error(e: RespawnError, names: &[(i32, String)], user_namespace: bool) -> Error {
     use sdt_sys::respawn::StubStep;
+    let refused =
+        |e: sdt_sys::Error| if user_namespace { Error::NoUserNamespace(e) } else { Error::NoNamespace(e) };
     match e {
-        RespawnError::Sys(e) if e.is_permission_denied() => Error::NoNamespace(e),
+        // A user namespace is refused with EPERM, EACCES, ENOSPC (none left) or EUSERS.
+        RespawnError::Sys(e)
+            if e.is_permission_denied()
+                || (user_namespace && [libc::EACCES, libc::ENOSPC, libc::EUSERS].contains(&e.errno())) =>
+        {
+            refused(e)
+        }
         RespawnError::Sys(e) => Error::Sys(e),
         RespawnError::Step { step, index, source } => {
             let file = || {
@@ -385,9 +444,13 @@ fn stub_error(e: RespawnError, names: &[(i32, String)]) -> Error {
                 StubStep::Watch => {
                     format!("adding file descriptor {index} ({}) to an epoll instance", file())
                 }
+                StubStep::UserNamespace => {
+                    let file = ["setgroups", "uid_map", "gid_map"].get(index as usize).unwrap_or(&"maps");
+                    return refused(sdt_sys::Error { call: file, tid: 0, source });
+                }
             };
             if step == StubStep::Clone && source.raw_os_error() == Some(libc::EPERM) {
-                return Error::NoNamespace(sdt_sys::Error { call: "clone3", tid: 0, source });
+                return refused(sdt_sys::Error { call: "clone3", tid: 0, source });
             }
             let what = match source.raw_os_error() {
                 Some(libc::EMFILE) => {

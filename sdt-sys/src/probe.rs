@@ -1,5 +1,6 @@
-//! Whether this machine lets SDT track writes: each checked by doing it once, in this
-//! process, the way a capture does it in the program (`sdt doctor`, `sdt --version`).
+//! Whether this machine lets SDT track writes and restore programs: each checked by
+//! doing it once, in this process, the way a capture does it in the program or a restore
+//! in its namespace (`sdt doctor`, `sdt --version`).
 
 use std::os::fd::{FromRawFd, OwnedFd};
 
@@ -29,4 +30,26 @@ pub fn pagemap_scan() -> Result<()> {
     let pid = Tid::new(std::process::id() as i32).expect("a pid is positive");
     let pagemap = Pagemap::open(pid)?;
     pagemap.scan(0, 4096, ScanQuery::RESIDENT, &mut Vec::new(), &mut Vec::new())
+}
+
+/// A PID namespace, as a restore creates one: with `user`, inside a new user namespace
+/// (a caller without `CAP_SYS_ADMIN`). Tried with a child that exits at once.
+pub fn pid_namespace(user: bool) -> Result<()> {
+    let user = if user { libc::CLONE_NEWUSER } else { 0 };
+    #[allow(unsafe_code)]
+    // SAFETY: a fork-like clone (no new stack, no shared memory); the child only exits.
+    let pid =
+        unsafe { libc::syscall(libc::SYS_clone, libc::CLONE_NEWPID | user | libc::SIGCHLD, 0, 0, 0, 0) };
+    if pid < 0 {
+        return Err(Error::last("clone", 0));
+    }
+    if pid == 0 {
+        #[allow(unsafe_code)]
+        // SAFETY: _exit ends the child without running anything of the parent's.
+        unsafe {
+            libc::_exit(0)
+        }
+    }
+    crate::reap(Tid::new(pid as i32).expect("clone returned a positive pid"));
+    Ok(())
 }

@@ -5,6 +5,7 @@
 //!
 //! ```text
 //! sdt ──clone(CLONE_NEWPID)──▶ init (pid 1 in the namespace)
+//!                               │ [its user namespace's maps: setgroups deny, uid_map, gid_map]
 //!                               │ clone3(set_tid = [pid])
 //!                               ▼
 //!                              stub (pid = the snapshot's pid): block signals, set
@@ -21,6 +22,13 @@
 //! it is checked again), so the stub enters it with the caller's rights. Init holds
 //! nothing the program could reach.
 //!
+//! A caller without `CAP_SYS_ADMIN` cannot create a PID namespace, nor choose pids, in
+//! its own user namespace; it can in one of its own ([`Stub::user_namespace`]): init is
+//! cloned into a new user namespace as well, which maps only the caller's user and group
+//! onto themselves (all an unprivileged caller may map), and owns the PID namespace.
+//! Init and the stub hold every capability in it until the restore lowers the threads'
+//! credentials; `setgroups` is denied there, so the stub keeps the caller's groups.
+//!
 //! A step of the stub that fails writes `(step, errno)` to the report pipe and exits; a
 //! report pipe closed with nothing in it means the stub is ready.
 //!
@@ -28,8 +36,8 @@
 //!
 //! After `clone`, both children run only raw system calls (`rt_sigprocmask`,
 //! `rt_sigaction`, `chdir`, `setgroups`, `setfsgid`, `setfsuid`, `openat`, `fcntl`,
-//! `dup2`, `lseek`, `epoll_ctl`, `close_range`, `write`, `clone3`, `wait4`, `pause`,
-//! `exit_group`) on
+//! `dup2`, `lseek`, `epoll_ctl`, `close_range`, `open`, `write`, `clone3`, `wait4`,
+//! `pause`, `exit_group`) on
 //! memory prepared before the clone: no allocation, no locks, as after any `fork` of a
 //! multithreaded process (glibc's `setgroups` would signal the caller's other threads,
 //! which the child does not have).
@@ -97,6 +105,37 @@ pub struct Stub {
     pub actions: [Option<[u64; 4]>; 64],
     /// Whose rights the descriptors are opened with; `None`: the caller's.
     pub identity: Option<FileIdentity>,
+    /// A user namespace of its own for the PID namespace (a caller without
+    /// `CAP_SYS_ADMIN`); `None`: the caller's.
+    pub user_namespace: Option<IdMap>,
+}
+
+/// The one user and one group a new user namespace maps onto themselves: the caller's
+/// effective ones, as an unprivileged caller may map them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IdMap {
+    /// The user id, inside and outside.
+    pub uid: u32,
+    /// The group id, inside and outside.
+    pub gid: u32,
+}
+
+impl IdMap {
+    /// The caller's effective user and group.
+    pub fn own() -> IdMap {
+        IdMap { uid: nix::unistd::geteuid().as_raw(), gid: nix::unistd::getegid().as_raw() }
+    }
+
+    /// What init writes to its own `/proc` files, in order: `setgroups` first, which an
+    /// unprivileged `gid_map` needs denied.
+    fn files(&self) -> [(CString, CString); 3] {
+        let file = |path: &str, text: String| (CString::new(path).unwrap(), CString::new(text).unwrap());
+        [
+            file("/proc/self/setgroups", "deny".into()),
+            file("/proc/self/uid_map", format!("{0} {0} 1\n", self.uid)),
+            file("/proc/self/gid_map", format!("{0} {0} 1\n", self.gid)),
+        ]
+    }
 }
 
 /// What file access is checked against: the filesystem user and group, and the
@@ -138,6 +177,9 @@ pub enum StubStep {
     Identity,
     /// An epoll instance's watch of a descriptor (`epoll_ctl`).
     Watch,
+    /// Writing the user namespace's maps (in init; the item is the file: 0 `setgroups`,
+    /// 1 `uid_map`, 2 `gid_map`).
+    UserNamespace,
 }
 
 /// Why the stub could not be started.
@@ -160,9 +202,12 @@ pub enum RespawnError {
 }
 
 /// Starts init and the stub (see the module doc). Needs the rights to create a PID
-/// namespace and choose pids in it (`CAP_SYS_ADMIN`).
+/// namespace and choose pids in it: `CAP_SYS_ADMIN`, or a user namespace of its own
+/// ([`Stub::user_namespace`]) where the kernel lets users create them.
 pub fn spawn_stub(stub: &Stub) -> Result<Spawned, RespawnError> {
     let (report_read, report_write) = pipe()?;
+    let id_files = stub.user_namespace.map(|map| map.files());
+    let new_user = if id_files.is_some() { libc::CLONE_NEWUSER } else { 0 };
     // Prepared before the clone: the children must not allocate.
     let mut placed = vec![-1i32; stub.fds.len()];
     let base = stub.fds.iter().map(|f| f.fd).chain(open_fds_max()).max().unwrap_or(2) + 1;
@@ -184,13 +229,16 @@ pub fn spawn_stub(stub: &Stub) -> Result<Spawned, RespawnError> {
 
     // SAFETY: a fork-like clone (no new stack, no shared memory); the child runs only
     // raw system calls on memory prepared above (module note).
-    let init = unsafe { libc::syscall(libc::SYS_clone, libc::CLONE_NEWPID | libc::SIGCHLD, 0, 0, 0, 0) };
+    let init =
+        unsafe { libc::syscall(libc::SYS_clone, libc::CLONE_NEWPID | new_user | libc::SIGCHLD, 0, 0, 0, 0) };
     if init < 0 {
-        return Err(Error::last("clone(CLONE_NEWPID)", 0).into());
+        let call = if new_user != 0 { "clone(CLONE_NEWUSER | CLONE_NEWPID)" } else { "clone(CLONE_NEWPID)" };
+        return Err(Error::last(call, 0).into());
     }
     if init == 0 {
+        let pipes = (report_write.as_raw_fd(), report_read.as_raw_fd());
         // SAFETY: see above.
-        unsafe { run_init(&args, stub, report_write.as_raw_fd(), report_read.as_raw_fd(), base, &mut placed) }
+        unsafe { run_init(&args, id_files.as_ref(), stub, pipes, base, &mut placed) }
     }
     let init = Tid::new(init as i32).expect("clone returned a positive pid");
     drop(report_write);
@@ -207,7 +255,8 @@ pub fn spawn_stub(stub: &Stub) -> Result<Spawned, RespawnError> {
             4 => StubStep::Open,
             5 => StubStep::Seek,
             6 => StubStep::Identity,
-            _ => StubStep::Watch,
+            7 => StubStep::Watch,
+            _ => StubStep::UserNamespace,
         };
         return Err(RespawnError::Step {
             step,
@@ -231,13 +280,14 @@ pub fn spawn_stub(stub: &Stub) -> Result<Spawned, RespawnError> {
     }
 }
 
-/// The namespace's init: starts the stub, then reaps children until the stub ends and
-/// exits as it did.
+/// The namespace's init: writes its user namespace's maps if it has one of its own
+/// (`id_files`: each path and what it gets), starts the stub, then reaps children until
+/// the stub ends and exits as it did. `pipes`: the report pipe's write and read ends.
 unsafe fn run_init(
     args: &libc::clone_args,
+    id_files: Option<&[(CString, CString); 3]>,
     stub: &Stub,
-    report: i32,
-    report_read: i32,
+    (report, report_read): (i32, i32),
     base: i32,
     placed: &mut [i32],
 ) -> ! {
@@ -245,6 +295,14 @@ unsafe fn run_init(
     unsafe {
         libc::close(report_read);
         block_all_signals();
+        for (i, (path, text)) in id_files.into_iter().flatten().enumerate() {
+            let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            let len = text.as_bytes().len();
+            if fd < 0 || libc::write(fd, text.as_ptr().cast(), len) != len as isize {
+                fail(report, StubStep::UserNamespace, i as i32);
+            }
+            libc::close(fd);
+        }
         let child =
             libc::syscall(libc::SYS_clone3, args as *const libc::clone_args, size_of::<libc::clone_args>());
         if child < 0 {
@@ -286,7 +344,7 @@ unsafe fn run_stub(stub: &Stub, report: i32, base: i32, placed: &mut [i32]) -> !
             fail(report, StubStep::Chdir, 0);
         }
         if let Some(id) = &stub.identity {
-            take_identity(id, report);
+            take_identity(id, stub.user_namespace.is_none(), report);
         }
         // Everything the stub keeps goes above `base` first, so that placing a descriptor
         // never closes another one still to be placed.
@@ -344,13 +402,14 @@ unsafe fn run_stub(stub: &Stub, report: i32, base: i32, placed: &mut [i32]) -> !
     }
 }
 
-/// Makes file access check `id`. `setfsuid` and `setfsgid` return the previous id
-/// whether or not they succeeded, so each is asked again with an invalid id (which
-/// changes nothing) to check.
-unsafe fn take_identity(id: &FileIdentity, report: i32) {
+/// Makes file access check `id`, its groups too if `groups` (a user namespace of the
+/// stub's own denies `setgroups`: it keeps the caller's, which the restore checked are
+/// the program's). `setfsuid` and `setfsgid` return the previous id whether or not they
+/// succeeded, so each is asked again with an invalid id (which changes nothing) to check.
+unsafe fn take_identity(id: &FileIdentity, groups: bool, report: i32) {
     // SAFETY: raw system calls on memory prepared before the clone (module note).
     unsafe {
-        if libc::syscall(libc::SYS_setgroups, id.groups.len(), id.groups.as_ptr()) < 0 {
+        if groups && libc::syscall(libc::SYS_setgroups, id.groups.len(), id.groups.as_ptr()) < 0 {
             fail(report, StubStep::Identity, 0);
         }
         libc::syscall(libc::SYS_setfsgid, id.fsgid);

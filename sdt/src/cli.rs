@@ -145,7 +145,8 @@ pub enum Action {
   sdt history total --plot total.svg")]
     History(HistoryOpt),
     /// Resume the program from a snapshot: same memory, threads, registers, files and
-    /// signal handlers, same thread ids (in a new PID namespace; needs root).
+    /// signal handlers, same thread ids (in a new PID namespace; without root, in a user
+    /// namespace of its own that maps only your user and group).
     ///
     /// Without --config or --every the program runs on untraced and sdt's exit code is
     /// its own. With them, its breakpoints capture again, into a new run whose snapshots

@@ -27,7 +27,7 @@ struct Check {
 
 pub fn doctor() -> ExitCode {
     println!("sdt doctor: what SDT needs on this machine (each checked by trying it)");
-    let checks = [ptrace(), write_tracking(), huge_pages(), gdb(), criu(), kernel_module()];
+    let checks = [ptrace(), write_tracking(), huge_pages(), restore(), gdb(), criu(), kernel_module()];
     for c in &checks {
         let mark = match c.verdict {
             Verdict::Ok => "ok",
@@ -119,6 +119,36 @@ fn write_tracking() -> Check {
                 "Linux 6.7 or later (userfaultfd must be allowed: vm.unprivileged_userfaultfd or user-mode faults)",
             ),
         }
+    }
+}
+
+/// `sdt restore` and `sdt refine` create a PID namespace: directly with `CAP_SYS_ADMIN`,
+/// else in a user namespace of its own.
+fn restore() -> Check {
+    let check = |verdict, found: String, fix| Check { name: "restore", verdict, found, fix };
+    if sdt_sys::probe::pid_namespace(false).is_ok() {
+        return check(Verdict::Ok, "sdt restore can create PID namespaces (CAP_SYS_ADMIN)".into(), None);
+    }
+    match sdt_sys::probe::pid_namespace(true) {
+        Ok(()) => check(
+            Verdict::Ok,
+            "sdt restore resumes your programs in a user namespace of their own (no CAP_SYS_ADMIN): as you, \
+             with other users' files shown as nobody's"
+                .into(),
+            None,
+        ),
+        Err(e) => check(
+            Verdict::Optional,
+            format!(
+                "sdt restore and sdt refine cannot run here: without CAP_SYS_ADMIN, a user namespace was \
+                 refused ({e}: {})",
+                e.source
+            ),
+            Some(
+                "run them as root, or allow user namespaces (sysctl user.max_user_namespaces, \
+                 kernel.unprivileged_userns_clone)",
+            ),
+        ),
     }
 }
 

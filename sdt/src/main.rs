@@ -117,7 +117,7 @@ fn hint(err: &anyhow::Error) -> Option<String> {
     // A restore refused its PID namespace already says what it needs.
     let no_namespace = |cause: &(dyn std::error::Error + 'static)| {
         let restore = cause.downcast_ref().or_else(|| restore_error(cause.downcast_ref()?));
-        matches!(restore, Some(sdt_restore::Error::NoNamespace(_)))
+        matches!(restore, Some(sdt_restore::Error::NoNamespace(_) | sdt_restore::Error::NoUserNamespace(_)))
     };
     if err.chain().any(no_namespace) {
         return None;

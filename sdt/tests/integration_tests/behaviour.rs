@@ -237,7 +237,14 @@ fn doctor_checks_the_machine_and_names_what_is_missing() {
     let sdt = Sdt::new();
     let out = sdt.ok(&["doctor"]);
     let text = stdout(&out);
-    for line in ["ok       ptrace", "ok       write tracking", "ok       gdb", "everything `sdt run`"] {
+    let lines = [
+        "ok       ptrace",
+        "ok       write tracking",
+        "ok       restore",
+        "ok       gdb",
+        "everything `sdt run`",
+    ];
+    for line in lines {
         assert!(text.contains(line), "{line}: {text}");
     }
     // Without gdb on the PATH: named, with the fix, and exit 1.

@@ -3,15 +3,17 @@
 //! `--keep-root` opts out, loudly. A seccomp filter, which snapshots do not hold, is
 //! refused unless `--without-seccomp` says to go on without it. A program that makes
 //! itself non-dumpable closes its memory to an `sdt run` without `CAP_SYS_PTRACE`, which
-//! says so once.
+//! says so once. A user other than root restores their own program in a user namespace
+//! of its own, as themselves, and is refused a snapshot of other groups.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::process::Stdio;
 
 use sdt_test_harness::Skip;
 use serde_json::Value;
 
-use crate::harness::{Sdt, describe, int, program, run, stderr, stdout};
+use crate::harness::{Sdt, User, describe, int, program, run, stderr, stdout};
 use crate::restore::may_restore;
 
 /// A directory anyone may enter, with `secret` (root's, 0600) and `kept` (0644) in it.
@@ -182,8 +184,112 @@ fn a_program_that_makes_itself_non_dumpable_is_said_to_be_closed() {
     }
 }
 
+/// uid 1001, in group 1001, as its supplementary group too: all the store's owner has
+/// where uid 1001 has no account (the group of the directory it owns).
+const USER: User = User { uid: 1001, gid: 1001, groups: &[1001] };
+
+/// `Ok` if `user` may create a user namespace, and a PID namespace in it.
+fn user_namespaces(sdt: &Sdt, user: &User) -> Result<(), Skip> {
+    let probe =
+        ["setpriv", &format!("--reuid={}", user.uid), &format!("--regid={}", user.gid), "--clear-groups"];
+    let out = run(std::process::Command::new(probe[0])
+        .args(&probe[1..])
+        .args(["unshare", "--user", "--pid", "--fork", "true"])
+        .current_dir(sdt.dir.path()));
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(Skip::new(
+        "user namespaces",
+        format!("this system refuses users a user namespace: {}", stderr(&out).trim()),
+        "allow unprivileged user namespaces (sysctl user.max_user_namespaces, kernel.unprivileged_userns_clone)",
+    ))
+}
+
+/// A user restores their own program's snapshot without root: it resumes as that user,
+/// with no capability, in a user namespace of its own that maps only the user's ids (so
+/// root's files read as `nobody`'s there). Capturing it again works the same. A snapshot
+/// of other supplementary groups than the restorer's is refused, naming both: the
+/// namespace could neither give nor drop them.
+fn a_user_restores_their_own_program_without_root() -> Result<(), Skip> {
+    sdt_test_harness::root("becoming a user other than root for the test (setpriv) takes root")?;
+    let sdt = Sdt::owned_by(&USER);
+    user_namespaces(&sdt, &USER)?;
+    let prog = sdt.copy_in(&program("behave"));
+    let out =
+        run(sdt.command_as(&USER, &["run", "-q", "--", prog.to_str().unwrap(), "ids"]).stdin(Stdio::null()));
+    assert!(out.status.success(), "{}", describe(&out));
+    let ids = "uid 1001 1001 1001 gid 1001 1001 1001 groups";
+    assert_eq!(
+        stdout(&out),
+        format!("{ids} 1001 CapEff 0000000000000000 / owned by 0\n"),
+        "{}",
+        describe(&out)
+    );
+
+    let resumed = format!("{ids} 1001 CapEff 0000000000000000 / owned by 65534\n");
+    for args in [&["restore", "S0"][..], &["restore", "-q", "--every", "1000", "S0"]] {
+        let out = run(sdt.command_as(&USER, args).stdin(Stdio::null()));
+        assert!(out.status.success(), "{args:?}: {}", describe(&out));
+        assert_eq!(stdout(&out), resumed, "{args:?}: {}", describe(&out));
+    }
+
+    let other = User { groups: &[], ..USER };
+    let out = run(sdt.command_as(&other, &["restore", "S0"]).stdin(Stdio::null()));
+    assert!(!out.status.success(), "{}", describe(&out));
+    assert!(
+        stderr(&out).contains(
+            "supplementary groups are [1001]: restoring without root gives a program only the restorer's own \
+             (uid 1001, gid 1001, groups []); restore it as root"
+        ),
+        "{}",
+        describe(&out)
+    );
+    Ok(())
+}
+
+/// Where the system refuses user namespaces, a restore without `CAP_SYS_ADMIN` says so
+/// and what decides it, and `sdt doctor` says restores cannot run.
+fn a_restore_refused_a_user_namespace_says_so() -> Result<(), Skip> {
+    let sdt = Sdt::new();
+    let probe = run(std::process::Command::new("unshare").args(["--user", "--map-root-user", "true"]));
+    if !probe.status.success() {
+        let why = format!("this system refuses a user namespace: {}", stderr(&probe).trim());
+        return Err(Skip::new(
+            "user namespaces",
+            why,
+            "allow user namespaces (sysctl user.max_user_namespaces)",
+        ));
+    }
+    let prog = program("behave");
+    let ran = run(sdt
+        .command_without_user_namespaces(&["run", "-q", "--", prog.to_str().unwrap(), "ids"])
+        .stdin(Stdio::null()));
+    assert!(ran.status.success() && stdout(&ran).contains("CapEff 0000000000000000"), "{}", describe(&ran));
+    let out = run(sdt.command_without_user_namespaces(&["restore", "S0"]).stdin(Stdio::null()));
+    assert!(!out.status.success(), "{}", describe(&out));
+    let said = stderr(&out);
+    assert!(
+        said.contains(
+            "restoring without root needs a user namespace of its own, which this system refused (`sysctl \
+             user.max_user_namespaces`"
+        ) && said.contains("No space left on device"),
+        "{}",
+        describe(&out)
+    );
+    let out = run(&mut sdt.command_without_user_namespaces(&["doctor"]));
+    assert!(
+        stdout(&out).contains("--       restore         sdt restore and sdt refine cannot run here"),
+        "{}",
+        describe(&out)
+    );
+    Ok(())
+}
+
 sdt_test_harness::tests![
     a_program_restored_by_root_resumes_as_the_user_it_ran_as,
+    a_user_restores_their_own_program_without_root,
+    a_restore_refused_a_user_namespace_says_so,
     keep_root_resumes_as_root_and_says_so,
     a_seccomp_filter_is_refused_unless_the_restore_goes_on_without_it,
     a_program_that_makes_itself_non_dumpable_is_said_to_be_closed,

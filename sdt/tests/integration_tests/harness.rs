@@ -171,9 +171,36 @@ pub struct Sdt {
     pub dir: tempfile::TempDir,
 }
 
+/// A user other than root, as `setpriv` makes one of root.
+pub struct User {
+    pub uid: u32,
+    pub gid: u32,
+    /// Its supplementary groups.
+    pub groups: &'static [u32],
+}
+
 impl Sdt {
     pub fn new() -> Sdt {
         Sdt { dir: tempfile::tempdir().unwrap() }
+    }
+
+    /// An [`Sdt`] whose directory `user` owns, with a copy of `sdt` in it for
+    /// [`Sdt::command_as`]: the build's may be out of the user's reach.
+    pub fn owned_by(user: &User) -> Sdt {
+        let sdt = Sdt::new();
+        std::os::unix::fs::chown(sdt.dir.path(), Some(user.uid), Some(user.gid)).unwrap();
+        sdt.copy_in(Path::new(env!("CARGO_BIN_EXE_sdt")));
+        sdt
+    }
+
+    /// A copy of `file` in the directory, owned as the directory is; its path.
+    pub fn copy_in(&self, file: &Path) -> PathBuf {
+        use std::os::unix::fs::MetadataExt;
+        let copy = self.dir.path().join(file.file_name().unwrap());
+        std::fs::copy(file, &copy).unwrap();
+        let owner = std::fs::metadata(self.dir.path()).unwrap();
+        std::os::unix::fs::chown(&copy, Some(owner.uid()), Some(owner.gid())).unwrap();
+        copy
     }
 
     pub fn store(&self) -> PathBuf {
@@ -218,10 +245,33 @@ impl Sdt {
         self.command_via(&["prlimit", &format!("--nofile={files}:"), "--"], args)
     }
 
+    /// [`Sdt::command`] as `user`, through `setpriv` (this test runs as root), running the
+    /// copy of `sdt` that [`Sdt::owned_by`] put in the directory.
+    pub fn command_as(&self, user: &User, args: &[&str]) -> Command {
+        let groups = user.groups.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+        let groups =
+            if groups.is_empty() { "--clear-groups".to_owned() } else { format!("--groups={groups}") };
+        let ids = [format!("--reuid={}", user.uid), format!("--regid={}", user.gid), groups];
+        let wrapper = ["setpriv", &ids[0], &ids[1], &ids[2], "--"];
+        self.command_via_sdt(&wrapper, &self.dir.path().join("sdt"), args)
+    }
+
+    /// [`Sdt::command`] without `CAP_SYS_ADMIN` where user namespaces are refused: as root
+    /// of a user namespace (`unshare`) whose limit of nested ones is 0, with no capability.
+    pub fn command_without_user_namespaces(&self, args: &[&str]) -> Command {
+        let script = "echo 0 > /proc/sys/user/max_user_namespaces && \
+                      exec setpriv --bounding-set=-all --inh-caps=-all -- \"$0\" \"$@\"";
+        self.command_via(&["unshare", "--user", "--map-root-user", "sh", "-c", script], args)
+    }
+
     /// `wrapper` (a program and its arguments) running `sdt ARGS`, as [`Sdt::command`].
     fn command_via(&self, wrapper: &[&str], args: &[&str]) -> Command {
+        self.command_via_sdt(wrapper, Path::new(env!("CARGO_BIN_EXE_sdt")), args)
+    }
+
+    /// [`Sdt::command_via`] with the `sdt` at `sdt`.
+    fn command_via_sdt(&self, wrapper: &[&str], sdt: &Path, args: &[&str]) -> Command {
         use std::os::unix::process::CommandExt;
-        let sdt = env!("CARGO_BIN_EXE_sdt");
         let mut cmd = match wrapper.split_first() {
             Some((program, rest)) => {
                 let mut cmd = Command::new(program);

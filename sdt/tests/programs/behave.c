@@ -37,6 +37,9 @@
  *                       to 6, dup it, open a read-only O_TMPFILE-made file again,
  *                       SetBreakpoint, then read on, append "!" through the dup and print
  *                       what each holds
+ *   behave ids          SetBreakpoint, then print its user and group ids (real,
+ *                       effective, saved), supplementary groups and effective
+ *                       capabilities, and whether a file of root's reads as root's
  */
 #define _GNU_SOURCE /* O_TMPFILE */
 #include <ctype.h>
@@ -51,6 +54,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -272,6 +276,32 @@ static int deleted_files(void)
 	return 0;
 }
 
+/* `behave ids`: who it is after a breakpoint. */
+static int own_ids(void)
+{
+	uid_t uid[3];
+	gid_t gid[3], groups[16];
+	char line[128], caps[64] = "?";
+	struct stat root_file;
+	FILE *status;
+	int n;
+
+	SetBreakpoint(1, 1, 1, 0, "mode=ids");
+	if (getresuid(&uid[0], &uid[1], &uid[2]) != 0 || getresgid(&gid[0], &gid[1], &gid[2]) != 0)
+		return 1;
+	if ((n = getgroups(16, groups)) < 0 || !(status = fopen("/proc/self/status", "r")) ||
+	    stat("/", &root_file) != 0)
+		return 1;
+	while (fgets(line, sizeof(line), status))
+		sscanf(line, "CapEff: %63s", caps);
+	fclose(status);
+	printf("uid %u %u %u gid %u %u %u groups", uid[0], uid[1], uid[2], gid[0], gid[1], gid[2]);
+	for (int i = 0; i < n; i++)
+		printf(" %u", groups[i]);
+	printf(" CapEff %s / owned by %u\n", caps, root_file.st_uid);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
@@ -420,6 +450,8 @@ int main(int argc, char **argv)
 		return own_limits();
 	if (!strcmp(mode, "tmpfile"))
 		return deleted_files();
-	fprintf(stderr, "usage: behave echo|exit N|signals|segv|abort-thread|wait-term|fork|big MB|leader-exits|exec|vfork-stuck|alarm HOW|limits|tmpfile\n");
+	if (!strcmp(mode, "ids"))
+		return own_ids();
+	fprintf(stderr, "usage: behave echo|exit N|signals|segv|abort-thread|wait-term|fork|big MB|leader-exits|exec|vfork-stuck|alarm HOW|limits|tmpfile|ids\n");
 	return 2;
 }
