@@ -185,7 +185,7 @@ fn host(opts: &Options, sdt: &Path, exe: &Path, dir: &Path) {
     println!("the program's remaining rounds ({GAP_MS} ms each) and its exit included");
     println!();
     if !is_root() {
-        println!("this machine: skipped: sdt restore needs root (a PID namespace with chosen pids)");
+        println!("this machine: skipped: this bench restores as root (a PID namespace of the restore's own)");
         return;
     }
     println!("| threads | heap MiB | snapshot | pages MiB | restore ms | min–max ms | GB/s | command ms |");

@@ -8,7 +8,7 @@
 //!     use sdt_test_harness::{Skip, root};
 //!
 //!     fn a_snapshot_resumes() -> Result<(), Skip> {
-//!         root("restoring needs root (a PID namespace with chosen pids)")?;
+//!         root("these restores run as root")?;
 //!         // …
 //!         Ok(())
 //!     }

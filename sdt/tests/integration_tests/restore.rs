@@ -1,8 +1,9 @@
 //! `sdt restore` and `sdt refine`: a snapshot's process resumed, checked by what it
 //! prints and by gdb on the snapshots the resumed run takes.
 //!
-//! Restores need the right to create PID namespaces (root in CI); without it each test
-//! is reported ignored.
+//! These tests restore as root (as in CI), where a restore makes the PID namespace
+//! itself; without root each is reported ignored. Restores by other users (in a user
+//! namespace of their own) are tested in `credentials`, through `setpriv`.
 
 use std::process::{Output, Stdio};
 use std::time::Duration;
@@ -14,9 +15,11 @@ use crate::harness::{
     wait_within, workspace,
 };
 
-/// `Ok` if this process may create PID namespaces (is root); otherwise the [`Skip`].
+/// `Ok` if this process restores as root; otherwise the [`Skip`].
 pub(crate) fn may_restore() -> Result<(), Skip> {
-    sdt_test_harness::root("restoring needs root (a PID namespace with chosen pids)")
+    sdt_test_harness::root(
+        "these restores run as root (a PID namespace of the restore's own, no user namespace)",
+    )
 }
 
 fn names(sdt: &Sdt) -> Vec<String> {
