@@ -106,7 +106,7 @@ impl Linking {
 /// the name of the variable the library reads its capture filter from.
 pub(crate) fn links_libsdt(program: &Path) -> bool {
     use object::{Object, ObjectSymbol};
-    if Linking::of(program, &[]).needed.iter().any(|lib| lib.starts_with("libsdt.so")) {
+    if needs_libsdt_so(program) {
         return true;
     }
     let Ok(file) = std::fs::File::open(program) else { return false };
@@ -116,6 +116,11 @@ pub(crate) fn links_libsdt(program: &Path) -> bool {
         .chain(elf.dynamic_symbols())
         .any(|s| !s.is_undefined() && s.name() == Ok(sdt_abi::SYMBOL_STATE))
         || contains(program, sdt_abi::ENV_CAPTURE.as_bytes())
+}
+
+/// Whether `program` needs `libsdt.so` (`DT_NEEDED`).
+pub(crate) fn needs_libsdt_so(program: &Path) -> bool {
+    Linking::of(program, &[]).needed.iter().any(|lib| lib.starts_with("libsdt.so"))
 }
 
 /// Whether the file at `path` holds `needle`, read a MiB at a time.

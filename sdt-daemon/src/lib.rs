@@ -223,6 +223,10 @@ pub struct RunOutcome {
     /// MPI history), reached none, took no snapshot, and the program shows no sign of
     /// libsdt (`sdt run -- sh -c …`, a script, a program left unlinked): the user is told.
     pub unmarked: Option<String>,
+    /// The program's file, where the run was for breakpoints, reached none, and the
+    /// program, which needs `libsdt.so`, exited 127 before it: what the dynamic loader
+    /// does when it cannot find a library (`LD_LIBRARY_PATH` unset for a prefix install).
+    pub libsdt_not_found: Option<String>,
 }
 
 /// Why a run could not be made.
@@ -415,8 +419,15 @@ fn finish(rec: Recorder, exit: Result<ProgramExit, Error>, opts: &RunOptions) ->
         && opts.breaks.is_empty()
         && opts.config.every_ms.is_none()
         && mpi_events.is_none();
-    let unmarked = exe.filter(|_| for_breakpoints).filter(|exe| !launch::links_libsdt(Path::new(exe)));
-    Ok(RunOutcome { run: info.id, exit, totals, problems, at_signal, unmarked })
+    let exe = exe.filter(|_| for_breakpoints);
+    let (unmarked, libsdt_not_found) = match exe {
+        Some(exe) if !launch::links_libsdt(Path::new(&exe)) => (Some(exe), None),
+        Some(exe) if exit == ProgramExit::Code(127) && launch::needs_libsdt_so(Path::new(&exe)) => {
+            (None, Some(exe))
+        }
+        _ => (None, None),
+    };
+    Ok(RunOutcome { run: info.id, exit, totals, problems, at_signal, unmarked, libsdt_not_found })
 }
 
 /// Launches `command` seized with `ptrace_options`, and hands it, stopped at its

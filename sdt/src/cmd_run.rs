@@ -112,6 +112,23 @@ pub fn capture_config(path: Option<&Path>, every: Option<u64>) -> Result<Capture
     Ok(config)
 }
 
+/// Where to find `libsdt.so.0` for a program that needs it: the `lib` folder beside the
+/// `bin` this `sdt` runs from, where it holds the library (an install in a prefix), or
+/// how to point the loader at one.
+fn libsdt_so_hint() -> String {
+    let exe = std::env::current_exe().ok();
+    let prefix = exe.as_deref().and_then(|e| e.parent()?.parent());
+    match prefix.map(|p| p.join("lib")).filter(|lib| lib.join("libsdt.so.0").exists()) {
+        Some(lib) => format!(
+            "Run it with LD_LIBRARY_PATH={0} (this sdt's own), or link it with -Wl,-rpath,{0}",
+            lib.display()
+        ),
+        None => "Point LD_LIBRARY_PATH at the lib folder of the prefix SDT is installed in, or link the \
+                 program with -Wl,-rpath there"
+            .into(),
+    }
+}
+
 /// Hands the snapshots the run left raw to a background `sdt compact`; says what went
 /// wrong during the run, and unless `quiet` what it stored.
 pub fn conclude(outcome: &RunOutcome, store: &Path, quiet: bool) {
@@ -159,6 +176,13 @@ pub fn conclude(outcome: &RunOutcome, store: &Path, quiet: bool) {
              SetBreakpoint. sdt run traces the process it starts (through its execve calls), not the \
              processes that one starts: run the program that calls SetBreakpoint under sdt run itself, \
              or name functions to break at with --break FUNC"
+        );
+    }
+    if let (false, Some(exe)) = (quiet, &outcome.libsdt_not_found) {
+        eprintln!(
+            "sdt: note: {exe} exited 127 before its first breakpoint, which is what the dynamic loader does \
+             when it cannot find a library: it needs libsdt.so.0 (the loader's message is above). {}",
+            libsdt_so_hint()
         );
     }
     if !quiet && !t.not_kept.is_empty() {

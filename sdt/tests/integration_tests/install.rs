@@ -105,10 +105,28 @@ fn install_puts_every_file_under_the_prefix() {
     assert!(stdout(&version).contains("store format"), "{}", describe(&version));
 }
 
+/// The example built with make and pkg-config (linked to `libsdt.so`, no rpath) is
+/// captured with `LD_LIBRARY_PATH` set; without it, the loader stops it before its first
+/// breakpoint, and `sdt run` says which variable to set, to what.
 fn make_builds_the_example_against_the_installed_sdt() -> Result<(), Skip> {
     needs("pkg-config", "apt-get install pkg-config")?;
     let dir = bank_sources();
-    build_and_capture(installed(), dir.path(), &[&["make"]], &dir.path().join("bank"));
+    let prefix = installed();
+    build_and_capture(prefix, dir.path(), &[&["make"]], &dir.path().join("bank"));
+
+    let out = run(Command::new(prefix.join("bin/sdt"))
+        .args(["run", "--store"])
+        .arg(dir.path().join("store"))
+        .args(["--", "./bank", "2"])
+        .current_dir(dir.path())
+        .env_remove("LD_LIBRARY_PATH"));
+    assert_eq!(out.status.code(), Some(127), "{}", describe(&out));
+    let hint = format!(
+        "exited 127 before its first breakpoint, which is what the dynamic loader does when it cannot find a \
+         library: it needs libsdt.so.0 (the loader's message is above). Run it with LD_LIBRARY_PATH={}/lib",
+        prefix.display()
+    );
+    assert!(crate::harness::stderr(&out).contains(&hint), "{}", describe(&out));
     Ok(())
 }
 
