@@ -251,6 +251,7 @@ pub fn sample() -> FakeSource {
             }],
             dumpable: Some(true),
             limits: Vec::new(),
+            umask: Some(0o027),
         },
         threads,
         mappings,

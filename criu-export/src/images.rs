@@ -46,7 +46,7 @@ const PE_PRESENT: u32 = 1 << 2;
 const SIGMAX: i32 = 64;
 const SIGKILL: i32 = 9;
 const SIGSTOP: i32 = 19;
-/// The `umask` of the restored process (the snapshot does not record it).
+/// The `umask` of the restored process where the snapshot does not record it.
 const UMASK: u32 = 0o022;
 /// Namespace ids shared by `inventory.img`'s root ids and the task's: the same values
 /// mean "the restoring criu's namespaces".
@@ -403,8 +403,13 @@ pub(crate) fn gen_fdinfo(plan: &Plan) -> Image {
 
 /// `fs-<pid>.img`.
 pub(crate) fn gen_fs(plan: &Plan) -> Image {
-    let entry = pb::FsEntry { cwd_id: plan.cwd_id, root_id: plan.root_id, umask: Some(UMASK) };
-    Image::with(ImageKind::Fs(plan.pid), [&entry])
+    Image::with(ImageKind::Fs(plan.pid), [&fs_entry(plan)])
+}
+
+/// The working and root directories and the umask.
+fn fs_entry(plan: &Plan) -> pb::FsEntry {
+    let umask = plan.meta.process.umask.unwrap_or(UMASK);
+    pb::FsEntry { cwd_id: plan.cwd_id, root_id: plan.root_id, umask: Some(umask) }
 }
 
 fn words32(bytes: &[u8]) -> Vec<u32> {
@@ -530,6 +535,14 @@ mod tests {
             "{:?}",
             plan.notes
         );
+    }
+
+    #[test]
+    fn the_umask_is_the_programs_or_022_where_unrecorded() {
+        let mut source = crate::fake::sample();
+        assert_eq!(fs_entry(&Plan::new(&source, None).unwrap()).umask, Some(0o027));
+        source.meta.process.umask = None;
+        assert_eq!(fs_entry(&Plan::new(&source, None).unwrap()).umask, Some(0o022));
     }
 
     #[test]

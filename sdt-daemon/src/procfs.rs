@@ -24,8 +24,8 @@ pub(crate) fn thread_name(pid: Tid, tid: Tid) -> String {
     read_text(pid, &format!("task/{tid}/comm")).map(|s| s.trim_end().to_owned()).unwrap_or_default()
 }
 
-/// The process's identity and limits, from `stat`, `status`, `cmdline`, `exe`, `cwd` and
-/// `limits` read through `live_thread`, a thread that has not exited (a leader that
+/// The process's identity, limits and umask, from `stat`, `status`, `cmdline`, `exe`,
+/// `cwd` and `limits` read through `live_thread`, a thread that has not exited (a leader that
 /// exited first has no memory left to show), and the leader's `comm`; its credentials,
 /// `live_thread`'s and those of each thread whose own differ.
 pub(crate) fn process_info(pid: Tid, live_thread: Tid) -> std::io::Result<ProcessInfo> {
@@ -57,6 +57,7 @@ pub(crate) fn process_info(pid: Tid, live_thread: Tid) -> std::io::Result<Proces
         dumpable: creds.as_ref().and_then(|c| dumpable(live_thread, c)),
         creds,
         limits: read(live_thread, "limits").map(|l| sdt_procfs::parse_limits(&l)).unwrap_or_default(),
+        umask: sdt_procfs::parse_umask(&status),
     })
 }
 

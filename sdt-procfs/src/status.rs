@@ -85,6 +85,11 @@ pub fn parse_real_ids(status: &[u8]) -> (u32, u32) {
     (real("Uid:").unwrap_or(0), real("Gid:").unwrap_or(0))
 }
 
+/// The file mode creation mask of a `status` file (`Umask:`, octal).
+pub fn parse_umask(status: &[u8]) -> Option<u32> {
+    u32::from_str_radix(field(status, "Umask:")?.trim(), 8).ok()
+}
+
 /// The id of a thread in its own (innermost) pid namespace: the last entry of the
 /// `NSpid:` line of its `status`.
 pub fn parse_ns_tid(status: &[u8]) -> Option<i32> {
@@ -248,7 +253,7 @@ mod tests {
     /// The credential lines of a thread of uid 1001 with two supplementary groups and
     /// one capability, among lines it ignores (a name that is not UTF-8 included).
     const STATUS: &[u8] = b"Name:\tw\xffrker\n\
-        Umask:\t0022\n\
+        Umask:\t0027\n\
         State:\tS (sleeping)\n\
         Uid:\t1001\t1001\t1001\t1001\n\
         Gid:\t1001\t1001\t1001\t1001\n\
@@ -265,6 +270,13 @@ mod tests {
         NoNewPrivs:\t1\n\
         Seccomp:\t0\n\
         Seccomp_filters:\t0\n";
+
+    #[test]
+    fn the_umask_is_octal() {
+        assert_eq!(parse_umask(STATUS), Some(0o027));
+        assert_eq!(parse_umask(b"Name:\tx\n"), None);
+        assert_eq!(parse_umask(b"Umask:\t0089\n"), None);
+    }
 
     #[test]
     fn a_full_status() {

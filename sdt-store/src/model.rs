@@ -518,6 +518,10 @@ pub struct ProcessInfo {
     /// before they were recorded.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub limits: Vec<ResourceLimit>,
+    /// Its file mode creation mask (`Umask:` of `/proc/PID/status`); `None` in snapshots
+    /// from before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub umask: Option<u32>,
 }
 
 /// One resource limit of a process (`struct rlimit64`), as `prlimit` takes it.

@@ -9,9 +9,9 @@
 //!                               │ clone3(set_tid = [pid])
 //!                               ▼
 //!                              stub (pid = the snapshot's pid): block signals, set
-//!                              dispositions, chdir, take the program's file identity,
-//!                              lay out descriptors, add epoll watches, close the
-//!                              report pipe, pause()
+//!                              dispositions, umask, chdir, take the program's file
+//!                              identity, lay out descriptors, add epoll watches,
+//!                              close the report pipe, pause()
 //! init: close every descriptor, reap children until the stub ends, then exit with its
 //! status
 //! ```
@@ -35,7 +35,7 @@
 //! # Safety
 //!
 //! After `clone`, both children run only raw system calls (`rt_sigprocmask`,
-//! `rt_sigaction`, `chdir`, `setgroups`, `setfsgid`, `setfsuid`, `openat`, `fcntl`,
+//! `rt_sigaction`, `umask`, `chdir`, `setgroups`, `setfsgid`, `setfsuid`, `openat`, `fcntl`,
 //! `dup2`, `lseek`, `epoll_ctl`, `close_range`, `open`, `write`, `clone3`, `wait4`,
 //! `pause`, `exit_group`) on
 //! memory prepared before the clone: no allocation, no locks, as after any `fork` of a
@@ -108,6 +108,8 @@ pub struct Stub {
     /// A user namespace of its own for the PID namespace (a caller without
     /// `CAP_SYS_ADMIN`); `None`: the caller's.
     pub user_namespace: Option<IdMap>,
+    /// The file mode creation mask; `None`: the caller's.
+    pub umask: Option<u32>,
 }
 
 /// The one user and one group a new user namespace maps onto themselves: the caller's
@@ -325,7 +327,7 @@ unsafe fn run_init(
     }
 }
 
-/// The stub: dispositions, working directory, descriptors, then wait to be seized.
+/// The stub: dispositions, umask, working directory, descriptors, then wait to be seized.
 unsafe fn run_stub(stub: &Stub, report: i32, base: i32, placed: &mut [i32]) -> ! {
     // SAFETY: raw system calls on memory prepared before the clone (module note).
     unsafe {
@@ -339,6 +341,9 @@ unsafe fn run_stub(stub: &Stub, report: i32, base: i32, placed: &mut [i32]) -> !
             if rc < 0 {
                 fail(report, StubStep::Signal, signo);
             }
+        }
+        if let Some(mask) = stub.umask {
+            libc::umask(mask);
         }
         if libc::chdir(stub.cwd.as_ptr()) < 0 {
             fail(report, StubStep::Chdir, 0);

@@ -431,6 +431,7 @@ pub fn meta(
             .collect(),
         dumpable: p.dumpable,
         limits: Vec::new(),
+        umask: p.umask,
     };
     SnapshotMeta {
         name: spec.name.as_ref().map_or(run_name, name),

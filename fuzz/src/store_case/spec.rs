@@ -360,6 +360,7 @@ pub struct ProcessSpec {
     pub creds: Option<CredsSpec>,
     pub thread_creds: Vec<(Tid, CredsSpec)>,
     pub dumpable: Option<bool>,
+    pub umask: Option<u32>,
 }
 
 #[derive(Arbitrary, Debug, Clone)]

@@ -264,6 +264,12 @@ impl Sdt {
         self.command_via(&["unshare", "--user", "--map-root-user", "sh", "-c", script], args)
     }
 
+    /// [`Sdt::command`] with the umask `mask` (through `sh`).
+    pub fn command_with_umask(&self, mask: u32, args: &[&str]) -> Command {
+        let script = format!("umask {mask:03o} && exec \"$0\" \"$@\"");
+        self.command_via(&["sh", "-c", &script], args)
+    }
+
     /// `wrapper` (a program and its arguments) running `sdt ARGS`, as [`Sdt::command`].
     fn command_via(&self, wrapper: &[&str], args: &[&str]) -> Command {
         self.command_via_sdt(wrapper, Path::new(env!("CARGO_BIN_EXE_sdt")), args)

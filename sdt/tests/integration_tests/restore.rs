@@ -212,6 +212,22 @@ fn a_resumed_program_keeps_its_resource_limits() -> Result<(), Skip> {
     Ok(())
 }
 
+/// A resumed program keeps the umask it had set (not the restorer's): the files it
+/// creates after get the permissions they would have.
+fn a_resumed_program_keeps_its_umask() -> Result<(), Skip> {
+    may_restore()?;
+    let sdt = Sdt::new();
+    let prog = program("behave");
+    let out = sdt.ok(&["run", "-q", "--", prog.to_str().unwrap(), "umask"]);
+    let expected = "umask 027 created 640\n";
+    assert_eq!(stdout(&out), expected, "{}", describe(&out));
+    // A restorer's umask the program's must not leak into.
+    let out = run(sdt.command_with_umask(0o002, &["restore", "S0"]).stdin(Stdio::null()));
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(stdout(&out), expected, "{}", describe(&out));
+    Ok(())
+}
+
 /// `sdt restore S0` ends well, and the resumed program prints `expected`.
 fn resumes_printing(sdt: &Sdt, expected: &str) {
     let out = sdt.output(&["restore", "S0"]);
@@ -556,6 +572,7 @@ sdt_test_harness::tests![
     a_program_with_high_descriptors_resumes_under_a_low_limit,
     a_resumed_program_gets_the_alarm_it_was_waiting_for,
     a_resumed_program_keeps_its_resource_limits,
+    a_resumed_program_keeps_its_umask,
     deleted_files_resume_with_what_they_held,
     extra_environment_variables_reach_the_resumed_programs_getenv,
     refining_a_deterministic_interval_reproduces_its_end,

@@ -37,6 +37,8 @@
  *                       to 6, dup it, open a read-only O_TMPFILE-made file again,
  *                       SetBreakpoint, then read on, append "!" through the dup and print
  *                       what each holds
+ *   behave umask        set its umask to 027, SetBreakpoint, then create a file (mode
+ *                       0666) and print its permissions and the umask
  *   behave ids          SetBreakpoint, then print its user and group ids (real,
  *                       effective, saved), supplementary groups and effective
  *                       capabilities, and whether a file of root's reads as root's
@@ -276,6 +278,25 @@ static int deleted_files(void)
 	return 0;
 }
 
+/* `behave umask`: the file mode creation mask across a breakpoint. */
+static int own_umask(void)
+{
+	struct stat made;
+	mode_t mask;
+	int fd;
+
+	umask(027);
+	SetBreakpoint(1, 1, 1, 0, "mode=umask");
+	mask = umask(027);
+	fd = open("made-after-breakpoint", O_CREAT | O_TRUNC | O_WRONLY, 0666);
+	if (fd < 0 || fstat(fd, &made) != 0)
+		return 1;
+	close(fd);
+	unlink("made-after-breakpoint");
+	printf("umask %03o created %03o\n", (unsigned)mask, (unsigned)(made.st_mode & 0777));
+	return 0;
+}
+
 /* `behave ids`: who it is after a breakpoint. */
 static int own_ids(void)
 {
@@ -452,6 +473,8 @@ int main(int argc, char **argv)
 		return deleted_files();
 	if (!strcmp(mode, "ids"))
 		return own_ids();
-	fprintf(stderr, "usage: behave echo|exit N|signals|segv|abort-thread|wait-term|fork|big MB|leader-exits|exec|vfork-stuck|alarm HOW|limits|tmpfile|ids\n");
+	if (!strcmp(mode, "umask"))
+		return own_umask();
+	fprintf(stderr, "usage: behave echo|exit N|signals|segv|abort-thread|wait-term|fork|big MB|leader-exits|exec|vfork-stuck|alarm HOW|limits|tmpfile|ids|umask\n");
 	return 2;
 }
