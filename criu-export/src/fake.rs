@@ -10,8 +10,8 @@ use sdt_abi::{PROTOCOL_VERSION, RESULT_DECLINED, STATE_ON, TRAP_RECORD_SIZE};
 use sdt_store::{
     Access, BeyondOwner, Capabilities, CaptureStats, Content, Credentials, CredentialsRefused, FileKind,
     FileRef, Ids, Mapping, MemoryLayout, OpenFile, OwnerRights, PAGE_SIZE, Perms, ProcessInfo, Reopen, Rseq,
-    SignalAction, SnapshotMeta, SnapshotSource, SnapshotTime, ThreadCredentials, ThreadRunState, ThreadState,
-    Trigger, set_gpreg,
+    SignalAction, SnapshotMeta, SnapshotSource, SnapshotTime, ThreadCredentials, ThreadRunState,
+    ThreadScheduling, ThreadState, Trigger, set_gpreg,
 };
 
 /// Metadata plus the pages the store holds; pages of file mappings read as [`FILE_BYTE`].
@@ -252,6 +252,13 @@ pub fn sample() -> FakeSource {
             dumpable: Some(true),
             limits: Vec::new(),
             umask: Some(0o027),
+            scheduling: vec![ThreadScheduling {
+                tid: BREAKING,
+                policy: 3,
+                priority: 0,
+                nice: 7,
+                cpus: "0".into(),
+            }],
         },
         threads,
         mappings,

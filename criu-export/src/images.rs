@@ -117,11 +117,12 @@ pub(crate) fn gen_core(plan: &Plan, thread: &Thread) -> Image {
         sigactions: gen_sigactions(plan),
     });
     let (futex_rla, futex_rla_len) = t.robust_list.map_or((0, 0), |l| (l.head, l.len as u32));
+    let (sched_nice, sched_policy) = scheduling(plan, t.tid);
     let thread_core = pb::ThreadCoreEntry {
         futex_rla,
         futex_rla_len,
-        sched_nice: Some(0),
-        sched_policy: Some(0),
+        sched_nice: Some(sched_nice),
+        sched_policy: Some(sched_policy),
         blk_sigset: (!leader).then_some(t.sigmask),
         sas: Some(pb::ThreadSasEntry { ss_sp: 0, ss_size: 0, ss_flags: SS_DISABLE }),
         signals_p: Some(pb::SignalQueueEntry { signals: Vec::new() }),
@@ -401,6 +402,17 @@ pub(crate) fn gen_fdinfo(plan: &Plan) -> Image {
     Image::with(ImageKind::Fdinfo(TASK_OBJECTS_ID), &plan.fds)
 }
 
+/// Thread `tid`'s nice value and policy as its core image holds them: the recorded ones
+/// but a real-time policy, whose priority the images do not hold (other, nice 0 where
+/// none was recorded).
+fn scheduling(plan: &Plan, tid: i32) -> (i32, u32) {
+    match plan.meta.process.scheduling.iter().find(|s| s.tid == tid) {
+        Some(s) if !s.is_realtime() => (s.nice, s.policy as u32),
+        Some(s) => (s.nice, 0),
+        None => (0, 0),
+    }
+}
+
 /// `fs-<pid>.img`.
 pub(crate) fn gen_fs(plan: &Plan) -> Image {
     Image::with(ImageKind::Fs(plan.pid), [&fs_entry(plan)])
@@ -535,6 +547,16 @@ mod tests {
             "{:?}",
             plan.notes
         );
+    }
+
+    #[test]
+    fn threads_keep_their_nice_value_and_policy_but_a_real_time_one() {
+        let mut source = crate::fake::sample();
+        let plan = Plan::new(&source, None).unwrap();
+        assert_eq!((scheduling(&plan, fake::BREAKING), scheduling(&plan, fake::PID)), ((7, 3), (0, 0)));
+        source.meta.process.scheduling[0].policy = 1;
+        let plan = Plan::new(&source, None).unwrap();
+        assert_eq!(scheduling(&plan, fake::BREAKING), (7, 0));
     }
 
     #[test]

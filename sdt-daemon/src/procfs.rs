@@ -58,6 +58,8 @@ pub(crate) fn process_info(pid: Tid, live_thread: Tid) -> std::io::Result<Proces
         creds,
         limits: read(live_thread, "limits").map(|l| sdt_procfs::parse_limits(&l)).unwrap_or_default(),
         umask: sdt_procfs::parse_umask(&status),
+        // Read with the threads' names.
+        scheduling: Vec::new(),
     })
 }
 

@@ -25,7 +25,7 @@ use std::time::Duration;
 use sdt_abi::{RESULT_DECLINED, RESULT_FILTERED};
 use sdt_store::{
     CaptureStats, FileState, ItimerKind, MemoryLayout, OpenFile, PageSpan, ProcessInfo, RunInfo, SeccompMode,
-    SignalAction, SnapshotMeta, SnapshotTime, SpillFile, ThreadState, Timers, Trigger,
+    SignalAction, SnapshotMeta, SnapshotTime, SpillFile, ThreadScheduling, ThreadState, Timers, Trigger,
 };
 use sdt_sys::events::{Event, Events};
 use sdt_sys::{Tid, monotonic_ns};
@@ -652,16 +652,24 @@ impl Recorder<'_> {
         }
     }
 
-    /// What need not be read with the program stopped, read now: the threads' names and
-    /// their ids in the program's namespace (set in `captured`), the process, and, once
-    /// per image, its auxiliary vector and memory layout.
+    /// What need not be read with the program stopped, read now: the threads' names,
+    /// scheduling and ids in the program's namespace (set in `captured`), the process,
+    /// and, once per image, its auxiliary vector and memory layout.
     fn details(&mut self, captured: &mut Captured, trigger_tid: Option<Tid>, trigger_ns: u64) -> Details {
         let live_thread = captured.live_thread;
+        let mut scheduling = Vec::with_capacity(captured.threads.len());
         for t in &mut captured.threads {
+            let ns_tid = self.ns_tid(t.tid);
             if let Some(tid) = Tid::new(t.tid) {
                 t.name = procfs::thread_name(self.pid, tid);
+                // A thread that exits meanwhile has none to read.
+                if let Ok(s) = sdt_sys::sched::of(tid) {
+                    let cpus = ThreadScheduling::cpu_list(&s.cpus);
+                    let (policy, priority, nice) = (s.policy, s.priority, s.nice);
+                    scheduling.push(ThreadScheduling { tid: ns_tid, policy, priority, nice, cpus });
+                }
             }
-            t.tid = self.ns_tid(t.tid);
+            t.tid = ns_tid;
         }
         if let Ok(process) =
             procfs::process_info(self.pid, live_thread).or_else(|_| procfs::process_info(self.pid, self.pid))
@@ -682,6 +690,7 @@ impl Recorder<'_> {
         let layout = image.layout.map(|l| MemoryLayout { brk: heap_end.unwrap_or(l.start_brk), ..l });
         let mut process = self.process.clone();
         process.pid = self.ns_tid(process.pid);
+        process.scheduling = scheduling;
         Details {
             process,
             layout: layout.unwrap_or_default(),

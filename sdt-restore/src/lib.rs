@@ -18,15 +18,17 @@
 //! # How
 //!
 //! A new PID namespace gets an init, which starts the stub under the snapshot's pid
-//! (`clone3` with `set_tid`): thread ids the program cached (glibc does) stay valid. The
-//! stub lays out the snapshot's descriptors, signal dispositions, umask and working
-//! directory itself, then waits; the caller's thread seizes it and, through system calls
-//! injected into it, replaces its memory (`memory`), then creates the other threads with
-//! their ids and sets every thread's state (`threads`). Extra environment variables go into a
-//! new `environ` array (`environ`). The interval timers that were running are set again
+//! (`clone3` with `set_tid`): thread ids the program cached (glibc does) stay valid.
+//! The stub lays out the snapshot's descriptors, signal dispositions, umask and working
+//! directory itself, then waits; the caller's thread seizes it and, through system
+//! calls injected into it, replaces its memory (`memory`), then creates the other
+//! threads with their ids and sets every thread's state (`threads`) and scheduling:
+//! CPUs, policy, nice value (`sched`). Extra environment variables go into a new
+//! `environ` array (`environ`). The interval timers that were running are set again
 //! with the time they had left (`timers`), the resource limits as they were, never
-//! above the restorer's hard limits (`limits`). Last, every thread takes the credentials
-//! it had (`creds`): the stub opened the program's files as the program's user already.
+//! above the restorer's hard limits (`limits`). Last, every thread takes the
+//! credentials it had (`creds`): the stub opened the program's files as the program's
+//! user already.
 //!
 //! # Design constraints
 //!
@@ -72,6 +74,7 @@ mod limits;
 mod memory;
 mod plan;
 mod remote;
+mod sched;
 mod threads;
 mod timers;
 
@@ -353,6 +356,7 @@ pub fn restore(snap: &Snapshot, trust: &Trust, options: &Options) -> Result<Rest
     let threads = threads::create(&mut remote, meta)?;
     threads::set_up(&mut remote, snap, &threads)?;
     let restored: Vec<RestoredThread> = threads.iter().map(|(t, _)| *t).collect();
+    sched::set(&restored, &meta.process.scheduling, &rights);
     // The stub's credentials, every thread's until they take their own.
     let stub_creds = targets.as_ref().map(|_| creds::current(pid)).transpose()?;
     if let (Some(targets), Some(now)) = (&targets, &stub_creds) {

@@ -522,6 +522,97 @@ pub struct ProcessInfo {
     /// from before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub umask: Option<u32>,
+    /// Each thread's scheduling, by its id in the process's pid namespace; empty in
+    /// snapshots from before it was recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scheduling: Vec<ThreadScheduling>,
+}
+
+/// A thread's scheduling: `sched_getscheduler(2)`, `sched_getparam(2)`, `getpriority(2)`
+/// and `sched_getaffinity(2)`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadScheduling {
+    /// The thread, by its id in the process's pid namespace.
+    pub tid: i32,
+    /// `SCHED_*` (0 other, 1 FIFO, 2 RR, 3 batch, 5 idle, 6 deadline), with
+    /// [`SCHED_RESET_ON_FORK`] where set.
+    pub policy: i32,
+    /// Its static priority (1–99 for FIFO and RR, else 0).
+    pub priority: i32,
+    /// Its nice value, -20 to 19.
+    pub nice: i32,
+    /// The CPUs it may run on, as a list of ranges: `0-3,6`.
+    pub cpus: String,
+}
+
+/// `SCHED_RESET_ON_FORK`, a flag of [`ThreadScheduling::policy`].
+pub const SCHED_RESET_ON_FORK: i32 = 0x4000_0000;
+
+impl ThreadScheduling {
+    /// The policy's name: `other`, `FIFO`, `RR`, `batch`, `idle`, `deadline`, or its
+    /// number.
+    pub fn policy_name(&self) -> String {
+        match self.policy & !SCHED_RESET_ON_FORK {
+            0 => "other".into(),
+            1 => "FIFO".into(),
+            2 => "RR".into(),
+            3 => "batch".into(),
+            5 => "idle".into(),
+            6 => "deadline".into(),
+            n => format!("policy {n}"),
+        }
+    }
+
+    /// Whether the policy is a real-time one (FIFO, RR, deadline): one only privileged
+    /// threads may take.
+    pub fn is_realtime(&self) -> bool {
+        matches!(self.policy & !SCHED_RESET_ON_FORK, 1 | 2 | 6)
+    }
+
+    /// What differs from a thread started by a plain user (other, nice 0): `FIFO 10,
+    /// nice -5`; empty for such a thread.
+    pub fn unusual(&self) -> String {
+        let mut parts = Vec::new();
+        if self.policy & !SCHED_RESET_ON_FORK != 0 {
+            parts.push(if self.priority != 0 {
+                format!("{} {}", self.policy_name(), self.priority)
+            } else {
+                self.policy_name()
+            });
+        }
+        if self.nice != 0 {
+            parts.push(format!("nice {}", self.nice));
+        }
+        parts.join(", ")
+    }
+
+    /// `cpus` in order, or `None` if it is not a list of ranges.
+    pub fn cpu_numbers(&self) -> Option<Vec<usize>> {
+        let mut cpus = Vec::new();
+        for range in self.cpus.split(',').filter(|r| !r.is_empty()) {
+            let (first, last) = range.split_once('-').unwrap_or((range, range));
+            let (first, last): (usize, usize) = (first.parse().ok()?, last.parse().ok()?);
+            if last < first || last >= 1 << 16 {
+                return None;
+            }
+            cpus.extend(first..=last);
+        }
+        Some(cpus)
+    }
+
+    /// `cpus` (ascending) as a list of ranges: `0-3,6`.
+    pub fn cpu_list(cpus: &[usize]) -> String {
+        let mut ranges: Vec<(usize, usize)> = Vec::new();
+        for &cpu in cpus {
+            match ranges.last_mut() {
+                Some((_, last)) if *last + 1 == cpu => *last = cpu,
+                _ => ranges.push((cpu, cpu)),
+            }
+        }
+        let text: Vec<String> =
+            ranges.iter().map(|&(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") }).collect();
+        text.join(",")
+    }
 }
 
 /// One resource limit of a process (`struct rlimit64`), as `prlimit` takes it.
@@ -934,5 +1025,28 @@ mod tests {
         assert_eq!(signal_name(34), "SIGRTMIN+2");
         assert_eq!(signal_name(0), "signal 0");
         assert_eq!(signal_name(65), "signal 65");
+    }
+
+    #[test]
+    fn cpu_lists_read_back_as_written_and_bad_ones_are_none() {
+        let list = ThreadScheduling::cpu_list(&[0, 1, 2, 3, 6, 8, 9]);
+        assert_eq!(list, "0-3,6,8-9");
+        let s = ThreadScheduling { cpus: list, ..ThreadScheduling::default() };
+        assert_eq!(s.cpu_numbers(), Some(vec![0, 1, 2, 3, 6, 8, 9]));
+        for bad in ["3-1", "x", "0-", "0-70000"] {
+            assert_eq!(ThreadScheduling { cpus: bad.into(), ..s.clone() }.cpu_numbers(), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn unusual_scheduling_is_named() {
+        let plain = ThreadScheduling { cpus: "0-1".into(), ..ThreadScheduling::default() };
+        assert_eq!(plain.unusual(), "");
+        let fifo =
+            ThreadScheduling { policy: 1 | SCHED_RESET_ON_FORK, priority: 10, nice: -5, ..plain.clone() };
+        assert_eq!(fifo.unusual(), "FIFO 10, nice -5");
+        assert!(fifo.is_realtime());
+        let batch = ThreadScheduling { policy: 3, nice: 7, ..plain };
+        assert_eq!((batch.unusual().as_str(), batch.is_realtime()), ("batch, nice 7", false));
     }
 }

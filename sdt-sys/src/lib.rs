@@ -44,6 +44,7 @@ pub mod pagemap;
 pub mod probe;
 pub mod ptrace;
 pub mod respawn;
+pub mod sched;
 pub mod spawn;
 pub mod uapi;
 pub mod uffd;

@@ -109,10 +109,17 @@ pub fn show(opt: ShowOpt) -> Result<()> {
         Trigger::Timer | Trigger::Signal { .. } => None,
     };
     println!("\nthreads ({}):", m.threads.len());
-    println!("  {:>7}  {:<16} {:<26} {:>18} {:>18}", "TID", "NAME", "STATE", "PC", "SP");
+    println!("  {:>7}  {:<16} {:<26} {:>18} {:>18}  SCHEDULING", "TID", "NAME", "STATE", "PC", "SP");
     for t in &m.threads {
+        // Its CPUs, and what a plain user's thread would not have.
+        let scheduling = m.process.scheduling.iter().find(|s| s.tid == t.tid).map_or_else(String::new, |s| {
+            match s.unusual().as_str() {
+                "" => format!("cpus {}", escape(&s.cpus)),
+                unusual => format!("cpus {}, {unusual}", escape(&s.cpus)),
+            }
+        });
         println!(
-            "  {:>7}  {:<16} {:<26} {:>#18x} {:>#18x}",
+            "  {:>7}  {:<16} {:<26} {:>#18x} {:>#18x}  {scheduling}",
             t.tid,
             escape(&t.name),
             match m.trigger {

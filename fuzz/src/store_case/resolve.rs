@@ -432,6 +432,7 @@ pub fn meta(
         dumpable: p.dumpable,
         limits: Vec::new(),
         umask: p.umask,
+        scheduling: Vec::new(),
     };
     SnapshotMeta {
         name: spec.name.as_ref().map_or(run_name, name),

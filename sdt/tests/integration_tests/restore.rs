@@ -228,6 +228,26 @@ fn a_resumed_program_keeps_its_umask() -> Result<(), Skip> {
     Ok(())
 }
 
+/// A resumed program's threads keep their scheduling: main pinned to CPU 0, the worker
+/// at nice 7 in SCHED_BATCH (a restorer's would be all CPUs, nice 0, SCHED_OTHER).
+/// `sdt show` lists each thread's.
+fn resumed_threads_keep_their_cpus_policy_and_nice_value() -> Result<(), Skip> {
+    may_restore()?;
+    let sdt = Sdt::new();
+    let prog = program("behave");
+    let out = sdt.ok(&["run", "-q", "--", prog.to_str().unwrap(), "sched"]);
+    let printed = stdout(&out);
+    assert!(
+        printed.contains("policy 3 nice 7\n") && printed.ends_with("main cpus 0 policy 0 nice 0\n"),
+        "{}",
+        describe(&out)
+    );
+    let shown = stdout(&sdt.ok(&["show", "S0"]));
+    assert!(shown.contains("cpus 0\n") && shown.contains(", batch, nice 7\n"), "{shown}");
+    resumes_printing(&sdt, &printed);
+    Ok(())
+}
+
 /// `sdt restore S0` ends well, and the resumed program prints `expected`.
 fn resumes_printing(sdt: &Sdt, expected: &str) {
     let out = sdt.output(&["restore", "S0"]);
@@ -573,6 +593,7 @@ sdt_test_harness::tests![
     a_resumed_program_gets_the_alarm_it_was_waiting_for,
     a_resumed_program_keeps_its_resource_limits,
     a_resumed_program_keeps_its_umask,
+    resumed_threads_keep_their_cpus_policy_and_nice_value,
     deleted_files_resume_with_what_they_held,
     extra_environment_variables_reach_the_resumed_programs_getenv,
     refining_a_deterministic_interval_reproduces_its_end,

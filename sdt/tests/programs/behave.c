@@ -37,6 +37,8 @@
  *                       to 6, dup it, open a read-only O_TMPFILE-made file again,
  *                       SetBreakpoint, then read on, append "!" through the dup and print
  *                       what each holds
+ *   behave sched        a worker takes nice 7 and SCHED_BATCH, main pins itself to CPU 0;
+ *                       SetBreakpoint, then each prints its CPUs, policy and nice value
  *   behave umask        set its umask to 027, SetBreakpoint, then create a file (mode
  *                       0666) and print its permissions and the umask
  *   behave ids          SetBreakpoint, then print its user and group ids (real,
@@ -49,6 +51,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <signal.h>
 #include <stdio.h>
@@ -278,6 +281,62 @@ static int deleted_files(void)
 	return 0;
 }
 
+/* Prints WHO's CPUs, scheduling policy and nice value. */
+static void print_scheduling(const char *who)
+{
+	cpu_set_t cpus;
+	int first = 1;
+
+	if (sched_getaffinity(0, sizeof(cpus), &cpus) != 0)
+		exit(1);
+	printf("%s cpus", who);
+	for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+		if (CPU_ISSET(cpu, &cpus)) {
+			printf("%s%d", first ? " " : ",", cpu);
+			first = 0;
+		}
+	}
+	printf(" policy %d nice %d\n", sched_getscheduler(0), getpriority(PRIO_PROCESS, 0));
+}
+
+static sem_t scheduled, may_print;
+
+static void *scheduled_worker(void *unused)
+{
+	struct sched_param none = { 0 };
+
+	(void)unused;
+	if (setpriority(PRIO_PROCESS, 0, 7) != 0 || pthread_setschedparam(pthread_self(), SCHED_BATCH, &none) != 0)
+		exit(1);
+	sem_post(&scheduled);
+	while (sem_wait(&may_print) != 0)
+		;
+	print_scheduling("worker");
+	return NULL;
+}
+
+/* `behave sched`: threads' CPUs, policy and nice value across a breakpoint. */
+static int own_scheduling(void)
+{
+	pthread_t worker;
+	cpu_set_t first_cpu;
+
+	sem_init(&scheduled, 0, 0);
+	sem_init(&may_print, 0, 0);
+	pthread_create(&worker, NULL, scheduled_worker, NULL);
+	while (sem_wait(&scheduled) != 0)
+		;
+	CPU_ZERO(&first_cpu);
+	CPU_SET(0, &first_cpu);
+	if (sched_setaffinity(0, sizeof(first_cpu), &first_cpu) != 0)
+		return 1;
+	SetBreakpoint(1, 1, 1, 0, "mode=sched");
+	sem_post(&may_print);
+	pthread_join(worker, NULL);
+	print_scheduling("main");
+	return 0;
+}
+
 /* `behave umask`: the file mode creation mask across a breakpoint. */
 static int own_umask(void)
 {
@@ -475,6 +534,8 @@ int main(int argc, char **argv)
 		return own_ids();
 	if (!strcmp(mode, "umask"))
 		return own_umask();
-	fprintf(stderr, "usage: behave echo|exit N|signals|segv|abort-thread|wait-term|fork|big MB|leader-exits|exec|vfork-stuck|alarm HOW|limits|tmpfile|ids|umask\n");
+	if (!strcmp(mode, "sched"))
+		return own_scheduling();
+	fprintf(stderr, "usage: behave echo|exit N|signals|segv|abort-thread|wait-term|fork|big MB|leader-exits|exec|vfork-stuck|alarm HOW|limits|tmpfile|ids|umask|sched\n");
 	return 2;
 }
