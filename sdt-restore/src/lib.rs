@@ -159,8 +159,8 @@ pub enum Error {
     /// refused.
     #[error(
         "restoring without root needs a user namespace of its own, which this system refused (`sysctl \
-         user.max_user_namespaces`, `kernel.unprivileged_userns_clone` or an AppArmor policy decide it): \
-         run as root, or with CAP_SYS_ADMIN"
+         user.max_user_namespaces`, `kernel.unprivileged_userns_clone`, an AppArmor policy or a \
+         container's seccomp profile decide it): run as root, or with CAP_SYS_ADMIN"
     )]
     NoUserNamespace(#[source] sdt_sys::Error),
     /// Without `CAP_SYS_ADMIN`, a thread's recorded ids are not the restorer's own.
