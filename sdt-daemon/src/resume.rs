@@ -40,6 +40,9 @@ pub struct RestoredProcess {
     pub threads: Vec<Tid>,
     /// Bytes of pages written into the process.
     pub bytes_written: u64,
+    /// It runs in a user namespace of its own, mapping only the restorer's user and
+    /// group (a restorer without `CAP_SYS_ADMIN`).
+    pub user_namespace: bool,
 }
 
 /// Restores `from`'s process for a run that captures it, and describes that run.
@@ -103,6 +106,8 @@ pub struct Resumed {
     pub restore_ns: u64,
     /// Bytes of pages written into the new process.
     pub bytes_written: u64,
+    /// It ran in a user namespace of its own ([`RestoredProcess::user_namespace`]).
+    pub user_namespace: bool,
 }
 
 /// Restores snapshot `name` of run `run` in the store at `store` with `restorer`,
@@ -146,7 +151,12 @@ pub fn resume_detached(
             return Err(e);
         }
     };
-    Ok(Resumed { exit, restore_ns, bytes_written: restored.bytes_written })
+    Ok(Resumed {
+        exit,
+        restore_ns,
+        bytes_written: restored.bytes_written,
+        user_namespace: restored.user_namespace,
+    })
 }
 
 /// Runs the program to its end, declining every breakpoint that still traps.

@@ -54,6 +54,7 @@ impl Restorer for Restore {
             init: restored.init,
             threads: restored.threads.iter().map(|t| t.host).collect(),
             bytes_written: restored.bytes_written,
+            user_namespace: restored.user_namespace,
         })
     }
 }

@@ -279,14 +279,6 @@ pub fn restore(snap: &Snapshot, trust: &Trust, options: &Options) -> Result<Rest
     let rights = trust.rights();
     let restorer = creds::own()?;
     let user_namespace = (!creds::may_choose_pids(&restorer)).then(IdMap::own);
-    if let Some(ids) = user_namespace {
-        log::info!(
-            "without CAP_SYS_ADMIN: the program resumes in a user namespace of its own, which maps uid {} and \
-             gid {} only",
-            ids.uid,
-            ids.gid
-        );
-    }
     let tids = meta.threads.iter().map(|t| t.tid);
     let targets = match options.privileges {
         Privileges::Restorer => match rights.owners().first() {

@@ -35,12 +35,11 @@
 //! # Safety
 //!
 //! After `clone`, both children run only raw system calls (`rt_sigprocmask`,
-//! `rt_sigaction`, `umask`, `chdir`, `setgroups`, `setfsgid`, `setfsuid`, `openat`, `fcntl`,
-//! `dup2`, `lseek`, `epoll_ctl`, `close_range`, `open`, `write`, `clone3`, `wait4`,
-//! `pause`, `exit_group`) on
-//! memory prepared before the clone: no allocation, no locks, as after any `fork` of a
-//! multithreaded process (glibc's `setgroups` would signal the caller's other threads,
-//! which the child does not have).
+//! `rt_sigaction`, `umask`, `chdir`, `setgroups`, `setfsgid`, `setfsuid`, `openat`,
+//! `fcntl`, `dup2`, `lseek`, `epoll_ctl`, `close_range`, `open`, `write`, `clone3`,
+//! `wait4`, `pause`, `exit_group`) on memory prepared before the clone: no allocation,
+//! no locks, as after any `fork` of a multithreaded process (glibc's `setgroups` would
+//! signal the caller's other threads, which the child does not have).
 
 #![allow(unsafe_code)]
 

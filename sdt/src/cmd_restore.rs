@@ -40,8 +40,12 @@ pub fn restore(opt: RestoreOpt) -> Result<ExitCode> {
             })
             .with_context(|| format!("restoring {name} of run {}", run.id()))?;
         if !capture.quiet {
+            let namespace = match resumed.user_namespace {
+                true => " in a user namespace of its own (sdt had no CAP_SYS_ADMIN)",
+                false => "",
+            };
             eprintln!(
-                "sdt: restored {name} of run {} in {} ({} of pages); it ran with its breakpoints off",
+                "sdt: restored {name} of run {} in {} ({} of pages); it ran{namespace} with its breakpoints off",
                 run.id(),
                 human::duration_ns(resumed.restore_ns),
                 human::bytes(resumed.bytes_written)

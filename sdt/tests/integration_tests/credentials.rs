@@ -228,10 +228,12 @@ fn a_user_restores_their_own_program_without_root() -> Result<(), Skip> {
     );
 
     let resumed = format!("{ids} 1001 CapEff 0000000000000000 / owned by 65534\n");
+    let said = "it ran in a user namespace of its own (sdt had no CAP_SYS_ADMIN) with its breakpoints off";
     for args in [&["restore", "S0"][..], &["restore", "-q", "--every", "1000", "S0"]] {
         let out = run(sdt.command_as(&USER, args).stdin(Stdio::null()));
         assert!(out.status.success(), "{args:?}: {}", describe(&out));
         assert_eq!(stdout(&out), resumed, "{args:?}: {}", describe(&out));
+        assert_eq!(stderr(&out).contains(said), args.len() == 2, "{args:?}: {}", describe(&out));
     }
 
     let other = User { groups: &[], ..USER };
