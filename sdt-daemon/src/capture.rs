@@ -384,7 +384,7 @@ fn spawn_copies<'scope>(
 /// then), one per CPU up to eight, started once: a thread woken costs a tenth of one
 /// started. They run as urgently as the tracer where they may (`SCHED_FIFO`), so that
 /// other programs busy on the machine do not stretch the pause.
-fn capture_threads() -> Result<&'static rayon::ThreadPool, sdt_sys::Error> {
+pub(crate) fn capture_threads() -> Result<&'static rayon::ThreadPool, sdt_sys::Error> {
     static POOL: OnceLock<rayon::ThreadPool> = OnceLock::new();
     if let Some(pool) = POOL.get() {
         return Ok(pool);

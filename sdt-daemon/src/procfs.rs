@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt};
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::PathBuf;
 
 use sdt_procfs::{FdDirs, Stat, read, read_text};
@@ -132,56 +132,28 @@ struct Known {
 
 impl FdTable {
     /// The open descriptors, ascending, read through `live_thread`, a thread that has not
-    /// exited. A descriptor closed while they are read is left out.
+    /// exited. A descriptor closed while they are read is left out. Thousands are read
+    /// on the capture threads, which are idle while the program's pages are few.
     pub(crate) fn read(&mut self, live_thread: Tid) -> std::io::Result<Vec<OpenFile>> {
+        use rayon::prelude::*;
         if self.dirs.as_ref().map(FdDirs::tid) != Some(live_thread) {
             self.dirs = Some(FdDirs::open(live_thread)?);
         }
         let dirs = self.dirs.as_ref().expect("opened above");
-        let mut files = Vec::new();
+        let fds = dirs.list()?;
+        let each = |&fd: &i32| read_descriptor(dirs, &self.known, live_thread, fd);
+        let pool = crate::capture::capture_threads().ok().filter(|_| fds.len() >= PARALLEL_DESCRIPTORS);
+        let read: Vec<(OpenFile, Option<Known>)> = match pool {
+            Some(pool) => pool.install(|| fds.par_iter().filter_map(each).collect()),
+            None => fds.iter().filter_map(each).collect(),
+        };
+        let mut files = Vec::with_capacity(read.len());
         let mut known = HashMap::new();
-        let mut info = Vec::new();
-        for fd in dirs.list()? {
-            if dirs.info(fd, &mut info).is_err() {
-                continue;
+        for (file, k) in read {
+            if let Some(k) = k {
+                known.insert(file.fd, k);
             }
-            let identity = sdt_procfs::parse_fdinfo_identity(&info);
-            let (target, kind, file) = match self.known.get(&fd) {
-                Some(k) if Some(k.identity) == identity => (k.target.clone(), k.kind, None),
-                _ => {
-                    let Ok(target) = dirs.link(fd) else { continue };
-                    let target = PathBuf::from(target).display().to_string();
-                    let meta = std::fs::metadata(format!("/proc/{live_thread}/fd/{fd}")).ok();
-                    let kind = file_kind(&target, meta.as_ref());
-                    let file = match (&meta, kind) {
-                        (Some(m), FileKind::Regular) => Some(FileRef::of(&target, m)),
-                        _ => None,
-                    };
-                    (target, kind, file)
-                }
-            };
-            if let Some(identity) = identity
-                && kind != FileKind::Regular
-                && !target.starts_with("anon_inode:")
-            {
-                known.insert(fd, Known { identity, target: target.clone(), kind });
-            }
-            let (pos, flags) = sdt_procfs::parse_fdinfo(&info);
-            let state = match target.as_str() {
-                "anon_inode:[eventfd]" => sdt_procfs::parse_eventfd(&info)
-                    .map(|(count, semaphore, id)| FileState::Eventfd { count, semaphore, id }),
-                "anon_inode:[eventpoll]" => epoll_state(live_thread, &info),
-                "anon_inode:[timerfd]" => {
-                    sdt_procfs::parse_timerfd(&info).map(|(clockid, ticks, value_ns, interval_ns)| {
-                        FileState::Timerfd { clockid, ticks, value_ns, interval_ns }
-                    })
-                }
-                "anon_inode:[signalfd]" => {
-                    sdt_procfs::parse_signalfd(&info).map(|mask| FileState::Signalfd { mask })
-                }
-                _ => None,
-            };
-            files.push(OpenFile { fd, target, kind, flags, pos, file, inherited: false, state });
+            files.push(file);
         }
         self.known = known;
         files.sort_unstable_by_key(|f| f.fd);
@@ -207,6 +179,59 @@ impl FdTable {
         }
         Ok(files)
     }
+}
+
+/// How many descriptors a program holds before they are read on the capture threads.
+const PARALLEL_DESCRIPTORS: usize = 256;
+
+/// Descriptor `fd` read through `dirs` (of `live_thread`), and what to know of it at the
+/// next capture; `None` if it was closed meanwhile. What `known` holds under the same
+/// identity is not looked up again (see [`FdTable`]).
+fn read_descriptor(
+    dirs: &FdDirs,
+    known: &HashMap<i32, Known>,
+    live_thread: Tid,
+    fd: i32,
+) -> Option<(OpenFile, Option<Known>)> {
+    let mut info = Vec::new();
+    dirs.info(fd, &mut info).ok()?;
+    let identity = sdt_procfs::parse_fdinfo_identity(&info);
+    let (target, kind, file) = match known.get(&fd) {
+        Some(k) if Some(k.identity) == identity => (k.target.clone(), k.kind, None),
+        _ => {
+            let target = PathBuf::from(dirs.link(fd).ok()?).display().to_string();
+            let stat = dirs.stat(fd).ok();
+            let kind = file_kind(&target, stat.as_ref().map(|s| s.st_mode));
+            let file = match (&stat, kind) {
+                (Some(s), FileKind::Regular) => Some(FileRef {
+                    path: target.clone(),
+                    dev: s.st_dev,
+                    inode: s.st_ino,
+                    size: s.st_size as u64,
+                    mtime_ns: s.st_mtime.saturating_mul(1_000_000_000).saturating_add(s.st_mtime_nsec),
+                }),
+                _ => None,
+            };
+            (target, kind, file)
+        }
+    };
+    let next = identity
+        .filter(|_| kind != FileKind::Regular && !target.starts_with("anon_inode:"))
+        .map(|identity| Known { identity, target: target.clone(), kind });
+    let (pos, flags) = sdt_procfs::parse_fdinfo(&info);
+    let state = match target.as_str() {
+        "anon_inode:[eventfd]" => sdt_procfs::parse_eventfd(&info)
+            .map(|(count, semaphore, id)| FileState::Eventfd { count, semaphore, id }),
+        "anon_inode:[eventpoll]" => epoll_state(live_thread, &info),
+        "anon_inode:[timerfd]" => {
+            sdt_procfs::parse_timerfd(&info).map(|(clockid, ticks, value_ns, interval_ns)| {
+                FileState::Timerfd { clockid, ticks, value_ns, interval_ns }
+            })
+        }
+        "anon_inode:[signalfd]" => sdt_procfs::parse_signalfd(&info).map(|mask| FileState::Signalfd { mask }),
+        _ => None,
+    };
+    Some((OpenFile { fd, target, kind, flags, pos, file, inherited: false, state }, next))
 }
 
 /// What an epoll instance watches, from its `fdinfo`, if every watched descriptor (of
@@ -301,8 +326,8 @@ fn pipes_held_whole(files: &[OpenFile]) -> Vec<usize> {
     whole
 }
 
-/// What a descriptor refers to, from its link text and the file's type.
-fn file_kind(target: &str, meta: Option<&std::fs::Metadata>) -> FileKind {
+/// What a descriptor refers to, from its link text and the file's `st_mode`.
+fn file_kind(target: &str, mode: Option<u32>) -> FileKind {
     if target.starts_with("anon_inode:") {
         return FileKind::AnonInode;
     }
@@ -312,21 +337,14 @@ fn file_kind(target: &str, meta: Option<&std::fs::Metadata>) -> FileKind {
     if target.starts_with("pipe:[") {
         return FileKind::Pipe;
     }
-    let Some(t) = meta.map(|m| m.file_type()) else { return FileKind::Other };
-    if t.is_file() {
-        FileKind::Regular
-    } else if t.is_dir() {
-        FileKind::Directory
-    } else if t.is_char_device() {
-        FileKind::CharDevice
-    } else if t.is_block_device() {
-        FileKind::BlockDevice
-    } else if t.is_fifo() {
-        FileKind::Pipe
-    } else if t.is_socket() {
-        FileKind::Socket
-    } else {
-        FileKind::Other
+    match mode.map(|m| m & libc::S_IFMT) {
+        Some(libc::S_IFREG) => FileKind::Regular,
+        Some(libc::S_IFDIR) => FileKind::Directory,
+        Some(libc::S_IFCHR) => FileKind::CharDevice,
+        Some(libc::S_IFBLK) => FileKind::BlockDevice,
+        Some(libc::S_IFIFO) => FileKind::Pipe,
+        Some(libc::S_IFSOCK) => FileKind::Socket,
+        _ => FileKind::Other,
     }
 }
 

@@ -108,6 +108,11 @@ impl FdDirs {
     pub fn link(&self, fd: i32) -> std::io::Result<std::ffi::OsString> {
         Ok(nix::fcntl::readlinkat(&self.fd, fd.to_string().as_str())?)
     }
+
+    /// The `stat` of the file descriptor `fd` refers to.
+    pub fn stat(&self, fd: i32) -> std::io::Result<nix::sys::stat::FileStat> {
+        Ok(nix::sys::stat::fstatat(&self.fd, fd.to_string().as_str(), nix::fcntl::AtFlags::empty())?)
+    }
 }
 
 /// `/proc/TID/<name>` as bytes (`TID` may be any thread of a process).

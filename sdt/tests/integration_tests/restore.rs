@@ -163,6 +163,37 @@ fn a_program_with_high_descriptors_resumes_under_a_low_limit() -> Result<(), Ski
     Ok(())
 }
 
+/// A program holding 600 descriptors (read on the capture threads) has every one in
+/// both of its snapshots, ascending, each the file it opened (the second capture takes
+/// `/dev/null`'s from the first); each snapshot resumes.
+fn a_program_with_hundreds_of_descriptors_has_each_in_every_snapshot() -> Result<(), Skip> {
+    may_restore()?;
+    let sdt = Sdt::new();
+    let prog = program("behave");
+    let out = sdt.ok(&["run", "-q", "--", prog.to_str().unwrap(), "fds", "600"]);
+    assert_eq!(stdout(&out), "done\n", "{}", describe(&out));
+    for snap in ["S0", "S1"] {
+        let raw = sdt.ok(&["show", "--raw", snap]);
+        let meta: serde_json::Value = serde_json::from_slice(&raw.stdout).unwrap();
+        let opened: Vec<&serde_json::Value> =
+            meta["files"].as_array().unwrap().iter().filter(|f| f["fd"].as_i64() >= Some(3)).collect();
+        assert_eq!(opened.len(), 600, "{snap}");
+        for (i, f) in opened.iter().enumerate() {
+            let (fd, target) = (f["fd"].as_i64().unwrap(), f["target"].as_str().unwrap());
+            assert_eq!(fd, 3 + i as i64, "{snap}: {f}");
+            match i % 2 {
+                0 => {
+                    assert!(target == prog.to_str().unwrap() && f["file"]["inode"].as_u64() > Some(0), "{f}")
+                }
+                _ => assert_eq!(target, "/dev/null", "{snap}: {f}"),
+            }
+        }
+        let out = sdt.ok(&["restore", "-q", snap]);
+        assert_eq!(stdout(&out), "done\n", "{snap}: {}", describe(&out));
+    }
+    Ok(())
+}
+
 /// A program waiting for its alarm (`setitimer`) across a breakpoint gets it after a
 /// resume, whether it catches `SIGALRM` or `sigwait`s for it; one that held a POSIX timer
 /// is refused, naming it, unless `--without-timers`.
@@ -590,6 +621,7 @@ sdt_test_harness::tests![
     threads_caught_on_their_way_to_a_trap_are_declined_not_killed,
     a_restored_program_prints_what_the_original_printed_from_there_on,
     a_program_with_high_descriptors_resumes_under_a_low_limit,
+    a_program_with_hundreds_of_descriptors_has_each_in_every_snapshot,
     a_resumed_program_gets_the_alarm_it_was_waiting_for,
     a_resumed_program_keeps_its_resource_limits,
     a_resumed_program_keeps_its_umask,

@@ -37,6 +37,8 @@
  *                       to 6, dup it, open a read-only O_TMPFILE-made file again,
  *                       SetBreakpoint, then read on, append "!" through the dup and print
  *                       what each holds
+ *   behave fds N        open N descriptors, by turns its own program file (argv[0])
+ *                       and /dev/null, pass two breakpoints, then print "done"
  *   behave sched        a worker takes nice 7 and SCHED_BATCH, main pins itself to CPU 0;
  *                       SetBreakpoint, then each prints its CPUs, policy and nice value
  *   behave umask        set its umask to 027, SetBreakpoint, then create a file (mode
@@ -278,6 +280,19 @@ static int deleted_files(void)
 		return 1;
 	printf("rest \"%s\" all \"%s\" other \"%s\" write %s\n", rest, all, other,
 	       write(reader, "x", 1) < 0 && errno == EBADF ? "refused" : "allowed");
+	return 0;
+}
+
+/* `behave fds N`: many descriptors across breakpoints. */
+static int many_descriptors(const char *self, int n)
+{
+	for (int i = 0; i < n; i++) {
+		if (open(i % 2 ? "/dev/null" : self, O_RDONLY) < 0)
+			return 1;
+	}
+	SetBreakpoint(1, 1, 1, 1, "mode=fds");
+	SetBreakpoint(1, 1, 1, 1, "mode=fds");
+	printf("done\n");
 	return 0;
 }
 
@@ -536,6 +551,8 @@ int main(int argc, char **argv)
 		return own_umask();
 	if (!strcmp(mode, "sched"))
 		return own_scheduling();
-	fprintf(stderr, "usage: behave echo|exit N|signals|segv|abort-thread|wait-term|fork|big MB|leader-exits|exec|vfork-stuck|alarm HOW|limits|tmpfile|ids|umask|sched\n");
+	if (!strcmp(mode, "fds") && argc == 3)
+		return many_descriptors(argv[0], atoi(argv[2]));
+	fprintf(stderr, "usage: behave echo|exit N|signals|segv|abort-thread|wait-term|fork|big MB|leader-exits|exec|vfork-stuck|alarm HOW|limits|tmpfile|ids|umask|sched|fds N\n");
 	return 2;
 }
