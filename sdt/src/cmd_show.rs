@@ -72,8 +72,9 @@ pub fn show(opt: ShowOpt) -> Result<()> {
     }
     let p = &m.process;
     let args: Vec<_> = p.cmdline.iter().map(|a| escape(a)).collect();
+    let umask = p.umask.map_or_else(String::new, |m| format!(", umask {m:04o}"));
     println!(
-        "process:  pid {} ({}), exe {}, args {}",
+        "process:  pid {} ({}), exe {}{umask}, args {}",
         p.pid,
         escape(&p.comm),
         escape(&p.exe),

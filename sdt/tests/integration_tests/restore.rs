@@ -252,6 +252,8 @@ fn a_resumed_program_keeps_its_umask() -> Result<(), Skip> {
     let out = sdt.ok(&["run", "-q", "--", prog.to_str().unwrap(), "umask"]);
     let expected = "umask 027 created 640\n";
     assert_eq!(stdout(&out), expected, "{}", describe(&out));
+    let shown = stdout(&sdt.ok(&["show", "S0"]));
+    assert!(shown.contains(", umask 0027, args "), "{shown}");
     // A restorer's umask the program's must not leak into.
     let out = run(sdt.command_with_umask(0o002, &["restore", "S0"]).stdin(Stdio::null()));
     assert!(out.status.success(), "{}", describe(&out));
