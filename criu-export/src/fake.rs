@@ -252,6 +252,7 @@ pub fn sample() -> FakeSource {
             dumpable: Some(true),
             limits: Vec::new(),
             umask: Some(0o027),
+            personality: None,
             scheduling: vec![ThreadScheduling {
                 tid: BREAKING,
                 policy: 3,

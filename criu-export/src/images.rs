@@ -107,7 +107,7 @@ pub(crate) fn gen_core(plan: &Plan, thread: &Thread) -> Image {
     let tc = leader.then(|| pb::TaskCoreEntry {
         task_state: TASK_ALIVE,
         exit_code: 0,
-        personality: 0,
+        personality: plan.meta.process.personality.unwrap_or(0),
         flags: 0,
         blk_sigset: t.sigmask,
         comm: plan.meta.process.comm.clone(),

@@ -24,8 +24,8 @@ pub(crate) fn thread_name(pid: Tid, tid: Tid) -> String {
     read_text(pid, &format!("task/{tid}/comm")).map(|s| s.trim_end().to_owned()).unwrap_or_default()
 }
 
-/// The process's identity, limits and umask, from `stat`, `status`, `cmdline`, `exe`,
-/// `cwd` and `limits` read through `live_thread`, a thread that has not exited (a leader that
+/// The process's identity, limits, umask and personality, from `stat`, `status`,
+/// `cmdline`, `exe`, `cwd`, `limits` and `personality` read through `live_thread`, a thread that has not exited (a leader that
 /// exited first has no memory left to show), and the leader's `comm`; its credentials,
 /// `live_thread`'s and those of each thread whose own differ.
 pub(crate) fn process_info(pid: Tid, live_thread: Tid) -> std::io::Result<ProcessInfo> {
@@ -58,6 +58,7 @@ pub(crate) fn process_info(pid: Tid, live_thread: Tid) -> std::io::Result<Proces
         creds,
         limits: read(live_thread, "limits").map(|l| sdt_procfs::parse_limits(&l)).unwrap_or_default(),
         umask: sdt_procfs::parse_umask(&status),
+        personality: read(live_thread, "personality").ok().and_then(|p| sdt_procfs::parse_personality(&p)),
         // Read with the threads' names.
         scheduling: Vec::new(),
     })

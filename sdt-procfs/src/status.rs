@@ -85,6 +85,11 @@ pub fn parse_real_ids(status: &[u8]) -> (u32, u32) {
     (real("Uid:").unwrap_or(0), real("Gid:").unwrap_or(0))
 }
 
+/// A `personality` file's value (hexadecimal).
+pub fn parse_personality(text: &[u8]) -> Option<u32> {
+    u32::from_str_radix(std::str::from_utf8(text).ok()?.trim(), 16).ok()
+}
+
 /// The file mode creation mask of a `status` file (`Umask:`, octal).
 pub fn parse_umask(status: &[u8]) -> Option<u32> {
     u32::from_str_radix(field(status, "Umask:")?.trim(), 8).ok()
@@ -270,6 +275,12 @@ mod tests {
         NoNewPrivs:\t1\n\
         Seccomp:\t0\n\
         Seccomp_filters:\t0\n";
+
+    #[test]
+    fn a_personality_is_hexadecimal() {
+        assert_eq!(parse_personality(b"00040000\n"), Some(0x40000));
+        assert_eq!(parse_personality(b"nope\n"), None);
+    }
 
     #[test]
     fn the_umask_is_octal() {

@@ -19,14 +19,14 @@
 //!
 //! A new PID namespace gets an init, which starts the stub under the snapshot's pid
 //! (`clone3` with `set_tid`): thread ids the program cached (glibc does) stay valid.
-//! The stub lays out the snapshot's descriptors, signal dispositions, umask and working
-//! directory itself, then waits; the caller's thread seizes it and, through system
-//! calls injected into it, replaces its memory (`memory`), then creates the other
-//! threads with their ids and sets every thread's state (`threads`) and scheduling:
-//! CPUs, policy, nice value (`sched`). Extra environment variables go into a new
-//! `environ` array (`environ`). The interval timers that were running are set again
-//! with the time they had left (`timers`), the resource limits as they were, never
-//! above the restorer's hard limits (`limits`). Last, every thread takes the
+//! The stub lays out the snapshot's descriptors, signal dispositions, umask,
+//! personality and working directory itself, then waits; the caller's thread seizes it
+//! and, through system calls injected into it, replaces its memory (`memory`), then
+//! creates the other threads with their ids and sets every thread's state (`threads`)
+//! and scheduling: CPUs, policy, nice value (`sched`). Extra environment variables go
+//! into a new `environ` array (`environ`). The interval timers that were running are
+//! set again with the time they had left (`timers`), the resource limits as they were,
+//! never above the restorer's hard limits (`limits`). Last, every thread takes the
 //! credentials it had (`creds`): the stub opened the program's files as the program's
 //! user already.
 //!
@@ -308,6 +308,7 @@ pub fn restore(snap: &Snapshot, trust: &Trust, options: &Options) -> Result<Rest
         identity: targets.as_ref().map(|t| creds::file_identity(t.of(meta.process.pid))),
         user_namespace,
         umask: meta.process.umask,
+        personality: meta.process.personality,
     };
     let spawned = respawn::spawn_stub(&stub)
         .map_err(|e| stub_error(e, &descriptors.names, user_namespace.is_some()))?;

@@ -522,6 +522,11 @@ pub struct ProcessInfo {
     /// from before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub umask: Option<u32>,
+    /// Its execution domain and flags (`/proc/PID/personality`: `ADDR_NO_RANDOMIZE` for
+    /// a program run under `setarch -R`); `None` in snapshots from before it was
+    /// recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub personality: Option<u32>,
     /// Each thread's scheduling, by its id in the process's pid namespace; empty in
     /// snapshots from before it was recorded.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -9,9 +9,9 @@
 //!                               │ clone3(set_tid = [pid])
 //!                               ▼
 //!                              stub (pid = the snapshot's pid): block signals, set
-//!                              dispositions, umask, chdir, take the program's file
-//!                              identity, lay out descriptors, add epoll watches,
-//!                              close the report pipe, pause()
+//!                              dispositions, umask, personality, chdir, take the
+//!                              program's file identity, lay out descriptors, add
+//!                              epoll watches, close the report pipe, pause()
 //! init: close every descriptor, reap children until the stub ends, then exit with its
 //! status
 //! ```
@@ -35,11 +35,12 @@
 //! # Safety
 //!
 //! After `clone`, both children run only raw system calls (`rt_sigprocmask`,
-//! `rt_sigaction`, `umask`, `chdir`, `setgroups`, `setfsgid`, `setfsuid`, `openat`,
-//! `fcntl`, `dup2`, `lseek`, `epoll_ctl`, `close_range`, `open`, `write`, `clone3`,
-//! `wait4`, `pause`, `exit_group`) on memory prepared before the clone: no allocation,
-//! no locks, as after any `fork` of a multithreaded process (glibc's `setgroups` would
-//! signal the caller's other threads, which the child does not have).
+//! `rt_sigaction`, `umask`, `personality`, `chdir`, `setgroups`, `setfsgid`,
+//! `setfsuid`, `openat`, `fcntl`, `dup2`, `lseek`, `epoll_ctl`, `close_range`, `open`,
+//! `write`, `clone3`, `wait4`, `pause`, `exit_group`) on memory prepared before the
+//! clone: no allocation, no locks, as after any `fork` of a multithreaded process
+//! (glibc's `setgroups` would signal the caller's other threads, which the child does
+//! not have).
 
 #![allow(unsafe_code)]
 
@@ -109,6 +110,8 @@ pub struct Stub {
     pub user_namespace: Option<IdMap>,
     /// The file mode creation mask; `None`: the caller's.
     pub umask: Option<u32>,
+    /// The personality (`personality(2)`); `None`: the caller's.
+    pub personality: Option<u32>,
 }
 
 /// The one user and one group a new user namespace maps onto themselves: the caller's
@@ -326,7 +329,8 @@ unsafe fn run_init(
     }
 }
 
-/// The stub: dispositions, umask, working directory, descriptors, then wait to be seized.
+/// The stub: dispositions, umask, personality, working directory, descriptors, then
+/// wait to be seized.
 unsafe fn run_stub(stub: &Stub, report: i32, base: i32, placed: &mut [i32]) -> ! {
     // SAFETY: raw system calls on memory prepared before the clone (module note).
     unsafe {
@@ -343,6 +347,9 @@ unsafe fn run_stub(stub: &Stub, report: i32, base: i32, placed: &mut [i32]) -> !
         }
         if let Some(mask) = stub.umask {
             libc::umask(mask);
+        }
+        if let Some(persona) = stub.personality {
+            libc::personality(persona as libc::c_ulong);
         }
         if libc::chdir(stub.cwd.as_ptr()) < 0 {
             fail(report, StubStep::Chdir, 0);

@@ -432,6 +432,7 @@ pub fn meta(
         dumpable: p.dumpable,
         limits: Vec::new(),
         umask: p.umask,
+        personality: None,
         scheduling: Vec::new(),
     };
     SnapshotMeta {

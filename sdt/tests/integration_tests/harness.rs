@@ -271,7 +271,7 @@ impl Sdt {
     }
 
     /// `wrapper` (a program and its arguments) running `sdt ARGS`, as [`Sdt::command`].
-    fn command_via(&self, wrapper: &[&str], args: &[&str]) -> Command {
+    pub fn command_via(&self, wrapper: &[&str], args: &[&str]) -> Command {
         self.command_via_sdt(wrapper, Path::new(env!("CARGO_BIN_EXE_sdt")), args)
     }
 

@@ -281,6 +281,21 @@ fn resumed_threads_keep_their_cpus_policy_and_nice_value() -> Result<(), Skip> {
     Ok(())
 }
 
+/// A program run without address randomization (`setarch -R`) resumes with that
+/// personality, from a restorer that has randomization on: what it executes later runs
+/// without it too.
+fn a_resumed_program_keeps_its_personality() -> Result<(), Skip> {
+    may_restore()?;
+    let sdt = Sdt::new();
+    let prog = program("behave");
+    let out =
+        run(&mut sdt
+            .command_via(&["setarch", "-R"], &["run", "-q", "--", prog.to_str().unwrap(), "personality"]));
+    assert_eq!(stdout(&out), "personality 40000\n", "ADDR_NO_RANDOMIZE: {}", describe(&out));
+    resumes_printing(&sdt, "personality 40000\n");
+    Ok(())
+}
+
 /// `sdt restore S0` ends well, and the resumed program prints `expected`.
 fn resumes_printing(sdt: &Sdt, expected: &str) {
     let out = sdt.output(&["restore", "S0"]);
@@ -627,6 +642,7 @@ sdt_test_harness::tests![
     a_resumed_program_gets_the_alarm_it_was_waiting_for,
     a_resumed_program_keeps_its_resource_limits,
     a_resumed_program_keeps_its_umask,
+    a_resumed_program_keeps_its_personality,
     resumed_threads_keep_their_cpus_policy_and_nice_value,
     deleted_files_resume_with_what_they_held,
     extra_environment_variables_reach_the_resumed_programs_getenv,

@@ -41,6 +41,7 @@
  *                       and /dev/null, pass two breakpoints, then print "done"
  *   behave sched        a worker takes nice 7 and SCHED_BATCH, main pins itself to CPU 0;
  *                       SetBreakpoint, then each prints its CPUs, policy and nice value
+ *   behave personality  SetBreakpoint, then print its personality (hexadecimal)
  *   behave umask        set its umask to 027, SetBreakpoint, then create a file (mode
  *                       0666) and print its permissions and the umask
  *   behave ids          SetBreakpoint, then print its user and group ids (real,
@@ -60,6 +61,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/personality.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -549,10 +551,15 @@ int main(int argc, char **argv)
 		return own_ids();
 	if (!strcmp(mode, "umask"))
 		return own_umask();
+	if (!strcmp(mode, "personality")) {
+		SetBreakpoint(1, 1, 1, 0, "mode=personality");
+		printf("personality %x\n", personality(0xffffffff));
+		return 0;
+	}
 	if (!strcmp(mode, "sched"))
 		return own_scheduling();
 	if (!strcmp(mode, "fds") && argc == 3)
 		return many_descriptors(argv[0], atoi(argv[2]));
-	fprintf(stderr, "usage: behave echo|exit N|signals|segv|abort-thread|wait-term|fork|big MB|leader-exits|exec|vfork-stuck|alarm HOW|limits|tmpfile|ids|umask|sched|fds N\n");
+	fprintf(stderr, "usage: behave echo|exit N|signals|segv|abort-thread|wait-term|fork|big MB|leader-exits|exec|vfork-stuck|alarm HOW|limits|tmpfile|ids|umask|personality|sched|fds N\n");
 	return 2;
 }
