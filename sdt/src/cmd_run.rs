@@ -113,12 +113,18 @@ pub fn capture_config(path: Option<&Path>, every: Option<u64>) -> Result<Capture
 }
 
 /// Where to find `libsdt.so.0` for a program that needs it: the `lib` folder beside the
-/// `bin` this `sdt` runs from, where it holds the library (an install in a prefix), or
-/// how to point the loader at one.
+/// `bin` this `sdt` runs from, where it holds the library (an install in a prefix; under
+/// `/usr`, the loader's cache is out of date), or how to point the loader at one.
 fn libsdt_so_hint() -> String {
     let exe = std::env::current_exe().ok();
     let prefix = exe.as_deref().and_then(|e| e.parent()?.parent());
     match prefix.map(|p| p.join("lib")).filter(|lib| lib.join("libsdt.so.0").exists()) {
+        // A system folder the loader's cache should know: it was not brought up to date.
+        Some(lib) if lib.starts_with("/usr") => format!(
+            "Run `sudo ldconfig` (the loader's cache lacks {}), or run it with LD_LIBRARY_PATH={}",
+            lib.join("libsdt.so.0").display(),
+            lib.display()
+        ),
         Some(lib) => format!(
             "Run it with LD_LIBRARY_PATH={0} (this sdt's own), or link it with -Wl,-rpath,{0}",
             lib.display()
