@@ -93,6 +93,15 @@ fn privileges(opt: &RestoreOpt, meta: &SnapshotMeta, detached: bool) -> Result<(
     }
     let beyond_owner = if opt.as_owner { BeyondOwner::Lower } else { BeyondOwner::Refuse };
     let had = meta.process.credentials_of(meta.process.pid);
+    let euid = nix::unistd::geteuid();
+    if opt.keep_root && !euid.is_root() {
+        bail!(
+            "--keep-root resumes the program as root, and sdt runs as uid {euid}: without it, {} resumes as \
+             the uid {} it ran as",
+            meta.name,
+            had.uids.effective
+        );
+    }
     if opt.keep_root {
         eprintln!(
             "sdt: WARNING: --keep-root: {} resumes with sdt's own credentials (root's, every capability \

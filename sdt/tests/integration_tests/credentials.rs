@@ -236,6 +236,16 @@ fn a_user_restores_their_own_program_without_root() -> Result<(), Skip> {
         assert_eq!(stderr(&out).contains(said), args.len() == 2, "{args:?}: {}", describe(&out));
     }
 
+    let out = run(sdt.command_as(&USER, &["restore", "--keep-root", "S0"]).stdin(Stdio::null()));
+    let said = stderr(&out);
+    assert!(
+        !out.status.success()
+            && said.contains("--keep-root resumes the program as root, and sdt runs as uid 1001")
+            && !said.contains("WARNING"),
+        "{}",
+        describe(&out)
+    );
+
     let other = User { groups: &[], ..USER };
     let out = run(sdt.command_as(&other, &["restore", "S0"]).stdin(Stdio::null()));
     assert!(!out.status.success(), "{}", describe(&out));
