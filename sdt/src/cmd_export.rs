@@ -61,6 +61,13 @@ pub fn criu(opt: ExportCriuOpt) -> Result<()> {
     print_notes(&report.notes);
     let shell_job = if report.shell_job { " --shell-job" } else { "" };
     eprintln!("sdt: resume it with: criu restore -D {}{shell_job}", dir.display());
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!(
+            "sdt: note: criu restore needs root (or CAP_CHECKPOINT_RESTORE); `sdt restore {}` resumes it \
+             without",
+            snap.name()
+        );
+    }
     Ok(())
 }
 

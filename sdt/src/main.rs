@@ -122,6 +122,16 @@ fn hint(err: &anyhow::Error) -> Option<String> {
     if err.chain().any(no_namespace) {
         return None;
     }
+    // A file of the program's refused (a restore or the CRIU images would open it) is
+    // named already; its permission error is not the store's.
+    let program_file_refused = |cause: &(dyn std::error::Error + 'static)| {
+        let restore = cause.downcast_ref().or_else(|| restore_error(cause.downcast_ref()?));
+        matches!(restore, Some(sdt_restore::Error::Refused { .. }))
+            || matches!(cause.downcast_ref(), Some(criu_export::Error::Refused { .. }))
+    };
+    if err.chain().any(program_file_refused) {
+        return None;
+    }
     if let Some(dir) = err.chain().find_map(store_refused) {
         return Some(format!(
             "permission denied on {}: pass --store DIR (or set SDT_STORE) for a store you may read and write",

@@ -236,6 +236,11 @@ fn a_user_restores_their_own_program_without_root() -> Result<(), Skip> {
         assert_eq!(stderr(&out).contains(said), args.len() == 2, "{args:?}: {}", describe(&out));
     }
 
+    // CRIU's images would need root to restore: the user is pointed at `sdt restore`.
+    let out = run(sdt.command_as(&USER, &["export", "criu", "S0", "-o", "img"]).stdin(Stdio::null()));
+    let said = "criu restore needs root (or CAP_CHECKPOINT_RESTORE); `sdt restore S0` resumes it without";
+    assert!(out.status.success() && stderr(&out).contains(said), "{}", describe(&out));
+
     let out = run(sdt.command_as(&USER, &["restore", "--keep-root", "S0"]).stdin(Stdio::null()));
     let said = stderr(&out);
     assert!(
@@ -257,6 +262,34 @@ fn a_user_restores_their_own_program_without_root() -> Result<(), Skip> {
         "{}",
         describe(&out)
     );
+    Ok(())
+}
+
+/// A user's program whose stdout is a file in root's private directory (a redirection
+/// made by root) is refused by the CRIU export, which names that descriptor and the permission error,
+/// and nothing else: the store is the user's and readable (no hint to pass another).
+fn a_descriptor_the_user_cannot_reach_is_named_without_a_store_hint() -> Result<(), Skip> {
+    sdt_test_harness::root("becoming a user other than root for the test (setpriv) takes root")?;
+    let sdt = Sdt::owned_by(&USER);
+    let prog = sdt.copy_in(&program("behave"));
+    let roots = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(roots.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let output = roots.path().join("output");
+    // Root's shell makes it stdout, then becomes the user running sdt.
+    let script = "exec >>\"$SDT_TEST_OUTPUT\" && exec setpriv --reuid=1001 --regid=1001 --groups=1001 -- \"$0\" \"$@\"";
+    let args = ["run", "-q", "--", prog.to_str().unwrap(), "exit", "0"];
+    let mut cmd = sdt.command_via_sdt(&["sh", "-c", script], &sdt.dir.path().join("sdt"), &args);
+    let out = run(cmd.env("SDT_TEST_OUTPUT", &output).stdin(Stdio::null()));
+    assert!(out.status.success(), "{}", describe(&out));
+    let out = run(sdt.command_as(&USER, &["export", "criu", "S0", "-o", "img"]).stdin(Stdio::null()));
+    let said = stderr(&out);
+    let refused = format!("fd 1 ({}) is refused: `criu restore` would open it as root", output.display());
+    assert!(
+        !out.status.success() && said.contains(&refused) && said.contains("Permission denied"),
+        "{}",
+        describe(&out)
+    );
+    assert!(!said.contains("hint"), "{}", describe(&out));
     Ok(())
 }
 
@@ -302,6 +335,7 @@ sdt_test_harness::tests![
     a_program_restored_by_root_resumes_as_the_user_it_ran_as,
     a_user_restores_their_own_program_without_root,
     a_restore_refused_a_user_namespace_says_so,
+    a_descriptor_the_user_cannot_reach_is_named_without_a_store_hint,
     keep_root_resumes_as_root_and_says_so,
     a_seccomp_filter_is_refused_unless_the_restore_goes_on_without_it,
     a_program_that_makes_itself_non_dumpable_is_said_to_be_closed,

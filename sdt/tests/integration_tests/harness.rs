@@ -276,7 +276,7 @@ impl Sdt {
     }
 
     /// [`Sdt::command_via`] with the `sdt` at `sdt`.
-    fn command_via_sdt(&self, wrapper: &[&str], sdt: &Path, args: &[&str]) -> Command {
+    pub fn command_via_sdt(&self, wrapper: &[&str], sdt: &Path, args: &[&str]) -> Command {
         use std::os::unix::process::CommandExt;
         let mut cmd = match wrapper.split_first() {
             Some((program, rest)) => {
