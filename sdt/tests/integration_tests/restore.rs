@@ -149,13 +149,20 @@ fn a_restored_program_prints_what_the_original_printed_from_there_on() -> Result
     Ok(())
 }
 
-/// A program holding descriptor 200 resumes under an open-files limit of 64: the
-/// restore raises it as far as the hard limit lets it.
-fn a_program_with_high_descriptors_resumes_under_a_low_limit() -> Result<(), Skip> {
+/// `behave ARGS` run under `sdt run -q` with a store of its own, for tests that restore
+/// its snapshots: the store, and how the run went.
+fn behave_run(args: &[&str]) -> Result<(Sdt, Output), Skip> {
     may_restore()?;
     let sdt = Sdt::new();
     let prog = program("behave");
-    let out = sdt.ok(&["run", "-q", "--", prog.to_str().unwrap(), "highfd", "200"]);
+    let out = sdt.ok(&[&["run", "-q", "--", prog.to_str().unwrap()][..], args].concat());
+    Ok((sdt, out))
+}
+
+/// A program holding descriptor 200 resumes under an open-files limit of 64: the
+/// restore raises it as far as the hard limit lets it.
+fn a_program_with_high_descriptors_resumes_under_a_low_limit() -> Result<(), Skip> {
+    let (sdt, out) = behave_run(&["highfd", "200"])?;
     assert_eq!(stdout(&out), "fd 200 open\n", "{}", describe(&out));
     let out = run(sdt.command_with_files(64, &["restore", "S0"]).stdin(std::process::Stdio::null()));
     assert!(out.status.success(), "{}", describe(&out));
@@ -167,11 +174,9 @@ fn a_program_with_high_descriptors_resumes_under_a_low_limit() -> Result<(), Ski
 /// both of its snapshots, ascending, each the file it opened (the second capture takes
 /// `/dev/null`'s from the first); each snapshot resumes.
 fn a_program_with_hundreds_of_descriptors_has_each_in_every_snapshot() -> Result<(), Skip> {
-    may_restore()?;
-    let sdt = Sdt::new();
-    let prog = program("behave");
-    let out = sdt.ok(&["run", "-q", "--", prog.to_str().unwrap(), "fds", "600"]);
+    let (sdt, out) = behave_run(&["fds", "600"])?;
     assert_eq!(stdout(&out), "done\n", "{}", describe(&out));
+    let prog = program("behave");
     for snap in ["S0", "S1"] {
         let raw = sdt.ok(&["show", "--raw", snap]);
         let meta: serde_json::Value = serde_json::from_slice(&raw.stdout).unwrap();
@@ -233,11 +238,8 @@ fn a_resumed_program_gets_the_alarm_it_was_waiting_for() -> Result<(), Skip> {
 /// Limits the program set itself (lowered here: the restorer may raise none beyond its
 /// own hard limits) are its own again after a resume, not the restorer's.
 fn a_resumed_program_keeps_its_resource_limits() -> Result<(), Skip> {
-    may_restore()?;
-    let sdt = Sdt::new();
-    let prog = program("behave");
     let expected = "nofile 200/300 stack 4194304\n";
-    let out = sdt.ok(&["run", "-q", "--", prog.to_str().unwrap(), "limits"]);
+    let (sdt, out) = behave_run(&["limits"])?;
     assert_eq!(stdout(&out), expected, "{}", describe(&out));
     resumes_printing(&sdt, expected);
     Ok(())
@@ -246,10 +248,7 @@ fn a_resumed_program_keeps_its_resource_limits() -> Result<(), Skip> {
 /// A resumed program keeps the umask it had set (not the restorer's): the files it
 /// creates after get the permissions they would have.
 fn a_resumed_program_keeps_its_umask() -> Result<(), Skip> {
-    may_restore()?;
-    let sdt = Sdt::new();
-    let prog = program("behave");
-    let out = sdt.ok(&["run", "-q", "--", prog.to_str().unwrap(), "umask"]);
+    let (sdt, out) = behave_run(&["umask"])?;
     let expected = "umask 027 created 640\n";
     assert_eq!(stdout(&out), expected, "{}", describe(&out));
     let shown = stdout(&sdt.ok(&["show", "S0"]));
@@ -265,10 +264,7 @@ fn a_resumed_program_keeps_its_umask() -> Result<(), Skip> {
 /// at nice 7 in SCHED_BATCH (a restorer's would be all CPUs, nice 0, SCHED_OTHER).
 /// `sdt show` lists each thread's.
 fn resumed_threads_keep_their_cpus_policy_and_nice_value() -> Result<(), Skip> {
-    may_restore()?;
-    let sdt = Sdt::new();
-    let prog = program("behave");
-    let out = sdt.ok(&["run", "-q", "--", prog.to_str().unwrap(), "sched"]);
+    let (sdt, out) = behave_run(&["sched"])?;
     let printed = stdout(&out);
     assert!(
         printed.contains("policy 3 nice 7\n") && printed.ends_with("main cpus 0 policy 0 nice 0\n"),
@@ -307,10 +303,7 @@ fn resumes_printing(sdt: &Sdt, expected: &str) {
 /// again read-only) are made again with their bytes, each descriptor at its position with
 /// its access mode.
 fn deleted_files_resume_with_what_they_held() -> Result<(), Skip> {
-    may_restore()?;
-    let sdt = Sdt::new();
-    let prog = program("behave");
-    let out = sdt.ok(&["run", "-q", "--", prog.to_str().unwrap(), "tmpfile"]);
+    let (sdt, out) = behave_run(&["tmpfile"])?;
     let expected = "rest \"deleted file\" all \"hello deleted file!\" other \"second\" write refused\n";
     assert_eq!(stdout(&out), expected, "{}", describe(&out));
     let shown = stdout(&sdt.ok(&["show", "S0"]));
