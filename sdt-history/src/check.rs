@@ -5,8 +5,8 @@
 //!   same situation could have satisfied (a cycle of waits), or only ranks that ended.
 //! - **Unreceived**: a message no rank took, whose destination ended or was stuck.
 //! - **Truncated**: a receive whose buffer was smaller than the message.
-//! - **Never completed**: a non-blocking send or receive that a rank which reached
-//!   `MPI_Finalize` never completed.
+//! - **Never completed**: a non-blocking send, receive or collective that a rank which
+//!   reached `MPI_Finalize` never completed.
 //!
 //! A rank that was still running when its history ends (the job was killed while it
 //! computed) could have gone on: nothing waiting on it is reported.
@@ -110,7 +110,8 @@ fn could_release(history: &History, rank: u32, b: &Blocked) -> Vec<u32> {
         .find(|c| c.id == b.comm)
         .map_or_else(|| (0..history.ranks.len() as u32).collect(), |c| c.ranks.clone());
     match (b.kind, b.peer) {
-        (EventKind::Collective(_), _) | (_, None) => members.into_iter().filter(|&m| m != rank).collect(),
+        (k, _) if k.collective().is_some() => members.into_iter().filter(|&m| m != rank).collect(),
+        (_, None) => members.into_iter().filter(|&m| m != rank).collect(),
         (_, Some(peer)) => vec![peer],
     }
 }
@@ -123,7 +124,7 @@ fn meet(a_rank: u32, a: &Blocked, b_rank: u32, b: &Blocked) -> bool {
     let sends = |k: EventKind| matches!(k, EventKind::Send | EventKind::SendDone);
     let receives = |k: EventKind| matches!(k, EventKind::Recv | EventKind::RecvDone | EventKind::Probe);
     match (a.kind, b.kind) {
-        (EventKind::Collective(x), EventKind::Collective(y)) => x == y,
+        (x, y) if x.collective().is_some() => x.collective() == y.collective(),
         (x, y) if receives(x) && sends(y) => {
             peer_fits(a.peer, b_rank) && b.peer == Some(a_rank) && tag_fits(a.tag, b.tag)
         }
@@ -158,10 +159,11 @@ fn stuck_ranks(history: &History) -> HashSet<u32> {
             .filter(|&r| {
                 let b = history.ranks[r as usize].blocked.as_ref().expect("blocked ranks have a call");
                 let others = could_release(history, r, b);
-                match b.kind {
-                    // A collective needs every member: each must be able to act.
-                    EventKind::Collective(_) => others.iter().all(|&m| can_act(r, b, m)),
-                    _ => others.iter().any(|&m| can_act(r, b, m)),
+                // A collective needs every member: each must be able to act.
+                if b.kind.collective().is_some() {
+                    others.iter().all(|&m| can_act(r, b, m))
+                } else {
+                    others.iter().any(|&m| can_act(r, b, m))
                 }
             })
             .collect();
@@ -185,7 +187,12 @@ pub fn check(history: &History) -> Vec<Finding> {
         let b = history.ranks[r as usize].blocked.as_ref().expect("stuck ranks are blocked");
         let waits_on = could_release(history, r, b);
         let call = match (b.kind, b.peer) {
-            (EventKind::Collective(c), _) => format!("in {} waiting for every member", c.name()),
+            (EventKind::ICollective(c), _) => {
+                let post = open_post(&history.ranks[r as usize], b.kind)
+                    .map_or_else(String::new, |seq| format!(" (event {seq})"));
+                format!("waiting for its {}{post} to complete on every member", c.posted_name())
+            }
+            (k, _) if k.collective().is_some() => format!("in {} waiting for every member", k.name()),
             (EventKind::Send | EventKind::SendDone, Some(p)) => format!("sending to rank {p}"),
             (_, Some(p)) => format!("receiving from rank {p}"),
             (_, None) => "receiving from any rank".to_owned(),
@@ -258,20 +265,26 @@ pub fn check(history: &History) -> Vec<Finding> {
             continue;
         }
         let completed: HashSet<u32> = rh.events.iter().filter_map(|e| e.post).collect();
-        for e in rh.events.iter().filter(|e| matches!(e.kind, EventKind::Isend | EventKind::Irecv)) {
-            if completed.contains(&e.seq) {
-                continue;
-            }
-            let op = if e.kind == EventKind::Isend { "send to" } else { "receive from" };
+        let posts =
+            |k: EventKind| matches!(k, EventKind::Isend | EventKind::Irecv | EventKind::ICollective(_));
+        for e in rh.events.iter().filter(|e| posts(e.kind) && !completed.contains(&e.seq)) {
             let peer = e.peer.map_or_else(|| "any rank".to_owned(), |p| format!("rank {p}"));
-            let what = format!(
-                "non-blocking {op} {peer} (tag {}) was never completed before MPI_Finalize",
-                tag_text(e.tag)
-            );
+            let op = match e.kind {
+                EventKind::Isend => format!("send to {peer} (tag {})", tag_text(e.tag)),
+                EventKind::Irecv => format!("receive from {peer} (tag {})", tag_text(e.tag)),
+                k => format!("collective ({})", k.name()),
+            };
+            let what = format!("non-blocking {op} was never completed before MPI_Finalize");
             findings.push(Finding::at(FindingKind::NeverCompleted, e, what));
         }
     }
     findings
+}
+
+/// The rank's last post of kind `kind` that nothing completed.
+fn open_post(rh: &RankHistory, kind: EventKind) -> Option<u32> {
+    let completed: HashSet<u32> = rh.events.iter().filter_map(|e| e.post).collect();
+    rh.events.iter().rev().find(|e| e.kind == kind && !completed.contains(&e.seq)).map(|e| e.seq)
 }
 
 fn tag_text(tag: Option<i32>) -> String {
@@ -354,12 +367,40 @@ mod tests {
     }
 
     #[test]
+    fn a_rank_waiting_for_its_ibarrier_while_another_waits_for_its_message_deadlocks() {
+        let mut h = HistoryBuilder::new(2);
+        h.push(0, Op::ICollective(CollectiveKind::Barrier, None));
+        h.blocked(0, EventKind::ICollective(CollectiveKind::Barrier), None);
+        h.blocked(1, EventKind::Recv, Some(0));
+        let findings = check(&h.build());
+        assert_eq!(kinds(&findings), [(FindingKind::Deadlock, 0, None), (FindingKind::Deadlock, 1, None)]);
+        assert!(
+            findings[0].what.contains("waiting for its ibarrier (event 0) to complete on every member"),
+            "{}",
+            findings[0].what
+        );
+
+        // Both waiting for the ibarrier they posted: MPI completes it once all are there.
+        let mut h = HistoryBuilder::new(2);
+        for r in 0..2 {
+            h.push(r, Op::ICollective(CollectiveKind::Barrier, None));
+            h.blocked(r, EventKind::ICollective(CollectiveKind::Barrier), None);
+        }
+        assert_eq!(check(&h.build()), []);
+    }
+
+    #[test]
     fn unreceived_messages_truncations_and_uncompleted_requests_are_placed_at_their_events() {
         let mut h = HistoryBuilder::new(3);
         let lost = h.push(0, Op::Send { to: 1, tag: 5 });
         let big = h.push(0, Op::Send { to: 2, tag: 6 });
         h.push(2, Op::Truncated { from: 0, matched: big.1, tag: 6 });
         let pending = h.push(2, Op::Irecv { from: None, tag: Some(9) });
+        let reduced: Vec<_> =
+            (0..3).map(|r| h.push(r, Op::ICollective(CollectiveKind::Allreduce, None))).collect();
+        for r in 0..2 {
+            h.push(r, Op::CollectiveDone { post: reduced[r as usize].1 });
+        }
         for r in 0..3 {
             h.push(r, Op::Finalize);
         }
@@ -370,8 +411,10 @@ mod tests {
                 (FindingKind::SentToEnded, 0, Some(lost.1)),
                 (FindingKind::Truncated, 2, Some(0)),
                 (FindingKind::NeverCompleted, 2, Some(pending.1)),
+                (FindingKind::NeverCompleted, 2, Some(reduced[2].1)),
             ]
         );
         assert!(findings[2].what.contains("receive from any rank (tag 9)"), "{}", findings[2].what);
+        assert!(findings[3].what.contains("non-blocking collective (iallreduce)"), "{}", findings[3].what);
     }
 }

@@ -15,10 +15,14 @@
 //! `a` happened before `b` exactly when `clock(a) < clock(b)` (less or equal everywhere,
 //! different somewhere).
 //!
+//! A non-blocking collective is two events: its post, which only increments, and its
+//! completion, which takes the maximum over the posts of the members it depends on (by
+//! the same shapes).
+//!
 //! Collectives are matched across ranks by communicator and order: the k-th collective
-//! a rank makes on a communicator meets the k-th of every other member. Communicators
-//! are told apart by their members and, among those with the same members, by the order
-//! each rank first used them.
+//! a rank makes (or posts) on a communicator meets the k-th of every other member, as MPI
+//! requires of programs. Communicators are told apart by their members and, among those
+//! with the same members, by the order each rank first used them.
 
 use std::collections::HashMap;
 
@@ -63,6 +67,14 @@ pub enum ClockError {
         /// A rank that cannot go on.
         rank: u32,
         /// Its first event that cannot be placed.
+        seq: u32,
+    },
+    /// A completion of a non-blocking collective names no post of one.
+    #[error("rank {rank} event {seq}: completes no non-blocking collective of rank {rank}")]
+    BadPost {
+        /// The rank.
+        rank: u32,
+        /// The completion.
         seq: u32,
     },
 }
@@ -118,8 +130,7 @@ fn collective_instances(history: &History) -> Result<HashMap<(u32, u32), Instanc
         let mut keys: HashMap<u16, (Vec<u32>, u32)> = HashMap::new();
         let mut seen_members: HashMap<Vec<u32>, u32> = HashMap::new();
         let mut counts: HashMap<u16, u32> = HashMap::new();
-        for e in &rh.events {
-            let EventKind::Collective(_) = e.kind else { continue };
+        for e in rh.events.iter().filter(|e| e.kind.joins_collective()) {
             let key = match keys.get(&e.comm) {
                 Some(key) => key.clone(),
                 None => {
@@ -150,6 +161,8 @@ pub fn compute(history: &History) -> Result<Clocks, ClockError> {
     let instances = collective_instances(history)?;
     // Members of each instance that have reached it, with their pre-merge clocks.
     let mut arrived: HashMap<&Instance, Vec<(u32, u32, Clock)>> = HashMap::new();
+    // Members of each non-blocking instance that have posted it, with their posts' clocks.
+    let mut posted: HashMap<&Instance, Vec<(u32, Clock)>> = HashMap::new();
     let mut clocks: Vec<Vec<Clock>> =
         history.ranks.iter().map(|r| Vec::with_capacity(r.events.len())).collect();
     // Per rank: the next event to place, and whether it waits at a collective already.
@@ -195,6 +208,23 @@ pub fn compute(history: &History) -> Result<Clocks, ClockError> {
                     }
                     progressed = true;
                     continue;
+                } else if let EventKind::ICollective(_) = e.kind {
+                    posted.entry(&instances[&(e.rank, e.seq)]).or_default().push((e.rank, clock.clone()));
+                } else if let EventKind::CollectiveDone(kind) = e.kind {
+                    let instance = e
+                        .post
+                        .and_then(|post| instances.get(&(e.rank, post)))
+                        .ok_or(ClockError::BadPost { rank: e.rank, seq: e.seq })?;
+                    let posts = posted.get(instance).map_or(&[][..], Vec::as_slice);
+                    let post_of = |m: u32| posts.iter().find(|p| p.0 == m).map(|p| &p.1);
+                    let needed = depends_on(kind.shape(), e.peer, &instance.0, e.rank);
+                    // Until every member it depends on has posted.
+                    if !needed.iter().all(|&m| post_of(m).is_some()) {
+                        break;
+                    }
+                    for m in needed {
+                        merge(&mut clock, post_of(m).expect("checked above"));
+                    }
                 }
                 clocks[r].push(clock);
                 progressed = true;
@@ -212,6 +242,17 @@ pub fn compute(history: &History) -> Result<Clocks, ClockError> {
     Ok(Clocks { clocks })
 }
 
+/// The members whose part of a collective `rank`'s part depends on, by its shape.
+fn depends_on(shape: Shape, root: Option<u32>, members: &[u32], rank: u32) -> Vec<u32> {
+    match shape {
+        Shape::AllToAll => members.to_vec(),
+        Shape::OneToAll => root.into_iter().collect(),
+        Shape::AllToOne if root == Some(rank) => members.to_vec(),
+        Shape::AllToOne => Vec::new(),
+        Shape::Prefix => members.iter().copied().take_while(|&m| m != rank).collect(),
+    }
+}
+
 /// Gives each member of a collective instance its clock once all have arrived.
 fn finish_collective(
     shape: Shape,
@@ -220,34 +261,12 @@ fn finish_collective(
     arrived: Vec<(u32, u32, Clock)>,
     clocks: &mut [Vec<Clock>],
 ) {
-    let own = |rank: u32| arrived.iter().find(|a| a.0 == rank).map(|a| a.2.clone());
-    let all = || {
-        let mut c = arrived[0].2.clone();
-        for a in &arrived[1..] {
-            merge(&mut c, &a.2);
-        }
-        c
-    };
+    let own = |rank: u32| arrived.iter().find(|a| a.0 == rank).map(|a| &a.2);
     for (rank, _, base) in &arrived {
         let mut clock = base.clone();
-        match shape {
-            Shape::AllToAll => clock = all(),
-            Shape::OneToAll => {
-                if let Some(root_clock) = root.and_then(own) {
-                    merge(&mut clock, &root_clock);
-                }
-            }
-            Shape::AllToOne => {
-                if root == Some(*rank) {
-                    clock = all();
-                }
-            }
-            Shape::Prefix => {
-                for m in members.iter().take_while(|&&m| m != *rank) {
-                    if let Some(c) = own(*m) {
-                        merge(&mut clock, &c);
-                    }
-                }
+        for m in depends_on(shape, root, members, *rank) {
+            if let Some(c) = own(m) {
+                merge(&mut clock, c);
             }
         }
         if let Some(list) = clocks.get_mut(*rank as usize) {
@@ -310,6 +329,35 @@ mod tests {
     }
 
     #[test]
+    fn a_non_blocking_collective_orders_its_completions_after_the_posts_not_the_posts() {
+        // Ranks 0 and 1 post an ibarrier and an ibcast from 1, then complete both later.
+        let mut h = HistoryBuilder::new(2);
+        let before: Vec<_> = (0..2).map(|r| h.push(r, Op::Init)).collect();
+        let barrier: Vec<_> =
+            (0..2).map(|r| h.push(r, Op::ICollective(CollectiveKind::Barrier, None))).collect();
+        let bcast: Vec<_> =
+            (0..2).map(|r| h.push(r, Op::ICollective(CollectiveKind::Bcast, Some(1)))).collect();
+        let between: Vec<_> = (0..2).map(|r| h.push(r, Op::Init)).collect();
+        let barrier_done: Vec<_> =
+            (0..2).map(|r| h.push(r, Op::CollectiveDone { post: barrier[r as usize].1 })).collect();
+        let bcast_done: Vec<_> =
+            (0..2).map(|r| h.push(r, Op::CollectiveDone { post: bcast[r as usize].1 })).collect();
+        let clocks = compute(&h.build()).unwrap();
+        // A post waits for nobody: rank 1's events before it do not precede rank 0's post.
+        assert!(clocks.concurrent(before[1], barrier[0]));
+        // Nor does what a rank does between its post and its completion.
+        assert!(clocks.concurrent(between[1], barrier_done[0]));
+        // The barrier's completion follows every member's post.
+        assert!(clocks.happened_before(barrier[1], barrier_done[0]));
+        assert!(clocks.happened_before(before[1], barrier_done[0]));
+        // The bcast's completion follows the root's post only.
+        assert!(clocks.happened_before(bcast[1], bcast_done[0]));
+        assert!(!clocks.happened_before(bcast[0], bcast_done[1]));
+        // The bcast counts after the barrier in the communicator's order.
+        assert_eq!(clocks.get(0, bcast_done[0].1).unwrap(), &vec![6, 3]);
+    }
+
+    #[test]
     fn impossible_histories_are_errors_not_panics() {
         let mut h = HistoryBuilder::new(2);
         h.push(1, Op::Recv { from: 0, matched: 0, tag: 1 });
@@ -320,6 +368,20 @@ mod tests {
         h.push(0, Op::Collective(CollectiveKind::Barrier, None));
         assert!(matches!(compute(&h.build()), Err(ClockError::Stuck { rank: 0, seq: 0 })));
 
+        // A completion whose barrier rank 1 never posted.
+        let mut h = HistoryBuilder::new(2);
+        let posted = h.push(0, Op::ICollective(CollectiveKind::Barrier, None));
+        h.push(0, Op::CollectiveDone { post: posted.1 });
+        assert!(matches!(compute(&h.build()), Err(ClockError::Stuck { rank: 0, seq: 1 })));
+
+        // A completion that names no post.
+        let mut h = HistoryBuilder::new(1);
+        h.push(0, Op::Init);
+        let mut history = h.build();
+        let done = EventKind::CollectiveDone(CollectiveKind::Barrier);
+        history.ranks[0].events.push(Event { post: Some(0), ..crate::testing::event(0, 1, done) });
+        assert!(matches!(compute(&history), Err(ClockError::BadPost { rank: 0, seq: 1 })));
+
         // Each receives the other's second event before sending it: a cycle.
         let mut h = HistoryBuilder::new(2);
         h.push(0, Op::Recv { from: 1, matched: 1, tag: 1 });
@@ -329,5 +391,5 @@ mod tests {
         assert!(matches!(compute(&h.build()), Err(ClockError::Stuck { .. })));
     }
 
-    use crate::model::CollectiveKind;
+    use crate::model::{CollectiveKind, Event};
 }

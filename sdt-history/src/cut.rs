@@ -89,7 +89,8 @@ pub fn check(history: &History, clocks: &Clocks, cut: &[u64]) -> CutVerdict {
         if depends_on_later {
             consistent = false;
             // Name the collectives that carry the dependency (messages are in `orphans`).
-            for e in rh.events[..count].iter().filter(|e| matches!(e.kind, EventKind::Collective(_))) {
+            let carries = |k: EventKind| matches!(k, EventKind::Collective(_) | EventKind::CollectiveDone(_));
+            for e in rh.events[..count].iter().filter(|e| carries(e.kind)) {
                 let Some(c) = clocks.get(rh.rank, e.seq) else { continue };
                 let later =
                     c.iter().enumerate().any(|(p, &seen)| u64::from(seen) > cut.get(p).copied().unwrap_or(0));

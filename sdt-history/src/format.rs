@@ -48,7 +48,8 @@
 //! ```
 //!
 //! Constraints a reader checks: `peer < size` or -1; `matched`, `post` and `site` name
-//! entries that exist (a `post` names an earlier `Irecv`/`Isend` of the same rank);
+//! entries that exist (a `post` names an earlier `Irecv`/`Isend`, or the post of the same
+//! non-blocking collective, of the same rank);
 //! `comm` names a communicator of the table; flags outside `FLAG_*` are an error.
 //! The communicator and site tables are written by the library as text lines in two
 //! small side files, `mpi-comms` (`COMM_ID WORLD_RANK,WORLD_RANK,…`) and `mpi-sites`
@@ -95,6 +96,10 @@ pub const KIND_PROBE: u8 = 9;
 /// Collectives: `KIND_COLLECTIVE + n`, n in the order of
 /// [`CollectiveKind`](crate::CollectiveKind)'s variants (Barrier = 0 … Other = 10).
 pub const KIND_COLLECTIVE: u8 = 32;
+/// Non-blocking collectives' posts: `KIND_ICOLLECTIVE + n`, n as for [`KIND_COLLECTIVE`].
+pub const KIND_ICOLLECTIVE: u8 = 64;
+/// Non-blocking collectives' completions: `KIND_COLLECTIVE_DONE + n`.
+pub const KIND_COLLECTIVE_DONE: u8 = 96;
 
 /// The receive was posted with `MPI_ANY_SOURCE`.
 pub const FLAG_ANY_SOURCE: u8 = 1;
@@ -230,8 +235,15 @@ fn kind_of(code: u8) -> Option<EventKind> {
         KIND_RECV_DONE => EventKind::RecvDone,
         KIND_SEND_DONE => EventKind::SendDone,
         KIND_PROBE => EventKind::Probe,
-        _ => EventKind::Collective(*COLLECTIVES.get(code.checked_sub(KIND_COLLECTIVE)? as usize)?),
+        KIND_COLLECTIVE_DONE.. => EventKind::CollectiveDone(collective(code - KIND_COLLECTIVE_DONE)?),
+        KIND_ICOLLECTIVE.. => EventKind::ICollective(collective(code - KIND_ICOLLECTIVE)?),
+        _ => EventKind::Collective(collective(code.checked_sub(KIND_COLLECTIVE)?)?),
     })
+}
+
+/// The collective operation numbered `n` in a kind code.
+fn collective(n: u8) -> Option<CollectiveKind> {
+    COLLECTIVES.get(usize::from(n)).copied()
 }
 
 /// The kind code of an event kind.
@@ -246,10 +258,15 @@ pub fn kind_code(kind: EventKind) -> u8 {
         EventKind::RecvDone => KIND_RECV_DONE,
         EventKind::SendDone => KIND_SEND_DONE,
         EventKind::Probe => KIND_PROBE,
-        EventKind::Collective(c) => {
-            KIND_COLLECTIVE + COLLECTIVES.iter().position(|&k| k == c).unwrap_or(10) as u8
-        }
+        EventKind::Collective(c) => KIND_COLLECTIVE + collective_number(c),
+        EventKind::ICollective(c) => KIND_ICOLLECTIVE + collective_number(c),
+        EventKind::CollectiveDone(c) => KIND_COLLECTIVE_DONE + collective_number(c),
     }
+}
+
+/// The number of a collective operation in a kind code.
+fn collective_number(c: CollectiveKind) -> u8 {
+    COLLECTIVES.iter().position(|&k| k == c).unwrap_or(10) as u8
 }
 
 /// Bytes of the header that [`count`] needs.
@@ -338,16 +355,12 @@ pub fn read_rank(events: &[u8], comms: &str, sites: &str) -> Result<RankHistory,
                 m if kind.receives() => Some(m),
                 m => return Err(format!("a {} names a matched send {m}", kind.name())),
             };
-            let post = match (r.u32(20), kind) {
+            let post = match (r.u32(20), kind.posted_by()) {
                 (NONE, _) => None,
-                (p, EventKind::RecvDone | EventKind::SendDone) => {
-                    let wanted =
-                        if kind == EventKind::RecvDone { EventKind::Irecv } else { EventKind::Isend };
-                    match out.get(p as usize) {
-                        Some(posted) if posted.kind == wanted => Some(p),
-                        _ => return Err(format!("post {p} is not an earlier {}", wanted.name())),
-                    }
-                }
+                (p, Some(wanted)) => match out.get(p as usize) {
+                    Some(posted) if posted.kind == wanted => Some(p),
+                    _ => return Err(format!("post {p} is not an earlier {}", wanted.name())),
+                },
                 (p, _) => return Err(format!("a {} names a post {p}", kind.name())),
             };
             let peer = peer(r.i32(4))?;
@@ -634,6 +647,8 @@ mod tests {
         };
         assert_eq!(record(0, 0, &[10]), "unknown kind 10");
         assert_eq!(record(0, 0, &[KIND_COLLECTIVE + 11]), "unknown kind 43");
+        assert_eq!(record(0, 0, &[KIND_ICOLLECTIVE + 11]), "unknown kind 75");
+        assert_eq!(record(0, 0, &[KIND_COLLECTIVE_DONE + 11]), "unknown kind 107");
         assert_eq!(record(0, 1, &[32]), "unknown flags 0x20");
         assert_eq!(record(3, 2, &[2, 0]), "communicator 2 is not in mpi-comms");
         assert_eq!(record(3, 4, &3i32.to_le_bytes()), "peer 3 is not a rank of 3");
@@ -645,6 +660,32 @@ mod tests {
         assert_eq!(record(2, 20, &0u32.to_le_bytes()), "post 0 is not an earlier irecv");
         assert_eq!(record(3, 20, &1u32.to_le_bytes()), "a send names a post 1");
         assert_eq!(record(3, 24, &2u32.to_le_bytes()), "site 2 is not in mpi-sites");
+    }
+
+    #[test]
+    fn every_kind_reads_back_from_its_code() {
+        for c in COLLECTIVES {
+            for kind in [EventKind::Collective(c), EventKind::ICollective(c), EventKind::CollectiveDone(c)] {
+                assert_eq!(kind_of(kind_code(kind)), Some(kind));
+            }
+        }
+        let mut history = sample();
+        history.events[4].kind = EventKind::ICollective(CollectiveKind::Allreduce);
+        history.events[5] = Event {
+            comm: 1,
+            post: Some(4),
+            ..event(5, EventKind::CollectiveDone(CollectiveKind::Allreduce))
+        };
+        history.events.push(event(6, EventKind::Finalize));
+        history.blocked = Some(Blocked {
+            kind: EventKind::ICollective(CollectiveKind::Barrier),
+            ..sample().blocked.unwrap()
+        });
+        assert_eq!(read(&write_rank(&history)).unwrap(), history);
+        // A completion names its own collective's post.
+        history.events[5].post = Some(3);
+        let err = read(&write_rank(&history)).unwrap_err().to_string();
+        assert_eq!(err, "event 5: post 3 is not an earlier iallreduce");
     }
 
     #[test]

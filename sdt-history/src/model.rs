@@ -38,6 +38,13 @@ pub enum EventKind {
     Probe,
     /// A collective operation, on every member of its communicator.
     Collective(CollectiveKind),
+    /// A non-blocking collective was posted (`MPI_Iallreduce`, `MPI_Ibarrier`, …): it
+    /// counts in the communicator's order of collectives, and its data leaves with this
+    /// event's clock.
+    ICollective(CollectiveKind),
+    /// A posted non-blocking collective completed (in `Wait*`/`Test*`); [`Event::post`]
+    /// is its [`EventKind::ICollective`]. It follows the posts of the members it depends on.
+    CollectiveDone(CollectiveKind),
 }
 
 impl EventKind {
@@ -64,7 +71,33 @@ impl EventKind {
             EventKind::SendDone => "send_done",
             EventKind::Probe => "probe",
             EventKind::Collective(c) => c.name(),
+            EventKind::ICollective(c) => c.posted_name(),
+            EventKind::CollectiveDone(c) => c.done_name(),
         }
+    }
+
+    /// For a completion, the kind of the event that posted it.
+    pub fn posted_by(self) -> Option<EventKind> {
+        match self {
+            EventKind::RecvDone => Some(EventKind::Irecv),
+            EventKind::SendDone => Some(EventKind::Isend),
+            EventKind::CollectiveDone(c) => Some(EventKind::ICollective(c)),
+            _ => None,
+        }
+    }
+
+    /// The collective operation of a collective event, blocking or not.
+    pub fn collective(self) -> Option<CollectiveKind> {
+        match self {
+            EventKind::Collective(c) | EventKind::ICollective(c) | EventKind::CollectiveDone(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// True for the events that take a collective's place in its communicator's order:
+    /// a blocking collective, or a non-blocking one's post.
+    pub fn joins_collective(self) -> bool {
+        matches!(self, EventKind::Collective(_) | EventKind::ICollective(_))
     }
 }
 
@@ -141,6 +174,40 @@ impl CollectiveKind {
             CollectiveKind::Other => "collective",
         }
     }
+
+    /// The name of its non-blocking post (`iallreduce`).
+    pub fn posted_name(self) -> &'static str {
+        match self {
+            CollectiveKind::Barrier => "ibarrier",
+            CollectiveKind::Bcast => "ibcast",
+            CollectiveKind::Scatter => "iscatter",
+            CollectiveKind::Reduce => "ireduce",
+            CollectiveKind::Gather => "igather",
+            CollectiveKind::Allreduce => "iallreduce",
+            CollectiveKind::Allgather => "iallgather",
+            CollectiveKind::Alltoall => "ialltoall",
+            CollectiveKind::ReduceScatter => "ireduce_scatter",
+            CollectiveKind::Scan => "iscan",
+            CollectiveKind::Other => "icollective",
+        }
+    }
+
+    /// The name of a non-blocking one's completion (`allreduce_done`).
+    pub fn done_name(self) -> &'static str {
+        match self {
+            CollectiveKind::Barrier => "barrier_done",
+            CollectiveKind::Bcast => "bcast_done",
+            CollectiveKind::Scatter => "scatter_done",
+            CollectiveKind::Reduce => "reduce_done",
+            CollectiveKind::Gather => "gather_done",
+            CollectiveKind::Allreduce => "allreduce_done",
+            CollectiveKind::Allgather => "allgather_done",
+            CollectiveKind::Alltoall => "alltoall_done",
+            CollectiveKind::ReduceScatter => "reduce_scatter_done",
+            CollectiveKind::Scan => "scan_done",
+            CollectiveKind::Other => "collective_done",
+        }
+    }
 }
 
 /// One event of one rank.
@@ -166,7 +233,8 @@ pub struct Event {
     pub bytes: u64,
     /// For receives: the `seq` of the send it took, on rank `peer`.
     pub matched: Option<u32>,
-    /// For completions (`RecvDone`, `SendDone`): the `seq` of the event that posted it.
+    /// For completions (`RecvDone`, `SendDone`, `CollectiveDone`): the `seq` of the event
+    /// that posted it.
     pub post: Option<u32>,
     /// Where the program called MPI: an index into [`RankHistory::sites`].
     pub site: Option<u32>,

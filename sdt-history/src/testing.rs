@@ -49,6 +49,10 @@ pub(crate) enum Op {
         tag: i32,
     },
     Collective(CollectiveKind, Option<u32>),
+    ICollective(CollectiveKind, Option<u32>),
+    CollectiveDone {
+        post: u32,
+    },
 }
 
 /// An event with nothing but its place and kind: no peer, tag, bytes or links, at
@@ -137,6 +141,15 @@ impl HistoryBuilder {
             Op::Collective(kind, root) => {
                 e.kind = EventKind::Collective(kind);
                 e.peer = root;
+            }
+            Op::ICollective(kind, root) => {
+                e.kind = EventKind::ICollective(kind);
+                e.peer = root;
+            }
+            Op::CollectiveDone { post } => {
+                let posted = &events[post as usize];
+                e.kind = posted.kind.collective().map_or(EventKind::Init, EventKind::CollectiveDone);
+                (e.peer, e.post, e.bytes) = (posted.peer, Some(post), 0);
             }
         }
         events.push(e);

@@ -110,6 +110,10 @@ enum kind {
 	KIND_SCAN,
 	KIND_OTHER_COLLECTIVE,
 };
+/* A non-blocking collective's post (MPI_Iallreduce, …) and its completion (in a Wait*
+ * or Test*), for the collective KIND_BARRIER + n. */
+#define KIND_POSTED(k) ((uint8_t)((k) + 32))
+#define KIND_DONE(k) ((uint8_t)((k) + 64))
 
 enum flag { FLAG_ANY_SOURCE = 1, FLAG_ANY_TAG = 2, FLAG_TRUNCATED = 4, FLAG_DIVERGED = 8, FLAG_FIXED_ROUTE = 16 };
 
@@ -211,6 +215,7 @@ struct pending {
 	struct comm *comm;
 	int peer, tag;    /* as posted (world rank; -1 for any) */
 	uint8_t flags;
+	uint8_t collective; /* a non-blocking collective's KIND_* (0: a send or receive) */
 	uint32_t site;
 	const struct enforced *replay; /* the recorded match of a posted receive */
 	struct piggyback header;
@@ -1226,13 +1231,14 @@ typedef int (*blocking_send)(const void *, int, MPI_Datatype, int, int, MPI_Comm
 typedef int (*posting_send)(const void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request *);
 
 /* Records the send event, returning the piggyback it sends. */
+/* Records a send; `*c` is its communicator's entry and `*at` its call site's id. */
 static struct piggyback send_event(uint8_t kind, MPI_Comm handle, int dest, int tag, int64_t bytes, void *site,
-				   struct comm **c)
+				   struct comm **c, uint32_t *at)
 {
 	lock_tables();
 	*c = comm_of(handle);
-	struct piggyback pb = { append(event(kind, *c, world_of(*c, dest), tag, bytes, site_id(site))),
-				PIGGYBACK_MAGIC };
+	*at = site_id(site);
+	struct piggyback pb = { append(event(kind, *c, world_of(*c, dest), tag, bytes, *at)), PIGGYBACK_MAGIC };
 	unlock_tables();
 	return pb;
 }
@@ -1244,21 +1250,22 @@ static int send_wrapped(blocking_send call, const void *buf, int count, MPI_Data
 	if (dest == MPI_PROC_NULL)
 		return call(buf, count, type, dest, tag, handle);
 	struct comm *c;
-	struct piggyback pb = send_event(KIND_SEND, handle, dest, tag, type_bytes(count, type), site, &c);
+	uint32_t at;
+	struct piggyback pb = send_event(KIND_SEND, handle, dest, tag, type_bytes(count, type), site, &c, &at);
 	int to = dest;
 	MPI_Comm route = send_route(pb.seq, c, handle, &to);
 	int64_t packed = packable(count, type);
 	if (packed >= 0) {
 		memcpy(pack_buffer, &pb, PIGGYBACK_BYTES);
 		memcpy(pack_buffer + PIGGYBACK_BYTES, buf, (size_t)packed);
-		block(KIND_SEND, c, world_of(c, dest), tag, NONE);
+		block(KIND_SEND, c, world_of(c, dest), tag, at);
 		int rc = call(pack_buffer, PIGGYBACK_BYTES + (int)packed, MPI_BYTE, to, tag, route);
 		unblock();
 		return rc;
 	}
 	int cached;
 	MPI_Datatype wrapped = wrap(&pb, buf, count, type, &cached);
-	block(KIND_SEND, c, world_of(c, dest), tag, NONE);
+	block(KIND_SEND, c, world_of(c, dest), tag, at);
 	int rc = call(MPI_BOTTOM, 1, wrapped, to, tag, route);
 	unblock();
 	unwrap_type(&wrapped, cached);
@@ -1380,7 +1387,7 @@ static int isend(posting_send call, const void *buf, int count, MPI_Datatype typ
 	if (!p)
 		return call(buf, count, type, dest, tag, handle, request);
 	struct comm *c;
-	p->header = send_event(KIND_ISEND, handle, dest, tag, type_bytes(count, type), site, &c);
+	p->header = send_event(KIND_ISEND, handle, dest, tag, type_bytes(count, type), site, &c, &p->site);
 	int to = dest;
 	MPI_Comm route = send_route(p->header.seq, c, handle, &to);
 	int64_t packed = packable(count, type);
@@ -1702,10 +1709,10 @@ int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int 
 				     recvtag, handle, status);
 	void *address = __builtin_return_address(0);
 	struct comm *c;
-	struct piggyback out = send_event(KIND_SEND, handle, dest, sendtag, type_bytes(sendcount, sendtype), address, &c);
+	uint32_t site;
+	struct piggyback out =
+		send_event(KIND_SEND, handle, dest, sendtag, type_bytes(sendcount, sendtype), address, &c, &site);
 	struct piggyback in = { 0 };
-	uint32_t site = NONE;
-	enter(handle, address, &site);
 	MPI_Status mine;
 	if (status == MPI_STATUS_IGNORE)
 		status = &mine;
@@ -1758,9 +1765,8 @@ int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, int 
 	void *address = __builtin_return_address(0);
 	struct comm *c;
 	/* One piggyback both ways: ours goes out, the peer's comes back in its place. */
-	struct piggyback pb = send_event(KIND_SEND, handle, dest, sendtag, type_bytes(count, type), address, &c);
-	uint32_t site = NONE;
-	enter(handle, address, &site);
+	uint32_t site;
+	struct piggyback pb = send_event(KIND_SEND, handle, dest, sendtag, type_bytes(count, type), address, &c, &site);
 	MPI_Status mine;
 	if (status == MPI_STATUS_IGNORE)
 		status = &mine;
@@ -1975,6 +1981,21 @@ static void done_with(struct pending *p)
 		pending_free(p);
 }
 
+/* Records the completion of posted operation `p`, with the status and error MPI gave
+ * and the bytes `got` as unpack gave them. Under the lock. */
+static void record_done(struct pending *p, MPI_Status *status, int64_t got, uint8_t flags, int error)
+{
+	if (p->receive) {
+		record_receive(KIND_RECV_DONE, p->comm, status, p->wrapped ? &p->header : NULL, got, flags, p->post,
+			       p->site, error);
+		return;
+	}
+	uint8_t kind = p->collective ? KIND_DONE(p->collective) : KIND_SEND_DONE;
+	struct record r = event(kind, p->comm, p->peer, p->tag, 0, p->site);
+	r.post = p->post;
+	append(r);
+}
+
 static void complete(MPI_Request request, MPI_Status *status, int error, const struct call *call)
 {
 	struct pending **at = link_of(request);
@@ -1995,26 +2016,22 @@ static void complete(MPI_Request request, MPI_Status *status, int error, const s
 		return;
 	}
 	int64_t got = unpack(p, status, error);
-	if (p->receive) {
-		uint8_t diverged = error == MPI_SUCCESS ? replayed(p->comm, p->replay, status, &p->header) : 0;
-		record_receive(KIND_RECV_DONE, p->comm, status, p->wrapped ? &p->header : NULL, got,
-			       p->flags | diverged, p->post, p->site, error);
-	} else {
-		struct record r = event(KIND_SEND_DONE, p->comm, p->peer, p->tag, 0, p->site);
-		r.post = p->post;
-		append(r);
-	}
+	uint8_t diverged =
+		p->receive && error == MPI_SUCCESS ? replayed(p->comm, p->replay, status, &p->header) : 0;
+	record_done(p, status, got, p->flags | diverged, error);
 	done_with(p);
 }
 
 /* The context of a wait or test on `requests`: the first receive of ours among them
- * (for the error handler, which records its truncation), else the first send. With
- * `blocking`, the rank is marked blocked on it. */
-static void enter_completion(struct call *call, int count, const MPI_Request *requests, int blocking)
+ * (for the error handler, which records its truncation), else the first send or
+ * non-blocking collective. With
+ * `blocking`, the rank is marked blocked on it, at the wait's call `address`. */
+static void enter_completion(struct call *call, int count, const MPI_Request *requests, int blocking, void *address)
 {
 	STOP_POINT();
 	*call = (struct call){ .kind = KIND_NONE, .post = NONE };
 	lock_tables();
+	uint32_t waits_at = blocking ? site_id(address) : NONE;
 	for (int i = 0; i < count && call->kind != KIND_RECV_DONE; i++) {
 		struct pending *p = find(requests[i]);
 		if (!p || (p->persistent && !p->active))
@@ -2022,16 +2039,20 @@ static void enter_completion(struct call *call, int count, const MPI_Request *re
 		const struct piggyback *pb = !p->wrapped ? NULL
 					     : p->packed_bytes >= 0 ? (const struct piggyback *)p->packed
 								    : &p->header;
+		uint8_t kind = p->receive ? KIND_RECV_DONE : p->collective ? KIND_POSTED(p->collective) : KIND_SEND_DONE;
 		if (call->kind == KIND_NONE || p->receive)
-			*call = (struct call){ p->receive ? KIND_RECV_DONE : KIND_SEND_DONE, 0, p->comm, p->peer, p->tag,
-					       p->flags, 0, p->site, p->post, pb };
+			*call = (struct call){ kind, 0, p->comm, p->peer, p->tag, p->flags, 0, p->site, p->post, pb };
 	}
 	unlock_tables();
 	if (call->kind == KIND_RECV_DONE)
 		current = call;
-	if (blocking && call->kind != KIND_NONE)
-		block(call->kind == KIND_RECV_DONE ? KIND_RECV : KIND_SEND, call->comm, call->peer, call->tag,
-		      call->site);
+	/* Blocked in a receive, a send, or (by its posted kind) a non-blocking collective, at
+	 * the wait's own call. */
+	uint8_t blocked = call->kind == KIND_RECV_DONE ? KIND_RECV
+			  : call->kind == KIND_SEND_DONE ? KIND_SEND
+							 : call->kind;
+	if (blocking && blocked != KIND_NONE)
+		block(blocked, call->comm, call->peer, call->tag, waits_at);
 }
 
 static void leave_completion(void)
@@ -2077,7 +2098,7 @@ int MPI_Wait(MPI_Request *request, MPI_Status *status)
 	if (status == MPI_STATUS_IGNORE)
 		status = &mine;
 	struct call call;
-	enter_completion(&call, 1, &before, 1);
+	enter_completion(&call, 1, &before, 1, __builtin_return_address(0));
 	int rc = PMPI_Wait(request, status);
 	leave_completion();
 	lock_tables();
@@ -2093,7 +2114,7 @@ int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
 	if (status == MPI_STATUS_IGNORE)
 		status = &mine;
 	struct call call;
-	enter_completion(&call, 1, &before, 0);
+	enter_completion(&call, 1, &before, 0, __builtin_return_address(0));
 	int rc = PMPI_Test(request, flag, status);
 	leave_completion();
 	if (*flag) {
@@ -2126,7 +2147,7 @@ int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[])
 		return PMPI_Waitall(count, requests, statuses);
 	}
 	struct call call;
-	enter_completion(&call, count, c.before, 1);
+	enter_completion(&call, count, c.before, 1, __builtin_return_address(0));
 	int rc = PMPI_Waitall(count, requests, c.statuses);
 	leave_completion();
 	complete_all(&c, count, rc, &call);
@@ -2142,7 +2163,7 @@ int MPI_Testall(int count, MPI_Request requests[], int *flag, MPI_Status statuse
 		return PMPI_Testall(count, requests, flag, statuses);
 	}
 	struct call call;
-	enter_completion(&call, count, c.before, 0);
+	enter_completion(&call, count, c.before, 0, __builtin_return_address(0));
 	int rc = PMPI_Testall(count, requests, flag, c.statuses);
 	leave_completion();
 	if (*flag)
@@ -2172,7 +2193,7 @@ int MPI_Waitany(int count, MPI_Request requests[], int *index, MPI_Status *statu
 		return PMPI_Waitany(count, requests, index, status);
 	}
 	struct call call;
-	enter_completion(&call, count, c.before, 1);
+	enter_completion(&call, count, c.before, 1, __builtin_return_address(0));
 	int pick = replay_pick(count, c.before);
 	int rc = pick < 0 ? PMPI_Waitany(count, requests, index, status) : PMPI_Wait(&requests[pick], status);
 	if (pick >= 0)
@@ -2194,7 +2215,7 @@ int MPI_Testany(int count, MPI_Request requests[], int *index, int *flag, MPI_St
 		return PMPI_Testany(count, requests, index, flag, status);
 	}
 	struct call call;
-	enter_completion(&call, count, c.before, 0);
+	enter_completion(&call, count, c.before, 0, __builtin_return_address(0));
 	int pick = replay_pick(count, c.before);
 	int rc = pick < 0 ? PMPI_Testany(count, requests, index, flag, status) : PMPI_Test(&requests[pick], flag, status);
 	if (pick >= 0)
@@ -2224,7 +2245,7 @@ typedef int (*some_call)(int, MPI_Request[], int *, int[], MPI_Status[]);
 
 /* MPI_Waitsome and MPI_Testsome (`blocking` for the first). */
 static int some(some_call call, int blocking, int count, MPI_Request requests[], int *outcount, int indices[],
-		MPI_Status statuses[])
+		MPI_Status statuses[], void *address)
 {
 	struct completion c;
 	if (start_completion(&c, count, requests, statuses) != 0) {
@@ -2232,7 +2253,7 @@ static int some(some_call call, int blocking, int count, MPI_Request requests[],
 		return call(count, requests, outcount, indices, statuses);
 	}
 	struct call context;
-	enter_completion(&context, count, c.before, blocking);
+	enter_completion(&context, count, c.before, blocking, address);
 	/* In a replay, the request the record says completed next, alone. */
 	int pick = replay_pick(count, c.before);
 	int rc;
@@ -2253,12 +2274,12 @@ static int some(some_call call, int blocking, int count, MPI_Request requests[],
 
 int MPI_Waitsome(int count, MPI_Request requests[], int *outcount, int indices[], MPI_Status statuses[])
 {
-	return some(PMPI_Waitsome, 1, count, requests, outcount, indices, statuses);
+	return some(PMPI_Waitsome, 1, count, requests, outcount, indices, statuses, __builtin_return_address(0));
 }
 
 int MPI_Testsome(int count, MPI_Request requests[], int *outcount, int indices[], MPI_Status statuses[])
 {
-	return some(PMPI_Testsome, 0, count, requests, outcount, indices, statuses);
+	return some(PMPI_Testsome, 0, count, requests, outcount, indices, statuses, __builtin_return_address(0));
 }
 
 /* Completes the detached operations that are done (`wait`: waits for every one). Under
@@ -2275,15 +2296,7 @@ static void reap_detached(int wait)
 			continue;
 		}
 		*at = p->next;
-		int64_t got = unpack(p, &status, error);
-		if (p->receive) {
-			record_receive(KIND_RECV_DONE, p->comm, &status, p->wrapped ? &p->header : NULL, got, p->flags,
-				       p->post, p->site, error);
-		} else {
-			struct record r = event(KIND_SEND_DONE, p->comm, p->peer, p->tag, 0, p->site);
-			r.post = p->post;
-			append(r);
-		}
+		record_done(p, &status, unpack(p, &status, error), p->flags, error);
 		pending_free(p);
 	}
 }
@@ -2426,6 +2439,148 @@ int MPI_Scan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, M
 int MPI_Exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm)
 {
 	COLLECTIVE(KIND_SCAN, comm, -1, type_bytes(count, type), PMPI_Exscan(sendbuf, recvbuf, count, type, op, comm));
+}
+
+/* ---- Non-blocking collectives ---- */
+
+/* Records a non-blocking collective's post once MPI took it, and remembers its request
+ * so that the Wait* or Test* that completes it records the completion. */
+#define ICOLLECTIVE(KIND, COMM, ROOT, BYTES, REQUEST, CALL)                                        \
+	do {                                                                                       \
+		uint32_t site_;                                                                    \
+		STOP_POINT();                                                                      \
+		struct comm *c_ = enter(COMM, __builtin_return_address(0), &site_);                \
+		struct pending *p_ = pending_new();                                                \
+		int rc_ = CALL;                                                                    \
+		if (!p_ || rc_ != MPI_SUCCESS) {                                                   \
+			pending_free(p_);                                                          \
+			return rc_;                                                                \
+		}                                                                                  \
+		p_->request = *(REQUEST);                                                          \
+		p_->collective = KIND;                                                             \
+		p_->comm = c_;                                                                     \
+		p_->peer = world_of(c_, ROOT);                                                     \
+		p_->tag = -1;                                                                      \
+		p_->site = site_;                                                                  \
+		lock_tables();                                                                     \
+		p_->post = append(event(KIND_POSTED(KIND), c_, p_->peer, -1, BYTES, site_));       \
+		remember(p_);                                                                      \
+		unlock_tables();                                                                   \
+		return rc_;                                                                        \
+	} while (0)
+
+int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request)
+{
+	ICOLLECTIVE(KIND_BARRIER, comm, -1, 0, request, PMPI_Ibarrier(comm, request));
+}
+
+int MPI_Ibcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Request *request)
+{
+	ICOLLECTIVE(KIND_BCAST, comm, root, type_bytes(count, type), request,
+		    PMPI_Ibcast(buf, count, type, root, comm, request));
+}
+
+int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm,
+		MPI_Request *request)
+{
+	ICOLLECTIVE(KIND_REDUCE, comm, root, type_bytes(count, type), request,
+		    PMPI_Ireduce(sendbuf, recvbuf, count, type, op, root, comm, request));
+}
+
+int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+		   MPI_Request *request)
+{
+	ICOLLECTIVE(KIND_ALLREDUCE, comm, -1, type_bytes(count, type), request,
+		    PMPI_Iallreduce(sendbuf, recvbuf, count, type, op, comm, request));
+}
+
+int MPI_Iscatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+		 MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request)
+{
+	ICOLLECTIVE(KIND_SCATTER, comm, root, PART(recvbuf, recvcount, recvtype), request,
+		    PMPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request));
+}
+
+int MPI_Iscatterv(const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
+		  void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request)
+{
+	ICOLLECTIVE(KIND_SCATTER, comm, root, PART(recvbuf, recvcount, recvtype), request,
+		    PMPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm,
+				   request));
+}
+
+int MPI_Igather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+		MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request)
+{
+	ICOLLECTIVE(KIND_GATHER, comm, root, PART(sendbuf, sendcount, sendtype), request,
+		    PMPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request));
+}
+
+int MPI_Igatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+		 const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request)
+{
+	ICOLLECTIVE(KIND_GATHER, comm, root, PART(sendbuf, sendcount, sendtype), request,
+		    PMPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm,
+				  request));
+}
+
+int MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+		   MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+{
+	ICOLLECTIVE(KIND_ALLGATHER, comm, -1, PART(sendbuf, sendcount, sendtype), request,
+		    PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request));
+}
+
+int MPI_Iallgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+		    const int displs[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+{
+	ICOLLECTIVE(KIND_ALLGATHER, comm, -1, PART(sendbuf, sendcount, sendtype), request,
+		    PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm,
+				     request));
+}
+
+int MPI_Ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+		  MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+{
+	ICOLLECTIVE(KIND_ALLTOALL, comm, -1, PART(sendbuf, sendcount, sendtype), request,
+		    PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request));
+}
+
+int MPI_Ialltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+		   void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
+		   MPI_Request *request)
+{
+	ICOLLECTIVE(KIND_ALLTOALL, comm, -1, 0, request,
+		    PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype,
+				    comm, request));
+}
+
+int MPI_Ireduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype type, MPI_Op op,
+			MPI_Comm comm, MPI_Request *request)
+{
+	ICOLLECTIVE(KIND_REDUCE_SCATTER, comm, -1, 0, request,
+		    PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm, request));
+}
+
+int MPI_Ireduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
+			      MPI_Comm comm, MPI_Request *request)
+{
+	ICOLLECTIVE(KIND_REDUCE_SCATTER, comm, -1, type_bytes(recvcount, type), request,
+		    PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm, request));
+}
+
+int MPI_Iscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+	      MPI_Request *request)
+{
+	ICOLLECTIVE(KIND_SCAN, comm, -1, type_bytes(count, type), request,
+		    PMPI_Iscan(sendbuf, recvbuf, count, type, op, comm, request));
+}
+
+int MPI_Iexscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+		MPI_Request *request)
+{
+	ICOLLECTIVE(KIND_SCAN, comm, -1, type_bytes(count, type), request,
+		    PMPI_Iexscan(sendbuf, recvbuf, count, type, op, comm, request));
 }
 
 /* ---- Loading ---- */

@@ -84,8 +84,9 @@ pub enum Action {
     /// Show a snapshot: trigger, timing, threads (what each was doing, pc, sp), mappings.
     Show(ShowOpt),
     /// Print an MPI job's message history: every rank's sends, receives (with the source
-    /// and tag a wildcard receive took), completions, probes and collectives, each with
-    /// its vector clock and the source line that called MPI.
+    /// and tag a wildcard receive took), completions, probes and collectives (non-blocking
+    /// ones as their post and their completion), each with its vector clock and the source
+    /// line that called MPI.
     #[command(after_help = "Examples:
   sdt events
   sdt events --json | jq '.[] | select(.kind == \"recv\")'

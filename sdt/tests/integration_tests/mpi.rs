@@ -235,6 +235,40 @@ fn probes_and_collectives_are_recorded() -> Result<(), Skip> {
         let half = h.events.iter().find(|e| e.kind.name() == "barrier").unwrap();
         let members: Vec<u32> = (0..RANKS).rev().filter(|r| r % 2 == h.rank % 2).collect();
         assert_eq!(h.comms[half.comm as usize].ranks, members);
+        // The non-blocking ones: each post, then its completion naming it, in the Waitall.
+        let names: Vec<&str> =
+            h.events.iter().filter(|e| e.kind.collective().is_some()).map(|e| e.kind.name()).collect();
+        assert_eq!(
+            names[names.len() - 5..],
+            ["iallreduce", "ibarrier", "allreduce_done", "barrier_done", "barrier"]
+        );
+        for done in h.events.iter().filter(|e| matches!(e.kind, EventKind::CollectiveDone(_))) {
+            let post = &h.events[done.post.unwrap() as usize];
+            assert_eq!(post.kind, EventKind::ICollective(done.kind.collective().unwrap()), "{done:?}");
+            assert_eq!(done.site, post.site);
+        }
+        // A send's completion is placed at its send's line, not elsewhere.
+        for done in h.events.iter().filter(|e| e.kind == EventKind::SendDone) {
+            let post = &h.events[done.post.unwrap() as usize];
+            assert_eq!((post.kind, done.site), (EventKind::Isend, post.site), "{done:?}");
+        }
+    }
+    // Every completion of the Iallreduce follows every rank's post of it, and no rank's
+    // post follows another's.
+    let history = sdt_history::History { ranks: ranks.iter().map(|(h, _)| h.clone()).collect() };
+    let clocks = sdt_history::clock::compute(&history).unwrap();
+    let of =
+        |h: &RankHistory, kind: EventKind| (h.rank, h.events.iter().find(|e| e.kind == kind).unwrap().seq);
+    let allreduce = sdt_history::CollectiveKind::Allreduce;
+    for (a, _) in &ranks {
+        for (b, _) in &ranks {
+            let (post, done) =
+                (of(a, EventKind::ICollective(allreduce)), of(b, EventKind::CollectiveDone(allreduce)));
+            assert!(clocks.happened_before(post, done), "{post:?} → {done:?}");
+            if a.rank != b.rank {
+                assert!(clocks.concurrent(post, of(b, EventKind::ICollective(allreduce))));
+            }
+        }
     }
     Ok(())
 }

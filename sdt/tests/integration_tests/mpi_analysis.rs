@@ -174,6 +174,16 @@ fn sdt_check_places_each_injected_error_at_its_rank_and_line() -> Result<(), Ski
     assert_eq!(found[0].3["waits_on"], serde_json::json!([1]));
     assert_eq!(found[1].3["waits_on"], serde_json::json!([0]));
 
+    // A wait for a non-blocking barrier that one rank never joins: placed at the wait.
+    let found = findings("ideadlock")?;
+    let summary: Vec<(&str, i64, &str)> = found.iter().map(|f| (f.0.as_str(), f.1, f.2.as_str())).collect();
+    let (wait, recv) = (line_of("check_errors", "ideadlock-wait"), line_of("check_errors", "ideadlock-1"));
+    let expected =
+        [("deadlock", 0, wait.as_str()), ("deadlock", 1, recv.as_str()), ("deadlock", 2, wait.as_str())];
+    assert_eq!(summary, expected, "{found:?}");
+    let what = found[0].3["what"].as_str().unwrap();
+    assert!(what.contains("waiting for its ibarrier (event 1) to complete on every member"), "{what}");
+
     let found = findings("unmatched")?;
     let line = line_of("check_errors", "unmatched-send");
     assert_eq!(found.len(), 1, "{found:?}");

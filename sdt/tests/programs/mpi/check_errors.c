@@ -6,6 +6,8 @@
  *              finalizes. The job is ended by mpirun's --timeout.
  *   unmatched  rank 0 sends rank 1 a message (tag 99) that rank 1 never receives
  *   truncate   rank 0 sends 100 ints to rank 2, which receives into 10
+ *   ideadlock  ranks 0 and 2 wait for an Ibarrier that rank 1, receiving from rank 0
+ *              first, never joins (blocked for ever, ended by mpirun's --timeout)
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -42,6 +44,17 @@ int main(int argc, char **argv)
 			MPI_Send(data, 100, MPI_INT, 2, 7, MPI_COMM_WORLD);
 		else if (rank == 2)
 			MPI_Recv(data, 10, MPI_INT, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE); /* truncate-recv */
+	} else if (!strcmp(mode, "ideadlock")) {
+		if (rank == 1) {
+			MPI_Recv(&one, 1, MPI_INT, 0, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE); /* ideadlock-1 */
+			MPI_Barrier(MPI_COMM_WORLD);
+		} else {
+			MPI_Request all;
+			MPI_Ibarrier(MPI_COMM_WORLD, &all);
+			MPI_Wait(&all, MPI_STATUS_IGNORE); /* ideadlock-wait */
+			if (rank == 0)
+				MPI_Send(&one, 1, MPI_INT, 1, 3, MPI_COMM_WORLD);
+		}
 	}
 	printf("rank %d: %s done\n", rank, mode);
 	fflush(stdout);

@@ -1,8 +1,8 @@
 /* Probes and collectives: rank 1 sends rank 0 a message whose size rank 0 learns with
  * MPI_Probe and MPI_Get_count; rank 2 one found with MPI_Iprobe; then every rank takes
  * part in Bcast, Reduce, Allreduce, Gather, Scatter, Allgather, Alltoall, Scan and a
- * Barrier, on MPI_COMM_WORLD and on a split communicator, and a Sendrecv around the
- * ring. */
+ * Barrier, on MPI_COMM_WORLD and on a split communicator, a Sendrecv around the ring,
+ * and a non-blocking Iallreduce and Ibarrier completed by one Waitall. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,8 +57,18 @@ int main(int argc, char **argv)
 		     MPI_COMM_WORLD, &status);
 	int count;
 	MPI_Get_count(&status, MPI_INT, &count);
-	printf("rank %d: sum %d max %d prefix %d half %d left %d count %d\n", rank, sum, max, prefix, half_sum, left,
-	       count);
+	/* Non-blocking collectives, completed after a message around the ring whose send a
+	 * wait completes. */
+	MPI_Request posted[2], sent;
+	int total = 0, right = 0;
+	MPI_Iallreduce(&value, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &posted[0]);
+	MPI_Ibarrier(MPI_COMM_WORLD, &posted[1]);
+	MPI_Isend(&value, 1, MPI_INT, (rank + size - 1) % size, 11, MPI_COMM_WORLD, &sent);
+	MPI_Recv(&right, 1, MPI_INT, (rank + 1) % size, 11, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+	MPI_Wait(&sent, MPI_STATUS_IGNORE);
+	MPI_Waitall(2, posted, MPI_STATUSES_IGNORE);
+	printf("rank %d: sum %d max %d prefix %d half %d left %d count %d total %d right %d\n", rank, sum, max, prefix,
+	       half_sum, left, count, total, right);
 	MPI_Barrier(MPI_COMM_WORLD);
 	MPI_Finalize();
 	return 0;
