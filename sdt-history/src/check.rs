@@ -7,6 +7,8 @@
 //! - **Truncated**: a receive whose buffer was smaller than the message.
 //! - **Never completed**: a non-blocking send, receive or collective that a rank which
 //!   reached `MPI_Finalize` never completed.
+//! - **Aborted**: a rank called `MPI_Abort`, or an MPI error ended it (one not reported
+//!   already as a truncation); ranks waiting on it are stuck, and are reported as such.
 //!
 //! A rank that was still running when its history ends (the job was killed while it
 //! computed) could have gone on: nothing waiting on it is reported.
@@ -32,6 +34,10 @@ pub enum FindingKind {
     Truncated,
     /// A non-blocking operation was never completed.
     NeverCompleted,
+    /// The rank called `MPI_Abort`.
+    Aborted,
+    /// An MPI error ended the rank (`MPI_ERRORS_ARE_FATAL`).
+    FatalError,
 }
 
 impl FindingKind {
@@ -43,6 +49,8 @@ impl FindingKind {
             FindingKind::SentToEnded => "sent to an ended rank",
             FindingKind::Truncated => "truncated",
             FindingKind::NeverCompleted => "never completed",
+            FindingKind::Aborted => "aborted",
+            FindingKind::FatalError => "fatal MPI error",
         }
     }
 }
@@ -86,6 +94,8 @@ impl Finding {
 enum End {
     /// It called `MPI_Finalize` and is not inside a call.
     Ended,
+    /// It called `MPI_Abort`, or an MPI error ended it.
+    Aborted,
     /// It is inside a blocking call.
     Blocked,
     /// Neither: it was computing (killed, or the history was read while it ran).
@@ -97,6 +107,8 @@ fn end_of(rh: &RankHistory) -> End {
         End::Blocked
     } else if rh.events.last().is_some_and(|e| e.kind == EventKind::Finalize) {
         End::Ended
+    } else if rh.events.last().is_some_and(|e| e.kind.aborts()) {
+        End::Aborted
     } else {
         End::Running
     }
@@ -201,6 +213,7 @@ pub fn check(history: &History) -> Vec<Finding> {
             .iter()
             .map(|&m| match ends.get(m as usize) {
                 Some(End::Ended) => format!("rank {m} ended"),
+                Some(End::Aborted) => format!("rank {m} aborted"),
                 _ => format!("rank {m} is stuck too"),
             })
             .collect();
@@ -252,6 +265,17 @@ pub fn check(history: &History) -> Vec<Finding> {
         });
     }
     for rh in &history.ranks {
+        for (i, e) in rh.events.iter().enumerate().filter(|(_, e)| e.kind.aborts()) {
+            let code = e.tag.map_or_else(|| "?".to_owned(), |c| c.to_string());
+            let finding = if e.kind == EventKind::Abort {
+                Finding::at(FindingKind::Aborted, e, format!("aborted the job with error code {code}"))
+            } else if i > 0 && rh.events[i - 1].truncated {
+                continue; // the truncation, reported, is what ended the rank
+            } else {
+                Finding::at(FindingKind::FatalError, e, format!("an MPI error (code {code}) ended the job"))
+            };
+            findings.push(Finding { peer: None, ..finding });
+        }
         for e in rh.events.iter().filter(|e| e.truncated) {
             let what = format!(
                 "receive from rank {} (tag {}) got a message larger than its buffer of {} bytes",
@@ -387,6 +411,37 @@ mod tests {
             h.blocked(r, EventKind::ICollective(CollectiveKind::Barrier), None);
         }
         assert_eq!(check(&h.build()), []);
+    }
+
+    #[test]
+    fn an_abort_is_placed_at_its_call_and_the_ranks_waiting_on_it_are_stuck() {
+        let mut h = HistoryBuilder::new(3);
+        h.blocked(0, EventKind::Recv, Some(1));
+        h.push(1, Op::Send { to: 2, tag: 4 });
+        let abort = h.push(1, Op::Abort { code: -3 });
+        h.push(2, Op::Init);
+        let findings = check(&h.build());
+        // Rank 2, computing, could have gone on; its unreceived message is not an error of
+        // its own.
+        assert_eq!(
+            kinds(&findings),
+            [(FindingKind::Deadlock, 0, None), (FindingKind::Aborted, 1, Some(abort.1))]
+        );
+        assert!(findings[0].what.ends_with("receiving from rank 1: rank 1 aborted"), "{}", findings[0].what);
+        assert_eq!(findings[1].what, "aborted the job with error code -3");
+
+        // An MPI error that ended a rank is its own finding, unless it was a truncation.
+        let mut h = HistoryBuilder::new(2);
+        let big = h.push(0, Op::Send { to: 1, tag: 2 });
+        let fatal = h.push(0, Op::FatalError { code: 6 });
+        h.push(1, Op::Truncated { from: 0, matched: big.1, tag: 2 });
+        h.push(1, Op::FatalError { code: 15 });
+        let findings = check(&h.build());
+        assert_eq!(
+            kinds(&findings),
+            [(FindingKind::FatalError, 0, Some(fatal.1)), (FindingKind::Truncated, 1, Some(0))]
+        );
+        assert_eq!(findings[0].what, "an MPI error (code 6) ended the job");
     }
 
     #[test]

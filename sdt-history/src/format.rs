@@ -39,7 +39,7 @@
 //!  1  u8   flags (FLAG_*)
 //!  2  u16  comm
 //!  4  i32  peer (world rank; -1 for none or MPI_ANY_SOURCE)
-//!  8  i32  tag (-1 for none or MPI_ANY_TAG)
+//!  8  i32  tag (-1 for none or MPI_ANY_TAG; an abort's or fatal error's code)
 //! 12  u32  bytes (saturating at u32::MAX)
 //! 16  u32  matched: seq of the send a receive took (NONE otherwise)
 //! 20  u32  post: seq of the posting event of a completion (NONE otherwise)
@@ -93,6 +93,10 @@ pub const KIND_RECV_DONE: u8 = 7;
 pub const KIND_SEND_DONE: u8 = 8;
 /// [`EventKind::Probe`](crate::EventKind::Probe).
 pub const KIND_PROBE: u8 = 9;
+/// [`EventKind::Abort`](crate::EventKind::Abort): its tag is the error code, any `i32`.
+pub const KIND_ABORT: u8 = 10;
+/// [`EventKind::FatalError`](crate::EventKind::FatalError): its tag is the error code.
+pub const KIND_FATAL_ERROR: u8 = 11;
 /// Collectives: `KIND_COLLECTIVE + n`, n in the order of
 /// [`CollectiveKind`](crate::CollectiveKind)'s variants (Barrier = 0 … Other = 10).
 pub const KIND_COLLECTIVE: u8 = 32;
@@ -235,6 +239,8 @@ fn kind_of(code: u8) -> Option<EventKind> {
         KIND_RECV_DONE => EventKind::RecvDone,
         KIND_SEND_DONE => EventKind::SendDone,
         KIND_PROBE => EventKind::Probe,
+        KIND_ABORT => EventKind::Abort,
+        KIND_FATAL_ERROR => EventKind::FatalError,
         KIND_COLLECTIVE_DONE.. => EventKind::CollectiveDone(collective(code - KIND_COLLECTIVE_DONE)?),
         KIND_ICOLLECTIVE.. => EventKind::ICollective(collective(code - KIND_ICOLLECTIVE)?),
         _ => EventKind::Collective(collective(code.checked_sub(KIND_COLLECTIVE)?)?),
@@ -258,6 +264,8 @@ pub fn kind_code(kind: EventKind) -> u8 {
         EventKind::RecvDone => KIND_RECV_DONE,
         EventKind::SendDone => KIND_SEND_DONE,
         EventKind::Probe => KIND_PROBE,
+        EventKind::Abort => KIND_ABORT,
+        EventKind::FatalError => KIND_FATAL_ERROR,
         EventKind::Collective(c) => KIND_COLLECTIVE + collective_number(c),
         EventKind::ICollective(c) => KIND_ICOLLECTIVE + collective_number(c),
         EventKind::CollectiveDone(c) => KIND_COLLECTIVE_DONE + collective_number(c),
@@ -373,7 +381,7 @@ pub fn read_rank(events: &[u8], comms: &str, sites: &str) -> Result<RankHistory,
                 kind,
                 comm: comm(r.u16(2))?,
                 peer,
-                tag: tag(r.i32(8))?,
+                tag: if kind.aborts() { Some(r.i32(8)) } else { tag(r.i32(8))? },
                 bytes: u64::from(r.u32(12)),
                 matched,
                 post,
@@ -645,7 +653,7 @@ mod tests {
                 other => panic!("{other:?}"),
             }
         };
-        assert_eq!(record(0, 0, &[10]), "unknown kind 10");
+        assert_eq!(record(0, 0, &[12]), "unknown kind 12");
         assert_eq!(record(0, 0, &[KIND_COLLECTIVE + 11]), "unknown kind 43");
         assert_eq!(record(0, 0, &[KIND_ICOLLECTIVE + 11]), "unknown kind 75");
         assert_eq!(record(0, 0, &[KIND_COLLECTIVE_DONE + 11]), "unknown kind 107");
@@ -676,7 +684,7 @@ mod tests {
             post: Some(4),
             ..event(5, EventKind::CollectiveDone(CollectiveKind::Allreduce))
         };
-        history.events.push(event(6, EventKind::Finalize));
+        history.events.push(Event { tag: Some(-7), ..event(6, EventKind::Abort) });
         history.blocked = Some(Blocked {
             kind: EventKind::ICollective(CollectiveKind::Barrier),
             ..sample().blocked.unwrap()

@@ -36,6 +36,11 @@ pub enum EventKind {
     /// A probe found a message (`MPI_Probe`, or `MPI_Iprobe` with flag set): its actual
     /// source and tag. Probes take no message and merge no clock.
     Probe,
+    /// The rank called `MPI_Abort`: [`Event::tag`] is the error code.
+    Abort,
+    /// An MPI error ended the rank (the error handler `MPI_ERRORS_ARE_FATAL`):
+    /// [`Event::tag`] is the error code, [`Event::site`] the call that failed.
+    FatalError,
     /// A collective operation, on every member of its communicator.
     Collective(CollectiveKind),
     /// A non-blocking collective was posted (`MPI_Iallreduce`, `MPI_Ibarrier`, …): it
@@ -70,6 +75,8 @@ impl EventKind {
             EventKind::RecvDone => "recv_done",
             EventKind::SendDone => "send_done",
             EventKind::Probe => "probe",
+            EventKind::Abort => "abort",
+            EventKind::FatalError => "fatal_error",
             EventKind::Collective(c) => c.name(),
             EventKind::ICollective(c) => c.posted_name(),
             EventKind::CollectiveDone(c) => c.done_name(),
@@ -84,6 +91,11 @@ impl EventKind {
             EventKind::CollectiveDone(c) => Some(EventKind::ICollective(c)),
             _ => None,
         }
+    }
+
+    /// True for the events that end the job before its time (`Abort`, `FatalError`).
+    pub fn aborts(self) -> bool {
+        matches!(self, EventKind::Abort | EventKind::FatalError)
     }
 
     /// The collective operation of a collective event, blocking or not.
@@ -226,7 +238,7 @@ pub struct Event {
     /// took (or was posted for; `None` for `MPI_ANY_SOURCE`), a collective's root.
     pub peer: Option<u32>,
     /// The message's tag (`None` for `MPI_ANY_TAG` in a posted receive, and for
-    /// collectives).
+    /// collectives); an abort's error code.
     pub tag: Option<i32>,
     /// Bytes of the message (the received size for receives), or of the rank's part of a
     /// collective.

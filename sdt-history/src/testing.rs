@@ -50,6 +50,12 @@ pub(crate) enum Op {
     },
     Collective(CollectiveKind, Option<u32>),
     ICollective(CollectiveKind, Option<u32>),
+    Abort {
+        code: i32,
+    },
+    FatalError {
+        code: i32,
+    },
     CollectiveDone {
         post: u32,
     },
@@ -141,6 +147,11 @@ impl HistoryBuilder {
             Op::Collective(kind, root) => {
                 e.kind = EventKind::Collective(kind);
                 e.peer = root;
+            }
+            Op::Abort { code } | Op::FatalError { code } => {
+                e.kind =
+                    if matches!(op, Op::Abort { .. }) { EventKind::Abort } else { EventKind::FatalError };
+                (e.tag, e.bytes) = (Some(code), 0);
             }
             Op::ICollective(kind, root) => {
                 e.kind = EventKind::ICollective(kind);

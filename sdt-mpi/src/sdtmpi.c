@@ -98,6 +98,8 @@ enum kind {
 	KIND_RECV_DONE = 7,
 	KIND_SEND_DONE = 8,
 	KIND_PROBE = 9,
+	KIND_ABORT = 10,
+	KIND_FATAL_ERROR = 11,
 	KIND_BARRIER = 32,
 	KIND_BCAST,
 	KIND_SCATTER,
@@ -1108,6 +1110,16 @@ static void stop_here(void)
 }
 
 
+/* Records that the rank ends the job with error `code` (in the record's tag), from
+ * `site`: `kind` is KIND_ABORT (MPI_Abort) or KIND_FATAL_ERROR (an MPI error under
+ * MPI_ERRORS_ARE_FATAL). Under the lock. */
+static void record_abort(uint8_t kind, const struct comm *c, int code, uint32_t site)
+{
+	struct record r = event(kind, c, -1, -1, 0, site);
+	r.tag = code;
+	append(r);
+}
+
 static void on_error(MPI_Comm *handle, int *code, ...)
 {
 	int class = 0;
@@ -1129,6 +1141,8 @@ static void on_error(MPI_Comm *handle, int *code, ...)
 		/* The call is over, in error: the rank is no longer inside it. */
 		unblock();
 	}
+	if (user == MPI_ERRORS_ARE_FATAL)
+		record_abort(KIND_FATAL_ERROR, c, *code, call ? call->site : NONE);
 	unlock_tables();
 	if (user == MPI_ERRORS_RETURN)
 		return;
@@ -2316,6 +2330,18 @@ int MPI_Request_free(MPI_Request *request)
 		return PMPI_Request_free(request);
 	*request = MPI_REQUEST_NULL;
 	return MPI_SUCCESS;
+}
+
+/* ---- Abort ---- */
+
+int MPI_Abort(MPI_Comm handle, int code)
+{
+	uint32_t site;
+	struct comm *c = enter(handle, __builtin_return_address(0), &site);
+	lock_tables();
+	record_abort(KIND_ABORT, c, code, site);
+	unlock_tables();
+	return PMPI_Abort(handle, code);
 }
 
 /* ---- Collectives ---- */

@@ -98,8 +98,9 @@ pub enum Action {
     #[command(after_help = "Examples:\n  sdt why 2:S3\n  sdt why 2:S3 --json")]
     Why(WhyOpt),
     /// Find errors in an MPI job's message history: ranks blocked for ever (deadlock),
-    /// messages never received, receives truncated, requests never completed. Exit 0
-    /// when there are none, 1 when there are.
+    /// messages never received, receives truncated, requests never completed, ranks that
+    /// called MPI_Abort or that an MPI error ended. Exit 0 when there are none, 1 when
+    /// there are.
     Check(CheckOpt),
     /// Re-execute an MPI job from its start with every message race going the way it
     /// went (the matches in its replay record, `mpi-replay`, written from the history on

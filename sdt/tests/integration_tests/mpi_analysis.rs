@@ -164,36 +164,49 @@ fn findings(mode: &str) -> Result<Vec<(String, i64, String, Value)>, Skip> {
         .collect())
 }
 
+/// `sdt check --json` of `check_errors MODE` finds `expected`: (kind, rank, marker of
+/// the line in `check_errors.c`), in order. Returns the findings' JSON objects.
+fn expect_findings(mode: &str, expected: &[(&str, i64, &str)]) -> Result<Vec<Value>, Skip> {
+    let found = findings(mode)?;
+    let summary: Vec<(&str, i64, String)> = found.iter().map(|f| (f.0.as_str(), f.1, f.2.clone())).collect();
+    let wanted: Vec<(&str, i64, String)> =
+        expected.iter().map(|&(kind, rank, marker)| (kind, rank, line_of("check_errors", marker))).collect();
+    assert_eq!(summary, wanted, "{mode}: {found:?}");
+    Ok(found.into_iter().map(|f| f.3).collect())
+}
+
 fn sdt_check_places_each_injected_error_at_its_rank_and_line() -> Result<(), Skip> {
     assert_eq!(findings("clean")?, []);
 
-    let found = findings("deadlock")?;
-    let summary: Vec<(&str, i64, &str)> = found.iter().map(|f| (f.0.as_str(), f.1, f.2.as_str())).collect();
-    let (line0, line1) = (line_of("check_errors", "deadlock-0"), line_of("check_errors", "deadlock-1"));
-    assert_eq!(summary, [("deadlock", 0, line0.as_str()), ("deadlock", 1, line1.as_str())], "{found:?}");
-    assert_eq!(found[0].3["waits_on"], serde_json::json!([1]));
-    assert_eq!(found[1].3["waits_on"], serde_json::json!([0]));
+    let found = expect_findings("deadlock", &[("deadlock", 0, "deadlock-0"), ("deadlock", 1, "deadlock-1")])?;
+    assert_eq!(found[0]["waits_on"], serde_json::json!([1]));
+    assert_eq!(found[1]["waits_on"], serde_json::json!([0]));
 
     // A wait for a non-blocking barrier that one rank never joins: placed at the wait.
-    let found = findings("ideadlock")?;
-    let summary: Vec<(&str, i64, &str)> = found.iter().map(|f| (f.0.as_str(), f.1, f.2.as_str())).collect();
-    let (wait, recv) = (line_of("check_errors", "ideadlock-wait"), line_of("check_errors", "ideadlock-1"));
-    let expected =
-        [("deadlock", 0, wait.as_str()), ("deadlock", 1, recv.as_str()), ("deadlock", 2, wait.as_str())];
-    assert_eq!(summary, expected, "{found:?}");
-    let what = found[0].3["what"].as_str().unwrap();
+    let found = expect_findings(
+        "ideadlock",
+        &[
+            ("deadlock", 0, "ideadlock-wait"),
+            ("deadlock", 1, "ideadlock-1"),
+            ("deadlock", 2, "ideadlock-wait"),
+        ],
+    )?;
+    let what = found[0]["what"].as_str().unwrap();
     assert!(what.contains("waiting for its ibarrier (event 1) to complete on every member"), "{what}");
 
-    let found = findings("unmatched")?;
-    let line = line_of("check_errors", "unmatched-send");
-    assert_eq!(found.len(), 1, "{found:?}");
-    assert_eq!((found[0].0.as_str(), found[0].1, found[0].2.as_str()), ("sent_to_ended", 0, line.as_str()));
-    assert_eq!(int(&found[0].3, "peer"), Some(1));
+    // MPI_Abort, placed at its call, and the ranks left waiting for the rank that called it.
+    let found = expect_findings(
+        "abort",
+        &[("deadlock", 0, "abort-wait"), ("deadlock", 2, "abort-wait"), ("aborted", 1, "abort-call")],
+    )?;
+    assert_eq!(found[2]["what"], "aborted the job with error code 3", "{found:?}");
+    assert!(found[0]["what"].as_str().unwrap().ends_with("rank 1 aborted"), "{found:?}");
 
-    let found = findings("truncate")?;
-    let line = line_of("check_errors", "truncate-recv");
-    assert_eq!(found.len(), 1, "{found:?}");
-    assert_eq!((found[0].0.as_str(), found[0].1, found[0].2.as_str()), ("truncated", 2, line.as_str()));
+    let found = expect_findings("unmatched", &[("sent_to_ended", 0, "unmatched-send")])?;
+    assert_eq!(int(&found[0], "peer"), Some(1));
+
+    // The truncation ended rank 2 (MPI_ERRORS_ARE_FATAL): one finding, not two.
+    expect_findings("truncate", &[("truncated", 2, "truncate-recv")])?;
     Ok(())
 }
 

@@ -8,10 +8,13 @@
  *   truncate   rank 0 sends 100 ints to rank 2, which receives into 10
  *   ideadlock  ranks 0 and 2 wait for an Ibarrier that rank 1, receiving from rank 0
  *              first, never joins (blocked for ever, ended by mpirun's --timeout)
+ *   abort      rank 1 calls MPI_Abort with error code 3 once ranks 0 and 2 wait to
+ *              receive from it
  */
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 int main(int argc, char **argv)
 {
@@ -54,6 +57,16 @@ int main(int argc, char **argv)
 			MPI_Wait(&all, MPI_STATUS_IGNORE); /* ideadlock-wait */
 			if (rank == 0)
 				MPI_Send(&one, 1, MPI_INT, 1, 3, MPI_COMM_WORLD);
+		}
+	} else if (!strcmp(mode, "abort")) {
+		if (rank == 1) {
+			for (int from = 0; from < 3; from += 2)
+				MPI_Recv(&one, 1, MPI_INT, from, 8, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+			usleep(300 * 1000); /* until the others wait */
+			MPI_Abort(MPI_COMM_WORLD, 3); /* abort-call */
+		} else {
+			MPI_Send(&one, 1, MPI_INT, 1, 8, MPI_COMM_WORLD);
+			MPI_Recv(&one, 1, MPI_INT, 1, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE); /* abort-wait */
 		}
 	}
 	printf("rank %d: %s done\n", rank, mode);
