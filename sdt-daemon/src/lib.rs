@@ -467,9 +467,9 @@ fn launch<B>(
     let spawn = launch::command(&path, command, &opts.config.filter, ptrace_options, &env, keep)?;
     // What the program inherits besides stdio is not its own: a restore need not
     // recreate it (see `OpenFile::inherited`).
-    let me = sdt_sys::current_tid();
+    let me = Tid::new(std::process::id() as i32).expect("a process id is positive");
     let inherited = procfs::FdTable::default()
-        .read(me)
+        .read(me, me)
         .unwrap_or_default()
         .into_iter()
         .filter(|f| f.fd > 2 && f.flags & libc::O_CLOEXEC as u32 == 0)

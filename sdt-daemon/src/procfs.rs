@@ -132,10 +132,11 @@ struct Known {
 }
 
 impl FdTable {
-    /// The open descriptors, ascending, read through `live_thread`, a thread that has not
-    /// exited. A descriptor closed while they are read is left out. Thousands are read
-    /// on the capture threads, which are idle while the program's pages are few.
-    pub(crate) fn read(&mut self, live_thread: Tid) -> std::io::Result<Vec<OpenFile>> {
+    /// The open descriptors of process `pid`, ascending, read through `live_thread`, one
+    /// of its threads that has not exited. A descriptor closed while they are read is
+    /// left out. Thousands are read on the capture threads, which are idle while the
+    /// program's pages are few.
+    pub(crate) fn read(&mut self, pid: Tid, live_thread: Tid) -> std::io::Result<Vec<OpenFile>> {
         use rayon::prelude::*;
         if self.dirs.as_ref().map(FdDirs::tid) != Some(live_thread) {
             self.dirs = Some(FdDirs::open(live_thread)?);
@@ -164,7 +165,7 @@ impl FdTable {
         let whole = pipes_held_whole(&files);
         let deleted: Vec<usize> = (0..files.len()).filter(|&i| is_deleted_file(&files[i])).collect();
         if !whole.is_empty() || !deleted.is_empty() {
-            match fds::pidfd_open(live_thread) {
+            match program_pidfd(pid, live_thread) {
                 Ok(pidfd) => {
                     for i in whole {
                         let f = &mut files[i];
@@ -180,6 +181,16 @@ impl FdTable {
         }
         Ok(files)
     }
+}
+
+/// A pidfd through which `pidfd_getfd` copies the descriptors of process `pid`: of
+/// `live_thread`, which may be any of its threads (the first may have exited, and its
+/// pidfd reaches no descriptor then), or, on kernels before thread pidfds, of the process.
+fn program_pidfd(pid: Tid, live_thread: Tid) -> sdt_sys::Result<OwnedFd> {
+    if live_thread == pid {
+        return fds::pidfd_open(pid);
+    }
+    fds::pidfd_open_thread(live_thread).or_else(|_| fds::pidfd_open(pid))
 }
 
 /// How many descriptors a program holds before they are read on the capture threads.
@@ -393,7 +404,7 @@ mod tests {
         let file = tempfile::tempfile().unwrap();
         use std::io::Write;
         (&file).write_all(b"hello").unwrap();
-        let files = FdTable::default().read(me).unwrap();
+        let files = FdTable::default().read(me, me).unwrap();
         let ours =
             files.iter().find(|f| f.target.contains("(deleted)") && f.pos == 5).expect("the temp file");
         assert_eq!(ours.kind, FileKind::Regular);
@@ -412,16 +423,34 @@ mod tests {
         let fd = read.as_raw_fd();
         let mut table = FdTable::default();
         let at = |files: Vec<OpenFile>| files.into_iter().find(|f| f.fd == fd).unwrap();
-        let first = at(table.read(me).unwrap());
+        let first = at(table.read(me, me).unwrap());
         assert_eq!(first.kind, FileKind::Pipe);
         assert!(matches!(first.state, Some(FileState::PipeBuffer { .. })), "both ends are ours");
         // The same file as last time: what was known is taken again.
         table.known.get_mut(&fd).unwrap().target = "pipe:[as known]".into();
-        assert_eq!(at(table.read(me).unwrap()).target, "pipe:[as known]");
+        assert_eq!(at(table.read(me, me).unwrap()).target, "pipe:[as known]");
         // Another file under the same number: looked up again.
         let known = table.known.get_mut(&fd).unwrap();
         (known.identity, known.target) = ((0, 0), "pipe:[stale]".into());
-        assert_eq!(at(table.read(me).unwrap()).target, first.target);
+        assert_eq!(at(table.read(me, me).unwrap()).target, first.target);
+    }
+
+    #[test]
+    fn a_pipe_is_read_through_any_thread_of_the_process() {
+        let me = Tid::new(std::process::id() as i32).unwrap();
+        let (read, mut write) = std::io::pipe().unwrap();
+        std::io::Write::write_all(&mut write, b"queued").unwrap();
+        // A thread other than the first: a breakpoint's thread, as a capture reads through.
+        let files = std::thread::spawn(move || FdTable::default().read(me, sdt_sys::current_tid()).unwrap())
+            .join()
+            .unwrap();
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&read);
+        let pipe = files.iter().find(|f| f.fd == fd).unwrap();
+        assert!(
+            matches!(&pipe.state, Some(FileState::PipeBuffer { data, .. }) if data == b"queued"),
+            "{:?}",
+            pipe.state
+        );
     }
 
     #[test]

@@ -472,13 +472,13 @@ impl Recorder<'_> {
         let breaking = frozen.breaking();
         let injection_thread =
             frozen.injector().and_then(|t| t.injection_thread(breaking)).unwrap_or(live_thread);
-        let fds = &mut self.image.fds;
+        let (pid, fds) = (self.pid, &mut self.image.fds);
         let (collected, (threads, files, signal_state, posix_timers)) =
             self.image.capturer.collect(live_thread, spill, self.opts.verify, || {
                 let signal_state = procfs::signals_and_seccomp(injection_thread);
                 (
                     frozen.read_threads(),
-                    fds.read(live_thread),
+                    fds.read(pid, live_thread),
                     signal_state,
                     procfs::posix_timers(live_thread),
                 )

@@ -15,10 +15,23 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 use crate::{Error, Result, Tid};
 
-/// `pidfd_open(pid, 0)`: a file descriptor for a process.
+/// `pidfd_open(pid, 0)`: a file descriptor for a process (`pid` its first thread).
 pub fn pidfd_open(pid: Tid) -> Result<OwnedFd> {
+    open_pidfd(pid, 0)
+}
+
+/// `PIDFD_THREAD` of `uapi/linux/pidfd.h`.
+const PIDFD_THREAD: libc::c_uint = libc::O_EXCL as libc::c_uint;
+
+/// `pidfd_open(tid, PIDFD_THREAD)`: a file descriptor for one thread, any of its process's
+/// (Linux 6.9; `EINVAL` before, for any thread but the first).
+pub fn pidfd_open_thread(tid: Tid) -> Result<OwnedFd> {
+    open_pidfd(tid, PIDFD_THREAD)
+}
+
+fn open_pidfd(pid: Tid, flags: libc::c_uint) -> Result<OwnedFd> {
     // SAFETY: no pointers; the result is a new descriptor we own.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid.raw(), 0) };
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid.raw(), flags) };
     if fd < 0 {
         return Err(Error::last("pidfd_open", pid.raw()));
     }

@@ -461,22 +461,25 @@ fn refine_detects_a_mismatch_and_retries() -> Result<(), Skip> {
 
 fn a_programs_own_pipes_eventfds_epoll_timerfd_and_signalfd_resume() -> Result<(), Skip> {
     may_restore()?;
-    let sdt = Sdt::new();
     let prog = program("selfpipe");
-    let out = sdt.ok(&["run", "-q", "--", prog.to_str().unwrap()]);
-    let ran = stdout(&out);
     let resumed = [
         "round 1 snapshot 1 ready 2 (tags 30) read 'ab' count 6 total 411 timer armed every 3600s signal 10 pipe nonblocking",
         "round 2 snapshot -1 ready 2 (tags 30) read 'ab' count 7 total 618 timer armed every 3600s signal 10 pipe nonblocking",
     ];
-    assert!(ran.contains(&format!("{}\n", resumed[0])), "{ran}");
-    // The pipe held "ab" and the eventfd 6 at S1; the resumed program finds both ready
-    // through its epoll instance, with their tags, and reads them (the eventfd through
-    // its dup, so both descriptors are one eventfd again); its timerfd runs on, its
-    // signalfd reads SIGUSR1.
-    let out = sdt.output(&["restore", "-q", "S1"]);
-    assert!(out.status.success(), "{}", describe(&out));
-    assert_eq!(stdout(&out).lines().collect::<Vec<_>>(), resumed, "{}", describe(&out));
+    // From the first thread, and from another (the pipe is read through that thread).
+    for args in [&[][..], &["thread"]] {
+        let sdt = Sdt::new();
+        let out = sdt.ok(&[&["run", "-q", "--", prog.to_str().unwrap()][..], args].concat());
+        let ran = stdout(&out);
+        assert!(ran.contains(&format!("{}\n", resumed[0])), "{ran}");
+        // The pipe held "ab" and the eventfd 6 at S1; the resumed program finds both ready
+        // through its epoll instance, with their tags, and reads them (the eventfd through
+        // its dup, so both descriptors are one eventfd again); its timerfd runs on, its
+        // signalfd reads SIGUSR1.
+        let out = sdt.output(&["restore", "-q", "S1"]);
+        assert!(out.status.success(), "{args:?}: {}", describe(&out));
+        assert_eq!(stdout(&out).lines().collect::<Vec<_>>(), resumed, "{args:?}: {}", describe(&out));
+    }
     Ok(())
 }
 

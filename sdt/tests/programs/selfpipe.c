@@ -5,11 +5,13 @@
  * registered them with) and reads them (the eventfd through a dup of it). It also holds
  * a timerfd, armed for an hour every hour, and a signalfd for SIGUSR1, which it raises
  * after each breakpoint and reads from there.
- *   usage: selfpipe [socket]
- * With "socket", it also holds a socketpair, which a restore cannot make again.
+ *   usage: selfpipe [socket|thread]
+ * With "socket", it also holds a socketpair, which a restore cannot make again; with
+ * "thread", a second thread makes the rounds (its breakpoint's thread is not the first).
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <pthread.h>
 #include <sdt.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -22,16 +24,20 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+static int wake[2], counter, counter_dup, poll, timer, signals;
+
+static void *rounds(void *unused);
+
 int main(int argc, char **argv)
 {
-	int wake[2], pair[2];
+	int pair[2];
 	if (pipe2(wake, O_NONBLOCK) < 0) {
 		perror("pipe2");
 		return 2;
 	}
-	int counter = eventfd(0, EFD_NONBLOCK);
-	int counter_dup = dup(counter);
-	int poll = epoll_create1(EPOLL_CLOEXEC);
+	counter = eventfd(0, EFD_NONBLOCK);
+	counter_dup = dup(counter);
+	poll = epoll_create1(EPOLL_CLOEXEC);
 	struct epoll_event on_wake = { .events = EPOLLIN, .data.u64 = 10 };
 	struct epoll_event on_count = { .events = EPOLLIN | EPOLLET, .data.u64 = 20 };
 	if (epoll_ctl(poll, EPOLL_CTL_ADD, wake[0], &on_wake) || epoll_ctl(poll, EPOLL_CTL_ADD, counter, &on_count)) {
@@ -42,23 +48,36 @@ int main(int argc, char **argv)
 		perror("socketpair");
 		return 2;
 	}
-	int timer = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+	timer = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
 	struct itimerspec hourly = { .it_interval = { 3600, 0 }, .it_value = { 3600, 0 } };
 	sigset_t usr1;
 	sigemptyset(&usr1);
 	sigaddset(&usr1, SIGUSR1);
 	sigprocmask(SIG_BLOCK, &usr1, NULL);
-	int signals = signalfd(-1, &usr1, SFD_CLOEXEC);
+	signals = signalfd(-1, &usr1, SFD_CLOEXEC);
 	if (timer < 0 || timerfd_settime(timer, 0, &hourly, NULL) || signals < 0) {
 		perror("timerfd or signalfd");
 		return 2;
 	}
+	if (argc > 1 && strcmp(argv[1], "thread") == 0) {
+		pthread_t worker;
+		void *failed;
+		if (pthread_create(&worker, NULL, rounds, NULL) || pthread_join(worker, &failed))
+			return 2;
+		return failed != NULL;
+	}
+	return rounds(NULL) != NULL;
+}
+
+/* Three rounds; NULL when all went well. */
+static void *rounds(void *unused)
+{
 	long total = 0;
 	for (int round = 0; round < 3; round++) {
 		uint64_t add = round + 5;
 		if (write(wake[1], "ab", 2) != 2 || write(counter, &add, 8) != 8) {
 			perror("write");
-			return 2;
+			return "write";
 		}
 		int snapshot = SetBreakpoint(1, 1, 1, 1, "");
 		struct epoll_event ready[4];
@@ -71,14 +90,14 @@ int main(int argc, char **argv)
 		uint64_t count = 0;
 		if (n < 0 || read(counter_dup, &count, 8) != 8) {
 			perror("read");
-			return 1;
+			return "read";
 		}
 		total += n * 100 + count;
 		struct itimerspec left;
 		struct signalfd_siginfo got;
 		if (timerfd_gettime(timer, &left) || raise(SIGUSR1) || read(signals, &got, sizeof got) != sizeof got) {
 			perror("timer or signal");
-			return 1;
+			return "timer or signal";
 		}
 		int nonblocking = (fcntl(wake[0], F_GETFL) & O_NONBLOCK) && (fcntl(wake[1], F_GETFL) & O_NONBLOCK);
 		printf("round %d snapshot %d ready %d (tags %ld) read '%.*s' count %lu total %ld timer %s every %lds "
@@ -88,5 +107,5 @@ int main(int argc, char **argv)
 		       nonblocking ? "nonblocking" : "blocking");
 		fflush(stdout); /* a resumed program must not print the lines before it again */
 	}
-	return 0;
+	return NULL;
 }
