@@ -4,9 +4,11 @@
  * `sdt run` preloads it into an MPI program (LD_PRELOAD=/proc/self/fd/N, a sealed memfd)
  * and hands it three descriptors of files in the rank's run directory:
  * SDT_MPI_EVENTS_FD, SDT_MPI_COMMS_FD, SDT_MPI_SITES_FD. It records every point-to-point
- * event, probe and collective of the rank in the layout of sdt-history/src/format.rs
- * (the one place that defines it), and carries a small header with every message: the
- * sender's event number (seq), so that a receive records which send it took.
+ * event, probe and collective of the rank (a non-blocking collective as its post and
+ * its completion), and an MPI_Abort or a fatal MPI error that ends it, in the layout of
+ * sdt-history/src/format.rs (the one place that defines it), and carries a small header
+ * with every message: the sender's event number (seq), so that a receive records which
+ * send it took.
  *
  * Because this code runs inside the user's ranks, the following rules must be followed:
  *
