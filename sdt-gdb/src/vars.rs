@@ -72,7 +72,7 @@ pub enum VarsError {
         /// What the parser said.
         detail: String,
     },
-    /// The program has no DWARF variables (built without `-g`).
+    /// The program has no DWARF (built without `-g`).
     #[error("the program {0:?} has no debug information for its variables (build it with -g)")]
     NoDebugInfo(String),
 }
@@ -322,7 +322,8 @@ impl Program {
         .map_err(|e| parse_error(e.to_string()))?;
         let dwarf = sections.borrow(|s| EndianSlice::new(s, LittleEndian));
         let variables = read_variables(&dwarf).map_err(|e| parse_error(e.to_string()))?;
-        if variables.is_empty() {
+        // Without globals, a program built with -g still has its locals, for gdb.
+        if variables.is_empty() && dwarf.units().next().ok().flatten().is_none() {
             return Err(VarsError::NoDebugInfo(path.to_owned()));
         }
         Ok(Program { path: path.to_owned(), variables, link_base, tls_offset })
@@ -745,6 +746,24 @@ fn file_symbols(snap: &impl SnapshotSource, meta: &SnapshotMeta, f: &FileRef) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_program_without_globals_has_none_and_one_without_dwarf_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let source = dir.path().join("p.c");
+        std::fs::write(&source, "int main(void) { int total = 3; return total - 3; }\n").unwrap();
+        let build = |flags: &[&str]| {
+            let out = dir.path().join("p");
+            let built =
+                std::process::Command::new("gcc").args(flags).arg(&source).arg("-o").arg(&out).status();
+            assert!(built.unwrap().success());
+            std::fs::read(out).unwrap()
+        };
+        let program = Program::parse("p", &build(&["-g"])).unwrap();
+        assert!(program.variables().is_empty());
+        let err = Program::parse("p", &build(&[])).err().unwrap();
+        assert!(matches!(err, VarsError::NoDebugInfo(_)), "{err}");
+    }
 
     #[test]
     fn values_decode_by_type() {

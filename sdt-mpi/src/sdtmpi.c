@@ -69,6 +69,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <link.h>
 #include <mpi.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -2676,9 +2677,23 @@ static void unpreload(void)
 		close(fd);
 }
 
+/* Renames this library in the dynamic linker's list of loaded objects: its name there,
+ * /proc/self/fd/N, would make a debugger reading a snapshot's list (gdb on an exported
+ * core) open its own descriptor N, a pipe it then waits on for ever. The file name it
+ * gets names no file; `sdt gdb` knows the library by its bytes. */
+static void rename_loaded(void)
+{
+	Dl_info self;
+	struct link_map *entry = NULL;
+	if (dladdr1((void *)rename_loaded, &self, (void **)&entry, RTLD_DL_LINKMAP) && entry &&
+	    strncmp(entry->l_name, "/proc/self/fd/", 14) == 0)
+		entry->l_name = (char *)"sdtmpi.so";
+}
+
 __attribute__((constructor)) static void load(void)
 {
 	unpreload();
+	rename_loaded();
 	events_fd = take_fd("SDT_MPI_EVENTS_FD");
 	comms_fd = take_fd("SDT_MPI_COMMS_FD");
 	sites_fd = take_fd("SDT_MPI_SITES_FD");

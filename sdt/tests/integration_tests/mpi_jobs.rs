@@ -3,7 +3,8 @@
 //! `scripts/mpi-hosts` (TCP over the bridge). The ranks' runs form one job in the store;
 //! `sdt ls` shows it, and `2:S1` is rank 2's S1 for gdb, show, diff and export.
 
-use std::process::Output;
+use std::path::Path;
+use std::process::{Command, Output};
 
 use sdt_test_harness::Skip;
 use serde_json::Value;
@@ -30,7 +31,7 @@ fn printed(out: &Output) -> Vec<(u32, String, String)> {
 
 /// The job's `sdt ls`, `sdt ls --json`, `gdb`, `show`, `diff` and `export` by rank,
 /// checked against what the ranks printed: three ranks, on `hosts` in rank order.
-fn check_job(sdt: &Sdt, out: &Output, hosts: &[&str]) {
+fn check_job(sdt: &Sdt, out: &Output, hosts: &[&str], prog: &Path) {
     let ranks = printed(out);
     assert_eq!(ranks.len(), 3, "{}", describe(out));
     for (rank, host, _) in &ranks {
@@ -77,7 +78,19 @@ fn check_job(sdt: &Sdt, out: &Output, hosts: &[&str]) {
     assert!(diff.contains(&format!("rank_value: {} -> {}", ranks[0].2, ranks[1].2)), "{diff}");
     let core = sdt.dir.path().join("rank0.core");
     sdt.ok(&["export", "core", "0:S1", "-o", core.to_str().unwrap()]);
-    assert!(core.metadata().unwrap().len() > 0);
+    // gdb on the core reads the rank's list of libraries: SDT's MPI library is not named
+    // /proc/self/fd/N there, a descriptor of gdb's own (a pipe it once waited on for ever).
+    let gdb = Command::new("timeout")
+        .args(["-s", "KILL", "60", "gdb", "-q", "-batch", "-nx"])
+        .arg(format!("--se={}", prog.display()))
+        .arg(format!("--core={}", core.display()))
+        .args(["-ex", "print rank_value", "-ex", "info sharedlibrary"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let said = stdout(&gdb);
+    assert!(said.contains(&format!("$1 = {}\n", ranks[0].2)), "{}", describe(&gdb));
+    assert!(said.contains("sdtmpi.so") && !said.contains("/proc/self/fd/"), "{}", describe(&gdb));
 
     // After a job a name must say its rank; run N is still reachable as runN.
     let refused = sdt.output(&["show", "S1"]);
@@ -100,7 +113,7 @@ fn a_job_on_one_host() -> Result<(), Skip> {
     let out = mpi_job(&sdt, Hosts::One, 3, &[], &prog, &[])?;
     assert!(out.status.success(), "{}", describe(&out));
     let host = host_name();
-    check_job(&sdt, &out, &[&host, &host, &host]);
+    check_job(&sdt, &out, &[&host, &host, &host], &prog);
     Ok(())
 }
 
@@ -114,7 +127,7 @@ fn a_job_across_three_hosts() -> Result<(), Skip> {
     for to in ["10.77.0.1", "10.77.0.2", "10.77.0.3"] {
         assert!(log.contains(&format!("btl:tcp: now connected to {to}")), "{log}");
     }
-    check_job(&sdt, &out, &["sdt-h1", "sdt-h2", "sdt-h3"]);
+    check_job(&sdt, &out, &["sdt-h1", "sdt-h2", "sdt-h3"], &prog);
     Ok(())
 }
 
