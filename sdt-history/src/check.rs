@@ -121,10 +121,9 @@ fn could_release(history: &History, rank: u32, b: &Blocked) -> Vec<u32> {
         .iter()
         .find(|c| c.id == b.comm)
         .map_or_else(|| (0..history.ranks.len() as u32).collect(), |c| c.ranks.clone());
-    match (b.kind, b.peer) {
-        (k, _) if k.collective().is_some() => members.into_iter().filter(|&m| m != rank).collect(),
-        (_, None) => members.into_iter().filter(|&m| m != rank).collect(),
-        (_, Some(peer)) => vec![peer],
+    match b.peer {
+        Some(peer) if b.kind.collective().is_none() => vec![peer],
+        _ => members.into_iter().filter(|&m| m != rank).collect(),
     }
 }
 
@@ -274,7 +273,7 @@ pub fn check(history: &History) -> Vec<Finding> {
             } else {
                 Finding::at(FindingKind::FatalError, e, format!("an MPI error (code {code}) ended the job"))
             };
-            findings.push(Finding { peer: None, ..finding });
+            findings.push(finding);
         }
         for e in rh.events.iter().filter(|e| e.truncated) {
             let what = format!(
