@@ -81,13 +81,24 @@ def is_sdt_frame(frame):
     return "sdt-lib/src/" in path or path.startswith("/rustc/") or in_mpi_library(frame)
 
 
-def select_user_frame():
+# The functions a C or C++ thread takes a snapshot in: gdb shows it there, on the
+# SetBreakpoint line; its variables are its caller's.
+BREAKPOINT_FUNCTIONS = ("SetBreakpoint", "sdt_breakpoint")
+
+
+def select_user_frame(caller=False):
     """Selects the first frame of the user's code above SDT's libraries, if the thread
-    stands in one of them; returns whether it moved."""
+    stands in one of them; with CALLER, above SetBreakpoint too. Returns whether it
+    moved."""
     frame, skipped, in_sdt = gdb.newest_frame(), 0, False
-    while frame is not None and is_sdt_frame(frame):
-        path = frame.find_sal().symtab.filename or ""
-        in_sdt = in_sdt or "sdt-lib/src/" in path or in_mpi_library(frame)
+    while frame is not None:
+        path = frame.find_sal().symtab.filename if frame.find_sal().symtab else ""
+        if caller and frame.name() in BREAKPOINT_FUNCTIONS:
+            in_sdt = True
+        elif is_sdt_frame(frame):
+            in_sdt = in_sdt or "sdt-lib/src/" in path or in_mpi_library(frame)
+        else:
+            break
         frame, skipped = frame.older(), skipped + 1
     if frame is None or skipped == 0 or not in_sdt:
         return False
@@ -97,18 +108,23 @@ def select_user_frame():
 
 class Frame(gdb.Command):
     """Select the user's frame where a Rust program's thread stands in SDT's trap, or a
-    rank in SDT's MPI library."""
+rank in SDT's MPI library. With --caller, where a C or C++ thread stands in
+SetBreakpoint too: its caller's frame, whose variables are the user's."""
 
     def __init__(self):
         super().__init__("sdt frame", gdb.COMMAND_USER)
 
     def invoke(self, arg, from_tty):
-        if select_user_frame():
+        words = arg.split()
+        if any(w != "--caller" for w in words):
+            raise gdb.GdbError("usage: sdt frame [--caller]")
+        if select_user_frame(caller="--caller" in words):
             gdb.execute("frame")
 
 
-def goto(name, quiet=False):
-    """Moves to snapshot NAME and selects the thread that took it; returns its entry."""
+def goto(name, quiet=False, caller=False):
+    """Moves to snapshot NAME and selects the thread that took it (the frame as
+    `sdt frame [--caller]` does); returns its entry."""
     said = monitor("goto " + name).splitlines()
     forget_caches()
     for line in said[:-1]:
@@ -118,7 +134,7 @@ def goto(name, quiet=False):
         if thread.ptid[1] == entry.tid:
             thread.switch()
             break
-    select_user_frame()
+    select_user_frame(caller)
     if not quiet:
         gdb.write("[sdt] %s  thread %d  %s\n" % (entry.name, entry.tid, entry.trigger))
         gdb.execute("frame")
@@ -150,8 +166,8 @@ sdt next, sdt prev             the snapshot after, or before, the current one
 sdt history [--changes] EXPR   EXPR in every snapshot (--changes: only where it changed)
 sdt last EXPR                  the latest snapshot before this one where EXPR had another value
 sdt commit                     store this snapshot with the values set in it as a new one (S3.e1)
-sdt frame                      the user's frame, where a Rust thread stands in SDT's trap or a
-                               rank in SDT's MPI library"""
+sdt frame [--caller]           the user's frame, where a Rust thread stands in SDT's trap or a
+                               rank in SDT's MPI library (--caller: SetBreakpoint's caller)"""
 
     def __init__(self):
         super().__init__("sdt", gdb.COMMAND_USER, prefix=True)
@@ -174,13 +190,14 @@ class Goto(gdb.Command):
         super().__init__("sdt goto", gdb.COMMAND_USER)
 
     def invoke(self, arg, from_tty):
-        # --quiet: no frame or displays printed (for `sdt history` on the command line).
+        # --quiet: no frame or displays printed; --caller: as `sdt frame --caller` (both
+        # for `sdt history` on the command line).
         words = arg.split()
-        quiet = "--quiet" in words
-        names = [w for w in words if w != "--quiet"]
+        flags = ("--quiet", "--caller")
+        names = [w for w in words if w not in flags]
         if len(names) != 1:
-            raise gdb.GdbError("usage: sdt goto [--quiet] SNAP")
-        goto(snapshot_name(names[0]), quiet=quiet)
+            raise gdb.GdbError("usage: sdt goto [--quiet] [--caller] SNAP")
+        goto(snapshot_name(names[0]), quiet="--quiet" in words, caller="--caller" in words)
 
 
 class Step(gdb.Command):

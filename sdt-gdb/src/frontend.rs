@@ -1,27 +1,15 @@
-//! Starting gdb: on an exported core, or on a snapshot served by `sdt gdbserver` with
-//! SDT's gdb commands ([`EXTENSION`]).
+//! Starting gdb on a snapshot served by `sdt gdbserver`, with SDT's gdb commands
+//! ([`EXTENSION`]): for the user, or to evaluate expressions there.
 
 use std::ffi::{OsStr, OsString};
+use std::io::BufReader;
 use std::path::Path;
 use std::process::Command;
+use std::sync::mpsc;
+use std::time::Duration;
 
-/// `gdb -q --se=PROGRAM --core=CORE EXTRA…`: gdb with `program`'s symbols, opening
-/// `core` (from [`export_core`](crate::export_core)). `extra` holds gdb options such as
-/// `-batch` or `-ex bt`. The shared libraries come from the paths in the core's
-/// `NT_FILE`, so they must still be the ones the snapshot mapped.
-///
-/// The two paths (the program's comes from the store) are glued to their options, so
-/// that gdb never reads one as an option or a command: `--se=-x` names a file `-x`. An
-/// empty `program` gives gdb the core alone.
-pub fn gdb_command(program: &Path, core: &Path, extra: &[String]) -> Command {
-    let mut gdb = Command::new("gdb");
-    gdb.arg("-q");
-    if !program.as_os_str().is_empty() {
-        gdb.arg(glued("--se=", program));
-    }
-    gdb.arg(glued("--core=", core)).args(extra);
-    gdb
-}
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
 
 /// SDT's gdb commands (`sdt list`, `sdt goto`, `sdt next`, `sdt prev`, `sdt history`,
 /// `sdt last`): a gdb Python script, to be sourced (`-ix FILE.py`) in a gdb connected to
@@ -52,8 +40,10 @@ pub struct Server<'a> {
 /// `gdb -q -iex 'set sysroot' -ix EXTENSION --se=PROGRAM -ex 'target remote | sdt
 /// gdbserver …' EXTRA…`: gdb with `program`'s symbols (none if empty), SDT's commands from
 /// `extension` (a file holding [`EXTENSION`]), connected to `server`. The shared libraries
-/// are the local files the server names (the sysroot is the local file system); the
-/// paths are glued to their options as in [`gdb_command`].
+/// are the local files the server names (the sysroot is the local file system). The two
+/// paths (the program's comes from the store) are glued to their options, so that gdb
+/// never reads one as an option or a command: `--se=-x` names a file `-x`. An empty
+/// `program` gives gdb the server alone.
 pub fn remote_command(program: &Path, extension: &Path, server: Server, extra: &[String]) -> Command {
     let mut gdb = Command::new("gdb");
     gdb.args(["-q", "-iex", "set sysroot"]).arg(glued("-ix=", extension));
@@ -95,26 +85,33 @@ fn glued(option: &str, path: &Path) -> OsString {
     arg
 }
 
-/// Evaluates each of `exprs` as gdb would in `program` with `core` loaded: the value as
-/// gdb prints it, or why gdb gave none. One gdb answers them all through its machine
-/// interface (GDB/MI), one `-data-evaluate-expression` each, so that a value (`^done`)
-/// and an error (`^error`) are told apart exactly; a warning gdb gives while evaluating
-/// (a charset conversion failure for a non-ASCII name, say) makes the result an error
-/// too. Arrays are printed whole (`print elements unlimited`): values that differ past
-/// the 200th element differ.
+/// Evaluates each of `exprs` as gdb would in `program` stopped at the snapshot `server`
+/// serves, in the user's frame (above SDT's libraries and `SetBreakpoint`: `sdt frame
+/// --caller`):
+/// the value as gdb prints it, or why gdb gave none. gdb opens only the files the server
+/// names, which the store checks; never a path from the snapshot's memory. One gdb
+/// answers them all through its machine interface (GDB/MI), one
+/// `-data-evaluate-expression` each, so that a value (`^done`) and an error (`^error`)
+/// are told apart exactly; a warning gdb gives while evaluating (a charset conversion
+/// failure for a non-ASCII name, say) makes the result an error too. Arrays are printed
+/// whole (`print elements unlimited`): values that differ past the 200th element differ.
 pub fn evaluate(
     program: &Path,
-    core: &Path,
+    extension: &Path,
+    server: Server,
     exprs: &[String],
 ) -> std::io::Result<Vec<Result<String, String>>> {
+    let mut options = MI_OPTIONS.map(str::to_owned).to_vec();
+    options.extend(["-ex".to_owned(), "sdt frame --caller".to_owned()]);
+    let gdb = remote_command(program, extension, server, &options);
     let commands: Vec<_> = exprs.iter().map(|expr| evaluation(expr)).collect();
-    run_mi(gdb_command(program, core, &MI_OPTIONS.map(str::to_owned)), &commands)
+    run_mi(gdb, &commands, GDB_SILENCE)
 }
 
 /// Evaluates `expr` in each of `snapshots` (`S3`, or `RUN:S3` for another run of the
 /// server's tree) as [`evaluate`] does, in one gdb connected to `server`: `sdt goto`
 /// (from `extension`, a file holding [`EXTENSION`]) moves it to the snapshot and selects
-/// the thread that took it, then gdb evaluates `expr` there. A snapshot gdb could not
+/// the thread that took it, in the user's frame, then gdb evaluates `expr` there. A snapshot gdb could not
 /// go to gives why, as an error.
 pub fn evaluate_in_each(
     program: &Path,
@@ -128,12 +125,15 @@ pub fn evaluate_in_each(
         .iter()
         .flat_map(|snap| {
             [
-                format!("-interpreter-exec console {}", mi_quote(&format!("sdt goto --quiet {snap}"))),
+                format!(
+                    "-interpreter-exec console {}",
+                    mi_quote(&format!("sdt goto --quiet --caller {snap}"))
+                ),
                 evaluation(expr),
             ]
         })
         .collect();
-    let answers = run_mi(gdb, &commands)?;
+    let answers = run_mi(gdb, &commands, GDB_SILENCE)?;
     Ok(answers.chunks(2).map(|pair| pair[0].clone().and(pair[1].clone())).collect())
 }
 
@@ -146,13 +146,25 @@ fn evaluation(expr: &str) -> String {
     format!("-data-evaluate-expression {}", mi_quote(expr))
 }
 
+/// How long gdb may say nothing before it is taken for stuck and stopped: loading a
+/// large program's symbols can take a minute; waiting on a file that never answers
+/// takes forever.
+const GDB_SILENCE: Duration = Duration::from_secs(300);
+
 /// Runs `gdb` (started with [`MI_OPTIONS`]) on `commands`, arrays printed whole, and
 /// gives each command's answer: its value (empty for a command that has none) or why it
-/// failed, as [`parse_outputs`] reads them.
-fn run_mi(mut gdb: Command, commands: &[String]) -> std::io::Result<Vec<Result<String, String>>> {
-    use std::io::{Read, Write};
+/// failed, as [`parse_outputs`] reads them. gdb runs in a process group of its own, which
+/// is killed, with whatever gdb started, once gdb has written nothing for `silence`: the
+/// answers it did not give then say so.
+fn run_mi(
+    mut gdb: Command,
+    commands: &[String],
+    silence: Duration,
+) -> std::io::Result<Vec<Result<String, String>>> {
+    use std::io::{BufRead, Read, Write};
+    use std::os::unix::process::CommandExt;
     use std::process::Stdio;
-    gdb.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    gdb.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
     let mut child = gdb.spawn()?;
     // Token 0 is the setting; command i has token i + 1.
     let mut input = String::from("0-gdb-set print elements unlimited\n");
@@ -168,20 +180,48 @@ fn run_mi(mut gdb: Command, commands: &[String]) -> std::io::Result<Vec<Result<S
         let mut text = String::new();
         stderr.read_to_string(&mut text).map(|_| text)
     });
+    let (lines, answers) = mpsc::channel();
+    let stdout = BufReader::new(child.stdout.take().expect("piped"));
+    let reader = std::thread::spawn(move || {
+        for line in stdout.split(b'\n') {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
     let mut text = String::new();
-    child.stdout.take().expect("piped").read_to_string(&mut text)?;
+    let mut stuck = false;
+    loop {
+        match answers.recv_timeout(silence) {
+            Ok(line) => {
+                text.push_str(&String::from_utf8_lossy(&line?));
+                text.push('\n');
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                stuck = true;
+                // The group is gdb's own (`process_group(0)`): its id is gdb's pid.
+                let group = Pid::from_raw(child.id() as i32);
+                killpg(group, Signal::SIGKILL).ok();
+                break;
+            }
+        }
+    }
     child.wait()?;
     // A gdb that stopped early closed its input; its stderr says why.
     writer.join().expect("the writer thread does not panic").ok();
     let said = said.join().expect("the reader thread does not panic")?;
+    drop(answers);
+    reader.join().expect("the reader thread does not panic");
     let mut results = parse_outputs(&text, commands.len());
     for result in &mut results {
         if let Err(why) = result
             && why.is_empty()
         {
-            *why = match said.trim() {
-                "" => "gdb stopped before it evaluated this".to_owned(),
-                said => format!("gdb stopped before it evaluated this: {said}"),
+            *why = match (stuck, said.trim()) {
+                (true, _) => format!("gdb said nothing for {} s and was stopped", silence.as_secs_f32()),
+                (false, "") => "gdb stopped before it evaluated this".to_owned(),
+                (false, said) => format!("gdb stopped before it evaluated this: {said}"),
             };
         }
     }
@@ -294,23 +334,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn gdb_gets_the_files_glued_to_their_options_then_the_extra_options() {
-        let extra = ["-batch".to_owned(), "-ex".to_owned(), "thread apply all bt".to_owned()];
-        let cmd = gdb_command("/bin/prog".as_ref(), "/tmp/S1.core".as_ref(), &extra);
-        assert_eq!(cmd.get_program(), "gdb");
-        let args: Vec<_> = cmd.get_args().collect();
-        assert_eq!(
-            args,
-            ["-q", "--se=/bin/prog", "--core=/tmp/S1.core", "-batch", "-ex", "thread apply all bt"]
-        );
-        // A program path that reads like an option stays a path.
-        let cmd = gdb_command("--eval-command=shell id".as_ref(), "c".as_ref(), &[]);
-        assert_eq!(cmd.get_args().nth(1).unwrap(), "--se=--eval-command=shell id");
-        let alone = gdb_command("".as_ref(), "c".as_ref(), &[]);
-        assert_eq!(alone.get_args().collect::<Vec<_>>(), ["-q", "--core=c"]);
-    }
-
-    #[test]
     fn the_server_is_named_by_the_environment() {
         let server = Server {
             sdt: "/usr/bin/sdt".as_ref(),
@@ -344,6 +367,21 @@ mod tests {
             env.contains(&("SDT_STORE", "$(id)")) && env.contains(&("SDT_GDBSERVER_RUN", "3")),
             "{env:?}"
         );
+        // A program path that reads like an option stays a path.
+        let cmd = remote_command("--eval-command=shell id".as_ref(), "x.py".as_ref(), server, &[]);
+        assert_eq!(cmd.get_args().nth(4).unwrap(), "--se=--eval-command=shell id");
+    }
+
+    #[test]
+    fn a_gdb_that_says_nothing_is_stopped_with_what_it_started() {
+        // Stands for a gdb stuck opening a FIFO: it answers the first command, then its
+        // child holds the output open and nothing more comes.
+        let mut stuck = Command::new("sh");
+        stuck.args(["-c", "echo '(gdb) '; echo '1^done,value=\"7\"'; sleep 60 & wait"]);
+        let started = std::time::Instant::now();
+        let got = run_mi(stuck, &["-a".to_owned(), "-b".to_owned()], Duration::from_millis(500)).unwrap();
+        assert!(started.elapsed() < Duration::from_secs(10), "took {:?}", started.elapsed());
+        assert_eq!(got, [Ok("7".to_owned()), Err("gdb said nothing for 0.5 s and was stopped".to_owned())]);
     }
 
     /// GDB/MI output as gdb 13 gives it (trimmed): loading, with a warning before the

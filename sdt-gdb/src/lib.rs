@@ -9,10 +9,6 @@
 //! let snap = run.open_snapshot("S3")?;
 //! let report = sdt_gdb::export_core(&snap, "S3.core".as_ref())?;
 //! println!("{} threads, {} mappings, {} bytes", report.threads, report.mappings, report.bytes);
-//!
-//! let exe = &snap.meta().process.exe;
-//! let extra = ["-batch".to_owned(), "-ex".to_owned(), "thread apply all bt".to_owned()];
-//! sdt_gdb::frontend::gdb_command(exe.as_ref(), "S3.core".as_ref(), &extra).status()?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
@@ -40,7 +36,9 @@
 //!   read as zeros), so a core is as large as that memory, not as the mappings.
 //! - No pending signals, CPU times or `NT_PRPSINFO` scheduling fields: the snapshot does
 //!   not capture them, so they are zero.
-//! - It does not start gdb: [`frontend::gdb_command`] builds the command for the CLI.
+//! - It does not start gdb on its cores: [`frontend`] starts gdb on `sdt gdbserver`,
+//!   which opens only the files the store checks, where a core would have gdb open the
+//!   paths in the snapshot's memory (the dynamic linker's list).
 
 #![deny(missing_docs)]
 #![deny(unsafe_code)]

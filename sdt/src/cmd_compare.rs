@@ -11,7 +11,8 @@ use serde_json::{Value, json};
 
 use crate::cli::CompareOpt;
 use crate::cmd_diff::{change_json, change_text};
-use crate::cmd_export::{cached_core, checked_program};
+use crate::cmd_export::checked_program;
+use crate::cmd_gdb::ServerParts;
 use crate::cmd_refine::split_exprs;
 use crate::select;
 
@@ -46,6 +47,7 @@ pub fn compare(opt: CompareOpt) -> Result<ExitCode> {
             "{unpaired} breakpoint arrivals were reached by only one of the runs; they are not compared"
         );
     }
+    let gdb = ServerParts::new(&opt.store)?;
     let mut program = None;
     let (mut last_same, mut first_diff) = (None, None);
     for (i, (arrival, ref_name, other_name)) in paired.iter().enumerate() {
@@ -64,7 +66,7 @@ pub fn compare(opt: CompareOpt) -> Result<ExitCode> {
             }
         };
         let changes =
-            differences(program, (&pair.reference, &pair.other), &exprs, &tol, (&reference, &other))?;
+            differences(program, (&pair.reference, &pair.other), &exprs, &tol, (&reference, &other), &gdb)?;
         if changes.is_empty() {
             last_same = Some(pair);
         } else {
@@ -121,13 +123,15 @@ pub fn compare(opt: CompareOpt) -> Result<ExitCode> {
 /// What differs between snapshots `a` (of run `runs.0`) and `b` (of `runs.1`): each of
 /// `exprs` (every global when empty) within `tol`, as `a`'s value (`old`) and `b`'s
 /// (`new`). A name of a global, or of a member or element of one, is read through the
-/// program's DWARF; any other expression is evaluated by gdb on both snapshots' cores.
+/// program's DWARF; any other expression is evaluated by gdb on both snapshots, served
+/// through `gdb`.
 pub fn differences(
     program: &Program,
     (a, b): (&Snapshot, &Snapshot),
     exprs: &[String],
     tol: &Tolerance,
     runs: (&Run, &Run),
+    gdb: &ServerParts,
 ) -> Result<Vec<Change>> {
     if exprs.is_empty() {
         let globals: Vec<&str> = program
@@ -156,8 +160,7 @@ pub fn differences(
         let evaluate = |run: &Run, snap: &Snapshot| -> Result<Vec<Result<String, String>>> {
             let exe =
                 checked_program(snap).map_err(|why| anyhow::anyhow!("gdb needs the program, and {why}"))?;
-            sdt_gdb::frontend::evaluate(&exe, &cached_core(run, snap)?, &for_gdb)
-                .context("running gdb (is it installed? apt-get install gdb)")
+            gdb.evaluate(&exe, run, snap, &for_gdb)
         };
         let (old, new) = (evaluate(runs.0, a)?, evaluate(runs.1, b)?);
         for ((expr, old), new) in for_gdb.iter().zip(old).zip(new) {

@@ -188,7 +188,8 @@ fn chosen(setting: &str) -> Option<&str> {
     Some(&setting[start..start + len])
 }
 
-/// gdb opens the cores `sdt gdb` and `sdt refine` export.
+/// gdb: `sdt gdb`, the evaluations of `sdt refine`, `compare` and `history`, and the cores
+/// `sdt export core` writes.
 fn gdb() -> Check {
     match version_line("gdb", "--version") {
         Some(line) if major_version(&line).is_some_and(|v| v >= MIN_GDB) => {

@@ -1,10 +1,10 @@
-//! `sdt export core` and `sdt export criu`, and the cores `sdt refine` evaluates in.
+//! `sdt export core` and `sdt export criu`, and the program gdb reads symbols from.
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use sdt_daemon::human::{self, escape};
-use sdt_store::{Content, OutputDir, Run, Snapshot};
+use sdt_store::{Content, Snapshot};
 
 use crate::cli::{ExportCoreOpt, ExportCriuOpt};
 use crate::select;
@@ -88,35 +88,6 @@ pub fn checked_program(snap: &Snapshot) -> Result<PathBuf, String> {
         },
         None => Err(format!("the program {exe:?} is not among the files the snapshot maps")),
     }
-}
-
-/// The snapshot's core in the run's `cores/` folder, written unless already there and
-/// newer than the snapshot. The folder is created 0700 and reached without following a
-/// symbolic link inside the store; the core is a new 0600 file renamed into place.
-pub fn cached_core(run: &Run, snap: &Snapshot) -> Result<PathBuf> {
-    let cores = cores_dir(run)?;
-    let name = format!("{}.core", snap.name());
-    let snap_file = run.dir().join(format!("S{}.snap", snap.meta().seq));
-    let snap_time = std::fs::metadata(&snap_file).and_then(|m| m.modified()).ok();
-    if !matches!((cores.modified(&name), snap_time), (Some(core), Some(snap)) if core >= snap) {
-        let report = sdt_gdb::export_core_in(snap, &cores, name.as_ref())
-            .with_context(|| format!("exporting {}", snap.name()))?;
-        print_notes(&report.notes);
-    }
-    Ok(cores.path().join(name))
-}
-
-/// `<store>/runs/<id>/cores`, opened from the store's directory one name at a time.
-fn cores_dir(run: &Run) -> Result<OutputDir> {
-    let run_dir = run.dir();
-    let parts =
-        run_dir.parent().and_then(|runs| Some((runs.parent()?, runs.file_name()?, run_dir.file_name()?)));
-    let Some((store, runs, id)) = parts else {
-        bail!("{} is not a run directory of a store", run_dir.display());
-    };
-    let name = |n: &std::ffi::OsStr| n.to_str().map(str::to_owned).unwrap_or_default();
-    let store = if store.as_os_str().is_empty() { Path::new(".") } else { store };
-    Ok(OutputDir::open(store)?.subdir(&name(runs), false)?.subdir(&name(id), false)?.subdir("cores", true)?)
 }
 
 fn print_notes(notes: &[String]) {

@@ -2,13 +2,14 @@
 
 use std::io::{BufReader, Write};
 use std::net::TcpListener;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use sdt_daemon::human::escape;
 use sdt_gdb::frontend::{EXTENSION, Server, remote_command};
 use sdt_gdbserver::{StoreTimeline, serve};
+use sdt_store::{Run, Snapshot};
 
 use crate::cli::{GdbOpt, GdbserverOpt, StoreArgs};
 use crate::cmd_export::checked_program;
@@ -65,6 +66,20 @@ impl ServerParts {
     /// The server of snapshot `snapshot` of run `run`, in these parts' store.
     pub fn server<'a>(&'a self, run: u32, snapshot: &'a str) -> Server<'a> {
         Server { sdt: &self.sdt, store: &self.store, run, snapshot, libraries: self.libraries.path() }
+    }
+
+    /// Each of `exprs` as gdb evaluates it in `program` (a checked file) at `snap` of `run`,
+    /// in the user's frame: its value or why gdb gave none.
+    pub fn evaluate(
+        &self,
+        program: &Path,
+        run: &Run,
+        snap: &Snapshot,
+        exprs: &[String],
+    ) -> Result<Vec<Result<String, String>>> {
+        let server = self.server(run.id().0, snap.name());
+        sdt_gdb::frontend::evaluate(program, self.extension.path(), server, exprs)
+            .context("running gdb (is it installed? apt-get install gdb)")
     }
 }
 

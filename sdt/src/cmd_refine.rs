@@ -1,15 +1,15 @@
 //! `sdt refine`: resume S1 under a finer config until the program reaches S2's
 //! breakpoint again, and compare the key variables of S2 and S2.new.
 
-use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use sdt_daemon::ProgramExit;
-use sdt_refine::{Attempts, Comparison, Interval, KeyValues, Progress, Verdict};
+use sdt_refine::{Attempts, Comparison, Interval, Progress, Verdict};
 
 use crate::cli::RefineOpt;
-use crate::cmd_export::{cached_core, checked_program};
+use crate::cmd_export::checked_program;
+use crate::cmd_gdb::ServerParts;
 use crate::cmd_run::{capture_config, conclude};
 use crate::select;
 
@@ -39,7 +39,8 @@ pub fn refine(opt: RefineOpt) -> Result<ExitCode> {
     let to = interval.to().name();
     let program = checked_program(interval.to())
         .map_err(|why| anyhow::anyhow!("--check needs the program to evaluate in gdb, and {why}"))?;
-    let evaluate = |run: &_, snap: &_, exprs: &[String]| evaluate(&program, &cached_core(run, snap)?, exprs);
+    let gdb = ServerParts::new(&opt.store)?;
+    let evaluate = |run: &_, snap: &_, exprs: &[String]| gdb.evaluate(&program, run, snap, exprs);
     let expected = interval.expect(split_exprs(&opt.check), evaluate)?;
     let attempts = Attempts {
         store: opt.store.store.clone(),
@@ -108,11 +109,6 @@ pub fn split_exprs(values: &[String]) -> Vec<String> {
     }
     out.retain(|e| !e.is_empty());
     out
-}
-
-fn evaluate(program: &Path, core: &Path, exprs: &[String]) -> Result<KeyValues> {
-    sdt_gdb::frontend::evaluate(program, core, exprs)
-        .context("running gdb (is it installed? apt-get install gdb)")
 }
 
 /// Prints the key values of S2 (`old`) and S2.new side by side.

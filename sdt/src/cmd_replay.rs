@@ -28,6 +28,7 @@ use sdt_store::{Run, Store};
 use crate::cli::{LauncherArgs, ReplayOpt};
 use crate::cmd_compare::differences;
 use crate::cmd_diff::change_text;
+use crate::cmd_gdb::ServerParts;
 use crate::cmd_refine::split_exprs;
 use crate::job::{self, GlobalSnapshot, Job};
 use crate::select;
@@ -91,7 +92,8 @@ pub fn replay(opt: ReplayOpt) -> Result<ExitCode> {
     if opt.check.is_empty() {
         return Ok(ExitCode::SUCCESS);
     }
-    let same = check(&original, &replayed, &g, &again, &split_exprs(&opt.check))?;
+    let gdb = ServerParts::new(&opt.store)?;
+    let same = check(&original, &replayed, (&g, &again), &split_exprs(&opt.check), &gdb)?;
     Ok(if same { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
@@ -297,14 +299,14 @@ fn rank_run(job: &Job, rank: u32) -> Result<&sdt_store::Run> {
     found.map(|(_, run)| run).with_context(|| format!("rank {rank} of job {} has no run", job.id))
 }
 
-/// Compares `exprs` at `g` of `original` and `again` of `replayed`, rank by rank; true
-/// when they are equal everywhere.
+/// Compares `exprs` at `g` of `original` and `again` of `replayed`, rank by rank (gdb's
+/// through `gdb`); true when they are equal everywhere.
 fn check(
     original: &Job,
     replayed: &Job,
-    g: &GlobalSnapshot,
-    again: &GlobalSnapshot,
+    (g, again): (&GlobalSnapshot, &GlobalSnapshot),
     exprs: &[String],
+    gdb: &ServerParts,
 ) -> Result<bool> {
     let tol = Tolerance { rtol: 0.0, atol: 0.0 };
     let mut program = None;
@@ -317,7 +319,7 @@ fn check(
             Some(p) => p,
             None => program.insert(Program::load(&a).context("reading the program's variables")?),
         };
-        let changes = differences(program, (&a, &b), exprs, &tol, (a_run, b_run))?;
+        let changes = differences(program, (&a, &b), exprs, &tol, (a_run, b_run), gdb)?;
         if changes.is_empty() {
             println!("rank {rank}: {} equal at {} ({} and {})", exprs.join(", "), g.name, before.1, after.1);
         } else {
