@@ -307,15 +307,16 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, Error> {
         Target::Launch(command) if kmod => {
             let device = kmod::open()?;
             let filter = &opts.config.filter;
-            let started =
-                launch(command, opts, &store, options::EXITKILL, |pid| Kmod::start(pid, device, filter))?;
+            let started = launch(command, opts, &store, options::EXITKILL, false, |pid| {
+                Kmod::start(pid, device, filter)
+            })?;
             drive(started, events, &store, started_ns, opts)
         }
         Target::Launch(command) => {
             // Processes the program forks start with the --break int3s: they are traced
             // until those are taken out.
             let forks = if breaks { options::TRACEFORK } else { 0 };
-            let started = launch(command, opts, &store, TRACE_OPTIONS | forks, |pid| {
+            let started = launch(command, opts, &store, TRACE_OPTIONS | forks, true, |pid| {
                 Tracer::start(pid, SEIZED_OPTIONS | forks, &opts.breaks, opts.signal_snapshots)
             })?;
             drive(started, events, &store, started_ns, opts)
@@ -431,12 +432,14 @@ fn finish(rec: Recorder, exit: Result<ProgramExit, Error>, opts: &RunOptions) ->
 }
 
 /// Launches `command` seized with `ptrace_options`, and hands it, stopped at its
-/// `execve`, to `start` for the backend that will watch it.
+/// `execve`, to `start` for the backend that will watch it (`traced`: ptrace, which
+/// takes the program's own traps).
 fn launch<B>(
     command: &[String],
     opts: &RunOptions,
     store: &Store,
     ptrace_options: u32,
+    traced: bool,
     start: impl FnOnce(Tid) -> Result<B, Error>,
 ) -> Result<Started<B>, Error> {
     let program = command.first().ok_or(LaunchError::Empty)?;
@@ -447,7 +450,12 @@ fn launch<B>(
         None
     };
     let preload = std::env::var_os("LD_PRELOAD");
-    let mut env = mpi.as_ref().map(|m| m.env(preload.as_deref().map(OsStrExt::as_bytes))).unwrap_or_default();
+    // A rank ending the job traps for its last snapshot, as a fatal signal would give.
+    let end_capture = traced && opts.signal_snapshots;
+    let mut env = mpi
+        .as_ref()
+        .map(|m| m.env(preload.as_deref().map(OsStrExt::as_bytes), end_capture))
+        .unwrap_or_default();
     if let Some(var) =
         sanitizer::leak_check_off(&launch::Linking::of(&path, &sanitizer::ENTRY_POINTS), |var| {
             std::env::var_os(var)

@@ -26,7 +26,8 @@ use sdt_history::packed;
 use sdt_history::replay::{self, RecordError};
 use sdt_history::run::MAX_RECORDS;
 use sdt_mpi::{
-    ENV_COMMS_FD, ENV_EVENTS_FD, ENV_REPLAY_FD, ENV_SITES_FD, ENV_STOP_AFTER, ENV_STOP_CAPTURE, Mpi,
+    ENV_COMMS_FD, ENV_END_CAPTURE, ENV_EVENTS_FD, ENV_REPLAY_FD, ENV_SITES_FD, ENV_STOP_AFTER,
+    ENV_STOP_CAPTURE, Mpi,
 };
 use sdt_store::{PendingFile, Run, RunLog, Store};
 
@@ -132,8 +133,9 @@ impl MpiLaunch {
     }
 
     /// The environment variables that load the library (LD_PRELOAD, before what
-    /// `preload` already holds) and name its files.
-    pub(crate) fn env(&self, preload: Option<&[u8]>) -> Vec<(String, Vec<u8>)> {
+    /// `preload` already holds) and name its files; with `end_capture`, the rank traps
+    /// for a snapshot as it ends the job ([`ENV_END_CAPTURE`]).
+    pub(crate) fn env(&self, preload: Option<&[u8]>, end_capture: bool) -> Vec<(String, Vec<u8>)> {
         let mut ld_preload = format!("/proc/self/fd/{}", self.library.as_raw_fd()).into_bytes();
         if let Some(rest) = preload.filter(|p| !p.is_empty()) {
             ld_preload.push(b':');
@@ -154,6 +156,9 @@ impl MpiLaunch {
             if stop.capture {
                 env.push((ENV_STOP_CAPTURE.into(), b"1".to_vec()));
             }
+        }
+        if end_capture {
+            env.push((ENV_END_CAPTURE.into(), b"1".to_vec()));
         }
         env
     }

@@ -21,11 +21,14 @@ pub struct Arrival {
 }
 
 impl fmt::Display for Arrival {
-    /// `level 1 class 2 id 10 hit 3`; `the stop at a cut` for the breakpoint of SDT's
-    /// own (class and id -1) that ranks stopped at a cut of their history trap with.
+    /// `level 1 class 2 id 10 hit 3`; `the stop at a cut` and `the end of the job` for
+    /// the breakpoints of SDT's own (class -1) that ranks stopped at a cut of their
+    /// history (id -1), and ranks ending the job (id -2), trap with.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if (self.class, self.id) == (-1, -1) {
-            return write!(f, "the stop at a cut");
+        match (self.class, self.id) {
+            (-1, -1) => return write!(f, "the stop at a cut"),
+            (-1, -2) => return write!(f, "the end of the job"),
+            _ => {}
         }
         write!(f, "level {} class {} id {} hit {}", self.level, self.class, self.id, self.hit)
     }

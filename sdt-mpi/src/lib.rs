@@ -41,6 +41,13 @@ pub const ENV_STOP_CAPTURE: &str = "SDT_MPI_STOP_CAPTURE";
 pub const CUT_CLASS: i32 = -1;
 /// Its id.
 pub const CUT_ID: i32 = -1;
+/// (Any value) a rank that ends the job, by `MPI_Abort` or a fatal MPI error, traps for
+/// a snapshot first: a breakpoint of SDT's own ([`CUT_CLASS`], [`END_ID`], level 0,
+/// first arrival), attrs `sdt=abort,code=N` or `sdt=fatal_error,code=N`. ptrace only:
+/// without a tracer the trap would kill the rank.
+pub const ENV_END_CAPTURE: &str = "SDT_MPI_END_CAPTURE";
+/// The id of the breakpoint a rank ending the job traps with.
+pub const END_ID: i32 = -2;
 
 /// An MPI implementation the library is built for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

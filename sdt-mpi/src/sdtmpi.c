@@ -53,6 +53,12 @@
  * records several events (Waitall, Sendrecv) is not split: a cut inside one stops the
  * rank after it, which `sdt replay` reports.
  *
+ * Ending the job (SDT_MPI_END_CAPTURE, set by `sdt run` under ptrace): a rank that calls
+ * MPI_Abort, or that an MPI error ends under MPI_ERRORS_ARE_FATAL, traps for a snapshot
+ * first, at another breakpoint of SDT's own (class -1, id -2, attrs "sdt=abort,code=N"
+ * or "sdt=fatal_error,code=N"), after its abort event is recorded: the launcher kills
+ * the other ranks after, and each of those gets the snapshot of a fatal signal.
+ *
  * Persistent requests (MPI_Send_init, MPI_Recv_init, MPI_Start[all]) carry the piggyback
  * in a derived type made at their init, pointing at their entry's header, which each
  * start fills; matched probes (MPI_[I]mprobe) remember the communicator of the message
@@ -271,6 +277,8 @@ static size_t nreserved;
 static uint64_t stop_wanted = NO_STOP, stop_after = NO_STOP;
 static int stop_capture;
 static void stop_here(void);
+/* Whether the rank traps for a snapshot as it ends the job (not under the module). */
+static int end_capture;
 
 /* At the entry of every call that records an event: whether the rank is at its cut. */
 #define STOP_POINT()                                                                                        \
@@ -1063,20 +1071,23 @@ static int replay_pick(int count, const MPI_Request *requests)
 /* The state word `sdt run` may write through a trap record (ours is never read). */
 static int cut_state;
 
-/* Traps to `sdt run` for a snapshot of the rank at its cut: SDT's own breakpoint
- * (level 0, class and id -1, first arrival), its attrs saying where the rank is. */
-static void capture_cut(uint64_t events)
+/* SDT's own breakpoints (level 0, class -1, first arrival): the rank at its cut, and
+ * the rank about to end the job (MPI_Abort, or a fatal MPI error). */
+#define OWN_CLASS -1
+#define CUT_ID -1
+#define END_ID -2
+
+/* Traps to `sdt run` for a snapshot at SDT's own breakpoint `id`, `attrs` saying why. */
+static void trap_own(int id, const char *attrs, int len)
 {
-	char attrs[64];
-	int len = snprintf(attrs, sizeof attrs, "sdt=cut,events=%llu", (unsigned long long)events);
 	struct timespec now;
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	struct sdt_trap trap = {
 		.version = SDT_PROTOCOL_VERSION,
 		.size = sizeof trap,
 		.level = 0,
-		.class_ = -1,
-		.id = -1,
+		.class_ = OWN_CLASS,
+		.id = id,
 		.multiple_mark = 1,
 		.hit = 1,
 		.attrs_ptr = (uintptr_t)attrs,
@@ -1086,6 +1097,26 @@ static void capture_cut(uint64_t events)
 		.result = SDT_DECLINED,
 	};
 	__asm__ volatile("int3" : : "a"(SDT_TRAP_MAGIC), "D"(&trap) : "memory");
+}
+
+/* A snapshot of the rank at its cut, its attrs saying where the rank is. */
+static void capture_cut(uint64_t events)
+{
+	char attrs[64];
+	int len = snprintf(attrs, sizeof attrs, "sdt=cut,events=%llu", (unsigned long long)events);
+	trap_own(CUT_ID, attrs, len);
+}
+
+/* A snapshot of the rank as it ends the job (SDT_MPI_END_CAPTURE): `why` is "abort" or
+ * "fatal_error", `code` the error code. Once: a fatal error in MPI_Abort takes none. */
+static void capture_end(const char *why, int code)
+{
+	static int taken;
+	if (!end_capture || __atomic_exchange_n(&taken, 1, __ATOMIC_RELAXED))
+		return;
+	char attrs[64];
+	int len = snprintf(attrs, sizeof attrs, "sdt=%s,code=%d", why, code);
+	trap_own(END_ID, attrs, len);
 }
 
 /* Ends the rank's part of the job if the others never finalize with it. */
@@ -1154,6 +1185,7 @@ static void on_error(MPI_Comm *handle, int *code, ...)
 		int len = 0;
 		PMPI_Error_string(*code, text, &len);
 		fprintf(stderr, "[rank %d] MPI error: %s\n", world_rank, text);
+		capture_end("fatal_error", *code);
 		PMPI_Abort(*handle, *code);
 		return;
 	}
@@ -2344,6 +2376,7 @@ int MPI_Abort(MPI_Comm handle, int code)
 	lock_tables();
 	record_abort(KIND_ABORT, c, code, site);
 	unlock_tables();
+	capture_end("abort", code);
 	return PMPI_Abort(handle, code);
 }
 
@@ -2629,7 +2662,8 @@ static int take_fd(const char *name)
 	return (int)fd;
 }
 
-/* The cut to stop at, from SDT_MPI_STOP_AFTER and SDT_MPI_STOP_CAPTURE (removed). */
+/* The cut to stop at, from SDT_MPI_STOP_AFTER and SDT_MPI_STOP_CAPTURE, and whether the
+ * rank traps as it ends the job, from SDT_MPI_END_CAPTURE (all removed). */
 static void take_stop(void)
 {
 	const char *after = getenv("SDT_MPI_STOP_AFTER");
@@ -2642,6 +2676,8 @@ static void take_stop(void)
 	}
 	stop_capture = getenv("SDT_MPI_STOP_CAPTURE") != NULL;
 	unsetenv("SDT_MPI_STOP_CAPTURE");
+	end_capture = getenv("SDT_MPI_END_CAPTURE") != NULL;
+	unsetenv("SDT_MPI_END_CAPTURE");
 }
 
 /* Takes this library out of LD_PRELOAD (it was loaded as /proc/self/fd/N, a descriptor

@@ -6,8 +6,9 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use sdt_daemon::human;
+use sdt_gdb::arrivals::Arrival;
 use sdt_history::History;
-use sdt_history::check::{self, Finding};
+use sdt_history::check::{self, Finding, FindingKind};
 use serde_json::json;
 
 use crate::cli::CheckOpt;
@@ -21,6 +22,13 @@ pub fn check(opt: CheckOpt) -> Result<ExitCode> {
     let history = job.history()?;
     let findings = check::check(&history);
     let lines = site_lines(&job, &history);
+    let ended = ending_snapshots(&job);
+    let snapshot = |f: &Finding| match f.kind {
+        FindingKind::Aborted | FindingKind::FatalError => {
+            ended.iter().find(|(rank, _)| *rank == f.rank).map(|(rank, name)| format!("{rank}:{name}"))
+        }
+        _ => None,
+    };
     let mut out = std::io::stdout().lock();
     if opt.json {
         let all: Vec<_> = findings
@@ -28,7 +36,7 @@ pub fn check(opt: CheckOpt) -> Result<ExitCode> {
             .map(|f| {
                 json!({
                     "kind": f.kind, "rank": f.rank, "seq": f.seq, "site": located(&lines, f.rank, f.site),
-                    "peer": f.peer, "waits_on": f.waits_on, "what": f.what,
+                    "peer": f.peer, "waits_on": f.waits_on, "what": f.what, "snapshot": snapshot(f),
                 })
             })
             .collect();
@@ -50,10 +58,27 @@ pub fn check(opt: CheckOpt) -> Result<ExitCode> {
             )?,
         }
         for f in &findings {
-            writeln!(out, "{}", human::escape(&finding_line(f, &history, &lines)))?;
+            let mut line = finding_line(f, &history, &lines);
+            if let Some(name) = snapshot(f) {
+                line.push_str(&format!(" (its snapshot there: {name})"));
+            }
+            writeln!(out, "{}", human::escape(&line))?;
         }
     }
     Ok(if findings.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// Each rank's snapshot as it ended the job (`MPI_Abort`, a fatal MPI error): rank and
+/// snapshot name. A rank whose run cannot be listed has none.
+fn ending_snapshots(job: &Job) -> Vec<(u32, String)> {
+    let ending = |a: &Arrival| (a.class, a.id) == (sdt_mpi::CUT_CLASS, sdt_mpi::END_ID);
+    job.ranks
+        .iter()
+        .filter_map(|(rank, run)| {
+            let arrived = sdt_gdb::arrivals::arrivals(run).ok()?;
+            arrived.into_iter().find(|a| ending(&a.arrival)).map(|a| (*rank, a.name))
+        })
+        .collect()
 }
 
 /// `deadlock: rank 0, in the call at deadlock.c:21: blocked for ever …`.

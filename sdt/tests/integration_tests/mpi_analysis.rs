@@ -148,9 +148,13 @@ fn global_snapshots_across_three_hosts() -> Result<(), Skip> {
 /// `sdt check --json` of a job of `check_errors MODE` (ended by mpirun's timeout when it
 /// hangs): (kind, rank, site) of each finding.
 fn findings(mode: &str) -> Result<Vec<(String, i64, String, Value)>, Skip> {
+    findings_in(&Sdt::new(), mode)
+}
+
+/// [`findings`] of a job run in `sdt`.
+fn findings_in(sdt: &Sdt, mode: &str) -> Result<Vec<(String, i64, String, Value)>, Skip> {
     let prog = mpi_program("check_errors")?;
-    let sdt = Sdt::new();
-    mpi_job(&sdt, Hosts::One, 3, &["--timeout", "10"], &prog, &[mode])?;
+    mpi_job(sdt, Hosts::One, 3, &["--timeout", "10"], &prog, &[mode])?;
     let out = sdt.output(&["check", "--json"]);
     let found: Vec<Value> =
         serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", describe(&out)));
@@ -167,7 +171,12 @@ fn findings(mode: &str) -> Result<Vec<(String, i64, String, Value)>, Skip> {
 /// `sdt check --json` of `check_errors MODE` finds `expected`: (kind, rank, marker of
 /// the line in `check_errors.c`), in order. Returns the findings' JSON objects.
 fn expect_findings(mode: &str, expected: &[(&str, i64, &str)]) -> Result<Vec<Value>, Skip> {
-    let found = findings(mode)?;
+    expect_findings_in(&Sdt::new(), mode, expected)
+}
+
+/// [`expect_findings`] of a job run in `sdt`.
+fn expect_findings_in(sdt: &Sdt, mode: &str, expected: &[(&str, i64, &str)]) -> Result<Vec<Value>, Skip> {
+    let found = findings_in(sdt, mode)?;
     let summary: Vec<(&str, i64, String)> = found.iter().map(|f| (f.0.as_str(), f.1, f.2.clone())).collect();
     let wanted: Vec<(&str, i64, String)> =
         expected.iter().map(|&(kind, rank, marker)| (kind, rank, line_of("check_errors", marker))).collect();
@@ -195,18 +204,34 @@ fn sdt_check_places_each_injected_error_at_its_rank_and_line() -> Result<(), Ski
     assert!(what.contains("waiting for its ibarrier (event 1) to complete on every member"), "{what}");
 
     // MPI_Abort, placed at its call, and the ranks left waiting for the rank that called it.
-    let found = expect_findings(
+    let sdt = Sdt::new();
+    let found = expect_findings_in(
+        &sdt,
         "abort",
         &[("deadlock", 0, "abort-wait"), ("deadlock", 2, "abort-wait"), ("aborted", 1, "abort-call")],
     )?;
     assert_eq!(found[2]["what"], "aborted the job with error code 3", "{found:?}");
     assert!(found[0]["what"].as_str().unwrap().ends_with("rank 1 aborted"), "{found:?}");
+    // The rank that aborted took a snapshot there, which gdb opens at the call.
+    assert_eq!(found[2]["snapshot"], "1:S0", "{found:?}");
+    let shown = stdout(&sdt.ok(&["show", "1:S0"]));
+    assert!(shown.contains("class -1 id -2 (multiple_mark 1), hit 1, thread "), "{shown}");
+    assert!(shown.contains(", attrs sdt=abort,code=3\n"), "{shown}");
+    let text =
+        stdout(&sdt.ok(&["gdb", "1:S0", "--", "-batch", "-ex", "sdt frame --caller", "-ex", "print rank"]));
+    let line = line_of("check_errors", "abort-call");
+    assert!(text.contains(&format!("check_errors.c:{}", line.rsplit(':').next().unwrap())), "{text}");
+    assert!(text.contains("$1 = 1"), "{text}");
 
     let found = expect_findings("unmatched", &[("sent_to_ended", 0, "unmatched-send")])?;
     assert_eq!(int(&found[0], "peer"), Some(1));
 
-    // The truncation ended rank 2 (MPI_ERRORS_ARE_FATAL): one finding, not two.
-    expect_findings("truncate", &[("truncated", 2, "truncate-recv")])?;
+    // The truncation ended rank 2 (MPI_ERRORS_ARE_FATAL): one finding, not two, and its
+    // snapshot as the error ended it.
+    let sdt = Sdt::new();
+    expect_findings_in(&sdt, "truncate", &[("truncated", 2, "truncate-recv")])?;
+    let shown = stdout(&sdt.ok(&["show", "2:S0"]));
+    assert!(shown.contains(", attrs sdt=fatal_error,code="), "{shown}");
     Ok(())
 }
 
