@@ -190,6 +190,9 @@ pub struct Until {
     pub id: i32,
     /// Which arrival at it, from 1.
     pub hit: u64,
+    /// How long the resumed program has to reach it: past that, `sdt` takes a snapshot
+    /// of where it is and ends it ([`ProgramExit::TimedOut`]). `None`: no limit.
+    pub within: Option<Duration>,
 }
 
 impl Until {
@@ -219,6 +222,9 @@ pub struct RunOutcome {
     pub problems: Vec<String>,
     /// The snapshot taken at the signal that ended the program, if one was (its name).
     pub at_signal: Option<String>,
+    /// The snapshot taken where a refinement's program was when its time ran out, if one
+    /// was (its name).
+    pub at_deadline: Option<String>,
     /// The program's file, where the run was for breakpoints (no `--break`, `--every` or
     /// MPI history), reached none, took no snapshot, and the program shows no sign of
     /// libsdt (`sdt run -- sh -c …`, a script, a program left unlinked): the user is told.
@@ -375,6 +381,7 @@ fn drive<B: EventSource>(
         reached_breakpoint: false,
         problems: Vec::new(),
         at_signal: None,
+        at_deadline: None,
     };
     let mut session = Session { tracer, rec };
     events.set_interval(opts.config.every_ms.map(Duration::from_millis))?;
@@ -385,8 +392,18 @@ fn drive<B: EventSource>(
 /// Records how the run ended, with what went wrong on the way; a restored program's
 /// namespace ends with it (after an error, it is killed).
 fn finish(rec: Recorder, exit: Result<ProgramExit, Error>, opts: &RunOptions) -> Result<RunOutcome, Error> {
-    let Recorder { writer, mut problems, init, info, mpi_events, at_signal, exe, reached_breakpoint, .. } =
-        rec;
+    let Recorder {
+        writer,
+        mut problems,
+        init,
+        info,
+        mpi_events,
+        at_signal,
+        at_deadline,
+        exe,
+        reached_breakpoint,
+        ..
+    } = rec;
     if let (Ok(_), Some(events)) = (&exit, &mpi_events) {
         events.pack();
     }
@@ -410,6 +427,9 @@ fn finish(rec: Recorder, exit: Result<ProgramExit, Error>, opts: &RunOptions) ->
         ProgramExit::Code(code) => RunStatus::Exited { code },
         ProgramExit::Signal(signal, _) => RunStatus::Signaled { signal },
         ProgramExit::Stopped => RunStatus::Stopped { reason: "the refinement reached its end".into() },
+        ProgramExit::TimedOut => {
+            RunStatus::Stopped { reason: "the refinement had not reached its end in time".into() }
+        }
     };
     let (totals, error) = writer.finish(status, opts.wait_for_compaction || opts.verify);
     problems.extend(error);
@@ -428,7 +448,16 @@ fn finish(rec: Recorder, exit: Result<ProgramExit, Error>, opts: &RunOptions) ->
         }
         _ => (None, None),
     };
-    Ok(RunOutcome { run: info.id, exit, totals, problems, at_signal, unmarked, libsdt_not_found })
+    Ok(RunOutcome {
+        run: info.id,
+        exit,
+        totals,
+        problems,
+        at_signal,
+        at_deadline,
+        unmarked,
+        libsdt_not_found,
+    })
 }
 
 /// Launches `command` seized with `ptrace_options`, and hands it, stopped at its

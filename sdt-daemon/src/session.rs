@@ -77,6 +77,8 @@ pub(crate) struct Recorder<'a> {
     pub problems: Vec<String>,
     /// The snapshot stored at a fatal signal (its name).
     pub at_signal: Option<String>,
+    /// The snapshot stored as a refinement's time ran out (its name).
+    pub at_deadline: Option<String>,
     /// The file the program runs (after its last `execve`); `None` for a restored one.
     pub exe: Option<String>,
     /// A breakpoint trapped (captured or not).
@@ -227,6 +229,7 @@ impl<B: EventSource> Session<'_, B> {
     /// The daemon loop: breakpoints and program exit from the tracer; timer ticks and
     /// signals from `events`.
     pub(crate) fn run_to_end(&mut self, events: &mut Events) -> Result<ProgramExit, Error> {
+        let deadline = self.rec.until().and_then(|u| u.within).map(|within| (within, monotonic_ns()));
         loop {
             while let Some(event) = self.tracer.poll()? {
                 let exit = match event {
@@ -251,7 +254,17 @@ impl<B: EventSource> Session<'_, B> {
                     return Ok(exit);
                 }
             }
-            for event in events.wait_with(self.tracer.wake_fd(), None)? {
+            let left = match deadline {
+                Some((within, from)) => {
+                    let spent = Duration::from_nanos(monotonic_ns().saturating_sub(from));
+                    match within.checked_sub(spent) {
+                        Some(left) if !left.is_zero() => Some(left),
+                        _ => return self.overdue(within),
+                    }
+                }
+                None => None,
+            };
+            for event in events.wait_with(self.tracer.wake_fd(), left)? {
                 match event {
                     // The backend has something: the loop's next poll takes it.
                     Event::Ready => {}
@@ -287,6 +300,23 @@ impl<B: EventSource> Session<'_, B> {
                 }
             }
         }
+    }
+
+    /// A refinement's program that has not reached its end `within` its time: a snapshot
+    /// of where it is (unless `max_snapshots` was reached), then it is ended.
+    fn overdue(&mut self, within: Duration) -> Result<ProgramExit, Error> {
+        log::info!("the refinement has not reached its end in {within:?}: ending it");
+        let seq = self.rec.next_seq;
+        if self.rec.capturing {
+            if let Some(exit) = self.snapshot(Cause::Timer)? {
+                return Ok(exit);
+            }
+            if self.rec.next_seq > seq {
+                self.rec.at_deadline = Some(self.rec.info.snapshot_name(seq));
+            }
+        }
+        self.rec.stop_program();
+        Ok(ProgramExit::TimedOut)
     }
 
     /// Takes one snapshot, for a breakpoint, a timer tick or a fatal signal. Returns the

@@ -17,7 +17,7 @@
 //! let run = store.open_run(&store.latest_run()?)?;
 //! let from = run.open_snapshot("S1")?;
 //! let interval = Interval::new(&run, &from, "S2")?;
-//! // `sdt refine` reads the values with gdb, from each snapshot's core.
+//! // `sdt refine` reads the values with gdb, over `sdt gdbserver`.
 //! let evaluate = |_: &Run, snap: &Snapshot, exprs: &[String]| -> Result<KeyValues, std::io::Error> {
 //!     Ok(exprs.iter().map(|_| Ok(snap.meta().seq.to_string())).collect())
 //! };
@@ -28,6 +28,7 @@
 //!     quiet: true,
 //!     backend: sdt_daemon::Backend::Ptrace,
 //!     count: 3,
+//!     timeout: None,
 //! };
 //! let verdict = interval.refine(&expected, &attempts, evaluate, |_| {})?;
 //! println!("{}", matches!(verdict, Verdict::Reproduced { .. }));
@@ -42,7 +43,9 @@
 //! - A resume that captures takes the credentials its snapshot recorded
 //!   ([`Restore::recorded`]).
 //! - The key values are read by the caller's evaluator (`sdt refine` runs gdb on each
-//!   snapshot's core); this crate runs the attempts and gives the verdict.
+//!   snapshot, over `sdt gdbserver`); this crate runs the attempts and gives the verdict.
+//! - A run that does not reach S2's breakpoint in its time (the bug may be a hang) is
+//!   snapshotted where it is and ended, and counts as an attempt that did not reproduce.
 
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
@@ -51,6 +54,7 @@ mod restore;
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use sdt_daemon::{
     Backend, CaptureConfig, Error, ProgramExit, RestoreFrom, RunOptions, RunOutcome, Target, Tracking, Until,
@@ -58,6 +62,9 @@ use sdt_daemon::{
 use sdt_store::{Run, RunId, Snapshot, Store, Trigger};
 
 pub use restore::Restore;
+
+/// The least time a run of an interval has by default to reach its end.
+const MIN_TIME_ALLOWED: Duration = Duration::from_secs(60);
 
 /// The values of the key expressions in one snapshot, in order: each its value as text,
 /// or why it has none.
@@ -148,6 +155,10 @@ pub struct Attempts {
     pub backend: Backend,
     /// Runs of the interval at most (at least one).
     pub count: u32,
+    /// How long each run has to reach S2's breakpoint before it is snapshotted where it
+    /// is and ended: `None` for the interval's own ([`Interval::time_allowed`]),
+    /// [`Duration::ZERO`] for no limit.
+    pub timeout: Option<Duration>,
 }
 
 /// What a refinement says as it goes.
@@ -162,8 +173,9 @@ pub enum Progress<'p> {
     },
     /// The attempt's run ended.
     Ran(&'p RunOutcome),
-    /// The program ended this way before it reached S2's breakpoint: no S2.new.
-    NotReached(ProgramExit),
+    /// The run ended before the program reached S2's breakpoint (it ended, or its time
+    /// ran out: [`ProgramExit::TimedOut`]): no S2.new.
+    NotReached(&'p RunOutcome),
     /// S2.new was taken and compared with S2.
     Compared(&'p Comparison),
 }
@@ -242,7 +254,7 @@ impl<'r> Interval<'r> {
                 return Err(RefineError::NotABreakpoint { to: to.name().to_owned(), what });
             }
         };
-        let until = Until { name: to.name().to_owned(), level, class, id, hit };
+        let until = Until { name: to.name().to_owned(), level, class, id, hit, within: None };
         Ok(Interval { run, from, to, until })
     }
 
@@ -254,6 +266,14 @@ impl<'r> Interval<'r> {
     /// The breakpoint arrival that ends it (S2's).
     pub fn until(&self) -> &Until {
         &self.until
+    }
+
+    /// How long a run of the interval has by default to reach S2's breakpoint, counted
+    /// from when the resumed program first runs: ten times what the interval took when S1
+    /// and S2 were taken (a finer config captures more on the way), and at least a minute.
+    pub fn time_allowed(&self) -> Duration {
+        let took = self.to.meta().time.since_start_ns.saturating_sub(self.from.meta().time.since_start_ns);
+        Duration::from_nanos(took.saturating_mul(10)).max(MIN_TIME_ALLOWED)
     }
 
     /// The values of `exprs` in S2, as `evaluate` reads them (in a run, from a snapshot);
@@ -296,7 +316,7 @@ impl<'r> Interval<'r> {
                 .map_err(|source| RefineError::Resume { from: self.from.name().to_owned(), source })?;
             progress(Progress::Ran(&outcome));
             let ProgramExit::Stopped = outcome.exit else {
-                progress(Progress::NotReached(outcome.exit));
+                progress(Progress::NotReached(&outcome));
                 continue;
             };
             let child = store.open_run(&outcome.run)?;
@@ -322,7 +342,14 @@ impl<'r> Interval<'r> {
             target: Target::Restore(RestoreFrom {
                 run: self.run.id(),
                 snapshot: self.from.name().to_owned(),
-                until: Some(self.until.clone()),
+                until: Some(Until {
+                    within: match attempts.timeout {
+                        None => Some(self.time_allowed()),
+                        Some(Duration::ZERO) => None,
+                        Some(limit) => Some(limit),
+                    },
+                    ..self.until.clone()
+                }),
                 restorer: Arc::new(Restore::recorded(Vec::new())),
             }),
             store: attempts.store.clone(),

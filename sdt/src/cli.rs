@@ -318,6 +318,11 @@ pub struct RefineOpt {
     /// How many more times to run the interval when the values differ.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub retries: u32,
+    /// How long each run has to reach --to's breakpoint; past that, the program is
+    /// snapshotted where it is (a hang shows there) and ended, and the attempt counts as
+    /// not reproduced. Default: ten times what S1..S2 took, at least 60 s; 0: no limit.
+    #[arg(long, value_name = "SECONDS", value_parser = seconds)]
+    pub timeout: Option<std::time::Duration>,
     #[command(flatten)]
     pub capture: CaptureArgs,
 }
@@ -758,6 +763,13 @@ fn interval_ms(text: &str) -> Result<u64, String> {
     Ok(ms.round() as u64)
 }
 
+/// `--timeout`: seconds, bare (`30`) or with a unit (`500ms`, `30s`, `2m`); 0 for none.
+fn seconds(text: &str) -> Result<std::time::Duration, String> {
+    let secs =
+        quantity(text, &[("", 1.0), ("ms", 1e-3), ("s", 1.0), ("m", 60.0)], "s, ms or m: 30, 30s, 2m")?;
+    std::time::Duration::try_from_secs_f64(secs).map_err(|_| "too long".to_owned())
+}
+
 /// `--disk-budget`: MiB, bare (`512`) or with a binary unit (`512M`, `2G`, `2GiB`, `1T`);
 /// at least 1.
 fn size_mib(text: &str) -> Result<u64, String> {
@@ -852,6 +864,13 @@ mod tests {
             assert!(interval_ms(bad).is_err(), "{bad}");
         }
         assert_eq!(interval_ms("5m"), Err("unknown unit \"m\" (ms or s: 50, 50ms, 0.5s)".into()));
+        use std::time::Duration;
+        for (text, time) in [("30", 30_000), ("500ms", 500), ("2m", 120_000), ("1.5 s", 1500), ("0", 0)] {
+            assert_eq!(seconds(text), Ok(Duration::from_millis(time)), "{text}");
+        }
+        for bad in ["", "-1", "5h", "1e300", "99999999999999999999999"] {
+            assert!(seconds(bad).is_err(), "{bad}");
+        }
         for (text, mib) in
             [("512", 512), ("512M", 512), ("2G", 2048), ("2 GiB", 2048), ("1.5g", 1536), ("1T", 1 << 20)]
         {

@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
-use sdt_daemon::ProgramExit;
+use sdt_daemon::{ProgramExit, human};
 use sdt_refine::{Attempts, Comparison, Interval, Progress, Verdict};
 
 use crate::cli::RefineOpt;
@@ -48,17 +48,31 @@ pub fn refine(opt: RefineOpt) -> Result<ExitCode> {
         quiet: opt.capture.quiet,
         backend: opt.capture.backend.into(),
         count: opt.retries + 1,
+        timeout: opt.timeout,
     };
     let until = interval.until();
+    let allowed = attempts.timeout.unwrap_or_else(|| interval.time_allowed());
     let verdict = interval.refine(&expected, &attempts, evaluate, |progress| match progress {
         Progress::Starting { attempt, of } => {
             eprintln!("sdt: refining {}..{to} (attempt {attempt} of {of})", from.name());
         }
         Progress::Ran(outcome) => conclude(outcome, &attempts.store, attempts.quiet),
-        Progress::NotReached(exit) => eprintln!(
+        Progress::NotReached(outcome) if outcome.exit == ProgramExit::TimedOut => eprintln!(
+            "sdt: the resumed program had not reached the breakpoint of {to} (level {}, class {}, id {}, hit {}) \
+             after {}: it was stopped{} (--timeout sets the time)",
+            until.level,
+            until.class,
+            until.id,
+            until.hit,
+            human::duration_ns(allowed.as_nanos() as u64),
+            outcome.at_deadline.as_ref().map_or_else(String::new, |name| format!(
+                "; where it was then: {name} (`sdt gdb {name}`)"
+            )),
+        ),
+        Progress::NotReached(outcome) => eprintln!(
             "sdt: the resumed program ended ({}) before it reached the breakpoint of {to} (level {}, class {}, \
              id {}, hit {})",
-            describe_exit(exit),
+            describe_exit(outcome.exit),
             until.level,
             until.class,
             until.id,
@@ -138,7 +152,7 @@ fn describe_exit(exit: ProgramExit) -> String {
     match exit {
         ProgramExit::Code(code) => format!("exit code {code}"),
         ProgramExit::Signal(signal, _) => format!("killed by signal {signal}"),
-        ProgramExit::Stopped => "stopped by sdt".into(),
+        ProgramExit::Stopped | ProgramExit::TimedOut => "stopped by sdt".into(),
     }
 }
 
@@ -154,6 +168,9 @@ fn refine_job(opt: RefineOpt) -> Result<ExitCode> {
     }
     if opt.capture.every.is_some() {
         anyhow::bail!("--every is for single processes: a job's replay captures with --config");
+    }
+    if opt.timeout.is_some() {
+        anyhow::bail!("--timeout is for single processes: a job's replay runs under its launcher's own");
     }
     let number = |g: &str| g[1..].parse::<u64>().unwrap_or(u64::MAX);
     if number(&opt.from) >= number(&opt.to) {

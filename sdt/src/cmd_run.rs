@@ -223,6 +223,7 @@ pub fn conclude(outcome: &RunOutcome, store: &Path, quiet: bool) {
             ProgramExit::Code(code) => format!("exited {code}"),
             ProgramExit::Signal(signal, _) => format!("was killed by signal {signal}"),
             ProgramExit::Stopped => "was stopped at the refinement's end".into(),
+            ProgramExit::TimedOut => "was stopped when the refinement's time ran out".into(),
         };
         eprintln!("sdt: the program {code}; sdt exits {LOST_SNAPSHOTS} for the lost snapshots");
     }
@@ -236,6 +237,7 @@ pub fn exit_code(exit: ProgramExit, quiet: bool) -> ExitCode {
     match exit {
         ProgramExit::Code(code) => ExitCode::from(code as u8),
         ProgramExit::Stopped => ExitCode::SUCCESS,
+        ProgramExit::TimedOut => ExitCode::FAILURE,
         ProgramExit::Signal(signal, _) => {
             if !quiet {
                 eprintln!("sdt: the program was killed by signal {signal}");

@@ -459,6 +459,35 @@ fn refine_detects_a_mismatch_and_retries() -> Result<(), Skip> {
     Ok(())
 }
 
+/// A resumed program that never reaches S2's breakpoint (two threads deadlock) is
+/// snapshotted where it hangs when its time runs out, and ended: the attempt counts as
+/// not reproduced, and gdb shows both threads waiting for a lock in that snapshot.
+fn a_refinement_that_hangs_is_snapshotted_and_ended_in_time() -> Result<(), Skip> {
+    may_restore()?;
+    let sdt = Sdt::new();
+    let prog = program("hangs");
+    assert_eq!(stdout(&sdt.ok(&["run", "-q", "--", prog.to_str().unwrap()])), "done 2\n");
+    std::fs::write(sdt.dir.path().join("hang"), "").unwrap();
+    let started = std::time::Instant::now();
+    let refine = ["refine", "--from", "S0", "--to", "S1", "--check", "count", "--timeout", "2", "-q"];
+    let out = sdt.output(&refine);
+    assert!(started.elapsed() < Duration::from_secs(60), "took {:?}", started.elapsed());
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let err = stderr(&out);
+    let said = "sdt: the resumed program had not reached the breakpoint of S1 (level 1, class 1, id 2, hit 1) \
+                after 2.00 s: it was stopped; where it was then: S0.0 (`sdt gdb S0.0`)";
+    assert!(err.contains(said), "{err}");
+    assert!(err.contains("S1 was not reproduced in 1 attempt"), "{err}");
+    let text = stdout(&sdt.ok(&["gdb", "S0.0", "--", "-batch", "-ex", "thread apply all bt"]));
+    assert_eq!(text.matches(" in worker (").count(), 2, "{text}");
+    assert_eq!(text.matches("_lll_lock_wait (").count(), 2, "both wait for a lock: {text}");
+    // Without the file, the same interval reproduces within the default time.
+    std::fs::remove_file(sdt.dir.path().join("hang")).unwrap();
+    let out = sdt.ok(&["refine", "--from", "S0", "--to", "S1", "--check", "count", "-q"]);
+    assert!(stdout(&out).contains("verdict: S1.new reproduced S1"), "{}", describe(&out));
+    Ok(())
+}
+
 fn a_programs_own_pipes_eventfds_epoll_timerfd_and_signalfd_resume() -> Result<(), Skip> {
     may_restore()?;
     let prog = program("selfpipe");
@@ -644,6 +673,7 @@ sdt_test_harness::tests![
     extra_environment_variables_reach_the_resumed_programs_getenv,
     refining_a_deterministic_interval_reproduces_its_end,
     refine_detects_a_mismatch_and_retries,
+    a_refinement_that_hangs_is_snapshotted_and_ended_in_time,
     a_programs_own_pipes_eventfds_epoll_timerfd_and_signalfd_resume,
     show_lists_the_descriptors_a_restore_makes_again,
     unsupported_objects_and_bad_intervals_are_named,
