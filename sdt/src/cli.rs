@@ -574,11 +574,16 @@ pub struct LauncherArgs {
     /// More arguments for mpirun (`--mpirun-arg=--mca --mpirun-arg=btl …`).
     #[arg(long = "mpirun-arg", value_name = "ARG", allow_hyphen_values = true)]
     pub mpirun_args: Vec<String>,
+    /// How long the replayed job may run; past that, mpirun is told to end it (each rank
+    /// gets a snapshot of where it was, at the SIGTERM). Default: ten times the recorded
+    /// job's time, at least 60 s; 0: no limit.
+    #[arg(long, value_name = "SECONDS", value_parser = seconds)]
+    pub timeout: Option<std::time::Duration>,
 }
 
 impl Default for LauncherArgs {
     fn default() -> LauncherArgs {
-        LauncherArgs { mpirun: "mpirun".into(), mpirun_args: Vec::new() }
+        LauncherArgs { mpirun: "mpirun".into(), mpirun_args: Vec::new(), timeout: None }
     }
 }
 

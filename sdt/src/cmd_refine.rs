@@ -169,9 +169,6 @@ fn refine_job(opt: RefineOpt) -> Result<ExitCode> {
     if opt.capture.every.is_some() {
         anyhow::bail!("--every is for single processes: a job's replay captures with --config");
     }
-    if opt.timeout.is_some() {
-        anyhow::bail!("--timeout is for single processes: a job's replay runs under its launcher's own");
-    }
     let number = |g: &str| g[1..].parse::<u64>().unwrap_or(u64::MAX);
     if number(&opt.from) >= number(&opt.to) {
         anyhow::bail!("--from {} must come before --to {}", opt.from, opt.to);
@@ -182,7 +179,7 @@ fn refine_job(opt: RefineOpt) -> Result<ExitCode> {
         until: Some(opt.to),
         config: opt.capture.config,
         check: opt.check,
-        launcher: Default::default(),
+        launcher: crate::cli::LauncherArgs { timeout: opt.timeout, ..Default::default() },
         dry_run: false,
     })
 }

@@ -15,9 +15,12 @@
 //! hosts), in the original's working directory.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::{Child, Command, ExitCode, ExitStatus};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
 use sdt_daemon::human;
 use sdt_gdb::arrivals::Arrival;
 use sdt_gdb::vars::{Program, Tolerance};
@@ -277,20 +280,82 @@ fn run_again(
         }
     }
     cmd.arg("--").args(&info.command).current_dir(&info.cwd).env("SDT_STORE", store.root());
-    let status = cmd.status().with_context(|| {
+    let allowed = time_allowed(job, launcher);
+    let mut child = cmd.spawn().with_context(|| {
         format!("running {} (is Open MPI installed? apt-get install openmpi-bin)", mpirun.display())
     })?;
+    let Some(status) = wait_within(&mut child, allowed)? else {
+        // mpirun ends its ranks with SIGTERM, at which each `sdt run` takes a snapshot.
+        log::info!("the replay is past its time: sending mpirun SIGTERM");
+        kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).ok();
+        if wait_within(&mut child, Some(LAUNCHER_GRACE))?.is_none() {
+            child.kill().ok();
+            child.wait().ok();
+        }
+        let allowed = human::duration_ns(allowed.map_or(0, |a| a.as_nanos() as u64));
+        let job = replayed_job(store, job).ok();
+        let after = job.map_or_else(String::new, |j| {
+            let run = j.ranks[0].1.id();
+            format!(
+                ": each rank's snapshot at the SIGTERM shows where it was (`sdt ls --run {run}`), and \
+                 `sdt check --run {run}` what it waited for"
+            )
+        });
+        bail!("the replay had not ended after {allowed} (--timeout sets the time) and was stopped{after}");
+    };
     if !status.success() {
         log::warn!("the replayed job ended with {status}");
     }
-    let replayed = match store.latest_job()? {
-        Some(member) if member.id != job.id => {
-            Job::of(store, store.rank_run(&member.id, 0)?)?.context("the replay's runs are not a job")?
-        }
-        _ => bail!("the replay left no new job in the store"),
-    };
+    let replayed = replayed_job(store, job)?;
     eprintln!("sdt: the replay is job {} (`sdt ls --run {}`)", replayed.id, replayed.ranks[0].1.id());
     Ok(replayed)
+}
+
+/// The least time a replay has by default.
+const MIN_TIME_ALLOWED: Duration = Duration::from_secs(60);
+
+/// How long mpirun has to end its ranks once told to.
+const LAUNCHER_GRACE: Duration = Duration::from_secs(30);
+
+/// How long a replay of `job` may run (`None`: no limit): `--timeout`, else ten times the
+/// recorded job's time from `MPI_Init` to its last event, and at least a minute.
+fn time_allowed(job: &Job, launcher: &LauncherArgs) -> Option<Duration> {
+    match launcher.timeout {
+        Some(Duration::ZERO) => None,
+        Some(limit) => Some(limit),
+        None => {
+            let last = |h: &sdt_history::History| {
+                h.ranks.iter().filter_map(|r| r.events.last()).map(|e| u64::from(e.time_us)).max()
+            };
+            let took_us = job.history().ok().as_ref().and_then(last).unwrap_or(0);
+            Some(Duration::from_micros(took_us.saturating_mul(10)).max(MIN_TIME_ALLOWED))
+        }
+    }
+}
+
+/// Waits for `child` to end, at most `limit` (`None`: for good); its status, or `None`
+/// if it is still running.
+fn wait_within(child: &mut Child, limit: Option<Duration>) -> Result<Option<ExitStatus>> {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().context("waiting for the launcher")? {
+            return Ok(Some(status));
+        }
+        if limit.is_some_and(|limit| started.elapsed() >= limit) {
+            return Ok(None);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The job a replay of `original` left in `store`: the latest, if it is another.
+fn replayed_job(store: &Store, original: &Job) -> Result<Job> {
+    match store.latest_job()? {
+        Some(member) if member.id != original.id => {
+            Job::of(store, store.rank_run(&member.id, 0)?)?.context("the replay's runs are not a job")
+        }
+        _ => bail!("the replay left no new job in the store"),
+    }
 }
 
 /// The run of `rank` in `job`.

@@ -118,6 +118,39 @@ fn a_replay_to_a_global_snapshot_has_the_same_values_in_every_rank() -> Result<(
     Ok(())
 }
 
+/// A replay whose job cannot end (rank 2 now sends none of the values rank 0 took from
+/// it) is stopped when its time is up: mpirun ends the ranks, each with a snapshot of
+/// where it was, and `sdt check` of the replay finds rank 0 waiting for rank 2.
+fn a_replay_that_hangs_is_stopped_in_time() -> Result<(), Skip> {
+    let sdt = Sdt::new();
+    let (_, run) = race(&sdt, 3, "sum")?;
+    std::fs::write(sdt.dir.path().join("withhold"), "").unwrap();
+    let mut args = vec!["replay", "--run", &run, "--timeout", "3"];
+    args.extend(MPIRUN_ARGS);
+    let started = std::time::Instant::now();
+    let out = sdt.output(&args);
+    assert!(started.elapsed() < std::time::Duration::from_secs(60), "took {:?}", started.elapsed());
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("the replay had not ended after 3.00 s (--timeout sets the time) and was stopped: "),
+        "{err}"
+    );
+    // A run of the replay's job.
+    let replayed = err.split("`sdt check --run ").nth(1).and_then(|r| r.split('`').next()).expect("named");
+    assert_ne!(replayed, run);
+    let ls = stdout(&sdt.ok(&["ls", "--run", replayed]));
+    assert!(ls.contains("SIGTERM"), "a snapshot where a rank was stopped: {ls}");
+    let check = sdt.output(&["check", "--run", replayed]);
+    let found = stdout(&check);
+    assert!(
+        found.lines().any(|l| l.starts_with("deadlock: rank 0") && l.contains("rank 2")),
+        "{}",
+        describe(&check)
+    );
+    Ok(())
+}
+
 /// What `races sum`'s rank 0 holds in `total` after its first `received` receives of
 /// the run whose history `events` (`sdt events --json`) is: rank 1 sends 1e16 and -1e16
 /// in turn, rank r > 1 sends 1 + r/4, and rank 0 adds them in arrival order.
@@ -327,6 +360,7 @@ fn a_replay_of_a_rebuilt_program_says_it_runs_the_new_one() -> Result<(), Skip> 
 }
 
 sdt_test_harness::tests![
+    a_replay_that_hangs_is_stopped_in_time,
     a_replay_of_a_rebuilt_program_says_it_runs_the_new_one,
     a_link_planted_as_the_replay_record_is_not_followed,
     a_race_across_three_hosts_replays_there,

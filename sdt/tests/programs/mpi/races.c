@@ -5,6 +5,8 @@
  *          that comes while 1e16 is in the sum is lost to rounding: the printed sum
  *          depends on the order. Every rank breaks at (1, 1, 1) halfway (rank 0 after half
  *          the values, the others after sending theirs), with `total` its sum so far.
+ *          With a file named "withhold" in the working directory, rank 2 sends nothing:
+ *          a replay of a run where it sent waits for its values for ever.
  *   queue  rank 0 hands out TASKS tasks and takes each result with a posted
  *          MPI_ANY_SOURCE receive, giving the worker that answered the next task; it
  *          prints a checksum of who answered when.
@@ -52,7 +54,8 @@ int main(int argc, char **argv)
 			}
 			printf("sum %.17g\n", total);
 		} else {
-			for (int i = 0; i < COUNT; i++) {
+			int withhold = rank == 2 && access("withhold", F_OK) == 0;
+			for (int i = 0; i < COUNT && !withhold; i++) {
 				double x = rank == 1 ? (i % 2 ? -1e16 : 1e16) : 1.0 + 0.25 * rank;
 				jitter();
 				MPI_Send(&x, 1, MPI_DOUBLE, 0, 7, MPI_COMM_WORLD);
