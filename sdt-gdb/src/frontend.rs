@@ -108,33 +108,33 @@ pub fn evaluate(
     run_mi(gdb, &commands, GDB_SILENCE)
 }
 
-/// Evaluates `expr` in each of `snapshots` (`S3`, or `RUN:S3` for another run of the
-/// server's tree) as [`evaluate`] does, in one gdb connected to `server`: `sdt goto`
-/// (from `extension`, a file holding [`EXTENSION`]) moves it to the snapshot and selects
-/// the thread that took it, in the user's frame, then gdb evaluates `expr` there. A snapshot gdb could not
-/// go to gives why, as an error.
+/// Evaluates each of `exprs` in each of `snapshots` (`S3`, or `RUN:S3` for another run
+/// of the server's tree) as [`evaluate`] does, in one gdb connected to `server`: `sdt
+/// goto` (from `extension`, a file holding [`EXTENSION`]) moves it to the snapshot and
+/// selects the thread that took it, in the user's frame, then gdb evaluates `exprs`
+/// there. The values, snapshot by snapshot; a snapshot gdb could not go to gives why, as
+/// an error for each expression.
 pub fn evaluate_in_each(
     program: &Path,
     extension: &Path,
     server: Server,
     snapshots: &[String],
-    expr: &str,
-) -> std::io::Result<Vec<Result<String, String>>> {
+    exprs: &[String],
+) -> std::io::Result<Vec<Vec<Result<String, String>>>> {
     let gdb = remote_command(program, extension, server, &MI_OPTIONS.map(str::to_owned));
     let commands: Vec<_> = snapshots
         .iter()
         .flat_map(|snap| {
-            [
-                format!(
-                    "-interpreter-exec console {}",
-                    mi_quote(&format!("sdt goto --quiet --caller {snap}"))
-                ),
-                evaluation(expr),
-            ]
+            let goto = format!("sdt goto --quiet --caller {snap}");
+            std::iter::once(format!("-interpreter-exec console {}", mi_quote(&goto)))
+                .chain(exprs.iter().map(|expr| evaluation(expr)))
         })
         .collect();
     let answers = run_mi(gdb, &commands, GDB_SILENCE)?;
-    Ok(answers.chunks(2).map(|pair| pair[0].clone().and(pair[1].clone())).collect())
+    Ok(answers
+        .chunks(exprs.len() + 1)
+        .map(|at| at[1..].iter().map(|value| at[0].clone().and(value.clone())).collect())
+        .collect())
 }
 
 /// gdb speaking GDB/MI, its queries (debuginfod's, say) taking their default answer

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use crate::cli::CompareOpt;
 use crate::cmd_diff::{change_json, change_text};
 use crate::cmd_export::checked_program;
-use crate::cmd_gdb::ServerParts;
+use crate::cmd_gdb::{Answer, ServerParts};
 use crate::cmd_refine::split_exprs;
 use crate::select;
 
@@ -47,8 +47,21 @@ pub fn compare(opt: CompareOpt) -> Result<ExitCode> {
             "{unpaired} breakpoint arrivals were reached by only one of the runs; they are not compared"
         );
     }
-    let gdb = ServerParts::new(&opt.store)?;
-    let mut program = None;
+    let program =
+        Program::load(&reference.open_snapshot(&paired[0].1)?).context("reading the program's variables")?;
+    // What gdb evaluates, in every paired snapshot of each run by one gdb.
+    let gdb_exprs = for_gdb(&program, &exprs);
+    let (ref_values, other_values) = match gdb_exprs.is_empty() {
+        true => (Vec::new(), Vec::new()),
+        false => {
+            let gdb = ServerParts::new(&opt.store)?;
+            let in_each = |run: &Run, names: Vec<&String>| evaluate_along(&gdb, run, &names, &gdb_exprs);
+            (
+                in_each(&reference, paired.iter().map(|p| &p.1).collect())?,
+                in_each(&other, paired.iter().map(|p| &p.2).collect())?,
+            )
+        }
+    };
     let (mut last_same, mut first_diff) = (None, None);
     for (i, (arrival, ref_name, other_name)) in paired.iter().enumerate() {
         if i > 0 && i % PROGRESS_EVERY == 0 {
@@ -59,14 +72,11 @@ pub fn compare(opt: CompareOpt) -> Result<ExitCode> {
             reference: reference.open_snapshot(ref_name)?,
             other: other.open_snapshot(other_name)?,
         };
-        let program = match &mut program {
-            Some(p) => p,
-            None => {
-                program.insert(Program::load(&pair.reference).context("reading the program's variables")?)
-            }
-        };
-        let changes =
-            differences(program, (&pair.reference, &pair.other), &exprs, &tol, (&reference, &other), &gdb)?;
+        let values = (
+            ref_values.get(i).map_or(&[][..], Vec::as_slice),
+            other_values.get(i).map_or(&[][..], Vec::as_slice),
+        );
+        let changes = differences(&program, (&pair.reference, &pair.other), &exprs, &tol, values)?;
         if changes.is_empty() {
             last_same = Some(pair);
         } else {
@@ -120,18 +130,43 @@ pub fn compare(opt: CompareOpt) -> Result<ExitCode> {
     Ok(if first_diff.is_some() { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
-/// What differs between snapshots `a` (of run `runs.0`) and `b` (of `runs.1`): each of
-/// `exprs` (every global when empty) within `tol`, as `a`'s value (`old`) and `b`'s
-/// (`new`). A name of a global, or of a member or element of one, is read through the
-/// program's DWARF; any other expression is evaluated by gdb on both snapshots, served
-/// through `gdb`.
+/// The expressions of `exprs` that gdb evaluates: all but the names of globals and of
+/// their members and elements, which the program's DWARF reads.
+pub fn for_gdb(program: &Program, exprs: &[String]) -> Vec<String> {
+    exprs.iter().filter(|expr| !is_static(program, expr)).cloned().collect()
+}
+
+/// Whether `expr` names a global, or a member or element of one.
+fn is_static(program: &Program, expr: &str) -> bool {
+    let root = expr.split(['.', '[']).next().unwrap_or_default();
+    program.variable(root).is_some_and(|v| matches!(v.place, Place::Static(_)))
+}
+
+/// The values of `exprs` in snapshots `names` of `run`, one gdb going from one to the
+/// next: a list per snapshot.
+fn evaluate_along(
+    gdb: &ServerParts,
+    run: &Run,
+    names: &[&String],
+    exprs: &[String],
+) -> Result<Vec<Vec<Answer>>> {
+    let Some(first) = names.first() else { return Ok(Vec::new()) };
+    let exe = checked_program(&run.open_snapshot(first)?)
+        .map_err(|why| anyhow::anyhow!("gdb needs the program, and {why}"))?;
+    let snapshots: Vec<_> = names.iter().map(|name| (run.id(), (*name).clone())).collect();
+    gdb.evaluate_in_each(&exe, gdb.server(run.id().0, first), &snapshots, exprs)
+}
+
+/// What differs between snapshots `a` and `b`: each of `exprs` (every global when
+/// empty) within `tol`, as `a`'s value (`old`) and `b`'s (`new`). A name of a global, or
+/// of a member or element of one, is read through the program's DWARF; the others
+/// ([`for_gdb`]) gdb evaluated: `gdb_values` holds their values in `a` and in `b`.
 pub fn differences(
     program: &Program,
     (a, b): (&Snapshot, &Snapshot),
     exprs: &[String],
     tol: &Tolerance,
-    runs: (&Run, &Run),
-    gdb: &ServerParts,
+    gdb_values: (&[Answer], &[Answer]),
 ) -> Result<Vec<Change>> {
     if exprs.is_empty() {
         let globals: Vec<&str> = program
@@ -143,36 +178,23 @@ pub fn differences(
         return Ok(program.changes(a, b, Some(&globals), tol)?);
     }
     let mut out = Vec::new();
-    let mut for_gdb = Vec::new();
-    for expr in exprs {
+    for expr in exprs.iter().filter(|expr| is_static(program, expr)) {
         let root = expr.split(['.', '[']).next().unwrap_or_default();
-        if program.variable(root).is_none_or(|v| !matches!(v.place, Place::Static(_))) {
-            for_gdb.push(expr.clone());
-            continue;
-        }
         let within = |name: &str| {
             name.strip_prefix(expr.as_str())
                 .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
         };
         out.extend(program.changes(a, b, Some(&[root]), tol)?.into_iter().filter(|c| within(&c.name)));
     }
-    if !for_gdb.is_empty() {
-        let evaluate = |run: &Run, snap: &Snapshot| -> Result<Vec<Result<String, String>>> {
-            let exe =
-                checked_program(snap).map_err(|why| anyhow::anyhow!("gdb needs the program, and {why}"))?;
-            gdb.evaluate(&exe, run, snap, &for_gdb)
+    let no_value = Err("gdb gave no answer".to_owned());
+    for (i, expr) in for_gdb(program, exprs).iter().enumerate() {
+        let values = (gdb_values.0.get(i).unwrap_or(&no_value), gdb_values.1.get(i).unwrap_or(&no_value));
+        let (old, new) = match values {
+            (Ok(old), Ok(new)) => (old.clone(), new.clone()),
+            (Err(why), _) | (_, Err(why)) => bail!("gdb cannot evaluate {}: {}", escape(expr), escape(why)),
         };
-        let (old, new) = (evaluate(runs.0, a)?, evaluate(runs.1, b)?);
-        for ((expr, old), new) in for_gdb.iter().zip(old).zip(new) {
-            let (old, new) = match (old, new) {
-                (Ok(old), Ok(new)) => (old, new),
-                (Err(why), _) | (_, Err(why)) => {
-                    bail!("gdb cannot evaluate {}: {}", escape(expr), escape(&why))
-                }
-            };
-            if !tol.same_text(&old, &new) {
-                out.push(Change { name: expr.clone(), thread: None, old, new, more: 0 });
-            }
+        if !tol.same_text(&old, &new) {
+            out.push(Change { name: expr.clone(), thread: None, old, new, more: 0 });
         }
     }
     Ok(out)

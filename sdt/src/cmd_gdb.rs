@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use sdt_daemon::human::escape;
 use sdt_gdb::frontend::{EXTENSION, Server, remote_command};
 use sdt_gdbserver::{StoreTimeline, serve};
-use sdt_store::{Run, Snapshot};
+use sdt_store::{Run, RunId, Snapshot};
 
 use crate::cli::{GdbOpt, GdbserverOpt, StoreArgs};
 use crate::cmd_export::checked_program;
@@ -29,6 +29,9 @@ pub fn gdb(opt: GdbOpt) -> Result<ExitCode> {
             .context("running gdb (is it installed? apt-get install gdb)")?;
     Ok(ExitCode::from(status.code().unwrap_or(1) as u8))
 }
+
+/// What gdb gave for one expression: its value as gdb prints it, or why it gave none.
+pub type Answer = Result<String, String>;
 
 /// What a gdb connected to `sdt gdbserver` needs besides the run and snapshot: this
 /// program, the store's absolute path, SDT's gdb commands in a private file and SDT's MPI
@@ -76,10 +79,41 @@ impl ServerParts {
         run: &Run,
         snap: &Snapshot,
         exprs: &[String],
-    ) -> Result<Vec<Result<String, String>>> {
+    ) -> Result<Vec<Answer>> {
         let server = self.server(run.id().0, snap.name());
         sdt_gdb::frontend::evaluate(program, self.extension.path(), server, exprs)
             .context("running gdb (is it installed? apt-get install gdb)")
+    }
+
+    /// Each of `exprs` in each of `snapshots` (`(run, name)`, runs of the tree `server`
+    /// serves), through one gdb on `program` that goes from snapshot to snapshot: the
+    /// values, snapshot by snapshot. A name that is not one plain word (it goes on gdb's
+    /// command line) gives an error for each expression, without asking gdb.
+    pub fn evaluate_in_each(
+        &self,
+        program: &Path,
+        server: Server,
+        snapshots: &[(RunId, String)],
+        exprs: &[String],
+    ) -> Result<Vec<Vec<Answer>>> {
+        let plain = |name: &str| name.chars().all(|c| c.is_ascii_graphic() && c != ':');
+        let asked: Vec<String> = snapshots
+            .iter()
+            .filter(|(_, name)| plain(name))
+            .map(|(run, name)| format!("{run}:{name}"))
+            .collect();
+        let mut values = if asked.is_empty() {
+            Vec::new().into_iter()
+        } else {
+            sdt_gdb::frontend::evaluate_in_each(program, self.extension.path(), server, &asked, exprs)
+                .context("running gdb (is it installed? apt-get install gdb)")?
+                .into_iter()
+        };
+        let answer = |(_, name): &(RunId, String)| match plain(name) {
+            true => values.next().unwrap_or_else(|| vec![Err("gdb gave no answer".to_owned()); exprs.len()]),
+            false => vec![Err(format!("the snapshot's name {name:?} is not a plain word")); exprs.len()],
+        };
+        Ok(snapshots.iter().map(answer).collect())
     }
 }
 

@@ -7,7 +7,6 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use sdt_daemon::human::escape;
-use sdt_gdb::frontend::evaluate_in_each;
 use sdt_gdbserver::{Entry, entries};
 use sdt_store::RunId;
 use serde_json::json;
@@ -43,26 +42,13 @@ pub fn history(opt: HistoryOpt) -> Result<ExitCode> {
     });
     let parts = ServerParts::new(&opt.store)?;
     let server = parts.server(first_run.0, &first.name);
-    // `RUN:NAME`, since names repeat across refinements; a name from the store goes on
-    // gdb's command line only if it is one plain word.
-    let plain = |name: &str| name.chars().all(|c| c.is_ascii_graphic() && c != ':');
-    let names: Vec<_> = snapshots
-        .iter()
-        .filter(|(_, e)| plain(&e.name))
-        .map(|(run, e)| format!("{run}:{}", e.name))
-        .collect();
-    let mut values = evaluate_in_each(&exe, parts.extension.path(), server, &names, &opt.expr)
-        .context("running gdb (is it installed? apt-get install gdb)")?
-        .into_iter();
+    // `RUN:NAME`, since names repeat across refinements.
+    let names: Vec<_> = snapshots.iter().map(|(run, e)| (*run, e.name.clone())).collect();
+    let values = parts.evaluate_in_each(&exe, server, &names, std::slice::from_ref(&opt.expr))?;
     let rows: Vec<Row> = snapshots
         .into_iter()
-        .map(|(run, entry)| {
-            let value = match plain(&entry.name) {
-                true => values.next().unwrap_or_else(|| Err("gdb gave no answer".to_owned())),
-                false => Err(format!("the snapshot's name {:?} is not a plain word", entry.name)),
-            };
-            Row { run, entry, value }
-        })
+        .zip(values)
+        .map(|((run, entry), mut value)| Row { run, entry, value: value.swap_remove(0) })
         .collect();
     let root = tree[0].id();
     let shown = if opt.changes { changes(&rows) } else { rows.iter().collect() };

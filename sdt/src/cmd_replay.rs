@@ -29,8 +29,9 @@ use sdt_history::replay::{self as record_file, REPLAY_FILE};
 use sdt_store::{Run, Store};
 
 use crate::cli::{LauncherArgs, ReplayOpt};
-use crate::cmd_compare::differences;
+use crate::cmd_compare::{differences, for_gdb};
 use crate::cmd_diff::change_text;
+use crate::cmd_export::checked_program;
 use crate::cmd_gdb::ServerParts;
 use crate::cmd_refine::split_exprs;
 use crate::job::{self, GlobalSnapshot, Job};
@@ -384,7 +385,16 @@ fn check(
             Some(p) => p,
             None => program.insert(Program::load(&a).context("reading the program's variables")?),
         };
-        let changes = differences(program, (&a, &b), exprs, &tol, (a_run, b_run), gdb)?;
+        let gdb_exprs = for_gdb(program, exprs);
+        let (old, new) = match gdb_exprs.is_empty() {
+            true => (Vec::new(), Vec::new()),
+            false => {
+                let exe =
+                    checked_program(&a).map_err(|why| anyhow::anyhow!("gdb needs the program, and {why}"))?;
+                (gdb.evaluate(&exe, a_run, &a, &gdb_exprs)?, gdb.evaluate(&exe, b_run, &b, &gdb_exprs)?)
+            }
+        };
+        let changes = differences(program, (&a, &b), exprs, &tol, (&old, &new))?;
         if changes.is_empty() {
             println!("rank {rank}: {} equal at {} ({} and {})", exprs.join(", "), g.name, before.1, after.1);
         } else {

@@ -13,6 +13,16 @@ use crate::cmd_events::{located, site_lines};
 use crate::job::{self, Job};
 use crate::select;
 
+/// What a breakpoint of SDT's own (class -1) is for: a rank's stop at a cut of its
+/// history, or a rank ending its job.
+fn own_breakpoint(class: i32, id: i32) -> Option<&'static str> {
+    match (class == sdt_mpi::CUT_CLASS).then_some(id)? {
+        sdt_mpi::CUT_ID => Some("the rank's stop at a cut of its message history"),
+        sdt_mpi::END_ID => Some("the rank ending its job (MPI_Abort, or a fatal MPI error)"),
+        _ => None,
+    }
+}
+
 pub fn show(opt: ShowOpt) -> Result<()> {
     if let Some(global) = opt.snapshot.as_deref().filter(|name| select::is_global_name(name)) {
         return show_global(&opt, global);
@@ -30,8 +40,9 @@ pub fn show(opt: ShowOpt) -> Result<()> {
     println!("{} of run {}{rank} ({})", m.name, run.id(), escape(&run.info().command.join(" ")));
     match &m.trigger {
         Trigger::Breakpoint { level, class, id, multiple_mark, attrs, hit, tid } => println!(
-            "trigger:  breakpoint level {level} class {class} id {id} (multiple_mark {multiple_mark}), hit {hit}, thread {tid}{}",
-            if attrs.is_empty() { String::new() } else { format!(", attrs {}", escape(attrs)) }
+            "trigger:  breakpoint level {level} class {class} id {id} (multiple_mark {multiple_mark}), hit {hit}, thread {tid}{}{}",
+            if attrs.is_empty() { String::new() } else { format!(", attrs {}", escape(attrs)) },
+            own_breakpoint(*class, *id).map_or_else(String::new, |what| format!(": SDT's own, {what}"))
         ),
         Trigger::Timer => println!("trigger:  timer"),
         Trigger::Signal { signo, code, tid, .. } => println!(

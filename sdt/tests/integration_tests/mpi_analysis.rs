@@ -216,7 +216,7 @@ fn sdt_check_places_each_injected_error_at_its_rank_and_line() -> Result<(), Ski
     assert_eq!(found[2]["snapshot"], "1:S0", "{found:?}");
     let shown = stdout(&sdt.ok(&["show", "1:S0"]));
     assert!(shown.contains("class -1 id -2 (multiple_mark 1), hit 1, thread "), "{shown}");
-    assert!(shown.contains(", attrs sdt=abort,code=3\n"), "{shown}");
+    assert!(shown.contains(", attrs sdt=abort,code=3: SDT's own, the rank ending its job"), "{shown}");
     let text =
         stdout(&sdt.ok(&["gdb", "1:S0", "--", "-batch", "-ex", "sdt frame --caller", "-ex", "print rank"]));
     let line = line_of("check_errors", "abort-call");
