@@ -9,14 +9,18 @@
 //!   reached `MPI_Finalize` never completed.
 //! - **Aborted**: a rank called `MPI_Abort`, or an MPI error ended it (one not reported
 //!   already as a truncation); ranks waiting on it are stuck, and are reported as such.
+//! - **Mismatched collective**: the k-th collective on a communicator is not the same
+//!   operation with the same root on every member (a blocking collective never matches a
+//!   non-blocking one); members in mismatched collectives never meet.
 //!
 //! A rank that was still running when its history ends (the job was killed while it
 //! computed) could have gone on: nothing waiting on it is reported.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
 use serde::Serialize;
 
+use crate::clock::{self, BLOCKED_SEQ, Instance};
 use crate::cut::messages;
 use crate::model::{Blocked, Event, EventKind, History, RankHistory};
 
@@ -38,6 +42,9 @@ pub enum FindingKind {
     Aborted,
     /// An MPI error ended the rank (`MPI_ERRORS_ARE_FATAL`).
     FatalError,
+    /// The rank's k-th collective on a communicator is another operation (or root) than
+    /// another member's k-th: MPI matches collectives by their order alone.
+    CollectiveMismatch,
 }
 
 impl FindingKind {
@@ -51,6 +58,7 @@ impl FindingKind {
             FindingKind::NeverCompleted => "never completed",
             FindingKind::Aborted => "aborted",
             FindingKind::FatalError => "fatal MPI error",
+            FindingKind::CollectiveMismatch => "mismatched collective",
         }
     }
 }
@@ -135,7 +143,8 @@ fn meet(a_rank: u32, a: &Blocked, b_rank: u32, b: &Blocked) -> bool {
     let sends = |k: EventKind| matches!(k, EventKind::Send | EventKind::SendDone);
     let receives = |k: EventKind| matches!(k, EventKind::Recv | EventKind::RecvDone | EventKind::Probe);
     match (a.kind, b.kind) {
-        (x, y) if x.collective().is_some() => x.collective() == y.collective(),
+        // The same operation: a blocking and a non-blocking collective never match.
+        (x, y) if x.collective().is_some() => x == y,
         (x, y) if receives(x) && sends(y) => {
             peer_fits(a.peer, b_rank) && b.peer == Some(a_rank) && tag_fits(a.tag, b.tag)
         }
@@ -301,6 +310,64 @@ pub fn check(history: &History) -> Vec<Finding> {
             findings.push(Finding::at(FindingKind::NeverCompleted, e, what));
         }
     }
+    findings.extend(mismatched_collectives(history));
+    findings
+}
+
+/// The members whose k-th collective on a communicator differs from that of its lowest
+/// member that made one (blocked in it, for a blocking collective the history ends in):
+/// another operation, or another root.
+fn mismatched_collectives(history: &History) -> Vec<Finding> {
+    // A history whose communicators are unknown has its clock error said elsewhere.
+    let Ok(instances) = clock::collective_instances(history) else { return Vec::new() };
+    let mut by_instance: BTreeMap<&Instance, Vec<(u32, u32)>> = BTreeMap::new();
+    for (member, instance) in &instances {
+        by_instance.entry(instance).or_default().push(*member);
+    }
+    // The operation a member made: its kind and root, where it made it.
+    let made = |(rank, seq): (u32, u32)| -> Option<(EventKind, Option<u32>, Option<u32>)> {
+        match seq {
+            BLOCKED_SEQ => {
+                history.ranks.get(rank as usize)?.blocked.as_ref().map(|b| (b.kind, b.peer, b.site))
+            }
+            seq => history.event(rank, seq).map(|e| (e.kind, e.peer, e.site)),
+        }
+    };
+    let text = |(kind, root, _): (EventKind, Option<u32>, Option<u32>)| match root {
+        Some(root) => format!("{} (root {root})", kind.name()),
+        None => kind.name().to_owned(),
+    };
+    let mut findings = Vec::new();
+    for (instance, mut members) in by_instance {
+        members.sort_unstable();
+        let Some((&first, others)) = members.split_first() else { continue };
+        let Some(theirs) = made(first) else { continue };
+        for &(rank, seq) in others {
+            let Some(ours) = made((rank, seq)) else { continue };
+            if (ours.0, ours.1) == (theirs.0, theirs.1) {
+                continue;
+            }
+            let why = match ours.0.collective() == theirs.0.collective() && ours.1 == theirs.1 {
+                true => " (a blocking and a non-blocking collective never match)",
+                false => "",
+            };
+            findings.push(Finding {
+                kind: FindingKind::CollectiveMismatch,
+                rank,
+                seq: (seq != BLOCKED_SEQ).then_some(seq),
+                site: ours.2,
+                peer: Some(first.0),
+                waits_on: Vec::new(),
+                what: format!(
+                    "its collective number {} on its communicator is {}, where rank {}'s is {}{why}",
+                    instance.2 + 1,
+                    text(ours),
+                    first.0,
+                    text(theirs)
+                ),
+            });
+        }
+    }
     findings
 }
 
@@ -410,6 +477,47 @@ mod tests {
             h.blocked(r, EventKind::ICollective(CollectiveKind::Barrier), None);
         }
         assert_eq!(check(&h.build()), []);
+    }
+
+    #[test]
+    fn a_barrier_and_an_ibarrier_never_meet_and_are_a_mismatch() {
+        use CollectiveKind::{Barrier, Bcast, Reduce};
+        let mut h = HistoryBuilder::new(3);
+        h.blocked(0, EventKind::Collective(Barrier), None);
+        let posts: Vec<_> = (1..3).map(|r| h.push(r, Op::ICollective(Barrier, None))).collect();
+        for r in 1..3 {
+            h.blocked(r, EventKind::ICollective(Barrier), None);
+        }
+        let findings = check(&h.build());
+        let (mismatch, posts) = (FindingKind::CollectiveMismatch, posts.iter().map(|p| Some(p.1)));
+        let expected: Vec<_> = (0..3)
+            .map(|r| (FindingKind::Deadlock, r, None))
+            .chain((1..3).zip(posts).map(|(r, seq)| (mismatch, r, seq)))
+            .collect();
+        assert_eq!(kinds(&findings), expected);
+        assert_eq!(
+            findings[3].what,
+            "its collective number 1 on its communicator is ibarrier, where rank 0's is barrier (a blocking and \
+             a non-blocking collective never match)"
+        );
+
+        // Two collectives that both completed, another operation or another root.
+        let mut h = HistoryBuilder::new(3);
+        h.push(0, Op::Collective(Bcast, Some(0)));
+        h.push(1, Op::Collective(Bcast, Some(1)));
+        h.push(2, Op::Collective(Reduce, Some(0)));
+        let findings = check(&h.build());
+        assert_eq!(kinds(&findings), [(mismatch, 1, Some(0)), (mismatch, 2, Some(0))]);
+        assert!(
+            findings[0].what.ends_with("is bcast (root 1), where rank 0's is bcast (root 0)"),
+            "{:?}",
+            findings[0]
+        );
+        assert!(
+            findings[1].what.ends_with("is reduce (root 0), where rank 0's is bcast (root 0)"),
+            "{:?}",
+            findings[1]
+        );
     }
 
     #[test]

@@ -120,34 +120,41 @@ fn merge(into: &mut Clock, other: &[u32]) {
 
 /// Which collective instance an event belongs to: the communicator's members, which of
 /// the communicators with those members it is, and the collective's number on it.
-type Instance = (Vec<u32>, u32, u32);
+pub(crate) type Instance = (Vec<u32>, u32, u32);
 
-/// The collective instance of every collective event: `(rank, seq)` → instance.
-fn collective_instances(history: &History) -> Result<HashMap<(u32, u32), Instance>, ClockError> {
+/// The seq that stands, in [`collective_instances`], for the blocking collective a rank's
+/// history ends inside (it recorded no event for it).
+pub(crate) const BLOCKED_SEQ: u32 = u32::MAX;
+
+/// The collective instance of every collective event: `(rank, seq)` → instance; and of
+/// the blocking collective a rank is blocked in, as `(rank, BLOCKED_SEQ)`.
+pub(crate) fn collective_instances(history: &History) -> Result<HashMap<(u32, u32), Instance>, ClockError> {
     let mut instances = HashMap::new();
     for rh in &history.ranks {
         // Communicator index → (members, nth with those members), in first-use order.
         let mut keys: HashMap<u16, (Vec<u32>, u32)> = HashMap::new();
         let mut seen_members: HashMap<Vec<u32>, u32> = HashMap::new();
         let mut counts: HashMap<u16, u32> = HashMap::new();
-        for e in rh.events.iter().filter(|e| e.kind.joins_collective()) {
-            let key = match keys.get(&e.comm) {
+        let joined = rh.events.iter().filter(|e| e.kind.joins_collective()).map(|e| (e.seq, e.comm));
+        let blocked = rh.blocked.as_ref().filter(|b| matches!(b.kind, EventKind::Collective(_)));
+        for (seq, comm_id) in joined.chain(blocked.map(|b| (BLOCKED_SEQ, b.comm))) {
+            let key = match keys.get(&comm_id) {
                 Some(key) => key.clone(),
                 None => {
-                    let comm = rh.comms.iter().find(|c| c.id == e.comm).ok_or(ClockError::UnknownComm {
+                    let comm = rh.comms.iter().find(|c| c.id == comm_id).ok_or(ClockError::UnknownComm {
                         rank: rh.rank,
-                        seq: e.seq,
-                        comm: e.comm,
+                        seq,
+                        comm: comm_id,
                     })?;
                     let nth = seen_members.entry(comm.ranks.clone()).or_insert(0);
                     let key = (comm.ranks.clone(), *nth);
                     *nth += 1;
-                    keys.insert(e.comm, key.clone());
+                    keys.insert(comm_id, key.clone());
                     key
                 }
             };
-            let count = counts.entry(e.comm).or_insert(0);
-            instances.insert((rh.rank, e.seq), (key.0, key.1, *count));
+            let count = counts.entry(comm_id).or_insert(0);
+            instances.insert((rh.rank, seq), (key.0, key.1, *count));
             *count += 1;
         }
     }

@@ -99,8 +99,8 @@ pub enum Action {
     Why(WhyOpt),
     /// Find errors in an MPI job's message history: ranks blocked for ever (deadlock),
     /// messages never received, receives truncated, requests never completed, ranks that
-    /// called MPI_Abort or that an MPI error ended. Exit 0 when there are none, 1 when
-    /// there are.
+    /// called MPI_Abort or that an MPI error ended, collectives that do not match across a
+    /// communicator's members. Exit 0 when there are none, 1 when there are.
     Check(CheckOpt),
     /// Re-execute an MPI job from its start with every message race going the way it
     /// went (the matches in its replay record, `mpi-replay`, written from the history on

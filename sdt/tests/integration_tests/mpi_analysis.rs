@@ -203,6 +203,26 @@ fn sdt_check_places_each_injected_error_at_its_rank_and_line() -> Result<(), Ski
     let what = found[0]["what"].as_str().unwrap();
     assert!(what.contains("waiting for its ibarrier (event 1) to complete on every member"), "{what}");
 
+    // A barrier where the others wait for an ibarrier: they never meet, and the
+    // collectives do not match.
+    let found = expect_findings(
+        "mismatch",
+        &[
+            ("deadlock", 0, "mismatch-0"),
+            ("deadlock", 1, "mismatch-wait"),
+            ("deadlock", 2, "mismatch-wait"),
+            ("collective_mismatch", 1, "mismatch-post"),
+            ("collective_mismatch", 2, "mismatch-post"),
+        ],
+    )?;
+    let what = found[3]["what"].as_str().unwrap();
+    assert!(
+        what.ends_with(
+            "is ibarrier, where rank 0's is barrier (a blocking and a non-blocking collective never match)"
+        ),
+        "{what}"
+    );
+
     // MPI_Abort, placed at its call, and the ranks left waiting for the rank that called it.
     let sdt = Sdt::new();
     let found = expect_findings_in(

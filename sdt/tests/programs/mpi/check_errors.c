@@ -10,6 +10,8 @@
  *              first, never joins (blocked for ever, ended by mpirun's --timeout)
  *   abort      rank 1 calls MPI_Abort with error code 3 once ranks 0 and 2 wait to
  *              receive from it
+ *   mismatch   rank 0 calls MPI_Barrier where ranks 1 and 2 post an MPI_Ibarrier and wait
+ *              for it: they never match (blocked for ever, ended by mpirun's --timeout)
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -57,6 +59,14 @@ int main(int argc, char **argv)
 			MPI_Wait(&all, MPI_STATUS_IGNORE); /* ideadlock-wait */
 			if (rank == 0)
 				MPI_Send(&one, 1, MPI_INT, 1, 3, MPI_COMM_WORLD);
+		}
+	} else if (!strcmp(mode, "mismatch")) {
+		if (rank == 0) {
+			MPI_Barrier(MPI_COMM_WORLD); /* mismatch-0 */
+		} else {
+			MPI_Request all;
+			MPI_Ibarrier(MPI_COMM_WORLD, &all); /* mismatch-post */
+			MPI_Wait(&all, MPI_STATUS_IGNORE); /* mismatch-wait */
 		}
 	} else if (!strcmp(mode, "abort")) {
 		if (rank == 1) {
