@@ -86,11 +86,10 @@ fn glued(option: &str, path: &Path) -> OsString {
 }
 
 /// Evaluates each of `exprs` as gdb would in `program` stopped at the snapshot `server`
-/// serves, in the user's frame (above SDT's libraries and `SetBreakpoint`: `sdt frame
-/// --caller`):
-/// the value as gdb prints it, or why gdb gave none. gdb opens only the files the server
-/// names, which the store checks; never a path from the snapshot's memory. One gdb
-/// answers them all through its machine interface (GDB/MI), one
+/// serves, in the user's frame (above SDT's libraries and `SetBreakpoint`, as `sdt frame
+/// --caller` selects it): the value as gdb prints it, or why gdb gave none. gdb opens only
+/// the files the server names, which the store checks, never a path from the snapshot's
+/// memory. One gdb answers them all through its machine interface (GDB/MI), one
 /// `-data-evaluate-expression` each, so that a value (`^done`) and an error (`^error`)
 /// are told apart exactly; a warning gdb gives while evaluating (a charset conversion
 /// failure for a non-ASCII name, say) makes the result an error too. Arrays are printed

@@ -11,8 +11,7 @@ use serde_json::{Value, json};
 
 use crate::cli::CompareOpt;
 use crate::cmd_diff::{change_json, change_text};
-use crate::cmd_export::checked_program;
-use crate::cmd_gdb::{Answer, ServerParts};
+use crate::cmd_gdb::{Answer, ServerParts, gdb_program};
 use crate::cmd_refine::split_exprs;
 use crate::select;
 
@@ -151,8 +150,7 @@ fn evaluate_along(
     exprs: &[String],
 ) -> Result<Vec<Vec<Answer>>> {
     let Some(first) = names.first() else { return Ok(Vec::new()) };
-    let exe = checked_program(&run.open_snapshot(first)?)
-        .map_err(|why| anyhow::anyhow!("gdb needs the program, and {why}"))?;
+    let exe = gdb_program(&run.open_snapshot(first)?)?;
     let snapshots: Vec<_> = names.iter().map(|name| (run.id(), (*name).clone())).collect();
     gdb.evaluate_in_each(&exe, gdb.server(run.id().0, first), &snapshots, exprs)
 }

@@ -30,6 +30,12 @@ pub fn gdb(opt: GdbOpt) -> Result<ExitCode> {
     Ok(ExitCode::from(status.code().unwrap_or(1) as u8))
 }
 
+/// The program gdb reads `snap`'s symbols from ([`checked_program`]), or an error that
+/// says why there is none.
+pub fn gdb_program(snap: &Snapshot) -> Result<PathBuf> {
+    checked_program(snap).map_err(|why| anyhow::anyhow!("gdb needs the program, and {why}"))
+}
+
 /// What gdb gave for one expression: its value as gdb prints it, or why it gave none.
 pub type Answer = Result<String, String>;
 
@@ -71,17 +77,12 @@ impl ServerParts {
         Server { sdt: &self.sdt, store: &self.store, run, snapshot, libraries: self.libraries.path() }
     }
 
-    /// Each of `exprs` as gdb evaluates it in `program` (a checked file) at `snap` of `run`,
-    /// in the user's frame: its value or why gdb gave none.
-    pub fn evaluate(
-        &self,
-        program: &Path,
-        run: &Run,
-        snap: &Snapshot,
-        exprs: &[String],
-    ) -> Result<Vec<Answer>> {
+    /// Each of `exprs` as gdb evaluates it at `snap` of `run`, with the snapshot's program
+    /// ([`checked_program`]), in the user's frame: its value or why gdb gave none.
+    pub fn evaluate(&self, run: &Run, snap: &Snapshot, exprs: &[String]) -> Result<Vec<Answer>> {
+        let program = gdb_program(snap)?;
         let server = self.server(run.id().0, snap.name());
-        sdt_gdb::frontend::evaluate(program, self.extension.path(), server, exprs)
+        sdt_gdb::frontend::evaluate(&program, self.extension.path(), server, exprs)
             .context("running gdb (is it installed? apt-get install gdb)")
     }
 

@@ -37,10 +37,11 @@ pub fn refine(opt: RefineOpt) -> Result<ExitCode> {
     };
     let interval = Interval::new(&run, &from, &to)?;
     let to = interval.to().name();
-    let program = checked_program(interval.to())
+    // Said before anything runs.
+    checked_program(interval.to())
         .map_err(|why| anyhow::anyhow!("--check needs the program to evaluate in gdb, and {why}"))?;
     let gdb = ServerParts::new(&opt.store)?;
-    let evaluate = |run: &_, snap: &_, exprs: &[String]| gdb.evaluate(&program, run, snap, exprs);
+    let evaluate = |run: &_, snap: &_, exprs: &[String]| gdb.evaluate(run, snap, exprs);
     let expected = interval.expect(split_exprs(&opt.check), evaluate)?;
     let attempts = Attempts {
         store: opt.store.store.clone(),

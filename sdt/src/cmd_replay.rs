@@ -31,7 +31,6 @@ use sdt_store::{Run, Store};
 use crate::cli::{LauncherArgs, ReplayOpt};
 use crate::cmd_compare::{differences, for_gdb};
 use crate::cmd_diff::change_text;
-use crate::cmd_export::checked_program;
 use crate::cmd_gdb::ServerParts;
 use crate::cmd_refine::split_exprs;
 use crate::job::{self, GlobalSnapshot, Job};
@@ -388,11 +387,7 @@ fn check(
         let gdb_exprs = for_gdb(program, exprs);
         let (old, new) = match gdb_exprs.is_empty() {
             true => (Vec::new(), Vec::new()),
-            false => {
-                let exe =
-                    checked_program(&a).map_err(|why| anyhow::anyhow!("gdb needs the program, and {why}"))?;
-                (gdb.evaluate(&exe, a_run, &a, &gdb_exprs)?, gdb.evaluate(&exe, b_run, &b, &gdb_exprs)?)
-            }
+            false => (gdb.evaluate(a_run, &a, &gdb_exprs)?, gdb.evaluate(b_run, &b, &gdb_exprs)?),
         };
         let changes = differences(program, (&a, &b), exprs, &tol, (&old, &new))?;
         if changes.is_empty() {
