@@ -80,8 +80,8 @@ pub enum ProgramExit {
     Signal(i32, bool),
     /// Ended by `sdt` itself: a refinement that reached the breakpoint it was for.
     Stopped,
-    /// Ended by `sdt` itself: a refinement that had not reached the breakpoint it was
-    /// for within its time ([`Until::within`](crate::Until::within)), after a snapshot of
+    /// Ended by `sdt` itself: its time limit ran out
+    /// ([`RunOptions::time_limit`](crate::RunOptions::time_limit)), after a snapshot of
     /// where it was.
     TimedOut,
 }

@@ -26,6 +26,7 @@
 //!     mpi_replay: None,
 //!     mpi_stop: None,
 //!     signal_snapshots: true,
+//!     time_limit: None,
 //! })?;
 //! println!("run {} took {} snapshots", outcome.run, outcome.totals.snapshots);
 //! # Ok::<(), sdt_daemon::Error>(())
@@ -139,6 +140,10 @@ pub struct RunOptions {
     /// delivery of a signal whose disposition is the default and whose default ends the
     /// process (`SIGSEGV`, `SIGABRT`, `SIGTERM`, …), before it is delivered.
     pub signal_snapshots: bool,
+    /// How long the program may run, from when it first runs under `sdt`: past that,
+    /// `sdt` takes a snapshot of where it is (a hang shows there) and ends it
+    /// ([`ProgramExit::TimedOut`]). `None`: no limit.
+    pub time_limit: Option<Duration>,
 }
 
 /// How a run stops the program's threads.
@@ -190,9 +195,6 @@ pub struct Until {
     pub id: i32,
     /// Which arrival at it, from 1.
     pub hit: u64,
-    /// How long the resumed program has to reach it: past that, `sdt` takes a snapshot
-    /// of where it is and ends it ([`ProgramExit::TimedOut`]). `None`: no limit.
-    pub within: Option<Duration>,
 }
 
 impl Until {
@@ -222,8 +224,8 @@ pub struct RunOutcome {
     pub problems: Vec<String>,
     /// The snapshot taken at the signal that ended the program, if one was (its name).
     pub at_signal: Option<String>,
-    /// The snapshot taken where a refinement's program was when its time ran out, if one
-    /// was (its name).
+    /// The snapshot taken where the program was when its time limit ran out, if one was
+    /// (its name).
     pub at_deadline: Option<String>,
     /// The program's file, where the run was for breakpoints (no `--break`, `--every` or
     /// MPI history), reached none, took no snapshot, and the program shows no sign of
@@ -427,9 +429,7 @@ fn finish(rec: Recorder, exit: Result<ProgramExit, Error>, opts: &RunOptions) ->
         ProgramExit::Code(code) => RunStatus::Exited { code },
         ProgramExit::Signal(signal, _) => RunStatus::Signaled { signal },
         ProgramExit::Stopped => RunStatus::Stopped { reason: "the refinement reached its end".into() },
-        ProgramExit::TimedOut => {
-            RunStatus::Stopped { reason: "the refinement had not reached its end in time".into() }
-        }
+        ProgramExit::TimedOut => RunStatus::Stopped { reason: "its time limit ran out".into() },
     };
     let (totals, error) = writer.finish(status, opts.wait_for_compaction || opts.verify);
     problems.extend(error);

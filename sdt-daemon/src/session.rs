@@ -77,7 +77,7 @@ pub(crate) struct Recorder<'a> {
     pub problems: Vec<String>,
     /// The snapshot stored at a fatal signal (its name).
     pub at_signal: Option<String>,
-    /// The snapshot stored as a refinement's time ran out (its name).
+    /// The snapshot stored as the time limit ran out (its name).
     pub at_deadline: Option<String>,
     /// The file the program runs (after its last `execve`); `None` for a restored one.
     pub exe: Option<String>,
@@ -229,7 +229,9 @@ impl<B: EventSource> Session<'_, B> {
     /// The daemon loop: breakpoints and program exit from the tracer; timer ticks and
     /// signals from `events`.
     pub(crate) fn run_to_end(&mut self, events: &mut Events) -> Result<ProgramExit, Error> {
-        let deadline = self.rec.until().and_then(|u| u.within).map(|within| (within, monotonic_ns()));
+        let mut deadline = self.rec.opts.time_limit.map(|limit| (limit, monotonic_ns()));
+        // The time limit ran out, and the program was killed: its end is `TimedOut`.
+        let mut stopping = false;
         loop {
             while let Some(event) = self.tracer.poll()? {
                 let exit = match event {
@@ -251,15 +253,21 @@ impl<B: EventSource> Session<'_, B> {
                 };
                 if let Some(exit) = exit {
                     log::debug!("the program has ended: {exit:?}");
-                    return Ok(exit);
+                    return Ok(if stopping { ProgramExit::TimedOut } else { exit });
                 }
             }
             let left = match deadline {
-                Some((within, from)) => {
+                Some((limit, from)) => {
                     let spent = Duration::from_nanos(monotonic_ns().saturating_sub(from));
-                    match within.checked_sub(spent) {
+                    match limit.checked_sub(spent) {
                         Some(left) if !left.is_zero() => Some(left),
-                        _ => return self.overdue(within),
+                        _ => {
+                            if let Some(exit) = self.overdue(limit)? {
+                                return Ok(exit);
+                            }
+                            (deadline, stopping) = (None, true);
+                            None
+                        }
                     }
                 }
                 None => None,
@@ -302,21 +310,28 @@ impl<B: EventSource> Session<'_, B> {
         }
     }
 
-    /// A refinement's program that has not reached its end `within` its time: a snapshot
-    /// of where it is (unless `max_snapshots` was reached), then it is ended.
-    fn overdue(&mut self, within: Duration) -> Result<ProgramExit, Error> {
-        log::info!("the refinement has not reached its end in {within:?}: ending it");
+    /// A program still running when its time limit, `limit`, ran out: a snapshot of where
+    /// it is (unless `max_snapshots` was reached), then it is ended. A restored one is
+    /// gone on return (`TimedOut`); a launched one is killed, and the loop sees it end
+    /// (`None`): its tracer takes its threads through their exit stops.
+    fn overdue(&mut self, limit: Duration) -> Result<Option<ProgramExit>, Error> {
+        log::info!("the program is still running after its time limit of {limit:?}: ending it");
         let seq = self.rec.next_seq;
         if self.rec.capturing {
             if let Some(exit) = self.snapshot(Cause::Timer)? {
-                return Ok(exit);
+                return Ok(Some(exit));
             }
             if self.rec.next_seq > seq {
                 self.rec.at_deadline = Some(self.rec.info.snapshot_name(seq));
             }
         }
-        self.rec.stop_program();
-        Ok(ProgramExit::TimedOut)
+        self.rec.capturing = false;
+        if self.rec.init.is_some() {
+            self.rec.stop_program();
+            return Ok(Some(ProgramExit::TimedOut));
+        }
+        sdt_sys::kill_process(self.rec.pid, libc::SIGKILL).ok();
+        Ok(None)
     }
 
     /// Takes one snapshot, for a breakpoint, a timer tick or a fatal signal. Returns the

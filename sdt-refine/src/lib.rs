@@ -254,7 +254,7 @@ impl<'r> Interval<'r> {
                 return Err(RefineError::NotABreakpoint { to: to.name().to_owned(), what });
             }
         };
-        let until = Until { name: to.name().to_owned(), level, class, id, hit, within: None };
+        let until = Until { name: to.name().to_owned(), level, class, id, hit };
         Ok(Interval { run, from, to, until })
     }
 
@@ -342,14 +342,7 @@ impl<'r> Interval<'r> {
             target: Target::Restore(RestoreFrom {
                 run: self.run.id(),
                 snapshot: self.from.name().to_owned(),
-                until: Some(Until {
-                    within: match attempts.timeout {
-                        None => Some(self.time_allowed()),
-                        Some(Duration::ZERO) => None,
-                        Some(limit) => Some(limit),
-                    },
-                    ..self.until.clone()
-                }),
+                until: Some(self.until.clone()),
                 restorer: Arc::new(Restore::recorded(Vec::new())),
             }),
             store: attempts.store.clone(),
@@ -367,6 +360,11 @@ impl<'r> Interval<'r> {
             mpi_replay: None,
             mpi_stop: None,
             signal_snapshots: true,
+            time_limit: match attempts.timeout {
+                None => Some(self.time_allowed()),
+                Some(Duration::ZERO) => None,
+                Some(limit) => Some(limit),
+            },
         }
     }
 }

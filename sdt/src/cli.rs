@@ -385,6 +385,11 @@ pub struct RunOpt {
     /// the thread that got it first, before it is delivered (ptrace backend).
     #[arg(long)]
     pub no_signal_snapshot: bool,
+    /// Stop the program if it is still running after this long (`30`, `90s`, `5m`): a
+    /// snapshot of where it is first (where a hang waits), then it is killed, and sdt
+    /// exits 124.
+    #[arg(long, value_name = "SECONDS", value_parser = seconds)]
+    pub timeout: Option<std::time::Duration>,
     /// Replay: make the MPI program's receives take the messages this replay record
     /// (`mpi-replay`, which `sdt replay` writes) says. `sdt replay` starts every rank so.
     #[arg(long, value_name = "RECORD", conflicts_with = "no_mpi_history")]

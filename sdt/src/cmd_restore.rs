@@ -75,6 +75,7 @@ pub fn restore(opt: RestoreOpt) -> Result<ExitCode> {
         mpi_replay: None,
         mpi_stop: None,
         signal_snapshots: true,
+        time_limit: None,
     })
     .with_context(|| format!("restoring {name} of run {}", run.id()))?;
     conclude(&outcome, &opt.store.store, capture.quiet);

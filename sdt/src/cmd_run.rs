@@ -47,10 +47,21 @@ pub fn run(opt: RunOpt) -> Result<ExitCode> {
         mpi_replay: opt.replay,
         mpi_stop,
         signal_snapshots: !opt.no_signal_snapshot,
+        time_limit: opt.timeout.filter(|t| !t.is_zero()),
     })?;
     conclude(&outcome, &opt.store.store, opt.quiet);
     if let Some(name) = outcome.at_signal.as_deref().filter(|_| !opt.quiet) {
         eprintln!("sdt: {name} is the program as the signal found it: `sdt gdb {name}`");
+    }
+    if let (ProgramExit::TimedOut, Some(limit)) = (outcome.exit, opt.timeout) {
+        let then = outcome
+            .at_deadline
+            .as_deref()
+            .map_or_else(String::new, |name| format!("; {name} is where it was then: `sdt gdb {name}`"));
+        eprintln!(
+            "sdt: the program was still running after {} (--timeout): it was stopped{then}",
+            human::duration_ns(limit.as_nanos() as u64)
+        );
     }
     if says_record {
         say_job_record(&opt.store.store, outcome.run);
@@ -99,6 +110,9 @@ fn mpi_stop(after: &[u64], capture: bool, job: Option<&JobMember>) -> Result<Opt
 /// `sdt run`'s exit code when the store could not take every snapshot the config asked
 /// for, whatever the program's own (which the last line before it says).
 pub const LOST_SNAPSHOTS: u8 = 125;
+
+/// `sdt run`'s exit code when `--timeout` stopped the program (as timeout(1)'s).
+const TIMED_OUT: u8 = 124;
 
 /// The capture config from `path` (or the default), with `--every` on top.
 pub fn capture_config(path: Option<&Path>, every: Option<u64>) -> Result<CaptureConfig> {
@@ -237,7 +251,7 @@ pub fn exit_code(exit: ProgramExit, quiet: bool) -> ExitCode {
     match exit {
         ProgramExit::Code(code) => ExitCode::from(code as u8),
         ProgramExit::Stopped => ExitCode::SUCCESS,
-        ProgramExit::TimedOut => ExitCode::FAILURE,
+        ProgramExit::TimedOut => ExitCode::from(TIMED_OUT),
         ProgramExit::Signal(signal, _) => {
             if !quiet {
                 eprintln!("sdt: the program was killed by signal {signal}");

@@ -16,6 +16,27 @@ fn exit_code_is_the_programs() {
     assert!(ls.lines().next().unwrap().contains("exited 7"), "{ls}");
 }
 
+/// `--timeout`: a program still running when it runs out (two threads deadlocked) is
+/// snapshotted where it hangs and killed; sdt exits 124 and names the snapshot, in which
+/// gdb shows both threads waiting for a lock.
+fn a_program_past_its_timeout_is_snapshotted_and_stopped() {
+    let sdt = Sdt::new();
+    let prog = program("hangs");
+    std::fs::write(sdt.dir.path().join("hang"), "").unwrap();
+    let started = std::time::Instant::now();
+    let out = sdt.output(&["run", "--timeout", "2", "--", prog.to_str().unwrap()]);
+    assert!(started.elapsed() < std::time::Duration::from_secs(30), "took {:?}", started.elapsed());
+    assert_eq!(out.status.code(), Some(124), "{}", describe(&out));
+    let said = "sdt: the program was still running after 2.00 s (--timeout): it was stopped; S1 is where it \
+                was then: `sdt gdb S1`";
+    assert!(stderr(&out).contains(said), "{}", describe(&out));
+    let ls = stdout(&sdt.ok(&["ls"]));
+    assert!(ls.lines().next().unwrap().contains("stopped"), "{ls}");
+    let text = stdout(&sdt.ok(&["gdb", "S1", "--", "-batch", "-ex", "thread apply all bt"]));
+    assert_eq!(text.matches(" in worker (").count(), 2, "{text}");
+    assert_eq!(text.matches("_lll_lock_wait (").count(), 2, "both wait for a lock: {text}");
+}
+
 fn stdin_and_stdout_pass_through() {
     let sdt = Sdt::new();
     let prog = program("behave");
@@ -270,6 +291,7 @@ sdt_test_harness::tests![
     doctor_checks_the_machine_and_names_what_is_missing,
     version_names_the_store_format_and_the_kernel_features,
     exit_code_is_the_programs,
+    a_program_past_its_timeout_is_snapshotted_and_stopped,
     stdin_and_stdout_pass_through,
     signals_reach_the_program,
     the_programs_own_sigtraps_reach_it,
