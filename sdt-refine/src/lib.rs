@@ -63,8 +63,19 @@ use sdt_store::{Run, RunId, Snapshot, Store, Trigger};
 
 pub use restore::Restore;
 
-/// The least time a run of an interval has by default to reach its end.
+/// The least time a run again has by default.
 const MIN_TIME_ALLOWED: Duration = Duration::from_secs(60);
+
+/// How long a run again (of an interval, of a job) has, when the original took `took`:
+/// `asked` (`--timeout`; zero for no limit), else ten times `took` (a finer config
+/// captures more on the way), and at least a minute. `None`: no limit.
+pub fn time_limit(asked: Option<Duration>, took: Duration) -> Option<Duration> {
+    match asked {
+        Some(Duration::ZERO) => None,
+        Some(limit) => Some(limit),
+        None => Some(took.saturating_mul(10).max(MIN_TIME_ALLOWED)),
+    }
+}
 
 /// The values of the key expressions in one snapshot, in order: each its value as text,
 /// or why it has none.
@@ -156,7 +167,7 @@ pub struct Attempts {
     /// Runs of the interval at most (at least one).
     pub count: u32,
     /// How long each run has to reach S2's breakpoint before it is snapshotted where it
-    /// is and ended: `None` for the interval's own ([`Interval::time_allowed`]),
+    /// is and ended: `None` for the default ([`time_limit`] of [`Interval::took`]),
     /// [`Duration::ZERO`] for no limit.
     pub timeout: Option<Duration>,
 }
@@ -268,12 +279,10 @@ impl<'r> Interval<'r> {
         &self.until
     }
 
-    /// How long a run of the interval has by default to reach S2's breakpoint, counted
-    /// from when the resumed program first runs: ten times what the interval took when S1
-    /// and S2 were taken (a finer config captures more on the way), and at least a minute.
-    pub fn time_allowed(&self) -> Duration {
-        let took = self.to.meta().time.since_start_ns.saturating_sub(self.from.meta().time.since_start_ns);
-        Duration::from_nanos(took.saturating_mul(10)).max(MIN_TIME_ALLOWED)
+    /// What the interval took when S1 and S2 were taken.
+    pub fn took(&self) -> Duration {
+        let from = self.from.meta().time.since_start_ns;
+        Duration::from_nanos(self.to.meta().time.since_start_ns.saturating_sub(from))
     }
 
     /// The values of `exprs` in S2, as `evaluate` reads them (in a run, from a snapshot);
@@ -360,11 +369,7 @@ impl<'r> Interval<'r> {
             mpi_replay: None,
             mpi_stop: None,
             signal_snapshots: true,
-            time_limit: match attempts.timeout {
-                None => Some(self.time_allowed()),
-                Some(Duration::ZERO) => None,
-                Some(limit) => Some(limit),
-            },
+            time_limit: time_limit(attempts.timeout, self.took()),
         }
     }
 }
@@ -389,6 +394,15 @@ fn compare(expected: &Expected, got: KeyValues) -> Vec<Row> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_again_has_ten_times_the_original_at_least_a_minute_or_what_was_asked() {
+        let secs = Duration::from_secs;
+        assert_eq!(time_limit(None, secs(2)), Some(secs(60)));
+        assert_eq!(time_limit(None, secs(10)), Some(secs(100)));
+        assert_eq!(time_limit(Some(secs(3)), secs(10)), Some(secs(3)));
+        assert_eq!(time_limit(Some(Duration::ZERO), secs(10)), None);
+    }
 
     #[test]
     fn rows_are_the_same_only_for_equal_values() {

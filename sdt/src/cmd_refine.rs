@@ -52,7 +52,7 @@ pub fn refine(opt: RefineOpt) -> Result<ExitCode> {
         timeout: opt.timeout,
     };
     let until = interval.until();
-    let allowed = attempts.timeout.unwrap_or_else(|| interval.time_allowed());
+    let allowed = sdt_refine::time_limit(attempts.timeout, interval.took()).unwrap_or_default();
     let verdict = interval.refine(&expected, &attempts, evaluate, |progress| match progress {
         Progress::Starting { attempt, of } => {
             eprintln!("sdt: refining {}..{to} (attempt {attempt} of {of})", from.name());

@@ -311,26 +311,20 @@ fn run_again(
     Ok(replayed)
 }
 
-/// The least time a replay has by default.
-const MIN_TIME_ALLOWED: Duration = Duration::from_secs(60);
-
 /// How long mpirun has to end its ranks once told to.
 const LAUNCHER_GRACE: Duration = Duration::from_secs(30);
 
-/// How long a replay of `job` may run (`None`: no limit): `--timeout`, else ten times the
-/// recorded job's time from `MPI_Init` to its last event, and at least a minute.
+/// How long a replay of `job` may run (`None`: no limit), as [`sdt_refine::time_limit`]
+/// gives it for the recorded job's time from `MPI_Init` to its last event.
 fn time_allowed(job: &Job, launcher: &LauncherArgs) -> Option<Duration> {
-    match launcher.timeout {
-        Some(Duration::ZERO) => None,
-        Some(limit) => Some(limit),
-        None => {
-            let last = |h: &sdt_history::History| {
-                h.ranks.iter().filter_map(|r| r.events.last()).map(|e| u64::from(e.time_us)).max()
-            };
-            let took_us = job.history().ok().as_ref().and_then(last).unwrap_or(0);
-            Some(Duration::from_micros(took_us.saturating_mul(10)).max(MIN_TIME_ALLOWED))
-        }
-    }
+    let last = |h: &sdt_history::History| {
+        h.ranks.iter().filter_map(|r| r.events.last()).map(|e| u64::from(e.time_us)).max()
+    };
+    let took_us = match launcher.timeout {
+        Some(_) => 0, // --timeout given: the history is not read
+        None => job.history().ok().as_ref().and_then(last).unwrap_or(0),
+    };
+    sdt_refine::time_limit(launcher.timeout, Duration::from_micros(took_us))
 }
 
 /// Waits for `child` to end, at most `limit` (`None`: for good); its status, or `None`
