@@ -1,4 +1,4 @@
-//! Compiles `src/sdtmpi.c` as a shared object with each MPI's compiler wrapper found
+//! Compiles `src/sdtmpi.c` and `src/fortran.c` as a shared object with each MPI's compiler wrapper found
 //! (`mpicc.openmpi`, `mpicc.mpich`) into `OUT_DIR/sdtmpi-<mpi>.so`. A missing MPI leaves
 //! an empty file and a warning: `sdt run` then refuses that MPI's programs, naming the
 //! package to install, until a build after the MPI is installed.
@@ -13,6 +13,7 @@ const MPIS: [(&str, &str, &str); 2] =
 fn main() {
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     println!("cargo::rerun-if-changed=src/sdtmpi.c");
+    println!("cargo::rerun-if-changed=src/fortran.c");
     println!("cargo::rerun-if-changed=../sdt-lib/include/sdt.h");
     println!("cargo::rerun-if-env-changed=PATH");
     for (stem, cc, package) in MPIS {
@@ -23,12 +24,14 @@ fn main() {
             // live in the static TLS block, read without a call to __tls_get_addr.
             .args(["-ftls-model=initial-exec", "-fvisibility=default", "-I", "../sdt-lib/include", "-o"])
             .arg(&so)
-            .arg("src/sdtmpi.c")
-            .args(["-ldl", "-lpthread"])
+            .args(["src/sdtmpi.c", "src/fortran.c"])
+            // The Fortran bindings call the C wrappers beside them, not whatever the
+            // program's symbol lookup would find first.
+            .args(["-Wl,-Bsymbolic-functions", "-ldl", "-lpthread"])
             .output();
         match built {
             Ok(o) if o.status.success() => {}
-            Ok(o) => panic!("{cc} failed to build src/sdtmpi.c:\n{}", String::from_utf8_lossy(&o.stderr)),
+            Ok(o) => panic!("{cc} failed to build the library:\n{}", String::from_utf8_lossy(&o.stderr)),
             Err(e) => {
                 println!(
                     "cargo::warning=no MPI history for {stem} programs: {cc} not found ({e}); install {package}"

@@ -68,23 +68,9 @@ impl Linking {
     /// How `program` is linked, and which of `symbols` are among its dynamic symbols;
     /// empty for what is not an ELF file (a script).
     pub(crate) fn of(program: &Path, symbols: &[&str]) -> Linking {
-        use object::read::elf::{Dyn, FileHeader};
         use object::{Object, ObjectSymbol};
         let Ok(file) = std::fs::File::open(program) else { return Linking::default() };
         let data = &object::ReadCache::new(file);
-        let needed = (|| {
-            let header = object::elf::FileHeader64::<object::Endianness>::parse(data).ok()?;
-            let endian = header.endian().ok()?;
-            let sections = header.sections(endian, data).ok()?;
-            let (dynamic, link) = sections.dynamic(endian, data).ok()??;
-            let strings = sections.strings(endian, data, link).ok()?;
-            let names = dynamic
-                .iter()
-                .filter(|d| d.d_tag(endian) == object::elf::DT_NEEDED)
-                .filter_map(|d| d.string(endian, strings).ok())
-                .map(|name| String::from_utf8_lossy(name).into_owned());
-            Some(names.collect())
-        })();
         let symbols: Vec<String> = match symbols.is_empty() {
             true => Vec::new(),
             false => object::File::parse(data).map_or_else(
@@ -97,7 +83,8 @@ impl Linking {
                 },
             ),
         };
-        Linking { needed: needed.unwrap_or_default(), symbols }
+        let needed = crate::libraries::Dynamic::of(program).map(|d| d.needed).unwrap_or_default();
+        Linking { needed, symbols }
     }
 }
 

@@ -59,6 +59,7 @@ mod idle;
 mod keeper;
 mod kmod;
 pub mod launch;
+mod libraries;
 mod mpi;
 mod procfs;
 mod ptrace;

@@ -32,6 +32,7 @@ use sdt_mpi::{
 use sdt_store::{PendingFile, Run, RunLog, Store};
 
 use crate::launch::Linking;
+use crate::libraries;
 
 /// Why an MPI program cannot get its history library.
 #[derive(Debug, thiserror::Error)]
@@ -72,10 +73,15 @@ pub enum MpiError {
     },
 }
 
-/// The MPI `program` links, by its `DT_NEEDED` entries; `None` for a program that links
+/// The MPI `program` links, by its `DT_NEEDED` entries and those of the libraries it
+/// loads (a Fortran program links MPI's Fortran library, which links MPI), found with
+/// the `LD_LIBRARY_PATH` it would run with (sdt's own); `None` for a program that links
 /// none, or that is not a 64-bit ELF file (a script).
 pub fn mpi_of(program: &Path) -> Option<Mpi> {
-    Mpi::of_needed(&Linking::of(program, &[]).needed)
+    let direct = Linking::of(program, &[]).needed;
+    Mpi::of_needed(&direct).or_else(|| {
+        Mpi::of_needed(&libraries::loaded(program, std::env::var_os("LD_LIBRARY_PATH").as_deref()))
+    })
 }
 
 /// What an MPI program is launched with: the library and the history files, made before

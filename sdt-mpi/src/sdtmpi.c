@@ -13,6 +13,7 @@
  * Because this code runs inside the user's ranks, the following rules must be followed:
  *
  * - Only PMPI_* functions are called, never MPI_*: the library must not see itself.
+ *   (The Fortran bindings of fortran.c call the C wrappers here, as MPICH's own do.)
  * - What the program sees is what it would see without SDT: return codes, statuses
  *   (MPI_Get_count counts the user's data, not the header), error handlers (a
  *   truncation is recorded, then the user's handler runs), and its environment (the
@@ -65,8 +66,7 @@
  * for its MPI_[I]mrecv. The route of both is fixed before the library could choose it,
  * so their events are flagged FLAG_FIXED_ROUTE and a replay does not enforce races on
  * them. Not covered: MPI_Bsend's buffer accounting (the header adds 8 bytes to each
- * buffered message). Fortran bindings are recorded only where the MPI implements them
- * on the C functions.
+ * buffered message). Fortran programs are recorded through fortran.c.
  */
 #define _GNU_SOURCE
 #include <cpuid.h>
@@ -287,6 +287,15 @@ static int end_capture;
 		    __atomic_load_n(&next_seq, __ATOMIC_RELAXED) >= stop_after)                              \
 			stop_here();                                                                        \
 	} while (0)
+
+/* The call site of a call made through a Fortran binding (fortran.c): the Fortran
+ * caller's return address, set while the binding runs. The C wrappers take it as
+ * their caller instead of their own return address, which lies in the binding. */
+__thread void *fortran_site __attribute__((visibility("hidden")));
+
+/* The call site of the MPI call being recorded: a C wrapper's caller, or the Fortran
+ * caller of the binding that called it. */
+#define CALLER() (fortran_site ? fortran_site : __builtin_return_address(0))
 
 /* A call site: a return address and its id in mpi-sites. */
 struct site {
@@ -1254,19 +1263,19 @@ static int after_init(int rc, void *site)
 int MPI_Init(int *argc, char ***argv)
 {
 	before_init();
-	return after_init(PMPI_Init(argc, argv), __builtin_return_address(0));
+	return after_init(PMPI_Init(argc, argv), CALLER());
 }
 
 int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 {
 	before_init();
-	return after_init(PMPI_Init_thread(argc, argv, required, provided), __builtin_return_address(0));
+	return after_init(PMPI_Init_thread(argc, argv, required, provided), CALLER());
 }
 
 int MPI_Finalize(void)
 {
 	STOP_POINT();
-	void *site = __builtin_return_address(0);
+	void *site = CALLER();
 	lock_tables();
 	reap_detached(1);
 	append(event(KIND_FINALIZE, comm_of(MPI_COMM_WORLD), -1, -1, 0, site_id(site)));
@@ -1323,22 +1332,22 @@ static int send_wrapped(blocking_send call, const void *buf, int count, MPI_Data
 
 int MPI_Send(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm)
 {
-	return send_wrapped(PMPI_Send, buf, count, type, dest, tag, comm, __builtin_return_address(0));
+	return send_wrapped(PMPI_Send, buf, count, type, dest, tag, comm, CALLER());
 }
 
 int MPI_Ssend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm)
 {
-	return send_wrapped(PMPI_Ssend, buf, count, type, dest, tag, comm, __builtin_return_address(0));
+	return send_wrapped(PMPI_Ssend, buf, count, type, dest, tag, comm, CALLER());
 }
 
 int MPI_Rsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm)
 {
-	return send_wrapped(PMPI_Rsend, buf, count, type, dest, tag, comm, __builtin_return_address(0));
+	return send_wrapped(PMPI_Rsend, buf, count, type, dest, tag, comm, CALLER());
 }
 
 int MPI_Bsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm)
 {
-	return send_wrapped(PMPI_Bsend, buf, count, type, dest, tag, comm, __builtin_return_address(0));
+	return send_wrapped(PMPI_Bsend, buf, count, type, dest, tag, comm, CALLER());
 }
 
 /* Posted operations come and go by the thousand: their records are recycled through a
@@ -1470,22 +1479,22 @@ static int isend(posting_send call, const void *buf, int count, MPI_Datatype typ
 
 int MPI_Isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request *request)
 {
-	return isend(PMPI_Isend, buf, count, type, dest, tag, comm, request, __builtin_return_address(0));
+	return isend(PMPI_Isend, buf, count, type, dest, tag, comm, request, CALLER());
 }
 
 int MPI_Issend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request *request)
 {
-	return isend(PMPI_Issend, buf, count, type, dest, tag, comm, request, __builtin_return_address(0));
+	return isend(PMPI_Issend, buf, count, type, dest, tag, comm, request, CALLER());
 }
 
 int MPI_Irsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request *request)
 {
-	return isend(PMPI_Irsend, buf, count, type, dest, tag, comm, request, __builtin_return_address(0));
+	return isend(PMPI_Irsend, buf, count, type, dest, tag, comm, request, CALLER());
 }
 
 int MPI_Ibsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request *request)
 {
-	return isend(PMPI_Ibsend, buf, count, type, dest, tag, comm, request, __builtin_return_address(0));
+	return isend(PMPI_Ibsend, buf, count, type, dest, tag, comm, request, CALLER());
 }
 
 /* ---- Persistent requests ---- */
@@ -1574,7 +1583,7 @@ int MPI_Start(MPI_Request *request)
 	STOP_POINT();
 	uint32_t site;
 	lock_tables();
-	site = site_id(__builtin_return_address(0));
+	site = site_id(CALLER());
 	started(*request, site);
 	unlock_tables();
 	return PMPI_Start(request);
@@ -1584,7 +1593,7 @@ int MPI_Startall(int count, MPI_Request requests[])
 {
 	STOP_POINT();
 	lock_tables();
-	uint32_t site = site_id(__builtin_return_address(0));
+	uint32_t site = site_id(CALLER());
 	for (int i = 0; i < count; i++)
 		started(requests[i], site);
 	unlock_tables();
@@ -1673,7 +1682,7 @@ int MPI_Recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_C
 	if (source == MPI_PROC_NULL)
 		return PMPI_Recv(buf, count, type, source, tag, handle, status);
 	uint32_t site;
-	struct comm *c = enter(handle, __builtin_return_address(0), &site);
+	struct comm *c = enter(handle, CALLER(), &site);
 	const struct enforced *e;
 	struct route route = { source, tag, handle };
 	route.comm = receive_route(c, handle, &route.source, &route.tag, &e);
@@ -1746,7 +1755,7 @@ int MPI_Irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_
 	if (replaying)
 		route.comm = receive_route(c, handle, &route.source, &route.tag, &p->replay);
 	return post_receive(p, buf, count, type, c, world_of(c, source), tag, wildcards(source, tag),
-			    __builtin_return_address(0), post_routed, &route, request);
+			    CALLER(), post_routed, &route, request);
 }
 
 int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void *recvbuf,
@@ -1756,7 +1765,7 @@ int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int 
 	if (dest == MPI_PROC_NULL || source == MPI_PROC_NULL)
 		return PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source,
 				     recvtag, handle, status);
-	void *address = __builtin_return_address(0);
+	void *address = CALLER();
 	struct comm *c;
 	uint32_t site;
 	struct piggyback out =
@@ -1811,7 +1820,7 @@ int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, int 
 	STOP_POINT();
 	if (dest == MPI_PROC_NULL || source == MPI_PROC_NULL)
 		return PMPI_Sendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, handle, status);
-	void *address = __builtin_return_address(0);
+	void *address = CALLER();
 	struct comm *c;
 	/* One piggyback both ways: ours goes out, the peer's comes back in its place. */
 	uint32_t site;
@@ -1864,7 +1873,7 @@ int MPI_Probe(int source, int tag, MPI_Comm handle, MPI_Status *status)
 	if (source == MPI_PROC_NULL)
 		return PMPI_Probe(source, tag, handle, status);
 	uint32_t site;
-	struct comm *c = enter(handle, __builtin_return_address(0), &site);
+	struct comm *c = enter(handle, CALLER(), &site);
 	MPI_Status mine;
 	if (status == MPI_STATUS_IGNORE)
 		status = &mine;
@@ -1889,12 +1898,12 @@ int MPI_Iprobe(int source, int tag, MPI_Comm handle, int *flag, MPI_Status *stat
 	uint32_t site = NONE;
 	struct comm *c = NULL;
 	if (replaying)
-		c = enter(handle, __builtin_return_address(0), &site);
+		c = enter(handle, CALLER(), &site);
 	int rc = probes_replayed(c) ? replay_probe(c, handle, source, tag, 0, flag, status)
 				    : PMPI_Iprobe(source, tag, handle, flag, status);
 	if (rc == MPI_SUCCESS && *flag) {
 		if (!c)
-			c = enter(handle, __builtin_return_address(0), &site);
+			c = enter(handle, CALLER(), &site);
 		record_probe(c, status, site, wildcards(source, tag));
 	}
 	return rc;
@@ -1947,7 +1956,7 @@ int MPI_Mprobe(int source, int tag, MPI_Comm handle, MPI_Message *message, MPI_S
 	if (source == MPI_PROC_NULL)
 		return PMPI_Mprobe(source, tag, handle, message, status);
 	uint32_t site;
-	struct comm *c = enter(handle, __builtin_return_address(0), &site);
+	struct comm *c = enter(handle, CALLER(), &site);
 	MPI_Status mine;
 	if (status == MPI_STATUS_IGNORE)
 		status = &mine;
@@ -1972,7 +1981,7 @@ int MPI_Improbe(int source, int tag, MPI_Comm handle, int *flag, MPI_Message *me
 	int rc = PMPI_Improbe(source, tag, handle, flag, message, status);
 	if (rc == MPI_SUCCESS && *flag) {
 		uint32_t site;
-		struct comm *c = enter(handle, __builtin_return_address(0), &site);
+		struct comm *c = enter(handle, CALLER(), &site);
 		remember_message(*message, c, status);
 		record_probe(c, status, site, wildcards(source, tag) | FLAG_FIXED_ROUTE);
 	}
@@ -1986,7 +1995,7 @@ int MPI_Mrecv(void *buf, int count, MPI_Datatype type, MPI_Message *message, MPI
 		return PMPI_Mrecv(buf, count, type, message, status);
 	struct matched m = take_message(*message);
 	lock_tables();
-	uint32_t site = site_id(__builtin_return_address(0));
+	uint32_t site = site_id(CALLER());
 	unlock_tables();
 	return blocking_receive(buf, count, type, m.comm, m.peer, m.tag, FLAG_FIXED_ROUTE, site, NULL,
 				receive_matched, message, status);
@@ -1999,7 +2008,7 @@ int MPI_Imrecv(void *buf, int count, MPI_Datatype type, MPI_Message *message, MP
 	if (!p)
 		return PMPI_Imrecv(buf, count, type, message, request);
 	struct matched m = take_message(*message);
-	return post_receive(p, buf, count, type, m.comm, m.peer, m.tag, FLAG_FIXED_ROUTE, __builtin_return_address(0),
+	return post_receive(p, buf, count, type, m.comm, m.peer, m.tag, FLAG_FIXED_ROUTE, CALLER(),
 			    post_matched, message, request);
 }
 
@@ -2147,7 +2156,7 @@ int MPI_Wait(MPI_Request *request, MPI_Status *status)
 	if (status == MPI_STATUS_IGNORE)
 		status = &mine;
 	struct call call;
-	enter_completion(&call, 1, &before, 1, __builtin_return_address(0));
+	enter_completion(&call, 1, &before, 1, CALLER());
 	int rc = PMPI_Wait(request, status);
 	leave_completion();
 	lock_tables();
@@ -2163,7 +2172,7 @@ int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
 	if (status == MPI_STATUS_IGNORE)
 		status = &mine;
 	struct call call;
-	enter_completion(&call, 1, &before, 0, __builtin_return_address(0));
+	enter_completion(&call, 1, &before, 0, CALLER());
 	int rc = PMPI_Test(request, flag, status);
 	leave_completion();
 	if (*flag) {
@@ -2196,7 +2205,7 @@ int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[])
 		return PMPI_Waitall(count, requests, statuses);
 	}
 	struct call call;
-	enter_completion(&call, count, c.before, 1, __builtin_return_address(0));
+	enter_completion(&call, count, c.before, 1, CALLER());
 	int rc = PMPI_Waitall(count, requests, c.statuses);
 	leave_completion();
 	complete_all(&c, count, rc, &call);
@@ -2212,7 +2221,7 @@ int MPI_Testall(int count, MPI_Request requests[], int *flag, MPI_Status statuse
 		return PMPI_Testall(count, requests, flag, statuses);
 	}
 	struct call call;
-	enter_completion(&call, count, c.before, 0, __builtin_return_address(0));
+	enter_completion(&call, count, c.before, 0, CALLER());
 	int rc = PMPI_Testall(count, requests, flag, c.statuses);
 	leave_completion();
 	if (*flag)
@@ -2242,7 +2251,7 @@ int MPI_Waitany(int count, MPI_Request requests[], int *index, MPI_Status *statu
 		return PMPI_Waitany(count, requests, index, status);
 	}
 	struct call call;
-	enter_completion(&call, count, c.before, 1, __builtin_return_address(0));
+	enter_completion(&call, count, c.before, 1, CALLER());
 	int pick = replay_pick(count, c.before);
 	int rc = pick < 0 ? PMPI_Waitany(count, requests, index, status) : PMPI_Wait(&requests[pick], status);
 	if (pick >= 0)
@@ -2264,7 +2273,7 @@ int MPI_Testany(int count, MPI_Request requests[], int *index, int *flag, MPI_St
 		return PMPI_Testany(count, requests, index, flag, status);
 	}
 	struct call call;
-	enter_completion(&call, count, c.before, 0, __builtin_return_address(0));
+	enter_completion(&call, count, c.before, 0, CALLER());
 	int pick = replay_pick(count, c.before);
 	int rc = pick < 0 ? PMPI_Testany(count, requests, index, flag, status) : PMPI_Test(&requests[pick], flag, status);
 	if (pick >= 0)
@@ -2323,12 +2332,12 @@ static int some(some_call call, int blocking, int count, MPI_Request requests[],
 
 int MPI_Waitsome(int count, MPI_Request requests[], int *outcount, int indices[], MPI_Status statuses[])
 {
-	return some(PMPI_Waitsome, 1, count, requests, outcount, indices, statuses, __builtin_return_address(0));
+	return some(PMPI_Waitsome, 1, count, requests, outcount, indices, statuses, CALLER());
 }
 
 int MPI_Testsome(int count, MPI_Request requests[], int *outcount, int indices[], MPI_Status statuses[])
 {
-	return some(PMPI_Testsome, 0, count, requests, outcount, indices, statuses, __builtin_return_address(0));
+	return some(PMPI_Testsome, 0, count, requests, outcount, indices, statuses, CALLER());
 }
 
 /* Completes the detached operations that are done (`wait`: waits for every one). Under
@@ -2372,7 +2381,7 @@ int MPI_Request_free(MPI_Request *request)
 int MPI_Abort(MPI_Comm handle, int code)
 {
 	uint32_t site;
-	struct comm *c = enter(handle, __builtin_return_address(0), &site);
+	struct comm *c = enter(handle, CALLER(), &site);
 	lock_tables();
 	record_abort(KIND_ABORT, c, code, site);
 	unlock_tables();
@@ -2387,7 +2396,7 @@ int MPI_Abort(MPI_Comm handle, int code)
 	do {                                                                                       \
 		uint32_t site_;                                                                    \
 		STOP_POINT();                                                                      \
-		struct comm *c_ = enter(COMM, __builtin_return_address(0), &site_);                \
+		struct comm *c_ = enter(COMM, CALLER(), &site_);                \
 		int peer_ = world_of(c_, ROOT);                                                    \
 		block(KIND, c_, peer_, -1, site_);                                                 \
 		int rc_ = CALL;                                                                    \
@@ -2511,7 +2520,7 @@ int MPI_Exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type,
 	do {                                                                                       \
 		uint32_t site_;                                                                    \
 		STOP_POINT();                                                                      \
-		struct comm *c_ = enter(COMM, __builtin_return_address(0), &site_);                \
+		struct comm *c_ = enter(COMM, CALLER(), &site_);                \
 		struct pending *p_ = pending_new();                                                \
 		int rc_ = CALL;                                                                    \
 		if (!p_ || rc_ != MPI_SUCCESS) {                                                   \
