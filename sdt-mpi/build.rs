@@ -1,5 +1,5 @@
-//! Compiles `src/sdtmpi.c` and `src/fortran.c` as a shared object with each MPI's compiler wrapper found
-//! (`mpicc.openmpi`, `mpicc.mpich`) into `OUT_DIR/sdtmpi-<mpi>.so`. A missing MPI leaves
+//! Compiles `src/sdtmpi.c` and `src/fortran.c` as a shared object with each MPI's
+//! compiler wrapper found (`mpicc.openmpi`, `mpicc.mpich`) into `OUT_DIR/sdtmpi-<mpi>.so`. A missing MPI leaves
 //! an empty file and a warning: `sdt run` then refuses that MPI's programs, naming the
 //! package to install, until a build after the MPI is installed.
 

@@ -21,6 +21,20 @@ use std::path::{Path, PathBuf};
 /// Libraries looked at, at most: a program with more is cut off there.
 const MAX_LIBRARIES: usize = 512;
 
+/// The C and C++ runtimes, named but not followed: they link nothing a caller asks about,
+/// and most programs need only them (a C program is then looked at without a search).
+const RUNTIMES: [&str; 9] = [
+    "libc.so.6",
+    "libm.so.6",
+    "libpthread.so.0",
+    "libdl.so.2",
+    "librt.so.1",
+    "libstdc++.so.6",
+    "libgcc_s.so.1",
+    "libgfortran.so.5",
+    "ld-linux-x86-64.so.2",
+];
+
 /// Largest `/etc/ld.so.cache` read.
 const MAX_CACHE_BYTES: u64 = 64 << 20;
 
@@ -77,7 +91,7 @@ pub(crate) fn loaded(program: &Path, library_path: Option<&OsStr>) -> Vec<String
         .flatten()
         .map(|d| PathBuf::from(OsStr::from_bytes(d)))
         .collect();
-    let cache = LoaderCache::read(Path::new("/etc/ld.so.cache"));
+    let cache = std::cell::OnceCell::new();
     let mut names = Vec::new();
     let mut seen = HashSet::new();
     let mut queue = VecDeque::from([(program.to_path_buf(), top)]);
@@ -90,6 +104,9 @@ pub(crate) fn loaded(program: &Path, library_path: Option<&OsStr>) -> Vec<String
                 continue;
             }
             names.push(name.clone());
+            if RUNTIMES.contains(&name.as_str()) {
+                continue;
+            }
             let found = search(name, &object, &dynamic, &env_dirs, &cache);
             if let Some((path, theirs)) = found {
                 queue.push_back((path, theirs));
@@ -106,7 +123,7 @@ fn search(
     object: &Path,
     dynamic: &Dynamic,
     env_dirs: &[PathBuf],
-    cache: &LoaderCache,
+    cache: &std::cell::OnceCell<LoaderCache>,
 ) -> Option<(PathBuf, Dynamic)> {
     if name.contains('/') {
         return None;
@@ -121,7 +138,10 @@ fn search(
         .chain(env_dirs.iter().cloned())
         .chain(runpath)
         .map(|dir| dir.join(name))
-        .chain(cache.paths_of(name))
+        // The cache is read only when a search gets this far.
+        .chain(std::iter::once(()).flat_map(|()| {
+            cache.get_or_init(|| LoaderCache::read(Path::new("/etc/ld.so.cache"))).paths_of(name)
+        }))
         .chain(DEFAULT_DIRS.iter().map(|dir| Path::new(dir).join(name)));
     dirs.filter(|path| path.is_file()).find_map(|path| Dynamic::of(&path).map(|d| (path, d)))
 }
@@ -205,11 +225,20 @@ mod tests {
     }
 
     #[test]
-    fn this_test_finds_libc_below_its_own_libraries() {
+    fn a_library_in_ld_library_path_comes_before_the_loader_cache() {
+        // This test's program needs libc: named once; a copy of the program named libc in
+        // an LD_LIBRARY_PATH folder is what the search finds, without reading the cache.
         let me = std::env::current_exe().unwrap();
         let names = loaded(&me, None);
-        assert!(names.iter().any(|n| n == "libc.so.6"), "{names:?}");
-        // libc needs the loader: found only by following libc itself.
-        assert!(names.iter().any(|n| n.starts_with("ld-linux")), "{names:?}");
+        assert_eq!(names.iter().filter(|n| *n == "libc.so.6").count(), 1, "{names:?}");
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::copy(&me, dir.path().join("libc.so.6")).unwrap();
+        let dynamic = Dynamic::of(&me).unwrap();
+        let cache = std::cell::OnceCell::new();
+        let found = search("libc.so.6", &me, &dynamic, &[dir.path().to_path_buf()], &cache);
+        assert_eq!(found.map(|(path, _)| path), Some(dir.path().join("libc.so.6")));
+        assert!(cache.get().is_none(), "found before the cache was needed");
+        let found = search("libc.so.6", &me, &dynamic, &[], &cache).unwrap();
+        assert!(found.1.needed.iter().any(|n| n.starts_with("ld-linux")), "{found:?}");
     }
 }

@@ -106,8 +106,10 @@ static void *own_binding(void **cached, const char *name)
 		site_leave(own_site);                                                              \
 	}
 
-/* Every recorded call: its Fortran name, its arguments (with ierror), and whether it
- * takes a choice buffer (MPICH's mpi_f08 names those *_f08ts_). */
+/* Every recorded call: its Fortran name, its arguments (with ierror), and its kind: 1
+ * for a call with a choice buffer (MPICH's mpi_f08 names those *_f08ts_), 2 for the
+ * Test* and I[m]probe calls (Open MPI's mpi_f08 bindings of those call pmpi_*_, past
+ * ompi_*_f, so their mpi_f08 names are converted here too), 0 for the others. */
 #define RECORDED(X)                                                                                \
 	X(init, 1, 0) X(init_thread, 3, 0) X(finalize, 1, 0) X(abort, 3, 0)                        \
 	X(comm_set_errhandler, 3, 0) X(comm_get_errhandler, 3, 0) X(comm_free, 2, 0)               \
@@ -116,10 +118,10 @@ static void *own_binding(void **cached, const char *name)
 	X(send_init, 8, 1) X(ssend_init, 8, 1) X(rsend_init, 8, 1) X(bsend_init, 8, 1)             \
 	X(recv_init, 8, 1) X(start, 2, 0) X(startall, 3, 0)                                        \
 	X(recv, 8, 1) X(irecv, 8, 1) X(sendrecv, 13, 1) X(sendrecv_replace, 10, 1)                 \
-	X(probe, 5, 0) X(iprobe, 6, 0) X(mprobe, 6, 0) X(improbe, 7, 0)                            \
+	X(probe, 5, 0) X(iprobe, 6, 2) X(mprobe, 6, 0) X(improbe, 7, 2)                            \
 	X(mrecv, 6, 1) X(imrecv, 6, 1)                                                             \
-	X(wait, 3, 0) X(test, 4, 0) X(waitall, 4, 0) X(testall, 5, 0)                              \
-	X(waitany, 5, 0) X(testany, 6, 0) X(waitsome, 6, 0) X(testsome, 6, 0)                      \
+	X(wait, 3, 0) X(test, 4, 2) X(waitall, 4, 0) X(testall, 5, 2)                              \
+	X(waitany, 5, 0) X(testany, 6, 2) X(waitsome, 6, 0) X(testsome, 6, 2)                      \
 	X(request_free, 2, 0)                                                                      \
 	X(barrier, 2, 0) X(bcast, 6, 1) X(reduce, 8, 1) X(allreduce, 7, 1)                         \
 	X(gather, 9, 1) X(gatherv, 10, 1) X(scatter, 9, 1) X(scatterv, 10, 1)                      \
@@ -131,16 +133,18 @@ static void *own_binding(void **cached, const char *name)
 	X(ireduce_scatter, 8, 1) X(ireduce_scatter_block, 8, 1) X(iscan, 8, 1) X(iexscan, 8, 1)
 
 #if defined(OPEN_MPI)
-#define F08(name, n, buffer) PASS_ON(mpi_##name##_f08_, n)
-RECORDED(F08)
+#define F08_0(name, n) PASS_ON(mpi_##name##_f08_, n)
+#define F08_1(name, n) PASS_ON(mpi_##name##_f08_, n)
+#define F08_2(name, n)
 #elif defined(MPICH)
-#define MPIF(name, n, buffer) PASS_ON(mpi_##name##_, n)
+#define MPIF(name, n, kind) PASS_ON(mpi_##name##_, n)
+RECORDED(MPIF)
 #define F08_0(name, n)
 #define F08_1(name, n) PASS_ON(mpi_##name##_f08ts_, n)
-#define F08(name, n, buffer) F08_##buffer(name, n)
-RECORDED(MPIF)
-RECORDED(F08)
+#define F08_2(name, n)
 #endif
+#define F08(name, n, kind) F08_##kind(name, n)
+RECORDED(F08)
 
 /* ---- Bindings that convert and call the C wrappers ---- */
 
@@ -231,10 +235,15 @@ static void statuses_out(int n, MPI_Status *c, MPI_Fint *f, const MPI_Status *sm
 #if defined(OPEN_MPI)
 #define CONVERTED(name) mpi_##name##_
 #define ALSO(name, params) void ompi_##name##_f params __attribute__((alias("mpi_" #name "_")));
+#define ALSO_F08(name, params) void mpi_##name##_f08_ params __attribute__((alias("mpi_" #name "_")));
 #else
 #define CONVERTED(name) mpi_##name##_f08_
 #define ALSO(name, params)
+#define ALSO_F08(name, params)
 #endif
+
+/* A binding of a call of kind 2 in RECORDED. */
+#define LOGICAL_BINDING(name, params, ...) BINDING(name, params, __VA_ARGS__) ALSO_F08(name, params)
 
 #define COMM(f) PMPI_Comm_f2c(*(f))
 #define TYPE(f) PMPI_Type_f2c(*(f))
@@ -289,7 +298,7 @@ BINDING(probe, (MPI_Fint *source, MPI_Fint *tag, MPI_Fint *comm, MPI_Fint *statu
 	status_out(&c, status);
 })
 
-BINDING(iprobe,
+LOGICAL_BINDING(iprobe,
 	(MPI_Fint *source, MPI_Fint *tag, MPI_Fint *comm, MPI_Fint *flag, MPI_Fint *status, MPI_Fint *ierr),
 	{
 		MPI_Status c;
@@ -311,7 +320,7 @@ BINDING(mprobe,
 		status_out(&c, status);
 	})
 
-BINDING(improbe,
+LOGICAL_BINDING(improbe,
 	(MPI_Fint *source, MPI_Fint *tag, MPI_Fint *comm, MPI_Fint *flag, MPI_Fint *message, MPI_Fint *status,
 	 MPI_Fint *ierr),
 	{
@@ -336,7 +345,7 @@ BINDING(wait, (MPI_Fint *request, MPI_Fint *status, MPI_Fint *ierr), {
 	status_out(&c, status);
 })
 
-BINDING(test, (MPI_Fint *request, MPI_Fint *flag, MPI_Fint *status, MPI_Fint *ierr), {
+LOGICAL_BINDING(test, (MPI_Fint *request, MPI_Fint *flag, MPI_Fint *status, MPI_Fint *ierr), {
 	MPI_Request r = PMPI_Request_f2c(*request);
 	MPI_Status c;
 	int done = 0;
@@ -371,7 +380,7 @@ BINDING(test, (MPI_Fint *request, MPI_Fint *flag, MPI_Fint *status, MPI_Fint *ie
 BINDING(waitall, (MPI_Fint *count, MPI_Fint *requests, MPI_Fint *statuses, MPI_Fint *ierr),
 	ON_ARRAYS(*count, requests, statuses, *count, rc = MPI_Waitall(*count, r, s)))
 
-BINDING(testall, (MPI_Fint *count, MPI_Fint *requests, MPI_Fint *flag, MPI_Fint *statuses, MPI_Fint *ierr), {
+LOGICAL_BINDING(testall, (MPI_Fint *count, MPI_Fint *requests, MPI_Fint *flag, MPI_Fint *statuses, MPI_Fint *ierr), {
 	int done = 0;
 	ON_ARRAYS(*count, requests, statuses, done ? *count : 0, rc = MPI_Testall(*count, r, &done, s));
 	*flag = logical(done);
@@ -392,7 +401,7 @@ BINDING(waitany, (MPI_Fint *count, MPI_Fint *requests, MPI_Fint *index, MPI_Fint
 		status_out(&c, status);
 })
 
-BINDING(testany,
+LOGICAL_BINDING(testany,
 	(MPI_Fint *count, MPI_Fint *requests, MPI_Fint *index, MPI_Fint *flag, MPI_Fint *status, MPI_Fint *ierr),
 	{
 		MPI_Status c;
@@ -404,8 +413,8 @@ BINDING(testany,
 			status_out(&c, status);
 	})
 
-#define SOME(name, c_name)                                                                         \
-	BINDING(name,                                                                              \
+#define SOME(name, c_name, binding)                                                                \
+	binding(name,                                                                              \
 		(MPI_Fint *count, MPI_Fint *requests, MPI_Fint *outcount, MPI_Fint *indices,      \
 		 MPI_Fint *statuses, MPI_Fint *ierr),                                              \
 		{                                                                                  \
@@ -416,8 +425,8 @@ BINDING(testany,
 			for (int i = 0; out != MPI_UNDEFINED && i < out; i++)                      \
 				indices[i]++;                                                      \
 		})
-SOME(waitsome, MPI_Waitsome)
-SOME(testsome, MPI_Testsome)
+SOME(waitsome, MPI_Waitsome, BINDING)
+SOME(testsome, MPI_Testsome, LOGICAL_BINDING)
 
 BINDING(request_free, (MPI_Fint *request, MPI_Fint *ierr), {
 	MPI_Request r = PMPI_Request_f2c(*request);

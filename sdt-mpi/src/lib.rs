@@ -1,5 +1,6 @@
-//! SDT's MPI interposition library (`src/sdtmpi.c`, on MPI's profiling interface), built
-//! for each MPI this machine has, as bytes that `sdt run` loads into an MPI program.
+//! SDT's MPI interposition library (`src/sdtmpi.c`, on MPI's profiling interface, with
+//! the Fortran bindings of `src/fortran.c`), built for each MPI this machine has, as bytes
+//! that `sdt run` loads into an MPI program.
 //!
 //! ```no_run
 //! use sdt_mpi::Mpi;
@@ -16,7 +17,8 @@
 //! - The library runs inside the user's ranks (its rules open `src/sdtmpi.c`); it writes
 //!   the layout of `sdt_history::format` and nothing else.
 //! - It is built against each MPI's own `mpi.h` (their ABIs differ): a program gets the
-//!   build for the MPI it links, told by its `DT_NEEDED` entries.
+//!   build for the MPI it links, told by the `DT_NEEDED` entries of the program and of
+//!   the libraries it loads.
 //! - This crate does no I/O: `sdt run` puts the bytes in a sealed memfd and hands the
 //!   library its three files as inherited descriptors ([`ENV_EVENTS_FD`], …).
 

@@ -764,6 +764,19 @@ static MPI_Datatype wrap(struct piggyback *pb, const void *buf, int count, MPI_D
 	return wrapped;
 }
 
+/* Frees the wrapped types this thread keeps, before MPI_Finalize (which MPICH would
+ * otherwise end by warning of leaked datatypes). */
+static void drop_wrapped(void)
+{
+	while (nevicted > 0)
+		PMPI_Type_free(&evicted[--nevicted]);
+	for (int i = 0; i < WRAPPED_CACHE; i++) {
+		if (wrapped_cache[i].pb)
+			PMPI_Type_free(&wrapped_cache[i].wrapped);
+		wrapped_cache[i].pb = NULL;
+	}
+}
+
 static void unwrap_type(MPI_Datatype *wrapped, int cached)
 {
 	if (!cached)
@@ -1148,6 +1161,7 @@ static void stop_here(void)
 	pthread_t watchdog;
 	if (pthread_create(&watchdog, NULL, stop_watchdog, NULL) == 0)
 		pthread_detach(watchdog);
+	drop_wrapped();
 	PMPI_Finalize();
 	_exit(0);
 }
@@ -1280,6 +1294,7 @@ int MPI_Finalize(void)
 	reap_detached(1);
 	append(event(KIND_FINALIZE, comm_of(MPI_COMM_WORLD), -1, -1, 0, site_id(site)));
 	unlock_tables();
+	drop_wrapped();
 	return PMPI_Finalize();
 }
 

@@ -15,14 +15,15 @@ use crate::harness::{Sdt, describe, stdout, workspace};
 /// Ranks of every job.
 const RANKS: u32 = 3;
 
-/// An MPI implementation's compiler and launcher, as Debian names them.
+/// An MPI implementation's compilers (C and Fortran) and launcher, as Debian names them.
 struct Mpi {
     cc: &'static str,
+    fc: &'static str,
     run: &'static str,
 }
 
-const OPEN_MPI: Mpi = Mpi { cc: "mpicc.openmpi", run: "mpirun.openmpi" };
-const MPICH: Mpi = Mpi { cc: "mpicc.mpich", run: "mpirun.mpich" };
+const OPEN_MPI: Mpi = Mpi { cc: "mpicc.openmpi", fc: "mpif90.openmpi", run: "mpirun.openmpi" };
+const MPICH: Mpi = Mpi { cc: "mpicc.mpich", fc: "mpif90.mpich", run: "mpirun.mpich" };
 
 impl Mpi {
     /// `Ok` if both tools run; otherwise the [`Skip`] saying so.
@@ -39,11 +40,38 @@ impl Mpi {
         Ok(())
     }
 
-    /// `sdt/tests/programs/mpi/NAME.c`, compiled into `dir`.
+    /// `Ok` if the Fortran compiler runs too (gfortran, beside MPI's wrapper).
+    fn check_fortran(&self) -> Result<(), Skip> {
+        self.check()?;
+        if !Command::new(self.fc).arg("--version").output().is_ok_and(|o| o.status.success()) {
+            return Err(Skip::new(
+                "gfortran",
+                format!("{} finds no Fortran compiler", self.fc),
+                "apt-get install gfortran",
+            ));
+        }
+        Ok(())
+    }
+
+    /// `sdt/tests/programs/mpi/NAME.c`, or `NAME.f90` with the Fortran compiler,
+    /// compiled into `dir`.
     fn compile(&self, name: &str, dir: &Path) -> PathBuf {
-        let source = workspace().join("sdt/tests/programs/mpi").join(format!("{name}.c"));
+        let sources = workspace().join("sdt/tests/programs/mpi");
+        let fortran = sources.join(format!("{name}.f90"));
+        let (compiler, source, flags): (_, _, &[&str]) = match fortran.exists() {
+            // MPICH's `use mpi` checks argument ranks, which MPI's choice buffers break.
+            true => (self.fc, fortran, &["-fallow-argument-mismatch"]),
+            false => (self.cc, sources.join(format!("{name}.c")), &[]),
+        };
         let out = dir.join(name);
-        let built = Command::new(self.cc).args(["-O1", "-g", "-o"]).arg(&out).arg(&source).output().unwrap();
+        let built = Command::new(compiler)
+            .args(["-O1", "-g"])
+            .args(flags)
+            .arg("-o")
+            .arg(&out)
+            .arg(&source)
+            .output()
+            .unwrap();
         assert!(built.status.success(), "{}", describe(&built));
         out
     }
@@ -322,7 +350,59 @@ fn persistent_requests_and_matched_probes_arrive_as_sent() -> Result<(), Skip> {
     Ok(())
 }
 
+/// Fortran ranks, with `use mpi` (mpif.h's bindings) and with `use mpi_f08`, under Open
+/// MPI (whose Fortran bindings call PMPI_* past the C wrappers) and MPICH: each job
+/// prints what it prints without SDT, every message is matched to its send, and every
+/// event's call site is a line of the Fortran program, not of MPI's Fortran library.
+fn fortran_ranks_record_their_history_and_lines() -> Result<(), Skip> {
+    for mpi in [&OPEN_MPI, &MPICH] {
+        mpi.check_fortran()?;
+        for program in ["fortran", "fortran08"] {
+            let ranks = run_job(mpi, program, &[], &[]);
+            for (h, _) in &ranks {
+                for e in &h.events {
+                    let site = &h.sites[e.site.expect("every event has a site") as usize];
+                    assert!(
+                        site.module.ends_with(&format!("/{program}")),
+                        "{program}, {}: {e:?} at {site:?}",
+                        mpi.fc
+                    );
+                }
+            }
+            let (root, _) = &ranks[0];
+            let count = |kind: EventKind| root.events.iter().filter(|e| e.kind == kind).count();
+            let wildcards =
+                root.events.iter().filter(|e| e.kind == EventKind::RecvDone && e.any_source).count();
+            assert!(count(EventKind::Probe) >= 1, "{program}, {}: {:?}", mpi.fc, root.events);
+            assert_eq!(wildcards, if program == "fortran" { 2 } else { 3 }, "{program}, {}", mpi.fc);
+            let collectives: Vec<&str> = root
+                .events
+                .iter()
+                .filter(|e| matches!(e.kind, EventKind::Collective(_) | EventKind::ICollective(_)))
+                .map(|e| e.kind.name())
+                .collect();
+            let expected: &[&str] = match program {
+                "fortran" => &[
+                    "bcast",
+                    "allreduce",
+                    "reduce",
+                    "gather",
+                    "allgather",
+                    "alltoall",
+                    "iallreduce",
+                    "ibarrier",
+                    "barrier",
+                ],
+                _ => &["allreduce", "ibarrier", "barrier"],
+            };
+            assert_eq!(collectives, expected, "{program}, {}", mpi.fc);
+        }
+    }
+    Ok(())
+}
+
 sdt_test_harness::tests![
+    fortran_ranks_record_their_history_and_lines,
     persistent_requests_and_matched_probes_arrive_as_sent,
     messages_of_every_shape_arrive_as_sent,
     a_ring_under_open_mpi_records_every_message_and_its_send,
