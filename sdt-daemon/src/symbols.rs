@@ -23,8 +23,10 @@
 //! FUNC is a symbol as the program's ELF symbol table has it (`solve`, `_ZN5Klass6methodEv`)
 //! or a C++ or Rust function as its source names it: the symbols are demangled and FUNC
 //! matched against the name without parameters (`Klass::method`, `ns::f`, `crate::m::f`)
-//! or, where FUNC has parameters, with them (`Foo::bar(int)`). A name that several
-//! functions have (overloads) is an error that lists them.
+//! or, where FUNC has parameters, with them (`Foo::bar(int)`). A Fortran procedure is
+//! named as its source names it, in any case: `report` (gfortran's `report_`) and a
+//! module procedure as `solver::relax` or `relax` (`__solver_MOD_relax`). A name that
+//! several functions have (overloads) is an error that lists them.
 //!
 //! Functions are looked for in the program first. Those it lacks are looked for in the
 //! libraries it loads at its start: the program is run until its dynamic loader says they
@@ -180,7 +182,7 @@ pub enum BreakError {
     },
     /// Several functions have the name.
     #[error(
-        "--break {name} is ambiguous: the program has {} functions of that name: {}; give the parameters, e.g. --break '{}'",
+        "--break {name} is ambiguous: the program has {} functions of that name: {}; name one as listed, e.g. --break '{}'",
         functions.len(),
         functions.join(", "),
         functions[0]
@@ -742,6 +744,8 @@ struct Function {
     full: String,
     /// Demangled without parameters or return type (`Foo::bar`).
     bare: String,
+    /// Whether the name is a Fortran procedure's (`solver::relax`), which any case names.
+    fortran: bool,
 }
 
 impl Function {
@@ -749,7 +753,22 @@ impl Function {
         // Rust first: its legacy mangling also reads as C++, with the hash as a name.
         if let Ok(rust) = rustc_demangle::try_demangle(symbol) {
             let name = format!("{rust:#}");
-            return Function { symbol: symbol.to_owned(), addr, full: name.clone(), bare: name };
+            return Function {
+                symbol: symbol.to_owned(),
+                addr,
+                full: name.clone(),
+                bare: name,
+                fortran: false,
+            };
+        }
+        if let Some(name) = fortran_name(symbol) {
+            return Function {
+                symbol: symbol.to_owned(),
+                addr,
+                full: name.clone(),
+                bare: name,
+                fortran: true,
+            };
         }
         let cpp = cpp_demangle::Symbol::new(symbol).ok();
         let demangle = |options: cpp_demangle::DemangleOptions| {
@@ -758,7 +777,7 @@ impl Function {
         let full = demangle(cpp_demangle::DemangleOptions::new()).unwrap_or_else(|| symbol.to_owned());
         let bare = demangle(cpp_demangle::DemangleOptions::new().no_params().no_return_type())
             .unwrap_or_else(|| symbol.to_owned());
-        Function { symbol: symbol.to_owned(), addr, full, bare }
+        Function { symbol: symbol.to_owned(), addr, full, bare, fortran: false }
     }
 
     /// Whether `--break name` names this function: by its name without parameters, or,
@@ -768,10 +787,27 @@ impl Function {
         if name.contains('(') {
             let (want, full) = (squeeze(name), squeeze(&self.full));
             full == want || full.strip_suffix("const") == Some(want.as_str())
+        } else if self.fortran {
+            let procedure = self.bare.rsplit("::").next().unwrap_or(&self.bare);
+            self.bare.eq_ignore_ascii_case(name) || procedure.eq_ignore_ascii_case(name)
         } else {
             squeeze(&self.bare) == squeeze(name)
         }
     }
+}
+
+/// The Fortran procedure a gfortran symbol is: `name_` the external procedure `name`,
+/// `__mod_MOD_name` the module procedure `mod::name`; `None` for other symbols.
+fn fortran_name(symbol: &str) -> Option<String> {
+    let lower = |s: &str| {
+        s.as_bytes().first().is_some_and(u8::is_ascii_lowercase)
+            && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+    };
+    if let Some((module, name)) = symbol.strip_prefix("__").and_then(|rest| rest.split_once("_MOD_")) {
+        return (lower(module) && lower(name)).then(|| format!("{module}::{name}"));
+    }
+    let name = symbol.strip_suffix('_')?;
+    (lower(name) && !name.ends_with('_')).then(|| name.to_owned())
 }
 
 /// The identifier every symbol that can demangle to `name` holds as it is (`bar` of
@@ -798,7 +834,8 @@ fn function_entry(mappings: &[Mapping], file: &str, name: &str) -> Result<Option
 /// its symbol tables.
 fn program_functions(file: &str, name: &str) -> Result<Vec<Function>, BreakError> {
     use object::{Object, ObjectSymbol, SymbolKind};
-    let must_hold = last_identifier(name).unwrap_or("");
+    // Fortran names any case; gfortran's symbols are lower case.
+    let must_hold = last_identifier(name).unwrap_or("").to_ascii_lowercase();
     let opened = open(file).ok_or_else(|| BreakError::Open { exe: file.to_owned() })?;
     let cache = object::ReadCache::new(opened);
     let elf =
@@ -808,7 +845,7 @@ fn program_functions(file: &str, name: &str) -> Result<Vec<Function>, BreakError
         .chain(elf.dynamic_symbols())
         .filter(|s| s.kind() == SymbolKind::Text && !s.is_undefined())
         .filter_map(|s| Some((s.name().ok()?, s.address())))
-        .filter(|(symbol, _)| symbol.contains(must_hold))
+        .filter(|(symbol, _)| symbol.contains(&must_hold) || symbol.to_ascii_lowercase().contains(&must_hold))
         .map(|(symbol, addr)| Function::new(symbol, addr))
         .collect())
 }
@@ -984,11 +1021,34 @@ mod tests {
         assert_eq!(found("core::fmt::write"), Some("_ZN4core3fmt5write17h0123456789abcdefE"));
         assert_eq!(found("step"), Some("step"));
         assert_eq!(found("bar"), None);
+        // gfortran's: an external procedure, module procedures, the main program.
+        let fortran: Vec<Function> = [
+            ("report_", 0x100),
+            ("__solver_MOD_relax", 0x200),
+            ("__grid_MOD_relax", 0x300),
+            ("MAIN__", 0x400),
+        ]
+        .into_iter()
+        .map(|(s, a)| Function::new(s, a))
+        .collect();
+        let found = |name: &str| match_function(name, &fortran).unwrap();
+        assert_eq!(found("report"), Some("report_"));
+        assert_eq!(found("Report"), Some("report_"));
+        assert_eq!(found("solver::relax"), Some("__solver_MOD_relax"));
+        assert_eq!(found("GRID::Relax"), Some("__grid_MOD_relax"));
+        assert_eq!(found("MAIN_"), None);
+        assert_eq!(
+            match_function("relax", &fortran).unwrap_err().to_string(),
+            "--break relax is ambiguous: the program has 2 functions of that name: grid::relax, solver::relax; \
+             name one as listed, e.g. --break 'grid::relax'"
+        );
+        assert_eq!(fortran_name("foo__"), None);
+        assert_eq!(fortran_name("_start"), None);
         assert_eq!(found("Foo::bar(long)"), None);
         assert_eq!(
             match_function("Foo::bar", &functions).unwrap_err().to_string(),
             "--break Foo::bar is ambiguous: the program has 2 functions of that name: Foo::bar(double), \
-             Foo::bar(int); give the parameters, e.g. --break 'Foo::bar(double)'"
+             Foo::bar(int); name one as listed, e.g. --break 'Foo::bar(double)'"
         );
         assert_eq!(suggestion("bar", &functions), " (did you mean Foo::bar?)");
         assert_eq!(suggestion("nothing", &functions), "");

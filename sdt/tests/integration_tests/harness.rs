@@ -67,6 +67,17 @@ pub fn cpp_program(name: &str) -> Result<PathBuf, Skip> {
     Ok(compiled(name, &test_source(name, "cpp"), "g++", &[]))
 }
 
+/// Compiles `tests/programs/<name>.f90` with gfortran (once per test run); the [`Skip`]
+/// where gfortran is not installed.
+pub fn fortran_program(name: &str) -> Result<PathBuf, Skip> {
+    let found =
+        Command::new("gfortran").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status();
+    if !found.is_ok_and(|s| s.success()) {
+        return Err(Skip::new("gfortran", "gfortran is not installed", "apt-get install gfortran"));
+    }
+    Ok(compiled(name, &test_source(name, "f90"), "gfortran", &[]))
+}
+
 /// Compiles `examples/<name>/<name>.c` (the README's examples) against libsdt.a.
 pub fn example(name: &str) -> PathBuf {
     compiled(name, &workspace().join("examples").join(name).join(format!("{name}.c")), "gcc", &[])
@@ -98,7 +109,7 @@ fn mpi_compiled(name: &str, source: &Path) -> Result<PathBuf, Skip> {
 }
 
 /// `source` compiled against libsdt.a as `name` (once per test run): C with `cc` (gcc, or
-/// `mpicc` for MPI programs), `.cpp` with g++, `flags` added.
+/// `mpicc` for MPI programs), `.cpp` with g++, `.f90` with `cc` (gfortran), `flags` added.
 fn compiled(name: &str, source: &Path, cc: &str, flags: &[&str]) -> PathBuf {
     static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
     let mut built = BUILT.get_or_init(Default::default).lock().unwrap();

@@ -4,7 +4,9 @@
 
 use sdt_test_harness::Skip;
 
-use crate::harness::{Sdt, cpp_program, describe, gdb, int, program, run, shared_library, stderr, stdout};
+use crate::harness::{
+    Sdt, cpp_program, describe, fortran_program, gdb, int, program, run, shared_library, stderr, stdout,
+};
 
 fn function_entries_capture_the_arrivals_asked_for() {
     let sdt = Sdt::new();
@@ -180,7 +182,7 @@ fn cpp_functions_by_their_source_names() -> Result<(), Skip> {
     assert!(
         stderr(&refused).contains(
             "--break Klass::scale is ambiguous: the program has 2 functions of that name: \
-             Klass::scale(double), Klass::scale(int); give the parameters"
+             Klass::scale(double), Klass::scale(int); name one as listed"
         ),
         "{}",
         describe(&refused)
@@ -190,7 +192,38 @@ fn cpp_functions_by_their_source_names() -> Result<(), Skip> {
     Ok(())
 }
 
+/// Fortran procedures named as the source names them, in any case: a module procedure
+/// (`solver::relax`, gfortran's `__solver_MOD_relax`) and an external one (`Report`,
+/// gfortran's `report_`); gdb shows the thread at the module procedure's entry, its
+/// second call, with its arguments (by reference: the registers point at them).
+fn fortran_procedures_by_their_source_names() -> Result<(), Skip> {
+    let prog = fortran_program("heat")?;
+    let sdt = Sdt::new();
+    let plain = run(&mut std::process::Command::new(&prog));
+    let out =
+        sdt.ok(&["run", "--break", "solver::relax@2", "--break", "Report@3", "--", prog.to_str().unwrap()]);
+    assert_eq!(stdout(&out), stdout(&plain), "{}", describe(&out));
+    let snaps = sdt.snapshots();
+    let mut got: Vec<(String, i64)> =
+        snaps.iter().map(|s| (s["attrs"].as_str().unwrap().to_owned(), int(s, "hit").unwrap())).collect();
+    got.sort();
+    assert_eq!(
+        got,
+        [("symbol=Report".to_owned(), 3), ("symbol=solver::relax".to_owned(), 2)],
+        "{}",
+        describe(&out)
+    );
+    let at_relax = snaps.iter().find(|s| s["attrs"] == "symbol=solver::relax").unwrap();
+    let core = sdt.core(at_relax["name"].as_str().unwrap());
+    let shown = gdb(&prog, &core, &["bt 1", "print *(int *)$rsi", "print *(int *)$rdx"]);
+    assert!(shown.contains("#0  solver::relax ("), "{shown}");
+    assert!(shown.contains("$1 = 100\n"), "{shown}");
+    assert!(shown.contains("$2 = 100\n"), "{shown}");
+    Ok(())
+}
+
 sdt_test_harness::tests![
+    fortran_procedures_by_their_source_names,
     function_entries_capture_the_arrivals_asked_for,
     break_errors_name_the_problem,
     library_functions_by_name_and_through_a_reload,
