@@ -2,6 +2,8 @@
 //! never calls SetBreakpoint, with every arrival counted, none lost, and the program's
 //! results unchanged.
 
+use std::path::Path;
+
 use sdt_test_harness::Skip;
 
 use crate::harness::{
@@ -140,33 +142,30 @@ fn library_functions_by_name_and_through_a_reload() {
     assert!(stderr(&out).contains("--break LIB:plugin_step"), "{}", describe(&out));
 }
 
+/// `sdt run --break B …` of `prog`, which prints what it prints alone: the run's
+/// snapshots, and their (attrs, hit) sorted.
+fn run_with_breaks(sdt: &Sdt, prog: &Path, breaks: &[&str]) -> (Vec<serde_json::Value>, Vec<(String, i64)>) {
+    let plain = run(&mut std::process::Command::new(prog));
+    let mut args = vec!["run"];
+    breaks.iter().for_each(|b| args.extend(["--break", b]));
+    args.extend(["--", prog.to_str().unwrap()]);
+    let out = sdt.ok(&args);
+    assert_eq!(stdout(&out), stdout(&plain), "{}", describe(&out));
+    let snaps = sdt.snapshots();
+    let mut got: Vec<(String, i64)> =
+        snaps.iter().map(|s| (s["attrs"].as_str().unwrap().to_owned(), int(s, "hit").unwrap())).collect();
+    got.sort();
+    (snaps, got)
+}
+
 /// C++ functions named as the source names them: `Klass::method` (demangled, without
 /// parameters), an overload with its parameters, and an ambiguous name refused with the
 /// candidates.
 fn cpp_functions_by_their_source_names() -> Result<(), Skip> {
     let prog = cpp_program("klass")?;
     let sdt = Sdt::new();
-    let plain = run(&mut std::process::Command::new(&prog));
-    let out = sdt.ok(&[
-        "run",
-        "--break",
-        "Klass::method@3",
-        "--break",
-        "Klass::scale(double)@1",
-        "--",
-        prog.to_str().unwrap(),
-    ]);
-    assert_eq!(stdout(&out), stdout(&plain), "{}", describe(&out));
-    let snaps = sdt.snapshots();
-    let mut got: Vec<(String, i64)> =
-        snaps.iter().map(|s| (s["attrs"].as_str().unwrap().to_owned(), int(s, "hit").unwrap())).collect();
-    got.sort();
-    assert_eq!(
-        got,
-        [("symbol=Klass::method".to_owned(), 3), ("symbol=Klass::scale(double)".to_owned(), 1)],
-        "{}",
-        describe(&out)
-    );
+    let (snaps, got) = run_with_breaks(&sdt, &prog, &["Klass::method@3", "Klass::scale(double)@1"]);
+    assert_eq!(got, [("symbol=Klass::method".to_owned(), 3), ("symbol=Klass::scale(double)".to_owned(), 1)]);
 
     // gdb shows the thread at the method's entry, its third call: x (in rsi until the
     // prologue stores it) is 2.
@@ -199,20 +198,8 @@ fn cpp_functions_by_their_source_names() -> Result<(), Skip> {
 fn fortran_procedures_by_their_source_names() -> Result<(), Skip> {
     let prog = fortran_program("heat")?;
     let sdt = Sdt::new();
-    let plain = run(&mut std::process::Command::new(&prog));
-    let out =
-        sdt.ok(&["run", "--break", "solver::relax@2", "--break", "Report@3", "--", prog.to_str().unwrap()]);
-    assert_eq!(stdout(&out), stdout(&plain), "{}", describe(&out));
-    let snaps = sdt.snapshots();
-    let mut got: Vec<(String, i64)> =
-        snaps.iter().map(|s| (s["attrs"].as_str().unwrap().to_owned(), int(s, "hit").unwrap())).collect();
-    got.sort();
-    assert_eq!(
-        got,
-        [("symbol=Report".to_owned(), 3), ("symbol=solver::relax".to_owned(), 2)],
-        "{}",
-        describe(&out)
-    );
+    let (snaps, got) = run_with_breaks(&sdt, &prog, &["solver::relax@2", "Report@3"]);
+    assert_eq!(got, [("symbol=Report".to_owned(), 3), ("symbol=solver::relax".to_owned(), 2)]);
     let at_relax = snaps.iter().find(|s| s["attrs"] == "symbol=solver::relax").unwrap();
     let core = sdt.core(at_relax["name"].as_str().unwrap());
     let shown = gdb(&prog, &core, &["bt 1", "print *(int *)$rsi", "print *(int *)$rdx"]);
