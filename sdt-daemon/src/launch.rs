@@ -69,22 +69,17 @@ impl Linking {
     /// empty for what is not an ELF file (a script).
     pub(crate) fn of(program: &Path, symbols: &[&str]) -> Linking {
         use object::{Object, ObjectSymbol};
-        let Ok(file) = std::fs::File::open(program) else { return Linking::default() };
-        let data = &object::ReadCache::new(file);
-        let symbols: Vec<String> = match symbols.is_empty() {
-            true => Vec::new(),
-            false => object::File::parse(data).map_or_else(
-                |_| Vec::new(),
-                |elf| {
-                    let asked = |s: object::read::Symbol<'_, '_, _>| {
-                        s.name().ok().filter(|name| symbols.contains(name)).map(str::to_owned)
-                    };
-                    elf.dynamic_symbols().filter_map(asked).collect()
-                },
-            ),
+        let Some(dynamic) = crate::libraries::Dynamic::of(program) else { return Linking::default() };
+        let read_symbols = || {
+            let data = &object::ReadCache::new(std::fs::File::open(program).ok()?);
+            let elf = object::File::parse(data).ok()?;
+            let asked = |s: object::read::Symbol<'_, '_, _>| {
+                s.name().ok().filter(|name| symbols.contains(name)).map(str::to_owned)
+            };
+            Some(elf.dynamic_symbols().filter_map(asked).collect())
         };
-        let needed = crate::libraries::Dynamic::of(program).map(|d| d.needed).unwrap_or_default();
-        Linking { needed, symbols }
+        let symbols = if symbols.is_empty() { Vec::new() } else { read_symbols().unwrap_or_default() };
+        Linking { needed: dynamic.needed, symbols }
     }
 }
 
