@@ -14,8 +14,13 @@
 #   sdt commit                 store this snapshot with the values set as S3.e1, go there
 #   sdt frame                  the user's frame, where a Rust thread stands in SDT's trap
 #                              or a rank in SDT's MPI library
+#   sdt frame --for EXPR       a frame where EXPR has a value: the user's frame, a caller's
+#                              where EXPR is a caller's local, or the one frame of F on
+#                              another thread where EXPR is F's local (an OpenMP region's
+#                              thread and `main`'s variables)
 
 import os
+import re
 
 import gdb
 
@@ -106,20 +111,144 @@ def select_user_frame(caller=False):
     return True
 
 
+# The thread `sdt frame --for` starts from: the one that took the snapshot (`sdt goto`
+# names it), or the one gdb had selected at the first `sdt frame`.
+HOME = {"tid": None}
+
+# What gdb says of a name it finds in no block around the frame: maybe a caller's local.
+NO_SYMBOL = re.compile(r'^No symbol ".*" in current context\.$')
+# What it says of a local of a function whose frame is not on this thread's stack: an
+# OpenMP region's thread, whose outlined function is nested in that function's block
+# (the function is named for its own locals, not for those of an inner block).
+NO_FRAME_IN_BLOCK = re.compile(r"^No frame is currently executing in (?:block .+\.|specified block)$")
+
+
+def enclosing_functions(frame):
+    """The functions whose blocks enclose FRAME's function, innermost first: `main` for
+    the function GCC outlines from an OpenMP region of main."""
+    own, found = frame.function(), []
+    try:
+        block = frame.block()
+    except RuntimeError:
+        return found
+    while block is not None:
+        function = block.function
+        if function is not None and function != own and function.print_name not in found:
+            found.append(function.print_name)
+        block = block.superblock
+    return found
+
+
+def home_thread():
+    """The thread `sdt frame --for` starts from, selected."""
+    if HOME["tid"] is None:
+        HOME["tid"] = gdb.selected_thread().ptid[1]
+    for thread in gdb.selected_inferior().threads():
+        if thread.ptid[1] == HOME["tid"]:
+            thread.switch()
+            return thread
+    return gdb.selected_thread()
+
+
+def why_not(expr):
+    """Why gdb gives EXPR no value in the selected frame; None when it gives one."""
+    try:
+        gdb.parse_and_eval(expr)
+        return None
+    except gdb.error as e:
+        return str(e)
+
+
+def stack(thread):
+    """THREAD's frames, newest first (THREAD selected)."""
+    thread.switch()
+    frame = gdb.newest_frame()
+    while frame is not None:
+        yield frame
+        frame = frame.older()
+
+
+def select_level(thread, level):
+    """Selects frame #LEVEL of THREAD."""
+    for i, frame in enumerate(stack(thread)):
+        if i == level:
+            frame.select()
+            return frame
+    raise gdb.GdbError("thread %d has no frame #%d" % (thread.ptid[1], level))
+
+
+def function_name(frame):
+    function = frame.function()
+    return function.print_name if function is not None else frame.name()
+
+
+def select_for(expr, caller):
+    """Selects the home thread's user frame (as `sdt frame [--caller]`), or, where EXPR
+    has no value there and gdb says it is a local of another frame, that frame: the
+    nearest caller in which it has one, or the one frame, on any thread, of a function
+    whose block encloses the frame's (an OpenMP region's outlined function is nested in
+    the function it came from; two threads running that one would make it a guess: none
+    is taken).
+    Returns (function, level, tid) of the frame taken instead of the user's, or None."""
+    home = home_thread()
+    select_user_frame(caller)
+    start = gdb.selected_frame()
+    why = why_not(expr)
+    if why is None:
+        return None
+    frame = start
+    if NO_SYMBOL.match(why):
+        older, level = start.older(), start.level() + 1
+        while older is not None:
+            older.select()
+            said = why_not(expr)
+            if said is None:
+                return function_name(older), level, home.ptid[1]
+            if NO_FRAME_IN_BLOCK.match(said):
+                why, frame = said, older
+                break
+            older, level = older.older(), level + 1
+    if NO_FRAME_IN_BLOCK.match(why):
+        for function in enclosing_functions(frame):
+            runs = [(thread, level) for thread in gdb.selected_inferior().threads()
+                    for level, f in enumerate(stack(thread)) if function_name(f) == function]
+            if len({thread.ptid[1] for thread, _ in runs}) != 1:
+                continue
+            for thread, level in runs:
+                found = select_level(thread, level)
+                if why_not(expr) is None:
+                    return function_name(found), level, thread.ptid[1]
+    select_level(home, start.level())
+    return None
+
+
 class Frame(gdb.Command):
     """Select the user's frame where a Rust program's thread stands in SDT's trap, or a
 rank in SDT's MPI library. With --caller, where a C or C++ thread stands in
-SetBreakpoint too: its caller's frame, whose variables are the user's."""
+SetBreakpoint too: its caller's frame, whose variables are the user's.
+With --for EXPR: where EXPR has no value there but is a caller's local, the caller's
+frame; where it is a local of a function F that this thread does not run (an OpenMP
+region's variables of main, say), F's frame on the one thread that runs F."""
 
     def __init__(self):
         super().__init__("sdt frame", gdb.COMMAND_USER)
 
     def invoke(self, arg, from_tty):
-        words = arg.split()
-        if any(w != "--caller" for w in words):
-            raise gdb.GdbError("usage: sdt frame [--caller]")
-        if select_user_frame(caller="--caller" in words):
-            gdb.execute("frame")
+        rest, caller = arg.strip(), False
+        if rest.startswith("--caller"):
+            rest, caller = rest[len("--caller"):].lstrip(), True
+        if rest.startswith("--for ") and rest[len("--for "):].strip():
+            moved = select_for(rest[len("--for "):], caller)
+            if moved is not None:
+                gdb.write("[sdt] in %s, frame #%d of thread %d\n" % moved)
+            if from_tty:
+                gdb.execute("frame")
+        elif rest:
+            raise gdb.GdbError("usage: sdt frame [--caller] [--for EXPR]")
+        else:
+            HOME["tid"] = HOME["tid"] or gdb.selected_thread().ptid[1]
+            if select_user_frame(caller):
+                gdb.execute("frame")
 
 
 def goto(name, quiet=False, caller=False):
@@ -130,6 +259,7 @@ def goto(name, quiet=False, caller=False):
     for line in said[:-1]:
         gdb.write("[sdt] %s\n" % line[len("sdt: "):])
     entry = Entry(said[-1])
+    HOME["tid"] = entry.tid
     for thread in gdb.selected_inferior().threads():
         if thread.ptid[1] == entry.tid:
             thread.switch()
@@ -150,11 +280,17 @@ def current_index(all_entries):
 
 
 def value_of(expr):
-    """EXPR as gdb prints it here, or the error it gives, in angle brackets."""
+    """EXPR as gdb prints it in the selected frame, else in the frame `sdt frame --for
+    EXPR` selects, or the error it gives, in angle brackets; and where, when not in the
+    frame selected first."""
+    if why_not(expr) is None:
+        return str(gdb.parse_and_eval(expr)), ""
+    moved = select_for(expr, caller=True)
+    where = "" if moved is None else "  [in %s, frame #%d of thread %d]" % moved
     try:
-        return str(gdb.parse_and_eval(expr))
+        return str(gdb.parse_and_eval(expr)), where
     except gdb.error as e:
-        return "<%s>" % e
+        return "<%s>" % e, ""
 
 
 class Sdt(gdb.Command):
@@ -167,7 +303,9 @@ sdt history [--changes] EXPR   EXPR in every snapshot (--changes: only where it 
 sdt last EXPR                  the latest snapshot before this one where EXPR had another value
 sdt commit                     store this snapshot with the values set in it as a new one (S3.e1)
 sdt frame [--caller]           the user's frame, where a Rust thread stands in SDT's trap or a
-                               rank in SDT's MPI library (--caller: SetBreakpoint's caller)"""
+                               rank in SDT's MPI library (--caller: SetBreakpoint's caller)
+sdt frame --for EXPR           a frame where EXPR has a value: a caller's, or main's on the
+                               thread that runs it for an OpenMP region's thread"""
 
     def __init__(self):
         super().__init__("sdt", gdb.COMMAND_USER, prefix=True)
@@ -232,10 +370,10 @@ With --changes, only the snapshots where the value changed. Ends where it starte
         previous = None
         try:
             for e in all_entries:
-                goto(e.name, quiet=True)
-                value = value_of(expr)
+                goto(e.name, quiet=True, caller=True)
+                value, where = value_of(expr)
                 if not changes or value != previous:
-                    gdb.write("%-6s thread %-7d %-40s %s\n" % (e.name, e.tid, e.trigger, value))
+                    gdb.write("%-6s thread %-7d %-40s %s%s\n" % (e.name, e.tid, e.trigger, value, where))
                 previous = value
         finally:
             goto(start, quiet=True)
@@ -252,10 +390,10 @@ class Last(gdb.Command):
             raise gdb.GdbError("usage: sdt last EXPR")
         all_entries = entries()
         here = current_index(all_entries)
-        now = value_of(arg)
+        now = value_of(arg)[0]
         for e in reversed(all_entries[:here]):
             goto(e.name, quiet=True)
-            value = value_of(arg)
+            value = value_of(arg)[0]
             if value != now:
                 goto(e.name)
                 gdb.write("[sdt] %s was %s (now %s)\n" % (arg.strip(), value, now))

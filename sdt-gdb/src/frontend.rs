@@ -85,10 +85,23 @@ fn glued(option: &str, path: &Path) -> OsString {
     arg
 }
 
+/// What gdb gave for one expression at one snapshot.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Evaluation {
+    /// The value as gdb prints it, or why gdb gave none.
+    pub value: Result<String, String>,
+    /// Where gdb evaluated it, when not in the user's frame of the thread that took the
+    /// snapshot (`main, frame #3 of thread 12998`): a caller's local, or a local of a
+    /// function that thread does not run, such as `main`'s variables that an OpenMP
+    /// region's threads use (`sdt frame --for`).
+    pub elsewhere: Option<String>,
+}
+
 /// Evaluates each of `exprs` as gdb would in `program` stopped at the snapshot `server`
 /// serves, in the user's frame (above SDT's libraries and `SetBreakpoint`, as `sdt frame
-/// --caller` selects it): the value as gdb prints it, or why gdb gave none. gdb opens only
-/// the files the server names, which the store checks, never a path from the snapshot's
+/// --caller` selects it), or where that frame has no such name, in the frame `sdt frame
+/// --for` finds: the value as gdb prints it, or why gdb gave none. gdb opens only the
+/// files the server names, which the store checks, never a path from the snapshot's
 /// memory. One gdb answers them all through its machine interface (GDB/MI), one
 /// `-data-evaluate-expression` each, so that a value (`^done`) and an error (`^error`)
 /// are told apart exactly; a warning gdb gives while evaluating (a charset conversion
@@ -99,12 +112,12 @@ pub fn evaluate(
     extension: &Path,
     server: Server,
     exprs: &[String],
-) -> std::io::Result<Vec<Result<String, String>>> {
+) -> std::io::Result<Vec<Evaluation>> {
     let mut options = MI_OPTIONS.map(str::to_owned).to_vec();
     options.extend(["-ex".to_owned(), "sdt frame --caller".to_owned()]);
     let gdb = remote_command(program, extension, server, &options);
-    let commands: Vec<_> = exprs.iter().map(|expr| evaluation(expr)).collect();
-    run_mi(gdb, &commands, GDB_SILENCE)
+    let commands: Vec<_> = exprs.iter().flat_map(|expr| evaluation(expr)).collect();
+    Ok(run_mi(gdb, &commands, GDB_SILENCE)?.chunks(2).map(evaluated).collect())
 }
 
 /// Evaluates each of `exprs` in each of `snapshots` (`S3`, or `RUN:S3` for another run
@@ -119,30 +132,55 @@ pub fn evaluate_in_each(
     server: Server,
     snapshots: &[String],
     exprs: &[String],
-) -> std::io::Result<Vec<Vec<Result<String, String>>>> {
+) -> std::io::Result<Vec<Vec<Evaluation>>> {
     let gdb = remote_command(program, extension, server, &MI_OPTIONS.map(str::to_owned));
     let commands: Vec<_> = snapshots
         .iter()
         .flat_map(|snap| {
             let goto = format!("sdt goto --quiet --caller {snap}");
-            std::iter::once(format!("-interpreter-exec console {}", mi_quote(&goto)))
-                .chain(exprs.iter().map(|expr| evaluation(expr)))
+            std::iter::once(console(&goto)).chain(exprs.iter().flat_map(|expr| evaluation(expr)))
         })
         .collect();
     let answers = run_mi(gdb, &commands, GDB_SILENCE)?;
     Ok(answers
-        .chunks(exprs.len() + 1)
-        .map(|at| at[1..].iter().map(|value| at[0].clone().and(value.clone())).collect())
+        .chunks(2 * exprs.len() + 1)
+        .map(|at| {
+            at[1..]
+                .chunks(2)
+                .map(evaluated)
+                .map(|e| Evaluation { value: at[0].clone().and(e.value), ..e })
+                .collect()
+        })
         .collect())
+}
+
+/// The two answers of [`evaluation`]'s commands as one evaluation.
+fn evaluated(answers: &[Result<String, String>]) -> Evaluation {
+    let (selected, value) = (&answers[0], &answers[1]);
+    let elsewhere = selected
+        .as_ref()
+        .ok()
+        .and_then(|said| said.lines().find_map(|l| l.strip_prefix("[sdt] in ")))
+        .map(str::to_owned);
+    Evaluation { value: selected.clone().and(value.clone()), elsewhere }
 }
 
 /// gdb speaking GDB/MI, its queries (debuginfod's, say) taking their default answer
 /// instead of waiting.
 const MI_OPTIONS: [&str; 4] = ["-nx", "--interpreter=mi2", "-iex", "set confirm off"];
 
-/// The GDB/MI command that evaluates `expr`.
-fn evaluation(expr: &str) -> String {
-    format!("-data-evaluate-expression {}", mi_quote(expr))
+/// The GDB/MI commands that evaluate `expr`: `sdt frame --caller --for EXPR`, which
+/// selects the frame, and the evaluation.
+fn evaluation(expr: &str) -> [String; 2] {
+    [
+        console(&format!("sdt frame --caller --for {expr}")),
+        format!("-data-evaluate-expression {}", mi_quote(expr)),
+    ]
+}
+
+/// The GDB/MI command that runs the console command `command`.
+fn console(command: &str) -> String {
+    format!("-interpreter-exec console {}", mi_quote(command))
 }
 
 /// How long gdb may say nothing before it is taken for stuck and stopped: loading a
@@ -294,38 +332,57 @@ fn mi_unquote(text: &str) -> Option<(String, &str)> {
 }
 
 /// The answers to tokens `1..=count` in gdb's GDB/MI output: `N^done,value="…"` is a
-/// value (`N^done` an empty one), unless gdb logged something (`&"warning: …"`) while evaluating it;
+/// value (`N^done` what the command printed, `~"…"`: a console command's output), unless
+/// gdb logged something (`&"warning: …"`) while evaluating it;
 /// `N^error,msg="…"` is an error. What gdb logged while loading, before its first
 /// prompt, counts against nothing. A missing answer is an empty error (gdb stopped).
 fn parse_outputs(text: &str, count: usize) -> Vec<Result<String, String>> {
     let mut results = vec![Err(String::new()); count];
-    let mut logged = String::new();
+    let (mut logged, mut printed) = (String::new(), String::new());
     for line in text.lines().skip_while(|l| !l.starts_with("(gdb)")) {
-        if let Some(record) = line.strip_prefix('&') {
-            logged.push_str(&mi_unquote(record).map_or_else(|| record.to_owned(), |(said, _)| said));
-            continue;
-        }
-        let Some((token, answer)) = line.split_once('^') else { continue };
-        let said = std::mem::take(&mut logged);
-        let Some(index) = token.parse::<usize>().ok().and_then(|t| t.checked_sub(1)).filter(|&i| i < count)
-        else {
-            continue;
-        };
-        let field =
-            |name: &str| answer.split_once(name).and_then(|(_, rest)| mi_unquote(rest)).map(|(v, _)| v);
-        // One line, however many gdb wrote.
-        let said = said.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" ");
-        results[index] = match answer.split(',').next() {
-            Some("done") if said.is_empty() => Ok(field(",value=").unwrap_or_default()),
-            Some("done") => Err(said),
-            Some("error") => {
-                let msg = field(",msg=").unwrap_or_else(|| answer.to_owned());
-                Err(if said.is_empty() { msg } else { format!("{said} {msg}") })
+        let stream = match line.as_bytes().first() {
+            Some(b'&') => &mut logged,
+            Some(b'~') => &mut printed,
+            _ => {
+                let Some((token, answer)) = line.split_once('^') else { continue };
+                let (said, printed) = (std::mem::take(&mut logged), std::mem::take(&mut printed));
+                answer_to(&mut results, token, answer, said, printed);
+                continue;
             }
-            _ => Err(format!("gdb answered {answer}")),
         };
+        let record = &line[1..];
+        stream.push_str(&mi_unquote(record).map_or_else(|| record.to_owned(), |(said, _)| said));
     }
     results
+}
+
+/// Records `answer`, gdb's result record for the command numbered `token`, in `results`:
+/// what gdb `said` on its log stream before it makes the answer an error; a command's
+/// `printed` console output is its value where the answer holds none.
+fn answer_to(
+    results: &mut [Result<String, String>],
+    token: &str,
+    answer: &str,
+    said: String,
+    printed: String,
+) {
+    let count = results.len();
+    let Some(index) = token.parse::<usize>().ok().and_then(|t| t.checked_sub(1)).filter(|&i| i < count)
+    else {
+        return;
+    };
+    let field = |name: &str| answer.split_once(name).and_then(|(_, rest)| mi_unquote(rest)).map(|(v, _)| v);
+    // One line, however many gdb wrote.
+    let said = said.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" ");
+    results[index] = match answer.split(',').next() {
+        Some("done") if said.is_empty() => Ok(field(",value=").unwrap_or(printed)),
+        Some("done") => Err(said),
+        Some("error") => {
+            let msg = field(",msg=").unwrap_or_else(|| answer.to_owned());
+            Err(if said.is_empty() { msg } else { format!("{said} {msg}") })
+        }
+        _ => Err(format!("gdb answered {answer}")),
+    };
 }
 
 #[cfg(test)]

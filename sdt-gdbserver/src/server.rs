@@ -307,7 +307,10 @@ impl<T: Timeline, R: BufRead, W: Write> Server<'_, T, R, W> {
                 Ok(()) => {
                     let dropped = self.drop_edits();
                     self.view = View::of(self.snap());
-                    self.thread = None;
+                    // gdb sends `Hg` only when it selects another thread than the one it
+                    // last named: that one stays selected where the snapshot has it, or
+                    // gdb would read another thread's registers for it.
+                    self.thread = self.thread.filter(|&tid| self.find_thread(tid).is_some());
                     // From the snapshot itself: listing the run would read every
                     // snapshot's metadata at each move.
                     dropped + &entry_line(&Entry::of(self.snap().meta()), true)

@@ -138,6 +138,10 @@ pub enum Action {
     /// thread, trigger and the value as gdb prints it (one gdb goes from snapshot to
     /// snapshot, in the thread that took each).
     ///
+    /// A local that thread's frame does not see is taken from a caller's frame, or from
+    /// the frame of the function whose block encloses it on the one thread that runs it
+    /// (main's variables, for the threads of an OpenMP region): the row says where.
+    ///
     /// A refinement's snapshots are named RUN:NAME. An expression gdb cannot evaluate in
     /// a snapshot gives the error there, in <angle brackets> (in JSON as "error"), and
     /// the exit code is 1 if that happened anywhere.

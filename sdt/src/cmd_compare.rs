@@ -152,7 +152,8 @@ fn evaluate_along(
     let Some(first) = names.first() else { return Ok(Vec::new()) };
     let exe = gdb_program(&run.open_snapshot(first)?)?;
     let snapshots: Vec<_> = names.iter().map(|name| (run.id(), (*name).clone())).collect();
-    gdb.evaluate_in_each(&exe, gdb.server(run.id().0, first), &snapshots, exprs)
+    let evaluated = gdb.evaluate_in_each(&exe, gdb.server(run.id().0, first), &snapshots, exprs)?;
+    Ok(evaluated.into_iter().map(|at| at.into_iter().map(|e| e.value).collect()).collect())
 }
 
 /// What differs between snapshots `a` and `b`: each of `exprs` (every global when

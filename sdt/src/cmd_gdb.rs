@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use sdt_daemon::human::escape;
-use sdt_gdb::frontend::{EXTENSION, Server, remote_command};
+use sdt_gdb::frontend::{EXTENSION, Evaluation, Server, remote_command};
 use sdt_gdbserver::{StoreTimeline, serve};
 use sdt_store::{Run, RunId, Snapshot};
 
@@ -82,8 +82,9 @@ impl ServerParts {
     pub fn evaluate(&self, run: &Run, snap: &Snapshot, exprs: &[String]) -> Result<Vec<Answer>> {
         let program = gdb_program(snap)?;
         let server = self.server(run.id().0, snap.name());
-        sdt_gdb::frontend::evaluate(&program, self.extension.path(), server, exprs)
-            .context("running gdb (is it installed? apt-get install gdb)")
+        let evaluated = sdt_gdb::frontend::evaluate(&program, self.extension.path(), server, exprs)
+            .context("running gdb (is it installed? apt-get install gdb)")?;
+        Ok(evaluated.into_iter().map(|e| e.value).collect())
     }
 
     /// Each of `exprs` in each of `snapshots` (`(run, name)`, runs of the tree `server`
@@ -96,7 +97,7 @@ impl ServerParts {
         server: Server,
         snapshots: &[(RunId, String)],
         exprs: &[String],
-    ) -> Result<Vec<Vec<Answer>>> {
+    ) -> Result<Vec<Vec<Evaluation>>> {
         let plain = |name: &str| name.chars().all(|c| c.is_ascii_graphic() && c != ':');
         let asked: Vec<String> = snapshots
             .iter()
@@ -110,9 +111,10 @@ impl ServerParts {
                 .context("running gdb (is it installed? apt-get install gdb)")?
                 .into_iter()
         };
+        let failed = |why: String| vec![Evaluation { value: Err(why), elsewhere: None }; exprs.len()];
         let answer = |(_, name): &(RunId, String)| match plain(name) {
-            true => values.next().unwrap_or_else(|| vec![Err("gdb gave no answer".to_owned()); exprs.len()]),
-            false => vec![Err(format!("the snapshot's name {name:?} is not a plain word")); exprs.len()],
+            true => values.next().unwrap_or_else(|| failed("gdb gave no answer".to_owned())),
+            false => failed(format!("the snapshot's name {name:?} is not a plain word")),
         };
         Ok(snapshots.iter().map(answer).collect())
     }

@@ -21,6 +21,8 @@ struct Row {
     run: RunId,
     entry: Entry,
     value: Result<String, String>,
+    /// Where gdb found EXPR, when not in the breaking thread's own frame.
+    elsewhere: Option<String>,
 }
 
 pub fn history(opt: HistoryOpt) -> Result<ExitCode> {
@@ -48,7 +50,10 @@ pub fn history(opt: HistoryOpt) -> Result<ExitCode> {
     let rows: Vec<Row> = snapshots
         .into_iter()
         .zip(values)
-        .map(|((run, entry), mut value)| Row { run, entry, value: value.swap_remove(0) })
+        .map(|((run, entry), mut at)| {
+            let evaluated = at.swap_remove(0);
+            Row { run, entry, value: evaluated.value, elsewhere: evaluated.elsewhere }
+        })
         .collect();
     let root = tree[0].id();
     let shown = if opt.changes { changes(&rows) } else { rows.iter().collect() };
@@ -63,7 +68,10 @@ pub fn history(opt: HistoryOpt) -> Result<ExitCode> {
             } else {
                 format!("{}:{}", row.run, row.entry.name)
             };
-            let value = row.value.as_ref().map_or_else(|why| format!("<{why}>"), Clone::clone);
+            let mut value = row.value.as_ref().map_or_else(|why| format!("<{why}>"), Clone::clone);
+            if let Some(place) = &row.elsewhere {
+                value.push_str(&format!("  [in {place}]"));
+            }
             let line =
                 format!("{name:<6} thread {:<7} {:<40} {value}", row.entry.tid, row.entry.trigger_text());
             writeln!(out, "{}", escape(&line))?;
@@ -111,6 +119,9 @@ fn row_json(row: &Row) -> serde_json::Value {
         Err(why) => ("error", why),
     };
     object[key] = json!(text);
+    if let Some(place) = &row.elsewhere {
+        object["evaluated_in"] = json!(place);
+    }
     object
 }
 

@@ -3,7 +3,8 @@
 use sdt_test_harness::Skip;
 
 use crate::harness::{
-    Sdt, build_versioned, describe, gdb, gdb_values, program, run, stderr, stdout, wait_with_timeout,
+    Sdt, build_versioned, describe, gdb, gdb_values, openmp_program, program, run, stderr, stdout,
+    wait_with_timeout,
 };
 
 /// What `states` printed before breakpoint `n`: counter, arr[5], message, origin.
@@ -403,6 +404,78 @@ fn sdt_history_gives_an_error_per_snapshot_and_fails() {
     );
 }
 
+/// An OpenMP region's threads have no frame of `main`, whose locals the user asks for:
+/// `sdt history` evaluates them in main's frame, on the thread that runs it, and says so;
+/// a local of a caller further up is found in the caller's frame.
+fn sdt_history_finds_locals_of_main_from_an_openmp_region() -> Result<(), Skip> {
+    let sdt = Sdt::new();
+    let prog = openmp_program("openmp")?;
+    let printed = stdout(&sdt.ok(&["run", "-q", "--", prog.to_str().unwrap()]));
+    // The total main had before round R, from what it printed after each.
+    let mut before = vec![0];
+    for line in printed.lines().filter(|l| l.starts_with("round ")) {
+        before.push(line.rsplit(' ').next().unwrap().parse::<i64>().unwrap());
+    }
+    assert_eq!(before, [0, 10, 30, 60], "{printed}");
+    let out = sdt.ok(&["history", "total", "--json"]);
+    let json: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("JSON");
+    let rows = json.as_array().expect("an array");
+    let region: Vec<_> =
+        rows.iter().filter(|r| r["trigger"].as_str().unwrap().contains("at=region")).collect();
+    assert_eq!(region.len(), 9, "three threads in three rounds:\n{json:#}");
+    let main = region.iter().find(|r| r["trigger"].as_str().unwrap().starts_with("breakpoint 1/1/0 "));
+    let main = main.expect("main's thread breaks")["thread"].as_i64().unwrap();
+    for row in &region {
+        let trigger = row["trigger"].as_str().unwrap();
+        let hit: usize = trigger.split(" hit ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+        assert_eq!(row["value"].as_str(), Some(before[hit - 1].to_string().as_str()), "{row}");
+        let place = row.get("evaluated_in").and_then(|p| p.as_str());
+        match row["thread"].as_i64() == Some(main) {
+            true => assert_eq!(place, None, "main's own thread: {row}"),
+            false => assert!(
+                place.is_some_and(
+                    |p| p.starts_with("main, frame #") && p.ends_with(&format!(" of thread {main}"))
+                ),
+                "{row}"
+            ),
+        }
+    }
+    let out = sdt.output(&["history", "weight"]);
+    let mark = stdout(&out).lines().find(|l| l.contains("at=mark")).map(str::to_owned);
+    let mark = mark.unwrap_or_else(|| panic!("{}", describe(&out)));
+    assert!(mark.ends_with(&format!(" 300  [in settle, frame #2 of thread {main}]")), "{}", describe(&out));
+    // In gdb, `sdt history` does the same, and the threads gdb reads stay their own.
+    let text = sdt_gdb(&sdt, "S0", &["sdt history total", "sdt goto S9", "info threads"]);
+    assert!(text.contains("  [in main, frame #"), "{text}");
+    assert!(!text.contains("Python Exception") && !text.contains("Error occurred"), "{text}");
+    Ok(())
+}
+
+/// A thread the user chose in gdb stays that thread after `sdt goto`: gdb names a thread
+/// to the server only when it selects another, and the server used to go back to the
+/// breaking thread at each move, so gdb showed that thread's registers for the one chosen.
+fn threads_keep_their_own_registers_across_sdt_goto() {
+    let sdt = Sdt::new();
+    let prog = program("states");
+    sdt.ok(&["run", "-q", "--", prog.to_str().unwrap()]);
+    let tops = |text: &str| {
+        let mut tops: Vec<String> = text
+            .lines()
+            .filter(|l| l.starts_with("#0 "))
+            .map(|l| l.split(" in ").nth(1).unwrap_or(l).to_owned())
+            .collect();
+        tops.sort();
+        tops
+    };
+    let core = gdb(&prog, &sdt.core("S0"), &["thread apply all bt 1"]);
+    for thread in 2..=5 {
+        let chosen = format!("thread {thread}");
+        let served = sdt_gdb(&sdt, "S1", &[&chosen, "bt 1", "sdt goto S0", "thread apply all bt 1"]);
+        let after = served.split("[sdt] S0 ").nth(1).unwrap_or_else(|| panic!("{served}"));
+        assert_eq!(tops(after), tops(&core), "after `{chosen}`, S0's threads:\n{served}\ncore:\n{core}");
+    }
+}
+
 /// gdb in batch mode on `program`, connected to the server at `addr`.
 fn gdb_remote(program: &std::path::Path, addr: &str, commands: &[&str]) -> String {
     let mut cmd = std::process::Command::new("gdb");
@@ -472,6 +545,8 @@ sdt_test_harness::tests![
     sdt_history_prints_the_values_the_program_printed,
     sdt_history_writes_json_and_a_plot,
     sdt_history_gives_an_error_per_snapshot_and_fails,
+    sdt_history_finds_locals_of_main_from_an_openmp_region,
+    threads_keep_their_own_registers_across_sdt_goto,
     sdt_commit_stores_the_values_set_as_a_new_snapshot,
     a_committed_edit_changes_what_the_restored_program_prints,
     a_rebuilt_program_keeps_its_snapshots_symbols,

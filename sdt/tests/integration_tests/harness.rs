@@ -37,20 +37,25 @@ pub fn shared_library(name: &str) -> PathBuf {
     compiled(&format!("lib{name}.so"), &test_source(name, "c"), "gcc", &["-shared", "-fPIC"])
 }
 
-/// Compiles `tests/programs/<name>.c` with `-fsanitize=<sanitizer>` as `<name>-<sanitizer>`
-/// (once per test run); the [`Skip`] where gcc lacks that sanitizer's runtime.
-pub fn sanitized_program(name: &str, sanitizer: &str) -> Result<PathBuf, Skip> {
-    let flag = format!("-fsanitize={sanitizer}");
+/// Whether gcc links an empty program with `flag` (whose runtime it needs).
+fn gcc_links(flag: &str) -> bool {
     let probe = tempfile::tempdir().unwrap();
     std::fs::write(probe.path().join("p.c"), "int main(void) { return 0; }\n").unwrap();
     let linked = Command::new("gcc")
-        .arg(&flag)
+        .arg(flag)
         .arg(probe.path().join("p.c"))
         .arg("-o")
         .arg(probe.path().join("p"))
         .stderr(Stdio::null())
         .status();
-    if !linked.is_ok_and(|s| s.success()) {
+    linked.is_ok_and(|s| s.success())
+}
+
+/// Compiles `tests/programs/<name>.c` with `-fsanitize=<sanitizer>` as `<name>-<sanitizer>`
+/// (once per test run); the [`Skip`] where gcc lacks that sanitizer's runtime.
+pub fn sanitized_program(name: &str, sanitizer: &str) -> Result<PathBuf, Skip> {
+    let flag = format!("-fsanitize={sanitizer}");
+    if !gcc_links(&flag) {
         let why = format!("gcc cannot link {flag}");
         return Err(Skip::new("a sanitizer runtime", why, "apt-get install gcc (libasan8, libtsan2)"));
     }
@@ -76,6 +81,15 @@ pub fn fortran_program(name: &str) -> Result<PathBuf, Skip> {
         return Err(Skip::new("gfortran", "gfortran is not installed", "apt-get install gfortran"));
     }
     Ok(compiled(name, &test_source(name, "f90"), "gfortran", &[]))
+}
+
+/// Compiles `tests/programs/<name>.c` with `-fopenmp` (once per test run); the [`Skip`]
+/// where gcc cannot link OpenMP programs.
+pub fn openmp_program(name: &str) -> Result<PathBuf, Skip> {
+    if !gcc_links("-fopenmp") {
+        return Err(Skip::new("OpenMP", "gcc cannot link -fopenmp", "apt-get install gcc (libgomp1)"));
+    }
+    Ok(compiled(name, &test_source(name, "c"), "gcc", &["-fopenmp"]))
 }
 
 /// Compiles `examples/<name>/<name>.c` (the README's examples) against libsdt.a.
