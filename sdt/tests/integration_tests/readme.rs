@@ -14,7 +14,9 @@ use std::process::Command;
 
 use sdt_test_harness::{Skip, root};
 
-use crate::harness::{describe, mpi_example, mpi_program, program, run, target_dir, workspace};
+use crate::harness::{
+    describe, mpi_example, mpi_program, openmp_program, program, run, target_dir, workspace,
+};
 
 /// One command of a transcript and the lines the README shows for it.
 #[derive(Debug)]
@@ -173,6 +175,11 @@ fn setting(name: &str) -> Result<tempfile::TempDir, Skip> {
         "states" => {
             copy(&program("states"), "states");
             shell(dir.path(), "sdt run -q -- ./states >/dev/null");
+        }
+        // The OpenMP test program, run once.
+        "openmp" => {
+            copy(&openmp_program("openmp")?, "openmp");
+            shell(dir.path(), "sdt run -q -- ./openmp >/dev/null");
         }
         // The races test program (MPI).
         "races" => copy(&mpi_program("races")?, "races"),
