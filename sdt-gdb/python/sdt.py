@@ -222,13 +222,37 @@ def select_for(expr, caller):
     return None
 
 
+# The convenience variable that holds what EXPR refers to after `sdt frame --for EXPR`,
+# where EXPR is a C++ reference: printed as a value, a reference gives its address only.
+REFERENT = "_sdt_referent"
+
+
+def referent(value):
+    """What VALUE refers to where it is a C++ reference, else None."""
+    if value.type.strip_typedefs().code in (gdb.TYPE_CODE_REF, gdb.TYPE_CODE_RVALUE_REF):
+        return value.referenced_value()
+    return None
+
+
+def keep_referent(expr):
+    """Sets $_sdt_referent to what EXPR refers to, if it is a reference (void if not);
+    returns whether it is."""
+    try:
+        found = referent(gdb.parse_and_eval(expr))
+    except gdb.error:
+        found = None
+    gdb.set_convenience_variable(REFERENT, found)
+    return found is not None
+
+
 class Frame(gdb.Command):
     """Select the user's frame where a Rust program's thread stands in SDT's trap, or a
 rank in SDT's MPI library. With --caller, where a C or C++ thread stands in
 SetBreakpoint too: its caller's frame, whose variables are the user's.
 With --for EXPR: where EXPR has no value there but is a caller's local, the caller's
 frame; where it is a local of a function F that this thread does not run (an OpenMP
-region's variables of main, say), F's frame on the one thread that runs F."""
+region's variables of main, say), F's frame on the one thread that runs F. Where EXPR
+is a C++ reference, what it refers to is kept in $_sdt_referent."""
 
     def __init__(self):
         super().__init__("sdt frame", gdb.COMMAND_USER)
@@ -238,9 +262,12 @@ region's variables of main, say), F's frame on the one thread that runs F."""
         if rest.startswith("--caller"):
             rest, caller = rest[len("--caller"):].lstrip(), True
         if rest.startswith("--for ") and rest[len("--for "):].strip():
-            moved = select_for(rest[len("--for "):], caller)
+            expr = rest[len("--for "):]
+            moved = select_for(expr, caller)
             if moved is not None:
                 gdb.write("[sdt] in %s, frame #%d of thread %d\n" % moved)
+            if keep_referent(expr):
+                gdb.write("[sdt] a reference: $%s\n" % REFERENT)
             if from_tty:
                 gdb.execute("frame")
         elif rest:
@@ -280,15 +307,15 @@ def current_index(all_entries):
 
 
 def value_of(expr):
-    """EXPR as gdb prints it in the selected frame, else in the frame `sdt frame --for
-    EXPR` selects, or the error it gives, in angle brackets; and where, when not in the
-    frame selected first."""
-    if why_not(expr) is None:
-        return str(gdb.parse_and_eval(expr)), ""
-    moved = select_for(expr, caller=True)
+    """EXPR as gdb prints it (what it refers to, for a C++ reference) in the selected
+    frame, else in the frame `sdt frame --for EXPR` selects, or the error it gives, in
+    angle brackets; and where, when not in the frame selected first."""
+    moved = None if why_not(expr) is None else select_for(expr, caller=True)
     where = "" if moved is None else "  [in %s, frame #%d of thread %d]" % moved
     try:
-        return str(gdb.parse_and_eval(expr)), where
+        value = gdb.parse_and_eval(expr)
+        referred = referent(value)
+        return str(value if referred is None else referred), where
     except gdb.error as e:
         return "<%s>" % e, ""
 

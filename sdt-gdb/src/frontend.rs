@@ -117,7 +117,7 @@ pub fn evaluate(
     options.extend(["-ex".to_owned(), "sdt frame --caller".to_owned()]);
     let gdb = remote_command(program, extension, server, &options);
     let commands: Vec<_> = exprs.iter().flat_map(|expr| evaluation(expr)).collect();
-    Ok(run_mi(gdb, &commands, GDB_SILENCE)?.chunks(2).map(evaluated).collect())
+    Ok(run_mi(gdb, &commands, GDB_SILENCE)?.chunks(EVALUATION).map(evaluated).collect())
 }
 
 /// Evaluates each of `exprs` in each of `snapshots` (`S3`, or `RUN:S3` for another run
@@ -143,10 +143,10 @@ pub fn evaluate_in_each(
         .collect();
     let answers = run_mi(gdb, &commands, GDB_SILENCE)?;
     Ok(answers
-        .chunks(2 * exprs.len() + 1)
+        .chunks(EVALUATION * exprs.len() + 1)
         .map(|at| {
             at[1..]
-                .chunks(2)
+                .chunks(EVALUATION)
                 .map(evaluated)
                 .map(|e| Evaluation { value: at[0].clone().and(e.value), ..e })
                 .collect()
@@ -154,14 +154,16 @@ pub fn evaluate_in_each(
         .collect())
 }
 
-/// The two answers of [`evaluation`]'s commands as one evaluation.
+/// The answers to [`evaluation`]'s commands as one evaluation: a reference's value is
+/// what it refers to (gdb gives its address alone).
 fn evaluated(answers: &[Result<String, String>]) -> Evaluation {
-    let (selected, value) = (&answers[0], &answers[1]);
-    let elsewhere = selected
-        .as_ref()
-        .ok()
-        .and_then(|said| said.lines().find_map(|l| l.strip_prefix("[sdt] in ")))
-        .map(str::to_owned);
+    let (selected, value, referent) = (&answers[0], &answers[1], &answers[2]);
+    let said = selected.as_deref().unwrap_or_default();
+    let elsewhere = said.lines().find_map(|l| l.strip_prefix("[sdt] in ")).map(str::to_owned);
+    let value = match said.lines().any(|l| l.starts_with("[sdt] a reference")) {
+        true => referent,
+        false => value,
+    };
     Evaluation { value: selected.clone().and(value.clone()), elsewhere }
 }
 
@@ -170,13 +172,18 @@ fn evaluated(answers: &[Result<String, String>]) -> Evaluation {
 const MI_OPTIONS: [&str; 4] = ["-nx", "--interpreter=mi2", "-iex", "set confirm off"];
 
 /// The GDB/MI commands that evaluate `expr`: `sdt frame --caller --for EXPR`, which
-/// selects the frame, and the evaluation.
-fn evaluation(expr: &str) -> [String; 2] {
+/// selects the frame (and keeps what EXPR refers to, for a C++ reference), the
+/// evaluation, and that of the referent.
+fn evaluation(expr: &str) -> [String; EVALUATION] {
     [
         console(&format!("sdt frame --caller --for {expr}")),
         format!("-data-evaluate-expression {}", mi_quote(expr)),
+        "-data-evaluate-expression $_sdt_referent".to_owned(),
     ]
 }
+
+/// How many commands [`evaluation`] gives.
+const EVALUATION: usize = 3;
 
 /// The GDB/MI command that runs the console command `command`.
 fn console(command: &str) -> String {
@@ -476,6 +483,33 @@ mod tests {
         assert_eq!(got[3], Ok("0x55c9d36a10d0 \"audit\\n\"".to_owned()));
         assert_eq!(got[4], Err("warning: something odd".to_owned()));
         assert_eq!(got[5], Err(String::new()), "no answer: gdb stopped");
+    }
+
+    /// `sdt frame --for total` printing where it went, and that `total` is a reference;
+    /// then the two evaluations.
+    const ELSEWHERE: &str = r#"(gdb) 
+~"[sdt] in main, frame #2 of thread 4012\n"
+~"[sdt] a reference: $_sdt_referent\n"
+1^done
+(gdb) 
+2^done,value="@0x7ffe5a1c"
+(gdb) 
+3^done,value="7"
+(gdb) 
+"#;
+
+    #[test]
+    fn a_value_found_elsewhere_says_where_and_a_reference_gives_its_referent() {
+        let answers = parse_outputs(ELSEWHERE, EVALUATION);
+        let got = evaluated(&answers);
+        assert_eq!(got.value, Ok("7".to_owned()));
+        assert_eq!(got.elsewhere.as_deref(), Some("main, frame #2 of thread 4012"));
+        // Not a reference, in the user's own frame: the value as gdb printed it.
+        let plain = [Ok(String::new()), Ok("42".to_owned()), Ok("void".to_owned())];
+        assert_eq!(evaluated(&plain), Evaluation { value: Ok("42".to_owned()), elsewhere: None });
+        // A failed selection is the evaluation's error.
+        let failed = [Err("Frame is invalid.".to_owned()), Ok("42".to_owned()), Ok("void".to_owned())];
+        assert_eq!(evaluated(&failed).value, Err("Frame is invalid.".to_owned()));
     }
 
     #[test]

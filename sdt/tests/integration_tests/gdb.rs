@@ -3,8 +3,8 @@
 use sdt_test_harness::Skip;
 
 use crate::harness::{
-    Sdt, build_versioned, describe, gdb, gdb_values, openmp_program, program, run, stderr, stdout,
-    wait_with_timeout,
+    Sdt, build_versioned, cpp_program, describe, gdb, gdb_values, openmp_program, program, run, stderr,
+    stdout, wait_with_timeout,
 };
 
 /// What `states` printed before breakpoint `n`: counter, arr[5], message, origin.
@@ -451,6 +451,26 @@ fn sdt_history_finds_locals_of_main_from_an_openmp_region() -> Result<(), Skip> 
     Ok(())
 }
 
+/// A C++ reference (a lambda's capture, a `const &` parameter) is given as what it
+/// refers to: gdb's machine interface prints its address alone.
+fn sdt_history_gives_what_a_reference_refers_to() -> Result<(), Skip> {
+    let sdt = Sdt::new();
+    let prog = cpp_program("lambdas")?;
+    let printed = stdout(&sdt.ok(&["run", "-q", "--", prog.to_str().unwrap()]));
+    assert!(printed.contains("total 39\n"), "{printed}");
+    let out = sdt.output(&["history", "total"]);
+    let rows = stdout(&out);
+    let lambda: Vec<&str> = rows.lines().filter(|l| l.contains("at=lambda")).collect();
+    assert!(lambda.len() == 2 && lambda.iter().all(|l| l.ends_with(" 7")), "{}", describe(&out));
+    let out = sdt.output(&["history", "limit", "--json"]);
+    let json: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("JSON");
+    let below = json.as_array().unwrap().iter().find(|r| r["trigger"].as_str().unwrap().contains("at=below"));
+    assert_eq!(below.map(|r| &r["value"]), Some(&serde_json::json!("40")), "{json:#}");
+    let text = sdt_gdb(&sdt, "S2", &["sdt history total"]);
+    assert!(text.lines().filter(|l| l.contains("at=lambda")).all(|l| l.ends_with(" 7")), "{text}");
+    Ok(())
+}
+
 /// A thread the user chose in gdb stays that thread after `sdt goto`: gdb names a thread
 /// to the server only when it selects another, and the server used to go back to the
 /// breaking thread at each move, so gdb showed that thread's registers for the one chosen.
@@ -546,6 +566,7 @@ sdt_test_harness::tests![
     sdt_history_writes_json_and_a_plot,
     sdt_history_gives_an_error_per_snapshot_and_fails,
     sdt_history_finds_locals_of_main_from_an_openmp_region,
+    sdt_history_gives_what_a_reference_refers_to,
     threads_keep_their_own_registers_across_sdt_goto,
     sdt_commit_stores_the_values_set_as_a_new_snapshot,
     a_committed_edit_changes_what_the_restored_program_prints,
