@@ -116,7 +116,8 @@ def select_user_frame(caller=False):
 HOME = {"tid": None}
 
 # What gdb says of a name it finds in no block around the frame: maybe a caller's local.
-NO_SYMBOL = re.compile(r'^No symbol ".*" in current context\.$')
+# (C and C++ quote the name with ", Rust with ' and no full stop.)
+NO_SYMBOL = re.compile(r"""^No symbol (".*"|'.*') in current context\.?$""")
 # What it says of a local of a function whose frame is not on this thread's stack: an
 # OpenMP region's thread, whose outlined function is nested in that function's block
 # (the function is named for its own locals, not for those of an inner block).
@@ -178,17 +179,33 @@ def select_level(thread, level):
 
 
 def function_name(frame):
+    """FRAME's function as gdb names it in its messages (`ns::f(int)` in C++)."""
     function = frame.function()
     return function.print_name if function is not None else frame.name()
 
 
+def found_in(frame, level, thread):
+    """What `sdt frame --for` says of the frame it took: (name as `frame` shows it,
+    level, tid)."""
+    return frame.name() or function_name(frame), level, thread.ptid[1]
+
+
+# Past this many threads, `sdt frame --for` does not look through the other threads'
+# frames for a name the home thread has none of: each would be unwound and tried.
+MAX_THREADS_SEARCHED = 256
+
+
 def select_for(expr, caller):
     """Selects the home thread's user frame (as `sdt frame [--caller]`), or, where EXPR
-    has no value there and gdb says it is a local of another frame, that frame: the
-    nearest caller in which it has one, or the one frame, on any thread, of a function
-    whose block encloses the frame's (an OpenMP region's outlined function is nested in
-    the function it came from; two threads running that one would make it a guess: none
-    is taken).
+    has no value there and gdb says it is a local of another frame, that frame:
+    - the nearest caller in which it has one;
+    - for a local of a function whose block encloses the frame's (an OpenMP region's
+      outlined function is nested in the function it came from), that function's frame
+      on the one thread that runs it;
+    - for a name no frame of this thread has (a Rust closure's or a C++ lambda's thread,
+      and main's locals), the innermost frame that has it on the one other thread that
+      has one.
+    Two threads with such a frame would make it a guess: none is taken then.
     Returns (function, level, tid) of the frame taken instead of the user's, or None."""
     home = home_thread()
     select_user_frame(caller)
@@ -196,14 +213,15 @@ def select_for(expr, caller):
     why = why_not(expr)
     if why is None:
         return None
-    frame = start
+    # Frames are read again once another thread has been selected: keep the level.
+    frame, start_level = start, start.level()
     if NO_SYMBOL.match(why):
-        older, level = start.older(), start.level() + 1
+        older, level = start.older(), start_level + 1
         while older is not None:
             older.select()
             said = why_not(expr)
             if said is None:
-                return function_name(older), level, home.ptid[1]
+                return found_in(older, level, home)
             if NO_FRAME_IN_BLOCK.match(said):
                 why, frame = said, older
                 break
@@ -212,13 +230,38 @@ def select_for(expr, caller):
         for function in enclosing_functions(frame):
             runs = [(thread, level) for thread in gdb.selected_inferior().threads()
                     for level, f in enumerate(stack(thread)) if function_name(f) == function]
-            if len({thread.ptid[1] for thread, _ in runs}) != 1:
-                continue
-            for thread, level in runs:
-                found = select_level(thread, level)
-                if why_not(expr) is None:
-                    return function_name(found), level, thread.ptid[1]
-    select_level(home, start.level())
+            found = only_thread(runs, expr)
+            if found is not None:
+                return found
+    elif NO_SYMBOL.match(why) and len(gdb.selected_inferior().threads()) <= MAX_THREADS_SEARCHED:
+        found = only_thread([(thread, level) for thread in gdb.selected_inferior().threads()
+                             if thread.ptid[1] != home.ptid[1]
+                             for level in innermost_with(thread, expr)], expr)
+        if found is not None:
+            return found
+    select_level(home, start_level)
+    return None
+
+
+def innermost_with(thread, expr):
+    """The level of THREAD's innermost frame in which EXPR has a value, as a list of at
+    most one."""
+    for level, frame in enumerate(stack(thread)):
+        frame.select()
+        if why_not(expr) is None:
+            return [level]
+    return []
+
+
+def only_thread(frames, expr):
+    """Of FRAMES ((thread, level) pairs), the first in which EXPR has a value, selected,
+    if they are all on one thread: (function, level, tid). None otherwise."""
+    if len({thread.ptid[1] for thread, _ in frames}) != 1:
+        return None
+    for thread, level in frames:
+        found = select_level(thread, level)
+        if why_not(expr) is None:
+            return found_in(found, level, thread)
     return None
 
 

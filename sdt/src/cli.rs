@@ -138,9 +138,11 @@ pub enum Action {
     /// thread, trigger and the value as gdb prints it (one gdb goes from snapshot to
     /// snapshot, in the thread that took each).
     ///
-    /// A local that thread's frame does not see is taken from a caller's frame, or from
-    /// the frame of the function whose block encloses it on the one thread that runs it
-    /// (main's variables, for the threads of an OpenMP region): the row says where.
+    /// A local that thread's frame does not see is taken from a caller's frame, from the
+    /// frame of the function whose block encloses it on the one thread that runs it
+    /// (main's variables, for the threads of an OpenMP region), or from the one other
+    /// thread with a frame that has it (main's, for a lambda's thread): the row says
+    /// where. A C++ reference is given as what it refers to.
     ///
     /// A refinement's snapshots are named RUN:NAME. An expression gdb cannot evaluate in
     /// a snapshot gives the error there, in <angle brackets> (in JSON as "error"), and

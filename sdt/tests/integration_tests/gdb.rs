@@ -468,6 +468,15 @@ fn sdt_history_gives_what_a_reference_refers_to() -> Result<(), Skip> {
     assert_eq!(below.map(|r| &r["value"]), Some(&serde_json::json!("40")), "{json:#}");
     let text = sdt_gdb(&sdt, "S2", &["sdt history total"]);
     assert!(text.lines().filter(|l| l.contains("at=lambda")).all(|l| l.ends_with(" 7")), "{text}");
+    // A local of main no lambda captured: from main's frame on the main thread, the one
+    // thread with such a frame.
+    let main = below.unwrap()["thread"].as_i64().unwrap();
+    let out = sdt.ok(&["history", "workers"]);
+    let rows = stdout(&out);
+    let lambda: Vec<&str> = rows.lines().filter(|l| l.contains("at=lambda")).collect();
+    let elsewhere =
+        |l: &&str| l.contains(" 2  [in main, frame #") && l.ends_with(&format!(" of thread {main}]"));
+    assert!(lambda.len() == 2 && lambda.iter().all(elsewhere), "{}", describe(&out));
     Ok(())
 }
 
