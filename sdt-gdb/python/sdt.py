@@ -6,7 +6,8 @@
 # the server until `sdt commit` stores them as a new snapshot, or gdb moves on.
 #
 #   sdt list                   the run's snapshots, * at the current one
-#   sdt goto [--quiet] SNAP    go to SNAP (S3, or 3; 2:S3 in run 2 of the tree)
+#   sdt goto [--quiet] SNAP    go to SNAP (S3, or 3; 2:S3 in run 2 of the tree), in the
+#                              user's frame: SetBreakpoint's caller
 #   sdt next / sdt prev        the snapshot after / before the current one
 #   sdt history [--changes] EXPR
 #                              EXPR in every snapshot (only where it changed)
@@ -321,9 +322,9 @@ is a C++ reference, what it refers to is kept in $_sdt_referent."""
                 gdb.execute("frame")
 
 
-def goto(name, quiet=False, caller=False):
-    """Moves to snapshot NAME and selects the thread that took it (the frame as
-    `sdt frame [--caller]` does); returns its entry."""
+def goto(name, quiet=False):
+    """Moves to snapshot NAME and selects the thread that took it, in the user's frame
+    (as `sdt frame --caller` selects it); returns its entry."""
     said = monitor("goto " + name).splitlines()
     forget_caches()
     for line in said[:-1]:
@@ -334,7 +335,7 @@ def goto(name, quiet=False, caller=False):
         if thread.ptid[1] == entry.tid:
             thread.switch()
             break
-    select_user_frame(caller)
+    select_user_frame(caller=True)
     if not quiet:
         gdb.write("[sdt] %s  thread %d  %s\n" % (entry.name, entry.tid, entry.trigger))
         gdb.execute("frame")
@@ -398,14 +399,12 @@ class Goto(gdb.Command):
         super().__init__("sdt goto", gdb.COMMAND_USER)
 
     def invoke(self, arg, from_tty):
-        # --quiet: no frame or displays printed; --caller: as `sdt frame --caller` (both
-        # for `sdt history` on the command line).
+        # --quiet: no frame or displays printed (for `sdt history` on the command line).
         words = arg.split()
-        flags = ("--quiet", "--caller")
-        names = [w for w in words if w not in flags]
+        names = [w for w in words if w != "--quiet"]
         if len(names) != 1:
-            raise gdb.GdbError("usage: sdt goto [--quiet] [--caller] SNAP")
-        goto(snapshot_name(names[0]), quiet="--quiet" in words, caller="--caller" in words)
+            raise gdb.GdbError("usage: sdt goto [--quiet] SNAP")
+        goto(snapshot_name(names[0]), quiet="--quiet" in words)
 
 
 class Step(gdb.Command):
@@ -440,7 +439,7 @@ With --changes, only the snapshots where the value changed. Ends where it starte
         previous = None
         try:
             for e in all_entries:
-                goto(e.name, quiet=True, caller=True)
+                goto(e.name, quiet=True)
                 value, where = value_of(expr)
                 if not changes or value != previous:
                     gdb.write("%-6s thread %-7d %-40s %s%s\n" % (e.name, e.tid, e.trigger, value, where))

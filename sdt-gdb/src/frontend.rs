@@ -55,8 +55,9 @@ pub fn remote_command(program: &Path, extension: &Path, server: Server, extra: &
         gdb.arg("-iex").arg(glued("directory ", &dir));
     }
     gdb.arg("-iex").arg(glued("set solib-search-path ", server.libraries));
-    // The user's line rather than SDT's trap inside the `breakpoint!` macro.
-    gdb.args(["-ex", SERVE, "-ex", "sdt frame"]).args(extra);
+    // The user's line rather than SDT's trap inside the `breakpoint!` macro or
+    // `SetBreakpoint`.
+    gdb.args(["-ex", SERVE, "-ex", "sdt frame --caller"]).args(extra);
     gdb.env("SDT_GDBSERVER", server.sdt)
         .env("SDT_STORE", server.store)
         .env("SDT_GDBSERVER_RUN", server.run.to_string())
@@ -113,9 +114,7 @@ pub fn evaluate(
     server: Server,
     exprs: &[String],
 ) -> std::io::Result<Vec<Evaluation>> {
-    let mut options = MI_OPTIONS.map(str::to_owned).to_vec();
-    options.extend(["-ex".to_owned(), "sdt frame --caller".to_owned()]);
-    let gdb = remote_command(program, extension, server, &options);
+    let gdb = remote_command(program, extension, server, &MI_OPTIONS.map(str::to_owned));
     let commands: Vec<_> = exprs.iter().flat_map(|expr| evaluation(expr)).collect();
     Ok(run_mi(gdb, &commands, GDB_SILENCE)?.chunks(EVALUATION).map(evaluated).collect())
 }
@@ -137,7 +136,7 @@ pub fn evaluate_in_each(
     let commands: Vec<_> = snapshots
         .iter()
         .flat_map(|snap| {
-            let goto = format!("sdt goto --quiet --caller {snap}");
+            let goto = format!("sdt goto --quiet {snap}");
             std::iter::once(console(&goto)).chain(exprs.iter().flat_map(|expr| evaluation(expr)))
         })
         .collect();
@@ -420,7 +419,7 @@ mod tests {
                 "-ex",
                 SERVE,
                 "-ex",
-                "sdt frame",
+                "sdt frame --caller",
                 "-batch"
             ]
         );

@@ -487,11 +487,13 @@ fn threads_keep_their_own_registers_across_sdt_goto() {
     let sdt = Sdt::new();
     let prog = program("states");
     sdt.ok(&["run", "-q", "--", prog.to_str().unwrap()]);
+    // Each thread's top frame, as `thread apply all bt 1` lists it under the thread.
     let tops = |text: &str| {
-        let mut tops: Vec<String> = text
-            .lines()
-            .filter(|l| l.starts_with("#0 "))
-            .map(|l| l.split(" in ").nth(1).unwrap_or(l).to_owned())
+        let lines: Vec<&str> = text.lines().collect();
+        let mut tops: Vec<String> = lines
+            .windows(2)
+            .filter(|w| w[0].starts_with("Thread ") && w[1].starts_with("#0 "))
+            .map(|w| w[1].split(" in ").nth(1).unwrap_or(w[1]).to_owned())
             .collect();
         tops.sort();
         tops
