@@ -50,6 +50,7 @@
 #![deny(unsafe_code)]
 
 mod adopt;
+mod body;
 mod capture;
 pub mod config;
 mod density;

@@ -598,17 +598,28 @@ fn trap_at(tid: Tid) -> Result<Trap, sdt_sys::Error> {
     Ok(Trap::Sdt(BreakpointHit::read(tid, record, record_addr)))
 }
 
+/// The most instructions [`Tracer::run_to`] steps through a prologue.
+const PROLOGUE_STEPS: u32 = 64;
+
 impl Freezer for Tracer {
     fn freeze_all(&mut self, breaking: Option<Tid>) -> Result<Stopped, FreezeError> {
-        match self.stop_every_thread(breaking) {
+        let stopped = match self.stop_every_thread(breaking) {
             // Everyone that stopped goes on ([`crate::freeze::Held::freeze`]); the
             // breakpoint's call returns SDT_DECLINED.
             Err(FreezeError::Sys(e)) if e.source.kind() == std::io::ErrorKind::TimedOut => {
                 log::warn!("no snapshot: {}", e.source);
-                Err(FreezeError::Skip("a thread did not stop"))
+                return Err(FreezeError::Skip("a thread did not stop"));
             }
-            other => other,
+            other => other?,
+        };
+        // A symbol breakpoint's thread is captured where its function's body starts, its
+        // arguments stored where the DWARF says they are.
+        if let Some(tid) = breaking
+            && let Some(body) = self.symbols.body_ahead(tid)?
+        {
+            self.run_to(tid, body)?;
         }
+        Ok(stopped)
     }
 
     fn read_threads(&mut self, breaking: Option<Tid>) -> Result<Vec<ThreadState>, FreezeError> {
@@ -751,23 +762,55 @@ impl Tracer {
     /// with the int3s out, while every other thread is stopped, so none passes the entry
     /// unseen. The int3s stay out (the thaw puts them back).
     fn step_over(&mut self, tid: Tid) -> Result<(), FreezeError> {
+        // Already past it: taken to its function's body for the capture.
+        if !self.symbols.at_trap(tid)? {
+            return Ok(());
+        }
         if self.symbols.armed() && self.symbols.emulate_entry(tid)? {
             return Ok(());
         }
         if self.symbols.armed() {
             self.stop_every_thread(Some(tid))?;
         }
+        self.single_step(tid).map(drop)
+    }
+
+    /// Runs thread `tid` one instruction on; whether it is still there to run on (not
+    /// exiting or gone).
+    fn single_step(&mut self, tid: Tid) -> Result<bool, FreezeError> {
         loop {
             ptrace::single_step(tid)?;
             match self.next_report_of(tid)? {
-                Stop::Signal(libc::SIGTRAP) => return Ok(()),
+                Stop::Signal(libc::SIGTRAP) => return Ok(true),
                 // Held for the thaw.
                 Stop::Signal(_) => {}
                 // Exiting (held at its exit stop until the thaw), or gone.
-                Stop::Event(event::EXIT, _) | Stop::Exited(_) | Stop::Killed(..) => return Ok(()),
+                Stop::Event(event::EXIT, _) | Stop::Exited(_) | Stop::Killed(..) => return Ok(false),
                 Stop::Event(..) => {}
             }
         }
+    }
+
+    /// Steps thread `tid`, every other thread stopped and the int3s out, from its
+    /// function's entry to `body`, where the function's body starts: a prologue is a few
+    /// instructions in a straight line. Stops where it is if the way leaves that line (a
+    /// call, a jump) or takes more than [`PROLOGUE_STEPS`] steps.
+    fn run_to(&mut self, tid: Tid, body: u64) -> Result<(), FreezeError> {
+        let entry = ptrace::regs(tid)?.rip;
+        for _ in 0..PROLOGUE_STEPS {
+            if !self.single_step(tid)? {
+                return Ok(());
+            }
+            let rip = ptrace::regs(tid)?.rip;
+            if rip == body {
+                return Ok(());
+            }
+            if rip <= entry || rip > body {
+                break;
+            }
+        }
+        log::debug!("thread {tid} did not reach the body at {body:#x} from the entry at {entry:#x}");
+        Ok(())
     }
 
     /// Waits until every thread `must_stop` names has stopped (or died), handling what

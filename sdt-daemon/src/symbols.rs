@@ -9,10 +9,11 @@
 //!                              arrival becomes a breakpoint (level 1, class 0, id N for the
 //!                              N-th --break, attrs "symbol=FUNC")
 //!  freeze                      every int3 is taken out: the snapshot holds the program's
-//!                              own bytes, and a thread stopped at FUNC shows at FUNC
-//!  thaw                        the thread at FUNC runs FUNC's first instruction (stepped
-//!                              while every other thread is stopped, or emulated), then the
-//!                              int3s go back and everyone resumes
+//!                              own bytes; a capture's thread is stepped on to where FUNC's
+//!                              body starts, its arguments stored ([`crate::body`])
+//!  thaw                        a thread still at FUNC runs FUNC's first instruction
+//!                              (stepped while every other thread is stopped, or emulated),
+//!                              then the int3s go back and everyone resumes
 //! ```
 //!
 //! An arrival that does not capture (another hit than the ones asked for, a filtered one)
@@ -272,6 +273,9 @@ struct Trap {
     original: u8,
     /// The file it is in (the program, a library, the loader).
     file: String,
+    /// Where the function's body starts, past the prologue that stores its arguments,
+    /// where that is not the entry ([`crate::body`]): a capture is taken there.
+    body: Option<u64>,
 }
 
 /// What a thread's `SIGTRAP` was, to the symbol breakpoints.
@@ -333,7 +337,8 @@ impl SymbolTraps {
             if placed.wanted[i].what.library.is_none() {
                 let name = placed.wanted[i].what.name.clone();
                 if let Some(addr) = function_entry(&only_of(&mappings, &placed.exe), &placed.exe, &name)? {
-                    placed.add(pid, At::Function(i), addr, placed.exe.clone())?;
+                    let body = crate::body::body_start(&mappings, &placed.exe, addr);
+                    placed.add(pid, At::Function(i), addr, placed.exe.clone(), body)?;
                 }
             }
         }
@@ -362,7 +367,7 @@ impl SymbolTraps {
             sdt_target::symbol_in(&own, &loader, "_r_debug", &open).map(|a| a + R_STATE_OFFSET);
         // Only the loader's int3 while it works: the program's functions wait.
         let in_program = std::mem::take(&mut self.traps);
-        self.add(pid, At::Loader, entry, loader)?;
+        self.add(pid, At::Loader, entry, loader, None)?;
         self.arm(pid).map_err(BreakError::Place)?;
         let deadline = Instant::now() + LOADER_TIMEOUT;
         let mut signal = 0;
@@ -439,8 +444,8 @@ impl SymbolTraps {
             }
             match (found, &what.library) {
                 (Some((addr, file)), _) => {
-                    log::debug!("--break {what}: {file} at {addr:#x}");
-                    self.add(pid, At::Function(i), addr, file)?;
+                    let body = crate::body::body_start(&mappings, &file, addr);
+                    self.add(pid, At::Function(i), addr, file, body)?;
                 }
                 (None, None) if startup => return Err(self.not_found(&what, libraries.len())),
                 (None, Some(_)) if !candidates.is_empty() && !self.wanted[i].told_missing => {
@@ -472,8 +477,16 @@ impl SymbolTraps {
         self.traps.iter().any(|t| t.at == At::Function(wanted.index))
     }
 
-    /// Records an int3 at `addr` in `file` (placed at once if the int3s are in).
-    fn add(&mut self, pid: Tid, at: At, addr: u64, file: String) -> Result<(), BreakError> {
+    /// Records an int3 at `addr` in `file`, its function's body starting at `body` (placed
+    /// at once if the int3s are in).
+    fn add(
+        &mut self,
+        pid: Tid,
+        at: At,
+        addr: u64,
+        file: String,
+        body: Option<u64>,
+    ) -> Result<(), BreakError> {
         let name = || match at {
             At::Function(i) => self.wanted[i].what.to_string(),
             At::Loader => "_dl_debug_state".to_owned(),
@@ -485,9 +498,11 @@ impl SymbolTraps {
             memory::poke(pid, addr, &[INT3]).map_err(BreakError::Place)?;
         }
         if let At::Function(i) = at {
+            let body = body.map_or("its entry".to_owned(), |b| format!("{b:#x}"));
+            log::debug!("--break {}: {file} at {addr:#x}, its body at {body}", name());
             self.wanted[i].ever_placed = true;
         }
-        self.traps.push(Trap { at, addr, original: original[0], file });
+        self.traps.push(Trap { at, addr, original: original[0], file, body });
         Ok(())
     }
 
@@ -651,6 +666,19 @@ impl SymbolTraps {
                 )),
             }),
         }
+    }
+
+    /// Whether thread `tid` stands at one of the int3s' addresses.
+    pub(crate) fn at_trap(&self, tid: Tid) -> Result<bool, sdt_sys::Error> {
+        let rip = ptrace::regs(tid)?.rip;
+        Ok(self.traps.iter().any(|t| t.addr == rip))
+    }
+
+    /// Where the body of the function thread `tid` stands at the entry of starts, if a
+    /// capture is to be taken there rather than at the entry.
+    pub(crate) fn body_ahead(&self, tid: Tid) -> Result<Option<u64>, sdt_sys::Error> {
+        let rip = ptrace::regs(tid)?.rip;
+        Ok(self.traps.iter().find(|t| t.addr == rip).and_then(|t| t.body))
     }
 
     /// Runs the first instruction of the function thread `tid` stands at without the

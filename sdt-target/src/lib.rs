@@ -190,16 +190,26 @@ pub fn symbol_in(mappings: &[Mapping], exe: &str, name: &str, open: Open) -> Opt
             .chain(elf.dynamic_symbols())
             .find(|s| s.name() == Ok(name) && !s.is_undefined())
             .map(|s| s.address())?;
-        // The file's first mapping maps file offset `offset` at `start`; the segment that
-        // holds that offset says at which address it was linked.
-        let first = mappings.iter().find(|m| m.path == path)?;
-        let segment = elf.segments().find(|s| {
-            let (offset, size) = s.file_range();
-            offset <= first.offset && first.offset < offset + size.max(1)
-        })?;
-        let linked = segment.address() + (first.offset - segment.file_range().0);
-        Some(value.wrapping_add(first.start.wrapping_sub(linked)))
+        Some(value.wrapping_add(load_bias(mappings, path, &elf)?))
     })
+}
+
+/// How far the ELF file `elf`, mapped at `path` in a process with `mappings`, was moved
+/// from the addresses it was linked at: a linked address plus this is where it is.
+pub fn load_bias<'data, R: object::ReadRef<'data>>(
+    mappings: &[Mapping],
+    path: &str,
+    elf: &object::File<'data, R>,
+) -> Option<u64> {
+    // The file's first mapping maps file offset `offset` at `start`; the segment that
+    // holds that offset says at which address it was linked.
+    let first = mappings.iter().find(|m| m.path == path)?;
+    let segment = elf.segments().find(|s| {
+        let (offset, size) = s.file_range();
+        offset <= first.offset && first.offset < offset + size.max(1)
+    })?;
+    let linked = segment.address() + (first.offset - segment.file_range().0);
+    Some(first.start.wrapping_sub(linked))
 }
 
 #[cfg(test)]

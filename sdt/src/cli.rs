@@ -348,7 +348,9 @@ pub struct RunOpt {
     pub every: Option<u64>,
     /// Also break at the entry of function FUNC, as if it called
     /// SetBreakpoint(1, 0, N, 1, "symbol=FUNC") (N: the N-th --break); `@HITS` keeps only
-    /// those arrivals (`solve@1,10-12`). FUNC is a symbol or a C++/Rust/Fortran name as the
+    /// those arrivals (`solve@1,10-12`). The snapshot shows the thread where the body
+    /// starts, its arguments stored (as gdb breaks on a function), where the program's
+    /// DWARF says where that is. FUNC is a symbol or a C++/Rust/Fortran name as the
     /// source writes it: `Klass::method`, `'Foo::bar(int)'` to pick one of its overloads,
     /// `solver::relax` (a Fortran module procedure, any case). It is
     /// looked for in the program, then in the libraries it loads at its start; `LIB:FUNC`

@@ -167,12 +167,13 @@ fn cpp_functions_by_their_source_names() -> Result<(), Skip> {
     let (snaps, got) = run_with_breaks(&sdt, &prog, &["Klass::method@3", "Klass::scale(double)@1"]);
     assert_eq!(got, [("symbol=Klass::method".to_owned(), 3), ("symbol=Klass::scale(double)".to_owned(), 1)]);
 
-    // gdb shows the thread at the method's entry, its third call: x (in rsi until the
-    // prologue stores it) is 2.
+    // gdb shows the thread in the method, its third call, where its body starts: past the
+    // prologue that stores x (in rsi at the entry), so that gdb shows x as 2 and not what
+    // the stack held before.
     let at_method = snaps.iter().find(|s| s["attrs"] == "symbol=Klass::method").unwrap();
     let core = sdt.core(at_method["name"].as_str().unwrap());
-    let shown = gdb(&prog, &core, &["bt 1", "print $rsi", "print $pc == (long)&'Klass::method(long)'"]);
-    assert!(shown.contains("#0  Klass::method (this="), "{shown}");
+    let shown = gdb(&prog, &core, &["bt 1", "print x", "print $pc > (long)&'Klass::method(long)'"]);
+    assert!(shown.contains("#0  Klass::method (this=") && shown.contains(", x=2) at "), "{shown}");
     assert!(shown.contains("$1 = 2\n"), "{shown}");
     assert!(shown.contains("$2 = true\n"), "{shown}");
 
@@ -193,8 +194,8 @@ fn cpp_functions_by_their_source_names() -> Result<(), Skip> {
 
 /// Fortran procedures named as the source names them, in any case: a module procedure
 /// (`solver::relax`, gfortran's `__solver_MOD_relax`) and an external one (`Report`,
-/// gfortran's `report_`); gdb shows the thread at the module procedure's entry, its
-/// second call, with its arguments (by reference: the registers point at them).
+/// gfortran's `report_`); gdb shows the thread in the module procedure, its second
+/// call, with its arguments.
 fn fortran_procedures_by_their_source_names() -> Result<(), Skip> {
     let prog = fortran_program("heat")?;
     let sdt = Sdt::new();
@@ -202,7 +203,7 @@ fn fortran_procedures_by_their_source_names() -> Result<(), Skip> {
     assert_eq!(got, [("symbol=Report".to_owned(), 3), ("symbol=solver::relax".to_owned(), 2)]);
     let at_relax = snaps.iter().find(|s| s["attrs"] == "symbol=solver::relax").unwrap();
     let core = sdt.core(at_relax["name"].as_str().unwrap());
-    let shown = gdb(&prog, &core, &["bt 1", "print *(int *)$rsi", "print *(int *)$rdx"]);
+    let shown = gdb(&prog, &core, &["bt 1", "print n", "print sweeps"]);
     assert!(shown.contains("#0  solver::relax ("), "{shown}");
     assert!(shown.contains("$1 = 100\n"), "{shown}");
     assert!(shown.contains("$2 = 100\n"), "{shown}");
