@@ -677,6 +677,10 @@ impl SymbolTraps {
     /// Where the body of the function thread `tid` stands at the entry of starts, if a
     /// capture is to be taken there rather than at the entry.
     pub(crate) fn body_ahead(&self, tid: Tid) -> Result<Option<u64>, sdt_sys::Error> {
+        // Not a register read more for every other capture.
+        if self.traps.iter().all(|t| t.body.is_none()) {
+            return Ok(None);
+        }
         let rip = ptrace::regs(tid)?.rip;
         Ok(self.traps.iter().find(|t| t.addr == rip).and_then(|t| t.body))
     }
