@@ -92,10 +92,41 @@ pub struct Evaluation {
     /// The value as gdb prints it, or why gdb gave none.
     pub value: Result<String, String>,
     /// Where gdb evaluated it, when not in the user's frame of the thread that took the
-    /// snapshot (`main, frame #3 of thread 12998`): a caller's local, or a local of a
-    /// function that thread does not run, such as `main`'s variables that an OpenMP
-    /// region's threads use (`sdt frame --for`).
-    pub elsewhere: Option<String>,
+    /// snapshot: a caller's local, or a local of a function that thread does not run,
+    /// such as `main`'s variables that an OpenMP region's threads use (`sdt frame --for`).
+    pub elsewhere: Option<Frame>,
+}
+
+/// A frame of a snapshot's thread, as `sdt frame --for` names the one it selected.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Frame {
+    /// Its function, as gdb shows it.
+    pub function: String,
+    /// Its level (0: the thread's newest frame).
+    pub level: u32,
+    /// The thread's id.
+    pub thread: i32,
+}
+
+impl Frame {
+    /// The frame `sdt frame --for` names in a line `in FUNCTION, frame #LEVEL of thread
+    /// TID` (a function's name may hold commas).
+    fn parse(text: &str) -> Option<Frame> {
+        let (rest, thread) = text.strip_prefix("in ")?.rsplit_once(" of thread ")?;
+        let (function, level) = rest.rsplit_once(", frame #")?;
+        Some(Frame {
+            function: function.to_owned(),
+            level: level.parse().ok()?,
+            thread: thread.parse().ok()?,
+        })
+    }
+}
+
+impl std::fmt::Display for Frame {
+    /// `main, frame #3 of thread 12998`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}, frame #{} of thread {}", self.function, self.level, self.thread)
+    }
 }
 
 /// Evaluates each of `exprs` as gdb would in `program` stopped at the snapshot `server`
@@ -158,7 +189,7 @@ pub fn evaluate_in_each(
 fn evaluated(answers: &[Result<String, String>]) -> Evaluation {
     let (selected, value, referent) = (&answers[0], &answers[1], &answers[2]);
     let said = selected.as_deref().unwrap_or_default();
-    let elsewhere = said.lines().find_map(|l| l.strip_prefix("[sdt] in ")).map(str::to_owned);
+    let elsewhere = said.lines().find_map(|l| Frame::parse(l.strip_prefix("[sdt] ")?));
     let value = match said.lines().any(|l| l.starts_with("[sdt] a reference")) {
         true => referent,
         false => value,
@@ -502,7 +533,11 @@ mod tests {
         let answers = parse_outputs(ELSEWHERE, EVALUATION);
         let got = evaluated(&answers);
         assert_eq!(got.value, Ok("7".to_owned()));
-        assert_eq!(got.elsewhere.as_deref(), Some("main, frame #2 of thread 4012"));
+        let frame = Frame { function: "main".to_owned(), level: 2, thread: 4012 };
+        assert_eq!(got.elsewhere.as_ref(), Some(&frame));
+        assert_eq!(frame.to_string(), "main, frame #2 of thread 4012");
+        let template = Frame::parse("in pick<int, long>, frame #1 of thread 7");
+        assert_eq!(template.map(|f| (f.function, f.level)), Some(("pick<int, long>".to_owned(), 1)));
         // Not a reference, in the user's own frame: the value as gdb printed it.
         let plain = [Ok(String::new()), Ok("42".to_owned()), Ok("void".to_owned())];
         assert_eq!(evaluated(&plain), Evaluation { value: Ok("42".to_owned()), elsewhere: None });

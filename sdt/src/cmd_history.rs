@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use sdt_daemon::human::escape;
+use sdt_gdb::frontend::Frame;
 use sdt_gdbserver::{Entry, entries};
 use sdt_store::RunId;
 use serde_json::json;
@@ -22,7 +23,7 @@ struct Row {
     entry: Entry,
     value: Result<String, String>,
     /// Where gdb found EXPR, when not in the breaking thread's own frame.
-    elsewhere: Option<String>,
+    elsewhere: Option<Frame>,
 }
 
 pub fn history(opt: HistoryOpt) -> Result<ExitCode> {
@@ -119,8 +120,9 @@ fn row_json(row: &Row) -> serde_json::Value {
         Err(why) => ("error", why),
     };
     object[key] = json!(text);
-    if let Some(place) = &row.elsewhere {
-        object["evaluated_in"] = json!(place);
+    if let Some(frame) = &row.elsewhere {
+        object["evaluated_in"] =
+            json!({"function": frame.function, "frame": frame.level, "thread": frame.thread});
     }
     object
 }

@@ -429,13 +429,13 @@ fn sdt_history_finds_locals_of_main_from_an_openmp_region() -> Result<(), Skip> 
         let trigger = row["trigger"].as_str().unwrap();
         let hit: usize = trigger.split(" hit ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
         assert_eq!(row["value"].as_str(), Some(before[hit - 1].to_string().as_str()), "{row}");
-        let place = row.get("evaluated_in").and_then(|p| p.as_str());
+        let place = row.get("evaluated_in");
         match row["thread"].as_i64() == Some(main) {
             true => assert_eq!(place, None, "main's own thread: {row}"),
             false => assert!(
-                place.is_some_and(
-                    |p| p.starts_with("main, frame #") && p.ends_with(&format!(" of thread {main}"))
-                ),
+                place.is_some_and(|p| p["function"] == "main"
+                    && p["frame"].as_u64().is_some()
+                    && p["thread"].as_i64() == Some(main)),
                 "{row}"
             ),
         }
