@@ -766,7 +766,7 @@ impl Tracer {
         if !self.symbols.at_trap(tid)? {
             return Ok(());
         }
-        if self.symbols.armed() && self.symbols.emulate_entry(tid)? {
+        if self.symbols.armed() && self.symbols.emulate_prologue(tid)? {
             return Ok(());
         }
         if self.symbols.armed() {
@@ -793,12 +793,13 @@ impl Tracer {
 
     /// Steps thread `tid`, every other thread stopped and the int3s out, from its
     /// function's entry to `body`, where the function's body starts: a prologue is a few
-    /// instructions in a straight line. Stops where it is if the way leaves that line (a
-    /// call, a jump) or takes more than [`PROLOGUE_STEPS`] steps.
+    /// instructions in a straight line, the usual first ones emulated. Stops where it is
+    /// if the way leaves that line (a call, a jump) or takes more than [`PROLOGUE_STEPS`]
+    /// steps.
     fn run_to(&mut self, tid: Tid, body: u64) -> Result<(), FreezeError> {
         let entry = ptrace::regs(tid)?.rip;
         for _ in 0..PROLOGUE_STEPS {
-            if !self.single_step(tid)? {
+            if !self.symbols.emulate_prologue(tid)? && !self.single_step(tid)? {
                 return Ok(());
             }
             let rip = ptrace::regs(tid)?.rip;

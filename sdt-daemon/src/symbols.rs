@@ -650,7 +650,7 @@ impl SymbolTraps {
     /// Moves `tid`, the program's only thread, past the first instruction of the
     /// function it stands at: emulated, or stepped with the int3s out.
     fn step_alone(&mut self, tid: Tid) -> Result<(), sdt_sys::Error> {
-        if self.emulate_entry(tid)? {
+        if self.emulate_prologue(tid)? {
             return Ok(());
         }
         self.disarm(tid)?;
@@ -685,19 +685,25 @@ impl SymbolTraps {
         Ok(self.traps.iter().find(|t| t.addr == rip).and_then(|t| t.body))
     }
 
-    /// Runs the first instruction of the function thread `tid` stands at without the
-    /// int3 being taken out, if it is a usual prologue: `endbr64`, `push` of a register,
-    /// or `ret` (the loader's `_dl_debug_state`). False if it is something else.
-    pub(crate) fn emulate_entry(&self, tid: Tid) -> Result<bool, sdt_sys::Error> {
+    /// Runs the instruction thread `tid` stands at (at an int3, the one it replaced,
+    /// without taking it out) if it is one of a prologue's usual ones: `endbr64`, `push`
+    /// of a register, `mov %rsp,%rbp`, or `ret` (the loader's `_dl_debug_state`). False
+    /// if it is something else.
+    pub(crate) fn emulate_prologue(&self, tid: Tid) -> Result<bool, sdt_sys::Error> {
         let mut regs = ptrace::regs(tid)?;
         let rip = regs.rip;
-        let Some(trap) = self.traps.iter().find(|t| t.addr == rip) else { return Ok(false) };
         let mut code = [0u8; 4];
         memory::read_exact(tid, rip, &mut code)?;
-        code[0] = trap.original;
+        if let Some(trap) = self.traps.iter().find(|t| t.addr == rip) {
+            code[0] = trap.original;
+        }
         let Some(step) = Prologue::decode(&code) else { return Ok(false) };
         match step {
             Prologue::Endbr64 => regs.rip = rip + 4,
+            Prologue::FramePointer => {
+                regs.rbp = regs.rsp;
+                regs.rip = rip + 3;
+            }
             Prologue::Push { reg, len } => {
                 let value = pushed(&regs, reg);
                 let rsp = regs.rsp.wrapping_sub(8);
@@ -910,7 +916,7 @@ fn suggestion(name: &str, functions: &[Function]) -> String {
     if near.is_empty() { String::new() } else { format!(" (did you mean {}?)", near.join(", ")) }
 }
 
-/// A function's first instruction, where it is one [`SymbolTraps::emulate_entry`] runs.
+/// One of a prologue's usual instructions, which [`SymbolTraps::emulate_prologue`] runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Prologue {
     /// `f3 0f 1e fa`: a no-op outside CET.
@@ -918,6 +924,8 @@ enum Prologue {
     /// `push %reg` (`50+r`, or `41 50+r` for r8–r15): `reg` is the register's number
     /// in the instruction set's encoding (0 `rax`, … 7 `rdi`, 8 `r8`, … 15 `r15`).
     Push { reg: u8, len: u64 },
+    /// `mov %rsp,%rbp` (`48 89 e5`): the frame pointer set up.
+    FramePointer,
     /// `ret` (`c3`): the whole of the loader's `_dl_debug_state`.
     Ret,
 }
@@ -951,6 +959,7 @@ impl Prologue {
             // push %rsp pushes the value before the decrement: left to a real step.
             [op @ 0x50..=0x57, ..] if op != 0x54 => Some(Prologue::Push { reg: op - 0x50, len: 1 }),
             [0x41, op @ 0x50..=0x57, ..] => Some(Prologue::Push { reg: 8 + op - 0x50, len: 2 }),
+            [0x48, 0x89, 0xe5, _] => Some(Prologue::FramePointer),
             [0xc3, ..] => Some(Prologue::Ret),
             _ => None,
         }
@@ -1102,6 +1111,8 @@ mod tests {
         let values: Vec<u64> = [0, 5, 7, 8, 15].into_iter().map(|r| pushed(&regs, r)).collect();
         assert_eq!(values, [1, 2, 3, 4, 5]);
         assert_eq!(Prologue::decode(&[0x48, 0x83, 0xec, 0x08]), None, "sub $8, %rsp");
+        assert_eq!(Prologue::decode(&[0x48, 0x89, 0xe5, 0x89]), Some(Prologue::FramePointer));
+        assert_eq!(Prologue::decode(&[0x48, 0x89, 0xe6, 0x89]), None, "mov %rsp,%rsi");
         assert_eq!(Prologue::decode(&[0xc3, 0x66, 0x66, 0x2e]), Some(Prologue::Ret));
     }
 }
