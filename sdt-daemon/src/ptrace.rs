@@ -656,8 +656,11 @@ impl Freezer for Tracer {
         };
         match breakpoint {
             // A symbol breakpoint has no record: its thread goes past the function's
-            // first instruction instead.
-            Some((hit, _)) if hit.record_addr == 0 => note(self.step_over(hit.tid)),
+            // first instruction instead, unless the capture took it to the body.
+            Some((hit, _)) if hit.record_addr == 0 => {
+                let at_entry = self.symbols.at_trap(hit.tid).map_err(FreezeError::from);
+                note(at_entry.and_then(|at| if at { self.step_over(hit.tid) } else { Ok(()) }));
+            }
             Some((hit, result)) => {
                 let answered = hit.record.answered(result);
                 note(
@@ -762,10 +765,6 @@ impl Tracer {
     /// with the int3s out, while every other thread is stopped, so none passes the entry
     /// unseen. The int3s stay out (the thaw puts them back).
     fn step_over(&mut self, tid: Tid) -> Result<(), FreezeError> {
-        // Already past it: taken to its function's body for the capture.
-        if !self.symbols.at_trap(tid)? {
-            return Ok(());
-        }
         if self.symbols.armed() && self.symbols.emulate_prologue(tid)? {
             return Ok(());
         }
