@@ -16,9 +16,10 @@
 #   sdt frame                  the user's frame, where a Rust thread stands in SDT's trap
 #                              or a rank in SDT's MPI library
 #   sdt frame --for EXPR       a frame where EXPR has a value: the user's frame, a caller's
-#                              where EXPR is a caller's local, or the one frame of F on
+#                              where EXPR is a caller's local, the one frame of F on
 #                              another thread where EXPR is F's local (an OpenMP region's
-#                              thread and `main`'s variables)
+#                              thread and `main`'s variables), or the one other thread's
+#                              frame that has it (main's locals from a lambda's thread)
 
 import os
 import re
@@ -295,15 +296,17 @@ rank in SDT's MPI library. With --caller, where a C or C++ thread stands in
 SetBreakpoint too: its caller's frame, whose variables are the user's.
 With --for EXPR: where EXPR has no value there but is a caller's local, the caller's
 frame; where it is a local of a function F that this thread does not run (an OpenMP
-region's variables of main, say), F's frame on the one thread that runs F. Where EXPR
-is a C++ reference, what it refers to is kept in $_sdt_referent."""
+region's variables of main, say), F's frame on the one thread that runs F; where no
+frame of this thread has it (main's locals from a lambda's thread), the innermost frame
+that has it on the one other thread that does. Where EXPR is a C++ reference, what it
+refers to is kept in $_sdt_referent."""
 
     def __init__(self):
         super().__init__("sdt frame", gdb.COMMAND_USER)
 
     def invoke(self, arg, from_tty):
         rest, caller = arg.strip(), False
-        if rest.startswith("--caller"):
+        if rest == "--caller" or rest.startswith("--caller "):
             rest, caller = rest[len("--caller"):].lstrip(), True
         if rest.startswith("--for ") and rest[len("--for "):].strip():
             expr = rest[len("--for "):]
