@@ -14,8 +14,8 @@
 //! - GCC's optimised code describes its arguments at the entry itself (location lists),
 //!   where gdb stops too: no move.
 //!
-//! Only the file's own DWARF is read (not a separate debug file), and only sections up to
-//! [`MAX_SECTION_BYTES`].
+//! Only the file's own DWARF is read (not a separate debug file), only the sections this
+//! needs, and only up to [`MAX_DWARF_BYTES`] of them: beyond, the entry stays the place.
 
 use std::borrow::Cow;
 
@@ -23,8 +23,24 @@ use gimli::{EndianSlice, RunTimeEndian, constants as dw};
 use object::{Object, ObjectSection};
 use sdt_store::Mapping;
 
-/// DWARF sections larger than this are not read: the entry stays the place.
-const MAX_SECTION_BYTES: u64 = 512 << 20;
+/// The most bytes of DWARF sections read for one function (they are held in memory
+/// while it is looked for).
+const MAX_DWARF_BYTES: u64 = 256 << 20;
+
+/// The sections a function's line rows and extent are found in; the others (location
+/// lists, macros, type units) are not read.
+const NEEDED: [gimli::SectionId; 10] = [
+    gimli::SectionId::DebugAbbrev,
+    gimli::SectionId::DebugAddr,
+    gimli::SectionId::DebugAranges,
+    gimli::SectionId::DebugInfo,
+    gimli::SectionId::DebugLine,
+    gimli::SectionId::DebugLineStr,
+    gimli::SectionId::DebugRanges,
+    gimli::SectionId::DebugRngLists,
+    gimli::SectionId::DebugStr,
+    gimli::SectionId::DebugStrOffsets,
+];
 
 type Reader<'a> = EndianSlice<'a, RunTimeEndian>;
 
@@ -36,9 +52,16 @@ pub(crate) fn body_start(mappings: &[Mapping], file: &str, entry: u64) -> Option
     let elf = object::File::parse(&cache).ok()?;
     let bias = sdt_target::load_bias(mappings, file, &elf)?;
     let endian = if elf.is_little_endian() { RunTimeEndian::Little } else { RunTimeEndian::Big };
+    let needed = |id: &gimli::SectionId| elf.section_by_name(id.name()).filter(|_| NEEDED.contains(id));
+    let bytes: u64 = NEEDED.iter().filter_map(|id| needed(id)).map(|s| s.size()).sum();
+    if bytes > MAX_DWARF_BYTES {
+        log::debug!(
+            "{file}: {bytes} bytes of DWARF, more than is read to find where a function's body starts"
+        );
+        return None;
+    }
     let sections = gimli::DwarfSections::load(|id| -> Result<Cow<[u8]>, ()> {
-        match elf.section_by_name(id.name()) {
-            Some(section) if section.size() > MAX_SECTION_BYTES => Err(()),
+        match needed(&id) {
             Some(section) => section.uncompressed_data().map_err(|_| ()),
             None => Ok(Cow::Borrowed(&[])),
         }
@@ -54,23 +77,44 @@ pub(crate) fn body_start(mappings: &[Mapping], file: &str, entry: u64) -> Option
 
 /// [`body_start`] in the file's own addresses.
 fn linked_body_start(dwarf: &gimli::Dwarf<Reader<'_>>, entry: u64) -> gimli::Result<Option<u64>> {
+    let Some(unit) = unit_holding(dwarf, entry)? else { return Ok(None) };
+    let Some(end) = function_end(dwarf, &unit, entry)? else { return Ok(None) };
+    let producer = match unit.entries().next_dfs()?.and_then(|root| root.attr_value(dw::DW_AT_producer)) {
+        Some(value) => dwarf.attr_string(&unit, value)?.to_string_lossy().into_owned(),
+        None => String::new(),
+    };
+    let llvm = is_llvm(&producer);
+    if !llvm && is_optimised(&producer) {
+        return Ok(None);
+    }
+    let Some(program) = unit.line_program.clone() else { return Ok(None) };
+    first_row_after(program, entry, end, llvm)
+}
+
+/// The unit whose code holds `address`: named at once by `.debug_aranges` where the
+/// compiler wrote it, else found by each unit's ranges.
+fn unit_holding<'a>(
+    dwarf: &gimli::Dwarf<Reader<'a>>,
+    address: u64,
+) -> gimli::Result<Option<gimli::Unit<Reader<'a>>>> {
+    let mut aranges = dwarf.debug_aranges.headers();
+    while let Some(header) = aranges.next()? {
+        let mut entries = header.entries();
+        while let Some(arange) = entries.next()? {
+            let range = arange.range();
+            if range.begin <= address && address < range.end {
+                return Ok(Some(
+                    dwarf.unit(dwarf.debug_info.header_from_offset(header.debug_info_offset())?)?,
+                ));
+            }
+        }
+    }
     let mut units = dwarf.units();
     while let Some(header) = units.next()? {
         let unit = dwarf.unit(header)?;
-        if !holds(dwarf.unit_ranges(&unit)?, entry)? {
-            continue;
+        if holds(dwarf.unit_ranges(&unit)?, address)? {
+            return Ok(Some(unit));
         }
-        let Some(end) = function_end(dwarf, &unit, entry)? else { return Ok(None) };
-        let producer = match unit.entries().next_dfs()?.and_then(|root| root.attr_value(dw::DW_AT_producer)) {
-            Some(value) => dwarf.attr_string(&unit, value)?.to_string_lossy().into_owned(),
-            None => String::new(),
-        };
-        let llvm = is_llvm(&producer);
-        if !llvm && is_optimised(&producer) {
-            return Ok(None);
-        }
-        let Some(program) = unit.line_program.clone() else { return Ok(None) };
-        return first_row_after(program, entry, end, llvm);
     }
     Ok(None)
 }
