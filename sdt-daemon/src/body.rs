@@ -53,7 +53,7 @@ pub(crate) fn body_start(mappings: &[Mapping], file: &str, entry: u64) -> Option
     let bias = sdt_target::load_bias(mappings, file, &elf)?;
     let endian = if elf.is_little_endian() { RunTimeEndian::Little } else { RunTimeEndian::Big };
     let needed = |id: &gimli::SectionId| elf.section_by_name(id.name()).filter(|_| NEEDED.contains(id));
-    let bytes: u64 = NEEDED.iter().filter_map(|id| needed(id)).map(|s| s.size()).sum();
+    let bytes: u64 = NEEDED.iter().filter_map(&needed).map(|s| s.size()).sum();
     if bytes > MAX_DWARF_BYTES {
         log::debug!(
             "{file}: {bytes} bytes of DWARF, more than is read to find where a function's body starts"
