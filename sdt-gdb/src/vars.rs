@@ -365,6 +365,18 @@ impl Program {
         }
     }
 
+    /// The global that holds `addr` in `snap`, down to its innermost member or element
+    /// (`accounts[3].lock`); `None` when no global of the program's own does.
+    pub fn name_at(&self, snap: &impl SnapshotSource, addr: u64) -> Option<String> {
+        let bias = load_bias(snap.meta(), self.link_base)?;
+        let at = addr.wrapping_sub(bias);
+        self.variables.iter().find_map(|var| {
+            let Place::Static(start) = var.place else { return None };
+            let offset = at.checked_sub(start).filter(|&off| off < var.ty.size())?;
+            Some(leaf_name(&var.name, &var.ty, offset, 0))
+        })
+    }
+
     /// What differs between snapshots `a` and `b` (`a`'s program: this one), by leaf
     /// (member, element), for the variables named in `only` (all when `None`); values
     /// within `tol` of `a`'s are the same. A thread-local is compared thread by thread:
@@ -415,6 +427,27 @@ impl Program {
             }
         }
         Ok(out)
+    }
+}
+
+/// The member or element of a `ty` named `name` that byte `offset` lies in, `depth`
+/// levels in.
+fn leaf_name(name: &str, ty: &Type, offset: u64, depth: u32) -> String {
+    if depth > MAX_TYPE_DEPTH {
+        return name.to_owned();
+    }
+    match ty {
+        Type::Array { elem, .. } if elem.size() > 0 => {
+            let size = elem.size();
+            leaf_name(&format!("{name}[{}]", offset / size), elem, offset % size, depth + 1)
+        }
+        Type::Struct { members, .. } => {
+            match members.iter().find(|(_, at, ty)| (*at..at.saturating_add(ty.size())).contains(&offset)) {
+                Some((member, at, ty)) => leaf_name(&format!("{name}.{member}"), ty, offset - at, depth + 1),
+                None => name.to_owned(),
+            }
+        }
+        _ => name.to_owned(),
     }
 }
 
@@ -794,6 +827,22 @@ mod tests {
         leaf_changes("pts", &ty, &words([1, 2, 3, 4]), &words([1, 5, 3, 4]), &Tolerance::EXACT, 0, &mut out);
         assert_eq!(out.len(), 1);
         assert_eq!((out[0].name.as_str(), out[0].old.as_str(), out[0].new.as_str()), ("pts[0].y", "2", "5"));
+    }
+
+    #[test]
+    fn an_address_is_named_by_the_member_or_element_it_lies_in() {
+        let int = Type::Int { size: 4, signed: true };
+        let lock = Type::Bytes { size: 40 };
+        let account = Type::Struct {
+            size: 48,
+            members: vec![("balance".into(), 0, Type::Int { size: 8, signed: true }), ("m".into(), 8, lock)],
+        };
+        let accounts = Type::Array { elem: Box::new(account), len: 4 };
+        assert_eq!(leaf_name("accounts", &accounts, 2 * 48 + 8, 0), "accounts[2].m");
+        assert_eq!(leaf_name("accounts", &accounts, 2 * 48 + 20, 0), "accounts[2].m");
+        assert_eq!(leaf_name("accounts", &accounts, 48 + 3, 0), "accounts[1].balance");
+        let grid = Type::Array { elem: Box::new(Type::Array { elem: Box::new(int), len: 4 }), len: 3 };
+        assert_eq!(leaf_name("grid", &grid, (4 + 2) * 4, 0), "grid[1][2]");
     }
 
     #[test]

@@ -32,6 +32,7 @@ use std::fs::File;
 
 mod activity;
 pub use activity::{Activity, SYSCALLS, syscall_name};
+pub mod waits;
 
 use object::{Object, ObjectSegment, ObjectSymbol, ReadCache};
 use sdt_abi::{SYMBOL_RECONFIG, SYMBOL_STATE, TRAP_RECORD_SIZE, TrapRecord};

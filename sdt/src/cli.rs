@@ -81,7 +81,9 @@ pub enum Action {
     /// Removed run ids are not given to later runs.
     #[command(after_help = "Examples:\n  sdt rm 3\n  sdt rm 2-5 8 --dry-run")]
     Rm(RmOpt),
-    /// Show a snapshot: trigger, timing, threads (what each was doing, pc, sp), mappings.
+    /// Show a snapshot: trigger, timing, threads (what each was doing, pc, sp), what the
+    /// blocked ones wait for (a mutex and its holder, a thread being joined) and the
+    /// deadlocks that makes, descriptors, mappings.
     Show(ShowOpt),
     /// Print an MPI job's message history: every rank's sends, receives (with the source
     /// and tag a wildcard receive took), completions, probes and collectives (non-blocking
@@ -395,8 +397,8 @@ pub struct RunOpt {
     #[arg(long)]
     pub no_signal_snapshot: bool,
     /// Stop the program if it is still running after this long (`30`, `90s`, `5m`): a
-    /// snapshot of where it is first (where a hang waits), then it is killed, and sdt
-    /// exits 124.
+    /// snapshot of where it is first (where a hang waits; threads that wait for each
+    /// other's mutexes are named), then it is killed, and sdt exits 124.
     #[arg(long, value_name = "SECONDS", value_parser = seconds)]
     pub timeout: Option<std::time::Duration>,
     /// Replay: make the MPI program's receives take the messages this replay record

@@ -9,6 +9,7 @@ use sdt_daemon::{
 };
 use sdt_store::JobMember;
 
+use crate::blocked::Blocked;
 use crate::cli::{RunOpt, TrackingArg};
 use crate::job::Job;
 use crate::{cmd_compact, cmd_replay, launcher};
@@ -52,6 +53,7 @@ pub fn run(opt: RunOpt) -> Result<ExitCode> {
     conclude(&outcome, &opt.store.store, opt.quiet);
     if let Some(name) = outcome.at_signal.as_deref().filter(|_| !opt.quiet) {
         eprintln!("sdt: {name} is the program as the signal found it: `sdt gdb {name}`");
+        say_deadlocks(&opt.store.store, outcome.run, name);
     }
     if let (ProgramExit::TimedOut, Some(limit)) = (outcome.exit, opt.timeout) {
         let then = outcome
@@ -62,6 +64,9 @@ pub fn run(opt: RunOpt) -> Result<ExitCode> {
             "sdt: the program was still running after {} (--timeout): it was stopped{then}",
             human::duration_ns(limit.as_nanos() as u64)
         );
+        if let Some(name) = outcome.at_deadline.as_deref() {
+            say_deadlocks(&opt.store.store, outcome.run, name);
+        }
     }
     if says_record {
         say_job_record(&opt.store.store, outcome.run);
@@ -70,6 +75,24 @@ pub fn run(opt: RunOpt) -> Result<ExitCode> {
         return Ok(ExitCode::from(LOST_SNAPSHOTS));
     }
     Ok(exit_code(outcome.exit, opt.quiet))
+}
+
+/// Says which threads of snapshot `name` (taken where a signal or `--timeout` stopped the
+/// program) wait for each other, if any do.
+fn say_deadlocks(store: &Path, run: sdt_store::RunId, name: &str) {
+    let blocked = || -> Result<Blocked> {
+        let store = sdt_store::Store::open(store)?;
+        let snap = store.open_run(&run)?.open_snapshot(name)?;
+        Ok(Blocked::of(&snap))
+    };
+    match blocked() {
+        Ok(blocked) => {
+            for deadlock in blocked.deadlocks() {
+                eprintln!("sdt: deadlock in {name}: {deadlock} (`sdt show {name}`)");
+            }
+        }
+        Err(e) => log::warn!("cannot read what the threads of {name} wait for: {e:#}"),
+    }
 }
 
 /// Once the last rank of a job ends: writes the job's replay record and says how many

@@ -8,6 +8,7 @@ use sdt_gdb::arrivals::Arrival;
 use sdt_store::{Content, FileKind, FileState, OpenFile, Trigger};
 use sdt_target::Activity;
 
+use crate::blocked::Blocked;
 use crate::cli::ShowOpt;
 use crate::cmd_events::{located, site_lines};
 use crate::job::{self, Job};
@@ -142,6 +143,17 @@ pub fn show(opt: ShowOpt) -> Result<()> {
             t.pc(),
             t.sp()
         );
+    }
+    let blocked = Blocked::of(&snap);
+    if !blocked.is_empty() {
+        let lines = blocked.lines();
+        println!("\nwaits ({}):", lines.len());
+        for line in lines {
+            println!("  {line}");
+        }
+        for deadlock in blocked.deadlocks() {
+            println!("  deadlock: {deadlock}");
+        }
     }
     println!("\ndescriptors ({}):", m.files.len());
     println!("  {:>5}  {:<11} {:<6} WHAT", "FD", "KIND", "FLAGS");

@@ -3,6 +3,7 @@
 
 #![deny(unsafe_code)]
 
+mod blocked;
 mod cli;
 mod cmd_check;
 mod cmd_compact;

@@ -4,7 +4,11 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
 
-use crate::harness::{Sdt, describe, gdb, gdb_values, program, run, stderr, stdout, wait_with_timeout};
+use sdt_test_harness::Skip;
+
+use crate::harness::{
+    Sdt, cpp_program, describe, gdb, gdb_values, program, run, stderr, stdout, wait_with_timeout,
+};
 
 fn exit_code_is_the_programs() {
     let sdt = Sdt::new();
@@ -35,6 +39,69 @@ fn a_program_past_its_timeout_is_snapshotted_and_stopped() {
     let text = stdout(&sdt.ok(&["gdb", "S1", "--", "-batch", "-ex", "thread apply all bt"]));
     assert_eq!(text.matches(" in worker (").count(), 2, "{text}");
     assert_eq!(text.matches("_lll_lock_wait (").count(), 2, "both wait for a lock: {text}");
+    // sdt says which threads deadlocked, on which mutexes, and that main waits behind them.
+    let deadlock = stderr(&out).lines().find(|l| l.starts_with("sdt: deadlock in S1: ")).map(str::to_owned);
+    let deadlock = deadlock.unwrap_or_else(|| panic!("no deadlock named: {}", describe(&out)));
+    let show = stdout(&sdt.ok(&["show", "S1"]));
+    let (a, b) = (thread_tids(&show)[1], thread_tids(&show)[2]);
+    let holder = |t: i32| if t == a { b } else { a };
+    let step = |t: i32, lock: &str| format!("{t} for mutex `{lock}`, held by {}", holder(t));
+    let (wants_first, wants_second) = if deadlock.contains(&step(a, "first")) { (a, b) } else { (b, a) };
+    assert!(deadlock.contains(&step(wants_first, "first")), "{deadlock}");
+    assert!(deadlock.contains(&step(wants_second, "second")), "{deadlock}");
+    assert!(deadlock.ends_with("waits behind them (`sdt show S1`)"), "{deadlock}");
+    assert!(show.contains(&format!("for thread {a} to end (joining it)")), "{show}");
+    assert!(
+        show.contains(&format!("  deadlock: threads {} and {} wait for each other: ", a.min(b), a.max(b))),
+        "{show}"
+    );
+}
+
+/// The tids of the threads `sdt show` lists, main's first.
+fn thread_tids(show: &str) -> Vec<i32> {
+    let table = show.split("\nthreads (").nth(1).expect("a thread table");
+    let rows = table.lines().skip(2).take_while(|l| !l.is_empty());
+    rows.map(|l| l.split_whitespace().next().unwrap().parse().unwrap()).collect()
+}
+
+/// `sdt show` says what each thread asleep in futex waits for: a std::mutex in an array
+/// of structs and its holder, a condition variable, a priority-inheriting mutex, a mutex
+/// its own holder locks again; and names each deadlock with the threads behind it.
+fn sdt_show_says_what_each_blocked_thread_waits_for() -> Result<(), Skip> {
+    let sdt = Sdt::new();
+    let prog = cpp_program("blocked")?;
+    let out = sdt.output(&["run", "-q", "--timeout", "3", "--", prog.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(124), "{}", describe(&out));
+    assert_eq!(stdout(&out), "blocked\n");
+    let show = stdout(&sdt.ok(&["show", "S0"]));
+    let (main, t) = (thread_tids(&show)[0], thread_tids(&show)[1..].to_vec());
+    let expected = [
+        format!("{:>7}  for mutex `accounts[2].m` (0x", t[0]),
+        format!("{:>7}  for mutex `accounts[1].m` (0x", t[1]),
+        format!("{:>7}  on futex word `never` (0x", t[2]),
+        format!("{:>7}  for mutex `twice` (0x", t[3]),
+        format!("{:>7}  for mutex `inherited` (0x", t[4]),
+    ];
+    let waits: Vec<&str> = show.split("\nwaits (5):\n").nth(1).expect("waits").lines().take(5).collect();
+    for (line, start) in waits.iter().zip(&expected) {
+        assert!(line.trim_start().starts_with(start.trim_start()), "{line:?} is not {start:?}: {show}");
+    }
+    assert!(waits[0].ends_with(&format!("held by thread {}", t[1])), "{show}");
+    assert!(waits[3].ends_with("which it holds itself"), "{show}");
+    assert!(waits[4].ends_with(&format!("held by thread {}", t[3])), "{show}");
+    let deadlocks: Vec<&str> = show.lines().filter(|l| l.starts_with("  deadlock: ")).collect();
+    assert_eq!(deadlocks.len(), 2, "{show}");
+    assert!(
+        deadlocks[0].starts_with(&format!("  deadlock: threads {} and {} wait for each other: ", t[0], t[1]))
+    );
+    assert!(!deadlocks[0].contains("behind"), "main is at its breakpoint in S0: {show}");
+    assert!(deadlocks[1].ends_with(&format!("; thread {} waits behind it", t[4])), "{show}");
+    // At the timeout, main joins the first account's thread: behind that deadlock.
+    let said = stderr(&out);
+    let at_timeout: Vec<&str> = said.lines().filter(|l| l.starts_with("sdt: deadlock in S1: ")).collect();
+    assert_eq!(at_timeout.len(), 2, "{said}");
+    assert!(at_timeout[0].ends_with(&format!("; thread {main} waits behind them (`sdt show S1`)")), "{said}");
+    Ok(())
 }
 
 fn stdin_and_stdout_pass_through() {
@@ -292,6 +359,7 @@ sdt_test_harness::tests![
     version_names_the_store_format_and_the_kernel_features,
     exit_code_is_the_programs,
     a_program_past_its_timeout_is_snapshotted_and_stopped,
+    sdt_show_says_what_each_blocked_thread_waits_for,
     stdin_and_stdout_pass_through,
     signals_reach_the_program,
     the_programs_own_sigtraps_reach_it,

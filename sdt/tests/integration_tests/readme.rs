@@ -171,6 +171,11 @@ fn setting(name: &str) -> Result<tempfile::TempDir, Skip> {
         }
         "accumulate" => copy(&program("accumulate"), "accumulate"),
         "behave" => copy(&program("behave"), "behave"),
+        // The hangs test program, set to deadlock.
+        "hangs" => {
+            copy(&program("hangs"), "hangs");
+            std::fs::write(dir.path().join("hang"), "").unwrap();
+        }
         // The states test program, run once.
         "states" => {
             copy(&program("states"), "states");

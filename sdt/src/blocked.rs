@@ -1,0 +1,174 @@
+//! What a snapshot's blocked threads wait for, in words: the mutex (by the global's name
+//! where the program's DWARF has it) and its holder, the thread being joined, and the
+//! deadlocks those waits make. For `sdt show` and for `sdt run`'s last word on a program
+//! stopped at a signal or at its `--timeout`.
+
+use sdt_daemon::human::escape;
+use sdt_gdb::vars::Program;
+use sdt_store::Snapshot;
+use sdt_target::waits::{self, Wait, Waited};
+
+/// The waits of a snapshot's threads and their deadlocks, with the words that name them.
+pub struct Blocked {
+    waits: Vec<Wait>,
+    /// Per wait: the futex word, named in full (with its address) and in short.
+    words: Vec<(String, String)>,
+    /// The threads of the snapshot.
+    threads: Vec<i32>,
+    /// Cycles of waits, as indices into `waits`.
+    cycles: Vec<Vec<usize>>,
+}
+
+impl Blocked {
+    /// Reads what `snap`'s threads asleep in `futex` wait for. The program's DWARF is read
+    /// only when some thread waits.
+    pub fn of(snap: &Snapshot) -> Blocked {
+        let meta = snap.meta();
+        let read = |addr, buf: &mut [u8]| snap.read(addr, buf).is_ok();
+        let waits = waits::waits(&meta.threads, &read);
+        let program = if waits.is_empty() { None } else { Program::load(snap).ok() };
+        let words = waits.iter().map(|w| word_name(snap, program.as_ref(), w.word)).collect();
+        let cycles = waits::cycles(&waits);
+        Blocked { waits, words, threads: meta.threads.iter().map(|t| t.tid).collect(), cycles }
+    }
+
+    /// Whether no thread waits in `futex`.
+    pub fn is_empty(&self) -> bool {
+        self.waits.is_empty()
+    }
+
+    /// One line per waiting thread: `TID  for mutex `m` (0x…), held by thread T`.
+    pub fn lines(&self) -> Vec<String> {
+        (0..self.waits.len())
+            .map(|i| format!("{:>7}  {}", self.waits[i].tid, self.wait_text(i, false)))
+            .collect()
+    }
+
+    /// One sentence per deadlock: `threads A and B wait for each other: A for …; B for …`,
+    /// and the threads blocked behind it.
+    pub fn deadlocks(&self) -> Vec<String> {
+        self.cycles
+            .iter()
+            .map(|cycle| {
+                let behind: Vec<i32> =
+                    waits::behind(&self.waits, cycle).iter().map(|&i| self.waits[i].tid).collect();
+                let them = if cycle.len() == 1 { "it" } else { "them" };
+                match behind.as_slice() {
+                    [] => self.cycle_text(cycle),
+                    [one] => format!("{}; thread {one} waits behind {them}", self.cycle_text(cycle)),
+                    more => {
+                        format!("{}; threads {} wait behind {them}", self.cycle_text(cycle), listed(more))
+                    }
+                }
+            })
+            .collect()
+    }
+
+    /// What wait `i` is for; in a deadlock's words (the word in short, no holder), or
+    /// in full.
+    fn wait_text(&self, i: usize, in_cycle: bool) -> String {
+        let w = &self.waits[i];
+        let word = if in_cycle { &self.words[i].1 } else { &self.words[i].0 };
+        match w.waited {
+            Waited::Mutex { .. } if in_cycle => format!("for mutex {word}"),
+            Waited::Mutex { owner } if owner == w.tid => format!("for mutex {word}, which it holds itself"),
+            Waited::Mutex { owner } if self.threads.contains(&owner) => {
+                format!("for mutex {word}, held by thread {owner}")
+            }
+            Waited::Mutex { owner } => format!(
+                "for mutex {word}, held by thread {owner}, not a thread of the process (it ended \
+                 holding it, or is another process's)"
+            ),
+            Waited::Join { thread } => format!("for thread {thread} to end (joining it)"),
+            Waited::Futex => format!(
+                "on futex word {word} (a condition variable, barrier, semaphore, or a lock that \
+                 records no owner)"
+            ),
+        }
+    }
+
+    fn cycle_text(&self, cycle: &[usize]) -> String {
+        if let [only] = cycle {
+            let short = self.words[*only].1.as_str();
+            return format!(
+                "thread {} waits for mutex {short}, which it holds itself",
+                self.waits[*only].tid
+            );
+        }
+        let tids: Vec<i32> = cycle.iter().map(|&i| self.waits[i].tid).collect();
+        let how = if cycle.len() == 2 { "for each other" } else { "in a cycle" };
+        let steps: Vec<String> = cycle
+            .iter()
+            .map(|&i| {
+                let w = &self.waits[i];
+                match w.waited {
+                    Waited::Mutex { owner } => {
+                        format!("{} {}, held by {owner}", w.tid, self.wait_text(i, true))
+                    }
+                    _ => format!("{} {}", w.tid, self.wait_text(i, true)),
+                }
+            })
+            .collect();
+        format!("threads {} wait {how}: {}", listed(&tids), steps.join("; "))
+    }
+}
+
+/// `a`, `a and b`, `a, b and c`.
+fn listed(tids: &[i32]) -> String {
+    match tids {
+        [rest @ .., last] if !rest.is_empty() => {
+            let rest: Vec<String> = rest.iter().map(i32::to_string).collect();
+            format!("{} and {last}", rest.join(", "))
+        }
+        _ => tids.iter().map(i32::to_string).collect(),
+    }
+}
+
+/// `name` without its last members that the implementation's names: `never._M_cond._M_cond`
+/// (a `std::condition_variable`) is `never`. Elements are kept (`locks._M_elems[2]`).
+fn user_part(name: &str) -> &str {
+    let mut name = name;
+    while let Some((before, last)) = name.rsplit_once('.') {
+        if !last.starts_with('_') || last.contains('[') {
+            break;
+        }
+        name = before;
+    }
+    name
+}
+
+/// A futex word by the global it lies in (`` `accounts[3].lock` (0x…) ``, in short
+/// `` `accounts[3].lock` ``), else by its address and the mapping it lies in (in short,
+/// its address).
+fn word_name(snap: &Snapshot, program: Option<&Program>, addr: u64) -> (String, String) {
+    if let Some(name) = program.and_then(|p| p.name_at(snap, addr)) {
+        let short = format!("`{}`", escape(user_part(&name)));
+        return (format!("{short} ({addr:#x})"), short);
+    }
+    let full = match snap.meta().mappings.iter().find(|m| m.contains(addr)) {
+        Some(m) if !m.path.is_empty() => format!("{addr:#x} in {}", escape(&m.path)),
+        Some(_) => format!("{addr:#x} in anonymous memory"),
+        None => format!("{addr:#x}"),
+    };
+    (full, format!("{addr:#x}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_lose_the_implementations_members_but_keep_elements() {
+        assert_eq!(user_part("never._M_cond._M_cond"), "never");
+        assert_eq!(user_part("accounts[2].m"), "accounts[2].m");
+        assert_eq!(user_part("locks._M_elems[2]._M_mutex"), "locks._M_elems[2]");
+        assert_eq!(user_part("_private"), "_private");
+    }
+
+    #[test]
+    fn threads_are_listed_in_words() {
+        assert_eq!(listed(&[7]), "7");
+        assert_eq!(listed(&[7, 8]), "7 and 8");
+        assert_eq!(listed(&[7, 8, 9]), "7, 8 and 9");
+    }
+}

@@ -1,0 +1,102 @@
+// Threads blocked every way `sdt show` tells apart, then a breakpoint (main's, once all
+// of them wait) and a hang, which `sdt run --timeout` ends:
+//  - two threads each holding the std::mutex of one account and waiting for the other's
+//    (a deadlock), main joining the first of them;
+//  - a thread waiting on a std::condition_variable nobody signals;
+//  - a thread holding a priority-inheriting mutex and locking a normal one it already
+//    holds (a deadlock of one), and a thread waiting for the priority-inheriting one.
+// Prints "blocked" once every thread waits.
+//   usage: blocked
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+#include <pthread.h>
+#include <semaphore.h>
+#include <unistd.h>
+
+#include "sdt.h"
+
+struct Account {
+	long balance;
+	std::mutex m;
+};
+
+Account accounts[4];
+std::mutex alone;
+std::condition_variable never;
+pthread_mutex_t inherited, twice = PTHREAD_MUTEX_INITIALIZER;
+pthread_barrier_t both_hold;
+sem_t holds_inherited;
+
+static void transfer(int from, int to)
+{
+	std::lock_guard<std::mutex> a(accounts[from].m);
+	pthread_barrier_wait(&both_hold);
+	std::lock_guard<std::mutex> b(accounts[to].m);
+	accounts[to].balance += 1;
+}
+
+// Whether thread `tid` sleeps in futex (system call 202) on a word of `object`.
+template <typename T> static bool waits_on(pid_t tid, const T &object)
+{
+	char path[64], line[128] = "";
+	snprintf(path, sizeof path, "/proc/self/task/%d/syscall", tid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return false;
+	int nr = -1;
+	unsigned long word = 0;
+	bool read = fgets(line, sizeof line, f) && sscanf(line, "%d %lx", &nr, &word) == 2;
+	fclose(f);
+	unsigned long start = (unsigned long)&object;
+	return read && nr == 202 && word >= start && word < start + sizeof object;
+}
+
+int main()
+{
+	pthread_mutexattr_t pi;
+	pthread_mutexattr_init(&pi);
+	pthread_mutexattr_setprotocol(&pi, PTHREAD_PRIO_INHERIT);
+	pthread_mutex_init(&inherited, &pi);
+	pthread_barrier_init(&both_hold, nullptr, 2);
+	sem_init(&holds_inherited, 0, 0);
+	pid_t tids[5];
+	sem_t started;
+	sem_init(&started, 0, 0);
+	auto thread = [&](int i, auto body) {
+		return std::thread([&, i, body] {
+			tids[i] = gettid();
+			sem_post(&started);
+			body();
+		});
+	};
+	std::thread t0 = thread(0, [] { transfer(1, 2); });
+	std::thread t1 = thread(1, [] { transfer(2, 1); });
+	std::thread t2 = thread(2, [] {
+		std::unique_lock<std::mutex> lock(alone);
+		never.wait(lock, [] { return false; });
+	});
+	std::thread t3 = thread(3, [] {
+		pthread_mutex_lock(&inherited);
+		sem_post(&holds_inherited);
+		pthread_mutex_lock(&twice);
+		pthread_mutex_lock(&twice);
+	});
+	std::thread t4 = thread(4, [] {
+		sem_wait(&holds_inherited);
+		pthread_mutex_lock(&inherited);
+	});
+	for (int i = 0; i < 5; i++)
+		sem_wait(&started);
+	while (!waits_on(tids[0], accounts[2].m) || !waits_on(tids[1], accounts[1].m) ||
+	       !waits_on(tids[2], never) || !waits_on(tids[3], twice) || !waits_on(tids[4], inherited))
+		usleep(1000);
+	puts("blocked");
+	fflush(stdout);
+	SetBreakpoint(1, 1, 1, 0, "blocked");
+	t0.join();
+	return 0;
+}
