@@ -137,20 +137,11 @@ mod tests {
     use sdt_abi::regs::UserRegs;
 
     use super::*;
+    use crate::test_threads::thread_with;
 
     fn thread(orig_rax: i64, rax: i64, state: ThreadRunState) -> ThreadState {
         let regs = UserRegs { orig_rax: orig_rax as u64, rax: rax as u64, ..bytemuck::Zeroable::zeroed() };
-        ThreadState {
-            tid: 1,
-            name: "t".into(),
-            state,
-            gpregs: bytemuck::bytes_of(&regs).to_vec(),
-            fpregs: Vec::new(),
-            xstate: Vec::new(),
-            sigmask: 0,
-            rseq: None,
-            robust_list: None,
-        }
+        thread_with(1, regs, state)
     }
 
     #[test]

@@ -34,6 +34,9 @@ mod activity;
 pub use activity::{Activity, SYSCALLS, syscall_name};
 pub mod waits;
 
+#[cfg(test)]
+mod test_threads;
+
 use object::{Object, ObjectSegment, ObjectSymbol, ReadCache};
 use sdt_abi::{SYMBOL_RECONFIG, SYMBOL_STATE, TRAP_RECORD_SIZE, TrapRecord};
 use sdt_store::{Mapping, Snapshot, SnapshotMeta, ThreadRunState, Trigger};

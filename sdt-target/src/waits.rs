@@ -188,22 +188,13 @@ mod tests {
 
     use super::*;
     use crate::ERESTARTSYS;
+    use crate::test_threads::thread_with;
 
     /// A thread asleep in `futex(word, op)`, or running when `word` is 0.
     fn thread(tid: i32, word: u64, op: u64, fs_base: u64) -> ThreadState {
         let (orig_rax, rax) = if word == 0 { (u64::MAX, 0) } else { (SYS_FUTEX, (-ERESTARTSYS) as u64) };
         let regs = UserRegs { orig_rax, rax, rdi: word, rsi: op, fs_base, ..bytemuck::Zeroable::zeroed() };
-        ThreadState {
-            tid,
-            name: "t".into(),
-            state: ThreadRunState::Running,
-            gpregs: bytemuck::bytes_of(&regs).to_vec(),
-            fpregs: Vec::new(),
-            xstate: Vec::new(),
-            sigmask: 0,
-            rseq: None,
-            robust_list: None,
-        }
+        thread_with(tid, regs, ThreadRunState::Running)
     }
 
     /// Memory of 32-bit words at given addresses, zero elsewhere.
