@@ -44,6 +44,7 @@
 #![deny(unsafe_code)]
 
 pub mod arrivals;
+pub mod blocked;
 pub mod core;
 pub mod diff;
 mod error;

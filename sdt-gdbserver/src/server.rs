@@ -4,6 +4,7 @@
 
 use std::io::{self, BufRead, Write};
 
+use sdt_gdb::blocked::Blocked;
 use sdt_store::{SnapshotSource, ThreadState};
 
 use crate::edits::Edits;
@@ -322,7 +323,8 @@ impl<T: Timeline, R: BufRead, W: Write> Server<'_, T, R, W> {
                 let current = self.snap().meta().name.clone();
                 entries.iter().map(|e| entry_line(e, e.name == current)).collect()
             }),
-            _ => "sdt: the monitor commands are `goto SNAPSHOT`, `list` and `commit`\n".to_owned(),
+            (Some("waits"), None, _) => waits_text(self.snap()),
+            _ => "sdt: the monitor commands are `goto SNAPSHOT`, `list`, `waits` and `commit`\n".to_owned(),
         }
     }
 
@@ -424,6 +426,18 @@ fn parse_tid(id: &[u8]) -> Option<i32> {
 fn entry_line(e: &Entry, current: bool) -> String {
     let mark = if current { '*' } else { ' ' };
     format!("{mark} {} thread {} {}\n", e.name, e.tid, e.trigger_text())
+}
+
+/// `monitor waits`: what each thread of `snap` asleep in `futex` waits for, and the
+/// deadlocks among them, as `sdt show` lists them.
+fn waits_text(snap: &impl SnapshotSource) -> String {
+    let blocked = Blocked::of(snap);
+    if blocked.is_empty() {
+        return "no thread waits in futex\n".to_owned();
+    }
+    let lines =
+        blocked.lines().into_iter().chain(blocked.deadlocks().into_iter().map(|d| format!("deadlock: {d}")));
+    lines.map(|l| l + "\n").collect()
 }
 
 fn error_line(why: String) -> String {

@@ -127,7 +127,7 @@ pub enum Action {
     Export(ExportAction),
     /// Open a snapshot in gdb, served straight from the store (`sdt gdbserver`), with
     /// SDT's commands: `sdt list`, `sdt goto S4`, `sdt next`, `sdt prev`,
-    /// `sdt history EXPR`, `sdt last EXPR`.
+    /// `sdt history EXPR`, `sdt last EXPR`, `sdt waits`.
     Gdb(GdbOpt),
     /// Serve a snapshot to gdb over its remote protocol, on stdin/stdout
     /// (`target remote | sdt gdbserver S3`) or on a TCP port (`--listen`), for gdb and the

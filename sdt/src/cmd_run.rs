@@ -7,9 +7,9 @@ use anyhow::{Context, Result, bail};
 use sdt_daemon::{
     CaptureConfig, MpiStop, ProgramExit, RunOptions, RunOutcome, SymbolBreak, Target, Tracking, human,
 };
+use sdt_gdb::blocked::Blocked;
 use sdt_store::JobMember;
 
-use crate::blocked::Blocked;
 use crate::cli::{RunOpt, TrackingArg};
 use crate::job::Job;
 use crate::{cmd_compact, cmd_replay, launcher};

@@ -5,10 +5,10 @@ use std::path::Path;
 use anyhow::Result;
 use sdt_daemon::human::{self, escape};
 use sdt_gdb::arrivals::Arrival;
+use sdt_gdb::blocked::Blocked;
 use sdt_store::{Content, FileKind, FileState, OpenFile, Trigger};
 use sdt_target::Activity;
 
-use crate::blocked::Blocked;
 use crate::cli::ShowOpt;
 use crate::cmd_events::{located, site_lines};
 use crate::job::{self, Job};

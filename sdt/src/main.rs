@@ -3,7 +3,6 @@
 
 #![deny(unsafe_code)]
 
-mod blocked;
 mod cli;
 mod cmd_check;
 mod cmd_compact;

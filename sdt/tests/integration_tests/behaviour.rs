@@ -51,10 +51,24 @@ fn a_program_past_its_timeout_is_snapshotted_and_stopped() {
     assert!(deadlock.contains(&step(wants_second, "second")), "{deadlock}");
     assert!(deadlock.ends_with("waits behind them (`sdt show S1`)"), "{deadlock}");
     assert!(show.contains(&format!("for thread {a} to end (joining it)")), "{show}");
-    assert!(
-        show.contains(&format!("  deadlock: threads {} and {} wait for each other: ", a.min(b), a.max(b))),
-        "{show}"
-    );
+    let deadlock_in_show = format!("deadlock: threads {} and {} wait for each other: ", a.min(b), a.max(b));
+    assert!(show.contains(&format!("  {deadlock_in_show}")), "{show}");
+    // And in gdb, `sdt waits` lists them for the snapshot it is at.
+    let text = stdout(&sdt.ok(&[
+        "gdb",
+        "S1",
+        "--",
+        "-batch",
+        "-ex",
+        "sdt waits",
+        "-ex",
+        "sdt goto S0",
+        "-ex",
+        "sdt waits",
+    ]));
+    assert!(text.contains(&format!("for thread {a} to end (joining it)\n")), "{text}");
+    assert!(text.lines().any(|l| l.starts_with(&deadlock_in_show)), "{text}");
+    assert!(text.contains("\nno thread waits in futex\n"), "S0 is before the threads start: {text}");
 }
 
 /// The tids of the threads `sdt show` lists, main's first.

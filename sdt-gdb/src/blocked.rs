@@ -1,12 +1,15 @@
 //! What a snapshot's blocked threads wait for, in words: the mutex (by the global's name
 //! where the program's DWARF has it) and its holder, the thread being joined, and the
-//! deadlocks those waits make. For `sdt show` and for `sdt run`'s last word on a program
-//! stopped at a signal or at its `--timeout`.
+//! deadlocks those waits make. For `sdt show`, `sdt run`'s last word on a program stopped
+//! at a signal or at its `--timeout`, and `sdt waits` in gdb.
+//!
+//! Names from the snapshot (a global's, a mapping's path) are written with
+//! [`str::escape_debug`]: they reach a terminal.
 
-use sdt_daemon::human::escape;
-use sdt_gdb::vars::Program;
-use sdt_store::Snapshot;
+use sdt_store::SnapshotSource;
 use sdt_target::waits::{self, Wait, Waited};
+
+use crate::vars::Program;
 
 /// The waits of a snapshot's threads and their deadlocks, with the words that name them.
 pub struct Blocked {
@@ -22,7 +25,7 @@ pub struct Blocked {
 impl Blocked {
     /// Reads what `snap`'s threads asleep in `futex` wait for. The program's DWARF is read
     /// only when some thread waits.
-    pub fn of(snap: &Snapshot) -> Blocked {
+    pub fn of(snap: &impl SnapshotSource) -> Blocked {
         let meta = snap.meta();
         let read = |addr, buf: &mut [u8]| snap.read(addr, buf).is_ok();
         let waits = waits::waits(&meta.threads, &read);
@@ -140,13 +143,13 @@ fn user_part(name: &str) -> &str {
 /// A futex word by the global it lies in (`` `accounts[3].lock` (0x…) ``, in short
 /// `` `accounts[3].lock` ``), else by its address and the mapping it lies in (in short,
 /// its address).
-fn word_name(snap: &Snapshot, program: Option<&Program>, addr: u64) -> (String, String) {
+fn word_name(snap: &impl SnapshotSource, program: Option<&Program>, addr: u64) -> (String, String) {
     if let Some(name) = program.and_then(|p| p.name_at(snap, addr)) {
-        let short = format!("`{}`", escape(user_part(&name)));
+        let short = format!("`{}`", user_part(&name).escape_debug());
         return (format!("{short} ({addr:#x})"), short);
     }
     let full = match snap.meta().mappings.iter().find(|m| m.contains(addr)) {
-        Some(m) if !m.path.is_empty() => format!("{addr:#x} in {}", escape(&m.path)),
+        Some(m) if !m.path.is_empty() => format!("{addr:#x} in {}", m.path.escape_debug()),
         Some(_) => format!("{addr:#x} in anonymous memory"),
         None => format!("{addr:#x}"),
     };
