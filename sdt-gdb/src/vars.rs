@@ -606,9 +606,22 @@ fn read_variables(dwarf: &gimli::Dwarf<Reader<'_>>) -> gimli::Result<Vec<Variabl
     while let Some(header) = units.next()? {
         let unit = dwarf.unit(header)?;
         let mut entries = unit.entries();
+        // The namespaces around the entry (C++'s, Rust's modules), with their depths.
+        let mut namespaces: Vec<(isize, String)> = Vec::new();
         while let Some(entry) = entries.next_dfs()? {
-            // Children of the unit only: a function's statics are not globals.
-            if entry.depth() != 1 || entry.tag() != dw::DW_TAG_variable {
+            let depth = entry.depth();
+            namespaces.retain(|(d, _)| *d < depth);
+            if entry.tag() == dw::DW_TAG_namespace && depth == namespaces.len() as isize + 1 {
+                let name = match entry.attr_value(dw::DW_AT_name) {
+                    Some(n) => dwarf.attr_string(&unit, n)?.to_string_lossy().into_owned(),
+                    None => "(anonymous namespace)".to_owned(),
+                };
+                namespaces.push((depth, name));
+                continue;
+            }
+            // Children of the unit or of its namespaces only: a function's statics are
+            // not globals.
+            if depth != namespaces.len() as isize + 1 || entry.tag() != dw::DW_TAG_variable {
                 continue;
             }
             let Some(place) = entry.attr_value(dw::DW_AT_location).and_then(|v| place(&unit, v)) else {
@@ -621,6 +634,12 @@ fn read_variables(dwarf: &gimli::Dwarf<Reader<'_>>) -> gimli::Result<Vec<Variabl
             };
             let Some(name) = decl.attr_value(dw::DW_AT_name) else { continue };
             let name = dwarf.attr_string(&unit, name)?.to_string_lossy().into_owned();
+            let name = namespaces
+                .iter()
+                .map(|(_, n)| n.as_str())
+                .chain([name.as_str()])
+                .collect::<Vec<_>>()
+                .join("::");
             let ty = entry
                 .attr_value(dw::DW_AT_type)
                 .or_else(|| decl.attr_value(dw::DW_AT_type))
@@ -796,6 +815,33 @@ mod tests {
         assert!(program.variables().is_empty());
         let err = Program::parse("p", &build(&[])).err().unwrap();
         assert!(matches!(err, VarsError::NoDebugInfo(_)), "{err}");
+    }
+
+    #[test]
+    fn globals_in_modules_and_namespaces_go_by_their_qualified_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let source = dir.path().join("p.rs");
+        let text = "pub mod bank { pub static TOTAL: std::sync::atomic::AtomicI64 = \
+                    std::sync::atomic::AtomicI64::new(5); }\n\
+                    fn main() { bank::TOTAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed); }\n";
+        std::fs::write(&source, text).unwrap();
+        let out = dir.path().join("p");
+        let built = std::process::Command::new("rustc").args(["-g", "-o"]).arg(&out).arg(&source).status();
+        assert!(built.unwrap().success());
+        let program = Program::parse("p", &std::fs::read(out).unwrap()).unwrap();
+        let total = program.variable("p::bank::TOTAL").expect("p::bank::TOTAL");
+        assert!(matches!(total.place, Place::Static(_)), "{total:?}");
+        let mut left = Vec::new();
+        leaf_changes(
+            "p::bank::TOTAL",
+            &total.ty,
+            &5i64.to_le_bytes(),
+            &6i64.to_le_bytes(),
+            &Tolerance::EXACT,
+            0,
+            &mut left,
+        );
+        assert_eq!(left.len(), 1, "an AtomicI64's value is its one leaf: {:?}", total.ty);
     }
 
     #[test]
