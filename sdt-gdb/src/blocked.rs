@@ -1,13 +1,15 @@
 //! What a snapshot's blocked threads wait for, in words: the mutex (by the global's name
 //! where the program's DWARF has it) and its holder, the thread being joined, and the
-//! deadlocks those waits make. For `sdt show`, `sdt run`'s last word on a program stopped
+//! deadlocks those waits make; the descriptor a thread blocked in I/O waits on, and the
+//! child a thread waits for. For `sdt show`, `sdt run`'s last word on a program stopped
 //! at a signal or at its `--timeout`, and `sdt waits` in gdb.
 //!
 //! Names from the snapshot (a global's, a mapping's path) are written with
 //! [`str::escape_debug`]: they reach a terminal.
 
-use sdt_store::SnapshotSource;
+use sdt_store::{SnapshotMeta, SnapshotSource};
 use sdt_target::waits::{self, Wait, Waited};
+use sdt_target::{Activity, syscall_name};
 
 use crate::vars::Program;
 
@@ -18,6 +20,8 @@ pub struct Blocked {
     words: Vec<(String, String)>,
     /// The threads of the snapshot.
     threads: Vec<i32>,
+    /// Threads blocked in other system calls, with what they wait on in words.
+    others: Vec<(i32, String)>,
     /// Cycles of waits, as indices into `waits`.
     cycles: Vec<Vec<usize>>,
 }
@@ -32,19 +36,22 @@ impl Blocked {
         let program = if waits.is_empty() { None } else { Program::load(snap).ok() };
         let words = waits.iter().map(|w| word_name(snap, program.as_ref(), w.word)).collect();
         let cycles = waits::cycles(&waits);
-        Blocked { waits, words, threads: meta.threads.iter().map(|t| t.tid).collect(), cycles }
+        let threads = meta.threads.iter().map(|t| t.tid).collect();
+        Blocked { waits, words, threads, others: other_waits(meta), cycles }
     }
 
-    /// Whether no thread waits in `futex`.
+    /// Whether no thread waits in `futex`, for I/O or for a child.
     pub fn is_empty(&self) -> bool {
-        self.waits.is_empty()
+        self.waits.is_empty() && self.others.is_empty()
     }
 
-    /// One line per waiting thread: `TID  for mutex `m` (0x…), held by thread T`.
+    /// One line per waiting thread, in the snapshot's order: `TID  for mutex `m` (0x…),
+    /// held by thread T`, `TID  in read on fd 0 (pipe:[1234])`.
     pub fn lines(&self) -> Vec<String> {
-        (0..self.waits.len())
-            .map(|i| format!("{:>7}  {}", self.waits[i].tid, self.wait_text(i, false)))
-            .collect()
+        let futex = (0..self.waits.len()).map(|i| (self.waits[i].tid, self.wait_text(i, false)));
+        let mut lines: Vec<(i32, String)> = futex.chain(self.others.iter().cloned()).collect();
+        lines.sort_by_key(|(tid, _)| self.threads.iter().position(|t| t == tid));
+        lines.into_iter().map(|(tid, text)| format!("{tid:>7}  {text}")).collect()
     }
 
     /// One sentence per deadlock: `threads A and B wait for each other: A for …; B for …`,
@@ -114,6 +121,39 @@ impl Blocked {
             .collect();
         format!("threads {} wait {how}: {}", listed(&tids), steps.join("; "))
     }
+}
+
+/// System calls whose first argument is the descriptor they block on.
+const ON_A_DESCRIPTOR: [u64; 19] =
+    [0, 1, 16, 17, 18, 19, 20, 42, 43, 44, 45, 46, 47, 73, 74, 232, 281, 288, 441];
+/// `wait4(2)`.
+const SYS_WAIT4: u64 = 61;
+
+/// The threads of `meta` asleep in a system call on a descriptor (what the descriptor
+/// is, as the snapshot's table says) or in `wait4` (for which child).
+fn other_waits(meta: &SnapshotMeta) -> Vec<(i32, String)> {
+    let mut found = Vec::new();
+    for t in &meta.threads {
+        let Activity::Waiting { nr } = Activity::of(t, false) else { continue };
+        let (Ok(regs), Some(name)) = (t.regs(), syscall_name(nr)) else { continue };
+        if ON_A_DESCRIPTOR.contains(&nr) {
+            let fd = regs.rdi as i32;
+            let what = match meta.files.iter().find(|f| f.fd == fd) {
+                Some(f) => format!(" ({})", f.target.escape_debug()),
+                None => String::new(),
+            };
+            found.push((t.tid, format!("in {name} on fd {fd}{what}")));
+        } else if nr == SYS_WAIT4 {
+            let child = match regs.rdi as i32 {
+                -1 => "any child".to_owned(),
+                pid if pid > 0 => format!("child process {pid}"),
+                0 => "a child in its process group".to_owned(),
+                group => format!("a child in process group {}", -group),
+            };
+            found.push((t.tid, format!("in wait4 for {child}")));
+        }
+    }
+    found
 }
 
 /// `a`, `a and b`, `a, b and c`.

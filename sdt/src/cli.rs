@@ -82,8 +82,8 @@ pub enum Action {
     #[command(after_help = "Examples:\n  sdt rm 3\n  sdt rm 2-5 8 --dry-run")]
     Rm(RmOpt),
     /// Show a snapshot: trigger, timing, threads (what each was doing, pc, sp), what the
-    /// blocked ones wait for (a mutex and its holder, a thread being joined) and the
-    /// deadlocks that makes, descriptors, mappings.
+    /// blocked ones wait for (a mutex and its holder, a thread being joined, a descriptor,
+    /// a child) and the deadlocks that makes, descriptors, mappings.
     Show(ShowOpt),
     /// Print an MPI job's message history: every rank's sends, receives (with the source
     /// and tag a wildcard receive took), completions, probes and collectives (non-blocking

@@ -80,7 +80,8 @@ fn thread_tids(show: &str) -> Vec<i32> {
 
 /// `sdt show` says what each thread asleep in futex waits for: a std::mutex in an array
 /// of structs and its holder, a condition variable, a priority-inheriting mutex, a mutex
-/// its own holder locks again; and names each deadlock with the threads behind it.
+/// its own holder locks again; and names each deadlock with the threads behind it. And
+/// what a thread reads from, and which child a thread waits for.
 fn sdt_show_says_what_each_blocked_thread_waits_for() -> Result<(), Skip> {
     let sdt = Sdt::new();
     let prog = cpp_program("blocked")?;
@@ -95,14 +96,17 @@ fn sdt_show_says_what_each_blocked_thread_waits_for() -> Result<(), Skip> {
         format!("{:>7}  on futex word `never` (0x", t[2]),
         format!("{:>7}  for mutex `twice` (0x", t[3]),
         format!("{:>7}  for mutex `inherited` (0x", t[4]),
+        format!("{:>7}  in read on fd ", t[5]),
+        format!("{:>7}  in wait4 for child process ", t[6]),
     ];
-    let waits: Vec<&str> = show.split("\nwaits (5):\n").nth(1).expect("waits").lines().take(5).collect();
+    let waits: Vec<&str> = show.split("\nwaits (7):\n").nth(1).expect("waits").lines().take(7).collect();
     for (line, start) in waits.iter().zip(&expected) {
         assert!(line.trim_start().starts_with(start.trim_start()), "{line:?} is not {start:?}: {show}");
     }
     assert!(waits[0].ends_with(&format!("held by thread {}", t[1])), "{show}");
     assert!(waits[3].ends_with("which it holds itself"), "{show}");
     assert!(waits[4].ends_with(&format!("held by thread {}", t[3])), "{show}");
+    assert!(waits[5].contains(" (pipe:[") && waits[5].ends_with("])"), "{show}");
     let deadlocks: Vec<&str> = show.lines().filter(|l| l.starts_with("  deadlock: ")).collect();
     assert_eq!(deadlocks.len(), 2, "{show}");
     assert!(

@@ -4,7 +4,9 @@
 //    (a deadlock), main joining the first of them;
 //  - a thread waiting on a std::condition_variable nobody signals;
 //  - a thread holding a priority-inheriting mutex and locking a normal one it already
-//    holds (a deadlock of one), and a thread waiting for the priority-inheriting one.
+//    holds (a deadlock of one), and a thread waiting for the priority-inheriting one;
+//  - a thread reading a pipe nobody writes to, and one waiting for a child process
+//    (which ends when the program does: it reads that pipe too).
 // Prints "blocked" once every thread waits.
 //   usage: blocked
 #include <condition_variable>
@@ -15,6 +17,8 @@
 
 #include <pthread.h>
 #include <semaphore.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "sdt.h"
@@ -39,20 +43,28 @@ static void transfer(int from, int to)
 	accounts[to].balance += 1;
 }
 
-// Whether thread `tid` sleeps in futex (system call 202) on a word of `object`.
-template <typename T> static bool waits_on(pid_t tid, const T &object)
+// The system call thread `tid` sleeps in and its first argument, as /proc says.
+static bool in_call(pid_t tid, int nr, unsigned long arg)
 {
 	char path[64], line[128] = "";
 	snprintf(path, sizeof path, "/proc/self/task/%d/syscall", tid);
 	FILE *f = fopen(path, "r");
 	if (!f)
 		return false;
-	int nr = -1;
-	unsigned long word = 0;
-	bool read = fgets(line, sizeof line, f) && sscanf(line, "%d %lx", &nr, &word) == 2;
+	int at = -1;
+	unsigned long first = 0;
+	bool read = fgets(line, sizeof line, f) && sscanf(line, "%d %lx", &at, &first) == 2;
 	fclose(f);
-	unsigned long start = (unsigned long)&object;
-	return read && nr == 202 && word >= start && word < start + sizeof object;
+	return read && at == nr && first == arg;
+}
+
+// Whether thread `tid` sleeps in futex on a word of `object`.
+template <typename T> static bool waits_on(pid_t tid, const T &object)
+{
+	for (size_t at = 0; at < sizeof object; at += 4)
+		if (in_call(tid, SYS_futex, (unsigned long)&object + at))
+			return true;
+	return false;
 }
 
 int main()
@@ -63,7 +75,16 @@ int main()
 	pthread_mutex_init(&inherited, &pi);
 	pthread_barrier_init(&both_hold, nullptr, 2);
 	sem_init(&holds_inherited, 0, 0);
-	pid_t tids[5];
+	int quiet[2];
+	if (pipe(quiet) != 0)
+		return 1;
+	pid_t child = fork();
+	if (child == 0) {
+		close(quiet[1]);
+		char byte;
+		_exit(read(quiet[0], &byte, 1) == 0 ? 0 : 1);
+	}
+	pid_t tids[7];
 	sem_t started;
 	sem_init(&started, 0, 0);
 	auto thread = [&](int i, auto body) {
@@ -89,10 +110,17 @@ int main()
 		sem_wait(&holds_inherited);
 		pthread_mutex_lock(&inherited);
 	});
-	for (int i = 0; i < 5; i++)
+	std::thread t5 = thread(5, [&] {
+		char byte;
+		if (read(quiet[0], &byte, 1) < 0)
+			perror("read");
+	});
+	std::thread t6 = thread(6, [&] { waitpid(child, nullptr, 0); });
+	for (int i = 0; i < 7; i++)
 		sem_wait(&started);
 	while (!waits_on(tids[0], accounts[2].m) || !waits_on(tids[1], accounts[1].m) ||
-	       !waits_on(tids[2], never) || !waits_on(tids[3], twice) || !waits_on(tids[4], inherited))
+	       !waits_on(tids[2], never) || !waits_on(tids[3], twice) || !waits_on(tids[4], inherited) ||
+	       !in_call(tids[5], SYS_read, quiet[0]) || !in_call(tids[6], SYS_wait4, child))
 		usleep(1000);
 	puts("blocked");
 	fflush(stdout);
