@@ -376,8 +376,8 @@ sdt next, sdt prev             the snapshot after, or before, the current one
 sdt history [--changes] EXPR   EXPR in every snapshot (--changes: only where it changed)
 sdt last EXPR                  the latest snapshot before this one where EXPR had another value
 sdt commit                     store this snapshot with the values set in it as a new one (S3.e1)
-sdt waits                      what each thread asleep in futex waits for (a mutex and its
-                               holder, a thread it joins), and the deadlocks among them
+sdt waits                      what each blocked thread waits for (a mutex and its holder,
+                               a thread it joins, a descriptor), and the deadlocks among them
 sdt frame [--caller]           the user's frame, where a Rust thread stands in SDT's trap or a
                                rank in SDT's MPI library (--caller: SetBreakpoint's caller)
 sdt frame --for EXPR           a frame where EXPR has a value: a caller's, or main's on the
@@ -398,8 +398,9 @@ class List(gdb.Command):
 
 
 class Waits(gdb.Command):
-    """What each thread asleep in futex waits for: a mutex (by its global's name) and the
-thread holding it, a thread it joins, another futex word; and the deadlocks among them."""
+    """What each blocked thread waits for: a mutex (by its global's name) and the thread
+holding it, a thread it joins, another futex word, a descriptor, a child; and the
+deadlocks among them."""
 
     def __init__(self):
         super().__init__("sdt waits", gdb.COMMAND_USER)

@@ -428,12 +428,12 @@ fn entry_line(e: &Entry, current: bool) -> String {
     format!("{mark} {} thread {} {}\n", e.name, e.tid, e.trigger_text())
 }
 
-/// `monitor waits`: what each thread of `snap` asleep in `futex` waits for, and the
+/// `monitor waits`: what each blocked thread of `snap` waits for, and the
 /// deadlocks among them, as `sdt show` lists them.
 fn waits_text(snap: &impl SnapshotSource) -> String {
     let blocked = Blocked::of(snap);
     if blocked.is_empty() {
-        return "no thread waits in futex\n".to_owned();
+        return "no thread waits for a lock, a thread, a descriptor or a child\n".to_owned();
     }
     let lines =
         blocked.lines().into_iter().chain(blocked.deadlocks().into_iter().map(|d| format!("deadlock: {d}")));

@@ -68,7 +68,10 @@ fn a_program_past_its_timeout_is_snapshotted_and_stopped() {
     ]));
     assert!(text.contains(&format!("for thread {a} to end (joining it)\n")), "{text}");
     assert!(text.lines().any(|l| l.starts_with(&deadlock_in_show)), "{text}");
-    assert!(text.contains("\nno thread waits in futex\n"), "S0 is before the threads start: {text}");
+    assert!(
+        text.contains("\nno thread waits for a lock, a thread, a descriptor or a child\n"),
+        "S0 is before the threads start: {text}"
+    );
 }
 
 /// The tids of the threads `sdt show` lists, main's first.
