@@ -22,6 +22,8 @@ pub struct Blocked {
     threads: Vec<i32>,
     /// Threads blocked in other system calls, with what they wait on in words.
     others: Vec<(i32, String)>,
+    /// Whether the process has timers armed, whose signals may wake a thread.
+    timers: bool,
     /// Cycles of waits, as indices into `waits`.
     cycles: Vec<Vec<usize>>,
 }
@@ -37,12 +39,33 @@ impl Blocked {
         let words = waits.iter().map(|w| word_name(snap, program.as_ref(), w.word)).collect();
         let cycles = waits::cycles(&waits);
         let threads = meta.threads.iter().map(|t| t.tid).collect();
-        Blocked { waits, words, threads, others: other_waits(meta), cycles }
+        let timers = meta.timers.itimers.iter().flatten().next().is_some() || !meta.timers.posix.is_empty();
+        Blocked { waits, words, threads, others: other_waits(meta), timers, cycles }
     }
 
     /// Whether no thread waits in `futex`, for I/O or for a child.
     pub fn is_empty(&self) -> bool {
         self.waits.is_empty() && self.others.is_empty()
+    }
+
+    /// Whether every thread of the snapshot waits in `futex` with no time limit, and no
+    /// timer of the process can send a signal: nothing in the program can wake them.
+    fn everyone_waits(&self) -> bool {
+        !self.threads.is_empty()
+            && !self.timers
+            && self.waits.len() == self.threads.len()
+            && self.waits.iter().all(|w| !w.timed)
+    }
+
+    /// What the snapshot says of a hang, each as a kind and a sentence: the deadlocks
+    /// (`deadlock`), or, where there are none and every thread waits in `futex` for ever,
+    /// that (`hang`).
+    pub fn findings(&self) -> Vec<(&'static str, String)> {
+        let deadlocks = self.deadlocks();
+        if deadlocks.is_empty() && self.everyone_waits() {
+            return vec![("hang", EVERYONE_WAITS.to_owned())];
+        }
+        deadlocks.into_iter().map(|d| ("deadlock", d)).collect()
     }
 
     /// One line per waiting thread, in the snapshot's order: `TID  for mutex `m` (0x…),
@@ -122,6 +145,10 @@ impl Blocked {
         format!("threads {} wait {how}: {}", listed(&tids), steps.join("; "))
     }
 }
+
+/// What [`Blocked::hang`] says when every thread waits in `futex` for ever.
+const EVERYONE_WAITS: &str = "every thread waits in futex with no time limit: nothing in the program can \
+                              wake them (a wake-up that was lost, or a deadlock on locks that record no holder)";
 
 /// System calls whose first argument is the descriptor they block on.
 const ON_A_DESCRIPTOR: [u64; 19] =

@@ -435,8 +435,10 @@ fn waits_text(snap: &impl SnapshotSource) -> String {
     if blocked.is_empty() {
         return "no thread waits for a lock, a thread, a descriptor or a child\n".to_owned();
     }
-    let lines =
-        blocked.lines().into_iter().chain(blocked.deadlocks().into_iter().map(|d| format!("deadlock: {d}")));
+    let lines = blocked
+        .lines()
+        .into_iter()
+        .chain(blocked.findings().into_iter().map(|(kind, finding)| format!("{kind}: {finding}")));
     lines.map(|l| l + "\n").collect()
 }
 

@@ -65,6 +65,8 @@ pub struct Wait {
     pub word: u64,
     /// What it waits for.
     pub waited: Waited,
+    /// Whether the wait has a time limit (a timeout argument).
+    pub timed: bool,
 }
 
 impl Wait {
@@ -87,7 +89,8 @@ pub fn waits(threads: &[ThreadState], read: Read<'_>) -> Vec<Wait> {
         .filter_map(|t| {
             let regs = t.regs().ok()?;
             let waited = waited(threads, t.tid, regs.rdi, regs.rsi & FUTEX_CMD_MASK, read);
-            Some(Wait { tid: t.tid, word: regs.rdi, waited })
+            // Every waiting operation takes its timeout fourth, in r10.
+            Some(Wait { tid: t.tid, word: regs.rdi, waited, timed: regs.r10 != 0 })
         })
         .collect()
 }

@@ -78,7 +78,7 @@ pub fn run(opt: RunOpt) -> Result<ExitCode> {
 }
 
 /// Says which threads of snapshot `name` (taken where a signal or `--timeout` stopped the
-/// program) wait for each other, if any do.
+/// program) wait for each other, if any do, or that every thread waits for ever.
 fn say_deadlocks(store: &Path, run: sdt_store::RunId, name: &str) {
     let blocked = || -> Result<Blocked> {
         let store = sdt_store::Store::open(store)?;
@@ -87,8 +87,8 @@ fn say_deadlocks(store: &Path, run: sdt_store::RunId, name: &str) {
     };
     match blocked() {
         Ok(blocked) => {
-            for deadlock in blocked.deadlocks() {
-                eprintln!("sdt: deadlock in {name}: {deadlock} (`sdt show {name}`)");
+            for (kind, finding) in blocked.findings() {
+                eprintln!("sdt: {kind} in {name}: {finding} (`sdt show {name}`)");
             }
         }
         Err(e) => log::warn!("cannot read what the threads of {name} wait for: {e:#}"),

@@ -151,8 +151,8 @@ pub fn show(opt: ShowOpt) -> Result<()> {
         for line in lines {
             println!("  {line}");
         }
-        for deadlock in blocked.deadlocks() {
-            println!("  deadlock: {deadlock}");
+        for (kind, finding) in blocked.findings() {
+            println!("  {kind}: {finding}");
         }
     }
     println!("\ndescriptors ({}):", m.files.len());

@@ -74,6 +74,23 @@ fn a_program_past_its_timeout_is_snapshotted_and_stopped() {
     );
 }
 
+/// A hang without a holder to name (a condition variable's lost wake-up, main joining
+/// its thread): every thread waits in futex for ever, and sdt says so.
+fn a_hang_where_every_thread_waits_for_ever_is_named() {
+    let sdt = Sdt::new();
+    let prog = program("hangs");
+    let out = sdt.output(&["run", "--timeout", "2", "--", prog.to_str().unwrap(), "lost"]);
+    assert_eq!(out.status.code(), Some(124), "{}", describe(&out));
+    let said = "sdt: hang in S1: every thread waits in futex with no time limit: nothing in the program can \
+                wake them";
+    assert!(stderr(&out).contains(said), "{}", describe(&out));
+    let show = stdout(&sdt.ok(&["show", "S1"]));
+    let sleeper = thread_tids(&show)[1];
+    assert!(show.contains(&format!("for thread {sleeper} to end (joining it)")), "{show}");
+    assert!(show.contains(&format!("{sleeper}  on futex word `wake` (0x")), "{show}");
+    assert!(!show.contains("  deadlock: "), "{show}");
+}
+
 /// The tids of the threads `sdt show` lists, main's first.
 fn thread_tids(show: &str) -> Vec<i32> {
     let table = show.split("\nthreads (").nth(1).expect("a thread table");
@@ -381,6 +398,7 @@ sdt_test_harness::tests![
     exit_code_is_the_programs,
     a_program_past_its_timeout_is_snapshotted_and_stopped,
     sdt_show_says_what_each_blocked_thread_waits_for,
+    a_hang_where_every_thread_waits_for_ever_is_named,
     stdin_and_stdout_pass_through,
     signals_reach_the_program,
     the_programs_own_sigtraps_reach_it,
