@@ -29,8 +29,8 @@ pub struct Blocked {
 }
 
 impl Blocked {
-    /// Reads what `snap`'s threads asleep in `futex` wait for. The program's DWARF is read
-    /// only when some thread waits.
+    /// Reads what `snap`'s blocked threads wait for. The program's DWARF is read only
+    /// when some thread waits in `futex`.
     pub fn of(snap: &impl SnapshotSource) -> Blocked {
         let meta = snap.meta();
         let read = |addr, buf: &mut [u8]| snap.read(addr, buf).is_ok();
@@ -79,7 +79,7 @@ impl Blocked {
 
     /// One sentence per deadlock: `threads A and B wait for each other: A for …; B for …`,
     /// and the threads blocked behind it.
-    pub fn deadlocks(&self) -> Vec<String> {
+    fn deadlocks(&self) -> Vec<String> {
         self.cycles
             .iter()
             .map(|cycle| {
