@@ -11,7 +11,7 @@ use sdt_store::{SnapshotMeta, SnapshotSource};
 use sdt_target::waits::{self, Wait, Waited};
 use sdt_target::{Activity, syscall_name};
 
-use crate::vars::Program;
+use crate::vars::{Program, Symbolizer};
 
 /// The waits of a snapshot's threads and their deadlocks, with the words that name them.
 pub struct Blocked {
@@ -36,7 +36,8 @@ impl Blocked {
         let read = |addr, buf: &mut [u8]| snap.read(addr, buf).is_ok();
         let waits = waits::waits(&meta.threads, &read);
         let program = if waits.is_empty() { None } else { Program::load(snap).ok() };
-        let words = waits.iter().map(|w| word_name(snap, program.as_ref(), w.word)).collect();
+        let mut symbols = Symbolizer::default();
+        let words = waits.iter().map(|w| word_name(snap, program.as_ref(), &mut symbols, w.word)).collect();
         let cycles = waits::cycles(&waits);
         let threads = meta.threads.iter().map(|t| t.tid).collect();
         let timers = meta.timers.itimers.iter().flatten().next().is_some() || !meta.timers.posix.is_empty();
@@ -208,19 +209,29 @@ fn user_part(name: &str) -> &str {
 }
 
 /// A futex word by the global it lies in (`` `accounts[3].lock` (0x…) ``, in short
-/// `` `accounts[3].lock` ``), else by its address and the mapping it lies in (in short,
-/// its address).
-fn word_name(snap: &impl SnapshotSource, program: Option<&Program>, addr: u64) -> (String, String) {
+/// `` `accounts[3].lock` ``), from the program's DWARF; else by the symbol of a library's
+/// variable (`` `_PyRuntime+0x1d0` (0x… in /usr/lib/libpython3.11.so.1.0) ``); else by
+/// its address and the mapping it lies in (in short, its address).
+fn word_name(
+    snap: &impl SnapshotSource,
+    program: Option<&Program>,
+    symbols: &mut Symbolizer,
+    addr: u64,
+) -> (String, String) {
+    let mapping = match snap.meta().mappings.iter().find(|m| m.contains(addr)) {
+        Some(m) if !m.path.is_empty() => format!(" in {}", m.path.escape_debug()),
+        Some(_) => " in anonymous memory".to_owned(),
+        None => String::new(),
+    };
     if let Some(name) = program.and_then(|p| p.name_at(snap, addr)) {
         let short = format!("`{}`", user_part(&name).escape_debug());
         return (format!("{short} ({addr:#x})"), short);
     }
-    let full = match snap.meta().mappings.iter().find(|m| m.contains(addr)) {
-        Some(m) if !m.path.is_empty() => format!("{addr:#x} in {}", m.path.escape_debug()),
-        Some(_) => format!("{addr:#x} in anonymous memory"),
-        None => format!("{addr:#x}"),
-    };
-    (full, format!("{addr:#x}"))
+    if let Some(symbol) = symbols.variable_at(snap, addr) {
+        let short = format!("`{}`", symbol.escape_debug());
+        return (format!("{short} ({addr:#x}{mapping})"), short);
+    }
+    (format!("{addr:#x}{mapping}"), format!("{addr:#x}"))
 }
 
 #[cfg(test)]

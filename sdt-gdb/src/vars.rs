@@ -749,55 +749,108 @@ fn read_type(
     }
 }
 
-/// A file's functions: start (link-time address), size, name; sorted by start.
-type Functions = Vec<(u64, u64, String)>;
+/// Symbols of a file: start (link-time address), size, name; sorted by start.
+type Symbols = Vec<(u64, u64, String)>;
 
-/// The functions that contain given addresses of a snapshot, from the symbol tables of
-/// its executable and libraries (each file read once, through the store's checks).
+/// What a [`Symbolizer`] keeps of a file.
+struct FileSymbols {
+    /// Where the file is loaded, relative to its link-time addresses.
+    bias: u64,
+    /// Its functions.
+    functions: Symbols,
+    /// Its data objects (variables).
+    objects: Symbols,
+}
+
+/// The functions and variables that contain given addresses of a snapshot, from the
+/// symbol tables of its executable and libraries (each file read once, through the
+/// store's checks).
 #[derive(Default)]
 pub struct Symbolizer {
-    /// Per file path: the load bias and the functions by address, or none when the file
-    /// could not be read.
-    files: HashMap<String, Option<(u64, Functions)>>,
+    /// Per file path: its symbols, or none when the file could not be read.
+    files: HashMap<String, Option<FileSymbols>>,
 }
 
 impl Symbolizer {
     /// The function `pc` lies in, `name+0xOFF`, in `snap`; `None` if no symbol covers it.
     pub fn function_at(&mut self, snap: &impl SnapshotSource, pc: u64) -> Option<String> {
+        self.symbol_at(snap, pc, |file| &file.functions)
+    }
+
+    /// The variable `addr` lies in, `name+0xOFF` (`_PyRuntime+0x1d0`; at its start,
+    /// `name`), in `snap`, by the symbols of the file mapped there; `None` if no symbol
+    /// covers it.
+    pub fn variable_at(&mut self, snap: &impl SnapshotSource, addr: u64) -> Option<String> {
+        let found = self.symbol_at(snap, addr, |file| &file.objects)?;
+        Some(found.strip_suffix("+0x0").map_or(found.clone(), str::to_owned))
+    }
+
+    /// The symbol of `addr`'s file that `which` lists and that covers `addr`.
+    fn symbol_at(
+        &mut self,
+        snap: &impl SnapshotSource,
+        addr: u64,
+        which: impl Fn(&FileSymbols) -> &Symbols,
+    ) -> Option<String> {
         let meta = snap.meta();
-        let m = meta.mappings.iter().find(|m| m.contains(pc))?;
+        let m = meta.mappings.iter().find(|m| m.contains(addr))?;
         let Content::File(f) = &m.content else { return None };
         let entry = self.files.entry(f.path.clone()).or_insert_with(|| file_symbols(snap, meta, f));
-        let (bias, functions) = entry.as_ref()?;
-        let addr = pc.wrapping_sub(*bias);
-        let i = functions.partition_point(|(start, _, _)| *start <= addr).checked_sub(1)?;
-        let (start, size, name) = &functions[i];
-        (addr < start + (*size).max(1)).then(|| format!("{name}+{:#x}", addr - start))
+        let file = entry.as_ref()?;
+        let symbols = which(file);
+        let at = addr.wrapping_sub(file.bias);
+        let i = symbols.partition_point(|(start, _, _)| *start <= at).checked_sub(1)?;
+        let (start, size, name) = &symbols[i];
+        (at < start + (*size).max(1)).then(|| format!("{name}+{:#x}", at - start))
     }
 }
 
-/// The load bias of file `f` in `meta` and its function symbols sorted by address.
-fn file_symbols(snap: &impl SnapshotSource, meta: &SnapshotMeta, f: &FileRef) -> Option<(u64, Functions)> {
+/// The load bias of file `f` in `meta` and its symbols.
+fn file_symbols(snap: &impl SnapshotSource, meta: &SnapshotMeta, f: &FileRef) -> Option<FileSymbols> {
     let data = read_checked(snap, f).ok()?;
     let elf = object::File::parse(&*data).ok()?;
     let page = sdt_store::PAGE_SIZE;
     let link_base = elf.segments().map(|s| s.address()).min().unwrap_or(0) / page * page;
     let first: &Mapping =
         meta.mappings.iter().find(|m| m.offset == 0 && matches!(&m.content, Content::File(g) if g == f))?;
-    let mut functions: Functions = elf
-        .symbols()
-        .chain(elf.dynamic_symbols())
-        .filter(|s| s.kind() == SymbolKind::Text && s.address() != 0)
-        .filter_map(|s| Some((s.address(), s.size(), s.name().ok()?.to_owned())))
-        .collect();
-    functions.sort();
-    functions.dedup_by_key(|(addr, _, _)| *addr);
-    Some((first.start.wrapping_sub(link_base), functions))
+    let of_kind = |kind: SymbolKind| {
+        by_address(
+            elf.symbols()
+                .chain(elf.dynamic_symbols())
+                .filter(|s| s.kind() == kind && s.address() != 0)
+                .filter_map(|s| Some((s.address(), s.size(), s.name().ok()?.to_owned())))
+                .collect(),
+        )
+    };
+    Some(FileSymbols {
+        bias: first.start.wrapping_sub(link_base),
+        functions: of_kind(SymbolKind::Text),
+        objects: of_kind(SymbolKind::Data),
+    })
+}
+
+/// `symbols` sorted by address, one per address: the largest (`_PyRuntime`, not a marker
+/// of size 0 at its start).
+fn by_address(mut symbols: Symbols) -> Symbols {
+    symbols.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2)));
+    symbols.dedup_by_key(|(addr, _, _)| *addr);
+    symbols
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn of_symbols_at_one_address_the_largest_is_kept() {
+        let symbols = vec![
+            (0x540, 0x28b20, "_PyRuntime".to_owned()),
+            (0x538, 8, "_PyImport_FrozenBootstrap".to_owned()),
+            (0x540, 0, "__TMC_END__".to_owned()),
+        ];
+        let kept: Vec<String> = by_address(symbols).into_iter().map(|(_, _, n)| n).collect();
+        assert_eq!(kept, ["_PyImport_FrozenBootstrap", "_PyRuntime"]);
+    }
 
     #[test]
     fn a_program_without_globals_has_none_and_one_without_dwarf_says_so() {

@@ -7,7 +7,8 @@ use std::process::Stdio;
 use sdt_test_harness::Skip;
 
 use crate::harness::{
-    Sdt, cpp_program, describe, gdb, gdb_values, program, run, stderr, stdout, wait_with_timeout,
+    Sdt, cpp_program, describe, gdb, gdb_values, program, run, shared_library, stderr, stdout,
+    wait_with_timeout,
 };
 
 fn exit_code_is_the_programs() {
@@ -101,11 +102,14 @@ fn thread_tids(show: &str) -> Vec<i32> {
 /// `sdt show` says what each thread asleep in futex waits for: a std::mutex in an array
 /// of structs and its holder, a condition variable, a priority-inheriting mutex, a mutex
 /// its own holder locks again; and names each deadlock with the threads behind it. And
-/// what a thread reads from, and which child a thread waits for.
+/// what a thread reads from, which child a thread waits for, and a library's mutex by its
+/// symbol.
 fn sdt_show_says_what_each_blocked_thread_waits_for() -> Result<(), Skip> {
     let sdt = Sdt::new();
     let prog = cpp_program("blocked")?;
-    let out = sdt.output(&["run", "-q", "--timeout", "3", "--", prog.to_str().unwrap()]);
+    let lib = shared_library("loaded");
+    let out =
+        sdt.output(&["run", "-q", "--timeout", "3", "--", prog.to_str().unwrap(), lib.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(124), "{}", describe(&out));
     assert_eq!(stdout(&out), "blocked\n");
     let show = stdout(&sdt.ok(&["show", "S0"]));
@@ -118,8 +122,9 @@ fn sdt_show_says_what_each_blocked_thread_waits_for() -> Result<(), Skip> {
         format!("{:>7}  for mutex `inherited` (0x", t[4]),
         format!("{:>7}  in read on fd ", t[5]),
         format!("{:>7}  in wait4 for child process ", t[6]),
+        format!("{:>7}  for mutex `plugin_lock` (0x", t[7]),
     ];
-    let waits: Vec<&str> = show.split("\nwaits (7):\n").nth(1).expect("waits").lines().take(7).collect();
+    let waits: Vec<&str> = show.split("\nwaits (8):\n").nth(1).expect("waits").lines().take(8).collect();
     for (line, start) in waits.iter().zip(&expected) {
         assert!(line.trim_start().starts_with(start.trim_start()), "{line:?} is not {start:?}: {show}");
     }
@@ -127,6 +132,9 @@ fn sdt_show_says_what_each_blocked_thread_waits_for() -> Result<(), Skip> {
     assert!(waits[3].ends_with("which it holds itself"), "{show}");
     assert!(waits[4].ends_with(&format!("held by thread {}", t[3])), "{show}");
     assert!(waits[5].contains(" (pipe:[") && waits[5].ends_with("])"), "{show}");
+    // The library's lock, by its symbol: the program's DWARF does not have it.
+    let in_lib = format!(" in {}), held by thread {main}", lib.display());
+    assert!(waits[7].ends_with(&in_lib), "{show}");
     let deadlocks: Vec<&str> = show.lines().filter(|l| l.starts_with("  deadlock: ")).collect();
     assert_eq!(deadlocks.len(), 2, "{show}");
     assert!(
@@ -138,7 +146,8 @@ fn sdt_show_says_what_each_blocked_thread_waits_for() -> Result<(), Skip> {
     let said = stderr(&out);
     let at_timeout: Vec<&str> = said.lines().filter(|l| l.starts_with("sdt: deadlock in S1: ")).collect();
     assert_eq!(at_timeout.len(), 2, "{said}");
-    assert!(at_timeout[0].ends_with(&format!("; thread {main} waits behind them (`sdt show S1`)")), "{said}");
+    let behind = format!("; threads {main} and {} wait behind them (`sdt show S1`)", t[7]);
+    assert!(at_timeout[0].ends_with(&behind), "{said}");
     Ok(())
 }
 

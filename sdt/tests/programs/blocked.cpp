@@ -6,15 +6,18 @@
 //  - a thread holding a priority-inheriting mutex and locking a normal one it already
 //    holds (a deadlock of one), and a thread waiting for the priority-inheriting one;
 //  - a thread reading a pipe nobody writes to, and one waiting for a child process
-//    (which ends when the program does: it reads that pipe too).
+//    (which ends when the program does: it reads that pipe too);
+//  - a thread waiting for the mutex `plugin_lock` of library LIB (tests/programs/loaded.c),
+//    which main holds.
 // Prints "blocked" once every thread waits.
-//   usage: blocked
+//   usage: blocked LIB
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <sys/syscall.h>
@@ -67,8 +70,15 @@ template <typename T> static bool waits_on(pid_t tid, const T &object)
 	return false;
 }
 
-int main()
+int main(int argc, char **argv)
 {
+	void *lib = argc > 1 ? dlopen(argv[1], RTLD_NOW) : nullptr;
+	auto *plugin = lib ? (pthread_mutex_t *)dlsym(lib, "plugin_lock") : nullptr;
+	if (!plugin) {
+		fprintf(stderr, "usage: blocked LIB (a library with plugin_lock): %s\n", dlerror());
+		return 2;
+	}
+	pthread_mutex_lock(plugin);
 	pthread_mutexattr_t pi;
 	pthread_mutexattr_init(&pi);
 	pthread_mutexattr_setprotocol(&pi, PTHREAD_PRIO_INHERIT);
@@ -84,7 +94,7 @@ int main()
 		char byte;
 		_exit(read(quiet[0], &byte, 1) == 0 ? 0 : 1);
 	}
-	pid_t tids[7];
+	pid_t tids[8];
 	sem_t started;
 	sem_init(&started, 0, 0);
 	auto thread = [&](int i, auto body) {
@@ -116,11 +126,13 @@ int main()
 			perror("read");
 	});
 	std::thread t6 = thread(6, [&] { waitpid(child, nullptr, 0); });
-	for (int i = 0; i < 7; i++)
+	std::thread t7 = thread(7, [&] { pthread_mutex_lock(plugin); });
+	for (int i = 0; i < 8; i++)
 		sem_wait(&started);
 	while (!waits_on(tids[0], accounts[2].m) || !waits_on(tids[1], accounts[1].m) ||
 	       !waits_on(tids[2], never) || !waits_on(tids[3], twice) || !waits_on(tids[4], inherited) ||
-	       !in_call(tids[5], SYS_read, quiet[0]) || !in_call(tids[6], SYS_wait4, child))
+	       !in_call(tids[5], SYS_read, quiet[0]) || !in_call(tids[6], SYS_wait4, child) ||
+	       !waits_on(tids[7], *plugin))
 		usleep(1000);
 	puts("blocked");
 	fflush(stdout);
