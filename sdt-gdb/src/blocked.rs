@@ -7,8 +7,10 @@
 //! Names from the snapshot (a global's, a mapping's path) are written with
 //! [`str::escape_debug`]: they reach a terminal.
 
+use std::collections::HashMap;
+
 use sdt_store::{SnapshotMeta, SnapshotSource};
-use sdt_target::waits::{self, Wait, Waited};
+use sdt_target::waits::{self, Cycle, Wait, Waited};
 use sdt_target::{Activity, syscall_name};
 
 use crate::vars::{Program, Symbolizer};
@@ -25,7 +27,7 @@ pub struct Blocked {
     /// Whether the process has timers armed, whose signals may wake a thread.
     timers: bool,
     /// Cycles of waits, as indices into `waits`.
-    cycles: Vec<Vec<usize>>,
+    cycles: Vec<Cycle>,
 }
 
 impl Blocked {
@@ -74,7 +76,8 @@ impl Blocked {
     pub fn lines(&self) -> Vec<String> {
         let futex = (0..self.waits.len()).map(|i| (self.waits[i].tid, self.wait_text(i, false)));
         let mut lines: Vec<(i32, String)> = futex.chain(self.others.iter().cloned()).collect();
-        lines.sort_by_key(|(tid, _)| self.threads.iter().position(|t| t == tid));
+        let order: HashMap<i32, usize> = self.threads.iter().enumerate().map(|(i, &tid)| (tid, i)).collect();
+        lines.sort_by_key(|(tid, _)| order.get(tid).copied());
         lines.into_iter().map(|(tid, text)| format!("{tid:>7}  {text}")).collect()
     }
 
@@ -84,15 +87,13 @@ impl Blocked {
         self.cycles
             .iter()
             .map(|cycle| {
-                let behind: Vec<i32> =
-                    waits::behind(&self.waits, cycle).iter().map(|&i| self.waits[i].tid).collect();
-                let them = if cycle.len() == 1 { "it" } else { "them" };
+                let behind: Vec<i32> = cycle.behind.iter().map(|&i| self.waits[i].tid).collect();
+                let them = if cycle.members.len() == 1 { "it" } else { "them" };
+                let text = self.cycle_text(&cycle.members);
                 match behind.as_slice() {
-                    [] => self.cycle_text(cycle),
-                    [one] => format!("{}; thread {one} waits behind {them}", self.cycle_text(cycle)),
-                    more => {
-                        format!("{}; threads {} wait behind {them}", self.cycle_text(cycle), listed(more))
-                    }
+                    [] => text,
+                    [one] => format!("{text}; thread {one} waits behind {them}"),
+                    more => format!("{text}; threads {} wait behind {them}", listed(more)),
                 }
             })
             .collect()

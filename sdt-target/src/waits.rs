@@ -19,6 +19,8 @@
 //! taken for a mutex; every field is checked against what glibc leaves there to keep that
 //! unlikely, and the owner named is always a thread of the snapshot or said not to be.
 
+use std::collections::HashMap;
+
 use sdt_store::ThreadState;
 
 use crate::{Activity, Read};
@@ -83,12 +85,13 @@ impl Wait {
 /// The waits of a snapshot's `threads` asleep in `futex`, in their order; `read` reads
 /// the snapshot's memory.
 pub fn waits(threads: &[ThreadState], read: Read<'_>) -> Vec<Wait> {
+    let by_tid: HashMap<i32, &ThreadState> = threads.iter().map(|t| (t.tid, t)).collect();
     threads
         .iter()
         .filter(|t| Activity::of(t, false) == Activity::Waiting { nr: SYS_FUTEX })
         .filter_map(|t| {
             let regs = t.regs().ok()?;
-            let waited = waited(threads, t.tid, regs.rdi, regs.rsi & FUTEX_CMD_MASK, read);
+            let waited = waited(&by_tid, t.tid, regs.rdi, regs.rsi & FUTEX_CMD_MASK, read);
             // Every waiting operation takes its timeout fourth, in r10.
             Some(Wait { tid: t.tid, word: regs.rdi, waited, timed: regs.r10 != 0 })
         })
@@ -96,7 +99,7 @@ pub fn waits(threads: &[ThreadState], read: Read<'_>) -> Vec<Wait> {
 }
 
 /// What the word at `word` that thread `tid` waits on with operation `op` belongs to.
-fn waited(threads: &[ThreadState], tid: i32, word: u64, op: u64, read: Read<'_>) -> Waited {
+fn waited(threads: &HashMap<i32, &ThreadState>, tid: i32, word: u64, op: u64, read: Read<'_>) -> Waited {
     let mut bytes = [0u8; 20];
     if !read(word, &mut bytes) {
         return Waited::Futex;
@@ -109,10 +112,8 @@ fn waited(threads: &[ThreadState], tid: i32, word: u64, op: u64, read: Read<'_>)
             owner => Waited::Mutex { owner },
         },
         FUTEX_WAIT | FUTEX_WAIT_BITSET => {
-            let joined = threads.iter().find(|t| {
-                t.tid != tid
-                    && t.tid == lock as i32
-                    && t.regs().is_ok_and(|r| word.wrapping_sub(r.fs_base) < DESCRIPTOR_BYTES)
+            let joined = threads.get(&(lock as i32)).filter(|t| {
+                t.tid != tid && t.regs().is_ok_and(|r| word.wrapping_sub(r.fs_base) < DESCRIPTOR_BYTES)
             });
             if let Some(t) = joined {
                 return Waited::Join { thread: t.tid };
@@ -128,59 +129,69 @@ fn waited(threads: &[ThreadState], tid: i32, word: u64, op: u64, read: Read<'_>)
     }
 }
 
-/// The wait of the thread that wait `i` of `waits` waits for, if that thread waits.
-fn next_wait(waits: &[Wait], i: usize) -> Option<usize> {
-    waits[i].on().and_then(|tid| waits.iter().position(|w| w.tid == tid))
+/// A cycle of waits (a deadlock) and the waits stuck behind it, as indices into the
+/// waits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cycle {
+    /// Each waits for the next, the last for the first; from its first in the waits'
+    /// order. A thread waiting for a mutex it holds is a cycle of one.
+    pub members: Vec<usize>,
+    /// The other waits whose chain leads into it (a thread joining one of its threads,
+    /// or waiting for a mutex one of them holds), in order.
+    pub behind: Vec<usize>,
 }
 
-/// The waits of `waits`, other than `cycle`'s, whose chain of waits leads into `cycle`
-/// (a thread joining one of its threads, or waiting for a mutex one of them holds): as
-/// indices into `waits`, in order.
-pub fn behind(waits: &[Wait], cycle: &[usize]) -> Vec<usize> {
-    let next = |i| next_wait(waits, i);
-    (0..waits.len())
-        .filter(|i| !cycle.contains(i))
-        .filter(|&start| {
-            let mut at = start;
-            // A chain longer than the waits has looped elsewhere.
-            for _ in 0..waits.len() {
-                match next(at) {
-                    Some(n) if cycle.contains(&n) => return true,
-                    Some(n) => at = n,
-                    None => return false,
-                }
-            }
-            false
-        })
-        .collect()
-}
-
-/// The cycles of `waits` (each thread waiting for the next, the last for the first): as
-/// indices into `waits`, each cycle once, starting at its first wait in `waits`' order.
-/// A thread waiting for a mutex it holds is a cycle of one.
-pub fn cycles(waits: &[Wait]) -> Vec<Vec<usize>> {
-    let next = |i| next_wait(waits, i);
-    let mut found: Vec<Vec<usize>> = Vec::new();
+/// The cycles of `waits`, in the order of their first members, each with the waits
+/// behind it. Linear in the waits: each wait leads to at most one other (the thread it
+/// waits for), so each chain is walked once.
+pub fn cycles(waits: &[Wait]) -> Vec<Cycle> {
+    let index: HashMap<i32, usize> = waits.iter().enumerate().map(|(i, w)| (w.tid, i)).collect();
+    let next = |i: usize| waits[i].on().and_then(|tid| index.get(&tid).copied());
+    // Per wait: not reached yet, on the chain being walked, or the cycle its chain ends in.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Reached {
+        No,
+        OnPath,
+        Done(Option<usize>),
+    }
+    let mut reached = vec![Reached::No; waits.len()];
+    let mut found: Vec<Cycle> = Vec::new();
     for start in 0..waits.len() {
-        let mut path = vec![start];
-        let mut at = start;
-        while let Some(n) = next(at) {
-            if let Some(from) = path.iter().position(|&i| i == n) {
-                let cycle = &path[from..];
-                let first = (0..cycle.len()).min_by_key(|&k| cycle[k]).unwrap_or(0);
-                let rotated: Vec<usize> = cycle[first..].iter().chain(&cycle[..first]).copied().collect();
-                if !found.contains(&rotated) {
-                    found.push(rotated);
+        let mut path = Vec::new();
+        let mut at = Some(start);
+        let ends_in = loop {
+            let Some(i) = at else { break None };
+            match reached[i] {
+                Reached::Done(cycle) => break cycle,
+                Reached::OnPath => {
+                    let from = path.iter().position(|&p| p == i).unwrap_or(0);
+                    let mut members = path.split_off(from);
+                    let first = (0..members.len()).min_by_key(|&k| members[k]).unwrap_or(0);
+                    members.rotate_left(first);
+                    for &m in &members {
+                        reached[m] = Reached::Done(Some(found.len()));
+                    }
+                    found.push(Cycle { members, behind: Vec::new() });
+                    break Some(found.len() - 1);
                 }
-                break;
+                Reached::No => {
+                    reached[i] = Reached::OnPath;
+                    path.push(i);
+                    at = next(i);
+                }
             }
-            if path.len() > waits.len() {
-                break;
+        };
+        for &i in &path {
+            reached[i] = Reached::Done(ends_in);
+            if let Some(c) = ends_in {
+                found[c].behind.push(i);
             }
-            path.push(n);
-            at = n;
         }
     }
+    for cycle in &mut found {
+        cycle.behind.sort_unstable();
+    }
+    found.sort_by_key(|c| c.members[0]);
     found
 }
 
@@ -237,7 +248,36 @@ mod tests {
             found.iter().map(|w| (w.tid, w.waited)).collect::<Vec<_>>(),
             [(10, Waited::Futex), (11, Waited::Mutex { owner: 12 }), (12, Waited::Mutex { owner: 11 })]
         );
-        assert_eq!(cycles(&found), [vec![1, 2]]);
+        assert_eq!(cycles(&found), [Cycle { members: vec![1, 2], behind: vec![] }]);
+    }
+
+    #[test]
+    fn cycles_come_once_each_with_the_chains_that_lead_into_them() {
+        let wait = |tid, owner| Wait { tid, word: 0, waited: Waited::Mutex { owner }, timed: false };
+        let join = |tid, thread| Wait { tid, word: 0, waited: Waited::Join { thread }, timed: false };
+        let waits = [
+            wait(1, 2),  // 0: in the cycle 1 → 2 → 3 → 1
+            join(9, 7),  // 1: behind the second cycle, through 7
+            wait(2, 3),  // 2
+            wait(7, 8),  // 3: behind the second cycle
+            wait(3, 1),  // 4
+            wait(8, 8),  // 5: the second cycle, of one
+            wait(5, 1),  // 6: behind the first
+            wait(6, 42), // 7: waits for a thread that does not wait
+        ];
+        assert_eq!(
+            cycles(&waits),
+            [
+                Cycle { members: vec![0, 2, 4], behind: vec![6] },
+                Cycle { members: vec![5], behind: vec![1, 3] }
+            ]
+        );
+        // A long chain into a cycle: every link is behind it.
+        let mut chain: Vec<Wait> = (1..4000).map(|tid| wait(tid, tid + 1)).collect();
+        chain.push(wait(4000, 3999));
+        let found = cycles(&chain);
+        assert_eq!(found.len(), 1);
+        assert_eq!((found[0].members.as_slice(), found[0].behind.len()), ([3998, 3999].as_slice(), 3998));
     }
 
     #[test]
@@ -258,8 +298,7 @@ mod tests {
         let read = memory(&words);
         let found = waits(&threads, &read);
         assert_eq!(found[1].waited, Waited::Mutex { owner: 10 });
-        assert_eq!(cycles(&found), [vec![0]]);
-        assert_eq!(behind(&found, &[0]), [1]);
+        assert_eq!(cycles(&found), [Cycle { members: vec![0], behind: vec![1] }]);
     }
 
     #[test]
