@@ -10,7 +10,7 @@ use sdt_refine::{Attempts, Comparison, Interval, Progress, Verdict};
 use crate::cli::RefineOpt;
 use crate::cmd_export::checked_program;
 use crate::cmd_gdb::ServerParts;
-use crate::cmd_run::{capture_config, conclude};
+use crate::cmd_run::{capture_config, conclude, say_deadlocks};
 use crate::select;
 
 pub fn refine(opt: RefineOpt) -> Result<ExitCode> {
@@ -58,18 +58,23 @@ pub fn refine(opt: RefineOpt) -> Result<ExitCode> {
             eprintln!("sdt: refining {}..{to} (attempt {attempt} of {of})", from.name());
         }
         Progress::Ran(outcome) => conclude(outcome, &attempts.store, attempts.quiet),
-        Progress::NotReached(outcome) if outcome.exit == ProgramExit::TimedOut => eprintln!(
-            "sdt: the resumed program had not reached the breakpoint of {to} (level {}, class {}, id {}, hit {}) \
-             after {}: it was stopped{} (--timeout sets the time)",
-            until.level,
-            until.class,
-            until.id,
-            until.hit,
-            human::duration_ns(allowed.as_nanos() as u64),
-            outcome.at_deadline.as_ref().map_or_else(String::new, |name| format!(
-                "; where it was then: {name} (`sdt gdb {name}`)"
-            )),
-        ),
+        Progress::NotReached(outcome) if outcome.exit == ProgramExit::TimedOut => {
+            eprintln!(
+                "sdt: the resumed program had not reached the breakpoint of {to} (level {}, class {}, id {}, \
+                 hit {}) after {}: it was stopped{} (--timeout sets the time)",
+                until.level,
+                until.class,
+                until.id,
+                until.hit,
+                human::duration_ns(allowed.as_nanos() as u64),
+                outcome.at_deadline.as_ref().map_or_else(String::new, |name| format!(
+                    "; where it was then: {name} (`sdt gdb {name}`)"
+                )),
+            );
+            if let Some(name) = &outcome.at_deadline {
+                say_deadlocks(&attempts.store, outcome.run, name);
+            }
+        }
         Progress::NotReached(outcome) => eprintln!(
             "sdt: the resumed program ended ({}) before it reached the breakpoint of {to} (level {}, class {}, \
              id {}, hit {})",

@@ -79,7 +79,7 @@ pub fn run(opt: RunOpt) -> Result<ExitCode> {
 
 /// Says which threads of snapshot `name` (taken where a signal or `--timeout` stopped the
 /// program) wait for each other, if any do, or that every thread waits for ever.
-fn say_deadlocks(store: &Path, run: sdt_store::RunId, name: &str) {
+pub fn say_deadlocks(store: &Path, run: sdt_store::RunId, name: &str) {
     let blocked = || -> Result<Blocked> {
         let store = sdt_store::Store::open(store)?;
         let snap = store.open_run(&run)?.open_snapshot(name)?;

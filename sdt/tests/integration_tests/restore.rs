@@ -461,7 +461,8 @@ fn refine_detects_a_mismatch_and_retries() -> Result<(), Skip> {
 
 /// A resumed program that never reaches S2's breakpoint (two threads deadlock) is
 /// snapshotted where it hangs when its time runs out, and ended: the attempt counts as
-/// not reproduced, and gdb shows both threads waiting for a lock in that snapshot.
+/// not reproduced, sdt names the deadlock, and gdb shows both threads waiting for a lock
+/// in that snapshot.
 fn a_refinement_that_hangs_is_snapshotted_and_ended_in_time() -> Result<(), Skip> {
     may_restore()?;
     let sdt = Sdt::new();
@@ -478,6 +479,12 @@ fn a_refinement_that_hangs_is_snapshotted_and_ended_in_time() -> Result<(), Skip
                 after 2.00 s: it was stopped; where it was then: S0.0 (`sdt gdb S0.0`)";
     assert!(err.contains(said), "{err}");
     assert!(err.contains("S1 was not reproduced in 1 attempt"), "{err}");
+    let deadlock = err.lines().find(|l| l.starts_with("sdt: deadlock in S0.0: threads "));
+    let deadlock = deadlock.unwrap_or_else(|| panic!("no deadlock named: {err}"));
+    assert!(
+        deadlock.contains(" for mutex `first`, held by ")
+            && deadlock.contains(" for mutex `second`, held by ")
+    );
     let text = stdout(&sdt.ok(&["gdb", "S0.0", "--", "-batch", "-ex", "thread apply all bt"]));
     assert_eq!(text.matches(" in worker (").count(), 2, "{text}");
     assert_eq!(text.matches("_lll_lock_wait (").count(), 2, "both wait for a lock: {text}");
