@@ -325,6 +325,12 @@ refers to is kept in $_sdt_referent."""
                 gdb.execute("frame")
 
 
+def say_findings():
+    """Says the deadlocks of the current snapshot, or that every thread waits for ever."""
+    for line in monitor("waits --findings").splitlines():
+        gdb.write("[sdt] %s  (sdt waits)\n" % line)
+
+
 def goto(name, quiet=False):
     """Moves to snapshot NAME and selects the thread that took it, in the user's frame
     (as `sdt frame --caller` selects it); returns its entry."""
@@ -341,6 +347,7 @@ def goto(name, quiet=False):
     select_user_frame(caller=True)
     if not quiet:
         gdb.write("[sdt] %s  thread %d  %s\n" % (entry.name, entry.tid, entry.trigger))
+        say_findings()
         gdb.execute("frame")
         gdb.execute("display")
     return entry
@@ -400,13 +407,19 @@ class List(gdb.Command):
 class Waits(gdb.Command):
     """What each blocked thread waits for: a mutex (by its global's name) and the thread
 holding it, a thread it joins, another futex word, a descriptor, a child; and the
-deadlocks among them."""
+deadlocks among them. With --findings, the deadlocks alone (as `sdt gdb` and
+`sdt goto` say them)."""
 
     def __init__(self):
         super().__init__("sdt waits", gdb.COMMAND_USER)
 
     def invoke(self, arg, from_tty):
-        gdb.write(monitor("waits"))
+        if arg.strip() == "--findings":
+            say_findings()
+        elif arg.strip():
+            raise gdb.GdbError("usage: sdt waits [--findings]")
+        else:
+            gdb.write(monitor("waits"))
 
 
 class Goto(gdb.Command):

@@ -18,7 +18,8 @@ use crate::vars::{Program, Symbolizer};
 /// The waits of a snapshot's threads and their deadlocks, with the words that name them.
 pub struct Blocked {
     waits: Vec<Wait>,
-    /// Per wait: the futex word, named in full (with its address) and in short.
+    /// Per wait: the futex word, named in full (with its address) and in short; empty
+    /// where they were not named.
     words: Vec<(String, String)>,
     /// The threads of the snapshot.
     threads: Vec<i32>,
@@ -34,12 +35,31 @@ impl Blocked {
     /// Reads what `snap`'s blocked threads wait for. The program's DWARF is read only
     /// when some thread waits in `futex`.
     pub fn of(snap: &impl SnapshotSource) -> Blocked {
+        Blocked::read(snap, true)
+    }
+
+    /// [`findings`](Self::findings) of `snap` alone: the futex words are named (the
+    /// program's DWARF read) only where there are some.
+    pub fn findings_of(snap: &impl SnapshotSource) -> Vec<(&'static str, String)> {
+        let unnamed = Blocked::read(snap, false);
+        if unnamed.cycles.is_empty() && !unnamed.everyone_waits() {
+            return Vec::new();
+        }
+        Blocked::of(snap).findings()
+    }
+
+    /// What `snap`'s blocked threads wait for, with the futex words named if `name`.
+    fn read(snap: &impl SnapshotSource, name: bool) -> Blocked {
         let meta = snap.meta();
         let read = |addr, buf: &mut [u8]| snap.read(addr, buf).is_ok();
         let waits = waits::waits(&meta.threads, &read);
-        let program = if waits.is_empty() { None } else { Program::load(snap).ok() };
-        let mut symbols = Symbolizer::default();
-        let words = waits.iter().map(|w| word_name(snap, program.as_ref(), &mut symbols, w.word)).collect();
+        let words = if name && !waits.is_empty() {
+            let program = Program::load(snap).ok();
+            let mut symbols = Symbolizer::default();
+            waits.iter().map(|w| word_name(snap, program.as_ref(), &mut symbols, w.word)).collect()
+        } else {
+            Vec::new()
+        };
         let cycles = waits::cycles(&waits);
         let threads = meta.threads.iter().map(|t| t.tid).collect();
         let timers = meta.timers.itimers.iter().flatten().next().is_some() || !meta.timers.posix.is_empty();

@@ -56,8 +56,8 @@ pub fn remote_command(program: &Path, extension: &Path, server: Server, extra: &
     }
     gdb.arg("-iex").arg(glued("set solib-search-path ", server.libraries));
     // The user's line rather than SDT's trap inside the `breakpoint!` macro or
-    // `SetBreakpoint`.
-    gdb.args(["-ex", SERVE, "-ex", "sdt frame --caller"]).args(extra);
+    // `SetBreakpoint`; and the snapshot's deadlocks, if it has any.
+    gdb.args(["-ex", SERVE, "-ex", "sdt frame --caller", "-ex", "sdt waits --findings"]).args(extra);
     gdb.env("SDT_GDBSERVER", server.sdt)
         .env("SDT_STORE", server.store)
         .env("SDT_GDBSERVER_RUN", server.run.to_string())

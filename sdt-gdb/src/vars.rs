@@ -25,7 +25,7 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::io::Read;
+use std::io::{Read, Seek};
 
 use gimli::{AttributeValue, EndianSlice, LittleEndian, Operation, constants as dw};
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
@@ -483,11 +483,15 @@ fn same_file(a: &SnapshotMeta, b: &SnapshotMeta) -> bool {
     }
 }
 
-/// The whole file `f`, opened through the store's checks.
+/// The whole file `f`, opened through the store's checks. From its start: the store hands
+/// out clones of one open file, which share its offset, and an earlier read left it at
+/// the end (`sdt diff` named no function of the program, read for its variables first).
 fn read_checked(snap: &impl SnapshotSource, f: &FileRef) -> Result<Vec<u8>, VarsError> {
     let mut file = snap.open_file(f).map_err(|source| VarsError::Open { path: f.path.clone(), source })?;
     let mut data = Vec::new();
-    file.read_to_end(&mut data).map_err(|source| VarsError::Read { path: f.path.clone(), source })?;
+    file.rewind()
+        .and_then(|()| file.read_to_end(&mut data))
+        .map_err(|source| VarsError::Read { path: f.path.clone(), source })?;
     Ok(data)
 }
 

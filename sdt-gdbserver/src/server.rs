@@ -324,7 +324,12 @@ impl<T: Timeline, R: BufRead, W: Write> Server<'_, T, R, W> {
                 entries.iter().map(|e| entry_line(e, e.name == current)).collect()
             }),
             (Some("waits"), None, _) => waits_text(self.snap()),
-            _ => "sdt: the monitor commands are `goto SNAPSHOT`, `list`, `waits` and `commit`\n".to_owned(),
+            (Some("waits"), Some("--findings"), None) => {
+                let findings = Blocked::findings_of(self.snap());
+                findings.into_iter().map(|(kind, finding)| format!("{kind}: {finding}\n")).collect()
+            }
+            _ => "sdt: the monitor commands are `goto SNAPSHOT`, `list`, `waits [--findings]` and `commit`\n"
+                .to_owned(),
         }
     }
 

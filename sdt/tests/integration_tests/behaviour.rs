@@ -54,6 +54,15 @@ fn a_program_past_its_timeout_is_snapshotted_and_stopped() {
     assert!(show.contains(&format!("for thread {a} to end (joining it)")), "{show}");
     let deadlock_in_show = format!("deadlock: threads {} and {} wait for each other: ", a.min(b), a.max(b));
     assert!(show.contains(&format!("  {deadlock_in_show}")), "{show}");
+    // `sdt diff` names where main was at the breakpoint by the program's symbols, which
+    // it reads after the program's DWARF (each read from the file's start).
+    let diff: serde_json::Value =
+        serde_json::from_str(&stdout(&sdt.ok(&["diff", "S0", "S1", "--json"]))).unwrap();
+    let main = thread_tids(&show)[0];
+    let moved = diff["threads"].as_array().unwrap().iter().find(|t| t["tid"] == main).cloned();
+    let function = moved.as_ref().and_then(|t| t["old"]["function"].as_str()).map(str::to_owned);
+    let function = function.unwrap_or_else(|| panic!("{diff:#}"));
+    assert!(function.starts_with("SetBreakpoint+") || function.starts_with("main+"), "{diff:#}");
     // And in gdb, `sdt waits` lists them for the snapshot it is at.
     let text = stdout(&sdt.ok(&[
         "gdb",
@@ -68,6 +77,8 @@ fn a_program_past_its_timeout_is_snapshotted_and_stopped() {
         "sdt waits",
     ]));
     assert!(text.contains(&format!("for thread {a} to end (joining it)\n")), "{text}");
+    // Named, though `sdt gdb` read the program once already for the deadlock it said.
+    assert!(text.contains("[sdt] deadlock: ") && text.contains("  for mutex `first` (0x"), "{text}");
     assert!(text.lines().any(|l| l.starts_with(&deadlock_in_show)), "{text}");
     assert!(
         text.contains("\nno thread waits for a lock, a thread, a descriptor or a child\n"),
