@@ -451,6 +451,8 @@ mod tests {
                 SERVE,
                 "-ex",
                 "sdt frame --caller",
+                "-ex",
+                "sdt waits --findings",
                 "-batch"
             ]
         );
