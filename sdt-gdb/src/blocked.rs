@@ -19,7 +19,7 @@ use crate::vars::{Program, Symbolizer};
 pub struct Blocked {
     waits: Vec<Wait>,
     /// Per wait: the futex word, named in full (with its address) and in short; empty
-    /// where they were not named.
+    /// until [`name_words`](Self::name_words).
     words: Vec<(String, String)>,
     /// The threads of the snapshot.
     threads: Vec<i32>,
@@ -35,40 +35,47 @@ impl Blocked {
     /// Reads what `snap`'s blocked threads wait for. The program's DWARF is read only
     /// when some thread waits in `futex`.
     pub fn of(snap: &impl SnapshotSource) -> Blocked {
-        Blocked::read(snap, true)
+        let mut blocked = Blocked::unnamed(snap);
+        blocked.name_words(snap);
+        blocked
     }
 
     /// [`findings`](Self::findings) of `snap` alone: the futex words are named (the
     /// program's DWARF read) only where there are some.
     pub fn findings_of(snap: &impl SnapshotSource) -> Vec<(&'static str, String)> {
-        let unnamed = Blocked::read(snap, false);
-        if unnamed.cycles.is_empty() && !unnamed.everyone_waits() {
+        let mut blocked = Blocked::unnamed(snap);
+        if blocked.cycles.is_empty() && !blocked.everyone_waits() {
             return Vec::new();
         }
-        Blocked::of(snap).findings()
+        blocked.name_words(snap);
+        blocked.findings()
     }
 
-    /// What `snap`'s blocked threads wait for, with the futex words named if `name`.
-    fn read(snap: &impl SnapshotSource, name: bool) -> Blocked {
+    /// What `snap`'s blocked threads wait for, the futex words not named yet.
+    fn unnamed(snap: &impl SnapshotSource) -> Blocked {
         let meta = snap.meta();
         let read = |addr, buf: &mut [u8]| snap.read(addr, buf).is_ok();
         let waits = waits::waits(&meta.threads, &read);
-        let words = if name && !waits.is_empty() {
-            let program = Program::load(snap).ok();
-            let mut symbols = Symbolizer::default();
-            waits.iter().map(|w| word_name(snap, program.as_ref(), &mut symbols, w.word)).collect()
-        } else {
-            Vec::new()
-        };
         let cycles = waits::cycles(&waits);
         let threads = meta.threads.iter().map(|t| t.tid).collect();
         let timers = meta.timers.itimers.iter().flatten().next().is_some() || !meta.timers.posix.is_empty();
-        Blocked { waits, words, threads, others: other_waits(meta), timers, cycles }
+        Blocked { waits, words: Vec::new(), threads, others: other_waits(meta), timers, cycles }
     }
 
-    /// Whether no thread waits in `futex`, for I/O or for a child.
-    pub fn is_empty(&self) -> bool {
-        self.waits.is_empty() && self.others.is_empty()
+    /// Names the futex words, from the program's DWARF and the files' symbols.
+    fn name_words(&mut self, snap: &impl SnapshotSource) {
+        if self.waits.is_empty() {
+            return;
+        }
+        let program = Program::load(snap).ok();
+        let mut symbols = Symbolizer::default();
+        self.words =
+            self.waits.iter().map(|w| word_name(snap, program.as_ref(), &mut symbols, w.word)).collect();
+    }
+
+    /// How many threads wait in `futex`, for I/O or for a child.
+    pub fn waiting(&self) -> usize {
+        self.waits.len() + self.others.len()
     }
 
     /// Whether every thread of the snapshot waits in `futex` with no time limit, and no
@@ -89,6 +96,13 @@ impl Blocked {
             return vec![("hang", EVERYONE_WAITS.to_owned())];
         }
         deadlocks.into_iter().map(|d| ("deadlock", d)).collect()
+    }
+
+    /// [`lines`](Self::lines), then each of the [`findings`](Self::findings) as
+    /// `KIND: SENTENCE`: what `sdt show` and gdb's `sdt waits` list.
+    pub fn report(&self) -> Vec<String> {
+        let findings = self.findings().into_iter().map(|(kind, finding)| format!("{kind}: {finding}"));
+        self.lines().into_iter().chain(findings).collect()
     }
 
     /// One line per waiting thread, in the snapshot's order: `TID  for mutex `m` (0x…),
@@ -168,7 +182,7 @@ impl Blocked {
     }
 }
 
-/// What [`Blocked::hang`] says when every thread waits in `futex` for ever.
+/// What [`Blocked::findings`] says when every thread waits in `futex` for ever.
 const EVERYONE_WAITS: &str = "every thread waits in futex with no time limit: nothing in the program can \
                               wake them (a wake-up that was lost, or a deadlock on locks that record no holder)";
 

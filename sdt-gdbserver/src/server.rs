@@ -437,14 +437,10 @@ fn entry_line(e: &Entry, current: bool) -> String {
 /// deadlocks among them, as `sdt show` lists them.
 fn waits_text(snap: &impl SnapshotSource) -> String {
     let blocked = Blocked::of(snap);
-    if blocked.is_empty() {
+    if blocked.waiting() == 0 {
         return "no thread waits for a lock, a thread, a descriptor or a child\n".to_owned();
     }
-    let lines = blocked
-        .lines()
-        .into_iter()
-        .chain(blocked.findings().into_iter().map(|(kind, finding)| format!("{kind}: {finding}")));
-    lines.map(|l| l + "\n").collect()
+    blocked.report().into_iter().map(|line| line + "\n").collect()
 }
 
 fn error_line(why: String) -> String {

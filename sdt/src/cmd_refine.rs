@@ -10,7 +10,7 @@ use sdt_refine::{Attempts, Comparison, Interval, Progress, Verdict};
 use crate::cli::RefineOpt;
 use crate::cmd_export::checked_program;
 use crate::cmd_gdb::ServerParts;
-use crate::cmd_run::{capture_config, conclude, say_deadlocks};
+use crate::cmd_run::{capture_config, conclude, say_why_it_hangs};
 use crate::select;
 
 pub fn refine(opt: RefineOpt) -> Result<ExitCode> {
@@ -72,7 +72,7 @@ pub fn refine(opt: RefineOpt) -> Result<ExitCode> {
                 )),
             );
             if let Some(name) = &outcome.at_deadline {
-                say_deadlocks(&attempts.store, outcome.run, name);
+                say_why_it_hangs(&attempts.store, outcome.run, name);
             }
         }
         Progress::NotReached(outcome) => eprintln!(

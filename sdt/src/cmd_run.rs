@@ -53,7 +53,7 @@ pub fn run(opt: RunOpt) -> Result<ExitCode> {
     conclude(&outcome, &opt.store.store, opt.quiet);
     if let Some(name) = outcome.at_signal.as_deref().filter(|_| !opt.quiet) {
         eprintln!("sdt: {name} is the program as the signal found it: `sdt gdb {name}`");
-        say_deadlocks(&opt.store.store, outcome.run, name);
+        say_why_it_hangs(&opt.store.store, outcome.run, name);
     }
     if let (ProgramExit::TimedOut, Some(limit)) = (outcome.exit, opt.timeout) {
         let then = outcome
@@ -65,7 +65,7 @@ pub fn run(opt: RunOpt) -> Result<ExitCode> {
             human::duration_ns(limit.as_nanos() as u64)
         );
         if let Some(name) = outcome.at_deadline.as_deref() {
-            say_deadlocks(&opt.store.store, outcome.run, name);
+            say_why_it_hangs(&opt.store.store, outcome.run, name);
         }
     }
     if says_record {
@@ -79,15 +79,15 @@ pub fn run(opt: RunOpt) -> Result<ExitCode> {
 
 /// Says which threads of snapshot `name` (taken where a signal or `--timeout` stopped the
 /// program) wait for each other, if any do, or that every thread waits for ever.
-pub fn say_deadlocks(store: &Path, run: sdt_store::RunId, name: &str) {
-    let blocked = || -> Result<Blocked> {
+pub fn say_why_it_hangs(store: &Path, run: sdt_store::RunId, name: &str) {
+    let findings = || -> Result<_> {
         let store = sdt_store::Store::open(store)?;
         let snap = store.open_run(&run)?.open_snapshot(name)?;
-        Ok(Blocked::of(&snap))
+        Ok(Blocked::findings_of(&snap))
     };
-    match blocked() {
-        Ok(blocked) => {
-            for (kind, finding) in blocked.findings() {
+    match findings() {
+        Ok(findings) => {
+            for (kind, finding) in findings {
                 eprintln!("sdt: {kind} in {name}: {finding} (`sdt show {name}`)");
             }
         }

@@ -145,14 +145,10 @@ pub fn show(opt: ShowOpt) -> Result<()> {
         );
     }
     let blocked = Blocked::of(&snap);
-    if !blocked.is_empty() {
-        let lines = blocked.lines();
-        println!("\nwaits ({}):", lines.len());
-        for line in lines {
+    if blocked.waiting() > 0 {
+        println!("\nwaits ({}):", blocked.waiting());
+        for line in blocked.report() {
             println!("  {line}");
-        }
-        for (kind, finding) in blocked.findings() {
-            println!("  {kind}: {finding}");
         }
     }
     println!("\ndescriptors ({}):", m.files.len());
