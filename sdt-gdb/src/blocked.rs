@@ -186,11 +186,29 @@ impl Blocked {
 const EVERYONE_WAITS: &str = "every thread waits in futex with no time limit: nothing in the program can \
                               wake them (a wake-up that was lost, or a deadlock on locks that record no holder)";
 
-/// System calls whose first argument is the descriptor they block on.
-const ON_A_DESCRIPTOR: [u64; 19] =
-    [0, 1, 16, 17, 18, 19, 20, 42, 43, 44, 45, 46, 47, 73, 74, 232, 281, 288, 441];
-/// `wait4(2)`.
-const SYS_WAIT4: u64 = 61;
+/// System calls whose first argument is the descriptor they block on, by the names
+/// [`syscall_name`] gives (checked against the kernel's header).
+const ON_A_DESCRIPTOR: [&str; 19] = [
+    "read",
+    "write",
+    "ioctl",
+    "pread64",
+    "pwrite64",
+    "readv",
+    "writev",
+    "connect",
+    "accept",
+    "sendto",
+    "recvfrom",
+    "sendmsg",
+    "recvmsg",
+    "flock",
+    "fsync",
+    "epoll_wait",
+    "epoll_pwait",
+    "accept4",
+    "epoll_pwait2",
+];
 
 /// The threads of `meta` asleep in a system call on a descriptor (what the descriptor
 /// is, as the snapshot's table says) or in `wait4` (for which child).
@@ -199,14 +217,14 @@ fn other_waits(meta: &SnapshotMeta) -> Vec<(i32, String)> {
     for t in &meta.threads {
         let Activity::Waiting { nr } = Activity::of(t, false) else { continue };
         let (Ok(regs), Some(name)) = (t.regs(), syscall_name(nr)) else { continue };
-        if ON_A_DESCRIPTOR.contains(&nr) {
+        if ON_A_DESCRIPTOR.contains(&name) {
             let fd = regs.rdi as i32;
             let what = match meta.files.iter().find(|f| f.fd == fd) {
                 Some(f) => format!(" ({})", f.target.escape_debug()),
                 None => String::new(),
             };
             found.push((t.tid, format!("in {name} on fd {fd}{what}")));
-        } else if nr == SYS_WAIT4 {
+        } else if name == "wait4" {
             let child = match regs.rdi as i32 {
                 -1 => "any child".to_owned(),
                 pid if pid > 0 => format!("child process {pid}"),
@@ -279,6 +297,13 @@ mod tests {
         assert_eq!(user_part("accounts[2].m"), "accounts[2].m");
         assert_eq!(user_part("locks._M_elems[2]._M_mutex"), "locks._M_elems[2]");
         assert_eq!(user_part("_private"), "_private");
+    }
+
+    #[test]
+    fn the_calls_on_a_descriptor_are_system_calls_sdt_names() {
+        for name in ON_A_DESCRIPTOR {
+            assert!(sdt_target::SYSCALLS.iter().any(|&(_, n)| n == name), "{name}");
+        }
     }
 
     #[test]
