@@ -23,9 +23,8 @@
 //! Needs `target/release/sdt` and `libsdt.a` (scripts/bench builds them), gcc and gdb.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Instant;
 
 use serde_json::Value;
@@ -120,26 +119,11 @@ fn gcore(exe: &Path, dir: &Path, threads: u32, heap_mb: u32) -> (f64, u64) {
 }
 
 fn gcore_once(exe: &Path, dir: &Path, threads: u32, heap_mb: u32) -> (f64, u64) {
-    let mut child = workload(exe)
-        .args([threads.to_string(), heap_mb.to_string(), "0".into(), "0".into()])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("workload");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    assert_eq!(line, "ready\n");
-    let prefix = dir.join("gcore");
-    let start = Instant::now();
-    let out =
-        Command::new("gcore").arg("-o").arg(&prefix).arg(child.id().to_string()).output().expect("gcore");
-    let secs = start.elapsed().as_secs_f64();
-    assert!(out.status.success(), "gcore failed: {}", String::from_utf8_lossy(&out.stderr));
-    let core = PathBuf::from(format!("{}.{}", prefix.display(), child.id()));
-    let size = std::fs::metadata(&core).map(|m| m.len()).unwrap_or(0);
-    std::fs::remove_file(&core).ok();
+    let mut child = workloads::start_waiting_heap(exe, threads, heap_mb);
+    let dumped = workloads::gcore(dir, child.id());
     Command::new("kill").args(["-TERM", &child.id().to_string()]).status().ok();
     child.wait().ok();
-    (secs, size)
+    dumped
 }
 
 /// One configuration's figures.

@@ -26,10 +26,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
 use indicatif::{ProgressBar, ProgressStyle};
+use memory::{Peak, sample_memory};
 use serde_json::Value;
 use stats::{median, p90, range};
 use workloads::workspace;
 
+mod memory;
 mod stats;
 mod workloads;
 
@@ -112,39 +114,6 @@ fn run_plain(name: &str, exe: &Path, threads: u32) -> Result<(f64, f64)> {
     Ok((secs, footprint_mib(&line)))
 }
 
-/// The highest memory figures of a process seen while it ran, in KiB.
-#[derive(Default, Clone, Copy)]
-struct Peak {
-    /// `VmHWM`: resident high-water mark, the store's mapped spare files included.
-    hwm_kib: u64,
-    /// The largest `RssAnon`: the process's own anonymous memory.
-    anon_kib: u64,
-}
-
-/// Reads /proc/PID/status every [`SAMPLE_EVERY`] until `stop` is set.
-fn sample_memory(pid: u32, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Peak> {
-    std::thread::spawn(move || {
-        let mut peak = Peak::default();
-        let path = format!("/proc/{pid}/status");
-        while !stop.load(Ordering::Relaxed) {
-            // A process that has exited has no Vm lines left: the last reading stands.
-            if let Ok(status) = std::fs::read_to_string(&path) {
-                for line in status.lines() {
-                    let kib =
-                        || line.split_whitespace().nth(1).and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
-                    if line.starts_with("VmHWM:") {
-                        peak.hwm_kib = peak.hwm_kib.max(kib());
-                    } else if line.starts_with("RssAnon:") {
-                        peak.anon_kib = peak.anon_kib.max(kib());
-                    }
-                }
-            }
-            std::thread::sleep(SAMPLE_EVERY);
-        }
-        peak
-    })
-}
-
 /// One `sdt run` of a workload.
 struct SdtRun {
     secs: f64,
@@ -218,7 +187,7 @@ fn run_sdt(
         .spawn()
         .context("starting sdt run")?;
     let stop = Arc::new(AtomicBool::new(false));
-    let sampler = sample_memory(child.id(), stop.clone());
+    let sampler = sample_memory(child.id(), SAMPLE_EVERY, stop.clone());
     // Read as it comes, to see when the program prints its last line.
     let mut stdout = String::new();
     let mut printed = None;

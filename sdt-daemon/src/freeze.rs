@@ -84,6 +84,8 @@ pub enum ProgramExit {
     /// ([`RunOptions::time_limit`](crate::RunOptions::time_limit)), after a snapshot of
     /// where it was.
     TimedOut,
+    /// Not ended: sdt let it go, and it runs on ([`Target::Attach`](crate::Target::Attach)).
+    Detached,
 }
 
 impl ProgramExit {
@@ -183,6 +185,10 @@ pub(crate) trait EventSource: Freezer {
     /// The ptrace tracer holding the program, to inject system calls into a held
     /// thread; `None` where the backend cannot.
     fn injector(&mut self) -> Option<&mut Tracer>;
+
+    /// Stops watching the program, which runs on untraced (one sdt attached to);
+    /// `TargetGone` if it ended first.
+    fn let_go(&mut self) -> Result<(), FreezeError>;
 
     /// The dispositions of the `caught` and `ignored` signals (bit `n - 1` for signal
     /// `n`), where the freeze read them; `None`: read them by injection.

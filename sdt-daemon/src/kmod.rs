@@ -119,7 +119,7 @@ impl Kmod {
     pub(crate) fn start(pid: Tid, device: Device, filter: &Filter) -> Result<Kmod, crate::Error> {
         let encoded = sdt_abi::kmod::encode_filter(filter).map_err(KmodError::from)?;
         device.register(pid, &encoded).map_err(KmodError::Register)?;
-        ptrace::detach(pid)?;
+        ptrace::detach(pid, 0)?;
         Ok(Kmod { pid, device, records: Vec::new(), held: None, image: None, queued: VecDeque::new() })
     }
 
@@ -309,6 +309,11 @@ impl EventSource for Kmod {
 
     fn injector(&mut self) -> Option<&mut Tracer> {
         None
+    }
+
+    /// The module registers a program for its whole life.
+    fn let_go(&mut self) -> Result<(), FreezeError> {
+        Err(FreezeError::Skip("the kernel module holds a program until it ends"))
     }
 
     fn signal_actions(&self, caught: u64, ignored: u64) -> Option<Result<Vec<SignalAction>, CaptureError>> {

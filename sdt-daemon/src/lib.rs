@@ -50,6 +50,7 @@
 #![deny(unsafe_code)]
 
 mod adopt;
+mod attach;
 mod body;
 mod capture;
 pub mod config;
@@ -85,6 +86,7 @@ use sdt_sys::ptrace::options;
 use sdt_sys::{Tid, monotonic_ns};
 
 pub use adopt::AdoptError;
+pub use attach::AttachError;
 pub use config::{CaptureConfig, ConfigError};
 pub use freeze::ProgramExit;
 pub use kmod::{KmodError, available as kmod_available};
@@ -169,6 +171,17 @@ pub enum Target {
     /// Resume the process of a stored snapshot; the run is a refinement of the
     /// snapshot's run.
     Restore(RestoreFrom),
+    /// Take over a running process sdt did not start (`sdt attach`): a snapshot at once,
+    /// then, unless `watch`, let it go; with `watch`, timed snapshots and one at a fatal
+    /// signal until it ends, `time_limit` runs out or sdt gets `SIGINT`, `SIGTERM`,
+    /// `SIGHUP` or `SIGQUIT` (then it is let go: [`ProgramExit::Detached`]). Its
+    /// breakpoints stay off: the program started without sdt.
+    Attach {
+        /// The process.
+        pid: Tid,
+        /// Stay attached after the first snapshot.
+        watch: bool,
+    },
 }
 
 /// The snapshot a run resumes, what recreates its process, and where the run ends.
@@ -267,6 +280,12 @@ pub enum Error {
     /// A `--break` cannot be placed.
     #[error(transparent)]
     Break(#[from] BreakError),
+    /// A running process cannot be taken over.
+    #[error(transparent)]
+    Attach(#[from] AttachError),
+    /// An attached process could not be let go: sdt's exit lets it go.
+    #[error("letting the program go: {0}")]
+    LetGo(&'static str),
     /// The kernel module cannot capture the program.
     #[error(transparent)]
     Kmod(#[from] KmodError),
@@ -303,6 +322,14 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, Error> {
     if breaks && matches!(opts.target, Target::Restore(_)) {
         return Err(BreakError::Restored.into());
     }
+    if let Target::Attach { .. } = opts.target {
+        if breaks {
+            return Err(AttachError::Breaks.into());
+        }
+        if opts.backend == Backend::Kmod {
+            return Err(AttachError::Kmod.into());
+        }
+    }
     let kmod = match (opts.backend, &opts.target) {
         (Backend::Kmod, Target::Restore(_)) => return Err(KmodError::Restore.into()),
         (Backend::Kmod, _) if breaks => return Err(BreakError::Kmod.into()),
@@ -332,6 +359,7 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, Error> {
             drive(started, events, &store, started_ns, opts)
         }
         Target::Restore(from) => drive(resume::start(&store, from, opts)?, events, &store, started_ns, opts),
+        Target::Attach { pid, .. } => drive(attach::start(*pid, opts)?, events, &store, started_ns, opts),
     }
 }
 
@@ -350,8 +378,16 @@ fn drive<B: EventSource>(
         let mpi = mpi.map(|files| mpi::adopt(&log, files)).transpose()?;
         Ok((info, StoreWriter::start(log, pid, store.root().to_owned(), budget, opts.quiet)?, mpi))
     });
-    let (info, writer, mpi) = created.inspect_err(|_| {
-        sdt_sys::kill_process(init.unwrap_or(pid), libc::SIGKILL).ok();
+    let (info, writer, mpi) = created.inspect_err(|_| match opts.target {
+        // Not sdt's to end.
+        Target::Attach { .. } => {
+            if let Err(e) = tracer.let_go() {
+                log::warn!("letting process {pid} go: {e}");
+            }
+        }
+        _ => {
+            sdt_sys::kill_process(init.unwrap_or(pid), libc::SIGKILL).ok();
+        }
     })?;
     let mpi_events = mpi.map(|(events, fds)| {
         inherited.extend(fds);
@@ -390,6 +426,15 @@ fn drive<B: EventSource>(
     let mut session = Session { tracer, rec };
     events.set_interval(opts.config.every_ms.map(Duration::from_millis))?;
     let exit = session.run_to_end(&mut events);
+    if exit.is_err()
+        && let Target::Attach { .. } = opts.target
+    {
+        // Threads stopped where the error came are let go too, not left to sdt's exit
+        // (which would deliver the SIGTRAP of a step they are stopped at).
+        if let Err(e) = session.tracer.let_go() {
+            log::warn!("letting process {pid} go: {e}");
+        }
+    }
     finish(session.rec, exit, opts)
 }
 
@@ -397,6 +442,7 @@ fn drive<B: EventSource>(
 /// namespace ends with it (after an error, it is killed).
 fn finish(rec: Recorder, exit: Result<ProgramExit, Error>, opts: &RunOptions) -> Result<RunOutcome, Error> {
     let Recorder {
+        pid,
         writer,
         mut problems,
         init,
@@ -432,6 +478,7 @@ fn finish(rec: Recorder, exit: Result<ProgramExit, Error>, opts: &RunOptions) ->
         ProgramExit::Signal(signal, _) => RunStatus::Signaled { signal },
         ProgramExit::Stopped => RunStatus::Stopped { reason: "the refinement reached its end".into() },
         ProgramExit::TimedOut => RunStatus::Stopped { reason: "its time limit ran out".into() },
+        ProgramExit::Detached => RunStatus::Detached { pid: pid.raw() },
     };
     let (totals, error) = writer.finish(status, opts.wait_for_compaction || opts.verify);
     problems.extend(error);
@@ -526,20 +573,39 @@ fn launch<B>(
         tracer,
         capturer,
         info: RunInfo {
-            id: RunId(0),
-            command: command.to_vec(),
-            cwd: std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default(),
-            started_wall_ns,
-            sdt_pid: std::process::id(),
-            config: opts.config.text.clone(),
-            status: RunStatus::Running,
-            parent: None,
             job: opts.job.clone(),
+            ..run_info(
+                command.to_vec(),
+                std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default(),
+                started_wall_ns,
+                opts,
+            )
         },
         init: None,
         inherited,
         mpi: mpi.map(mpi::MpiLaunch::into_files),
     })
+}
+
+/// A new run of `command`, started in `cwd` at `started_wall_ns` and captured with `opts`'
+/// config, as the store first records it: running, of no job, refining nothing.
+pub(crate) fn run_info(
+    command: Vec<String>,
+    cwd: String,
+    started_wall_ns: i64,
+    opts: &RunOptions,
+) -> RunInfo {
+    RunInfo {
+        id: RunId(0),
+        command,
+        cwd,
+        started_wall_ns,
+        sdt_pid: std::process::id(),
+        config: opts.config.text.clone(),
+        status: RunStatus::Running,
+        parent: None,
+        job: None,
+    }
 }
 
 /// The file the program `pid` runs (`/proc/PID/exe`).

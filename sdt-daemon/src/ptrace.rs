@@ -210,8 +210,17 @@ impl Tracer {
     /// Traces `pid`, restored with every thread in `threads` seized (with `options`) and
     /// stopped.
     pub(crate) fn adopt(pid: Tid, options: u32, threads: impl IntoIterator<Item = Tid>) -> Tracer {
-        let threads =
-            threads.into_iter().map(|tid| (tid, Thread { stopped: true, ..Thread::default() })).collect();
+        Tracer::with_threads(pid, options, threads, true)
+    }
+
+    /// Traces `pid`, a running process sdt attached to: every thread in `threads` seized
+    /// (with `options`), none stopped.
+    pub(crate) fn seized(pid: Tid, options: u32, threads: impl IntoIterator<Item = Tid>) -> Tracer {
+        Tracer::with_threads(pid, options, threads, false)
+    }
+
+    fn with_threads(pid: Tid, options: u32, threads: impl IntoIterator<Item = Tid>, stopped: bool) -> Tracer {
+        let threads = threads.into_iter().map(|tid| (tid, Thread { stopped, ..Thread::default() })).collect();
         Tracer {
             pid,
             threads,
@@ -261,6 +270,35 @@ impl Tracer {
     /// Sends `signal` to the program, as `kill` would.
     pub(crate) fn signal(&self, signal: i32) -> Result<(), sdt_sys::Error> {
         sdt_sys::kill_process(self.pid, signal)
+    }
+
+    /// Stops tracing the program, which runs on as if it had never been traced: every
+    /// thread is stopped (threads it creates meanwhile are traced with it), then detached
+    /// with the signal it was to get. `TargetGone` if it ended first.
+    pub(crate) fn let_go(&mut self) -> Result<(), FreezeError> {
+        self.stop_every_thread(None)?;
+        if let Some(live_thread) = self.injection_thread(None) {
+            self.symbols.disarm(live_thread)?;
+        }
+        self.symbols.clear();
+        let mut first_error = None;
+        for (tid, thread) in std::mem::take(&mut self.threads) {
+            // A main thread that has exited waits, a zombie, for the others; so does a
+            // thread past its exit stop.
+            if !thread.stopped {
+                continue;
+            }
+            if let Err(e) = ptrace::detach(tid, thread.signal)
+                && !e.is_gone()
+            {
+                first_error.get_or_insert(e);
+            }
+        }
+        for (tid, signal) in self.resend.drain(..) {
+            sdt_sys::kill_thread(self.pid, tid, signal).ok();
+        }
+        self.queued.clear();
+        first_error.map_or(Ok(()), |e| Err(e.into()))
     }
 
     /// Acts on one report. Outside a freeze, every thread but a breaking one is resumed;
@@ -357,7 +395,7 @@ impl Tracer {
             Ok(true) => log::debug!("process {child} shares the program's memory, int3s and all"),
             Err(e) => log::debug!("process {child}: {e}"),
         }
-        if let Err(e) = ptrace::detach(child)
+        if let Err(e) = ptrace::detach(child, 0)
             && !e.is_gone()
         {
             log::warn!("letting process {child}, forked by the program, go: {e}");
@@ -544,7 +582,13 @@ fn wait_until_zombie(pid: Tid) {
 /// Resumes one stopped thread the way its state asks.
 fn resume_thread(tid: Tid, thread: &mut Thread) -> Result<(), sdt_sys::Error> {
     let result = if thread.group_stop && !thread.exiting {
-        ptrace::listen(tid)
+        match ptrace::listen(tid) {
+            // Its last stop is not its group-stop's: a step or an injected call ran since.
+            // Interrupted and resumed, it goes back into the group-stop, whose report is
+            // listened on in turn.
+            Err(e) if e.errno() == libc::EIO => ptrace::interrupt(tid).and_then(|()| ptrace::resume(tid, 0)),
+            other => other,
+        }
     } else {
         ptrace::resume(tid, std::mem::take(&mut thread.signal))
     };
@@ -1045,6 +1089,10 @@ impl EventSource for Tracer {
 
     fn injector(&mut self) -> Option<&mut Tracer> {
         Some(self)
+    }
+
+    fn let_go(&mut self) -> Result<(), FreezeError> {
+        Tracer::let_go(self)
     }
 
     fn signal_actions(&self, _caught: u64, _ignored: u64) -> Option<Result<Vec<SignalAction>, CaptureError>> {

@@ -4,7 +4,7 @@
 
 use std::error::Error as StdError;
 
-use sdt_store::{Refinement, Run, RunId, RunInfo, RunStatus, Snapshot, Store};
+use sdt_store::{Refinement, Run, RunId, RunInfo, Snapshot, Store};
 use sdt_sys::monotonic_ns;
 
 use crate::adopt::{self, AdoptError};
@@ -14,7 +14,7 @@ use sdt_target::{Library, checked_files};
 
 use crate::freeze::{Held, TargetEvent};
 use crate::ptrace::Tracer;
-use crate::{Error, ProgramExit, RestoreFrom, RunOptions, SEIZED_OPTIONS, Started, wall_ns};
+use crate::{Error, ProgramExit, RestoreFrom, RunOptions, SEIZED_OPTIONS, Started, run_info, wall_ns};
 
 /// Recreates a stored snapshot's process for the capture to take over. `sdt-restore`
 /// does it, handed in by the caller: the capture does not link the restorer.
@@ -75,13 +75,6 @@ pub(crate) fn start(store: &Store, from: &RestoreFrom, opts: &RunOptions) -> Res
         tracer,
         capturer: crate::capture::Capturer::new(pid)?,
         info: RunInfo {
-            id: RunId(0),
-            command: info.command.clone(),
-            cwd: info.cwd.clone(),
-            started_wall_ns,
-            sdt_pid: std::process::id(),
-            config: opts.config.text.clone(),
-            status: RunStatus::Running,
             parent: Some(Refinement {
                 run: from.run,
                 from: snap.name().to_owned(),
@@ -89,7 +82,7 @@ pub(crate) fn start(store: &Store, from: &RestoreFrom, opts: &RunOptions) -> Res
                 reached: None,
                 edit: None,
             }),
-            job: None,
+            ..run_info(info.command.clone(), info.cwd.clone(), started_wall_ns, opts)
         },
         init: Some(restored.init),
         inherited: Vec::new(),

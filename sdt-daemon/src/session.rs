@@ -232,6 +232,21 @@ impl<B: EventSource> Session<'_, B> {
         let mut deadline = self.rec.opts.time_limit.map(|limit| (limit, monotonic_ns()));
         // The time limit ran out, and the program was killed: its end is `TimedOut`.
         let mut stopping = false;
+        let attached = match self.rec.opts.target {
+            Target::Attach { watch, .. } => Some(watch),
+            _ => None,
+        };
+        if let Some(watch) = attached {
+            // Where it is now: what the user attached for.
+            if self.rec.capturing
+                && let Some(exit) = self.snapshot(Cause::Timer)?
+            {
+                return Ok(exit);
+            }
+            if !watch {
+                return self.let_go();
+            }
+        }
         loop {
             while let Some(event) = self.tracer.poll()? {
                 let exit = match event {
@@ -277,6 +292,11 @@ impl<B: EventSource> Session<'_, B> {
                     // The backend has something: the loop's next poll takes it.
                     Event::Ready => {}
                     Event::Signal { signo: libc::SIGCHLD, .. } => {}
+                    // The program is not sdt's: the user is done watching it.
+                    Event::Signal { signo, .. } if attached.is_some() => {
+                        log::info!("signal {signo}: letting the program go");
+                        return self.let_go();
+                    }
                     // Sent to sdt by another process (`kill`): pass it on. Signals from
                     // the terminal (SI_KERNEL) reached the program's group already.
                     Event::Signal { signo, code, .. } if code <= 0 => {
@@ -315,6 +335,10 @@ impl<B: EventSource> Session<'_, B> {
     /// gone on return (`TimedOut`); a launched one is killed, and the loop sees it end
     /// (`None`): its tracer takes its threads through their exit stops.
     fn overdue(&mut self, limit: Duration) -> Result<Option<ProgramExit>, Error> {
+        if let Target::Attach { .. } = self.rec.opts.target {
+            log::info!("watched the program for {limit:?}: letting it go");
+            return self.let_go().map(Some);
+        }
         log::info!("the program is still running after its time limit of {limit:?}: ending it");
         let seq = self.rec.next_seq;
         if self.rec.capturing {
@@ -332,6 +356,17 @@ impl<B: EventSource> Session<'_, B> {
         }
         sdt_sys::kill_process(self.rec.pid, libc::SIGKILL).ok();
         Ok(None)
+    }
+
+    /// Lets an attached program go: it runs on ([`ProgramExit::Detached`]), or it had
+    /// ended (its exit).
+    fn let_go(&mut self) -> Result<ProgramExit, Error> {
+        match self.tracer.let_go() {
+            Ok(()) => Ok(ProgramExit::Detached),
+            Err(FreezeError::TargetGone(exit)) => Ok(exit),
+            Err(FreezeError::Skip(why)) => Err(Error::LetGo(why)),
+            Err(FreezeError::Sys(e)) => Err(e.into()),
+        }
     }
 
     /// Takes one snapshot, for a breakpoint, a timer tick or a fatal signal. Returns the
@@ -460,7 +495,7 @@ impl Recorder<'_> {
     fn until(&self) -> Option<&Until> {
         match &self.opts.target {
             Target::Restore(from) => from.until.as_ref(),
-            Target::Launch(_) => None,
+            Target::Launch(_) | Target::Attach { .. } => None,
         }
     }
 

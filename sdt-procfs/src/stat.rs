@@ -42,6 +42,13 @@ impl<'a> Stat<'a> {
         Some((id(4)?, id(5)?, id(6)?))
     }
 
+    /// Whether it is a kernel thread (`PF_KTHREAD` in its flags, field 9): no user memory
+    /// and nothing a tracer may stop.
+    pub fn is_kernel_thread(&self) -> Option<bool> {
+        const PF_KTHREAD: u64 = 0x0020_0000;
+        Some(self.field(9)?.parse::<u64>().ok()? & PF_KTHREAD != 0)
+    }
+
     /// The caught and the ignored signals among 1–31 (fields 34 and 33: `stat` shows no
     /// real-time signal), bit `n-1` for signal `n`; `None` if either is missing or not a
     /// number.
@@ -103,6 +110,15 @@ mod tests {
         let stat = Stat::parse(b"83 (a) (b) t 7 8 9").unwrap();
         assert_eq!((stat.state(), stat.field(6), stat.field(7)), (Some('t'), Some("9"), None));
         assert_eq!((stat.field(0), stat.field(1), stat.field(2)), (None, None, None));
+    }
+
+    #[test]
+    fn kernel_threads_by_their_flags() {
+        let kthread = Stat::parse(b"2 (kthreadd) S 0 0 0 0 -1 2129984 0").unwrap();
+        assert_eq!(kthread.is_kernel_thread(), Some(true));
+        let user = Stat::parse(b"83 (cat) S 1 83 83 0 -1 4194304 100").unwrap();
+        assert_eq!(user.is_kernel_thread(), Some(false));
+        assert_eq!(Stat::parse(b"83 (cat) S 1 83 83 0").unwrap().is_kernel_thread(), None);
     }
 
     #[test]

@@ -101,6 +101,12 @@ pub fn parse_ns_tid(status: &[u8]) -> Option<i32> {
     field(status, "NSpid:")?.split_whitespace().last()?.parse().ok()
 }
 
+/// The process tracing this one (`TracerPid:`), `None` where none does or the line is
+/// missing.
+pub fn parse_tracer_pid(status: &[u8]) -> Option<i32> {
+    field(status, "TracerPid:")?.trim().parse().ok().filter(|&pid| pid != 0)
+}
+
 /// The caught and the ignored signals (`SigCgt:`, `SigIgn:` of a `status` file), bit
 /// `n-1` for signal `n`; a set whose line is missing or does not parse is empty.
 pub fn parse_signal_sets(status: &[u8]) -> (u64, u64) {
@@ -310,6 +316,8 @@ mod tests {
         assert_eq!(c.seccomp, SeccompMode::Disabled);
         assert_eq!(parse_real_ids(STATUS), (1001, 1001));
         assert_eq!(parse_ns_tid(STATUS), Some(7));
+        assert_eq!(parse_tracer_pid(STATUS), None);
+        assert_eq!(parse_tracer_pid(b"Name:\tx\nTracerPid:\t4242\n"), Some(4242));
         assert_eq!(parse_signal_sets(STATUS), (0x4a02, 0x1000));
     }
 

@@ -169,6 +169,11 @@ pub enum RunStatus {
         /// Why `sdt` ended it, for the user.
         reason: String,
     },
+    /// sdt attached to the running process (`sdt attach`) and let it go again: it ran on.
+    Detached {
+        /// Its process id.
+        pid: i32,
+    },
     /// Capture stopped early for this reason.
     Failed {
         /// What went wrong, for the user.

@@ -96,10 +96,11 @@ pub fn resume(tid: Tid, signal: i32) -> Result<()> {
     request("PTRACE_CONT", libc::PTRACE_CONT, tid, 0, signal as usize).map(drop)
 }
 
-/// `ptrace(PTRACE_DETACH, tid, 0, 0)`: stops tracing a stopped thread, which resumes.
+/// `ptrace(PTRACE_DETACH, tid, 0, signal)`: stops tracing a stopped thread, which
+/// resumes, delivering `signal` (0: none).
 #[doc(alias = "PTRACE_DETACH")]
-pub fn detach(tid: Tid) -> Result<()> {
-    request("PTRACE_DETACH", libc::PTRACE_DETACH, tid, 0, 0).map(drop)
+pub fn detach(tid: Tid, signal: i32) -> Result<()> {
+    request("PTRACE_DETACH", libc::PTRACE_DETACH, tid, 0, signal as usize).map(drop)
 }
 
 /// `ptrace(PTRACE_LISTEN, tid)`: lets a thread in group-stop wait for `SIGCONT` while

@@ -8,6 +8,7 @@ const EXAMPLES: &str = "\
 Examples:
   sdt run --config capture.toml -- ./prog args   run once, capturing snapshots
   mpirun -np 3 sdt run -- ./prog                  each rank of an MPI job, as one job
+  sdt attach 4242                                 a snapshot of a running process, which runs on
   sdt ls                                          the latest run's snapshots
   sdt show S3                                     threads and mappings of S3
   sdt gdb S3                                      open S3 in gdb
@@ -65,6 +66,23 @@ pub enum Action {
   sdt run --config capture.toml --every 100 -- ./prog --threads 4
   mpirun -np 3 --host a,b,c sdt run --store /shared/.sdt -- ./prog")]
     Run(RunOpt),
+    /// Capture a running process sdt did not start, as gdb's gcore does, and let it go: a
+    /// snapshot of every thread and page now, what its blocked threads wait for (a
+    /// deadlock or a hang is named), and the process runs on, untraced, as before.
+    ///
+    /// With --watch (or --every, --for), sdt stays attached: a snapshot at every --every
+    /// tick and one at a signal about to end the process, until it ends, --for runs out
+    /// or sdt gets Ctrl-C (SIGINT), SIGTERM or SIGHUP; then it is let go. Its
+    /// SetBreakpoint calls stay off: they capture only under `sdt run`. If sdt is killed,
+    /// the kernel lets the process go. The snapshots are a run of the store like any
+    /// other: `sdt ls`, `sdt show`, `sdt gdb`, `sdt export`, `sdt restore`.
+    ///
+    /// Exit code 0 once the snapshot is stored, 125 if the store could not take it.
+    #[command(after_help = "Examples:
+  sdt attach $(pidof server)                       one snapshot; the server runs on
+  sdt attach 4242 --every 1s --for 10s             a snapshot a second for ten seconds
+  sdt attach 4242 --watch                          until it crashes (a snapshot at the signal) or Ctrl-C")]
+    Attach(AttachOpt),
     /// List the snapshots of a run; of every rank of the job, for a rank of an MPI job.
     Ls(LsOpt),
     /// List the runs in the store.
@@ -423,6 +441,41 @@ pub struct RunOpt {
     /// The program and its arguments.
     #[arg(trailing_var_arg = true, required = true, value_name = "PROG ARGS")]
     pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct AttachOpt {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// The process (its id, as `pidof` or `ps` gives it).
+    #[arg(value_name = "PID")]
+    pub pid: i32,
+    /// Stay attached after the first snapshot: a snapshot at a signal about to end the
+    /// process, and at every --every tick, until it ends, --for runs out, or Ctrl-C.
+    #[arg(long)]
+    pub watch: bool,
+    /// A snapshot every MS milliseconds while attached (`500`, `500ms`, `2s`; implies
+    /// --watch), counted from the end of the previous one.
+    #[arg(long, value_name = "MS", value_parser = interval_ms)]
+    pub every: Option<u64>,
+    /// Stay attached this long at most (`30`, `90s`, `5m`; implies --watch), then let the
+    /// process go.
+    #[arg(long = "for", value_name = "SECONDS", value_parser = seconds)]
+    pub duration: Option<std::time::Duration>,
+    /// How changed pages are found between snapshots while watching, as `sdt run
+    /// --tracking` (a single snapshot copies every page: it needs none).
+    #[arg(long, value_enum, default_value_t = TrackingArg::Auto)]
+    pub tracking: TrackingArg,
+    /// Captures the raw log may hold before compaction catches up, in MiB, as `sdt run
+    /// --disk-budget`.
+    #[arg(long, value_name = "MB", value_parser = size_mib)]
+    pub disk_budget: Option<u64>,
+    /// While watching, take no snapshot when a signal is about to end the process.
+    #[arg(long)]
+    pub no_signal_snapshot: bool,
+    /// No line per snapshot, no summary.
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 /// A rank of a job (`mpirun -np 3 sdt run -- ./prog`): by default from the launcher's

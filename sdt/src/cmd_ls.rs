@@ -419,6 +419,7 @@ fn status_text(run: &Run) -> String {
         RunStatus::Exited { code } => format!("exited {code}"),
         RunStatus::Signaled { signal } => format!("killed by signal {signal}"),
         RunStatus::Stopped { reason } => format!("stopped: {reason}"),
+        RunStatus::Detached { pid } => format!("attached to process {pid}, let go (it ran on)"),
         RunStatus::Failed { message } => format!("failed: {message}"),
     }
 }

@@ -159,6 +159,7 @@ fn describe_exit(exit: ProgramExit) -> String {
         ProgramExit::Code(code) => format!("exit code {code}"),
         ProgramExit::Signal(signal, _) => format!("killed by signal {signal}"),
         ProgramExit::Stopped | ProgramExit::TimedOut => "stopped by sdt".into(),
+        ProgramExit::Detached => "let go by sdt".into(),
     }
 }
 

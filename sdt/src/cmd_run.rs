@@ -261,6 +261,7 @@ pub fn conclude(outcome: &RunOutcome, store: &Path, quiet: bool) {
             ProgramExit::Signal(signal, _) => format!("was killed by signal {signal}"),
             ProgramExit::Stopped => "was stopped at the refinement's end".into(),
             ProgramExit::TimedOut => "was stopped when the refinement's time ran out".into(),
+            ProgramExit::Detached => "was let go, and runs on".into(),
         };
         eprintln!("sdt: the program {code}; sdt exits {LOST_SNAPSHOTS} for the lost snapshots");
     }
@@ -273,7 +274,7 @@ pub fn conclude(outcome: &RunOutcome, store: &Path, quiet: bool) {
 pub fn exit_code(exit: ProgramExit, quiet: bool) -> ExitCode {
     match exit {
         ProgramExit::Code(code) => ExitCode::from(code as u8),
-        ProgramExit::Stopped => ExitCode::SUCCESS,
+        ProgramExit::Stopped | ProgramExit::Detached => ExitCode::SUCCESS,
         ProgramExit::TimedOut => ExitCode::from(TIMED_OUT),
         ProgramExit::Signal(signal, _) => {
             if !quiet {

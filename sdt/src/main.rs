@@ -4,6 +4,7 @@
 #![deny(unsafe_code)]
 
 mod cli;
+mod cmd_attach;
 mod cmd_check;
 mod cmd_compact;
 mod cmd_compare;
@@ -53,6 +54,7 @@ fn main() -> ExitCode {
 fn real_main(opt: Opt) -> anyhow::Result<ExitCode> {
     match opt.action {
         Action::Run(o) => cmd_run::run(o),
+        Action::Attach(o) => cmd_attach::attach(o),
         Action::Ls(o) => cmd_ls::ls(o).map(|()| ExitCode::SUCCESS),
         Action::Runs(o) => cmd_ls::runs(o).map(|()| ExitCode::SUCCESS),
         Action::Compact(o) => cmd_compact::compact(o).map(|()| ExitCode::SUCCESS),

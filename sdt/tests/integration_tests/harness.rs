@@ -341,17 +341,7 @@ impl Sdt {
     /// `sdt ARGS` started (stdin empty, stdout and stderr piped), its stdout, and the
     /// first line read from it.
     pub fn start(&self, args: &[&str]) -> (Child, BufReader<ChildStdout>, String) {
-        let mut child = self
-            .command(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap());
-        let mut first = String::new();
-        lines.read_line(&mut first).unwrap();
-        (child, lines, first)
+        start_reading(&mut self.command(args))
     }
 
     /// `sdt run -q --every 50 -- spin MS` started (stderr piped), once its run has a
@@ -400,6 +390,16 @@ impl Sdt {
         self.ok(&["export", "core", snapshot, "-o", path.to_str().unwrap()]);
         path
     }
+}
+
+/// `cmd` started (stdin empty, stdout and stderr piped), its stdout, and the first line
+/// read from it.
+pub fn start_reading(cmd: &mut Command) -> (Child, BufReader<ChildStdout>, String) {
+    let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    lines.read_line(&mut first).unwrap();
+    (child, lines, first)
 }
 
 /// Runs a command with the harness's timeout, collecting its output.

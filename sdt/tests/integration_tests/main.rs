@@ -11,6 +11,7 @@
 
 mod harness;
 
+mod attach;
 mod background;
 mod behaviour;
 mod capture;
@@ -39,6 +40,7 @@ mod symbols;
 mod tracking;
 
 sdt_test_harness::main!(
+    attach,
     background,
     behaviour,
     capture,

@@ -1,0 +1,185 @@
+//! `sdt attach`: a running process sdt did not start is captured and let go, and runs on
+//! as if nothing had happened; or watched until it ends, crashes, or the user is done.
+
+use std::io::{BufReader, Read};
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::Duration;
+
+use crate::harness::{Sdt, describe, program, start_reading, stderr, stdout, wait_within};
+
+/// Rounds of about 10 ms `attached` runs for in these tests: long enough for sdt to
+/// attach while it runs.
+const ROUNDS: &str = "150";
+
+/// `attached ROUNDS args…` started in the test's directory, not under sdt, once it says
+/// it is ready; its stdout for what it says after.
+fn start_attached(sdt: &Sdt, args: &[&str]) -> (Child, BufReader<ChildStdout>) {
+    let mut cmd = Command::new(program("attached"));
+    let (child, lines, ready) = start_reading(cmd.arg(ROUNDS).args(args).current_dir(sdt.dir.path()));
+    assert_eq!(ready, "ready\n");
+    (child, lines)
+}
+
+/// `sdt attach PID --watch` started, its stdout and stderr piped.
+fn watch(sdt: &Sdt, pid: u32) -> Child {
+    let mut cmd = sdt.command(&["attach", &pid.to_string(), "--watch"]);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+}
+
+/// The rest of what the program prints, and how it ended.
+fn finish(child: Child, mut lines: BufReader<ChildStdout>) -> (String, std::process::ExitStatus) {
+    let mut rest = String::new();
+    lines.read_to_string(&mut rest).unwrap();
+    (rest, wait_within(child, Duration::from_secs(60), "(the program)").status)
+}
+
+/// Sends `signal` to process `pid`.
+fn send(pid: u32, signal: nix::sys::signal::Signal) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal).unwrap();
+}
+
+/// What `/proc/PID/status` says of the process: its state and its tracer.
+fn status_line(pid: u32, key: &str) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status.lines().find_map(|l| l.strip_prefix(key)).unwrap().trim().to_owned()
+}
+
+/// One snapshot, with every thread and the program's values in gdb; the process runs on
+/// untraced, to the end it would have had, its breakpoints off throughout.
+fn attach_takes_a_snapshot_and_the_process_runs_on() {
+    let sdt = Sdt::new();
+    let (child, lines) = start_attached(&sdt, &[]);
+    let pid = child.id();
+    let out = sdt.output(&["attach", &pid.to_string()]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let said = stderr(&out);
+    assert!(said.contains(&format!("sdt: process {pid} was let go: it runs on, untraced")), "{said}");
+    assert_eq!(status_line(pid, "TracerPid:"), "0");
+    let ls = stdout(&sdt.ok(&["ls"]));
+    let head = ls.lines().next().unwrap();
+    assert!(head.contains(&format!("attached to process {pid}, let go (it ran on), 1 snapshot")), "{ls}");
+    let gdb = stdout(&sdt.ok(&["gdb", "S0", "--", "-batch", "-ex", "info threads", "-ex", "print/x magic"]));
+    assert_eq!(gdb.matches(" Thread ").count(), 5, "{gdb}");
+    assert!(gdb.contains("$1 = 0x5d7"), "{gdb}");
+    let (rest, status) = finish(child, lines);
+    assert_eq!(rest, format!("done {}, breakpoints off\n", 4 * 150 * 100000));
+    assert_eq!(status.code(), Some(0));
+}
+
+/// `--every` with `--for`: timed snapshots for the time given, then the process is let
+/// go; `--watch` stays until the process ends, whose exit the run records.
+fn attach_watches_for_a_while_or_to_the_end() {
+    let sdt = Sdt::new();
+    let (child, lines) = start_attached(&sdt, &[]);
+    let out = sdt.output(&["attach", &child.id().to_string(), "--every", "100", "--for", "0.6"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let snapshots = sdt.complete_snapshots().len();
+    assert!((3..=8).contains(&snapshots), "{snapshots} snapshots: {}", describe(&out));
+    let (rest, status) = finish(child, lines);
+    assert_eq!((rest.as_str(), status.code()), ("done 60000000, breakpoints off\n", Some(0)));
+
+    let sdt = Sdt::new();
+    let (child, lines) = start_attached(&sdt, &[]);
+    let pid = child.id();
+    let attach = watch(&sdt, pid);
+    let (rest, status) = finish(child, lines);
+    assert_eq!((rest.as_str(), status.code()), ("done 60000000, breakpoints off\n", Some(0)));
+    let out = wait_within(attach, Duration::from_secs(60), "(sdt attach --watch)");
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(
+        stderr(&out).contains(&format!("sdt: process {pid} exited 0 while sdt watched it")),
+        "{}",
+        describe(&out)
+    );
+    let ls = stdout(&sdt.ok(&["ls"]));
+    assert!(ls.lines().next().unwrap().contains("exited 0"), "{ls}");
+}
+
+/// A process that crashes while watched: a snapshot at its signal, which then ends it as
+/// it would have.
+fn a_watched_process_that_crashes_is_captured_at_its_signal() {
+    let sdt = Sdt::new();
+    let (child, lines) = start_attached(&sdt, &["crash"]);
+    let pid = child.id();
+    let attach = watch(&sdt, pid);
+    let (rest, status) = finish(child, lines);
+    assert_eq!((rest.as_str(), status.signal()), ("", Some(libc::SIGSEGV)));
+    let out = wait_within(attach, Duration::from_secs(60), "(sdt attach --watch)");
+    let said = stderr(&out);
+    assert!(said.contains(&format!("process {pid} was killed by signal 11 while sdt watched it")), "{said}");
+    assert!(said.contains("sdt: S1 is the process as the signal found it: `sdt gdb S1`"), "{said}");
+    let gdb = stdout(&sdt.ok(&["gdb", "S1", "--", "-batch", "-ex", "bt 1"]));
+    assert!(gdb.contains("main (argc=3"), "{gdb}");
+}
+
+/// A deadlocked process: sdt says who waits for whom in it, and lets it go.
+fn attach_names_the_deadlock_a_process_hangs_in() {
+    let sdt = Sdt::new();
+    std::fs::write(sdt.dir.path().join("hang"), "").unwrap();
+    let mut child =
+        Command::new(program("hangs")).current_dir(sdt.dir.path()).stdout(Stdio::null()).spawn().unwrap();
+    // The two threads hold their first locks after 100 ms.
+    std::thread::sleep(Duration::from_millis(500));
+    let out = sdt.output(&["attach", &child.id().to_string()]);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(out.status.success(), "{}", describe(&out));
+    let said = stderr(&out);
+    let deadlock =
+        said.lines().find(|l| l.starts_with("sdt: deadlock in S0: threads ")).unwrap_or_else(|| {
+            panic!("no deadlock named: {said}");
+        });
+    assert!(
+        deadlock.contains("wait for each other") && deadlock.contains("for mutex `first`, held by "),
+        "{said}"
+    );
+}
+
+/// A stopped process (SIGSTOP) is captured and stays stopped; SIGCONT lets it finish.
+/// A process another tracer holds is refused with the tracer's name, and so is one that
+/// does not exist; Ctrl-C (SIGINT) to a watching sdt lets its process go.
+fn attach_leaves_a_stopped_process_stopped_and_refuses_what_it_cannot_trace() {
+    let sdt = Sdt::new();
+    let (child, lines) = start_attached(&sdt, &[]);
+    let pid = child.id();
+    let pid_text = pid.to_string();
+    send(pid, nix::sys::signal::SIGSTOP);
+    while !status_line(pid, "State:").starts_with('T') {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let out = sdt.output(&["attach", &pid_text]);
+    assert!(out.status.success(), "{}", describe(&out));
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(status_line(pid, "State:").starts_with('T'), "{}", status_line(pid, "State:"));
+
+    let watching = watch(&sdt, pid);
+    let watcher = watching.id();
+    while status_line(pid, "TracerPid:") != watcher.to_string() {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let refused = sdt.output(&["attach", &pid_text]);
+    assert_eq!(refused.status.code(), Some(1), "{}", describe(&refused));
+    let why = format!("sdt: error: process {pid} (attached) is traced already, by process {watcher} (sdt)");
+    assert!(stderr(&refused).starts_with(&why), "{}", describe(&refused));
+    send(watcher, nix::sys::signal::SIGINT);
+    let out = wait_within(watching, Duration::from_secs(60), "(sdt attach --watch)");
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(stderr(&out).contains("was let go: it runs on, untraced"), "{}", describe(&out));
+    assert_eq!(status_line(pid, "TracerPid:"), "0");
+
+    send(pid, nix::sys::signal::SIGCONT);
+    let (rest, status) = finish(child, lines);
+    assert_eq!((rest.as_str(), status.code()), ("done 60000000, breakpoints off\n", Some(0)));
+
+    let none = sdt.output(&["attach", "999999999"]);
+    assert_eq!(stderr(&none), "sdt: error: there is no process 999999999\n");
+}
+
+sdt_test_harness::tests![
+    attach_takes_a_snapshot_and_the_process_runs_on,
+    attach_watches_for_a_while_or_to_the_end,
+    a_watched_process_that_crashes_is_captured_at_its_signal,
+    attach_names_the_deadlock_a_process_hangs_in,
+    attach_leaves_a_stopped_process_stopped_and_refuses_what_it_cannot_trace,
+];
