@@ -163,8 +163,8 @@ fn seize_all(pid: Tid) -> Result<Vec<Tid>, AttachError> {
         for tid in unseized {
             match ptrace::seize(tid, ATTACH_OPTIONS) {
                 Ok(()) => {}
-                // Ended meanwhile.
-                Err(e) if e.is_gone() => continue,
+                // Ended meanwhile (a thread that has exited refuses with EPERM).
+                Err(e) if e.is_gone() || ended(pid, tid) => continue,
                 // Created by a thread seized already: traced with it.
                 Err(e)
                     if e.errno() == libc::EPERM && tracer_of(pid, tid) == Some(std::process::id() as i32) => {
@@ -228,6 +228,12 @@ fn refusal(pid: Tid, tid: Tid, name: &str, e: sdt_sys::Error) -> AttachError {
 fn tasks(pid: Tid) -> Vec<Tid> {
     let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
     entries.filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok()).filter_map(Tid::new).collect()
+}
+
+/// Whether thread `tid` of `pid` has exited (or is gone).
+fn ended(pid: Tid, tid: Tid) -> bool {
+    let Ok(stat) = sdt_procfs::read(pid, &format!("task/{tid}/stat")) else { return true };
+    matches!(Stat::parse(&stat).and_then(|s| s.state()), Some('Z' | 'X'))
 }
 
 /// The process tracing thread `tid` of `pid`, if one does.

@@ -51,7 +51,7 @@ pub use stat::{Stat, parse_cpu_idle_ticks, parse_statm_resident};
 pub use status::{
     parse_credentials, parse_epoll, parse_eventfd, parse_fdinfo, parse_fdinfo_identity, parse_limits,
     parse_ns_tid, parse_personality, parse_real_ids, parse_seccomp, parse_signal_sets, parse_signalfd,
-    parse_timerfd, parse_timers, parse_tracer_pid, parse_umask,
+    parse_tgid, parse_timerfd, parse_timers, parse_tracer_pid, parse_umask,
 };
 
 use std::fs::File;

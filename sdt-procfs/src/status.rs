@@ -101,6 +101,11 @@ pub fn parse_ns_tid(status: &[u8]) -> Option<i32> {
     field(status, "NSpid:")?.split_whitespace().last()?.parse().ok()
 }
 
+/// The process a thread belongs to (`Tgid:`): its own id for a process's main thread.
+pub fn parse_tgid(status: &[u8]) -> Option<i32> {
+    field(status, "Tgid:")?.trim().parse().ok()
+}
+
 /// The process tracing this one (`TracerPid:`), `None` where none does or the line is
 /// missing.
 pub fn parse_tracer_pid(status: &[u8]) -> Option<i32> {
@@ -317,6 +322,8 @@ mod tests {
         assert_eq!(parse_real_ids(STATUS), (1001, 1001));
         assert_eq!(parse_ns_tid(STATUS), Some(7));
         assert_eq!(parse_tracer_pid(STATUS), None);
+        assert_eq!(parse_tgid(b"Name:\tx\nTgid:\t4242\nPid:\t4250\n"), Some(4242));
+        assert_eq!(parse_tgid(b"Pid:\t4250\n"), None);
         assert_eq!(parse_tracer_pid(b"Name:\tx\nTracerPid:\t4242\n"), Some(4242));
         assert_eq!(parse_signal_sets(STATUS), (0x4a02, 0x1000));
     }

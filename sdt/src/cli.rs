@@ -77,7 +77,8 @@ pub enum Action {
     /// the kernel lets the process go. The snapshots are a run of the store like any
     /// other: `sdt ls`, `sdt show`, `sdt gdb`, `sdt export`, `sdt restore`.
     ///
-    /// Exit code 0 once the snapshot is stored, 125 if the store could not take it.
+    /// Exit code 0 once the snapshot is stored; 1 when none could be taken; 125 when the
+    /// store had no room for one (the one at a signal, say).
     #[command(after_help = "Examples:
   sdt attach $(pidof server)                       one snapshot; the server runs on
   sdt attach 4242 --every 1s --for 10s             a snapshot a second for ten seconds

@@ -12,7 +12,11 @@ use crate::cli::{AttachOpt, TrackingArg};
 use crate::cmd_run::{self, LOST_SNAPSHOTS};
 
 pub fn attach(opt: AttachOpt) -> Result<ExitCode> {
-    let pid = Tid::new(opt.pid).with_context(|| format!("{} is not a process id", opt.pid))?;
+    let given = Tid::new(opt.pid).with_context(|| format!("{} is not a process id", opt.pid))?;
+    let pid = process_of(given);
+    if pid != given && !opt.quiet {
+        eprintln!("sdt: {given} is a thread of process {pid}: attaching to the process");
+    }
     let watch = opt.watch || opt.every.is_some() || opt.duration.is_some();
     let store = &opt.store.store;
     let outcome = sdt_daemon::run(&RunOptions {
@@ -40,6 +44,12 @@ pub fn attach(opt: AttachOpt) -> Result<ExitCode> {
         time_limit: opt.duration.filter(|d| !d.is_zero()),
     })?;
     cmd_run::conclude(&outcome, store, opt.quiet);
+    if outcome.totals.snapshots == 0 {
+        // What stood in the way was said above (a thread that would not stop, a store
+        // without room).
+        eprintln!("sdt: error: no snapshot of process {pid} was taken");
+        return Ok(ExitCode::FAILURE);
+    }
     if !opt.quiet {
         match outcome.exit {
             ProgramExit::Detached => eprintln!("sdt: process {pid} was let go: it runs on, untraced"),
@@ -75,4 +85,11 @@ fn last_snapshot(store: &Path, run: RunId) -> Option<String> {
     let run = store.open_run(&run).ok()?;
     let last = run.snapshots().ok()?.last()?.ok()?;
     Some(last.name)
+}
+
+/// The process thread `tid` belongs to: itself for a process's id, or where that cannot
+/// be read.
+fn process_of(tid: Tid) -> Tid {
+    let status = sdt_procfs::read(tid, "status").unwrap_or_default();
+    sdt_procfs::parse_tgid(&status).and_then(Tid::new).unwrap_or(tid)
 }

@@ -27,7 +27,8 @@ struct Check {
 
 pub fn doctor() -> ExitCode {
     println!("sdt doctor: what SDT needs on this machine (each checked by trying it)");
-    let checks = [ptrace(), write_tracking(), huge_pages(), restore(), gdb(), criu(), kernel_module()];
+    let checks =
+        [ptrace(), attach(), write_tracking(), huge_pages(), restore(), gdb(), criu(), kernel_module()];
     for c in &checks {
         let mark = match c.verdict {
             Verdict::Ok => "ok",
@@ -90,6 +91,50 @@ fn ptrace() -> Check {
                  --cap-add=SYS_PTRACE and a seccomp profile that permits ptrace",
             ),
         },
+    }
+}
+
+/// `sdt attach` seizes a process it did not start: tried on a `sleep` whose parent has
+/// exited, no descendant of sdt's, as Yama's `ptrace_scope` 1 tells them apart.
+fn attach() -> Check {
+    let check = |verdict, found: String| Check {
+        name: "attach",
+        verdict,
+        found,
+        fix: Some(
+            "run sdt attach as root (CAP_SYS_PTRACE), or allow it: `sudo sysctl kernel.yama.ptrace_scope=0`",
+        ),
+    };
+    let orphan = Command::new("/bin/sh")
+        .args(["-c", "sleep 10 >/dev/null 2>&1 & echo $!"])
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .ok()
+        .and_then(|out| String::from_utf8_lossy(&out.stdout).trim().parse().ok())
+        .and_then(sdt_sys::Tid::new);
+    let Some(pid) = orphan else {
+        return check(Verdict::Optional, "could not start a process to try it on (/bin/sh, sleep)".into());
+    };
+    let seized = sdt_sys::ptrace::seize(pid, 0);
+    sdt_sys::kill_process(pid, libc::SIGKILL).ok();
+    if seized.is_ok() {
+        // Its death is reported to the tracer first.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        sdt_sys::wait::wait_for_until(pid, deadline).ok();
+    }
+    match seized {
+        Ok(()) => check(Verdict::Ok, "sdt attach can trace processes it did not start".into()),
+        Err(e) => {
+            let scope = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope").unwrap_or_default();
+            let scope = match scope.trim() {
+                "" => String::new(),
+                n => format!(" (kernel.yama.ptrace_scope is {n})"),
+            };
+            check(
+                Verdict::Optional,
+                format!("sdt attach cannot trace a process it did not start: {e}{scope}"),
+            )
+        }
     }
 }
 

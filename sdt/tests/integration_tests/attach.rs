@@ -6,7 +6,9 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::Duration;
 
-use crate::harness::{Sdt, describe, program, start_reading, stderr, stdout, wait_within};
+use sdt_test_harness::Skip;
+
+use crate::harness::{Sdt, User, describe, program, run, start_reading, stderr, stdout, wait_within};
 
 /// Rounds of about 10 ms `attached` runs for in these tests: long enough for sdt to
 /// attach while it runs.
@@ -68,12 +70,21 @@ fn attach_takes_a_snapshot_and_the_process_runs_on() {
 }
 
 /// `--every` with `--for`: timed snapshots for the time given, then the process is let
-/// go; `--watch` stays until the process ends, whose exit the run records.
+/// go (given a thread's id, sdt takes its process); `--watch` stays until the process
+/// ends, whose exit the run records.
 fn attach_watches_for_a_while_or_to_the_end() {
     let sdt = Sdt::new();
     let (child, lines) = start_attached(&sdt, &[]);
-    let out = sdt.output(&["attach", &child.id().to_string(), "--every", "100", "--for", "0.6"]);
+    let pid = child.id();
+    let worker = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .find(|tid| *tid != pid.to_string())
+        .unwrap();
+    let out = sdt.output(&["attach", &worker, "--every", "100", "--for", "0.6"]);
     assert!(out.status.success(), "{}", describe(&out));
+    let note = format!("sdt: {worker} is a thread of process {pid}: attaching to the process\n");
+    assert!(stderr(&out).starts_with(&note), "{}", describe(&out));
     let snapshots = sdt.complete_snapshots().len();
     assert!((3..=8).contains(&snapshots), "{snapshots} snapshots: {}", describe(&out));
     let (rest, status) = finish(child, lines);
@@ -176,10 +187,30 @@ fn attach_leaves_a_stopped_process_stopped_and_refuses_what_it_cannot_trace() {
     assert_eq!(stderr(&none), "sdt: error: there is no process 999999999\n");
 }
 
+/// Another user's process is refused with why and what to do; it runs on untouched.
+fn another_users_process_is_refused_with_what_to_do() -> Result<(), Skip> {
+    sdt_test_harness::root("attaching as a user other than the process's (setpriv) takes root")?;
+    let user = User { uid: 1001, gid: 1001, groups: &[1001] };
+    let sdt = Sdt::owned_by(&user);
+    let (child, lines) = start_attached(&sdt, &[]);
+    let pid = child.id();
+    let out = run(sdt.command_as(&user, &["attach", &pid.to_string()]).stdin(Stdio::null()));
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let why = format!(
+        "sdt: error: sdt may not trace process {pid} (attached): it runs as user 0 and sdt as user 1001: run \
+         sdt as root (or with CAP_SYS_PTRACE)\n"
+    );
+    assert_eq!(stderr(&out), why);
+    let (rest, status) = finish(child, lines);
+    assert_eq!((rest.as_str(), status.code()), ("done 60000000, breakpoints off\n", Some(0)));
+    Ok(())
+}
+
 sdt_test_harness::tests![
     attach_takes_a_snapshot_and_the_process_runs_on,
     attach_watches_for_a_while_or_to_the_end,
     a_watched_process_that_crashes_is_captured_at_its_signal,
     attach_names_the_deadlock_a_process_hangs_in,
     attach_leaves_a_stopped_process_stopped_and_refuses_what_it_cannot_trace,
+    another_users_process_is_refused_with_what_to_do,
 ];

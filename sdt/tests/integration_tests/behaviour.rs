@@ -385,6 +385,7 @@ fn doctor_checks_the_machine_and_names_what_is_missing() {
     let text = stdout(&out);
     let lines = [
         "ok       ptrace",
+        "ok       attach",
         "ok       write tracking",
         "ok       restore",
         "ok       gdb",
