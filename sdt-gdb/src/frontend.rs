@@ -43,7 +43,8 @@ pub struct Server<'a> {
 /// are the local files the server names (the sysroot is the local file system). The two
 /// paths (the program's comes from the store) are glued to their options, so that gdb
 /// never reads one as an option or a command: `--se=-x` names a file `-x`. An empty
-/// `program` gives gdb the server alone.
+/// `program` gives gdb the server alone, and gdb reads the libraries' symbols when told
+/// (`sharedlibrary`): without a program it would not.
 pub fn remote_command(program: &Path, extension: &Path, server: Server, extra: &[String]) -> Command {
     let mut gdb = Command::new("gdb");
     gdb.args(["-q", "-iex", "set sysroot"]).arg(glued("-ix=", extension));
@@ -57,7 +58,11 @@ pub fn remote_command(program: &Path, extension: &Path, server: Server, extra: &
     gdb.arg("-iex").arg(glued("set solib-search-path ", server.libraries));
     // The user's line rather than SDT's trap inside the `breakpoint!` macro or
     // `SetBreakpoint`; and the snapshot's deadlocks, if it has any.
-    gdb.args(["-ex", SERVE, "-ex", "sdt frame --caller", "-ex", "sdt waits --findings"]).args(extra);
+    gdb.args(["-ex", SERVE]);
+    if program.as_os_str().is_empty() {
+        gdb.args(["-ex", "sharedlibrary"]);
+    }
+    gdb.args(["-ex", "sdt frame --caller", "-ex", "sdt waits --findings"]).args(extra);
     gdb.env("SDT_GDBSERVER", server.sdt)
         .env("SDT_STORE", server.store)
         .env("SDT_GDBSERVER_RUN", server.run.to_string())
@@ -465,6 +470,11 @@ mod tests {
         // A program path that reads like an option stays a path.
         let cmd = remote_command("--eval-command=shell id".as_ref(), "x.py".as_ref(), server, &[]);
         assert_eq!(cmd.get_args().nth(4).unwrap(), "--se=--eval-command=shell id");
+        // Without the program, gdb is told to read the libraries' symbols.
+        let cmd = remote_command("".as_ref(), "x.py".as_ref(), server, &[]);
+        let args: Vec<_> = cmd.get_args().map(|a| a.to_str().unwrap()).collect();
+        assert!(args.iter().all(|a| !a.starts_with("--se=")), "{args:?}");
+        assert!(args.windows(4).any(|w| w == ["-ex", SERVE, "-ex", "sharedlibrary"]), "{args:?}");
     }
 
     #[test]

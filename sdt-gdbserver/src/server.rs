@@ -95,9 +95,12 @@ impl<T: Timeline, R: BufRead, W: Write> Server<'_, T, R, W> {
             _ if text.starts_with("vKill") => Ok(Next::ReplyAndEnd(b"OK".to_vec())),
             _ if text.starts_with("qSupported") => {
                 let swbreak = if text.contains("swbreak+") { ";swbreak+" } else { "" };
+                // Without the program's file (deleted before a capture, say), gdb asking for
+                // it would stop short of the shared libraries' symbols too.
+                let exec_file = if self.view.exec_file.is_empty() { "" } else { "qXfer:exec-file:read+;" };
                 reply(&format!(
                     "PacketSize={PACKET_SIZE:x};QStartNoAckMode+;qXfer:features:read+;qXfer:threads:read+;\
-                     qXfer:auxv:read+;qXfer:libraries-svr4:read+;qXfer:exec-file:read+;qXfer:siginfo:read+{swbreak}"
+                     qXfer:auxv:read+;qXfer:libraries-svr4:read+;{exec_file}qXfer:siginfo:read+{swbreak}"
                 ))
             }
             _ if text.starts_with("qXfer:") => Ok(Next::Reply(self.transfer(&text))),

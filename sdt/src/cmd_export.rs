@@ -86,6 +86,9 @@ pub fn checked_program(snap: &Snapshot) -> Result<PathBuf, String> {
             Ok(path) => Ok(path),
             Err(e) => Err(format!("the program is not used: {}", human::error_chain(&e))),
         },
+        None if exe.ends_with(" (deleted)") => Err(format!(
+            "the program {exe:?} was deleted before the capture: the snapshot holds its pages only"
+        )),
         None => Err(format!("the program {exe:?} is not among the files the snapshot maps")),
     }
 }

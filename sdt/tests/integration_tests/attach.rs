@@ -187,6 +187,30 @@ fn attach_leaves_a_stopped_process_stopped_and_refuses_what_it_cannot_trace() {
     assert_eq!(stderr(&none), "sdt: error: there is no process 999999999\n");
 }
 
+/// A process whose program was deleted after it started (upgraded under it): the
+/// snapshot says so, and gdb still names the libraries' functions its threads are in.
+fn a_process_whose_program_was_deleted_still_shows_its_libraries() {
+    let sdt = Sdt::new();
+    let prog = sdt.copy_in(&program("attached"));
+    let mut cmd = Command::new(&prog);
+    let (child, lines, ready) = start_reading(cmd.arg(ROUNDS).current_dir(sdt.dir.path()));
+    assert_eq!(ready, "ready\n");
+    std::fs::remove_file(&prog).unwrap();
+    sdt.ok(&["attach", &child.id().to_string()]);
+    let out = sdt.ok(&["gdb", "S0", "--", "-batch", "-ex", "thread apply all bt"]);
+    let said = "was deleted before the capture: the snapshot holds its pages only; gdb gets no symbols of it";
+    assert!(stderr(&out).contains(said), "{}", describe(&out));
+    // The workers sleep in usleep between rounds, or count; main waits in pthread_join
+    // or usleep.
+    let text = stdout(&out);
+    assert!(
+        text.contains(" in __GI___clock_nanosleep (") || text.contains(" in __futex_abstimed_wait"),
+        "{text}"
+    );
+    let (rest, status) = finish(child, lines);
+    assert_eq!((rest.as_str(), status.code()), ("done 60000000, breakpoints off\n", Some(0)));
+}
+
 /// Another user's process is refused with why and what to do; it runs on untouched.
 fn another_users_process_is_refused_with_what_to_do() -> Result<(), Skip> {
     sdt_test_harness::root("attaching as a user other than the process's (setpriv) takes root")?;
@@ -213,4 +237,5 @@ sdt_test_harness::tests![
     attach_names_the_deadlock_a_process_hangs_in,
     attach_leaves_a_stopped_process_stopped_and_refuses_what_it_cannot_trace,
     another_users_process_is_refused_with_what_to_do,
+    a_process_whose_program_was_deleted_still_shows_its_libraries,
 ];
