@@ -5,8 +5,8 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 
 use crate::uapi::{
-    PAGE_IS_FILE, PAGE_IS_PRESENT, PAGE_IS_SWAPPED, PAGE_IS_WRITTEN, PAGEMAP_SCAN, PM_SCAN_CHECK_WPASYNC,
-    PM_SCAN_WP_MATCHING, PageRegion, PmScanArg,
+    PAGE_IS_FILE, PAGE_IS_PFNZERO, PAGE_IS_PRESENT, PAGE_IS_SWAPPED, PAGE_IS_WRITTEN, PAGEMAP_SCAN,
+    PM_SCAN_CHECK_WPASYNC, PM_SCAN_WP_MATCHING, PageRegion, PmScanArg,
 };
 use crate::{Error, Result, Tid};
 
@@ -93,12 +93,15 @@ impl ScanQuery {
     /// swapped). [`Pagemap::protect_written`] protects them after.
     pub const WRITTEN_BARE: ScanQuery = ScanQuery { report: PAGE_IS_WRITTEN, ..ScanQuery::WRITTEN };
 
-    /// Pages present or swapped out, reporting which are file pages.
+    /// Pages present or swapped out, reporting which are file pages. The shared zero
+    /// page is left out: it holds nothing, and where a program only read its memory
+    /// (or `gcore` read it all) it is mapped over gigabytes.
     pub const RESIDENT: ScanQuery = ScanQuery {
         flags: 0,
-        all_of: 0,
+        // With `inverted`: the zero page's category must be clear.
+        all_of: PAGE_IS_PFNZERO,
         any_of: PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
-        inverted: 0,
+        inverted: PAGE_IS_PFNZERO,
         report: PAGE_IS_PRESENT | PAGE_IS_SWAPPED | PAGE_IS_FILE,
     };
 
@@ -241,22 +244,70 @@ mod tests {
     }
 
     #[test]
+    fn pages_only_read_hold_nothing() {
+        const LEN: usize = 3 * 4096;
+        let map = Anonymous::new(LEN);
+        let start = map.base as u64;
+        // SAFETY: both pages lie inside the mapping, which is readable and writable.
+        #[allow(unsafe_code)]
+        let read = unsafe {
+            std::ptr::write_volatile(map.base as *mut u8, 1);
+            std::ptr::read_volatile((start + 4096) as *const u8)
+        };
+        assert_eq!(read, 0);
+        let pm = Pagemap::open(Tid::new(std::process::id() as i32).unwrap()).unwrap();
+        let mut pages = Vec::new();
+        pm.read(start, 3, &mut pages).unwrap();
+        // The page read maps the zero page: present, for the pagemap file.
+        assert_ne!(pages[1] & PM_PRESENT, 0);
+        for query in [ScanQuery::RESIDENT, ScanQuery::POPULATED] {
+            let mut found = Vec::new();
+            pm.scan(start, start + LEN as u64, query, &mut Vec::new(), &mut found).unwrap();
+            let spans: Vec<(u64, u64)> = found.iter().map(|r| (r.start, r.end)).collect();
+            assert_eq!(spans, [(start, start + 4096)]);
+        }
+    }
+
+    /// A private anonymous mapping of its own (no memory reserved), unmapped when dropped.
+    struct Anonymous {
+        base: *mut libc::c_void,
+        len: usize,
+    }
+
+    impl Anonymous {
+        fn new(len: usize) -> Anonymous {
+            // SAFETY: a fresh private mapping, unmapped by `drop` and not used otherwise.
+            #[allow(unsafe_code)]
+            let base = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                    -1,
+                    0,
+                )
+            };
+            assert_ne!(base, libc::MAP_FAILED);
+            Anonymous { base, len }
+        }
+    }
+
+    impl Drop for Anonymous {
+        fn drop(&mut self) {
+            // SAFETY: the mapping `new` made, no longer used.
+            #[allow(unsafe_code)]
+            unsafe {
+                libc::munmap(self.base, self.len)
+            };
+        }
+    }
+
+    #[test]
     fn the_reach_of_populated_pages_spans_the_holes_between_them() {
         const LEN: usize = 1 << 30;
-        // SAFETY: a fresh private mapping, unmapped below and not used otherwise.
-        #[allow(unsafe_code)]
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                LEN,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(base, libc::MAP_FAILED);
-        let start = base as u64;
+        let map = Anonymous::new(LEN);
+        let start = map.base as u64;
         let far = start + (LEN as u64) / 2;
         for at in [start, far] {
             // SAFETY: both addresses lie inside the mapping, which is writable.
@@ -270,10 +321,5 @@ mod tests {
         assert_eq!(pm.populated_reach(start, end, 1).unwrap(), far);
         assert_eq!(pm.populated_reach(start, end, 2).unwrap(), end);
         assert_eq!(pm.populated_reach(start + 4096, end, 1).unwrap(), end);
-        // SAFETY: the mapping made above, no longer used.
-        #[allow(unsafe_code)]
-        unsafe {
-            libc::munmap(base, LEN)
-        };
     }
 }

@@ -85,6 +85,9 @@ pub const PAGE_IS_FILE: u64 = 1 << 2;
 pub const PAGE_IS_PRESENT: u64 = 1 << 3;
 /// Page category: swapped out.
 pub const PAGE_IS_SWAPPED: u64 = 1 << 4;
+/// Page category: the shared zero page, mapped where a process read memory it never
+/// wrote (a debugger's or `gcore`'s reads included).
+pub const PAGE_IS_PFNZERO: u64 = 1 << 5;
 /// `PAGEMAP_SCAN` flag: write-protect the pages that matched.
 pub const PM_SCAN_WP_MATCHING: u64 = 1 << 0;
 /// `PAGEMAP_SCAN` flag: fail with `EPERM` on a mapping not registered for async

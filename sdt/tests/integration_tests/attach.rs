@@ -211,6 +211,22 @@ fn a_process_whose_program_was_deleted_still_shows_its_libraries() {
     assert_eq!((rest.as_str(), status.code()), ("done 60000000, breakpoints off\n", Some(0)));
 }
 
+/// Pages a process only read hold the shared zero page: `gcore` reads every page of the
+/// workers' 8 MiB stacks, and the snapshot after it must not copy them.
+fn pages_gcore_only_read_are_not_copied() {
+    let sdt = Sdt::new();
+    let (child, lines) = start_attached(&sdt, &[]);
+    let pid = child.id().to_string();
+    let core = sdt.dir.path().join("core");
+    let dumped = run(Command::new("gcore").arg("-o").arg(&core).arg(&pid));
+    assert!(dumped.status.success(), "{}", describe(&dumped));
+    sdt.ok(&["attach", &pid]);
+    let copied = crate::harness::int(&sdt.snapshots()[0], "copied_bytes").unwrap();
+    assert!(copied < 16 << 20, "copied {copied} bytes of a process of four threads that gcore read");
+    let (rest, status) = finish(child, lines);
+    assert_eq!((rest.as_str(), status.code()), ("done 60000000, breakpoints off\n", Some(0)));
+}
+
 /// Another user's process is refused with why and what to do; it runs on untouched.
 fn another_users_process_is_refused_with_what_to_do() -> Result<(), Skip> {
     sdt_test_harness::root("attaching as a user other than the process's (setpriv) takes root")?;
@@ -238,4 +254,5 @@ sdt_test_harness::tests![
     attach_leaves_a_stopped_process_stopped_and_refuses_what_it_cannot_trace,
     another_users_process_is_refused_with_what_to_do,
     a_process_whose_program_was_deleted_still_shows_its_libraries,
+    pages_gcore_only_read_are_not_copied,
 ];
