@@ -260,6 +260,7 @@ pub fn sample() -> FakeSource {
                 nice: 7,
                 cpus: "0".into(),
             }],
+            deleted_program: None,
         },
         threads,
         mappings,

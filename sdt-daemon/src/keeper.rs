@@ -2,30 +2,39 @@
 //! (the program, its libraries, mapped data) with the run, as soon as a snapshot first
 //! names them and off the pause ([`sdt_store::FileKeeper`]: a hard link where it can,
 //! else a copy), so that the snapshots keep their symbols and pages after the program is
-//! rebuilt.
+//! rebuilt. A program deleted under its running process (an upgrade replaced it) is
+//! kept too, opened through the process.
 
 use std::collections::HashSet;
+use std::fs::File;
 use std::path::Path;
 use std::sync::mpsc::{Sender, channel};
 use std::thread::JoinHandle;
 
 use sdt_store::{Content, FileKeeper, FileRef, RunId, SnapshotMeta, Store};
+use sdt_sys::Tid;
 
-use crate::human;
+use crate::{human, procfs};
+
+/// A file to keep, and, where its path no longer reaches it, the file opened.
+type ToKeep = (FileRef, Option<File>);
 
 /// Hands the files of each snapshot to the keeper thread, each version once.
 pub(crate) struct Keeper {
-    files: Option<Sender<(String, Vec<FileRef>)>>,
+    /// The program.
+    pid: Tid,
+    files: Option<Sender<(String, Vec<ToKeep>)>>,
     thread: Option<JoinHandle<Vec<String>>>,
     offered: HashSet<FileRef>,
 }
 
 impl Keeper {
-    /// Starts the keeper thread for run `run` of the store at `store_root`. If the store
-    /// cannot give a keeper, no file is kept, which [`finish`](Self::finish) says.
-    pub(crate) fn start(store_root: &Path, run: RunId) -> Keeper {
+    /// Starts the keeper thread for run `run` of the store at `store_root`, which
+    /// captures program `pid`. If the store cannot give a keeper, no file is kept, which
+    /// [`finish`](Self::finish) says.
+    pub(crate) fn start(store_root: &Path, run: RunId, pid: Tid) -> Keeper {
         let keeper = Store::open(store_root).and_then(|store| FileKeeper::new(&store, run));
-        let (tx, rx) = channel::<(String, Vec<FileRef>)>();
+        let (tx, rx) = channel::<(String, Vec<ToKeep>)>();
         let thread = std::thread::Builder::new()
             .name("sdt-keep".into())
             .spawn(move || {
@@ -35,8 +44,12 @@ impl Keeper {
                 };
                 let mut not_kept = Vec::new();
                 for (snapshot, files) in rx {
-                    for f in files {
-                        match keeper.keep(&f, &snapshot) {
+                    for (f, opened) in files {
+                        let kept = match opened {
+                            Some(file) => keeper.keep_opened(&f, file, &snapshot),
+                            None => keeper.keep(&f, &snapshot),
+                        };
+                        match kept {
                             Ok(how) => log::debug!("{} kept: {how:?}", f.path),
                             Err(e) => not_kept.push(format!("{}: {}", f.path, human::error_chain(&e))),
                         }
@@ -45,18 +58,26 @@ impl Keeper {
                 not_kept
             })
             .expect("spawning the keeper thread");
-        Keeper { files: Some(tx), thread: Some(thread), offered: HashSet::new() }
+        Keeper { pid, files: Some(tx), thread: Some(thread), offered: HashSet::new() }
     }
 
-    /// Hands over the files `meta`'s mappings take pages from that no snapshot before it
-    /// named.
+    /// Hands over the files `meta`'s mappings take pages from, and its deleted program,
+    /// that no snapshot before it named.
     pub(crate) fn offer(&mut self, meta: &SnapshotMeta) {
-        let mut new: Vec<FileRef> = Vec::new();
+        let mut new: Vec<ToKeep> = Vec::new();
         for m in &meta.mappings {
             if let Content::File(f) = &m.content
                 && self.offered.insert(f.clone())
             {
-                new.push(f.clone());
+                new.push((f.clone(), None));
+            }
+        }
+        if let Some(f) = &meta.process.deleted_program
+            && self.offered.insert(f.clone())
+        {
+            match procfs::open_deleted_program(self.pid, f) {
+                Some(file) => new.push((f.clone(), Some(file))),
+                None => log::debug!("the deleted program {} is gone from the process", f.path),
             }
         }
         if new.is_empty() {

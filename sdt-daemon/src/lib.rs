@@ -5,7 +5,9 @@
 //! snapshot; a compactor thread stores it incrementally later (and, once the program
 //! has ended, a background `sdt compact`). A stored snapshot's process, recreated by a
 //! [`Restorer`] the caller hands in (`sdt-restore`, which the capture does not link), is
-//! taken over and captured the same way, or let run to its end ([`resume_detached`]).
+//! taken over and captured the same way, or let run to its end ([`resume_detached`]). A
+//! running process sdt did not start is seized and captured the same way too
+//! ([`Target::Attach`]), and let go again, untraced.
 //!
 //! ```no_run
 //! use sdt_daemon::{CaptureConfig, RunOptions};

@@ -61,7 +61,25 @@ pub(crate) fn process_info(pid: Tid, live_thread: Tid) -> std::io::Result<Proces
         personality: read(live_thread, "personality").ok().and_then(|p| sdt_procfs::parse_personality(&p)),
         // Read with the threads' names.
         scheduling: Vec::new(),
+        deleted_program: deleted_program(live_thread, &link("exe")),
     })
+}
+
+/// The program's file, `exe` (the `/proc/PID/exe` link of thread `live_thread`), where it
+/// was deleted while the process runs: as it is now, under the path it had.
+fn deleted_program(live_thread: Tid, exe: &str) -> Option<FileRef> {
+    let path = exe.strip_suffix(" (deleted)")?;
+    // The link reaches the file, deleted or not.
+    let meta = std::fs::metadata(format!("/proc/{live_thread}/exe")).ok()?;
+    meta.is_file().then(|| FileRef::of(path, &meta))
+}
+
+/// The program's deleted file ([`deleted_program`]) opened through `pid`'s `exe` link, if
+/// it is still the version `f` records: for the keeper, which cannot reach it by its path.
+pub(crate) fn open_deleted_program(pid: Tid, f: &FileRef) -> Option<std::fs::File> {
+    let file = std::fs::File::open(format!("/proc/{pid}/exe")).ok()?;
+    let meta = file.metadata().ok()?;
+    (FileRef::of(&f.path, &meta) == *f).then_some(file)
 }
 
 /// The threads of `pid` whose credentials are not `common`, by their ids in the

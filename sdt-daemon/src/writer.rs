@@ -218,7 +218,7 @@ impl StoreWriter {
         compactor.cancel_on(Arc::clone(&stop_compaction));
         let (committed_tx, committed_rx) = channel::<Note>();
         let run = log.run().id();
-        let keeper = Keeper::start(&store_root, run);
+        let keeper = Keeper::start(&store_root, run, pid);
         let backlog = Arc::new((Mutex::new(Backlog::default()), Condvar::new()));
         let shared = Arc::clone(&backlog);
         let compactor = std::thread::Builder::new()

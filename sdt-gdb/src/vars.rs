@@ -301,7 +301,7 @@ impl Program {
     pub fn load(snap: &impl SnapshotSource) -> Result<Program, VarsError> {
         let meta = snap.meta();
         let exe = &meta.process.exe;
-        let file = program_file(meta).ok_or_else(|| VarsError::NotMapped(exe.clone()))?;
+        let file = meta.program_file().ok_or_else(|| VarsError::NotMapped(exe.clone()))?;
         let data = read_checked(snap, file)?;
         Program::parse(exe, &data)
     }
@@ -467,17 +467,9 @@ impl TlsSegment for object::File<'_> {
     }
 }
 
-/// The file of the snapshot's executable, as a mapping of it names it.
-fn program_file(meta: &SnapshotMeta) -> Option<&FileRef> {
-    meta.mappings.iter().find_map(|m| match &m.content {
-        Content::File(f) if f.path == meta.process.exe => Some(f),
-        _ => None,
-    })
-}
-
 /// Whether `a` and `b` map the same version of their program.
 fn same_file(a: &SnapshotMeta, b: &SnapshotMeta) -> bool {
-    match (program_file(a), program_file(b)) {
+    match (a.program_file(), b.program_file()) {
         (Some(fa), Some(fb)) => fa == fb,
         _ => false,
     }
@@ -497,9 +489,7 @@ fn read_checked(snap: &impl SnapshotSource, f: &FileRef) -> Result<Vec<u8>, Vars
 
 /// Where the executable was loaded, relative to its link-time addresses.
 fn load_bias(meta: &SnapshotMeta, link_base: u64) -> Option<u64> {
-    let f = program_file(meta)?;
-    let first =
-        meta.mappings.iter().find(|m| m.offset == 0 && matches!(&m.content, Content::File(g) if g == f))?;
+    let first = meta.mapping_of_start(meta.program_file()?)?;
     Some(first.start.wrapping_sub(link_base))
 }
 
@@ -815,8 +805,7 @@ fn file_symbols(snap: &impl SnapshotSource, meta: &SnapshotMeta, f: &FileRef) ->
     let elf = object::File::parse(&*data).ok()?;
     let page = sdt_store::PAGE_SIZE;
     let link_base = elf.segments().map(|s| s.address()).min().unwrap_or(0) / page * page;
-    let first: &Mapping =
-        meta.mappings.iter().find(|m| m.offset == 0 && matches!(&m.content, Content::File(g) if g == f))?;
+    let first: &Mapping = meta.mapping_of_start(f)?;
     let of_kind = |kind: SymbolKind| {
         by_address(
             elf.symbols()

@@ -46,9 +46,12 @@ impl View {
         threads_xml.push_str("</threads>\n");
         let (readable, _) = sdt_gdb::core::checked_files(snap);
         let exe = &meta.process.exe;
+        // Or the program deleted before the capture, kept with the run.
         let exec_file = readable
             .iter()
             .find(|f| f.path == *exe)
+            .copied()
+            .or(meta.process.deleted_program.as_ref())
             .and_then(|f| snap.file_path(f).ok())
             .map_or_else(String::new, |path| path.to_string_lossy().into_owned());
         let maps = link_maps(snap).unwrap_or_default();

@@ -33,17 +33,39 @@ use std::path::Path;
 use nix::fcntl::OFlag;
 
 use crate::dir::io_error;
-use crate::model::{Content, FileKind, FileRef, SnapshotMeta};
+use crate::model::{Content, FileKind, FileRef, Mapping, SnapshotMeta};
 use crate::trust::Access;
 pub(crate) use crate::trust::Trust;
 use crate::{Error, Result};
 
 impl SnapshotMeta {
+    /// The program's file: the one a mapping of the executable takes its pages from, or
+    /// the one deleted before the capture ([`ProcessInfo::deleted_program`]).
+    ///
+    /// [`ProcessInfo::deleted_program`]: crate::ProcessInfo::deleted_program
+    pub fn program_file(&self) -> Option<&FileRef> {
+        self.mapped_file(&self.process.exe).or(self.process.deleted_program.as_ref())
+    }
+
     /// What was recorded of the file at `path`, if a mapping takes its pages from it.
     pub fn mapped_file(&self, path: &str) -> Option<&FileRef> {
         self.mappings.iter().find_map(|m| match &m.content {
             Content::File(f) if f.path == path => Some(f),
             _ => None,
+        })
+    }
+
+    /// The mapping of file `f`'s start (offset 0), where it was loaded: one that takes
+    /// its pages from `f`, or, for the program deleted before the capture, whose pages
+    /// are held, the executable's mapping of `f`'s inode.
+    pub fn mapping_of_start(&self, f: &FileRef) -> Option<&Mapping> {
+        let deleted = self.process.deleted_program.as_ref() == Some(f);
+        self.mappings.iter().find(|m| {
+            m.offset == 0
+                && match &m.content {
+                    Content::File(g) => g == f,
+                    _ => deleted && m.inode == f.inode && m.path == self.process.exe,
+                }
         })
     }
 }
@@ -79,7 +101,16 @@ pub(crate) fn open(f: &FileRef, trust: &Trust, snapshot: &str) -> Result<File> {
         Err(e) => return Err(io_error(path, e)),
     };
     // Again on what was opened: the path may have been replaced in between.
-    let meta = file.metadata().map_err(|e| io_error(path, e))?;
+    check_opened(f, file, trust, snapshot)
+}
+
+/// `file`, opened as the file `f` names (by its path, or through a process's link to
+/// it), if it is a regular file, the version that was mapped, and readable by whoever
+/// owns the store (see the module doc). `snapshot` names the snapshot for errors.
+pub(crate) fn check_opened(f: &FileRef, file: File, trust: &Trust, snapshot: &str) -> Result<File> {
+    let refused =
+        |why: String| Error::FileRefused { path: f.path.clone(), snapshot: snapshot.to_owned(), why };
+    let meta = file.metadata().map_err(|e| io_error(Path::new(&f.path), e))?;
     check_kind(&meta).map_err(refused)?;
     let diffs = identity_diffs(f, &meta);
     if !diffs.is_empty() {

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
-use nix::libc::{EACCES, EMLINK, EPERM, EXDEV};
+use nix::libc::{EACCES, EMLINK, ENOENT, EPERM, EXDEV};
 
 use crate::dir::{RunId, Store, io_error};
 use crate::fileref;
@@ -109,22 +109,44 @@ impl FileKeeper {
     /// [`Error::FileRefused`] for one the store's owners could not read, [`Error::Io`],
     /// or too large to copy).
     pub fn keep(&mut self, f: &FileRef, snapshot: &str) -> Result<Kept> {
+        self.keep_from(f, snapshot, |trust| fileref::open(f, trust, snapshot))
+    }
+
+    /// [`FileKeeper::keep`] of a file opened already, `source`, that its path no longer
+    /// reaches (a program deleted under its running process, opened through the
+    /// process's `exe` link): it must be the version `f` records, and a regular file the
+    /// store's owners could read. It cannot be linked: it is copied.
+    pub fn keep_opened(&mut self, f: &FileRef, source: File, snapshot: &str) -> Result<Kept> {
+        self.keep_from(f, snapshot, |trust| fileref::check_opened(f, source, trust, snapshot))
+    }
+
+    fn keep_from(
+        &mut self,
+        f: &FileRef,
+        snapshot: &str,
+        open: impl FnOnce(&Trust) -> Result<File>,
+    ) -> Result<Kept> {
         if self.done.contains(f) {
             return Ok(Kept::Already);
         }
-        let kept = self.keep_new(f, snapshot)?;
+        let kept = self.keep_new(f, snapshot, open)?;
         self.done.insert(f.clone());
         Ok(kept)
     }
 
-    fn keep_new(&mut self, f: &FileRef, snapshot: &str) -> Result<Kept> {
+    fn keep_new(
+        &mut self,
+        f: &FileRef,
+        snapshot: &str,
+        open: impl FnOnce(&Trust) -> Result<File>,
+    ) -> Result<Kept> {
         let name = kept_name(f);
         let files = self.files()?;
         let path = files.join(&name);
         if files.open_file(&name).is_ok_and(|kept| is_version(&kept, f)) {
             return Ok(Kept::Already);
         }
-        let source = fileref::open(f, &self.trust, snapshot)?;
+        let source = open(&self.trust)?;
         let others = self.others();
         let files = self.files.as_ref().expect("made above");
         for other in &others {
@@ -205,7 +227,8 @@ fn linked(result: std::io::Result<()>, path: &Path) -> Result<bool> {
     match result {
         Ok(()) => Ok(true),
         Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(true),
-        Err(e) if matches!(e.raw_os_error(), Some(EXDEV | EPERM | EACCES | EMLINK)) => Ok(false),
+        // ENOENT: a file deleted since it was opened has no link left to make another.
+        Err(e) if matches!(e.raw_os_error(), Some(EXDEV | EPERM | EACCES | EMLINK | ENOENT)) => Ok(false),
         Err(e) => Err(io_error(path, e)),
     }
 }

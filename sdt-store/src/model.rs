@@ -531,6 +531,12 @@ pub struct ProcessInfo {
     /// snapshots from before it was recorded.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scheduling: Vec<ThreadScheduling>,
+    /// The program's file where it had been deleted before the capture (`exe` ends in
+    /// ` (deleted)`: an upgrade replaced it under the running process), recorded under
+    /// the path it had; no mapping refers to it, its pages being held as memory. The
+    /// capture keeps it with the run, read from the process, for its symbols.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deleted_program: Option<FileRef>,
 }
 
 /// A thread's scheduling: `sched_getscheduler(2)`, `sched_getparam(2)`, `getpriority(2)`

@@ -448,7 +448,7 @@ pub struct RunOpt {
 pub struct AttachOpt {
     #[command(flatten)]
     pub store: StoreArgs,
-    /// The process (its id, as `pidof` or `ps` gives it).
+    /// The process (its id, as `pidof` or `ps` gives it; a thread's id names its process).
     #[arg(value_name = "PID")]
     pub pid: i32,
     /// Stay attached after the first snapshot: a snapshot at a signal about to end the

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use sdt_daemon::human::{self, escape};
-use sdt_store::{Content, Snapshot};
+use sdt_store::Snapshot;
 
 use crate::cli::{ExportCoreOpt, ExportCriuOpt};
 use crate::select;
@@ -72,16 +72,13 @@ pub fn criu(opt: ExportCriuOpt) -> Result<()> {
 }
 
 /// The snapshot's program, for gdb: only if it is the file a mapping of the snapshot
-/// read its pages from and the store checks it (the version mapped, a regular file,
-/// readable by the store's owner), so that gdb never opens a path the store merely
-/// names; the copy kept with the run where the program changed since. Otherwise why not.
+/// read its pages from (or the program deleted before the capture) and the store checks
+/// it (the version mapped, a regular file, readable by the store's owner), so that gdb
+/// never opens a path the store merely names; the copy kept with the run where the
+/// program changed since. Otherwise why not.
 pub fn checked_program(snap: &Snapshot) -> Result<PathBuf, String> {
     let exe = &snap.meta().process.exe;
-    let mapped = snap.meta().mappings.iter().find_map(|m| match &m.content {
-        Content::File(f) if f.path == *exe => Some(f),
-        _ => None,
-    });
-    match mapped {
+    match snap.meta().program_file() {
         Some(f) => match snap.file_path(f) {
             Ok(path) => Ok(path),
             Err(e) => Err(format!("the program is not used: {}", human::error_chain(&e))),

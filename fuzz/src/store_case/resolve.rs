@@ -434,6 +434,7 @@ pub fn meta(
         umask: p.umask,
         personality: None,
         scheduling: Vec::new(),
+        deleted_program: p.deleted_program.as_ref().map(|f| file_ref(f, files)),
     };
     SnapshotMeta {
         name: spec.name.as_ref().map_or(run_name, name),

@@ -361,6 +361,8 @@ pub struct ProcessSpec {
     pub thread_creds: Vec<(Tid, CredsSpec)>,
     pub dumpable: Option<bool>,
     pub umask: Option<u32>,
+    /// The program recorded as deleted before the capture: a file a reader opens.
+    pub deleted_program: Option<FileRefSpec>,
 }
 
 #[derive(Arbitrary, Debug, Clone)]
