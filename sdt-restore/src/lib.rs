@@ -78,6 +78,8 @@ mod sched;
 mod threads;
 mod timers;
 
+use std::path::Path;
+
 use sdt_store::{BeyondOwner, Mapping, Snapshot, Trust};
 use sdt_sys::respawn::{self, IdMap, RespawnError, Stub};
 use sdt_sys::wait::{self, Stop};
@@ -343,7 +345,15 @@ pub fn restore(snap: &Snapshot, trust: &Trust, options: &Options) -> Result<Rest
         sdt_sys::memory::write(pid, patch.addr, &patch.bytes).map_err(Error::Sys)?;
     }
     environ::set(&mut remote, snap, options.env)?;
-    let exe = kept.iter().find(|k| k.from == meta.process.exe).map_or(&meta.process.exe, |k| &k.to);
+    // The copy kept with the run where the program changed since, or was deleted before
+    // the capture.
+    let deleted = meta.process.deleted_program.as_ref().and_then(|f| snap.file_path(f).ok());
+    let exe = kept
+        .iter()
+        .find(|k| k.from == meta.process.exe)
+        .map(|k| k.to.as_str())
+        .or_else(|| deleted.as_deref().and_then(Path::to_str))
+        .unwrap_or(&meta.process.exe);
     memory::set_layout(&mut remote, &meta.layout, &meta.auxv, exe)?;
 
     let threads = threads::create(&mut remote, meta)?;

@@ -242,6 +242,11 @@ fn copy(files: &Dir, source: &File, f: &FileRef, name: &str, snapshot: &str) -> 
         let bytes = std::io::copy(&mut &*source, &mut out)?;
         let mtime = u64::try_from(f.mtime_ns).map(|ns| UNIX_EPOCH + Duration::from_nanos(ns));
         out.set_modified(mtime.map_err(|_| std::io::Error::other("an mtime before 1970"))?)?;
+        // A program stays one, for its owner alone: a restore makes it the process's
+        // executable, which the kernel takes only from an executable file.
+        if source.metadata()?.mode() & 0o111 != 0 {
+            out.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
+        }
         Ok(bytes)
     })();
     let outcome = match copied {

@@ -224,6 +224,28 @@ fn kept_names_are_one_file_name_whatever_the_store_records() {
     }
 }
 
+/// A program deleted under its process is kept from the file opened before (it cannot be
+/// linked: no name is left), executable for the store's owner alone; the snapshot that
+/// maps the path it had reads it from there.
+fn a_deleted_program_is_kept_from_the_open_file_executable_for_its_owner() {
+    use std::os::unix::fs::PermissionsExt;
+    let (_tmp, lib, store) = lib_and_store();
+    std::fs::set_permissions(&lib, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (id, f) = run_mapping(&store, &lib);
+    let opened = std::fs::File::open(&lib).unwrap();
+    std::fs::remove_file(&lib).unwrap();
+    let mut keeper = FileKeeper::new(&store, id).unwrap();
+    assert_eq!(keeper.keep_opened(&f, opened, "S0").unwrap(), Kept::Copied(PAGE as u64 * 2));
+    let kept = s0(&store, id).file_path(&f).unwrap();
+    assert_eq!(std::fs::metadata(&kept).unwrap().mode() & 0o777, 0o700);
+    assert_eq!(read_lib(&s0(&store, id)).unwrap(), lib_bytes(1));
+    // A file opened that is not the version recorded is not kept for it.
+    std::fs::write(&lib, lib_bytes(2)).unwrap();
+    let recorded = FileRef { path: "/nonexistent/prog".into(), ..f.clone() };
+    let other = std::fs::File::open(&lib).unwrap();
+    assert!(matches!(keeper.keep_opened(&recorded, other, "S0"), Err(Error::FileChanged { .. })));
+}
+
 sdt_test_harness::tests![
     a_replaced_file_is_read_from_the_version_the_run_kept,
     a_kept_link_rewritten_in_place_is_not_used,
@@ -232,4 +254,5 @@ sdt_test_harness::tests![
     what_is_planted_under_a_kept_name_is_not_followed,
     a_file_a_users_store_could_not_read_is_not_kept_by_root,
     kept_names_are_one_file_name_whatever_the_store_records,
+    a_deleted_program_is_kept_from_the_open_file_executable_for_its_owner,
 ];

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use sdt_test_harness::Skip;
 
-use crate::harness::{Sdt, User, describe, program, run, start_reading, stderr, stdout, wait_within};
+use crate::harness::{
+    Sdt, User, describe, only_stdio, program, run, start_reading, stderr, stdout, wait_within,
+};
 
 /// Rounds of about 10 ms `attached` runs for in these tests: long enough for sdt to
 /// attach while it runs.
@@ -18,7 +20,8 @@ const ROUNDS: &str = "150";
 /// it is ready; its stdout for what it says after.
 fn start_attached(sdt: &Sdt, args: &[&str]) -> (Child, BufReader<ChildStdout>) {
     let mut cmd = Command::new(program("attached"));
-    let (child, lines, ready) = start_reading(cmd.arg(ROUNDS).args(args).current_dir(sdt.dir.path()));
+    let (child, lines, ready) =
+        start_reading(only_stdio(&mut cmd).arg(ROUNDS).args(args).current_dir(sdt.dir.path()));
     assert_eq!(ready, "ready\n");
     (child, lines)
 }
@@ -212,6 +215,37 @@ fn a_process_whose_program_was_deleted_keeps_its_symbols() {
     assert!(!stderr(&out).contains("gdb gets no symbols"), "{}", describe(&out));
 }
 
+/// A snapshot of a process whose program was deleted resumes from the copy the run kept
+/// (as its executable): the restored process runs to the end the original had.
+fn a_process_whose_program_was_deleted_resumes_from_the_kept_copy() -> Result<(), Skip> {
+    crate::restore::may_restore()?;
+    let sdt = Sdt::new();
+    let prog = sdt.copy_in(&program("attached"));
+    let out = sdt.dir.path().join("out.txt");
+    let mut cmd = Command::new(&prog);
+    let mut child = only_stdio(&mut cmd)
+        .arg(ROUNDS)
+        .current_dir(sdt.dir.path())
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    while std::fs::read_to_string(&out).unwrap() != "ready\n" {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::fs::remove_file(&prog).unwrap();
+    sdt.ok(&["attach", "-q", &child.id().to_string()]);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let restored = sdt.output(&["restore", "S0"]);
+    assert!(restored.status.success(), "{}", describe(&restored));
+    assert!(!stderr(&restored).contains("warning"), "{}", describe(&restored));
+    // Its standard streams are the restorer's.
+    assert_eq!(stdout(&restored), "done 60000000, breakpoints off\n", "{}", describe(&restored));
+    Ok(())
+}
+
 /// Pages a process only read hold the shared zero page: `gcore` reads every page of the
 /// workers' 8 MiB stacks, and the snapshot after it must not copy them.
 fn pages_gcore_only_read_are_not_copied() {
@@ -255,5 +289,6 @@ sdt_test_harness::tests![
     attach_leaves_a_stopped_process_stopped_and_refuses_what_it_cannot_trace,
     another_users_process_is_refused_with_what_to_do,
     a_process_whose_program_was_deleted_keeps_its_symbols,
+    a_process_whose_program_was_deleted_resumes_from_the_kept_copy,
     pages_gcore_only_read_are_not_copied,
 ];

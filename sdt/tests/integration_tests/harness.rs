@@ -302,7 +302,6 @@ impl Sdt {
 
     /// [`Sdt::command_via`] with the `sdt` at `sdt`.
     pub fn command_via_sdt(&self, wrapper: &[&str], sdt: &Path, args: &[&str]) -> Command {
-        use std::os::unix::process::CommandExt;
         let mut cmd = match wrapper.split_first() {
             Some((program, rest)) => {
                 let mut cmd = Command::new(program);
@@ -316,13 +315,7 @@ impl Sdt {
             .env("SDT_STORE", self.store())
             .env("OMPI_MCA_orte_tmpdir_base", self.mpi_session_base())
             .env_remove("RUST_LOG");
-        // SAFETY: close_range is async-signal-safe and touches only the child's table.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::close_range(3, u32::MAX, 0);
-                Ok(())
-            });
-        }
+        only_stdio(&mut cmd);
         cmd
     }
 
@@ -389,6 +382,19 @@ impl Sdt {
         let path = self.dir.path().join(format!("{snapshot}.core"));
         self.ok(&["export", "core", snapshot, "-o", path.to_str().unwrap()]);
         path
+    }
+}
+
+/// `cmd` with no descriptor of this process but stdin, stdout and stderr: one it
+/// inherited (a build tool's pipe) would reach the program, and its snapshots.
+pub fn only_stdio(cmd: &mut Command) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: close_range is async-signal-safe and touches only the child's table.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::close_range(3, u32::MAX, 0);
+            Ok(())
+        })
     }
 }
 
