@@ -42,6 +42,7 @@ pub(crate) fn process_info(pid: Tid, live_thread: Tid) -> std::io::Result<Proces
             .map(|p: PathBuf| p.display().to_string())
             .unwrap_or_default()
     };
+    let exe = link("exe");
     Ok(ProcessInfo {
         pid: pid.raw(),
         ppid,
@@ -50,7 +51,8 @@ pub(crate) fn process_info(pid: Tid, live_thread: Tid) -> std::io::Result<Proces
         uid,
         gid,
         comm: read_text(pid, "comm")?.trim_end().to_owned(),
-        exe: link("exe"),
+        deleted_program: deleted_program(live_thread, &exe),
+        exe,
         cmdline: sdt_procfs::parse_cmdline(&read(live_thread, "cmdline")?),
         cwd: link("cwd"),
         thread_creds: creds.as_ref().map(|c| differing_credentials(pid, c)).unwrap_or_default(),
@@ -61,7 +63,6 @@ pub(crate) fn process_info(pid: Tid, live_thread: Tid) -> std::io::Result<Proces
         personality: read(live_thread, "personality").ok().and_then(|p| sdt_procfs::parse_personality(&p)),
         // Read with the threads' names.
         scheduling: Vec::new(),
-        deleted_program: deleted_program(live_thread, &link("exe")),
     })
 }
 

@@ -274,13 +274,10 @@ impl Tracer {
 
     /// Stops tracing the program, which runs on as if it had never been traced: every
     /// thread is stopped (threads it creates meanwhile are traced with it), then detached
-    /// with the signal it was to get. `TargetGone` if it ended first.
+    /// with the signal it was to get (the freeze took any `--break` int3s out). `TargetGone`
+    /// if it ended first.
     pub(crate) fn let_go(&mut self) -> Result<(), FreezeError> {
         self.stop_every_thread(None)?;
-        if let Some(live_thread) = self.injection_thread(None) {
-            self.symbols.disarm(live_thread)?;
-        }
-        self.symbols.clear();
         let mut first_error = None;
         for (tid, thread) in std::mem::take(&mut self.threads) {
             // A main thread that has exited waits, a zombie, for the others; so does a
