@@ -1,8 +1,8 @@
 //! The library's view of `sdt run`: set up on the first breakpoint, and again whenever a
 //! tracer asks (a restored program adopting a new filter).
 
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU8, Ordering};
+use std::time::Duration;
 
 use sdt_abi::{
     ENV_CAPTURE, ENV_TRACER, Filter, RECONFIG_SIZE, RESULT_DECLINED, RESULT_FILTERED, RESULT_OFF, STATE_OFF,
@@ -21,8 +21,35 @@ pub(crate) struct Capture {
 static CAPTURE: AtomicPtr<Capture> = AtomicPtr::new(std::ptr::null_mut());
 
 /// Serialises setting up: only the first breakpoint after `sdt_state` became
-/// `STATE_UNINIT` does it.
-static SETUP: Mutex<()> = Mutex::new(());
+/// `STATE_UNINIT` does it. Holds the pid of the process one of whose threads sets up (0
+/// when none does): a child forked meanwhile inherits the word but not the thread that
+/// would clear it, and tells by its own pid that it must not wait.
+static SETUP_OWNER: AtomicI32 = AtomicI32::new(0);
+
+/// Holding [`SETUP_OWNER`]; dropping it lets the next thread set up.
+struct SetupTurn;
+
+impl SetupTurn {
+    /// Waits for this process's turn to set up; `None` in a child forked while a thread of
+    /// its parent was setting up (such a child is neither traced nor registered).
+    fn take() -> Option<SetupTurn> {
+        let me = std::process::id() as i32;
+        loop {
+            match SETUP_OWNER.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed) {
+                Ok(_) => return Some(SetupTurn),
+                Err(owner) if owner != me => return None,
+                // Another thread sets up: briefly, unless a capture stopped it there.
+                Err(_) => std::thread::sleep(Duration::from_micros(20)),
+            }
+        }
+    }
+}
+
+impl Drop for SetupTurn {
+    fn drop(&mut self) {
+        SETUP_OWNER.store(0, Ordering::Release);
+    }
+}
 
 /// `sdt_reconfig` (see [`sdt_abi::SYMBOL_RECONFIG`]): a new filter from a tracer that took
 /// the program over, little-endian `u32` length then the wire form.
@@ -46,7 +73,10 @@ fn get() -> Option<&'static Capture> {
 /// publishes the capture and the state word.
 #[cold]
 fn set_up() -> Option<&'static Capture> {
-    let _one_at_a_time = SETUP.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    // In a forked child this breakpoint is off; the state word is left alone, since a
+    // restored copy of a process stopped while setting up sees its old pid there too,
+    // until the thread that was setting up goes on and finishes.
+    let _one_at_a_time = SetupTurn::take()?;
     if sdt_state.load(Ordering::Acquire) == STATE_UNINIT {
         let capture = match take_reconfig() {
             Some(filter) => {

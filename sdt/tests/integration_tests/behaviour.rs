@@ -302,6 +302,14 @@ fn forked_and_execed_children_do_not_trap() {
     assert_eq!(sdt.snapshots().len(), 1);
 }
 
+fn a_child_forked_while_the_library_sets_up_does_not_wait_for_it() {
+    let sdt = Sdt::new();
+    let prog = program("behave");
+    let out = sdt.ok(&["run", "--", prog.to_str().unwrap(), "fork-setting-up"]);
+    assert_eq!(stdout(&out), "forked child off\nworker 0\n", "{}", describe(&out));
+    assert_eq!(sdt.snapshots().len(), 1);
+}
+
 fn the_main_thread_may_exit_first() {
     let sdt = Sdt::new();
     let prog = program("behave");
@@ -428,6 +436,7 @@ sdt_test_harness::tests![
     a_thread_that_aborts_is_captured_at_its_signal,
     sigterm_sent_to_sdt_is_forwarded,
     forked_and_execed_children_do_not_trap,
+    a_child_forked_while_the_library_sets_up_does_not_wait_for_it,
     the_main_thread_may_exit_first,
     a_program_that_execs_keeps_being_captured,
     without_sdt_breakpoints_do_nothing,

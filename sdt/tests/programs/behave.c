@@ -9,6 +9,12 @@
  *   behave wait-term    print "ready", then wait for SIGTERM and exit 0 when it comes
  *   behave fork         SetBreakpoint; fork a child that calls SetBreakpoint (untraced:
  *                       must return SDT_OFF) and exec a child that does the same
+ *   behave fork-setting-up
+ *                       a worker passes the process's first breakpoint, and while the
+ *                       library sets up (held inside its read of /proc/self/status by this
+ *                       program's open64, which the library calls), main forks a child
+ *                       that calls SetBreakpoint: print what the child's call returned (or
+ *                       "forked child hung" after 5 s), then what the worker's did
  *   behave big MB       fill MB of heap, SetBreakpoint, print "pid N", then keep changing
  *                       the heap and taking snapshots (for killing it mid-capture)
  *   behave leader-exits the main thread calls pthread_exit; a worker takes snapshots and
@@ -57,6 +63,7 @@
 #include <sched.h>
 #include <semaphore.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +71,7 @@
 #include <sys/personality.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -99,6 +107,47 @@ static void *outlive_main(void *arg)
 	printf("worker done\n");
 	fflush(stdout);
 	exit(4);
+}
+
+/* `behave fork-setting-up`: the worker held in the library's first open64 of
+ * /proc/self/status until main has forked. */
+static sem_t setting_up, forked;
+static volatile int hold_setup;
+static pid_t holding_pid;
+
+int open64(const char *path, int flags, ...)
+{
+	va_list ap;
+	va_start(ap, flags);
+	mode_t mode = va_arg(ap, mode_t);
+	va_end(ap);
+	if (hold_setup && getpid() == holding_pid && !strcmp(path, "/proc/self/status")) {
+		hold_setup = 0;
+		sem_post(&setting_up);
+		while (sem_wait(&forked) != 0)
+			;
+	}
+	return syscall(SYS_openat, AT_FDCWD, path, flags, mode);
+}
+
+static void *first_breakpoint(void *arg)
+{
+	(void)arg;
+	return (void *)(long)SetBreakpoint(1, 1, 1, 0, "mode=fork-setting-up");
+}
+
+/* Waits up to 5 s for `child`: its exit code, or -1 (killed) when it did not end. */
+static int wait_briefly(pid_t child)
+{
+	int status;
+	for (int i = 0; i < 500; i++) {
+		if (waitpid(child, &status, WNOHANG) == child)
+			return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+		usleep(10 * 1000);
+	}
+	kill(child, SIGKILL);
+	waitpid(child, &status, 0);
+	return -1;
 }
 
 static volatile long progress;
@@ -470,6 +519,37 @@ int main(int argc, char **argv)
 		int status;
 		waitpid(child, &status, 0);
 		printf("child exit %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status));
+		return 0;
+	}
+	if (!strcmp(mode, "fork-setting-up")) {
+		pthread_t worker;
+		struct timespec until;
+		void *result;
+
+		if (sem_init(&setting_up, 0, 0) != 0 || sem_init(&forked, 0, 0) != 0)
+			return 1;
+		holding_pid = getpid();
+		hold_setup = 1;
+		pthread_create(&worker, NULL, first_breakpoint, NULL);
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += 5;
+		if (sem_timedwait(&setting_up, &until) != 0) {
+			printf("the library did not read /proc/self/status\n");
+			return 1;
+		}
+		pid_t child = fork();
+		if (child == 0) {
+			int r = SetBreakpoint(1, 1, 2, 1, "mode=forked");
+			_exit(r == SDT_OFF ? 0 : 1);
+		}
+		int code = wait_briefly(child);
+		if (code < 0)
+			printf("forked child hung\n");
+		else
+			printf("forked child %s\n", code == 0 ? "off" : "not off");
+		sem_post(&forked);
+		pthread_join(worker, &result);
+		printf("worker %ld\n", (long)result);
 		return 0;
 	}
 	if (!strcmp(mode, "leader-exits")) {
