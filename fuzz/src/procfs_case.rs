@@ -20,7 +20,7 @@ pub fn run(bytes: &[u8]) {
     let _ = sdt_procfs::parse_signal_sets(bytes);
     let _ = sdt_procfs::parse_fdinfo(bytes);
     if let Some(stat) = Stat::parse(bytes) {
-        let _ = (stat.state(), stat.ids(), stat.memory_layout());
+        let _ = (stat.state(), stat.ids(), stat.memory_layout(), stat.is_exiting(), stat.is_kernel_thread());
         for n in 0..64 {
             let _ = stat.field(n);
         }
@@ -28,6 +28,10 @@ pub fn run(bytes: &[u8]) {
     let _ = sdt_procfs::parse_statm_resident(bytes);
     let _ = sdt_procfs::parse_cpu_idle_ticks(bytes);
     let _ = sdt_procfs::parse_flocks(bytes);
+    let _ = sdt_procfs::parse_meminfo_bytes(bytes, "MemAvailable");
+    let _ = sdt_procfs::parse_memory_cgroup(bytes);
+    let _ = sdt_procfs::parse_cgroup_bytes(bytes);
+    let _ = sdt_procfs::parse_memory_stat(bytes, "inactive_file");
     let args = sdt_procfs::parse_cmdline(bytes);
     let raw: Vec<u8> = args.iter().flat_map(|a| a.bytes().chain([0])).collect();
     assert_eq!(sdt_procfs::parse_cmdline(&raw), args);

@@ -28,6 +28,7 @@ use sdt_sys::uffd::Userfaultfd;
 
 use crate::density::{CHUNK, Density, Sample, Tally, Treatment};
 use crate::freeze::FreezeError;
+use crate::headroom;
 use crate::tracking::VdsoError;
 
 /// Mappings whose pages cannot be read through `process_vm_readv`.
@@ -115,6 +116,8 @@ pub(crate) struct Collected {
     pub copy_ns: u64,
     /// Bytes copied from mappings the tracker met for the first time (read whole, once).
     pub first_sight_bytes: u64,
+    /// Pages that could not be read (stored as zeros), ascending.
+    pub unreadable: Vec<u64>,
     /// With `verify`: every readable mapping's bytes as read live, to compare with the
     /// store's copy once written.
     pub live: Option<Vec<(u64, Vec<u8>)>>,
@@ -380,6 +383,22 @@ fn spawn_copies<'scope>(
     }
 }
 
+/// Says, once a run, that a capture copied `past_buffer` of its `bytes` into the page
+/// cache, the machine having too little memory free to grow the capture buffer.
+fn warn_past_buffer(bytes: usize, past_buffer: usize) {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    let (bytes, past) = (crate::human::bytes(bytes as u64), crate::human::bytes(past_buffer as u64));
+    if SAID.swap(true, Ordering::Relaxed) {
+        log::debug!("{past} of a capture of {bytes} copied through the page cache");
+    } else {
+        log::warn!(
+            "this capture copies {bytes}, and the machine has too little memory free for that much more: \
+             {past} of it went through the page cache to disk, slower (the pause is longer), so that the \
+             program is not killed for want of memory"
+        );
+    }
+}
+
 /// The threads that find and copy pages while the program is stopped (its CPUs are free
 /// then), one per CPU up to eight, started once: a thread woken costs a tenth of one
 /// started. They run as urgently as the tracer where they may (`SCHED_FIFO`), so that
@@ -528,16 +547,12 @@ impl Capturer {
             self.density.update(tally);
         }
         self.copy_rest(live_thread, &copy, spill, handed_bytes, &report)?;
-        let report = report.into_inner().unwrap();
+        let mut report = report.into_inner().unwrap();
         if let Some(e) = report.error {
             return Err(e.into());
         }
-        if let Some(first) = report.failed.iter().min() {
-            log::warn!(
-                "{} page(s) could not be read and are stored as zero, first at {first:#x}",
-                report.failed.len()
-            );
-        }
+        let mut unreadable = std::mem::take(&mut report.failed);
+        unreadable.sort_unstable();
         self.track_new(&mappings, &unregistered, &copy.runs);
         let live = verify.then(|| self.read_live(live_thread, &mappings)).transpose()?;
         self.lost_track = false;
@@ -550,6 +565,7 @@ impl Capturer {
             unchanged,
             copy_ns: report.copy_ns(),
             first_sight_bytes,
+            unreadable,
             live,
             phases,
         };
@@ -691,12 +707,32 @@ impl Capturer {
         report: &Mutex<CopyReport>,
     ) -> Result<(), sdt_store::Error> {
         let need: usize = copy.runs.iter().map(PageRun::bytes).sum();
-        spill.grow(need)?;
-        let rest: Vec<RemoteRange> = copy.runs[copy.handed..].iter().map(PageRun::remote).collect();
-        if !rest.is_empty() {
-            let dst = &mut spill.data()[handed_bytes..need];
-            self.threads.in_place_scope(|scope| spawn_copies(scope, report, live_thread, &rest, dst));
+        if need > spill.capacity() {
+            spill.grow(need, headroom::buffer_limit(spill.capacity() - spill.past_buffer()))?;
+            if spill.past_buffer() > 0 {
+                warn_past_buffer(need, spill.past_buffer());
+            }
         }
+        let rest: Vec<RemoteRange> = copy.runs[copy.handed..].iter().map(PageRun::remote).collect();
+        if rest.is_empty() {
+            return Ok(());
+        }
+        let (in_buffer, past_buffer) = spill.data_parts();
+        let in_buffer = &mut in_buffer[handed_bytes..];
+        // The runs that fill the buffer, then those that go on in the file.
+        let (to_buffer, to_file) = match rest.iter().map(|r| r.len).sum::<usize>() > in_buffer.len() {
+            true if in_buffer.is_empty() => (Vec::new(), rest),
+            true => {
+                let mut pieces = memory::split_ranges(&rest, in_buffer.len()).into_iter();
+                (pieces.next().unwrap_or_default(), pieces.flatten().collect())
+            }
+            false => (rest, Vec::new()),
+        };
+        let past_buffer = &mut past_buffer[..to_file.iter().map(|r| r.len).sum::<usize>()];
+        self.threads.in_place_scope(|scope| {
+            spawn_copies(scope, report, live_thread, &to_buffer, in_buffer);
+            spawn_copies(scope, report, live_thread, &to_file, past_buffer);
+        });
         Ok(())
     }
 
@@ -1013,6 +1049,11 @@ pub(crate) enum CaptureError {
     /// Every thread is exiting: none to read memory through.
     #[error("every thread is exiting")]
     Exiting,
+    /// The program was killed while it was read: what was read may be missing pages.
+    #[error(
+        "the program was killed during the capture (SIGKILL: by a user, or by the kernel for want of memory)"
+    )]
+    Killed,
     /// A `/proc` file could not be read (the process is likely gone).
     #[error("reading /proc/PID/{file}")]
     Proc {

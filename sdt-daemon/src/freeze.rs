@@ -166,6 +166,13 @@ pub(crate) trait Freezer {
     /// state word becomes its [`sdt_abi::declined_state`], under which a breakpoint that
     /// passes the filter returns `SDT_DECLINED` at once (a word that is off stays off).
     fn thaw(&mut self, breakpoint: Option<(&BreakpointHit, i64)>, turn_off: bool) -> Result<(), FreezeError>;
+
+    /// Whether thread `tid`, which `freeze` stopped, runs again without being resumed:
+    /// its process is being killed. `false` where the backend cannot tell.
+    fn killed_since_freeze(&self, tid: Tid) -> bool {
+        let _ = tid;
+        false
+    }
 }
 
 /// The program's events, for the daemon loop, and what a capture reads through the
@@ -263,7 +270,7 @@ impl<'a, B: Freezer> Held<'a, B> {
     fn resume(&mut self, result: i64, turn_off: bool) -> Result<(), sdt_sys::Error> {
         self.pending = false;
         let thawed = self.backend.thaw(self.hit.map(|h| (h, result)), turn_off);
-        unless_ended(thawed, "resuming the program's threads")
+        unless_ended(thawed, &*self.backend, "resuming the program's threads")
     }
 }
 
@@ -325,7 +332,8 @@ impl<'a, B: Freezer> Frozen<'a, B> {
     /// [`Freezer::resume_others`]).
     pub(crate) fn resume_others(&mut self) -> Result<(), sdt_sys::Error> {
         let Some(held) = self.held.hit.map(|h| h.tid) else { return Ok(()) };
-        unless_ended(self.held.backend.resume_others(held), "resuming the other threads")
+        let resumed = self.held.backend.resume_others(held);
+        unless_ended(resumed, &*self.held.backend, "resuming the other threads")
     }
 
     /// Resumes every thread (see [`Held::release`]).
@@ -355,19 +363,33 @@ impl<B: EventSource> Frozen<'_, B> {
     ) -> Option<Result<Vec<SignalAction>, CaptureError>> {
         self.held.backend.signal_actions(caught, ignored)
     }
+
+    /// Whether the program was killed since the freeze (see [`Freezer::killed_since_freeze`]),
+    /// as `live_thread` shows.
+    pub(crate) fn killed(&self) -> bool {
+        self.live_thread.is_some_and(|tid| self.held.backend.killed_since_freeze(tid))
+    }
 }
 
-/// The outcome of resuming threads (`what`): the program ending meanwhile is an ordinary
-/// outcome, not an error (its end is the backend's next event), logged as what was
-/// dropped; any other failure is returned.
-fn unless_ended(result: Result<(), FreezeError>, what: &str) -> Result<(), sdt_sys::Error> {
+/// The outcome of resuming `backend`'s threads (`what`): the program ending meanwhile is
+/// an ordinary outcome, not an error (its end is the backend's next event), logged as
+/// what was dropped; any other failure is returned.
+fn unless_ended(
+    result: Result<(), FreezeError>,
+    backend: &impl Freezer,
+    what: &str,
+) -> Result<(), sdt_sys::Error> {
     match result {
         Ok(()) => Ok(()),
         Err(FreezeError::TargetGone(exit)) => {
             log::debug!("{what}: the program ended meanwhile ({exit:?}); its end is reported next");
             Ok(())
         }
-        Err(FreezeError::Sys(e)) if e.is_gone() => {
+        // A killed process's memory may be gone before its threads: writing the result
+        // faults then.
+        Err(FreezeError::Sys(e))
+            if e.is_gone() || Tid::new(e.tid).is_some_and(|t| backend.killed_since_freeze(t)) =>
+        {
             log::debug!("{what}: {}; the thread is gone, its exit report follows", error_chain(&e));
             Ok(())
         }

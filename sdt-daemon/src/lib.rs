@@ -58,6 +58,7 @@ mod capture;
 pub mod config;
 mod density;
 mod freeze;
+mod headroom;
 pub mod human;
 mod idle;
 mod keeper;

@@ -19,6 +19,15 @@ pub(crate) fn resident_bytes(pid: Tid) -> Option<u64> {
     Some(sdt_procfs::parse_statm_resident(&read(pid, "statm").ok()?)? * sdt_store::PAGE_SIZE)
 }
 
+/// Whether thread `tid`, which sdt holds stopped, is being killed or gone: only `SIGKILL`
+/// makes a stopped thread run, into its exit (where it may stop for its tracer once more,
+/// exiting).
+pub(crate) fn killed_while_stopped(tid: Tid) -> bool {
+    let Ok(stat) = read(tid, "stat") else { return true };
+    let Some(stat) = Stat::parse(&stat) else { return true };
+    stat.is_exiting() != Some(false) || !matches!(stat.state(), Some('t' | 'T'))
+}
+
 /// The name of thread `tid` of `pid`.
 pub(crate) fn thread_name(pid: Tid, tid: Tid) -> String {
     read_text(pid, &format!("task/{tid}/comm")).map(|s| s.trim_end().to_owned()).unwrap_or_default()

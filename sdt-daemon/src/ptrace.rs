@@ -743,6 +743,10 @@ impl Freezer for Tracer {
         }
         first_error.map_or(Ok(()), Err)
     }
+
+    fn killed_since_freeze(&self, tid: Tid) -> bool {
+        crate::procfs::killed_while_stopped(tid)
+    }
 }
 
 impl Tracer {

@@ -526,6 +526,9 @@ impl Recorder<'_> {
                 image.capturer.track_with(uffd);
                 Ok(())
             }
+            // Killed meanwhile, its memory perhaps gone already: the capture finds that
+            // and is dropped.
+            Err(_) if frozen.killed() => Ok(()),
             Err(e) if self.opts.tracking == Tracking::UffdWp => Err(Error::Tracking(e)),
             Err(e) => {
                 image.tracking_failed = true;
@@ -567,6 +570,15 @@ impl Recorder<'_> {
         let mut files = files.map_err(CaptureError::OpenFiles)?;
         for f in &mut files {
             f.inherited = self.inherited.iter().any(|(fd, target)| *fd == f.fd && *target == f.target);
+        }
+        // The kernel may have taken a killed process's memory while it was copied: the
+        // pages that failed would read as zeros in a snapshot of nothing real.
+        if frozen.killed() {
+            return Err(CaptureError::Killed);
+        }
+        if let Some(first) = collected.unreadable.first() {
+            let pages = collected.unreadable.len();
+            log::warn!("{pages} page(s) could not be read and are stored as zero, first at {first:#x}");
         }
         let (sets, seccomp) = signal_state.map_err(CaptureError::SignalSets)?;
         let timers = signals::timers_to_read(sets.0 | read_by_signalfd(&files), blocked_everywhere(&threads));

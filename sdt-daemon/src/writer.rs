@@ -46,6 +46,7 @@ use sdt_store::{
 
 use sdt_sys::Tid;
 
+use crate::headroom;
 use crate::idle::{self, IdleMeter};
 use crate::keeper::Keeper;
 use crate::{human, procfs};
@@ -559,10 +560,16 @@ fn make_urgent(urgent: &mut bool) {
 /// that does.
 fn make_ready(spares: &Spares, shared: &Shared, bytes: usize) -> Result<(), sdt_store::Error> {
     let Some(out) = take_out(shared) else { return Ok(()) };
-    let room = bytes + bytes / 4;
+    // No further than the memory the machine can spare: a capture that needs more copies
+    // the rest into the page cache.
+    let limit = headroom::buffer_limit(out.as_ref().map_or(0, SpillFile::capacity));
+    let room = (bytes + bytes / 4).min(limit);
+    if room < bytes {
+        log::debug!("the spare is held to {room} bytes of the {bytes} asked for by the memory free");
+    }
     let grown = match out {
-        Some(mut spare) => spare.grow(room).map(|()| spare),
-        None => spares.make().and_then(|mut spare| spare.grow(room).map(|()| spare)),
+        Some(mut spare) => spare.grow(room, limit).map(|()| spare),
+        None => spares.make().and_then(|mut spare| spare.grow(room, limit).map(|()| spare)),
     };
     match grown {
         Ok(spare) => put_back(shared, Some(spare)),

@@ -1,5 +1,6 @@
 //! The `/proc` files SDT reads, parsed in one place: a process's `maps`, `stat`, `statm`,
-//! `status`, `fdinfo/N` and `cmdline`, and the system's `/proc/stat` and `/proc/locks`.
+//! `status`, `fdinfo/N`, `cmdline` and `cgroup`, the system's `/proc/stat`, `/proc/locks`
+//! and `/proc/meminfo`, and a cgroup's memory limit and usage.
 //!
 //! ```no_run
 //! use sdt_sys::Tid;
@@ -42,11 +43,15 @@
 
 mod locks;
 mod maps;
+mod memory;
 mod stat;
 mod status;
 
 pub use locks::{HeldFlock, parse_flocks};
 pub use maps::{parse_maps, parse_maps_line};
+pub use memory::{
+    MemoryCgroup, parse_cgroup_bytes, parse_meminfo_bytes, parse_memory_cgroup, parse_memory_stat,
+};
 pub use stat::{Stat, parse_cpu_idle_ticks, parse_statm_resident};
 pub use status::{
     parse_credentials, parse_epoll, parse_eventfd, parse_fdinfo, parse_fdinfo_identity, parse_limits,

@@ -49,6 +49,15 @@ impl<'a> Stat<'a> {
         Some(self.field(9)?.parse::<u64>().ok()? & PF_KTHREAD != 0)
     }
 
+    /// Whether it is in its exit (`PF_POSTCOREDUMP` or `PF_EXITING` in its flags, field
+    /// 9), killed or ending, whatever its state says: a traced thread stops there once
+    /// more for its tracer, `PTRACE_EVENT_EXIT`, its memory perhaps gone already.
+    pub fn is_exiting(&self) -> Option<bool> {
+        const PF_EXITING: u64 = 0x0000_0004;
+        const PF_POSTCOREDUMP: u64 = 0x0000_0008;
+        Some(self.field(9)?.parse::<u64>().ok()? & (PF_EXITING | PF_POSTCOREDUMP) != 0)
+    }
+
     /// The caught and the ignored signals among 1–31 (fields 34 and 33: `stat` shows no
     /// real-time signal), bit `n-1` for signal `n`; `None` if either is missing or not a
     /// number.
@@ -119,6 +128,14 @@ mod tests {
         let user = Stat::parse(b"83 (cat) S 1 83 83 0 -1 4194304 100").unwrap();
         assert_eq!(user.is_kernel_thread(), Some(false));
         assert_eq!(Stat::parse(b"83 (cat) S 1 83 83 0").unwrap().is_kernel_thread(), None);
+        // Killed, at its exit's stop for the tracer (PF_SIGNALED | PF_POSTCOREDUMP), and
+        // past it (PF_EXITING).
+        let at_exit_stop = Stat::parse(b"83 (cat) t 1 83 83 0 -1 4195336 100").unwrap();
+        let exiting = Stat::parse(b"83 (cat) R 1 83 83 0 -1 4194308 100").unwrap();
+        assert_eq!(
+            (user.is_exiting(), at_exit_stop.is_exiting(), exiting.is_exiting()),
+            (Some(false), Some(true), Some(true))
+        );
     }
 
     #[test]

@@ -20,6 +20,11 @@
 //! still). Its pages go to disk by direct I/O, which the device does, not the CPU; where
 //! the file system refuses direct I/O, by an ordinary write.
 //!
+//! The buffer grows only as far as the caller allows (the memory the machine can spare):
+//! past that, the data area goes on in the file itself, mapped shared, whose pages the
+//! kernel writes back and reclaims as memory runs short. A capture larger than the
+//! memory left for a second copy of it is taken slower, not made to exhaust memory.
+//!
 //! Space is allocated (`fallocate`) when a spare grows, so a full disk shows there, as an
 //! error, before the capture that would need it.
 
@@ -54,8 +59,13 @@ pub struct SpillFile {
     buffer: Option<Buffer>,
     /// Where the buffer goes when the spare is done with.
     pool: Pool,
-    /// Bytes of data area allocated in the file, and usable in the buffer.
+    /// Bytes of data area allocated in the file.
     capacity: usize,
+    /// Bytes at the start of the data area that are in the buffer…
+    in_buffer: usize,
+    /// …and the rest, where the buffer could not grow to hold it all: the file's data
+    /// area past them, mapped shared.
+    overflow: Option<MmapMut>,
 }
 
 /// Memory a capture copies pages into: anonymous, on huge pages where the kernel gives
@@ -116,6 +126,8 @@ impl Spares {
             buffer: self.pool.lock().unwrap().take(),
             pool: Arc::clone(&self.pool),
             capacity: 0,
+            in_buffer: 0,
+            overflow: None,
         };
         // Dropped on error, it removes the file.
         spill.file.write_all_at(&raw::encode_header(), 0).map_err(|e| io_error(&path, e))?;
@@ -124,12 +136,20 @@ impl Spares {
 }
 
 impl SpillFile {
-    /// The data area: pages go here back to back, in the order of the copied runs.
+    /// The part of the data area in the buffer: pages go here back to back, in the order
+    /// of the copied runs, then on in [`SpillFile::data_parts`]'s second part.
     pub fn data(&mut self) -> &mut [u8] {
-        match &mut self.buffer {
-            Some(buffer) => &mut buffer.map[..self.capacity],
+        self.data_parts().0
+    }
+
+    /// The whole data area: the part in the buffer, and the part past it in the file
+    /// (empty unless [`SpillFile::grow`] was held to less than it asked for).
+    pub fn data_parts(&mut self) -> (&mut [u8], &mut [u8]) {
+        let in_buffer = match &mut self.buffer {
+            Some(buffer) => &mut buffer.map[..self.in_buffer],
             None => &mut [],
-        }
+        };
+        (in_buffer, self.overflow.as_deref_mut().unwrap_or_default())
     }
 
     /// Bytes the data area holds.
@@ -137,31 +157,45 @@ impl SpillFile {
         self.capacity
     }
 
+    /// Bytes of the data area past what the buffer holds, in the file itself.
+    pub fn past_buffer(&self) -> usize {
+        self.capacity - self.in_buffer
+    }
+
     /// Bytes at the start of the data area already in this process's page tables: a
     /// capture copies into them without a fault.
     pub fn faulted(&self) -> usize {
-        self.buffer.as_ref().map_or(0, |b| b.touched.min(self.capacity))
+        self.buffer.as_ref().map_or(0, |b| b.touched.min(self.in_buffer))
     }
 
     /// Makes the data area at least `bytes` long (whole pages), allocating the space on
-    /// disk first: a full disk is an error here, not at the commit. Memory the buffer
-    /// gains is not faulted in: `process_vm_readv` into pages not yet mapped takes a
-    /// fault per page inside the copy, 3–5 times slower than writing a byte to each
-    /// first, so a copy into them should do that first ([`SpillFile::fault_in`]).
-    pub fn grow(&mut self, bytes: usize) -> Result<()> {
+    /// disk first: a full disk is an error here, not at the commit. The buffer grows to
+    /// hold at most `buffer_limit` bytes of it (or what it holds already); what is past
+    /// that is the file itself, mapped shared, which the kernel writes back as memory
+    /// runs short. Memory the buffer gains is not faulted in: `process_vm_readv` into
+    /// pages not yet mapped takes a fault per page inside the copy, 3–5 times slower than
+    /// writing a byte to each first, so a copy into them should do that first
+    /// ([`SpillFile::fault_in`]).
+    pub fn grow(&mut self, bytes: usize, buffer_limit: usize) -> Result<()> {
         let bytes = bytes.next_multiple_of(PAGE);
         if bytes <= self.capacity {
             return Ok(());
         }
         let path = self.path();
         allocate(&self.file, raw::HEADER_PAGE + bytes as u64).map_err(|e| io_error(&path, e))?;
+        // Once the data area has gone past the buffer, it grows in the file.
+        let in_buffer = match self.overflow {
+            Some(_) => self.in_buffer,
+            None => bytes.min(self.in_buffer.max(buffer_limit / PAGE * PAGE)),
+        };
         let grown = match &mut self.buffer {
-            Some(buffer) if buffer.map.len() >= bytes => Ok(()),
-            Some(buffer) => remap(&mut buffer.map, bytes),
-            None => MmapMut::map_anon(bytes).map(|map| self.buffer = Some(Buffer { map, touched: 0 })),
+            _ if in_buffer == 0 => Ok(()),
+            Some(buffer) if buffer.map.len() >= in_buffer => Ok(()),
+            Some(buffer) => remap(&mut buffer.map, in_buffer),
+            None => MmapMut::map_anon(in_buffer).map(|map| self.buffer = Some(Buffer { map, touched: 0 })),
         };
         if let Err(e) = grown {
-            let why = format!("cannot grow the capture buffer to {bytes} bytes: {e}");
+            let why = format!("cannot grow the capture buffer to {in_buffer} bytes: {e}");
             return Err(io_error(&path, io::Error::new(e.kind(), why)));
         }
         if let Some(buffer) = &self.buffer {
@@ -169,6 +203,18 @@ impl SpillFile {
             // the direct write. Only a hint.
             buffer.map.advise(Advice::HugePage).ok();
         }
+        if in_buffer < bytes {
+            let offset = raw::HEADER_PAGE + in_buffer as u64;
+            let map = map_file(&self.file, offset, bytes - in_buffer).map_err(|e| {
+                let why = format!(
+                    "cannot map {} bytes of the file past the capture buffer: {e}",
+                    bytes - in_buffer
+                );
+                io_error(&path, io::Error::new(e.kind(), why))
+            })?;
+            self.overflow = Some(map);
+        }
+        self.in_buffer = in_buffer;
         self.capacity = bytes;
         Ok(())
     }
@@ -177,7 +223,7 @@ impl SpillFile {
     /// so that each is in this process's page tables before a capture copies into it: for
     /// a spare made ready ahead of a capture. Returns whether the whole data area is.
     pub fn fault_in(&mut self, bytes: usize) -> bool {
-        let (from, capacity) = (self.faulted(), self.capacity);
+        let (from, capacity) = (self.faulted(), self.in_buffer);
         let to = capacity.min(from + bytes.next_multiple_of(PAGE));
         if let Some(buffer) = &mut self.buffer {
             for page in buffer.map[from..to].chunks_mut(PAGE) {
@@ -195,9 +241,9 @@ impl SpillFile {
     }
 
     /// Writes the first `bytes` of the data area to the file, by direct I/O where the
-    /// file system takes it.
+    /// file system takes it: those in the buffer (the rest are in the file already).
     fn write_data(&self, bytes: usize) -> io::Result<()> {
-        let data = self.buffer.as_ref().map_or(&[][..], |b| &b.map[..bytes]);
+        let data = self.buffer.as_ref().map_or(&[][..], |b| &b.map[..bytes.min(self.in_buffer)]);
         let direct = set_direct(&self.file, true).is_ok();
         let mut written = 0;
         while written < data.len() {
@@ -306,7 +352,8 @@ impl RunLog {
         let job = sdt_sys::detached::Job {
             file: spill.file.as_raw_fd(),
             data: spill.buffer.as_ref().map_or(std::ptr::null(), |b| b.map.as_ptr()),
-            data_len: if spill.buffer.is_some() { data_len } else { 0 },
+            // What is past the buffer is in the file already.
+            data_len: if spill.buffer.is_some() { data_len.min(spill.in_buffer) } else { 0 },
             data_offset: raw::HEADER_PAGE,
             writes: vec![
                 (record, commit.record_offset),
@@ -398,6 +445,16 @@ fn allocate(file: &File, len: u64) -> io::Result<()> {
         Err(nix::errno::Errno::EOPNOTSUPP) => Ok(()),
         Err(e) => Err(e.into()),
     }
+}
+
+/// `len` bytes of `file` from `offset` (a page multiple), mapped shared for writing.
+#[allow(unsafe_code)]
+fn map_file(file: &File, offset: u64, len: usize) -> io::Result<MmapMut> {
+    // SAFETY: the file is a spare of this process's, created by it (`O_EXCL`) in a
+    // directory of the store (0700) and written only through this map and the writes of
+    // its commit, which cover the data area before it: no one else changes these bytes
+    // while they are mapped.
+    unsafe { memmap2::MmapOptions::new().offset(offset).len(len).map_mut(file) }
 }
 
 /// Extends the capture buffer `map` to `len` bytes, in place or moved, keeping the pages

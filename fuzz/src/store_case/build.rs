@@ -175,11 +175,12 @@ fn commit_raw(log: &mut RunLog, spec: &SnapSpec, meta: SnapshotMeta) -> bool {
         Room::More(n) => need + usize::from(n % 16) * PAGE,
     };
     let mut spill = log.spares().make().expect("a spare");
-    spill.grow(room).expect("room in a small spare");
-    for (slot, (_, bytes)) in pages.iter().enumerate() {
-        if let Some(dst) = spill.data().get_mut(slot * PAGE..(slot + 1) * PAGE) {
-            dst.copy_from_slice(bytes);
-        }
+    let buffer_limit = spec.buffer_pages.map_or(usize::MAX, |n| usize::from(n) * PAGE);
+    spill.grow(room, buffer_limit).expect("room in a small spare");
+    let (in_buffer, past_buffer) = spill.data_parts();
+    let slots = in_buffer.chunks_mut(PAGE).chain(past_buffer.chunks_mut(PAGE));
+    for (dst, (_, bytes)) in slots.zip(&pages) {
+        dst.copy_from_slice(bytes);
     }
     match log.commit(spill, &copied, &unchanged, &meta) {
         Ok(_) => true,

@@ -188,6 +188,8 @@ pub struct SnapSpec {
     pub verbatim: bool,
     /// Room in a raw snapshot's spare.
     pub room: Room,
+    /// Pages of that room in the spare's buffer, the rest in its file; `None`: all.
+    pub buffer_pages: Option<u8>,
     /// The threads; `None`: one, the main thread, running.
     pub threads: Option<Vec<ThreadSpec>>,
     pub trigger: TriggerSpec,

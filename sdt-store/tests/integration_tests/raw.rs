@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use sdt_store::{Error, PageSpan, RunLog, RunStatus, Store};
+use sdt_store::{Error, PageSpan, RunLog, RunStatus, SpillFile, Store};
 
 use crate::common::*;
 
@@ -30,12 +30,28 @@ fn commit_of(
     written: &[u64],
     first: bool,
 ) {
+    let (spill, spans, unchanged) = captured(log, total, cur, written, first, usize::MAX);
+    log.commit(spill, &spans, &unchanged, &meta(seq, vec![anon(BASE, total)])).unwrap();
+}
+
+/// A spare filled as a capture would fill it, its buffer held to `buffer_limit` bytes,
+/// with the runs it copied and those unchanged.
+fn captured(
+    log: &RunLog,
+    total: u64,
+    cur: &BTreeMap<u64, Vec<u8>>,
+    written: &[u64],
+    first: bool,
+    buffer_limit: usize,
+) -> (SpillFile, Vec<PageSpan>, Vec<PageSpan>) {
     let copied: Vec<u64> = if first { cur.keys().copied().collect() } else { written.to_vec() };
     let mut spill = log.spares().make().unwrap();
-    spill.grow(copied.len() * PAGE).unwrap();
+    spill.grow(copied.len() * PAGE, buffer_limit).unwrap();
     let mut spans: Vec<PageSpan> = Vec::new();
-    for (k, a) in copied.iter().enumerate() {
-        spill.data()[k * PAGE..(k + 1) * PAGE].copy_from_slice(&cur[a]);
+    let (in_buffer, past_buffer) = spill.data_parts();
+    let mut data = in_buffer.chunks_mut(PAGE).chain(past_buffer.chunks_mut(PAGE));
+    for a in &copied {
+        data.next().unwrap().copy_from_slice(&cur[a]);
         match spans.last_mut() {
             Some(s) if s.end() == a / 4096 => s.pages += 1,
             _ => spans.push(PageSpan { first: a / 4096, pages: 1 }),
@@ -50,7 +66,7 @@ fn commit_of(
             }
         }
     }
-    log.commit(spill, &spans, &unchanged, &meta(seq, vec![anon(BASE, total)])).unwrap();
+    (spill, spans, unchanged)
 }
 
 /// Each snapshot's pages, and the pages written since the one before.
@@ -131,6 +147,30 @@ fn raw_and_compacted_snapshots_read_back_the_same() {
     log.finish(RunStatus::Exited { code: 0 }).unwrap();
 }
 
+fn a_capture_past_its_buffer_reads_back_the_same() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::open_or_create(tmp.path()).unwrap();
+    let mut log = store.create_run(run_info()).unwrap();
+    let history = history();
+    for (seq, (cur, written)) in history.iter().enumerate() {
+        // No buffer, a buffer of a few pages, by turns; committed by turns by this
+        // process and by a writer child.
+        let limit = [0, 5 * PAGE, 3 * PAGE + 100][seq % 3];
+        let (spill, spans, unchanged) = captured(&log, PAGES, cur, written, seq == 0, limit);
+        assert!(spill.past_buffer() > 0, "S{seq}");
+        let meta = meta(seq as u32, vec![anon(BASE, PAGES)]);
+        match seq % 2 {
+            0 => drop(log.commit(spill, &spans, &unchanged, &meta).unwrap()),
+            _ => drop(log.hand_over_commit(spill, &spans, &unchanged, &meta).unwrap().settle().unwrap()),
+        }
+    }
+    let id = log.run().id();
+    check_reads(&store, id, &history, 0);
+    let mut writer = log.compactor().unwrap();
+    while writer.compact().unwrap().is_some() {}
+    check_reads(&store, id, &history, 10);
+}
+
 fn a_run_whose_sdt_died_keeps_its_snapshots_and_is_finished_later() {
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::open_or_create(tmp.path()).unwrap();
@@ -148,7 +188,7 @@ fn a_run_whose_sdt_died_keeps_its_snapshots_and_is_finished_later() {
     assert!(store.open_run(&id).unwrap().is_held());
     // Death mid-work: a spare being filled, a compaction half written, nothing recorded.
     let mut spare = log.spares().make().unwrap();
-    spare.grow(8 * PAGE).unwrap();
+    spare.grow(8 * PAGE, usize::MAX).unwrap();
     std::mem::forget(spare);
     std::fs::write(store.root().join(format!("runs/{id}/S3.snap.incomplete")), b"SDTSNAP\0 half").unwrap();
     // And a raw file whose compaction had finished, not yet removed.
@@ -253,7 +293,7 @@ fn damaged_raw_files_are_named() {
     assert!(matches!(&e, Error::Corrupt { snapshot, .. } if snapshot == "S2"), "{e:?}");
     // A raw file never committed (a spare renamed by hand) is not a snapshot.
     let mut spare = log.spares().make().unwrap();
-    spare.grow(PAGE).unwrap();
+    spare.grow(PAGE, usize::MAX).unwrap();
     spare.data()[0] = 1;
     let spare_name = std::fs::read_dir(run.dir())
         .unwrap()
@@ -272,7 +312,7 @@ fn spares_share_one_buffer_whose_old_bytes_never_reach_a_later_snapshot() {
     let spares = log.spares();
     // S0 fills the buffer with 8 pages of ones.
     let mut first = spares.make().unwrap();
-    first.grow(8 * PAGE).unwrap();
+    first.grow(8 * PAGE, usize::MAX).unwrap();
     assert_eq!(first.faulted(), 0);
     assert!(!first.fault_in(3 * PAGE) && first.faulted() == 3 * PAGE);
     assert!(first.fault_in(usize::MAX / 2) && first.faulted() == 8 * PAGE);
@@ -286,7 +326,7 @@ fn spares_share_one_buffer_whose_old_bytes_never_reach_a_later_snapshot() {
     // the rest of the mapping is S0's.
     let mut second = spares.make().unwrap();
     assert_eq!(second.capacity(), 0, "a new spare has no room on disk yet");
-    second.grow(2 * PAGE).unwrap();
+    second.grow(2 * PAGE, usize::MAX).unwrap();
     assert_eq!(second.data().as_ptr(), buffer, "the buffer is the same memory");
     assert_eq!(second.faulted(), 2 * PAGE, "and still faulted in");
     second.data().fill(2);
@@ -305,7 +345,7 @@ fn spares_share_one_buffer_whose_old_bytes_never_reach_a_later_snapshot() {
 
     // A spare dropped uncommitted leaves no file, and gives the buffer back.
     let mut dropped = spares.make().unwrap();
-    dropped.grow(PAGE).unwrap();
+    dropped.grow(PAGE, usize::MAX).unwrap();
     drop(dropped);
     let names: Vec<String> = std::fs::read_dir(run.dir())
         .unwrap()
@@ -313,7 +353,7 @@ fn spares_share_one_buffer_whose_old_bytes_never_reach_a_later_snapshot() {
         .collect();
     assert!(!names.iter().any(|n| n.starts_with(".spare-")), "{names:?}");
     let mut again = spares.make().unwrap();
-    again.grow(PAGE).unwrap();
+    again.grow(PAGE, usize::MAX).unwrap();
     assert_eq!(again.data().as_ptr(), buffer);
 }
 
@@ -372,6 +412,7 @@ fn a_long_chain_of_raw_snapshots_reads_with_few_files_open() {
 sdt_test_harness::tests![
     a_long_chain_of_raw_snapshots_reads_with_few_files_open,
     raw_and_compacted_snapshots_read_back_the_same,
+    a_capture_past_its_buffer_reads_back_the_same,
     a_raw_snapshot_larger_than_the_compactors_window_compacts_to_the_same_bytes,
     a_run_whose_sdt_died_keeps_its_snapshots_and_is_finished_later,
     damaged_raw_files_are_named,

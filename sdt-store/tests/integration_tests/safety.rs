@@ -28,7 +28,7 @@ fn store_files_are_private_whatever_the_umask() {
         let page = page(1, 0x1000);
         writer.write_snapshot(meta(0, vec![anon(0x1000, 1)]), [(0x1000, PageSource::Data(&page))])?;
         let mut spill = log.spares().make()?;
-        spill.grow(4096)?;
+        spill.grow(4096, usize::MAX)?;
         drop(spill);
         log.finish(sdt_store::RunStatus::Exited { code: 0 })
     })();

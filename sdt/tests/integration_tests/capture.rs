@@ -1,6 +1,11 @@
 //! What gets captured: filters, hits, multiple_mark, timers, limits, memory read back.
 
-use crate::harness::{Sdt, config, describe, int, program, stderr, stdout};
+use std::path::PathBuf;
+use std::process::Command;
+
+use sdt_test_harness::Skip;
+
+use crate::harness::{Sdt, config, describe, int, program, run, stderr, stdout};
 
 /// `(level, class, id)` of every snapshot, in order.
 fn triggers(sdt: &Sdt) -> Vec<(i64, i64, i64)> {
@@ -249,8 +254,86 @@ fn rust_programs_use_the_macro() {
     );
 }
 
+/// A memory cgroup of its own (v1's `memory` hierarchy, or v2 with the controller on),
+/// removed when dropped.
+struct MemoryCgroup {
+    dir: PathBuf,
+    /// The file whose `oom_kill N` line counts the kernel's kills in it.
+    events: &'static str,
+}
+
+impl MemoryCgroup {
+    /// A cgroup that may use `limit` bytes.
+    fn new(limit: u64) -> Result<MemoryCgroup, Skip> {
+        sdt_test_harness::root("a memory cgroup is made for the test")?;
+        let name = format!("sdt-test-{}", std::process::id());
+        let v2_memory = std::fs::read_to_string("/sys/fs/cgroup/cgroup.subtree_control")
+            .is_ok_and(|c| c.split_whitespace().any(|c| c == "memory"));
+        let (dir, limit_file, events) = if PathBuf::from("/sys/fs/cgroup/memory/memory.limit_in_bytes")
+            .exists()
+        {
+            (PathBuf::from("/sys/fs/cgroup/memory").join(name), "memory.limit_in_bytes", "memory.oom_control")
+        } else if v2_memory {
+            (PathBuf::from("/sys/fs/cgroup").join(name), "memory.max", "memory.events")
+        } else {
+            let why = "no cgroup memory controller is mounted at /sys/fs/cgroup/memory or enabled at /sys/fs/cgroup";
+            return Err(Skip::new("a memory cgroup", why, "boot with cgroup memory accounting on"));
+        };
+        std::fs::create_dir(&dir).unwrap();
+        let cgroup = MemoryCgroup { dir, events };
+        std::fs::write(cgroup.dir.join(limit_file), limit.to_string()).unwrap();
+        Ok(cgroup)
+    }
+
+    /// A wrapper for [`Sdt::command_via`] that runs its command in the cgroup.
+    fn wrapper(&self) -> Vec<String> {
+        let procs = self.dir.join("cgroup.procs");
+        let script = format!("echo $$ > {} && exec \"$0\" \"$@\"", procs.display());
+        vec!["sh".into(), "-c".into(), script]
+    }
+
+    /// Processes the kernel killed in the cgroup for want of memory.
+    fn oom_kills(&self) -> u64 {
+        let events = std::fs::read_to_string(self.dir.join(self.events)).unwrap();
+        events.lines().find_map(|l| l.strip_prefix("oom_kill ")).map_or(0, |n| n.trim().parse().unwrap())
+    }
+}
+
+impl Drop for MemoryCgroup {
+    fn drop(&mut self) {
+        // What still runs there (a background compaction) goes to the root cgroup first.
+        let root = self.dir.parent().unwrap().join("cgroup.procs");
+        for pid in std::fs::read_to_string(self.dir.join("cgroup.procs")).unwrap_or_default().lines() {
+            std::fs::write(&root, pid).ok();
+        }
+        std::fs::remove_dir(&self.dir).ok();
+    }
+}
+
+fn a_program_too_large_for_a_second_copy_in_memory_is_captured_not_killed() -> Result<(), Skip> {
+    // 300 MiB of heap in a cgroup of 600: the program and a capture buffer holding all of
+    // it do not fit together, and the kernel would kill the largest process, the program.
+    let cgroup = MemoryCgroup::new(600 << 20)?;
+    let sdt = Sdt::new();
+    let prog = program("behave");
+    let alone = run(Command::new(&prog).args(["tight", "300"]));
+    let sum = stdout(&alone).lines().find(|l| l.starts_with("sum ")).unwrap().to_owned();
+    let wrapper = cgroup.wrapper();
+    let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
+    let out = run(&mut sdt.command_via(&wrapper, &["run", "--", prog.to_str().unwrap(), "tight", "300"]));
+    assert_eq!(cgroup.oom_kills(), 0, "{}", describe(&out));
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(stdout(&out), format!("first 0\nsecond 1\n{sum}\n"), "{}", describe(&out));
+    assert!(stderr(&out).contains("went through the page cache to disk"), "{}", describe(&out));
+    // The snapshot holds every page as it was: resumed, the program computes the same sum.
+    let restored = sdt.ok(&["restore", "S0"]);
+    assert_eq!(stdout(&restored), format!("first 0\nsecond -1\n{sum}\n"), "{}", describe(&restored));
+    Ok(())
+}
+
 sdt_test_harness::tests![
     a_run_that_reaches_no_breakpoint_says_why,
+    a_program_too_large_for_a_second_copy_in_memory_is_captured_not_killed,
     show_says_what_each_thread_was_doing,
     config_filters_by_level_class_id_and_attrs,
     filtered_breakpoints_make_no_system_call,

@@ -33,6 +33,8 @@
  *                       exits: until then the worker cannot be stopped (a vfork parent
  *                       waits killably only); main calls SetBreakpoint meanwhile and
  *                       prints "bp N", then "done" once the worker is back
+ *   behave tight MB     fill MB of heap, a pattern a page, SetBreakpoint, write a tenth of
+ *                       its pages, SetBreakpoint, then print "sum N" over every page
  *   behave alarm HOW    set ITIMER_REAL to 1 s, SetBreakpoint, then wait for SIGALRM and
  *                       print "alarm": HOW is `handler` (caught, waited for with pause),
  *                       `sigwait` (blocked in both threads, taken by sigwait) or `posix`
@@ -619,6 +621,23 @@ int main(int argc, char **argv)
 				heap[i] = (unsigned char)round;
 			SetBreakpoint(1, 1, 2, 1, "mode=big");
 		}
+		return 0;
+	}
+	if (!strcmp(mode, "tight") && argc == 3) {
+		size_t pages = ((size_t)atol(argv[2]) << 20) / 4096;
+		unsigned char *heap = malloc(pages * 4096);
+		unsigned long sum = 0;
+		if (!heap)
+			return 3;
+		for (size_t p = 0; p < pages; p++)
+			memset(heap + p * 4096, (int)(p * 31 % 251), 4096);
+		printf("first %d\n", SetBreakpoint(1, 1, 1, 0, "mode=tight"));
+		for (size_t p = 0; p < pages; p += 10)
+			heap[p * 4096 + 1] ^= 0xff;
+		printf("second %d\n", SetBreakpoint(1, 1, 2, 0, "mode=tight"));
+		for (size_t p = 0; p < pages; p++)
+			sum += heap[p * 4096] + 3u * heap[p * 4096 + 1] + heap[p * 4096 + 4095];
+		printf("sum %lu\n", sum);
 		return 0;
 	}
 	if (!strcmp(mode, "alarm") && argc == 3)
