@@ -26,6 +26,60 @@ pub enum LaunchError {
     /// No program was given.
     #[error("no program given (usage: sdt run -- PROG ARGS...)")]
     Empty,
+    /// `execve` refused a program that is there, and the file says why.
+    #[error("cannot execute {program} ({errno}): {why}")]
+    Exec {
+        /// The program's path.
+        program: String,
+        /// What `execve` answered.
+        errno: std::io::Error,
+        /// What the file's start says of it.
+        why: String,
+    },
+}
+
+/// Why `execve` refused `program`, a file that is there, with `errno`, where the file's
+/// start tells more than the error's name: a `#!` line or an ELF interpreter that does
+/// not exist (both `ENOENT`), a file that is neither a script nor a program for this
+/// machine (`ENOEXEC`).
+pub(crate) fn why_exec_failed(program: &Path, errno: &std::io::Error) -> Option<String> {
+    use std::io::Read;
+    let mut head = [0u8; 256];
+    let len = std::fs::File::open(program).and_then(|mut f| f.read(&mut head)).ok()?;
+    let head = &head[..len];
+    let elf = head.starts_with(b"\x7fELF");
+    match errno.raw_os_error()? {
+        libc::ENOENT if head.starts_with(b"#!") => {
+            let line = head[2..].split(|&b| b == b'\n').next().unwrap_or_default();
+            let line = String::from_utf8_lossy(line);
+            let interpreter = line.split_whitespace().next().unwrap_or_default();
+            Some(format!("its #! line names {interpreter:?}, which does not exist"))
+        }
+        libc::ENOENT if elf => {
+            let loader = elf_interpreter(program)
+                .map_or_else(|| "its dynamic loader".to_owned(), |l| format!("its dynamic loader {l:?}"));
+            Some(format!("{loader} does not exist here (a program built for another system?)"))
+        }
+        libc::ENOEXEC if elf => {
+            Some("an ELF file this machine does not run (another architecture, or a damaged file)".to_owned())
+        }
+        libc::ENOEXEC => Some(
+            "neither a program nor a script with a #! line (a shell runs such a file with sh: `sdt run -- sh FILE`)"
+                .to_owned(),
+        ),
+        _ => None,
+    }
+}
+
+/// The program interpreter (`PT_INTERP`: the dynamic loader) a 64-bit ELF file names.
+fn elf_interpreter(path: &Path) -> Option<String> {
+    use object::read::elf::{FileHeader, ProgramHeader};
+    let data = &object::ReadCache::new(std::fs::File::open(path).ok()?);
+    let header = object::elf::FileHeader64::<object::Endianness>::parse(data).ok()?;
+    let endian = header.endian().ok()?;
+    let segments = header.program_headers(endian, data).ok()?;
+    let interpreter = segments.iter().find_map(|s| s.interpreter(endian, data).ok().flatten())?;
+    Some(String::from_utf8_lossy(interpreter).into_owned())
 }
 
 /// Looks `program` up the way a shell does: as a path if it holds a `/`, else in `PATH`.

@@ -565,7 +565,14 @@ fn launch<B>(
         .map(|f| (f.fd, f.target))
         .collect();
     let started_wall_ns = wall_ns();
-    let pid = sdt_sys::spawn::spawn_seized(&spawn)?;
+    let pid = sdt_sys::spawn::spawn_seized(&spawn).map_err(|e| match e {
+        sdt_sys::spawn::SpawnError::Exec { program, source } => match launch::why_exec_failed(&path, &source)
+        {
+            Some(why) => Error::Launch(LaunchError::Exec { program, errno: source, why }),
+            None => sdt_sys::spawn::SpawnError::Exec { program, source }.into(),
+        },
+        e => e.into(),
+    })?;
     let started = Capturer::new(pid).map_err(Error::from).and_then(|capturer| Ok((capturer, start(pid)?)));
     let (capturer, tracer) = started.inspect_err(|_| {
         sdt_sys::kill_process(pid, libc::SIGKILL).ok();

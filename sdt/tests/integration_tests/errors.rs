@@ -34,7 +34,16 @@ fn program_not_executable() {
     std::fs::write(&file, "not a program").unwrap();
     fails_with(&sdt, &["run", "--", file.to_str().unwrap()], "is not executable");
     std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    fails_with(&sdt, &["run", "--", file.to_str().unwrap()], "cannot execute");
+    fails_with(&sdt, &["run", "--", file.to_str().unwrap()], "neither a program nor a script with a #! line");
+    // execve says "No such file or directory" of a file that is there: the error names
+    // what is missing.
+    std::fs::write(&file, "#!/no/such/interpreter -x\necho hi\n").unwrap();
+    fails_with(&sdt, &["run", "--", file.to_str().unwrap()], "its #! line names \"/no/such/interpreter\"");
+    let mut elf = std::fs::read("/bin/true").unwrap();
+    let loader = elf.windows(10).position(|w| w == b"/lib64/ld-").expect("/bin/true names its loader");
+    elf[loader + 1..loader + 6].copy_from_slice(b"nope/");
+    std::fs::write(&file, elf).unwrap();
+    fails_with(&sdt, &["run", "--", file.to_str().unwrap()], "its dynamic loader \"/nope/");
 }
 
 fn bad_config() {
