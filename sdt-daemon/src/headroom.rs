@@ -11,24 +11,39 @@ use sdt_procfs::MemoryCgroup;
 /// Memory left to the program, and everything else, however large the buffer grows.
 const RESERVE: u64 = 256 << 20;
 
-/// The most the capture buffer may hold when it holds `held` bytes now: those, and the
-/// memory that can be spared past [`RESERVE`]; unbounded when that cannot be read.
+/// The most the capture buffer may hold when it holds `held` bytes now: those, and what
+/// [`MemoryRoom::for_captures`] allows more; unbounded when that cannot be read.
 pub(crate) fn buffer_limit(held: usize) -> usize {
-    match headroom() {
-        Some(free) => {
-            held.saturating_add(usize::try_from(free.saturating_sub(RESERVE)).unwrap_or(usize::MAX))
-        }
+    match MemoryRoom::now().for_captures() {
+        Some(more) => held.saturating_add(usize::try_from(more).unwrap_or(usize::MAX)),
         None => usize::MAX,
     }
 }
 
-/// Bytes this process may still take: the least of `MemAvailable` and, for its cgroup
-/// and each one above it, the memory limit less what the cgroup uses (its inactive page
-/// cache aside, which the kernel reclaims first).
-fn headroom() -> Option<u64> {
-    let available = read(Path::new("/proc/meminfo"))
-        .and_then(|meminfo| sdt_procfs::parse_meminfo_bytes(&meminfo, "MemAvailable"));
-    available.into_iter().chain(cgroup_headroom()).min()
+/// The memory this process may still take, as the machine and its cgroups limit it.
+#[derive(Clone, Copy, Debug)]
+pub struct MemoryRoom {
+    /// The machine's `MemAvailable`.
+    pub available: Option<u64>,
+    /// For sdt's cgroup and each one above it, the memory limit less what the cgroup
+    /// uses (its inactive page cache aside, which the kernel reclaims first): the least;
+    /// `None` without a limit.
+    pub cgroup: Option<u64>,
+}
+
+impl MemoryRoom {
+    /// The room now.
+    pub fn now() -> MemoryRoom {
+        let available = read(Path::new("/proc/meminfo"))
+            .and_then(|meminfo| sdt_procfs::parse_meminfo_bytes(&meminfo, "MemAvailable"));
+        MemoryRoom { available, cgroup: cgroup_headroom() }
+    }
+
+    /// Bytes a capture may copy into memory more than it has: the least room, less the
+    /// 256 MiB kept for the program; `None` when neither can be read.
+    pub fn for_captures(&self) -> Option<u64> {
+        Some(self.available.into_iter().chain(self.cgroup).min()?.saturating_sub(RESERVE))
+    }
 }
 
 /// The least headroom of the limits from this process's memory cgroup up to the root of

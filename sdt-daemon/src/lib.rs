@@ -92,6 +92,7 @@ pub use adopt::AdoptError;
 pub use attach::AttachError;
 pub use config::{CaptureConfig, ConfigError};
 pub use freeze::ProgramExit;
+pub use headroom::MemoryRoom;
 pub use kmod::{KmodError, available as kmod_available};
 pub use launch::LaunchError;
 pub use mpi::{MpiError, MpiStop, mpi_of};

@@ -27,8 +27,17 @@ struct Check {
 
 pub fn doctor() -> ExitCode {
     println!("sdt doctor: what SDT needs on this machine (each checked by trying it)");
-    let checks =
-        [ptrace(), attach(), write_tracking(), huge_pages(), restore(), gdb(), criu(), kernel_module()];
+    let checks = [
+        ptrace(),
+        attach(),
+        write_tracking(),
+        huge_pages(),
+        memory(),
+        restore(),
+        gdb(),
+        criu(),
+        kernel_module(),
+    ];
     for c in &checks {
         let mark = match c.verdict {
             Verdict::Ok => "ok",
@@ -221,6 +230,37 @@ fn huge_pages() -> Check {
         None => check(Verdict::Ok, "no transparent huge pages in this kernel", None),
     }
 }
+
+/// How much a capture may copy into memory here before the rest goes through the page
+/// cache (slower): what the machine, and sdt's cgroup, can spare.
+fn memory() -> Check {
+    use sdt_daemon::human::bytes;
+    let room = sdt_daemon::MemoryRoom::now();
+    let check = |verdict, found: String| Check { name: "memory", verdict, found, fix: MEMORY_FIX };
+    let Some(for_captures) = room.for_captures() else {
+        return check(
+            Verdict::Optional,
+            "neither /proc/meminfo nor a cgroup says how much memory is free".into(),
+        );
+    };
+    let available = room
+        .available
+        .map_or_else(|| "MemAvailable unknown".to_owned(), |a| format!("{} available", bytes(a)));
+    let cgroup = room.cgroup.map_or_else(
+        || "no cgroup memory limit".to_owned(),
+        |c| format!("{} left under sdt's cgroup memory limit", bytes(c)),
+    );
+    let found = format!(
+        "a capture copies up to {} into memory ({available}, {cgroup}, 256 MiB kept for the program); past that, through the page cache, with longer pauses",
+        bytes(for_captures)
+    );
+    check(if for_captures < 1 << 30 { Verdict::Optional } else { Verdict::Ok }, found)
+}
+
+/// What lets captures copy more into memory.
+const MEMORY_FIX: Option<&str> = Some(
+    "free memory, or raise the memory limit of the cgroup sdt runs in (a container's, a systemd unit's)",
+);
 
 /// The kernel's transparent huge page setting: `always [madvise] never`, the chosen one in
 /// brackets.

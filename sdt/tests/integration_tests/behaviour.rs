@@ -397,6 +397,7 @@ fn doctor_checks_the_machine_and_names_what_is_missing() {
         "ok       write tracking",
         "ok       restore",
         "ok       gdb",
+        "memory          a capture copies up to",
         "everything `sdt run`",
     ];
     for line in lines {

@@ -325,6 +325,9 @@ fn a_program_too_large_for_a_second_copy_in_memory_is_captured_not_killed() -> R
     assert!(out.status.success(), "{}", describe(&out));
     assert_eq!(stdout(&out), format!("first 0\nsecond 1\n{sum}\n"), "{}", describe(&out));
     assert!(stderr(&out).contains("went through the page cache to disk"), "{}", describe(&out));
+    // `sdt doctor` in the cgroup says how much a capture copies into memory there.
+    let doctor = stdout(&run(&mut sdt.command_via(&wrapper, &["doctor"])));
+    assert!(doctor.contains("left under sdt's cgroup memory limit"), "{doctor}");
     // The snapshot holds every page as it was: resumed, the program computes the same sum.
     let restored = sdt.ok(&["restore", "S0"]);
     assert_eq!(stdout(&restored), format!("first 0\nsecond -1\n{sum}\n"), "{}", describe(&restored));
