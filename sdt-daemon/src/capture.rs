@@ -45,6 +45,10 @@ const MIN_BATCH: usize = 256 << 10;
 /// …cut into copy tasks of at most this many, so that every copy thread gets a share.
 const COPY_PIECE: usize = 2 << 20;
 
+/// The least capture buffer a capture larger than the memory the machine can spare goes
+/// through, a window at a time.
+const MIN_WINDOW: usize = 16 << 20;
+
 /// Written regions closer than this are looked up for residency in one scan: a scan
 /// costs about what walking 1 MiB of page table does.
 const RESIDENCY_GAP: u64 = 1 << 20;
@@ -383,18 +387,19 @@ fn spawn_copies<'scope>(
     }
 }
 
-/// Says, once a run, that a capture copied `past_buffer` of its `bytes` into the page
-/// cache, the machine having too little memory free to grow the capture buffer.
+/// Says, once a run, that a capture of `bytes` went through the capture buffer a window
+/// at a time, `past_buffer` of them more than it holds, the machine having too little
+/// memory free to grow it.
 fn warn_past_buffer(bytes: usize, past_buffer: usize) {
     static SAID: AtomicBool = AtomicBool::new(false);
     let (bytes, past) = (crate::human::bytes(bytes as u64), crate::human::bytes(past_buffer as u64));
     if SAID.swap(true, Ordering::Relaxed) {
-        log::debug!("{past} of a capture of {bytes} copied through the page cache");
+        log::debug!("a capture of {bytes} went to disk as it was copied, {past} more than the buffer holds");
     } else {
         log::warn!(
             "this capture copies {bytes}, and the machine has too little memory free for that much more: \
-             {past} of it went through the page cache to disk, slower (the pause is longer), so that the \
-             program is not killed for want of memory"
+             it goes to disk as it is copied, {past} more than the capture buffer holds, slower (the pause \
+             is longer), so that the program is not killed for want of memory"
         );
     }
 }
@@ -708,31 +713,31 @@ impl Capturer {
     ) -> Result<(), sdt_store::Error> {
         let need: usize = copy.runs.iter().map(PageRun::bytes).sum();
         if need > spill.capacity() {
-            spill.grow(need, headroom::buffer_limit(spill.capacity() - spill.past_buffer()))?;
-            if spill.past_buffer() > 0 {
-                warn_past_buffer(need, spill.past_buffer());
-            }
+            let limit = headroom::buffer_limit(spill.capacity() - spill.past_buffer());
+            spill.grow(need, limit.max(MIN_WINDOW))?;
         }
         let rest: Vec<RemoteRange> = copy.runs[copy.handed..].iter().map(PageRun::remote).collect();
         if rest.is_empty() {
             return Ok(());
         }
-        let (in_buffer, past_buffer) = spill.data_parts();
-        let in_buffer = &mut in_buffer[handed_bytes..];
-        // The runs that fill the buffer, then those that go on in the file.
-        let (to_buffer, to_file) = match rest.iter().map(|r| r.len).sum::<usize>() > in_buffer.len() {
-            true if in_buffer.is_empty() => (Vec::new(), rest),
-            true => {
-                let mut pieces = memory::split_ranges(&rest, in_buffer.len()).into_iter();
-                (pieces.next().unwrap_or_default(), pieces.flatten().collect())
-            }
-            false => (rest, Vec::new()),
-        };
-        let past_buffer = &mut past_buffer[..to_file.iter().map(|r| r.len).sum::<usize>()];
-        self.threads.in_place_scope(|scope| {
-            spawn_copies(scope, report, live_thread, &to_buffer, in_buffer);
-            spawn_copies(scope, report, live_thread, &to_file, past_buffer);
-        });
+        if spill.past_buffer() == 0 {
+            let dst = &mut spill.data()[handed_bytes..need];
+            self.threads.in_place_scope(|scope| spawn_copies(scope, report, live_thread, &rest, dst));
+            return Ok(());
+        }
+        // More than the machine has memory for: what the buffer holds goes to the file
+        // now, and the rest through the buffer a window at a time, each written at once.
+        warn_past_buffer(need, spill.past_buffer());
+        spill.write_through(handed_bytes, 0)?;
+        let window = spill.data().len();
+        let mut at = handed_bytes;
+        for part in memory::split_ranges(&rest, window) {
+            let len: usize = part.iter().map(|r| r.len).sum();
+            let dst = &mut spill.data()[..len];
+            self.threads.in_place_scope(|scope| spawn_copies(scope, report, live_thread, &part, dst));
+            spill.write_through(len, at)?;
+            at += len;
+        }
         Ok(())
     }
 

@@ -1,8 +1,9 @@
 //! How far the capture buffer may grow: as far as the memory the machine, and sdt's
-//! cgroup, can spare. Past it a capture's pages go through the page cache into the raw
-//! file (see [`sdt_store::SpillFile::grow`]), slower, so that a program too large for a
-//! second copy of itself in memory is captured rather than killed by the kernel for want
-//! of memory (the killer picks the largest process: the program).
+//! cgroup, can spare. A larger capture goes through it a window at a time, each written
+//! to the raw file at once (see [`sdt_store::SpillFile::write_through`]), slower, so that
+//! a program too large for a second copy of itself in memory is captured rather than
+//! killed by the kernel for want of memory (the killer picks the largest process: the
+//! program).
 
 use std::path::{Path, PathBuf};
 

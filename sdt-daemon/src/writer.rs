@@ -505,10 +505,10 @@ fn spare_loop(spares: &Spares, sizes: &Receiver<usize>, shared: &Shared, pid: Ti
             Ok(bytes) => {
                 watching = false;
                 make_urgent(&mut urgent);
+                // Asked for nothing (the first capture, which met every page for the first
+                // time), a spare is made all the same: it leaves the buffer that capture
+                // grew to the kernel.
                 let bytes = sizes.try_iter().last().unwrap_or(bytes);
-                if bytes == 0 {
-                    continue;
-                }
                 let start = sdt_sys::monotonic_ns();
                 let made = make_ready(spares, shared, bytes);
                 log::debug!("spare of {bytes} bytes made in {} µs", (sdt_sys::monotonic_ns() - start) / 1000);
@@ -560,8 +560,8 @@ fn make_urgent(urgent: &mut bool) {
 /// that does.
 fn make_ready(spares: &Spares, shared: &Shared, bytes: usize) -> Result<(), sdt_store::Error> {
     let Some(out) = take_out(shared) else { return Ok(()) };
-    // No further than the memory the machine can spare: a capture that needs more copies
-    // the rest into the page cache.
+    // No further than the memory the machine can spare: a capture that needs more goes
+    // through the buffer a window at a time.
     let limit = headroom::buffer_limit(out.as_ref().map_or(0, SpillFile::capacity));
     let room = (bytes + bytes / 4).min(limit);
     if room < bytes {
@@ -572,7 +572,24 @@ fn make_ready(spares: &Spares, shared: &Shared, bytes: usize) -> Result<(), sdt_
         None => spares.make().and_then(|mut spare| spare.grow(room, limit).map(|()| spare)),
     };
     match grown {
-        Ok(spare) => put_back(shared, Some(spare)),
+        Ok(mut spare) => {
+            // A buffer faulted in for a much larger capture (the first) is left to the
+            // kernel past what the next is likely to copy, should memory run short.
+            // (A capture may hold the buffer, or have given it back meanwhile: then the
+            // spare has one of its own.)
+            let keep = 2 * room + RELEASE_SLACK;
+            let (held, idle) = (spare.buffer_held(), spares.idle_buffer_held());
+            if held > keep {
+                spare.release_past(room);
+            }
+            if idle > keep {
+                spares.release_idle_buffer_past(room);
+            }
+            if held.max(idle) > keep {
+                log::debug!("capture buffer of {} bytes left to the kernel past {room}", held.max(idle));
+            }
+            put_back(shared, Some(spare))
+        }
         Err(e) => {
             put_back(shared, None);
             return Err(e);
@@ -581,6 +598,10 @@ fn make_ready(spares: &Spares, shared: &Shared, bytes: usize) -> Result<(), sdt_
     fault_in(shared, bytes);
     Ok(())
 }
+
+/// How much more than twice what the next capture is likely to copy the capture buffer
+/// keeps whole before the rest is left to the kernel ([`SpillFile::release_past`]).
+const RELEASE_SLACK: usize = 64 << 20;
 
 /// Bytes the spare thread faults in at a time: a capture that wants the spare meanwhile
 /// waits for one piece (about 100 µs)…

@@ -2,10 +2,10 @@
 //! of what they are. Encoding and checking on byte slices; no I/O here (`spill` writes
 //! the files, `reader` reads them).
 //!
-//! The capture copies a snapshot's pages straight into the page cache of its raw file
-//! (`process_vm_readv` into a shared mapping, one copy), then appends the record and the
-//! commit, and renames the file from its spare name to `S<seq>.raw`: from then on the
-//! snapshot survives the death of `sdt`. Compaction (`writer`) later turns it into
+//! The capture copies a snapshot's pages into the run's capture buffer
+//! (`process_vm_readv`, one copy), which goes to its raw file by direct I/O (`spill`),
+//! then the record and the commit follow, and the file is renamed from its spare name to
+//! `S<seq>.raw`: from then on the snapshot survives the death of `sdt`. Compaction (`writer`) later turns it into
 //! `S<seq>.snap` and removes it.
 //!
 //! # `S<seq>.raw`, raw format version 1 (all integers little-endian)

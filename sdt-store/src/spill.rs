@@ -21,9 +21,9 @@
 //! the file system refuses direct I/O, by an ordinary write.
 //!
 //! The buffer grows only as far as the caller allows (the memory the machine can spare):
-//! past that, the data area goes on in the file itself, mapped shared, whose pages the
-//! kernel writes back and reclaims as memory runs short. A capture larger than the
-//! memory left for a second copy of it is taken slower, not made to exhaust memory.
+//! a capture larger than that goes through the buffer a window at a time, each written
+//! to the file at once ([`SpillFile::write_through`]), slower, not made to exhaust
+//! memory.
 //!
 //! Space is allocated (`fallocate`) when a spare grows, so a full disk shows there, as an
 //! error, before the capture that would need it.
@@ -37,7 +37,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use memmap2::{Advice, MmapMut};
+use memmap2::{Advice, MmapMut, UncheckedAdvice};
 use nix::fcntl::{FallocateFlags, FcntlArg, OFlag, fallocate, fcntl};
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -61,11 +61,12 @@ pub struct SpillFile {
     pool: Pool,
     /// Bytes of data area allocated in the file.
     capacity: usize,
-    /// Bytes at the start of the data area that are in the buffer…
+    /// Bytes of the buffer the data area may use: all of it, or a window that parts of
+    /// it go through ([`SpillFile::write_through`]).
     in_buffer: usize,
-    /// …and the rest, where the buffer could not grow to hold it all: the file's data
-    /// area past them, mapped shared.
-    overflow: Option<MmapMut>,
+    /// The data area was written to the file as it was copied: the commit writes none of
+    /// it.
+    written_through: bool,
 }
 
 /// Memory a capture copies pages into: anonymous, on huge pages where the kernel gives
@@ -74,6 +75,28 @@ struct Buffer {
     map: MmapMut,
     /// Bytes at its start written to since it was mapped: in this process's page tables.
     touched: usize,
+    /// Bytes at its start that captures may have written to since it was mapped, or left
+    /// to the kernel ([`SpillFile::release_past`]): what it may hold in memory.
+    held: usize,
+}
+
+impl Buffer {
+    /// See [`SpillFile::release_past`].
+    fn release_past(&mut self, bytes: usize) {
+        let bytes = bytes.next_multiple_of(PAGE);
+        if self.held <= bytes {
+            return;
+        }
+        #[allow(unsafe_code)]
+        // SAFETY: the buffer's bytes mean nothing between captures (a capture writes every
+        // byte it commits), and none of them is borrowed: `self` is, mutably.
+        let released =
+            unsafe { self.map.unchecked_advise_range(UncheckedAdvice::Free, bytes, self.held - bytes) };
+        if released.is_ok() {
+            self.held = bytes;
+            self.touched = self.touched.min(bytes);
+        }
+    }
 }
 
 /// The buffer no spare holds at the moment (the largest one, should two have been made).
@@ -113,6 +136,19 @@ impl std::fmt::Debug for SpillFile {
 }
 
 impl Spares {
+    /// Bytes of the capture buffer that may be in memory while no spare holds it (0 when
+    /// one does).
+    pub fn idle_buffer_held(&self) -> usize {
+        self.pool.lock().unwrap().as_ref().map_or(0, |b| b.held)
+    }
+
+    /// [`SpillFile::release_past`] for the capture buffer while no spare holds it.
+    pub fn release_idle_buffer_past(&self, bytes: usize) {
+        if let Some(buffer) = self.pool.lock().unwrap().as_mut() {
+            buffer.release_past(bytes);
+        }
+    }
+
     /// A spare with no room for pages yet ([`SpillFile::grow`]), its header written, and
     /// the capture buffer if no other spare holds it.
     pub fn make(&self) -> Result<SpillFile> {
@@ -127,7 +163,7 @@ impl Spares {
             pool: Arc::clone(&self.pool),
             capacity: 0,
             in_buffer: 0,
-            overflow: None,
+            written_through: false,
         };
         // Dropped on error, it removes the file.
         spill.file.write_all_at(&raw::encode_header(), 0).map_err(|e| io_error(&path, e))?;
@@ -136,20 +172,14 @@ impl Spares {
 }
 
 impl SpillFile {
-    /// The part of the data area in the buffer: pages go here back to back, in the order
-    /// of the copied runs, then on in [`SpillFile::data_parts`]'s second part.
+    /// The data area, in the buffer: pages go here back to back, in the order of the
+    /// copied runs. Where the buffer holds less than the data area
+    /// ([`SpillFile::past_buffer`]), a window that its parts go through.
     pub fn data(&mut self) -> &mut [u8] {
-        self.data_parts().0
-    }
-
-    /// The whole data area: the part in the buffer, and the part past it in the file
-    /// (empty unless [`SpillFile::grow`] was held to less than it asked for).
-    pub fn data_parts(&mut self) -> (&mut [u8], &mut [u8]) {
-        let in_buffer = match &mut self.buffer {
+        match &mut self.buffer {
             Some(buffer) => &mut buffer.map[..self.in_buffer],
             None => &mut [],
-        };
-        (in_buffer, self.overflow.as_deref_mut().unwrap_or_default())
+        }
     }
 
     /// Bytes the data area holds.
@@ -157,7 +187,8 @@ impl SpillFile {
         self.capacity
     }
 
-    /// Bytes of the data area past what the buffer holds, in the file itself.
+    /// Bytes of the data area past what the buffer holds: they go through it a window at
+    /// a time ([`SpillFile::write_through`]).
     pub fn past_buffer(&self) -> usize {
         self.capacity - self.in_buffer
     }
@@ -170,9 +201,9 @@ impl SpillFile {
 
     /// Makes the data area at least `bytes` long (whole pages), allocating the space on
     /// disk first: a full disk is an error here, not at the commit. The buffer grows to
-    /// hold at most `buffer_limit` bytes of it (or what it holds already); what is past
-    /// that is the file itself, mapped shared, which the kernel writes back as memory
-    /// runs short. Memory the buffer gains is not faulted in: `process_vm_readv` into
+    /// hold at most `buffer_limit` bytes of it (or what it holds already; a page at
+    /// least): what is past that goes through it ([`SpillFile::write_through`]).
+    /// Memory the buffer gains is not faulted in: `process_vm_readv` into
     /// pages not yet mapped takes a fault per page inside the copy, 3–5 times slower than
     /// writing a byte to each first, so a copy into them should do that first
     /// ([`SpillFile::fault_in`]).
@@ -183,36 +214,23 @@ impl SpillFile {
         }
         let path = self.path();
         allocate(&self.file, raw::HEADER_PAGE + bytes as u64).map_err(|e| io_error(&path, e))?;
-        // Once the data area has gone past the buffer, it grows in the file.
-        let in_buffer = match self.overflow {
-            Some(_) => self.in_buffer,
-            None => bytes.min(self.in_buffer.max(buffer_limit / PAGE * PAGE)),
-        };
+        let in_buffer = bytes.min(self.in_buffer.max(buffer_limit / PAGE * PAGE).max(PAGE));
         let grown = match &mut self.buffer {
             _ if in_buffer == 0 => Ok(()),
             Some(buffer) if buffer.map.len() >= in_buffer => Ok(()),
             Some(buffer) => remap(&mut buffer.map, in_buffer),
-            None => MmapMut::map_anon(in_buffer).map(|map| self.buffer = Some(Buffer { map, touched: 0 })),
+            None => MmapMut::map_anon(in_buffer)
+                .map(|map| self.buffer = Some(Buffer { map, touched: 0, held: 0 })),
         };
         if let Err(e) = grown {
             let why = format!("cannot grow the capture buffer to {in_buffer} bytes: {e}");
             return Err(io_error(&path, io::Error::new(e.kind(), why)));
         }
-        if let Some(buffer) = &self.buffer {
+        if let Some(buffer) = &mut self.buffer {
             // Huge pages, where the kernel has them: fewer faults, and pinned cheaply by
             // the direct write. Only a hint.
             buffer.map.advise(Advice::HugePage).ok();
-        }
-        if in_buffer < bytes {
-            let offset = raw::HEADER_PAGE + in_buffer as u64;
-            let map = map_file(&self.file, offset, bytes - in_buffer).map_err(|e| {
-                let why = format!(
-                    "cannot map {} bytes of the file past the capture buffer: {e}",
-                    bytes - in_buffer
-                );
-                io_error(&path, io::Error::new(e.kind(), why))
-            })?;
-            self.overflow = Some(map);
+            buffer.held = buffer.held.max(in_buffer);
         }
         self.in_buffer = in_buffer;
         self.capacity = bytes;
@@ -236,26 +254,63 @@ impl SpillFile {
         to >= capacity
     }
 
+    /// Bytes of the capture buffer that may be in memory, however few of them this
+    /// spare's data area takes.
+    pub fn buffer_held(&self) -> usize {
+        self.buffer.as_ref().map_or(0, |b| b.held)
+    }
+
+    /// Lets the kernel take back the buffer's pages past its first `bytes`, should memory
+    /// run short (`MADV_FREE`): until it does, they stay in place and cost no more than
+    /// before to copy into (a write keeps a page); then they read as zeros, to be faulted
+    /// in again. For a buffer grown for a capture much larger than those that follow (the
+    /// first, which copies everything): held whole, it kept that much memory from the
+    /// program for the rest of the run.
+    pub fn release_past(&mut self, bytes: usize) {
+        if let Some(buffer) = &mut self.buffer {
+            buffer.release_past(bytes);
+        }
+    }
+
     fn path(&self) -> PathBuf {
         self.dir.join(&self.name)
     }
 
-    /// Writes the first `bytes` of the data area to the file, by direct I/O where the
-    /// file system takes it: those in the buffer (the rest are in the file already).
+    /// Writes the buffer's first `len` bytes to the file now, as the data area's bytes
+    /// from `at`, by direct I/O where the file system takes it: for a data area larger
+    /// than the buffer, which goes through it a window at a time. Once called, the data
+    /// area is the file's: the caller writes all of it this way, and the commit none.
+    pub fn write_through(&mut self, len: usize, at: usize) -> Result<()> {
+        self.written_through = true;
+        let data = self.buffer.as_ref().map_or(&[][..], |b| &b.map[..len.min(self.in_buffer)]);
+        self.write_at(data, at).map_err(|e| io_error(&self.path(), e))
+    }
+
+    /// Writes the first `bytes` of the data area to the file (unless they were written
+    /// through already).
     fn write_data(&self, bytes: usize) -> io::Result<()> {
-        let data = self.buffer.as_ref().map_or(&[][..], |b| &b.map[..bytes.min(self.in_buffer)]);
+        if self.written_through {
+            return Ok(());
+        }
+        self.write_at(self.buffer.as_ref().map_or(&[][..], |b| &b.map[..bytes]), 0)
+    }
+
+    /// Writes `data` to the file as the data area's bytes from `at`, by direct I/O where
+    /// the file system takes it.
+    fn write_at(&self, data: &[u8], at: usize) -> io::Result<()> {
+        let at = raw::HEADER_PAGE + at as u64;
         let direct = set_direct(&self.file, true).is_ok();
         let mut written = 0;
         while written < data.len() {
             let chunk = &data[written..data.len().min(written + WRITE_CHUNK)];
-            match self.file.write_at(chunk, raw::HEADER_PAGE + written as u64) {
+            match self.file.write_at(chunk, at + written as u64) {
                 Ok(0) => return Err(ErrorKind::WriteZero.into()),
                 Ok(n) => written += n,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 // Alignment the device wants and we do not meet: an ordinary write.
                 Err(e) if direct && e.raw_os_error() == Some(nix::errno::Errno::EINVAL as i32) => {
                     set_direct(&self.file, false)?;
-                    return self.file.write_all_at(&data[written..], raw::HEADER_PAGE + written as u64);
+                    return self.file.write_all_at(&data[written..], at + written as u64);
                 }
                 Err(e) => return Err(e),
             }
@@ -352,8 +407,8 @@ impl RunLog {
         let job = sdt_sys::detached::Job {
             file: spill.file.as_raw_fd(),
             data: spill.buffer.as_ref().map_or(std::ptr::null(), |b| b.map.as_ptr()),
-            // What is past the buffer is in the file already.
-            data_len: if spill.buffer.is_some() { data_len.min(spill.in_buffer) } else { 0 },
+            // Written through as it was copied, it is in the file already.
+            data_len: if spill.buffer.is_some() && !spill.written_through { data_len } else { 0 },
             data_offset: raw::HEADER_PAGE,
             writes: vec![
                 (record, commit.record_offset),
@@ -445,16 +500,6 @@ fn allocate(file: &File, len: u64) -> io::Result<()> {
         Err(nix::errno::Errno::EOPNOTSUPP) => Ok(()),
         Err(e) => Err(e.into()),
     }
-}
-
-/// `len` bytes of `file` from `offset` (a page multiple), mapped shared for writing.
-#[allow(unsafe_code)]
-fn map_file(file: &File, offset: u64, len: usize) -> io::Result<MmapMut> {
-    // SAFETY: the file is a spare of this process's, created by it (`O_EXCL`) in a
-    // directory of the store (0700) and written only through this map and the writes of
-    // its commit, which cover the data area before it: no one else changes these bytes
-    // while they are mapped.
-    unsafe { memmap2::MmapOptions::new().offset(offset).len(len).map_mut(file) }
 }
 
 /// Extends the capture buffer `map` to `len` bytes, in place or moved, keeping the pages

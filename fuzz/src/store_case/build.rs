@@ -177,10 +177,17 @@ fn commit_raw(log: &mut RunLog, spec: &SnapSpec, meta: SnapshotMeta) -> bool {
     let mut spill = log.spares().make().expect("a spare");
     let buffer_limit = spec.buffer_pages.map_or(usize::MAX, |n| usize::from(n) * PAGE);
     spill.grow(room, buffer_limit).expect("room in a small spare");
-    let (in_buffer, past_buffer) = spill.data_parts();
-    let slots = in_buffer.chunks_mut(PAGE).chain(past_buffer.chunks_mut(PAGE));
-    for (dst, (_, bytes)) in slots.zip(&pages) {
-        dst.copy_from_slice(bytes);
+    // A window at a time, each written through, where the buffer holds less than the room.
+    let window = (spill.data().len() / PAGE).max(1);
+    for (k, part) in pages.chunks(window).enumerate() {
+        for (slot, (_, bytes)) in part.iter().enumerate() {
+            if let Some(dst) = spill.data().get_mut(slot * PAGE..(slot + 1) * PAGE) {
+                dst.copy_from_slice(bytes);
+            }
+        }
+        if spill.past_buffer() > 0 {
+            spill.write_through(part.len() * PAGE, k * window * PAGE).expect("a write through");
+        }
     }
     match log.commit(spill, &copied, &unchanged, &meta) {
         Ok(_) => true,

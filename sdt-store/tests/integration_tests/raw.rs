@@ -48,10 +48,17 @@ fn captured(
     let mut spill = log.spares().make().unwrap();
     spill.grow(copied.len() * PAGE, buffer_limit).unwrap();
     let mut spans: Vec<PageSpan> = Vec::new();
-    let (in_buffer, past_buffer) = spill.data_parts();
-    let mut data = in_buffer.chunks_mut(PAGE).chain(past_buffer.chunks_mut(PAGE));
+    // A window at a time, each written through, where the buffer holds less.
+    let window = spill.data().len() / PAGE;
+    for (k, part) in copied.chunks(window.max(1)).enumerate() {
+        for (slot, a) in part.iter().enumerate() {
+            spill.data()[slot * PAGE..(slot + 1) * PAGE].copy_from_slice(&cur[a]);
+        }
+        if spill.past_buffer() > 0 {
+            spill.write_through(part.len() * PAGE, k * window * PAGE).unwrap();
+        }
+    }
     for a in &copied {
-        data.next().unwrap().copy_from_slice(&cur[a]);
         match spans.last_mut() {
             Some(s) if s.end() == a / 4096 => s.pages += 1,
             _ => spans.push(PageSpan { first: a / 4096, pages: 1 }),

@@ -266,7 +266,9 @@ impl MemoryCgroup {
     /// A cgroup that may use `limit` bytes.
     fn new(limit: u64) -> Result<MemoryCgroup, Skip> {
         sdt_test_harness::root("a memory cgroup is made for the test")?;
-        let name = format!("sdt-test-{}", std::process::id());
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("sdt-test-{}-{n}", std::process::id());
         let v2_memory = std::fs::read_to_string("/sys/fs/cgroup/cgroup.subtree_control")
             .is_ok_and(|c| c.split_whitespace().any(|c| c == "memory"));
         let (dir, limit_file, events) = if PathBuf::from("/sys/fs/cgroup/memory/memory.limit_in_bytes")
@@ -324,7 +326,7 @@ fn a_program_too_large_for_a_second_copy_in_memory_is_captured_not_killed() -> R
     assert_eq!(cgroup.oom_kills(), 0, "{}", describe(&out));
     assert!(out.status.success(), "{}", describe(&out));
     assert_eq!(stdout(&out), format!("first 0\nsecond 1\n{sum}\n"), "{}", describe(&out));
-    assert!(stderr(&out).contains("went through the page cache to disk"), "{}", describe(&out));
+    assert!(stderr(&out).contains("goes to disk as it is copied"), "{}", describe(&out));
     // `sdt doctor` in the cgroup says how much a capture copies into memory there.
     let doctor = stdout(&run(&mut sdt.command_via(&wrapper, &["doctor"])));
     assert!(doctor.contains("left under sdt's cgroup memory limit"), "{doctor}");
@@ -334,8 +336,27 @@ fn a_program_too_large_for_a_second_copy_in_memory_is_captured_not_killed() -> R
     Ok(())
 }
 
+fn a_program_that_grows_after_its_first_snapshot_gets_the_memory_that_capture_took() -> Result<(), Skip> {
+    // 300 MiB, then 450 more, in a cgroup of 900: the capture buffer grown for the first
+    // snapshot's 300 MiB, held whole, would leave the program too little.
+    let cgroup = MemoryCgroup::new(900 << 20)?;
+    let sdt = Sdt::new();
+    let prog = program("behave");
+    let wrapper = cgroup.wrapper();
+    let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
+    let out =
+        run(&mut sdt.command_via(&wrapper, &["run", "--", prog.to_str().unwrap(), "grow", "300", "450"]));
+    assert_eq!(cgroup.oom_kills(), 0, "{}", describe(&out));
+    assert!(out.status.success(), "{}", describe(&out));
+    let sum = (300 << 8) + 3 * (450 << 8);
+    assert_eq!(stdout(&out), format!("first 0\nsecond 1\nthird 2\nsum {sum}\n"), "{}", describe(&out));
+    assert_eq!(sdt.snapshots().len(), 3);
+    Ok(())
+}
+
 sdt_test_harness::tests![
     a_run_that_reaches_no_breakpoint_says_why,
+    a_program_that_grows_after_its_first_snapshot_gets_the_memory_that_capture_took,
     a_program_too_large_for_a_second_copy_in_memory_is_captured_not_killed,
     show_says_what_each_thread_was_doing,
     config_filters_by_level_class_id_and_attrs,

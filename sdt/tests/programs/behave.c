@@ -35,6 +35,9 @@
  *                       prints "bp N", then "done" once the worker is back
  *   behave tight MB     fill MB of heap, a pattern a page, SetBreakpoint, write a tenth of
  *                       its pages, SetBreakpoint, then print "sum N" over every page
+ *   behave grow MB MORE fill MB of heap, SetBreakpoint, write a page, SetBreakpoint, wait
+ *                       a second (the first snapshot's write ends), then fill MORE MB more,
+ *                       SetBreakpoint, and print "sum N" over every page
  *   behave alarm HOW    set ITIMER_REAL to 1 s, SetBreakpoint, then wait for SIGALRM and
  *                       print "alarm": HOW is `handler` (caught, waited for with pause),
  *                       `sigwait` (blocked in both threads, taken by sigwait) or `posix`
@@ -637,6 +640,30 @@ int main(int argc, char **argv)
 		printf("second %d\n", SetBreakpoint(1, 1, 2, 0, "mode=tight"));
 		for (size_t p = 0; p < pages; p++)
 			sum += heap[p * 4096] + 3u * heap[p * 4096 + 1] + heap[p * 4096 + 4095];
+		printf("sum %lu\n", sum);
+		return 0;
+	}
+	if (!strcmp(mode, "grow") && argc == 4) {
+		size_t first = (size_t)atol(argv[2]) << 20, more = (size_t)atol(argv[3]) << 20;
+		unsigned char *heap = malloc(first), *grown;
+		unsigned long sum = 0;
+		if (!heap)
+			return 3;
+		memset(heap, 1, first);
+		printf("first %d\n", SetBreakpoint(1, 1, 1, 0, "mode=grow"));
+		heap[5] = 2;
+		printf("second %d\n", SetBreakpoint(1, 1, 2, 0, "mode=grow"));
+		fflush(stdout);
+		sleep(1);
+		grown = malloc(more);
+		if (!grown)
+			return 3;
+		memset(grown, 3, more);
+		printf("third %d\n", SetBreakpoint(1, 1, 3, 0, "mode=grow"));
+		for (size_t i = 0; i < first; i += 4096)
+			sum += heap[i];
+		for (size_t i = 0; i < more; i += 4096)
+			sum += grown[i];
 		printf("sum %lu\n", sum);
 		return 0;
 	}
