@@ -216,7 +216,6 @@ impl SpillFile {
         allocate(&self.file, raw::HEADER_PAGE + bytes as u64).map_err(|e| io_error(&path, e))?;
         let in_buffer = bytes.min(self.in_buffer.max(buffer_limit / PAGE * PAGE).max(PAGE));
         let grown = match &mut self.buffer {
-            _ if in_buffer == 0 => Ok(()),
             Some(buffer) if buffer.map.len() >= in_buffer => Ok(()),
             Some(buffer) => remap(&mut buffer.map, in_buffer),
             None => MmapMut::map_anon(in_buffer)
