@@ -572,8 +572,9 @@ impl Recorder<'_> {
             f.inherited = self.inherited.iter().any(|(fd, target)| *fd == f.fd && *target == f.target);
         }
         // The kernel may have taken a killed process's memory while it was copied: the
-        // pages that failed would read as zeros in a snapshot of nothing real.
-        if frozen.killed() {
+        // pages that failed would read as zeros in a snapshot of nothing real. (Read whole,
+        // the snapshot stands: a killed thread's registers are still those of its stop.)
+        if !collected.unreadable.is_empty() && frozen.killed() {
             return Err(CaptureError::Killed);
         }
         if let Some(first) = collected.unreadable.first() {
