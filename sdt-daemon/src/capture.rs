@@ -49,6 +49,10 @@ const COPY_PIECE: usize = 2 << 20;
 /// through, a window at a time.
 const MIN_WINDOW: usize = 16 << 20;
 
+/// A spare past this size is held, as a capture starts, to the memory free then (reading
+/// how much is free costs about 0.1 ms).
+const LARGE_WINDOW: usize = 256 << 20;
+
 /// Written regions closer than this are looked up for residency in one scan: a scan
 /// costs about what walking 1 MiB of page table does.
 const RESIDENCY_GAP: u64 = 1 << 20;
@@ -540,6 +544,12 @@ impl Capturer {
         let tasks = self.plan(&mut mappings);
         let stretches = self.stretches(&tasks)?;
         let mut phases = Phases { maps_ns: sdt_sys::monotonic_ns() - start, ..Phases::default() };
+        // A large spare was sized ahead, from the memory free then: the program may have
+        // grown since. (Its pages wait for the capture as the kernel's to take back, so the
+        // memory free counts them.)
+        if spill.data().len() > LARGE_WINDOW {
+            spill.hold_window_to(headroom::buffer_limit(0).max(MIN_WINDOW));
+        }
         let read_whole = self.lost_track;
         self.lost_track = self.tracker.is_some();
         let Finding { found, handed_bytes, report, extra } =
@@ -713,8 +723,9 @@ impl Capturer {
     ) -> Result<(), sdt_store::Error> {
         let need: usize = copy.runs.iter().map(PageRun::bytes).sum();
         if need > spill.capacity() {
-            let limit = headroom::buffer_limit(spill.capacity() - spill.past_buffer());
-            spill.grow(need, limit.max(MIN_WINDOW))?;
+            // The memory free counts the buffer's pages waiting for a capture (see
+            // `SpillFile::fault_in`): the buffer may hold that much in all.
+            spill.grow(need, headroom::buffer_limit(0).max(MIN_WINDOW))?;
         }
         let rest: Vec<RemoteRange> = copy.runs[copy.handed..].iter().map(PageRun::remote).collect();
         if rest.is_empty() {

@@ -84,18 +84,22 @@ impl Buffer {
     /// See [`SpillFile::release_past`].
     fn release_past(&mut self, bytes: usize) {
         let bytes = bytes.next_multiple_of(PAGE);
-        if self.held <= bytes {
-            return;
+        if self.held > bytes && self.lend(bytes, self.held) {
+            self.held = bytes;
+            self.touched = self.touched.min(bytes);
+        }
+    }
+
+    /// Leaves bytes `from..to` to the kernel should memory run short (`MADV_FREE`): in
+    /// place until then, and as cheap to write as before. Whether it took the advice.
+    fn lend(&mut self, from: usize, to: usize) -> bool {
+        if to <= from {
+            return true;
         }
         #[allow(unsafe_code)]
         // SAFETY: the buffer's bytes mean nothing between captures (a capture writes every
         // byte it commits), and none of them is borrowed: `self` is, mutably.
-        let released =
-            unsafe { self.map.unchecked_advise_range(UncheckedAdvice::Free, bytes, self.held - bytes) };
-        if released.is_ok() {
-            self.held = bytes;
-            self.touched = self.touched.min(bytes);
-        }
+        unsafe { self.map.unchecked_advise_range(UncheckedAdvice::Free, from, to - from) }.is_ok()
     }
 }
 
@@ -187,6 +191,14 @@ impl SpillFile {
         self.capacity
     }
 
+    /// Holds the part of the buffer the data area uses to at most `limit` bytes (a page at
+    /// least), the rest of it going through that window ([`SpillFile::write_through`]):
+    /// for a capture about to start, where the memory free has shrunk since the spare was
+    /// made.
+    pub fn hold_window_to(&mut self, limit: usize) {
+        self.in_buffer = self.in_buffer.min((limit / PAGE * PAGE).max(PAGE));
+    }
+
     /// Bytes of the data area past what the buffer holds: they go through it a window at
     /// a time ([`SpillFile::write_through`]).
     pub fn past_buffer(&self) -> usize {
@@ -239,6 +251,11 @@ impl SpillFile {
     /// Writes to the data area's pages after those already faulted in, up to `bytes` more,
     /// so that each is in this process's page tables before a capture copies into it: for
     /// a spare made ready ahead of a capture. Returns whether the whole data area is.
+    ///
+    /// The pages are left to the kernel until a capture writes them (`MADV_FREE`): in
+    /// place, they cost a capture nothing more, and should the program grow meanwhile (the
+    /// spare is made ahead, from its size at the time), the kernel takes them back for it
+    /// rather than killing it for want of memory.
     pub fn fault_in(&mut self, bytes: usize) -> bool {
         let (from, capacity) = (self.faulted(), self.in_buffer);
         let to = capacity.min(from + bytes.next_multiple_of(PAGE));
@@ -249,6 +266,7 @@ impl SpillFile {
                 page[0] = 1;
             }
             buffer.touched = buffer.touched.max(to);
+            buffer.lend(from, to);
         }
         to >= capacity
     }

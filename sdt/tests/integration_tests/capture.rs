@@ -313,16 +313,18 @@ impl Drop for MemoryCgroup {
 }
 
 fn a_program_too_large_for_a_second_copy_in_memory_is_captured_not_killed() -> Result<(), Skip> {
-    // 300 MiB of heap in a cgroup of 600: the program and a capture buffer holding all of
+    // 1000 MiB of heap in a cgroup of 1500: the program and a capture buffer holding all of
     // it do not fit together, and the kernel would kill the largest process, the program.
-    let cgroup = MemoryCgroup::new(600 << 20)?;
+    // (The spare made ahead while the program fills its heap, sized by the memory free
+    // then, must not hold the program's later pages.)
+    let cgroup = MemoryCgroup::new(1500 << 20)?;
     let sdt = Sdt::new();
     let prog = program("behave");
-    let alone = run(Command::new(&prog).args(["tight", "300"]));
+    let alone = run(Command::new(&prog).args(["tight", "1000"]));
     let sum = stdout(&alone).lines().find(|l| l.starts_with("sum ")).unwrap().to_owned();
     let wrapper = cgroup.wrapper();
     let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
-    let out = run(&mut sdt.command_via(&wrapper, &["run", "--", prog.to_str().unwrap(), "tight", "300"]));
+    let out = run(&mut sdt.command_via(&wrapper, &["run", "--", prog.to_str().unwrap(), "tight", "1000"]));
     assert_eq!(cgroup.oom_kills(), 0, "{}", describe(&out));
     assert!(out.status.success(), "{}", describe(&out));
     assert_eq!(stdout(&out), format!("first 0\nsecond 1\n{sum}\n"), "{}", describe(&out));
