@@ -177,13 +177,13 @@ fn commit_raw(log: &mut RunLog, spec: &SnapSpec, meta: SnapshotMeta) -> bool {
     let mut spill = log.spares().make().expect("a spare");
     let buffer_limit = spec.buffer_pages.map_or(usize::MAX, |n| usize::from(n) * PAGE);
     spill.grow(room, buffer_limit).expect("room in a small spare");
-    // A window at a time, each written through, where the buffer holds less than the room.
+    // The pages the room holds (the commit refuses the snapshot when it is short), a
+    // window at a time, each written through, where the buffer holds less than the room.
+    let fit = &pages[..pages.len().min(spill.capacity() / PAGE)];
     let window = (spill.data().len() / PAGE).max(1);
-    for (k, part) in pages.chunks(window).enumerate() {
+    for (k, part) in fit.chunks(window).enumerate() {
         for (slot, (_, bytes)) in part.iter().enumerate() {
-            if let Some(dst) = spill.data().get_mut(slot * PAGE..(slot + 1) * PAGE) {
-                dst.copy_from_slice(bytes);
-            }
+            spill.data()[slot * PAGE..(slot + 1) * PAGE].copy_from_slice(bytes);
         }
         if spill.past_buffer() > 0 {
             spill.write_through(part.len() * PAGE, k * window * PAGE).expect("a write through");
