@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use sdt_procfs::MapsFile;
 use sdt_store::{Content, FileRef, Mapping, PAGE_SIZE, PageSpan, SpillFile};
 use sdt_sys::Tid;
+use sdt_sys::backing;
 use sdt_sys::memory::{self, RemoteRange};
 use sdt_sys::pagemap::{PM_FILE, PM_PRESENT, PM_SWAPPED, Pagemap, ScanQuery};
 use sdt_sys::uapi::{PAGE_IS_FILE, PAGE_IS_PRESENT, PAGE_IS_SWAPPED, PageRegion};
@@ -82,6 +83,14 @@ enum Pages {
     All,
     /// Written since the previous capture, by the tracker's account.
     Tracked,
+    /// `Tracked`, in huge pages of 2 MiB (`MAP_HUGETLB`): a write marks its page written
+    /// whole, so how much of a chunk reads as written says nothing of how densely the
+    /// program writes it, and it is always protected again.
+    TrackedHuge,
+    /// A mapping of shared memory or of a deleted file: what its file holds (read whole)
+    /// and present or swapped pages elsewhere (a private mapping's own). [`Capturer::plan`]
+    /// makes `All` and `Present` tasks of it.
+    Backed,
 }
 
 /// `pages` consecutive pages from `addr`.
@@ -541,7 +550,7 @@ impl Capturer {
         let start = sdt_sys::monotonic_ns();
         self.wake();
         let mut mappings = self.read_maps(live_thread).map_err(CaptureError::proc("maps"))?;
-        let tasks = self.plan(&mut mappings);
+        let tasks = self.plan(live_thread, &mut mappings);
         let stretches = self.stretches(&tasks)?;
         let mut phases = Phases { maps_ns: sdt_sys::monotonic_ns() - start, ..Phases::default() };
         // A large spare was sized ahead, from the memory free then: the program may have
@@ -646,7 +655,7 @@ impl Capturer {
     fn sparse(&self, task: &Task) -> Result<bool, sdt_sys::Error> {
         let candidate = self.scan
             && task.end - task.start > LARGE_MAPPING_BYTES
-            && matches!(task.pages, Pages::Present | Pages::Written | Pages::Tracked);
+            && matches!(task.pages, Pages::Present | Pages::Written | Pages::Tracked | Pages::TrackedHuge);
         Ok(candidate
             && self.pagemap.populated_reach(task.start, task.end, PROBE_PAGES)? - task.start > SPARSE_REACH)
     }
@@ -780,17 +789,24 @@ impl Capturer {
     }
 
     /// Classifies the mappings: a task for each whose pages the snapshot takes.
-    fn plan(&self, mappings: &mut [Mapping]) -> Vec<Task> {
+    /// (`live_thread`: a thread of the program, through which mapped files are looked at.)
+    fn plan(&self, live_thread: Tid, mappings: &mut [Mapping]) -> Vec<Task> {
         let mut files = HashMap::new();
         let mut tasks = Vec::new();
         for (i, m) in mappings.iter_mut().enumerate() {
             let (content, mut pages) = classify(m, &mut files);
             m.content = content;
-            if pages == Pages::Present && self.tracker.is_some() && !self.lost_track && trackable(m) {
-                pages = Pages::Tracked;
+            if pages == Pages::Present && self.tracker.is_some() && !self.lost_track {
+                pages = match trackable(m) {
+                    Some(Paging::Base) => Pages::Tracked,
+                    Some(Paging::Huge) => Pages::TrackedHuge,
+                    None => pages,
+                };
             }
-            if pages != Pages::None {
-                tasks.push(Task { mapping: i, start: m.start, end: m.end, pages });
+            match pages {
+                Pages::None => {}
+                Pages::Backed => plan_backed(live_thread, i, m, &mut tasks),
+                _ => tasks.push(Task { mapping: i, start: m.start, end: m.end, pages }),
             }
         }
         tasks
@@ -800,7 +816,7 @@ impl Capturer {
     fn find(&self, stretch: &Task, scratch: &mut Scratch) -> Result<Found, sdt_sys::Error> {
         let mut out = Found::default();
         match stretch.pages {
-            Pages::Tracked => self.find_written(stretch, scratch, &mut out)?,
+            Pages::Tracked | Pages::TrackedHuge => self.find_written(stretch, scratch, &mut out)?,
             which => self.select(stretch.start, stretch.end, which, scratch, &mut out.copy)?,
         }
         Ok(out)
@@ -815,11 +831,15 @@ impl Capturer {
         out: &mut Found,
     ) -> Result<(), sdt_sys::Error> {
         let (from, to) = (task.start, task.end);
+        let huge = task.pages == Pages::TrackedHuge;
         scratch.found.clear();
         let mut part = from;
         while part < to {
             let part_end = self.density.same_until(part, to);
-            let treatment = self.density.treatment(part / CHUNK);
+            let treatment = match huge {
+                true => Treatment::Sparse,
+                false => self.density.treatment(part / CHUNK),
+            };
             // Where few pages were written, the kernel's fast path finds them and a second
             // look tells which are resident; where most were, one slower pass tells both.
             let query = match treatment {
@@ -840,7 +860,9 @@ impl Capturer {
                 }
                 Err(e) => return Err(e),
             }
-            if treatment == Treatment::Left {
+            if huge {
+                // No measure of density: left to the tracker, a page at a time.
+            } else if treatment == Treatment::Left {
                 self.sample_left(part, part_end, &scratch.written, &mut out.tally)?;
             } else {
                 out.tally.add_scanned(part, part_end);
@@ -930,8 +952,9 @@ impl Capturer {
         out: &mut CopyList,
     ) -> Result<(), sdt_sys::Error> {
         match which {
-            Pages::None | Pages::Tracked => {}
-            Pages::All => out.push(start, end),
+            Pages::None | Pages::Tracked | Pages::TrackedHuge => {}
+            // (`Backed` tasks are planned as `All` and `Present` ones.)
+            Pages::All | Pages::Backed => out.push(start, end),
             Pages::Present | Pages::Written if self.scan => {
                 scratch.found.clear();
                 self.pagemap.scan(
@@ -1012,9 +1035,27 @@ fn push_run(runs: &mut Vec<PageRun>, start: u64, end: u64) {
     }
 }
 
-/// Private, writable, anonymous memory: what write tracking covers.
-fn trackable(m: &Mapping) -> bool {
-    m.inode == 0 && m.perms.read && m.perms.write && !m.perms.shared
+/// The pages of a mapping write tracking covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Paging {
+    Base,
+    /// 2 MiB huge pages.
+    Huge,
+}
+
+/// Private, writable, anonymous memory, which write tracking covers, and its pages. Huge
+/// pages (`MAP_HUGETLB`) are protected and scanned a page at a time: the capture's
+/// stretches and chunks fall on 2 MiB boundaries, but not on those of 1 GiB pages, so
+/// a mapping that may hold them (a multiple of 1 GiB long) is not tracked.
+fn trackable(m: &Mapping) -> Option<Paging> {
+    if !(m.perms.read && m.perms.write && !m.perms.shared) {
+        return None;
+    }
+    match (m.inode, m.path.as_str()) {
+        (0, _) => Some(Paging::Base),
+        (_, "/anon_hugepage (deleted)") if !m.len().is_multiple_of(1 << 30) => Some(Paging::Huge),
+        _ => None,
+    }
 }
 
 /// What a mapping's unstored pages read as, and which pages to store. `files` caches the
@@ -1042,7 +1083,36 @@ fn classify(entry: &Mapping, files: &mut HashMap<String, Option<FileRef>>) -> (C
             };
             (Content::File(file), which)
         }
+        // Private huge pages (`MAP_HUGETLB`) are anonymous memory of a larger page.
+        None if entry.path == "/anon_hugepage (deleted)" && !entry.perms.shared => {
+            (Content::Zero, Pages::Present)
+        }
+        None if entry.path.ends_with(" (deleted)") => (Content::Zero, Pages::Backed),
         None => (Content::Zero, Pages::All),
+    }
+}
+
+/// The tasks of mapping `mapping` (`m`), of shared memory or of a deleted file: the
+/// parts where its file holds data read whole, the holes where they hold pages (a
+/// private mapping's written ones). Reading a hole of shared memory would give it a
+/// page; where the file's extents cannot be had (sdt without
+/// `CAP_CHECKPOINT_RESTORE`), the mapping is read whole all the same.
+fn plan_backed(live_thread: Tid, mapping: usize, m: &Mapping, tasks: &mut Vec<Task>) {
+    let task = |start, end, pages| Task { mapping, start, end, pages };
+    let Some(extents) = backing::data_extents(live_thread, m.start, m.end, m.offset) else {
+        tasks.push(task(m.start, m.end, Pages::All));
+        return;
+    };
+    let mut at = m.start;
+    for data in extents {
+        if at < data.start {
+            tasks.push(task(at, data.start, Pages::Present));
+        }
+        tasks.push(task(data.start, data.end, Pages::All));
+        at = data.end;
+    }
+    if at < m.end {
+        tasks.push(task(at, m.end, Pages::Present));
     }
 }
 
@@ -1151,10 +1221,24 @@ mod tests {
             (Content::Zero, Pages::Present)
         );
         assert_eq!(classify(&entry("r-xp", 0, "[vdso]"), &mut HashMap::new()), (Content::Zero, Pages::All));
+        // Shared memory and deleted files: read where the file holds data.
         assert_eq!(
             classify(&entry("rw-s", 4, "/dev/zero (deleted)"), &mut HashMap::new()),
-            (Content::Zero, Pages::All)
+            (Content::Zero, Pages::Backed)
         );
+        assert_eq!(
+            classify(&entry("rw-s", 5, "/anon_hugepage (deleted)"), &mut HashMap::new()),
+            (Content::Zero, Pages::Backed)
+        );
+        // Private huge pages: anonymous memory.
+        let huge = entry("rw-p", 5, "/anon_hugepage (deleted)");
+        assert_eq!(classify(&huge, &mut HashMap::new()), (Content::Zero, Pages::Present));
+        assert_eq!(trackable(&huge), Some(Paging::Huge));
+        assert_eq!(trackable(&entry("rw-p", 0, "[heap]")), Some(Paging::Base));
+        assert_eq!(trackable(&entry("rw-s", 4, "/dev/zero (deleted)")), None);
+        let gib =
+            sdt_procfs::parse_maps_line("40000000-80000000 rw-p 00000000 00:0f 5 /anon_hugepage (deleted)");
+        assert_eq!(trackable(&gib.unwrap()), None, "may hold 1 GiB pages");
         let exe = std::env::current_exe().unwrap();
         let ino = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&exe).unwrap());
         let path = exe.to_str().unwrap();

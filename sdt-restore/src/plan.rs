@@ -99,7 +99,8 @@ fn mapping(m: &Mapping) -> Result<MapPlan, Error> {
     {
         return Err(unsupported("a kernel mapping this restore does not know"));
     } else {
-        // Anonymous memory, or a copy of a deleted file or memfd: every page was stored.
+        // Anonymous memory, or a copy of a deleted file or memfd: every page that held data
+        // was stored, the rest read as zero.
         MapKind::Anonymous { shared: m.perms.shared, stack: m.path == "[stack]" }
     };
     let write_pages = match &kind {

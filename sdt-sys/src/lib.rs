@@ -10,7 +10,8 @@
 //!
 //! Each module wraps one topic: [`ptrace`] (seize, interrupt, resume, register sets),
 //! [`wait`] (ptrace stops and exits, decoded without losing real-time signals),
-//! [`memory`] (`process_vm_readv`/`writev`), [`pagemap`] (`/proc/PID/pagemap`),
+//! [`memory`] (`process_vm_readv`/`writev`), [`pagemap`] (`/proc/PID/pagemap`), [`backing`]
+//! (the data and holes of the file behind a mapping),
 //! [`events`] (signalfd + timerfd + poll for the tracer's loop), [`spawn`] (launch a program
 //! already seized by the caller), [`uffd`] (userfaultfd write-protect, pidfds), [`kmod_ioctl`]
 //! (`/dev/sdt`, SDT's kernel module), with the kernel definitions Debian's headers lack in
@@ -35,6 +36,7 @@
 #![deny(unsafe_code)]
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
+pub mod backing;
 pub mod detached;
 pub mod events;
 pub mod fds;

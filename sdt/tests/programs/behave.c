@@ -48,6 +48,15 @@
  *                       to 6, dup it, open a read-only O_TMPFILE-made file again,
  *                       SetBreakpoint, then read on, append "!" through the dup and print
  *                       what each holds
+ *   behave shared       map 256 MiB of shared memory and a private mapping of a 256 MiB
+ *                       memfd; a forked child writes 'c' 100 MiB into the shared memory
+ *                       (a page the program never touches), the memfd gets 'f' at 200
+ *                       MiB, the program writes 'a' and 'p' at the start of each;
+ *                       SetBreakpoint, then print by how many KiB its shared memory grew
+ *   behave huge         map 16 MiB of private huge pages (MAP_HUGETLB), fill its first 8
+ *                       MiB with 'x', SetBreakpoint, print how many huge pages the
+ *                       machine's pool lost meanwhile (or "no huge pages"), write 'i' at
+ *                       11 MiB and SetBreakpoint again
  *   behave fds N        open N descriptors, by turns its own program file (argv[0])
  *                       and /dev/null, pass two breakpoints, then print "done"
  *   behave sched        a worker takes nice 7 and SCHED_BATCH, main pins itself to CPU 0;
@@ -73,6 +82,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/personality.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -336,6 +346,84 @@ static int deleted_files(void)
 		return 1;
 	printf("rest \"%s\" all \"%s\" other \"%s\" write %s\n", rest, all, other,
 	       write(reader, "x", 1) < 0 && errno == EBADF ? "refused" : "allowed");
+	return 0;
+}
+
+/* The number on the line of `file` that `format` (sscanf's, "Name: %ld") matches, or -1. */
+static long proc_number(const char *file, const char *format)
+{
+	char line[128];
+	long n = -1;
+	FILE *f = fopen(file, "r");
+
+	while (f && fgets(line, sizeof(line), f))
+		sscanf(line, format, &n);
+	if (f)
+		fclose(f);
+	return n;
+}
+
+/* The program's shared memory in its own page tables, in KiB. */
+static long shmem_kib(void)
+{
+	return proc_number("/proc/self/status", "RssShmem: %ld");
+}
+
+/* `behave shared`: large shared mappings holding a few pages, one of them written by a
+ * child only. */
+char *shared_anon, *shared_memfd;
+
+static int sparse_shared(void)
+{
+	const size_t len = 256 << 20;
+	int fd = memfd_create("sparse", 0);
+	long before;
+	pid_t child;
+
+	shared_anon = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (shared_anon == MAP_FAILED || fd < 0 || ftruncate(fd, len) != 0)
+		return 1;
+	shared_memfd = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+	if (shared_memfd == MAP_FAILED || (child = fork()) < 0)
+		return 1;
+	if (child == 0) {
+		shared_anon[100 << 20] = 'c';
+		_exit(0);
+	}
+	if (waitpid(child, NULL, 0) != child || pwrite(fd, "f", 1, 200 << 20) != 1)
+		return 1;
+	shared_anon[0] = 'a';
+	shared_memfd[0] = 'p';
+	before = shmem_kib();
+	SetBreakpoint(1, 1, 1, 0, "mode=shared");
+	printf("shared memory grew %ld KiB\n", shmem_kib() - before);
+	return 0;
+}
+
+/* The machine's free huge pages. */
+static long free_huge_pages(void)
+{
+	return proc_number("/proc/meminfo", "HugePages_Free: %ld");
+}
+
+/* `behave huge`: private huge pages, some of them used. */
+char *huge;
+
+static int private_huge_pages(void)
+{
+	long before;
+
+	huge = mmap(NULL, 16 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+	if (huge == MAP_FAILED) {
+		printf("no huge pages\n");
+		return 0;
+	}
+	memset(huge, 'x', 8 << 20);
+	before = free_huge_pages();
+	SetBreakpoint(1, 1, 1, 0, "mode=huge");
+	printf("huge pages taken %ld\n", before - free_huge_pages());
+	huge[11 << 20] = 'i';
+	SetBreakpoint(1, 1, 2, 0, "mode=huge");
 	return 0;
 }
 
@@ -684,8 +772,12 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(mode, "sched"))
 		return own_scheduling();
+	if (!strcmp(mode, "shared"))
+		return sparse_shared();
+	if (!strcmp(mode, "huge"))
+		return private_huge_pages();
 	if (!strcmp(mode, "fds") && argc == 3)
 		return many_descriptors(argv[0], atoi(argv[2]));
-	fprintf(stderr, "usage: behave echo|exit N|signals|segv|abort-thread|wait-term|fork|big MB|leader-exits|exec|vfork-stuck|alarm HOW|limits|tmpfile|ids|umask|personality|sched|fds N\n");
+	fprintf(stderr, "usage: behave echo|exit N|signals|segv|abort-thread|wait-term|fork|big MB|leader-exits|exec|vfork-stuck|alarm HOW|limits|tmpfile|shared|huge|ids|umask|personality|sched|fds N\n");
 	return 2;
 }

@@ -1,0 +1,106 @@
+//! What the file behind another process's mapping holds: where it has data and where
+//! holes.
+//!
+//! Shared memory (`MAP_SHARED | MAP_ANONYMOUS`, memfds, System V segments) and mappings of
+//! deleted files have no path to read their pages by, and the pages a process has not
+//! touched are absent from its page tables while another process may have written them.
+//! Reading such a mapping whole is correct but gives every hole of shared memory a page
+//! of its own (a 1 GiB segment holding 1 MiB of data becomes 1 GiB of the machine's
+//! memory). The file's extents, found with `lseek(SEEK_DATA/SEEK_HOLE)` on
+//! `/proc/PID/map_files/START-END`, tell which parts hold data. Opening that link needs
+//! `CAP_CHECKPOINT_RESTORE` (or `CAP_SYS_ADMIN`); without it the extents are unknown.
+
+use std::fs::File;
+use std::ops::Range;
+
+use nix::errno::Errno;
+use nix::unistd::{Whence, lseek};
+
+use crate::Tid;
+
+/// More extents than this and the rest of the window counts as data: each extent costs
+/// two system calls, and the capture reads data whole anyway.
+const MAX_EXTENTS: usize = 4096;
+
+const PAGE_SIZE: u64 = 4096;
+
+/// The parts of process `pid`'s mapping `[start, end)`, which maps its file from
+/// `offset`, where the file holds data, as ascending, page-aligned address ranges inside
+/// the mapping (`lseek(SEEK_DATA)`, `lseek(SEEK_HOLE)`). `None` when they cannot be told:
+/// the mapping's file cannot be opened through `/proc/PID/map_files` (it takes
+/// `CAP_CHECKPOINT_RESTORE`) or is not a regular file. A file system without holes
+/// reports its whole size as data, so the answer may hold holes, never miss data.
+#[doc(alias = "SEEK_DATA")]
+pub fn data_extents(pid: Tid, start: u64, end: u64, offset: u64) -> Option<Vec<Range<u64>>> {
+    let link = format!("/proc/{pid}/map_files/{start:x}-{end:x}");
+    // The link's target, looked at before it is opened: a device file has an `open` of its
+    // own, with effects.
+    let meta = std::fs::metadata(&link).ok()?;
+    if !meta.is_file() {
+        return None;
+    }
+    let file = File::open(&link).ok()?;
+    let window = offset..offset.checked_add(end - start)?;
+    let mut extents: Vec<Range<u64>> = Vec::new();
+    let mut at = window.start;
+    while at < window.end {
+        let data = match lseek(&file, i64::try_from(at).ok()?, Whence::SeekData) {
+            Ok(data) => data as u64,
+            // No data from `at` on.
+            Err(Errno::ENXIO) => break,
+            Err(_) => return None,
+        };
+        if data >= window.end {
+            break;
+        }
+        let hole = match extents.len() >= MAX_EXTENTS {
+            true => window.end,
+            false => lseek(&file, data as i64, Whence::SeekHole).ok()? as u64,
+        };
+        let (from, to) = (data / PAGE_SIZE * PAGE_SIZE, hole.min(window.end).div_ceil(PAGE_SIZE) * PAGE_SIZE);
+        let (from, to) = (from.max(window.start) - offset + start, to.min(window.end) - offset + start);
+        match extents.last_mut() {
+            Some(last) if last.end >= from => last.end = last.end.max(to),
+            _ => extents.push(from..to),
+        }
+        at = hole.max(data + 1);
+    }
+    Some(extents)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Seek, SeekFrom, Write};
+    use std::os::fd::AsRawFd;
+
+    use super::*;
+
+    #[test]
+    #[allow(unsafe_code)]
+    fn the_extents_of_a_sparse_shared_file_are_its_written_pages() {
+        // A tmpfs file of 64 pages with data in pages 3 and 10–11, mapped from its page 2.
+        let mut file = tempfile::tempfile_in("/dev/shm").expect("a file in /dev/shm");
+        file.set_len(64 * PAGE_SIZE).unwrap();
+        for (page, len) in [(3, 1), (10, 2 * PAGE_SIZE as usize)] {
+            file.seek(SeekFrom::Start(page * PAGE_SIZE)).unwrap();
+            file.write_all(&vec![7; len]).unwrap();
+        }
+        let len = 60 * PAGE_SIZE as usize;
+        // SAFETY: a fresh shared mapping of a file this test owns, unmapped below.
+        let addr = unsafe {
+            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, file.as_raw_fd(), 8192)
+        };
+        assert_ne!(addr, libc::MAP_FAILED);
+        let start = addr as u64;
+        let me = Tid::new(std::process::id() as i32).unwrap();
+        let extents = data_extents(me, start, start + len as u64, 2 * PAGE_SIZE);
+        // SAFETY: the mapping made above, no longer used.
+        unsafe { libc::munmap(addr, len) };
+        let page = |n: u64| start + (n - 2) * PAGE_SIZE;
+        match nix::unistd::geteuid().is_root() {
+            true => assert_eq!(extents, Some(vec![page(3)..page(4), page(10)..page(12)])),
+            // The link cannot be opened without CAP_CHECKPOINT_RESTORE: not known.
+            false => assert_eq!(extents, None),
+        }
+    }
+}
