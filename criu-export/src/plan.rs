@@ -336,8 +336,8 @@ impl<'a> Plan<'a> {
                     }
                 }
                 // A file the capture could not name or check (deleted, a device): every
-                // page the private mapping had is in the snapshot, so it is restored as
-                // anonymous memory holding them.
+                // page of the private mapping that held data is in the snapshot (the rest
+                // read as zero), so it is restored as anonymous memory holding them.
                 _ if !m.perms.shared => None,
                 _ => return Err(unsupported_mapping(m, "shared memory that is not a regular file")),
             };

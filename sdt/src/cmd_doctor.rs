@@ -32,6 +32,7 @@ pub fn doctor() -> ExitCode {
         attach(),
         write_tracking(),
         huge_pages(),
+        shared_memory(),
         memory(),
         restore(),
         gdb(),
@@ -228,6 +229,34 @@ fn huge_pages() -> Check {
         ),
         Some(other) => check(Verdict::Ok, &format!("transparent huge pages `{other}`"), None),
         None => check(Verdict::Ok, "no transparent huge pages in this kernel", None),
+    }
+}
+
+/// Whether sdt can tell where the files behind shared memory and deleted files hold data
+/// (`/proc/PID/map_files`, which takes `CAP_CHECKPOINT_RESTORE`): tried on sdt's own
+/// first mapping of a file.
+fn shared_memory() -> Check {
+    let me = sdt_sys::Tid::new(std::process::id() as i32).expect("a process id is positive");
+    let tried = std::fs::read_to_string("/proc/self/maps").ok().and_then(|maps| {
+        let m = maps.lines().filter_map(|l| sdt_procfs::parse_maps_line(l)).find(|m| m.inode != 0)?;
+        sdt_sys::backing::data_extents(me, m.start, m.end, m.offset)
+    });
+    match tried {
+        Some(_) => Check {
+            name: "shared memory",
+            verdict: Verdict::Ok,
+            found: "captures read shared memory and deleted files' mappings where they hold data".into(),
+            fix: None,
+        },
+        None => Check {
+            name: "shared memory",
+            verdict: Verdict::Optional,
+            found: "sdt cannot open /proc/PID/map_files (it takes CAP_CHECKPOINT_RESTORE): captures read \
+                    shared memory (memfds, MAP_SHARED|MAP_ANONYMOUS, System V segments) and deleted \
+                    files' mappings whole, and each hole they read takes a page of the program's memory"
+                .into(),
+            fix: Some("for programs with large, sparse shared memory, run sdt as root"),
+        },
     }
 }
 

@@ -395,6 +395,7 @@ fn doctor_checks_the_machine_and_names_what_is_missing() {
         "ok       ptrace",
         "ok       attach",
         "ok       write tracking",
+        "ok       shared memory",
         "ok       restore",
         "ok       gdb",
         "memory          a capture copies up to",

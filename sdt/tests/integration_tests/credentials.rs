@@ -293,6 +293,22 @@ fn a_descriptor_the_user_cannot_reach_is_named_without_a_store_hint() -> Result<
     Ok(())
 }
 
+/// A user's sdt cannot open the files behind shared memory: `sdt doctor` says what that
+/// costs.
+fn doctor_tells_a_user_that_shared_memory_is_read_whole() -> Result<(), Skip> {
+    sdt_test_harness::root("becoming a user other than root for the test (setpriv) takes root")?;
+    let sdt = Sdt::owned_by(&USER);
+    let out = run(&mut sdt.command_as(&USER, &["doctor"]));
+    let text = stdout(&out);
+    assert!(
+        text.contains("--       shared memory   sdt cannot open /proc/PID/map_files")
+            && text.contains("fix: for programs with large, sparse shared memory, run sdt as root"),
+        "{}",
+        describe(&out)
+    );
+    Ok(())
+}
+
 /// Where the system refuses user namespaces, a restore without `CAP_SYS_ADMIN` says so
 /// and what decides it, and `sdt doctor` says restores cannot run.
 fn a_restore_refused_a_user_namespace_says_so() -> Result<(), Skip> {
@@ -335,6 +351,7 @@ sdt_test_harness::tests![
     a_program_restored_by_root_resumes_as_the_user_it_ran_as,
     a_user_restores_their_own_program_without_root,
     a_restore_refused_a_user_namespace_says_so,
+    doctor_tells_a_user_that_shared_memory_is_read_whole,
     a_descriptor_the_user_cannot_reach_is_named_without_a_store_hint,
     keep_root_resumes_as_root_and_says_so,
     a_seccomp_filter_is_refused_unless_the_restore_goes_on_without_it,
