@@ -238,7 +238,7 @@ fn huge_pages() -> Check {
 fn shared_memory() -> Check {
     let me = sdt_sys::Tid::new(std::process::id() as i32).expect("a process id is positive");
     let tried = std::fs::read_to_string("/proc/self/maps").ok().and_then(|maps| {
-        let m = maps.lines().filter_map(|l| sdt_procfs::parse_maps_line(l)).find(|m| m.inode != 0)?;
+        let m = maps.lines().filter_map(sdt_procfs::parse_maps_line).find(|m| m.inode != 0)?;
         sdt_sys::backing::data_extents(me, m.start, m.end, m.offset)
     });
     match tried {
