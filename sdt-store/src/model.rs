@@ -997,7 +997,7 @@ pub struct CaptureStats {
 
 /// Serde helper: `Vec<u8>` as a lowercase hex string.
 pub(crate) mod hex_bytes {
-    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+    use serde::{Deserializer, Serializer, de::Error};
 
     pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
         const DIGITS: &[u8; 16] = b"0123456789abcdef";
@@ -1009,24 +1009,63 @@ pub(crate) mod hex_bytes {
         s.serialize_str(&out)
     }
 
+    /// (Decoded from the text the deserializer holds, without a copy: a snapshot's
+    /// registers are most of what `sdt ls` decodes.)
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
-        let text = String::deserialize(d)?;
-        if text.len() % 2 != 0 {
-            return Err(D::Error::custom("hex string of odd length"));
+        d.deserialize_str(HexVisitor)
+    }
+
+    struct HexVisitor;
+
+    impl serde::de::Visitor<'_> for HexVisitor {
+        type Value = Vec<u8>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a string of hexadecimal digits")
         }
-        text.as_bytes()
-            .chunks(2)
-            .map(|pair| {
-                let digit = |c: u8| (c as char).to_digit(16).ok_or_else(|| D::Error::custom("bad hex digit"));
-                Ok((digit(pair[0])? << 4 | digit(pair[1])?) as u8)
-            })
-            .collect()
+
+        fn visit_str<E: Error>(self, text: &str) -> Result<Vec<u8>, E> {
+            let (pairs, odd) = text.as_bytes().as_chunks::<2>();
+            if !odd.is_empty() {
+                return Err(E::custom("hex string of odd length"));
+            }
+            let digit = |c: u8| match c {
+                b'0'..=b'9' => Some(c - b'0'),
+                b'a'..=b'f' => Some(c - b'a' + 10),
+                b'A'..=b'F' => Some(c - b'A' + 10),
+                _ => None,
+            };
+            let mut out = Vec::with_capacity(pairs.len());
+            for &[high, low] in pairs {
+                match (digit(high), digit(low)) {
+                    (Some(high), Some(low)) => out.push(high << 4 | low),
+                    _ => return Err(E::custom("bad hex digit")),
+                }
+            }
+            Ok(out)
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn register_bytes_read_back_as_written_and_bad_hex_is_refused() {
+        #[derive(Debug, PartialEq, Serialize, Deserialize)]
+        struct Bytes(#[serde(with = "hex_bytes")] Vec<u8>);
+        let all: Vec<u8> = (0..=255).collect();
+        let text = serde_json::to_string(&Bytes(all.clone())).unwrap();
+        assert_eq!(serde_json::from_str::<Bytes>(&text).unwrap(), Bytes(all));
+        assert_eq!(serde_json::from_str::<Bytes>("\"0A0b\"").unwrap(), Bytes(vec![10, 11]));
+        // An escaped string is decoded too (the text is then no slice of the input).
+        assert_eq!(serde_json::from_str::<Bytes>("\"\\u0030f\"").unwrap(), Bytes(vec![15]));
+        for (bad, why) in [("\"abc\"", "odd length"), ("\"0g\"", "bad hex digit"), ("17", "hexadecimal")] {
+            let e = serde_json::from_str::<Bytes>(bad).unwrap_err().to_string();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn signals_are_named_as_linux_numbers_them() {
