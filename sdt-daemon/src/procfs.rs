@@ -3,16 +3,18 @@
 //! and what a missing file means, is decided here.
 
 use std::collections::HashMap;
-use std::os::fd::{AsFd, OwnedFd};
+use std::fs::File;
+use std::ops::Range;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::PathBuf;
 
 use sdt_procfs::{FdDirs, Stat, read, read_text};
 use sdt_store::{
-    Credentials, DELETED_FILES_KEPT, EpollWatch, FileKind, FileRef, FileState, Mapping, MemoryLayout,
-    OpenFile, PosixTimer, ProcessInfo, SeccompMode, ThreadCredentials,
+    Credentials, DELETED_FILES_KEPT, EpollWatch, FileKind, FilePart, FileRef, FileState, Mapping,
+    MemoryLayout, OpenFile, PosixTimer, ProcessInfo, SeccompMode, ThreadCredentials,
 };
-use sdt_sys::{Tid, fds};
+use sdt_sys::{Tid, backing, fds};
 
 /// Bytes of process `pid`'s memory resident now (`/proc/PID/statm`), if it can be read.
 pub(crate) fn resident_bytes(pid: Tid) -> Option<u64> {
@@ -306,42 +308,71 @@ fn is_deleted_file(f: &OpenFile) -> bool {
     f.kind == FileKind::Regular && f.target.ends_with(" (deleted)")
 }
 
-/// Reads the bytes of the deleted files of `files` at `indices` (of `pid`, whose pidfd is
-/// `pidfd`) into their state, descriptors of one file once, while they fit in
+/// Keeps the contents of the deleted files of `files` at `indices` (of `pid`, whose pidfd
+/// is `pidfd`) in their state, descriptors of one file once, while their data fits in
 /// [`DELETED_FILES_KEPT`] in all; the others are left without (a resume refuses them).
 fn keep_deleted_files(pidfd: &OwnedFd, pid: Tid, files: &mut [OpenFile], indices: &[usize]) {
     let mut kept = 0u64;
-    let mut read: Vec<((u64, u64), Vec<u8>)> = Vec::new();
+    let mut read: Vec<((u64, u64), FileState)> = Vec::new();
     for &i in indices {
         let f = &mut files[i];
         let identity = f.file.as_ref().map(|r| (r.dev, r.inode));
-        if let Some((_, data)) = read.iter().find(|(id, _)| Some(*id) == identity) {
-            f.state = Some(FileState::DeletedFile { data: data.clone() });
+        if let Some((_, state)) = read.iter().find(|(id, _)| Some(*id) == identity) {
+            f.state = Some(state.clone());
             continue;
         }
-        let bytes = fds::pidfd_getfd(pidfd, pid, f.fd).map_err(|e| e.source).and_then(|theirs| {
-            let file = std::fs::File::from(theirs);
-            let len = file.metadata()?.len();
-            if kept + len > DELETED_FILES_KEPT {
-                return Err(std::io::Error::other(format!(
-                    "{len} bytes, past the {DELETED_FILES_KEPT} a snapshot keeps of deleted files"
-                )));
-            }
-            let mut data = vec![0u8; len as usize];
-            file.read_exact_at(&mut data, 0)?;
-            Ok(data)
-        });
-        match bytes {
-            Ok(data) => {
-                kept += data.len() as u64;
+        let state = fds::pidfd_getfd(pidfd, pid, f.fd)
+            .map_err(|e| e.source)
+            .and_then(|theirs| deleted_file_contents(theirs.into(), DELETED_FILES_KEPT - kept));
+        match state {
+            Ok((state, bytes)) => {
+                kept += bytes;
                 if let Some(id) = identity {
-                    read.push((id, data.clone()));
+                    read.push((id, state.clone()));
                 }
-                f.state = Some(FileState::DeletedFile { data });
+                f.state = Some(state);
             }
             Err(e) => log::debug!("deleted file {} (fd {}) not kept: {e}", f.target, f.fd),
         }
     }
+}
+
+/// What the deleted file `theirs` (a copy of the program's descriptor) holds, and how
+/// many bytes of data that is, if no more than `room`: its bytes, or its parts holding
+/// data where it has holes.
+fn deleted_file_contents(theirs: File, room: u64) -> std::io::Result<(FileState, u64)> {
+    let len = theirs.metadata()?.len();
+    // A file of sdt's own to read and to look for holes in: seeking through the
+    // program's descriptor would move its offset, and it may be open for writing only.
+    let own = File::open(format!("/proc/self/fd/{}", theirs.as_raw_fd())).ok();
+    let file = own.as_ref().unwrap_or(&theirs);
+    let extents = own
+        .as_ref()
+        .and_then(|own| backing::file_extents(own, 0..len))
+        .unwrap_or_else(|| std::iter::once(0..len).collect());
+    let bytes: u64 = extents.iter().map(|r| r.end - r.start).sum();
+    if bytes > room {
+        return Err(std::io::Error::other(format!(
+            "{bytes} bytes of data, past the {DELETED_FILES_KEPT} a snapshot keeps of deleted files"
+        )));
+    }
+    let read = |r: &Range<u64>| -> std::io::Result<Vec<u8>> {
+        let mut data = vec![0u8; (r.end - r.start) as usize];
+        file.read_exact_at(&mut data, r.start)?;
+        Ok(data)
+    };
+    let state = match extents.as_slice() {
+        [] if len == 0 => FileState::DeletedFile { data: Vec::new() },
+        [whole] if *whole == (0..len) => FileState::DeletedFile { data: read(whole)? },
+        parts => FileState::SparseDeletedFile {
+            size: len,
+            parts: parts
+                .iter()
+                .map(|r| Ok(FilePart { offset: r.start, data: read(r)? }))
+                .collect::<std::io::Result<_>>()?,
+        },
+    };
+    Ok((state, bytes))
 }
 
 /// The lowest read end of each pipe whose write end is among `files` (ascending) too, by

@@ -87,13 +87,19 @@ impl Sources<'_> {
     /// Descriptor `f` of a deleted file that held `data`: the file a memfd (made once for
     /// every descriptor of it), the descriptor that memfd opened again with `f`'s flags
     /// and position.
-    fn make_deleted(&mut self, f: &OpenFile, data: &[u8]) -> Result<i32, Error> {
+    fn make_deleted(&mut self, f: &OpenFile, contents: &FileState) -> Result<i32, Error> {
         let failed = |call, source| Error::Sys(sdt_sys::Error { call, tid: 0, source });
         let file = MadeKey::Deleted(f.file.as_ref().map_or((u64::MAX, f.fd as u64), |r| (r.dev, r.inode)));
         if !self.made.iter().any(|(k, _)| *k == file) {
             let name = f.target.trim_end_matches(" (deleted)").rsplit('/').next().unwrap_or_default();
-            let memfd =
-                fds::memfd_holding(name, data).map_err(|e| failed("making a deleted file again", e))?;
+            let (size, parts) = contents.deleted_file_parts().ok_or_else(|| Error::Unsupported {
+                what: format!(
+                    "file descriptor {} ({}): its kept parts overlap or pass its size",
+                    f.fd, f.target
+                ),
+            })?;
+            let memfd = fds::memfd_holding(name, size, &parts)
+                .map_err(|e| failed("making a deleted file again", e))?;
             self.made.push((file.clone(), memfd));
         }
         let (_, memfd) = self.made.iter().find(|(k, _)| *k == file).expect("made above");
@@ -123,7 +129,7 @@ impl plan::Sources for Sources<'_> {
             Remade::PipeEnd { pipe, write, .. } => MadeKey::PipeEnd(pipe.to_owned(), write),
             Remade::Object(&FileState::Eventfd { id: Some(id), .. }) => MadeKey::Eventfd(id),
             Remade::Object(_) => MadeKey::Alone(f.fd),
-            Remade::DeletedFile { data } => return self.make_deleted(f, data),
+            Remade::DeletedFile { contents } => return self.make_deleted(f, contents),
         };
         if !self.made.iter().any(|(k, _)| *k == key) {
             let (call, made) = match *object {
@@ -142,7 +148,11 @@ impl plan::Sources for Sources<'_> {
                     ("making a timerfd again", fds::timerfd_with(clockid, ticks, value_ns, interval_ns))
                 }
                 Remade::Object(&FileState::Signalfd { mask }) => ("signalfd4", fds::signalfd_with(mask)),
-                Remade::Object(FileState::PipeBuffer { .. } | FileState::DeletedFile { .. }) => (
+                Remade::Object(
+                    FileState::PipeBuffer { .. }
+                    | FileState::DeletedFile { .. }
+                    | FileState::SparseDeletedFile { .. },
+                ) => (
                     "a pipe's or a deleted file's bytes",
                     Err(std::io::Error::other("made by their descriptors, not their bytes")),
                 ),

@@ -146,11 +146,13 @@ pub(crate) enum Remade<'a> {
     /// the stub adds its watches), a timerfd (its timer running from the restore on) or a
     /// signalfd, as the snapshot recorded it.
     Object(&'a FileState),
-    /// A regular file deleted while open, which held `data`: a memfd (descriptors of one
-    /// file share it), opened again with the descriptor's flags at its position.
+    /// A regular file deleted while open, which held `contents` (a
+    /// [`FileState::DeletedFile`] or [`FileState::SparseDeletedFile`] whose parts are in
+    /// order): a memfd (descriptors of one file share it), opened again with the
+    /// descriptor's flags at its position.
     DeletedFile {
-        /// Its bytes.
-        data: &'a [u8],
+        /// What it held.
+        contents: &'a FileState,
     },
 }
 
@@ -192,14 +194,22 @@ pub(crate) fn descriptors(meta: &SnapshotMeta, sources: &mut dyn Sources) -> Res
                 FdSource::Open { path: c"/dev/null".to_owned(), flags: libc::O_RDWR, pos: 0 }
             }
             _ if f.target.ends_with(" (deleted)") => match &f.state {
-                Some(FileState::DeletedFile { data }) if f.kind == FileKind::Regular => {
+                Some(contents @ (FileState::DeletedFile { .. } | FileState::SparseDeletedFile { .. }))
+                    if f.kind == FileKind::Regular =>
+                {
                     if meta.mappings.iter().any(|m| m.path == f.target && m.perms.shared) {
                         return Err(unsupported(
                             "the deleted file is mapped shared as well, and a restore would part the \
                              mapping from the descriptor",
                         ));
                     }
-                    FdSource::Inherit(sources.make(f, &Remade::DeletedFile { data })?)
+                    if contents.deleted_file_parts().is_none() {
+                        return Err(unsupported(
+                            "the snapshot's record of the deleted file is damaged: its parts overlap or pass \
+                             its size",
+                        ));
+                    }
+                    FdSource::Inherit(sources.make(f, &Remade::DeletedFile { contents })?)
                 }
                 _ => {
                     let why = format!(
@@ -481,7 +491,13 @@ mod tests {
         let mut made = Recorded::default();
         let fds = descriptors(&meta_with(vec![deleted.clone()]), &mut made).unwrap();
         assert!(matches!(fds[0].source, FdSource::Inherit(103)), "{:?}", fds[0].source);
-        assert_eq!(made.made, [(3, "DeletedFile { data: [115, 99, 114, 97, 116, 99, 104] }".to_owned())]);
+        assert_eq!(
+            made.made,
+            [(
+                3,
+                "DeletedFile { contents: DeletedFile { data: [115, 99, 114, 97, 116, 99, 104] } }".to_owned()
+            )]
+        );
 
         let mut shared = meta_with(vec![deleted]);
         shared.mappings = vec![map("/memfd:buf (deleted)", "rw-s", Content::Zero)];

@@ -164,6 +164,53 @@ pub enum FileState {
         #[serde(with = "hex_bytes")]
         data: Vec<u8>,
     },
+    /// A regular file deleted while open that holds data in parts of its size, holes
+    /// between (a large memfd holding little): its size and those parts, whose bytes
+    /// count against [`DELETED_FILES_KEPT`].
+    SparseDeletedFile {
+        /// Its size in bytes.
+        size: u64,
+        /// The parts holding data, ascending and apart, inside its size.
+        parts: Vec<FilePart>,
+    },
+}
+
+impl FileState {
+    /// A kept deleted file's size and its parts holding data, `(offset, bytes)`, the rest
+    /// holes; `None` for other states, and where the parts are out of order, overlap or
+    /// pass the size (a store edited by hand).
+    pub fn deleted_file_parts(&self) -> Option<(u64, DataParts<'_>)> {
+        match self {
+            FileState::DeletedFile { data } => Some((data.len() as u64, vec![(0, data.as_slice())])),
+            FileState::SparseDeletedFile { size, parts } => {
+                let mut end = 0;
+                let mut out = Vec::with_capacity(parts.len());
+                for part in parts {
+                    let part_end = part.offset.checked_add(part.data.len() as u64)?;
+                    if part.offset < end || part_end > *size {
+                        return None;
+                    }
+                    end = part_end;
+                    out.push((part.offset, part.data.as_slice()));
+                }
+                Some((*size, out))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The parts of a file holding data, `(offset, bytes)`, ascending and apart.
+pub type DataParts<'a> = Vec<(u64, &'a [u8])>;
+
+/// One part of a [`FileState::SparseDeletedFile`] that holds data.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FilePart {
+    /// Where it starts in the file.
+    pub offset: u64,
+    /// Its bytes.
+    #[serde(with = "hex_bytes")]
+    pub data: Vec<u8>,
 }
 
 /// The most bytes of deleted files a snapshot keeps, in all ([`FileState::DeletedFile`]).
@@ -1050,6 +1097,25 @@ pub(crate) mod hex_bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sparse_deleted_file_s_parts_must_lie_in_order_inside_it() {
+        let part = |offset, data: &[u8]| FilePart { offset, data: data.to_vec() };
+        let sparse = |size, parts| FileState::SparseDeletedFile { size, parts };
+        let good = sparse(100, vec![part(0, b"ab"), part(50, b"cd"), part(98, b"ef")]);
+        assert_eq!(good.deleted_file_parts(), Some((100, vec![(0, &b"ab"[..]), (50, b"cd"), (98, b"ef")])));
+        let whole = FileState::DeletedFile { data: b"xyz".to_vec() };
+        assert_eq!(whole.deleted_file_parts(), Some((3, vec![(0, &b"xyz"[..])])));
+        for bad in [
+            sparse(100, vec![part(50, b"cd"), part(0, b"ab")]),
+            sparse(100, vec![part(0, b"abc"), part(2, b"cd")]),
+            sparse(100, vec![part(99, b"ef")]),
+            sparse(u64::MAX, vec![part(u64::MAX - 1, b"ef")]),
+        ] {
+            assert_eq!(bad.deleted_file_parts(), None, "{bad:?}");
+        }
+        assert_eq!(FileState::Signalfd { mask: 1 }.deleted_file_parts(), None);
+    }
 
     #[test]
     fn register_bytes_read_back_as_written_and_bad_hex_is_refused() {

@@ -9,6 +9,7 @@
 //! memory). The file's extents, found with `lseek(SEEK_DATA/SEEK_HOLE)` on
 //! `/proc/PID/map_files/START-END`, tell which parts hold data. Opening that link needs
 //! `CAP_CHECKPOINT_RESTORE` (or `CAP_SYS_ADMIN`); without it the extents are unknown.
+//! A deleted file the process holds open is kept with its snapshot by its extents too.
 
 use std::fs::File;
 use std::ops::Range;
@@ -19,32 +20,48 @@ use nix::unistd::{Whence, lseek};
 use crate::Tid;
 
 /// More extents than this and the rest of the window counts as data: each extent costs
-/// two system calls, and the capture reads data whole anyway.
+/// two system calls, and data is read whole anyway.
 const MAX_EXTENTS: usize = 4096;
 
 const PAGE_SIZE: u64 = 4096;
 
 /// The parts of process `pid`'s mapping `[start, end)`, which maps its file from
 /// `offset`, where the file holds data, as ascending, page-aligned address ranges inside
-/// the mapping (`lseek(SEEK_DATA)`, `lseek(SEEK_HOLE)`). `None` when they cannot be told:
-/// the mapping's file cannot be opened through `/proc/PID/map_files` (it takes
-/// `CAP_CHECKPOINT_RESTORE`) or is not a regular file. A file system without holes
-/// reports its whole size as data, so the answer may hold holes, never miss data.
-#[doc(alias = "SEEK_DATA")]
+/// the mapping. `None` when they cannot be told: the mapping's file cannot be opened
+/// through `/proc/PID/map_files` (it takes `CAP_CHECKPOINT_RESTORE`) or is not a regular
+/// file. A file system without holes reports its whole size as data, so the answer may
+/// hold holes, never miss data.
 pub fn data_extents(pid: Tid, start: u64, end: u64, offset: u64) -> Option<Vec<Range<u64>>> {
     let link = format!("/proc/{pid}/map_files/{start:x}-{end:x}");
     // The link's target, looked at before it is opened: a device file has an `open` of its
     // own, with effects.
-    let meta = std::fs::metadata(&link).ok()?;
-    if !meta.is_file() {
+    if !std::fs::metadata(&link).ok()?.is_file() {
         return None;
     }
     let file = File::open(&link).ok()?;
     let window = offset..offset.checked_add(end - start)?;
     let mut extents: Vec<Range<u64>> = Vec::new();
+    for data in file_extents(&file, window.clone())? {
+        let from = (data.start / PAGE_SIZE * PAGE_SIZE).max(window.start) - offset + start;
+        let to = (data.end.div_ceil(PAGE_SIZE) * PAGE_SIZE).min(window.end) - offset + start;
+        match extents.last_mut() {
+            Some(last) if last.end >= from => last.end = last.end.max(to),
+            _ => extents.push(from..to),
+        }
+    }
+    Some(extents)
+}
+
+/// The parts of `window` (byte offsets) of `file` where it holds data, ascending and
+/// apart (`lseek(SEEK_DATA)`, `lseek(SEEK_HOLE)`, which move the file's offset: `file`
+/// must be an open file of its own, not a copy of another process's descriptor). `None`
+/// when the file cannot tell. The answer may hold holes, never miss data.
+#[doc(alias = "SEEK_DATA")]
+pub fn file_extents(file: &File, window: Range<u64>) -> Option<Vec<Range<u64>>> {
+    let mut extents = Vec::new();
     let mut at = window.start;
     while at < window.end {
-        let data = match lseek(&file, i64::try_from(at).ok()?, Whence::SeekData) {
+        let data = match lseek(file, i64::try_from(at).ok()?, Whence::SeekData) {
             Ok(data) => data as u64,
             // No data from `at` on.
             Err(Errno::ENXIO) => break,
@@ -53,16 +70,11 @@ pub fn data_extents(pid: Tid, start: u64, end: u64, offset: u64) -> Option<Vec<R
         if data >= window.end {
             break;
         }
-        let hole = match extents.len() >= MAX_EXTENTS {
+        let hole = match extents.len() + 1 >= MAX_EXTENTS {
             true => window.end,
-            false => lseek(&file, data as i64, Whence::SeekHole).ok()? as u64,
+            false => (lseek(file, data as i64, Whence::SeekHole).ok()? as u64).min(window.end),
         };
-        let (from, to) = (data / PAGE_SIZE * PAGE_SIZE, hole.min(window.end).div_ceil(PAGE_SIZE) * PAGE_SIZE);
-        let (from, to) = (from.max(window.start) - offset + start, to.min(window.end) - offset + start);
-        match extents.last_mut() {
-            Some(last) if last.end >= from => last.end = last.end.max(to),
-            _ => extents.push(from..to),
-        }
+        extents.push(data..hole);
         at = hole.max(data + 1);
     }
     Some(extents)
@@ -74,6 +86,24 @@ mod tests {
     use std::os::fd::AsRawFd;
 
     use super::*;
+
+    #[test]
+    fn a_file_s_extents_are_its_data_and_end_at_its_size() {
+        let mut file = tempfile::tempfile_in("/dev/shm").expect("a file in /dev/shm");
+        file.set_len(40 * PAGE_SIZE).unwrap();
+        file.seek(SeekFrom::Start(5 * PAGE_SIZE + 7)).unwrap();
+        file.write_all(b"data").unwrap();
+        file.seek(SeekFrom::Start(39 * PAGE_SIZE)).unwrap();
+        file.write_all(&[1; 10]).unwrap();
+        let page = |n: u64| n * PAGE_SIZE;
+        assert_eq!(file_extents(&file, 0..page(40)), Some(vec![page(5)..page(6), page(39)..page(40)]));
+        // A window cuts them; past the file's end there is nothing.
+        assert_eq!(
+            file_extents(&file, page(5) + 100..page(39) + 1),
+            Some(vec![page(5) + 100..page(6), page(39)..page(39) + 1])
+        );
+        assert_eq!(file_extents(&file, page(41)..page(50)), Some(vec![]));
+    }
 
     #[test]
     #[allow(unsafe_code)]

@@ -122,15 +122,19 @@ pub fn pipe_holding(capacity: u32, data: &[u8]) -> io::Result<(OwnedFd, OwnedFd)
 }
 
 /// A memfd of ours (`MFD_CLOEXEC`) named `name` (made safe: no NUL, at most 200 bytes)
-/// that holds `data`: a deleted file made again.
-pub fn memfd_holding(name: &str, data: &[u8]) -> io::Result<OwnedFd> {
+/// of `size` bytes that holds `parts` (`(offset, bytes)`), holes elsewhere: a deleted
+/// file made again.
+pub fn memfd_holding(name: &str, size: u64, parts: &[(u64, &[u8])]) -> io::Result<OwnedFd> {
     let name: String = name.chars().filter(|&c| c != '\0').take(200).collect();
     let name = std::ffi::CString::new(name).expect("NUL bytes were left out");
     // SAFETY: `name` is a NUL-terminated string that outlives the call.
     let fd = check(unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) }.into())?;
     // SAFETY: the kernel returned a fresh descriptor.
-    let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd as RawFd) });
-    std::io::Write::write_all(&mut file, data)?;
+    let file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd as RawFd) });
+    file.set_len(size)?;
+    for &(offset, data) in parts {
+        std::os::unix::fs::FileExt::write_all_at(&file, data, offset)?;
+    }
     Ok(file.into())
 }
 

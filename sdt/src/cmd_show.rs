@@ -249,6 +249,11 @@ fn describe_file(f: &OpenFile) -> String {
             format!(": reads {}", signals.join(", "))
         }
         Some(FileState::DeletedFile { data }) => format!(": its {} kept", human::bytes(data.len() as u64)),
+        Some(FileState::SparseDeletedFile { size, parts }) => format!(
+            ": its {} of data kept (a sparse file of {})",
+            human::bytes(parts.iter().map(|p| p.data.len() as u64).sum()),
+            human::bytes(*size)
+        ),
     };
     let inherited = if f.inherited { " (from `sdt run`'s caller)" } else { "" };
     format!("{target}{state}{inherited}")

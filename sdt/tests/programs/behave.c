@@ -53,6 +53,7 @@
  *                       (a page the program never touches), the memfd gets 'f' at 200
  *                       MiB, the program writes 'a' and 'p' at the start of each;
  *                       SetBreakpoint, then print by how many KiB its shared memory grew
+ *                       and the four bytes (the memfd's through its descriptor)
  *   behave huge         map 16 MiB of private huge pages (MAP_HUGETLB), fill its first 8
  *                       MiB with 'x', SetBreakpoint, print how many huge pages the
  *                       machine's pool lost meanwhile (or "no huge pages"), write 'i' at
@@ -378,6 +379,7 @@ static int sparse_shared(void)
 	const size_t len = 256 << 20;
 	int fd = memfd_create("sparse", 0);
 	long before;
+	char from_file;
 	pid_t child;
 
 	shared_anon = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -396,7 +398,10 @@ static int sparse_shared(void)
 	shared_memfd[0] = 'p';
 	before = shmem_kib();
 	SetBreakpoint(1, 1, 1, 0, "mode=shared");
-	printf("shared memory grew %ld KiB\n", shmem_kib() - before);
+	if (pread(fd, &from_file, 1, 200 << 20) != 1)
+		return 1;
+	printf("shared memory grew %ld KiB, holds %c%c%c%c\n", shmem_kib() - before, shared_anon[0],
+	       shared_anon[100 << 20], shared_memfd[0], from_file);
 	return 0;
 }
 
