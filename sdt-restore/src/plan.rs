@@ -65,7 +65,37 @@ impl MapPlan {
 /// How each of the snapshot's mappings is made again; an error names the first mapping
 /// that cannot be.
 pub(crate) fn mappings(meta: &SnapshotMeta) -> Result<Vec<MapPlan>, Error> {
+    refuse_shared_views(&meta.mappings)?;
     meta.mappings.iter().map(mapping).collect()
+}
+
+/// Two shared mappings of one deleted file over the same part of it (a memfd mapped
+/// twice, as .NET's and other JIT compilers' write-xor-execute views and ring buffers
+/// are) show the same memory: made again as anonymous memory each, they would not, and
+/// the program would write to one and read stale bytes from the other.
+fn refuse_shared_views(mappings: &[Mapping]) -> Result<(), Error> {
+    let shared_deleted =
+        mappings.iter().filter(|m| m.perms.shared && m.inode != 0 && m.path.ends_with(" (deleted)"));
+    let mut seen: Vec<&Mapping> = Vec::new();
+    for m in shared_deleted {
+        let part = |m: &Mapping| m.offset..m.offset.saturating_add(m.len());
+        let alias = seen.iter().find(|o| {
+            (o.dev.as_str(), o.inode) == (m.dev.as_str(), m.inode)
+                && part(o).start < part(m).end
+                && part(m).start < part(o).end
+        });
+        if let Some(other) = alias {
+            return Err(Error::Unsupported {
+                what: format!(
+                    "the mappings {:#x}-{:#x} and {:#x}-{:#x} of {} (two views of the same part of one \
+                     deleted file, which a restore would part)",
+                    other.start, other.end, m.start, m.end, m.path
+                ),
+            });
+        }
+        seen.push(m);
+    }
+    Ok(())
 }
 
 fn mapping(m: &Mapping) -> Result<MapPlan, Error> {
@@ -326,6 +356,32 @@ mod tests {
 
     fn file_ref(path: &str) -> Content {
         Content::File(FileRef { path: path.into(), dev: 1, inode: 7, size: 100, mtime_ns: 1 })
+    }
+
+    #[test]
+    fn two_shared_views_of_one_part_of_a_deleted_file_are_refused() {
+        let view = |start: u64, perms: &str, offset: u64, inode: u64| {
+            let line = format!(
+                "{start:x}-{:x} {perms} {offset:08x} 00:01 {inode} /memfd:jit (deleted)",
+                start + 0x2000
+            );
+            Mapping { content: Content::Zero, ..sdt_procfs::parse_maps_line(&line).unwrap() }
+        };
+        let meta = |maps: Vec<Mapping>| SnapshotMeta { mappings: maps, ..meta_with(Vec::new()) };
+        // The writable and the executable view of one page pair: refused, naming both.
+        let err = mappings(&meta(vec![view(0x10000, "rw-s", 0, 9), view(0x20000, "r-xs", 0x1000, 9)]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("0x10000-0x12000 and 0x20000-0x22000") && err.contains("two views"), "{err}");
+        // Parts of a file one after the other (one mapping split by mprotect), other files,
+        // private copies: each is its own memory.
+        for apart in [
+            vec![view(0x10000, "rw-s", 0, 9), view(0x12000, "r--s", 0x2000, 9)],
+            vec![view(0x10000, "rw-s", 0, 9), view(0x20000, "rw-s", 0, 10)],
+            vec![view(0x10000, "rw-s", 0, 9), view(0x20000, "rw-p", 0, 9)],
+        ] {
+            assert!(mappings(&meta(apart)).is_ok());
+        }
     }
 
     #[test]

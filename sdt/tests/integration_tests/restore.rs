@@ -315,6 +315,24 @@ fn deleted_files_resume_with_what_they_held() -> Result<(), Skip> {
     Ok(())
 }
 
+/// Two shared views of one memfd page show the same memory; made again as two pieces of
+/// anonymous memory they would not (the resumed program printed "view x"): the restore
+/// refuses, naming both.
+fn two_views_of_one_deleted_file_are_refused_not_parted() -> Result<(), Skip> {
+    let (sdt, out) = behave_run(&["views"])?;
+    assert_eq!(stdout(&out), "view y\n", "{}", describe(&out));
+    let refused = sdt.output(&["restore", "S0"]);
+    assert!(!refused.status.success(), "{}", describe(&refused));
+    let said = stderr(&refused);
+    assert!(
+        said.contains("/memfd:views (deleted) (two views of the same part of one deleted file"),
+        "{}",
+        describe(&refused)
+    );
+    assert_eq!(stdout(&refused), "", "{}", describe(&refused));
+    Ok(())
+}
+
 fn extra_environment_variables_reach_the_resumed_programs_getenv() -> Result<(), Skip> {
     may_restore()?;
     let sdt = Sdt::new();
@@ -677,6 +695,7 @@ sdt_test_harness::tests![
     a_resumed_program_keeps_its_personality,
     resumed_threads_keep_their_cpus_policy_and_nice_value,
     deleted_files_resume_with_what_they_held,
+    two_views_of_one_deleted_file_are_refused_not_parted,
     extra_environment_variables_reach_the_resumed_programs_getenv,
     refining_a_deterministic_interval_reproduces_its_end,
     refine_detects_a_mismatch_and_retries,

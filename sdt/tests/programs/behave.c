@@ -54,6 +54,9 @@
  *                       MiB, the program writes 'a' and 'p' at the start of each;
  *                       SetBreakpoint, then print by how many KiB its shared memory grew
  *                       and the four bytes (the memfd's through its descriptor)
+ *   behave views        map one memfd page twice, shared, and close the memfd; write 'x'
+ *                       through the first view, SetBreakpoint, write 'y' through it and
+ *                       print what the second view shows
  *   behave huge         map 16 MiB of private huge pages (MAP_HUGETLB), fill its first 8
  *                       MiB with 'x', SetBreakpoint, print how many huge pages the
  *                       machine's pool lost meanwhile (or "no huge pages"), write 'i' at
@@ -402,6 +405,26 @@ static int sparse_shared(void)
 		return 1;
 	printf("shared memory grew %ld KiB, holds %c%c%c%c\n", shmem_kib() - before, shared_anon[0],
 	       shared_anon[100 << 20], shared_memfd[0], from_file);
+	return 0;
+}
+
+/* `behave views`: two views of one memfd page, as a JIT's write-xor-execute pair. */
+static int two_views(void)
+{
+	int fd = memfd_create("views", 0);
+	char *view, *other;
+
+	if (fd < 0 || ftruncate(fd, 4096) != 0)
+		return 1;
+	view = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	other = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0);
+	if (view == MAP_FAILED || other == MAP_FAILED)
+		return 1;
+	close(fd);
+	view[0] = 'x';
+	SetBreakpoint(1, 1, 1, 0, "mode=views");
+	view[0] = 'y';
+	printf("view %c\n", other[0]);
 	return 0;
 }
 
@@ -781,8 +804,10 @@ int main(int argc, char **argv)
 		return sparse_shared();
 	if (!strcmp(mode, "huge"))
 		return private_huge_pages();
+	if (!strcmp(mode, "views"))
+		return two_views();
 	if (!strcmp(mode, "fds") && argc == 3)
 		return many_descriptors(argv[0], atoi(argv[2]));
-	fprintf(stderr, "usage: behave echo|exit N|signals|segv|abort-thread|wait-term|fork|big MB|leader-exits|exec|vfork-stuck|alarm HOW|limits|tmpfile|shared|huge|ids|umask|personality|sched|fds N\n");
+	fprintf(stderr, "usage: behave echo|exit N|signals|segv|abort-thread|wait-term|fork|big MB|leader-exits|exec|vfork-stuck|alarm HOW|limits|tmpfile|shared|huge|views|ids|umask|personality|sched|fds N\n");
 	return 2;
 }
