@@ -6,7 +6,8 @@
 //!     memory about to go)
 //!  3. unmap everything of the stub but the scratch area and the kernel's mappings
 //!  4. move [vvar]/[vdso] to where the snapshot had them (same kernel: same contents)
-//!  5. map each of the snapshot's mappings, files again from their files
+//!  5. map each of the snapshot's mappings, files again from their files, the views of
+//!     a deleted file from one file made again
 //!  6. write the snapshot's stored pages (process_vm_writev), then set each mapping's
 //!     final protection
 //!  7. tell the kernel the program's layout, auxv and executable (PR_SET_MM_MAP)
@@ -174,6 +175,16 @@ fn move_mapping(remote: &mut Remote, from: u64, to: u64, len: u64) -> Result<(),
 /// Maps every one of the snapshot's mappings (kernel ones aside), writable where pages
 /// will be written.
 pub(crate) fn map_all(remote: &mut Remote, plans: &[MapPlan]) -> Result<(), Error> {
+    // The deleted files shown by several views, each opened once: (file, descriptor).
+    let mut shared: Vec<(usize, u64)> = Vec::new();
+    let mapped = map_each(remote, plans, &mut shared);
+    for (_, fd) in shared {
+        remote.call("closing a deleted file's views' descriptor", libc::SYS_close, &[fd])?;
+    }
+    mapped
+}
+
+fn map_each(remote: &mut Remote, plans: &[MapPlan], shared: &mut Vec<(usize, u64)>) -> Result<(), Error> {
     for p in plans {
         let len = p.end - p.start;
         let what = format!("mapping {:#x}-{:#x} {}", p.start, p.end, p.name);
@@ -218,10 +229,50 @@ pub(crate) fn map_all(remote: &mut Remote, plans: &[MapPlan]) -> Result<(), Erro
                     mapped => mapped?,
                 };
             }
+            &MapKind::SharedDeleted { file, fd, size } => {
+                let opened = match shared.iter().find(|(f, _)| *f == file) {
+                    Some(&(_, opened)) => opened,
+                    None => {
+                        let opened = open_deleted_file(remote, &p.name, fd, size)?;
+                        shared.push((file, opened));
+                        opened
+                    }
+                };
+                let flags = (libc::MAP_SHARED | libc::MAP_FIXED) as u64;
+                remote.call(
+                    &what,
+                    libc::SYS_mmap,
+                    &[p.start, len, p.initial_prot() as u64, flags, opened, p.offset],
+                )?;
+            }
             MapKind::Special | MapKind::Fixed => {}
         }
     }
     Ok(())
+}
+
+/// A descriptor in the process, open for reading and writing, of the deleted file
+/// `name` (as maps shows it) whose views are made again: the program's descriptor `fd`
+/// of it opened again, or, where the program held none, a memfd of `size` bytes.
+fn open_deleted_file(remote: &mut Remote, name: &str, fd: Option<i32>, size: u64) -> Result<u64, Error> {
+    let flags = (libc::O_RDWR | libc::O_CLOEXEC) as u64;
+    if let Some(fd) = fd {
+        let path_at = remote.put_path(&format!("/proc/self/fd/{fd}"))?;
+        return remote.call(
+            &format!("opening {name} again (descriptor {fd})"),
+            libc::SYS_open,
+            &[path_at, flags, 0],
+        );
+    }
+    let base = name.trim_end_matches(" (deleted)").rsplit('/').next().unwrap_or_default();
+    let name_at = remote.put_path(base.strip_prefix("memfd:").unwrap_or(base))?;
+    let memfd = remote.call(
+        &format!("making {name} again"),
+        libc::SYS_memfd_create,
+        &[name_at, libc::MFD_CLOEXEC as u64],
+    )?;
+    remote.call(&format!("sizing {name} made again"), libc::SYS_ftruncate, &[memfd, size])?;
+    Ok(memfd)
 }
 
 /// Writes every page the snapshot stores into the mappings that take them, then gives

@@ -34,6 +34,18 @@ pub(crate) enum MapKind {
         /// The main stack: `MAP_GROWSDOWN`.
         stack: bool,
     },
+    /// A shared view of a deleted file that another view, or one of the program's
+    /// descriptors, also shows (a memfd mapped twice, or mapped and held open): `mmap` of
+    /// one file made again for all of them, so that a write to one shows in the others.
+    SharedDeleted {
+        /// Which deleted file: the same number for all of its views.
+        file: usize,
+        /// The program's descriptor of it (made again by the restore), through which it is
+        /// opened; none: a memfd is made for the views.
+        fd: Option<i32>,
+        /// Bytes the memfd made for the views needs: to the end of the furthest view.
+        size: u64,
+    },
     /// `[vdso]`, `[vvar]`: moved into place from the new process.
     Special,
     /// `[vsyscall]`: already there.
@@ -65,37 +77,44 @@ impl MapPlan {
 /// How each of the snapshot's mappings is made again; an error names the first mapping
 /// that cannot be.
 pub(crate) fn mappings(meta: &SnapshotMeta) -> Result<Vec<MapPlan>, Error> {
-    refuse_shared_views(&meta.mappings)?;
-    meta.mappings.iter().map(mapping).collect()
+    let mut plans = meta.mappings.iter().map(mapping).collect::<Result<Vec<_>, _>>()?;
+    share_deleted_files(meta, &mut plans);
+    Ok(plans)
 }
 
-/// Two shared mappings of one deleted file over the same part of it (a memfd mapped
-/// twice, as .NET's and other JIT compilers' write-xor-execute views and ring buffers
-/// are) show the same memory: made again as anonymous memory each, they would not, and
-/// the program would write to one and read stale bytes from the other.
-fn refuse_shared_views(mappings: &[Mapping]) -> Result<(), Error> {
-    let shared_deleted =
-        mappings.iter().filter(|m| m.perms.shared && m.inode != 0 && m.path.ends_with(" (deleted)"));
-    let mut seen: Vec<&Mapping> = Vec::new();
-    for m in shared_deleted {
-        let part = |m: &Mapping| m.offset..m.offset.saturating_add(m.len());
-        let alias = seen.iter().find(|o| {
-            (o.dev.as_str(), o.inode) == (m.dev.as_str(), m.inode)
-                && part(o).start < part(m).end
-                && part(m).start < part(o).end
-        });
-        if let Some(other) = alias {
-            return Err(Error::Unsupported {
-                what: format!(
-                    "the mappings {:#x}-{:#x} and {:#x}-{:#x} of {} (two views of the same part of one \
-                     deleted file, which a restore would part)",
-                    other.start, other.end, m.start, m.end, m.path
-                ),
-            });
+/// Makes the shared views of each deleted file that has more than one view, or a
+/// descriptor the program holds, views of one file again ([`MapKind::SharedDeleted`]).
+/// Each alone would be anonymous memory of its own: the program would write to one view
+/// and read stale bytes from another, or from the descriptor.
+fn share_deleted_files(meta: &SnapshotMeta, plans: &mut [MapPlan]) {
+    let deleted_view = |m: &Mapping| m.perms.shared && m.inode != 0 && m.path.ends_with(" (deleted)");
+    let mut files: Vec<(&str, u64)> = Vec::new();
+    for m in meta.mappings.iter().filter(|m| deleted_view(m)) {
+        if !files.contains(&(m.dev.as_str(), m.inode)) {
+            files.push((m.dev.as_str(), m.inode));
         }
-        seen.push(m);
     }
-    Ok(())
+    for (file, &(dev, inode)) in files.iter().enumerate() {
+        let views: Vec<usize> = (0..plans.len())
+            .filter(|&i| {
+                let m = &meta.mappings[i];
+                deleted_view(m) && (m.dev.as_str(), m.inode) == (dev, inode)
+            })
+            .collect();
+        let path = &meta.mappings[views[0]].path;
+        let fd = meta
+            .files
+            .iter()
+            .find(|f| &f.target == path && f.file.as_ref().is_some_and(|r| r.inode == inode))
+            .map(|f| f.fd);
+        if views.len() < 2 && fd.is_none() {
+            continue;
+        }
+        let size = views.iter().map(|&i| plans[i].offset.saturating_add(plans[i].end - plans[i].start)).max();
+        for &i in &views {
+            plans[i].kind = MapKind::SharedDeleted { file, fd, size: size.unwrap_or(0) };
+        }
+    }
 }
 
 fn mapping(m: &Mapping) -> Result<MapPlan, Error> {
@@ -135,7 +154,7 @@ fn mapping(m: &Mapping) -> Result<MapPlan, Error> {
     };
     let write_pages = match &kind {
         MapKind::File { shared, .. } => !shared && m.perms.read,
-        MapKind::Anonymous { .. } => m.perms.read,
+        MapKind::Anonymous { .. } | MapKind::SharedDeleted { .. } => m.perms.read,
         MapKind::Special | MapKind::Fixed => false,
     };
     Ok(MapPlan {
@@ -227,12 +246,6 @@ pub(crate) fn descriptors(meta: &SnapshotMeta, sources: &mut dyn Sources) -> Res
                 Some(contents @ (FileState::DeletedFile { .. } | FileState::SparseDeletedFile { .. }))
                     if f.kind == FileKind::Regular =>
                 {
-                    if meta.mappings.iter().any(|m| m.path == f.target && m.perms.shared) {
-                        return Err(unsupported(
-                            "the deleted file is mapped shared as well, and a restore would part the \
-                             mapping from the descriptor",
-                        ));
-                    }
                     if contents.deleted_file_parts().is_none() {
                         return Err(unsupported(
                             "the snapshot's record of the deleted file is damaged: its parts overlap or pass \
@@ -359,7 +372,7 @@ mod tests {
     }
 
     #[test]
-    fn two_shared_views_of_one_part_of_a_deleted_file_are_refused() {
+    fn the_shared_views_of_a_deleted_file_are_made_from_one_file() {
         let view = |start: u64, perms: &str, offset: u64, inode: u64| {
             let line = format!(
                 "{start:x}-{:x} {perms} {offset:08x} 00:01 {inode} /memfd:jit (deleted)",
@@ -367,21 +380,32 @@ mod tests {
             );
             Mapping { content: Content::Zero, ..sdt_procfs::parse_maps_line(&line).unwrap() }
         };
-        let meta = |maps: Vec<Mapping>| SnapshotMeta { mappings: maps, ..meta_with(Vec::new()) };
-        // The writable and the executable view of one page pair: refused, naming both.
-        let err = mappings(&meta(vec![view(0x10000, "rw-s", 0, 9), view(0x20000, "r-xs", 0x1000, 9)]))
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("0x10000-0x12000 and 0x20000-0x22000") && err.contains("two views"), "{err}");
-        // Parts of a file one after the other (one mapping split by mprotect), other files,
-        // private copies: each is its own memory.
-        for apart in [
-            vec![view(0x10000, "rw-s", 0, 9), view(0x12000, "r--s", 0x2000, 9)],
-            vec![view(0x10000, "rw-s", 0, 9), view(0x20000, "rw-s", 0, 10)],
-            vec![view(0x10000, "rw-s", 0, 9), view(0x20000, "rw-p", 0, 9)],
-        ] {
-            assert!(mappings(&meta(apart)).is_ok());
-        }
+        let plan = |maps: Vec<Mapping>, files: Vec<OpenFile>| {
+            let meta = SnapshotMeta { mappings: maps, ..meta_with(files) };
+            mappings(&meta).unwrap().into_iter().map(|p| p.kind).collect::<Vec<_>>()
+        };
+        let anonymous = MapKind::Anonymous { shared: true, stack: false };
+        // A writable and an executable view of one file, and a view of another file: the
+        // two are made from one memfd, as long as the furthest view needs.
+        let kinds = plan(
+            vec![view(0x10000, "rw-s", 0, 9), view(0x20000, "r-xs", 0x1000, 9), view(0x30000, "rw-s", 0, 10)],
+            Vec::new(),
+        );
+        let jit = MapKind::SharedDeleted { file: 0, fd: None, size: 0x3000 };
+        assert_eq!(kinds, [jit.clone(), jit, anonymous.clone()]);
+        // A view of a file the program holds open: made from its descriptor.
+        let held = OpenFile {
+            file: Some(FileRef { path: "/memfd:jit".into(), dev: 1, inode: 9, size: 0x2000, mtime_ns: 0 }),
+            state: Some(FileState::DeletedFile { data: vec![0; 0x2000] }),
+            ..open_file(5, "/memfd:jit (deleted)", FileKind::Regular)
+        };
+        let kinds = plan(vec![view(0x10000, "rw-s", 0, 9)], vec![held]);
+        assert_eq!(kinds, [MapKind::SharedDeleted { file: 0, fd: Some(5), size: 0x2000 }]);
+        // A private copy is anonymous memory.
+        assert_eq!(
+            plan(vec![view(0x10000, "rw-p", 0, 9)], Vec::new()),
+            [MapKind::Anonymous { shared: false, stack: false }]
+        );
     }
 
     #[test]
@@ -539,7 +563,7 @@ mod tests {
     }
 
     #[test]
-    fn a_deleted_file_whose_bytes_were_kept_is_made_again_unless_mapped_shared() {
+    fn a_deleted_file_whose_bytes_were_kept_is_made_again() {
         let deleted = OpenFile {
             state: Some(FileState::DeletedFile { data: b"scratch".to_vec() }),
             ..open_file(3, "/memfd:buf (deleted)", FileKind::Regular)
@@ -555,10 +579,10 @@ mod tests {
             )]
         );
 
+        // Mapped shared as well: the mapping is made from the descriptor made again.
         let mut shared = meta_with(vec![deleted]);
         shared.mappings = vec![map("/memfd:buf (deleted)", "rw-s", Content::Zero)];
-        let err = descriptors(&shared, &mut Recorded::default()).unwrap_err().to_string();
-        assert!(err.contains("mapped shared as well"), "{err}");
+        assert!(descriptors(&shared, &mut Recorded::default()).is_ok());
     }
 
     #[test]

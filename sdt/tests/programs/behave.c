@@ -54,9 +54,11 @@
  *                       MiB, the program writes 'a' and 'p' at the start of each;
  *                       SetBreakpoint, then print by how many KiB its shared memory grew
  *                       and the four bytes (the memfd's through its descriptor)
- *   behave views        map one memfd page twice, shared, and close the memfd; write 'x'
+ *   behave views [closed]
+ *                       map one memfd page twice, shared (and close the memfd); write 'x'
  *                       through the first view, SetBreakpoint, write 'y' through it and
- *                       print what the second view shows
+ *                       print what the second view shows (and the memfd, read through
+ *                       its descriptor)
  *   behave huge         map 16 MiB of private huge pages (MAP_HUGETLB), fill its first 8
  *                       MiB with 'x', SetBreakpoint, print how many huge pages the
  *                       machine's pool lost meanwhile (or "no huge pages"), write 'i' at
@@ -409,10 +411,10 @@ static int sparse_shared(void)
 }
 
 /* `behave views`: two views of one memfd page, as a JIT's write-xor-execute pair. */
-static int two_views(void)
+static int two_views(int closed)
 {
 	int fd = memfd_create("views", 0);
-	char *view, *other;
+	char *view, *other, read_back = '?';
 
 	if (fd < 0 || ftruncate(fd, 4096) != 0)
 		return 1;
@@ -420,11 +422,18 @@ static int two_views(void)
 	other = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0);
 	if (view == MAP_FAILED || other == MAP_FAILED)
 		return 1;
-	close(fd);
+	if (closed)
+		close(fd);
 	view[0] = 'x';
 	SetBreakpoint(1, 1, 1, 0, "mode=views");
 	view[0] = 'y';
-	printf("view %c\n", other[0]);
+	if (closed) {
+		printf("view %c\n", other[0]);
+	} else {
+		if (pread(fd, &read_back, 1, 0) != 1)
+			return 1;
+		printf("view %c file %c\n", other[0], read_back);
+	}
 	return 0;
 }
 
@@ -805,9 +814,9 @@ int main(int argc, char **argv)
 	if (!strcmp(mode, "huge"))
 		return private_huge_pages();
 	if (!strcmp(mode, "views"))
-		return two_views();
+		return two_views(argc > 2 && !strcmp(argv[2], "closed"));
 	if (!strcmp(mode, "fds") && argc == 3)
 		return many_descriptors(argv[0], atoi(argv[2]));
-	fprintf(stderr, "usage: behave echo|exit N|signals|segv|abort-thread|wait-term|fork|big MB|leader-exits|exec|vfork-stuck|alarm HOW|limits|tmpfile|shared|huge|views|ids|umask|personality|sched|fds N\n");
+	fprintf(stderr, "usage: behave echo|exit N|signals|segv|abort-thread|wait-term|fork|big MB|leader-exits|exec|vfork-stuck|alarm HOW|limits|tmpfile|shared|huge|views [closed]|ids|umask|personality|sched|fds N\n");
 	return 2;
 }
