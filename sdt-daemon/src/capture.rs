@@ -15,6 +15,7 @@
 //! mtime are recorded so that a later change is caught when the snapshot is read.
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -792,6 +793,7 @@ impl Capturer {
     /// (`live_thread`: a thread of the program, through which mapped files are looked at.)
     fn plan(&self, live_thread: Tid, mappings: &mut [Mapping]) -> Vec<Task> {
         let mut files = HashMap::new();
+        let mut backed = HashMap::new();
         let mut tasks = Vec::new();
         for (i, m) in mappings.iter_mut().enumerate() {
             let (content, mut pages) = classify(m, &mut files);
@@ -805,7 +807,13 @@ impl Capturer {
             }
             match pages {
                 Pages::None => {}
-                Pages::Backed => plan_backed(live_thread, i, m, &mut tasks),
+                Pages::Backed => {
+                    // One look at a file mapped many times (a sanitizer maps its own dozens).
+                    let extents = backed
+                        .entry((m.dev.clone(), m.inode))
+                        .or_insert_with(|| backing::mapped_file_extents(live_thread, m.start, m.end));
+                    plan_backed(i, m, extents.as_deref(), &mut tasks)
+                }
                 _ => tasks.push(Task { mapping: i, start: m.start, end: m.end, pages }),
             }
         }
@@ -1092,19 +1100,19 @@ fn classify(entry: &Mapping, files: &mut HashMap<String, Option<FileRef>>) -> (C
     }
 }
 
-/// The tasks of mapping `mapping` (`m`), of shared memory or of a deleted file: the
-/// parts where its file holds data read whole, the holes where they hold pages (a
-/// private mapping's written ones). Reading a hole of shared memory would give it a
-/// page; where the file's extents cannot be had (sdt without
-/// `CAP_CHECKPOINT_RESTORE`), the mapping is read whole all the same.
-fn plan_backed(live_thread: Tid, mapping: usize, m: &Mapping, tasks: &mut Vec<Task>) {
+/// The tasks of mapping `mapping` (`m`), of shared memory or of a deleted file whose
+/// data lies at `extents` (byte ranges of the file): the parts where its file holds data
+/// read whole, the holes where they hold pages (a private mapping's written ones).
+/// Reading a hole of shared memory would give it a page; where the file's extents cannot
+/// be had (sdt without `CAP_CHECKPOINT_RESTORE`), the mapping is read whole all the same.
+fn plan_backed(mapping: usize, m: &Mapping, extents: Option<&[Range<u64>]>, tasks: &mut Vec<Task>) {
     let task = |start, end, pages| Task { mapping, start, end, pages };
-    let Some(extents) = backing::data_extents(live_thread, m.start, m.end, m.offset) else {
+    let Some(extents) = extents else {
         tasks.push(task(m.start, m.end, Pages::All));
         return;
     };
     let mut at = m.start;
-    for data in extents {
+    for data in backing::extents_in_mapping(extents, m.start, m.end, m.offset) {
         if at < data.start {
             tasks.push(task(at, data.start, Pages::Present));
         }

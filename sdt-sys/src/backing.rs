@@ -25,31 +25,38 @@ const MAX_EXTENTS: usize = 4096;
 
 const PAGE_SIZE: u64 = 4096;
 
-/// The parts of process `pid`'s mapping `[start, end)`, which maps its file from
-/// `offset`, where the file holds data, as ascending, page-aligned address ranges inside
-/// the mapping. `None` when they cannot be told: the mapping's file cannot be opened
-/// through `/proc/PID/map_files` (it takes `CAP_CHECKPOINT_RESTORE`) or is not a regular
-/// file. A file system without holes reports its whole size as data, so the answer may
-/// hold holes, never miss data.
-pub fn data_extents(pid: Tid, start: u64, end: u64, offset: u64) -> Option<Vec<Range<u64>>> {
+/// The parts of the file that process `pid` maps at `[start, end)` where it holds data,
+/// as ascending byte ranges of the whole file. `None` when they cannot be told: the
+/// mapping's file cannot be opened through `/proc/PID/map_files` (it takes
+/// `CAP_CHECKPOINT_RESTORE`) or is not a regular file. A file system without holes
+/// reports its whole size as data, so the answer may hold holes, never miss data.
+pub fn mapped_file_extents(pid: Tid, start: u64, end: u64) -> Option<Vec<Range<u64>>> {
     let link = format!("/proc/{pid}/map_files/{start:x}-{end:x}");
     // The link's target, looked at before it is opened: a device file has an `open` of its
     // own, with effects.
-    if !std::fs::metadata(&link).ok()?.is_file() {
+    let meta = std::fs::metadata(&link).ok()?;
+    if !meta.is_file() {
         return None;
     }
-    let file = File::open(&link).ok()?;
-    let window = offset..offset.checked_add(end - start)?;
-    let mut extents: Vec<Range<u64>> = Vec::new();
-    for data in file_extents(&file, window.clone())? {
+    file_extents(&File::open(&link).ok()?, 0..meta.len())
+}
+
+/// The parts of a mapping `[start, end)` of a file from `offset` that hold the file's
+/// `extents` (ascending byte ranges of the file), as ascending, page-aligned address
+/// ranges inside the mapping.
+pub fn extents_in_mapping(extents: &[Range<u64>], start: u64, end: u64, offset: u64) -> Vec<Range<u64>> {
+    let window = offset..offset.saturating_add(end - start);
+    let mut out: Vec<Range<u64>> = Vec::new();
+    let first = extents.partition_point(|data| data.end <= window.start);
+    for data in extents[first..].iter().take_while(|data| data.start < window.end) {
         let from = (data.start / PAGE_SIZE * PAGE_SIZE).max(window.start) - offset + start;
         let to = (data.end.div_ceil(PAGE_SIZE) * PAGE_SIZE).min(window.end) - offset + start;
-        match extents.last_mut() {
+        match out.last_mut() {
             Some(last) if last.end >= from => last.end = last.end.max(to),
-            _ => extents.push(from..to),
+            _ => out.push(from..to),
         }
     }
-    Some(extents)
+    out
 }
 
 /// The parts of `window` (byte offsets) of `file` where it holds data, ascending and
@@ -123,7 +130,8 @@ mod tests {
         assert_ne!(addr, libc::MAP_FAILED);
         let start = addr as u64;
         let me = Tid::new(std::process::id() as i32).unwrap();
-        let extents = data_extents(me, start, start + len as u64, 2 * PAGE_SIZE);
+        let extents = mapped_file_extents(me, start, start + len as u64)
+            .map(|extents| extents_in_mapping(&extents, start, start + len as u64, 2 * PAGE_SIZE));
         // SAFETY: the mapping made above, no longer used.
         unsafe { libc::munmap(addr, len) };
         let page = |n: u64| start + (n - 2) * PAGE_SIZE;
@@ -132,5 +140,12 @@ mod tests {
             // The link cannot be opened without CAP_CHECKPOINT_RESTORE: not known.
             false => assert_eq!(extents, None),
         }
+        // A window of the file: what it holds of the extents, page-aligned.
+        let file = [100..200, 5 * PAGE_SIZE..7 * PAGE_SIZE + 1, 9 * PAGE_SIZE..10 * PAGE_SIZE];
+        let at = 0x10_0000;
+        let in_window = |len, offset| extents_in_mapping(&file, at, at + len, offset);
+        assert_eq!(in_window(4 * PAGE_SIZE, 4 * PAGE_SIZE), vec![at + PAGE_SIZE..at + 4 * PAGE_SIZE]);
+        assert_eq!(in_window(PAGE_SIZE, 0), vec![at..at + PAGE_SIZE]);
+        assert_eq!(in_window(PAGE_SIZE, 20 * PAGE_SIZE), vec![]);
     }
 }

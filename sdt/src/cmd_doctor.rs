@@ -239,7 +239,7 @@ fn shared_memory() -> Check {
     let me = sdt_sys::Tid::new(std::process::id() as i32).expect("a process id is positive");
     let tried = std::fs::read_to_string("/proc/self/maps").ok().and_then(|maps| {
         let m = maps.lines().filter_map(sdt_procfs::parse_maps_line).find(|m| m.inode != 0)?;
-        sdt_sys::backing::data_extents(me, m.start, m.end, m.offset)
+        sdt_sys::backing::mapped_file_extents(me, m.start, m.end)
     });
     match tried {
         Some(_) => Check {
