@@ -341,20 +341,33 @@ fn keep_deleted_files(pidfd: &OwnedFd, pid: Tid, files: &mut [OpenFile], indices
 /// many bytes of data that is, if no more than `room`: its bytes, or its parts holding
 /// data where it has holes.
 fn deleted_file_contents(theirs: File, room: u64) -> std::io::Result<(FileState, u64)> {
-    let len = theirs.metadata()?.len();
+    // What a file system counts in a file's blocks besides its data (extent trees).
+    const BLOCKS_BESIDES_DATA: u64 = 64 << 10;
+    let too_much = |bytes: u64| {
+        std::io::Error::other(format!(
+            "{bytes} bytes of data, past the {DELETED_FILES_KEPT} a snapshot keeps of deleted files"
+        ))
+    };
+    let meta = theirs.metadata()?;
+    let len = meta.len();
     // A file of sdt's own to read and to look for holes in: seeking through the
     // program's descriptor would move its offset, and it may be open for writing only.
     let own = File::open(format!("/proc/self/fd/{}", theirs.as_raw_fd())).ok();
     let file = own.as_ref().unwrap_or(&theirs);
-    let extents = own
-        .as_ref()
-        .and_then(|own| backing::file_extents(own, 0..len))
-        .unwrap_or_else(|| std::iter::once(0..len).collect());
+    let whole = || std::iter::once(0..len).collect::<Vec<_>>();
+    // A file that fits is kept whole, one whose blocks plainly do not is refused: only
+    // the others are looked through for holes (two system calls an extent, in the pause).
+    let allocated = meta.blocks().saturating_mul(512);
+    let extents = if len <= room {
+        whole()
+    } else if allocated > room.saturating_add(BLOCKS_BESIDES_DATA) {
+        return Err(too_much(allocated));
+    } else {
+        own.as_ref().and_then(|own| backing::file_extents(own, 0..len)).unwrap_or_else(whole)
+    };
     let bytes: u64 = extents.iter().map(|r| r.end - r.start).sum();
     if bytes > room {
-        return Err(std::io::Error::other(format!(
-            "{bytes} bytes of data, past the {DELETED_FILES_KEPT} a snapshot keeps of deleted files"
-        )));
+        return Err(too_much(bytes));
     }
     let read = |r: &Range<u64>| -> std::io::Result<Vec<u8>> {
         let mut data = vec![0u8; (r.end - r.start) as usize];
@@ -362,7 +375,6 @@ fn deleted_file_contents(theirs: File, room: u64) -> std::io::Result<(FileState,
         Ok(data)
     };
     let state = match extents.as_slice() {
-        [] if len == 0 => FileState::DeletedFile { data: Vec::new() },
         [whole] if *whole == (0..len) => FileState::DeletedFile { data: read(whole)? },
         parts => FileState::SparseDeletedFile {
             size: len,
@@ -456,6 +468,29 @@ pub(crate) fn memory_layout(pid: Tid, mappings: &[Mapping]) -> std::io::Result<M
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_deleted_file_is_kept_whole_in_parts_or_not_at_all() {
+        let file = |len: u64, writes: &[(u64, &[u8])]| {
+            let f = tempfile::tempfile_in("/dev/shm").unwrap();
+            f.set_len(len).unwrap();
+            for &(at, data) in writes {
+                f.write_all_at(data, at).unwrap();
+            }
+            f
+        };
+        // Small: whole, holes and all.
+        let (state, bytes) = deleted_file_contents(file(10, &[(2, b"ab")]), 100).unwrap();
+        assert_eq!((state, bytes), (FileState::DeletedFile { data: b"\0\0ab\0\0\0\0\0\0".to_vec() }, 10));
+        // Large and sparse: its pages of data.
+        let (state, bytes) = deleted_file_contents(file(64 << 20, &[(5 << 20, b"cd")]), 1 << 20).unwrap();
+        let FileState::SparseDeletedFile { size, parts } = state else { panic!("{state:?}") };
+        assert_eq!((size, bytes, parts.len(), parts[0].offset), (64 << 20, 4096, 1, 5 << 20));
+        assert_eq!(&parts[0].data[..3], b"cd\0");
+        // Large and full: refused.
+        let full = file(0, &[(0, &vec![1; 2 << 20])]);
+        assert!(deleted_file_contents(full, 1 << 20).unwrap_err().to_string().contains("past the"));
+    }
 
     #[test]
     fn own_files_and_signals() {
