@@ -10,16 +10,20 @@
 //!   else and a FIFO put in its place blocks nothing; the kernel checks the stub's file
 //!   identity (the program's) against that very file.
 //! - Mappings made from files: the store checks those whose pages it reads
-//!   ([`Snapshot::check_files`](sdt_store::Snapshot::check_files)); all of them, a
-//!   library's `PROT_NONE` gap too, are checked here for how they are mapped. The new
+//!   ([`substitutes`]); all of them, a library's `PROT_NONE` gap too, are checked here
+//!   for how they are mapped ([`mappings`]). The new
 //!   process opens them without blocking.
 //! - A file changed since the snapshot (the program rebuilt) is mapped from the copy the
-//!   run kept of it, if it kept one ([`kept_copies`]), by private mappings, and is the
+//!   run kept of it, if it kept one ([`KeptCopy`]), by private mappings, and is the
 //!   executable if it was; its identity is the copy's. A shared mapping's file must be
-//!   unchanged at its path: the process writes to it and sees others' writes.
+//!   unchanged at its path: the process writes to it and sees others' writes. One that no
+//!   longer exists (a JVM's `hsperfdata` file, removed as it exits) and that only shared
+//!   writable mappings mapped, whose pages the snapshot holds, is made again from them
+//!   ([`GoneShared`]).
 
 use std::ffi::CString;
 use std::fs::File;
+use std::io::ErrorKind;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -186,20 +190,48 @@ pub(crate) struct KeptCopy {
     pub identity: (u64, u64),
 }
 
-/// The files of `snap`'s mappings to map from the copies its run kept (see the module
-/// doc); an error for a file that changed with no copy kept, or that a shared mapping
+/// A file that only shared writable mappings mapped and that no longer exists: the
+/// snapshot holds the pages the program had of it, and its views are made again as views
+/// of one new file holding them ([`MapKind::SharedDeleted`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct GoneShared {
+    /// Its path.
+    pub path: String,
+}
+
+/// What becomes of the files the snapshot's mappings map from, where not the files
+/// themselves.
+#[derive(Debug, Default)]
+pub(crate) struct Substitutes {
+    /// Files changed since, mapped from the copies the run kept.
+    pub kept: Vec<KeptCopy>,
+    /// Files of shared mappings that no longer exist.
+    pub gone: Vec<GoneShared>,
+}
+
+/// Checks the file of every one of `snap`'s mappings that takes pages from one, and says
+/// which to map from the copies its run kept (see the module doc) and which shared ones
+/// are gone; an error for a file that changed with no copy kept, or that a shared mapping
 /// maps.
-pub(crate) fn kept_copies(snap: &Snapshot) -> Result<Vec<KeptCopy>, Error> {
+pub(crate) fn substitutes(snap: &Snapshot) -> Result<Substitutes, Error> {
     let meta = snap.meta();
-    let mut kept: Vec<KeptCopy> = Vec::new();
+    let mut out = Substitutes::default();
     for m in &meta.mappings {
         let Content::File(f) = &m.content else { continue };
-        if kept.iter().any(|k| k.from == f.path) {
+        if out.kept.iter().any(|k| k.from == f.path) || out.gone.iter().any(|g| g.path == f.path) {
             continue;
         }
-        let shared = meta.mappings.iter().any(|o| o.perms.shared && o.content == m.content);
-        if shared {
-            snap.check_file_in_place(f)?;
+        let mut views = meta.mappings.iter().filter(|o| o.content == m.content);
+        if views.clone().any(|o| o.perms.shared) {
+            // Pages of shared writable mappings are stored (those the program had);
+            // of others, read from the file.
+            let stored = views.all(|o| o.perms.shared && o.perms.write && o.perms.read);
+            let gone = std::fs::symlink_metadata(&f.path).is_err_and(|e| e.kind() == ErrorKind::NotFound);
+            if stored && gone {
+                out.gone.push(GoneShared { path: f.path.clone() });
+            } else {
+                snap.check_file_in_place(f)?;
+            }
             continue;
         }
         let path = snap.file_path(f)?;
@@ -213,9 +245,45 @@ pub(crate) fn kept_copies(snap: &Snapshot) -> Result<Vec<KeptCopy>, Error> {
         let to = path.to_str().ok_or_else(|| Error::Unsupported {
             what: format!("a store whose path is not UTF-8 ({})", path.display()),
         })?;
-        kept.push(KeptCopy { from: f.path.clone(), to: to.to_owned(), identity: (copy.dev(), copy.ino()) });
+        out.kept.push(KeptCopy {
+            from: f.path.clone(),
+            to: to.to_owned(),
+            identity: (copy.dev(), copy.ino()),
+        });
     }
-    Ok(kept)
+    Ok(out)
+}
+
+/// Makes the views of each file in `gone` views of one new file that the snapshot's
+/// pages of them are written into, with a warning.
+pub(crate) fn map_gone(plans: &mut [MapPlan], gone: &[GoneShared]) {
+    let first = plans
+        .iter()
+        .filter_map(|p| match p.kind {
+            MapKind::SharedDeleted { file, .. } => Some(file + 1),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    for (file, g) in (first..).zip(gone) {
+        let is_view =
+            |p: &MapPlan| matches!(&p.kind, MapKind::File { path, shared: true } if *path == g.path);
+        let size =
+            plans.iter().filter(|p| is_view(p)).map(|p| p.offset.saturating_add(p.end - p.start)).max();
+        let mut views = 0;
+        for p in plans.iter_mut().filter(|p| is_view(p)) {
+            p.kind = MapKind::SharedDeleted { file, fd: None, size: size.unwrap_or(0) };
+            p.write_pages = true;
+            views += 1;
+        }
+        log::warn!(
+            "{}, which the program mapped shared, no longer exists: {} made again from the \
+             snapshot's pages of it, as memory the program alone shares (pages it had not \
+             touched read as zeros, and no other process sees its writes)",
+            g.path.escape_debug(),
+            if views == 1 { "its mapping is".to_owned() } else { format!("its {views} mappings are") }
+        );
+    }
 }
 
 /// Makes the private mappings of the files `kept` names map the copies instead.

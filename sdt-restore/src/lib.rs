@@ -296,9 +296,9 @@ pub fn restore(snap: &Snapshot, trust: &Trust, options: &Options) -> Result<Rest
     if let (Some(targets), Some(_)) = (&targets, user_namespace) {
         creds::check_own(targets, &restorer)?;
     }
-    snap.check_files()?;
-    let kept = files::kept_copies(snap)?;
+    let files::Substitutes { kept, gone } = files::substitutes(snap)?;
     files::map_kept(&mut plans, &kept);
+    files::map_gone(&mut plans, &gone);
     files::mappings(meta, &plans, &kept, trust)?;
     let descriptors = files::descriptors(meta, trust)?;
     let stub = Stub {

@@ -62,6 +62,23 @@ pub fn sanitized_program(name: &str, sanitizer: &str) -> Result<PathBuf, Skip> {
     Ok(compiled(&format!("{name}-{sanitizer}"), &test_source(name, "c"), "gcc", &[&flag]))
 }
 
+/// Compiles `tests/programs/<Name>.java` with javac into `dir`, for `java -cp DIR Name`;
+/// the [`Skip`] where a JDK is not installed.
+pub fn java_program(name: &str, dir: &Path) -> Result<(), Skip> {
+    let found = Command::new("javac").arg("-version").stdout(Stdio::null()).stderr(Stdio::null()).status();
+    let java = Command::new("java").arg("-version").stdout(Stdio::null()).stderr(Stdio::null()).status();
+    if !found.is_ok_and(|s| s.success()) || !java.is_ok_and(|s| s.success()) {
+        return Err(Skip::new(
+            "a JDK",
+            "javac or java is not installed",
+            "apt-get install default-jdk-headless",
+        ));
+    }
+    let status = Command::new("javac").arg("-d").arg(dir).arg(test_source(name, "java")).status().unwrap();
+    assert!(status.success(), "javac {name}.java: {status}");
+    Ok(())
+}
+
 /// Compiles `tests/programs/<name>.cpp` with g++ (once per test run); the [`Skip`] where
 /// g++ is not installed.
 pub fn cpp_program(name: &str) -> Result<PathBuf, Skip> {

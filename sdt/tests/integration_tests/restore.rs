@@ -327,6 +327,49 @@ fn views_of_one_deleted_file_resume_as_views_of_one_file() -> Result<(), Skip> {
     Ok(())
 }
 
+/// A file the program mapped shared twice and removed as it exited (a JVM's `hsperfdata`
+/// file) resumes from the snapshot's pages of it, its two views one memory, with a
+/// warning saying so. (The restore refused: the file "no longer exists".)
+fn a_shared_file_removed_since_resumes_from_the_snapshots_pages() -> Result<(), Skip> {
+    may_restore()?;
+    let sdt = Sdt::new();
+    let prog = program("behave");
+    let dir = sdt.dir.path().to_str().unwrap();
+    let out = sdt.ok(&["run", "-q", "--", prog.to_str().unwrap(), "gone", dir]);
+    let expected = "view 2 other 2 page p\n";
+    assert_eq!(stdout(&out), expected, "{}", describe(&out));
+    let out = sdt.output(&["restore", "S0"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(stdout(&out), expected, "{}", describe(&out));
+    let warning = "which the program mapped shared, no longer exists: its 2 mappings are made again \
+                   from the snapshot's pages of it";
+    assert!(stderr(&out).contains(warning), "{}", describe(&out));
+    Ok(())
+}
+
+/// A Java program (the JVM: twenty threads, a collector moving its heap, signals for
+/// its safepoints, a shared `hsperfdata` file it removes as it exits) resumes from its
+/// timed snapshots, its first and one halfway, and prints the total it printed.
+fn a_java_program_resumes_from_its_snapshots() -> Result<(), Skip> {
+    may_restore()?;
+    let sdt = Sdt::new();
+    let classes = sdt.dir.path().join("classes");
+    crate::harness::java_program("Tally", &classes)?;
+    let cp = classes.to_str().unwrap();
+    let out = sdt.ok(&["run", "-q", "--every", "50", "--", "java", "-cp", cp, "Tally"]);
+    let expected = "total 74308280\n";
+    assert_eq!(stdout(&out), expected, "{}", describe(&out));
+    let names = names(&sdt);
+    assert!(names.len() >= 2, "{names:?}: {}", describe(&out));
+    // Not the last: it may come after the total was printed, as the JVM shuts down.
+    for name in [&names[0], &names[names.len() / 2]] {
+        let out = sdt.output(&["restore", name]);
+        assert!(out.status.success(), "{name}: {}", describe(&out));
+        assert_eq!(stdout(&out), expected, "{name}: {}", describe(&out));
+    }
+    Ok(())
+}
+
 fn extra_environment_variables_reach_the_resumed_programs_getenv() -> Result<(), Skip> {
     may_restore()?;
     let sdt = Sdt::new();
@@ -690,6 +733,8 @@ sdt_test_harness::tests![
     resumed_threads_keep_their_cpus_policy_and_nice_value,
     deleted_files_resume_with_what_they_held,
     views_of_one_deleted_file_resume_as_views_of_one_file,
+    a_shared_file_removed_since_resumes_from_the_snapshots_pages,
+    a_java_program_resumes_from_its_snapshots,
     extra_environment_variables_reach_the_resumed_programs_getenv,
     refining_a_deterministic_interval_reproduces_its_end,
     refine_detects_a_mismatch_and_retries,
