@@ -122,17 +122,17 @@ impl Linking {
     /// How `program` is linked, and which of `symbols` are among its dynamic symbols;
     /// empty for what is not an ELF file (a script).
     pub(crate) fn of(program: &Path, symbols: &[&str]) -> Linking {
-        use object::{Object, ObjectSymbol};
         let Some(dynamic) = crate::libraries::Dynamic::of(program) else { return Linking::default() };
-        let read_symbols = || {
-            let data = &object::ReadCache::new(std::fs::File::open(program).ok()?);
-            let elf = object::File::parse(data).ok()?;
-            let asked = |s: object::read::Symbol<'_, '_, _>| {
-                s.name().ok().filter(|name| symbols.contains(name)).map(str::to_owned)
-            };
-            Some(elf.dynamic_symbols().filter_map(asked).collect())
-        };
-        let symbols = if symbols.is_empty() { Vec::new() } else { read_symbols().unwrap_or_default() };
+        let mut found = Vec::new();
+        if let (false, Ok(file)) = (symbols.is_empty(), std::fs::File::open(program)) {
+            let data = object::ReadCache::new(file);
+            sdt_target::symbols::find_symbol(&data, &[sdt_target::symbols::DYNAMIC], |s| {
+                let asked = symbols.iter().find(|name| name.as_bytes() == s.name);
+                found.extend(asked.map(|name| (*name).to_owned()));
+                None::<()>
+            });
+        }
+        let symbols = found;
         Linking { needed: dynamic.needed, symbols }
     }
 }
@@ -141,17 +141,19 @@ impl Linking {
 /// (linked with `libsdt.a`, or the `sdt-lib` crate), or, stripped of its symbols, holds
 /// the name of the variable the library reads its capture filter from.
 pub(crate) fn links_libsdt(program: &Path) -> bool {
-    use object::{Object, ObjectSymbol};
+    use sdt_target::symbols::{DYNAMIC, STATIC, find_symbol, has_table};
     if needs_libsdt_so(program) {
         return true;
     }
     let Ok(file) = std::fs::File::open(program) else { return false };
-    let data = &object::ReadCache::new(file);
-    let Ok(elf) = object::File::parse(data) else { return false };
-    elf.symbols()
-        .chain(elf.dynamic_symbols())
-        .any(|s| !s.is_undefined() && s.name() == Ok(sdt_abi::SYMBOL_STATE))
-        || contains(program, sdt_abi::ENV_CAPTURE.as_bytes())
+    let data = object::ReadCache::new(file);
+    let state = sdt_abi::SYMBOL_STATE.as_bytes();
+    if find_symbol(&data, &[STATIC, DYNAMIC], |s| (s.defined && s.name == state).then_some(())).is_some() {
+        return true;
+    }
+    // A program that kept its symbol table would list the state word; a stripped one
+    // still holds the library's strings.
+    !has_table(&data, STATIC) && contains(program, sdt_abi::ENV_CAPTURE.as_bytes())
 }
 
 /// Whether `program` needs `libsdt.so` (`DT_NEEDED`).
@@ -163,6 +165,7 @@ pub(crate) fn needs_libsdt_so(program: &Path) -> bool {
 fn contains(path: &Path, needle: &[u8]) -> bool {
     use std::io::Read;
     let Ok(mut file) = std::fs::File::open(path) else { return false };
+    let finder = memchr::memmem::Finder::new(needle);
     let mut window = Vec::with_capacity((1 << 20) + needle.len());
     let mut chunk = vec![0u8; 1 << 20];
     loop {
@@ -171,7 +174,7 @@ fn contains(path: &Path, needle: &[u8]) -> bool {
             Ok(n) => n,
         };
         window.extend_from_slice(&chunk[..n]);
-        if window.windows(needle.len()).any(|w| w == needle) {
+        if finder.find(&window).is_some() {
             return true;
         }
         // What could begin a match that the next read completes.

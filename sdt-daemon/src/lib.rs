@@ -404,6 +404,7 @@ fn drive<B: EventSource>(
     }
     // A restored program's threads are all stopped: they go now (no breakpoint answered).
     Held::new(&mut tracer, None).release(RESULT_DECLINED, false)?;
+    let exe = matches!(opts.target, Target::Launch(_)).then(|| program_file(pid)).flatten();
     let rec = Recorder {
         pid,
         image: Image::new(capturer),
@@ -421,12 +422,14 @@ fn drive<B: EventSource>(
         capturing: opts.config.max_snapshots != Some(0),
         told_unfiltered: false,
         told_handlers_unread: false,
-        exe: matches!(opts.target, Target::Launch(_)).then(|| program_file(pid)).flatten(),
+        shows_libsdt: session::shows_libsdt(exe.as_deref()),
+        exe,
         reached_breakpoint: false,
         problems: Vec::new(),
         at_signal: None,
         at_deadline: None,
     };
+    rec.expect_captures();
     let mut session = Session { tracer, rec };
     events.set_interval(opts.config.every_ms.map(Duration::from_millis))?;
     let exit = session.run_to_end(&mut events);
@@ -455,6 +458,7 @@ fn finish(rec: Recorder, exit: Result<ProgramExit, Error>, opts: &RunOptions) ->
         at_signal,
         at_deadline,
         exe,
+        shows_libsdt,
         reached_breakpoint,
         ..
     } = rec;
@@ -495,7 +499,7 @@ fn finish(rec: Recorder, exit: Result<ProgramExit, Error>, opts: &RunOptions) ->
         && mpi_events.is_none();
     let exe = exe.filter(|_| for_breakpoints);
     let (unmarked, libsdt_not_found) = match exe {
-        Some(exe) if !launch::links_libsdt(Path::new(&exe)) => (Some(exe), None),
+        Some(exe) if !shows_libsdt => (Some(exe), None),
         Some(exe) if exit == ProgramExit::Code(127) && launch::needs_libsdt_so(Path::new(&exe)) => {
             (None, Some(exe))
         }

@@ -81,6 +81,8 @@ pub(crate) struct Recorder<'a> {
     pub at_deadline: Option<String>,
     /// The file the program runs (after its last `execve`); `None` for a restored one.
     pub exe: Option<String>,
+    /// That file shows libsdt ([`launch::links_libsdt`]): the program may break.
+    pub shows_libsdt: bool,
     /// A breakpoint trapped (captured or not).
     pub reached_breakpoint: bool,
 }
@@ -261,6 +263,8 @@ impl<B: EventSource> Session<'_, B> {
                         self.rec.image = Image::new(Capturer::new(self.rec.pid)?);
                         if self.rec.exe.is_some() {
                             self.rec.exe = crate::program_file(self.rec.pid);
+                            self.rec.shows_libsdt = shows_libsdt(self.rec.exe.as_deref());
+                            self.rec.expect_captures();
                         }
                         None
                     }
@@ -422,7 +426,23 @@ impl<B: EventSource> Session<'_, B> {
     }
 }
 
+/// Whether the program file `exe` shows libsdt, as far as can be told.
+pub(crate) fn shows_libsdt(exe: Option<&str>) -> bool {
+    exe.is_some_and(|exe| crate::launch::links_libsdt(std::path::Path::new(exe)))
+}
+
 impl Recorder<'_> {
+    /// Tells the store writer whether a capture may come soon: one of a program sdt did
+    /// not launch (attached to, restored) may; of one it launched, where it shows libsdt,
+    /// or `--break`, `--every` or the MPI history asks for one. Otherwise only a fatal
+    /// signal or the time limit would capture it.
+    pub(crate) fn expect_captures(&self) {
+        let opts = self.opts;
+        let launched = matches!(opts.target, Target::Launch(_));
+        let asked = !opts.breaks.is_empty() || opts.config.every_ms.is_some() || self.mpi_events.is_some();
+        self.writer.expect_captures(self.capturing && (!launched || asked || self.shows_libsdt));
+    }
+
     /// Whether a snapshot is taken for `cause`. One for a fatal signal is, unless the
     /// store has no room: it is the program's last.
     fn decide(&mut self, cause: &Cause, timing: &mut Timing) -> Decision {

@@ -871,21 +871,21 @@ fn function_entry(mappings: &[Mapping], file: &str, name: &str) -> Result<Option
 /// The functions `file` (the program or a library) defines that could be `name`, from
 /// its symbol tables.
 fn program_functions(file: &str, name: &str) -> Result<Vec<Function>, BreakError> {
-    use object::{Object, ObjectSymbol, SymbolKind};
+    use sdt_target::symbols::{DYNAMIC, STATIC, find_symbol};
     // Fortran names any case; gfortran's symbols are lower case.
     let must_hold = last_identifier(name).unwrap_or("").to_ascii_lowercase();
     let opened = open(file).ok_or_else(|| BreakError::Open { exe: file.to_owned() })?;
     let cache = object::ReadCache::new(opened);
-    let elf =
-        object::File::parse(&cache).map_err(|source| BreakError::Symbols { exe: file.to_owned(), source })?;
-    Ok(elf
-        .symbols()
-        .chain(elf.dynamic_symbols())
-        .filter(|s| s.kind() == SymbolKind::Text && !s.is_undefined())
-        .filter_map(|s| Some((s.name().ok()?, s.address())))
-        .filter(|(symbol, _)| symbol.contains(&must_hold) || symbol.to_ascii_lowercase().contains(&must_hold))
-        .map(|(symbol, addr)| Function::new(symbol, addr))
-        .collect())
+    object::File::parse(&cache).map_err(|source| BreakError::Symbols { exe: file.to_owned(), source })?;
+    let mut functions = Vec::new();
+    find_symbol(&cache, &[STATIC, DYNAMIC], |s| {
+        let symbol = std::str::from_utf8(s.name).ok().filter(|_| s.function && s.defined)?;
+        if symbol.contains(&must_hold) || symbol.to_ascii_lowercase().contains(&must_hold) {
+            functions.push(Function::new(symbol, s.address));
+        }
+        None::<()>
+    });
+    Ok(functions)
 }
 
 /// The symbol of the one function `name` names, if any; an error listing them if several

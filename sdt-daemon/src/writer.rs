@@ -132,6 +132,9 @@ struct Ready {
     growing: bool,
     /// A capture has taken a spare: spares are sized by what captures copy from now on.
     taken: bool,
+    /// The program may be captured soon: until the first capture, keep a spare as large
+    /// as it ready ([`StoreWriter::expect_captures`]).
+    expected: bool,
     /// The program has ended: the spare thread leaves what it is making.
     closing: bool,
     /// Commits handed to a writer child and not settled yet: they hold the capture
@@ -293,6 +296,12 @@ impl StoreWriter {
             return Room::Skipped(full(&backlog));
         }
         Room::Ready(sdt_sys::monotonic_ns() - start)
+    }
+
+    /// Says whether a capture may come soon (see [`spare_loop`]): the program may reach a
+    /// breakpoint, or timed snapshots are asked for.
+    pub(crate) fn expect_captures(&self, expected: bool) {
+        self.ready.lock().unwrap().expected = expected;
     }
 
     /// A spare for the capture about to start: the one made ready if there is one (taken
@@ -485,8 +494,11 @@ const END_GRACE: std::time::Duration = std::time::Duration::from_millis(200);
 /// at a time. It holds still while a capture is under way.
 ///
 /// Until the first capture asks for a size, it keeps a spare as large as the program's
-/// resident memory ready (checked every [`WATCH_EVERY`]): the first snapshot copies every
-/// page, and faulting a spare in during that pause would double it.
+/// resident memory ready (checked every [`WATCH_EVERY`]) while a capture is expected: the
+/// first snapshot copies every page, and faulting a spare in during that pause would
+/// double it. Where none is (a program without breakpoints, run without timed snapshots),
+/// that memory would only take CPU time from the program: a JVM growing to 220 MB, its
+/// threads busy on both CPUs here, took 1.9 times as long under `sdt run` as alone.
 ///
 /// From its first piece of work it runs as urgently as the tracer where it may: the
 /// faults cost the program CPU time now rather than in the next pause, where they would
@@ -515,12 +527,16 @@ fn spare_loop(spares: &Spares, sizes: &Receiver<usize>, shared: &Shared, pid: Ti
                 made
             }
             Err(RecvTimeoutError::Timeout) if watching => {
-                let Some(resident) = procfs::resident_bytes(pid) else { continue };
                 let held = shared.lock().unwrap();
                 watching = !held.taken;
-                let capacity = held.spare.as_ref().map_or(0, SpillFile::capacity);
+                let (expected, capacity) =
+                    (held.expected, held.spare.as_ref().map_or(0, SpillFile::capacity));
                 drop(held);
-                if !watching || capacity as u64 >= resident {
+                if !watching || !expected {
+                    continue;
+                }
+                let Some(resident) = procfs::resident_bytes(pid) else { continue };
+                if capacity as u64 >= resident {
                     continue;
                 }
                 shared.lock().unwrap().growing = true;

@@ -32,12 +32,13 @@ use std::fs::File;
 
 mod activity;
 pub use activity::{Activity, SYSCALLS, syscall_name};
+pub mod symbols;
 pub mod waits;
 
 #[cfg(test)]
 mod test_threads;
 
-use object::{Object, ObjectSegment, ObjectSymbol, ReadCache};
+use object::{Object, ObjectSegment, ReadCache};
 use sdt_abi::{SYMBOL_RECONFIG, SYMBOL_STATE, TRAP_RECORD_SIZE, TrapRecord};
 use sdt_store::{Mapping, Snapshot, SnapshotMeta, ThreadRunState, Trigger};
 
@@ -188,12 +189,10 @@ pub fn symbol_in(mappings: &[Mapping], exe: &str, name: &str, open: Open) -> Opt
     files.sort_by_key(|f| (*f != exe, !f.contains("libsdt")));
     files.into_iter().find_map(|path| {
         let file = ReadCache::new(open(path)?);
+        let value = symbols::find_symbol(&file, &[symbols::STATIC, symbols::DYNAMIC], |s| {
+            (s.defined && s.name == name.as_bytes()).then_some(s.address)
+        })?;
         let elf = object::File::parse(&file).ok()?;
-        let value = elf
-            .symbols()
-            .chain(elf.dynamic_symbols())
-            .find(|s| s.name() == Ok(name) && !s.is_undefined())
-            .map(|s| s.address())?;
         Some(value.wrapping_add(load_bias(mappings, path, &elf)?))
     })
 }

@@ -1,7 +1,8 @@
 //! What gets captured: filters, hits, multiple_mark, timers, limits, memory read back.
 
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 use sdt_test_harness::Skip;
 
@@ -108,6 +109,41 @@ fn timed_snapshots() {
         assert!(t > last, "times increase: {snaps:?}");
         last = t;
     }
+}
+
+/// The largest resident size (`VmHWM`, KiB) `sdt` reached over `args`, read from its
+/// status until it exits, with its output.
+fn peak_of_sdt(sdt: &Sdt, args: &[&str]) -> (u64, Output) {
+    let child = sdt.command(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let status = format!("/proc/{}/status", child.id());
+    let watcher = std::thread::spawn(move || {
+        let mut peak = 0;
+        // Until the process is gone (a zombie's status has no VmHWM).
+        while let Ok(text) = std::fs::read_to_string(&status) {
+            let Some(kib) = text.lines().find_map(|l| l.strip_prefix("VmHWM:")) else { break };
+            peak = kib.trim().trim_end_matches(" kB").parse().unwrap();
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        peak
+    });
+    let out = crate::harness::wait_with_timeout(child);
+    (watcher.join().unwrap(), out)
+}
+
+/// A program that cannot break (no libsdt, no `--break`, no `--every`) gets no capture
+/// buffer grown beside it: it held 256 MiB, and sdt grew as much, urgently, on the CPUs the
+/// program wanted (a JVM without breakpoints took twice as long under `sdt run`). With
+/// timed snapshots asked for, sdt still has the buffer ready for the first.
+fn a_program_that_cannot_break_gets_no_capture_buffer() {
+    let sdt = Sdt::new();
+    let prog = program("spin");
+    let prog = prog.to_str().unwrap();
+    let (peak, out) = peak_of_sdt(&sdt, &["run", "-q", "--", prog, "600", "256"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(peak < 128 << 10, "sdt peaked at {peak} KiB: {}", describe(&out));
+    let (peak, out) = peak_of_sdt(&sdt, &["run", "-q", "--every", "60000", "--", prog, "600", "256"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(peak > 200 << 10, "sdt peaked at {peak} KiB: {}", describe(&out));
 }
 
 fn max_snapshots_stops_capturing_and_the_program_runs_on() {
@@ -451,6 +487,7 @@ sdt_test_harness::tests![
     hits_select_arrivals,
     multiple_mark_zero_captures_once_across_threads,
     timed_snapshots,
+    a_program_that_cannot_break_gets_no_capture_buffer,
     max_snapshots_stops_capturing_and_the_program_runs_on,
     past_max_snapshots_breakpoints_that_pass_are_declined_without_stopping,
     stored_memory_equals_live_memory_through_thread_churn,
