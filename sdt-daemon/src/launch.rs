@@ -126,11 +126,10 @@ impl Linking {
         let mut found = Vec::new();
         if let (false, Ok(file)) = (symbols.is_empty(), std::fs::File::open(program)) {
             let data = object::ReadCache::new(file);
-            sdt_target::symbols::find_symbol(&data, &[sdt_target::symbols::DYNAMIC], |s| {
-                let asked = symbols.iter().find(|name| name.as_bytes() == s.name);
-                found.extend(asked.map(|name| (*name).to_owned()));
-                None::<()>
-            });
+            let dynamic = [sdt_target::symbols::DYNAMIC];
+            found.extend(symbols.iter().filter_map(|&name| {
+                sdt_target::symbols::find_named(&data, &dynamic, name, |_| Some(name.to_owned()))
+            }));
         }
         let symbols = found;
         Linking { needed: dynamic.needed, symbols }
@@ -141,14 +140,13 @@ impl Linking {
 /// (linked with `libsdt.a`, or the `sdt-lib` crate), or, stripped of its symbols, holds
 /// the name of the variable the library reads its capture filter from.
 pub(crate) fn links_libsdt(program: &Path) -> bool {
-    use sdt_target::symbols::{DYNAMIC, STATIC, find_symbol, has_table};
+    use sdt_target::symbols::{DYNAMIC, STATIC, find_named, has_table};
     if needs_libsdt_so(program) {
         return true;
     }
     let Ok(file) = std::fs::File::open(program) else { return false };
     let data = object::ReadCache::new(file);
-    let state = sdt_abi::SYMBOL_STATE.as_bytes();
-    if find_symbol(&data, &[STATIC, DYNAMIC], |s| (s.defined && s.name == state).then_some(())).is_some() {
+    if find_named(&data, &[STATIC, DYNAMIC], sdt_abi::SYMBOL_STATE, |s| s.defined.then_some(())).is_some() {
         return true;
     }
     // A program that kept its symbol table would list the state word; a stripped one

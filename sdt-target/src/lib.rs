@@ -185,12 +185,16 @@ pub fn symbol_in(mappings: &[Mapping], exe: &str, name: &str, open: Open) -> Opt
             files.push(path);
         }
     }
+    // Loaded objects have code mapped: a file the program maps to read (a library's
+    // separate debug file, which a backtrace maps) defines the same names, at addresses
+    // that mean nothing where it is mapped.
+    files.retain(|f| mappings.iter().any(|m| m.path == *f && m.perms.exec));
     // The program itself and libsdt first: the symbols are almost always there.
     files.sort_by_key(|f| (*f != exe, !f.contains("libsdt")));
     files.into_iter().find_map(|path| {
         let file = ReadCache::new(open(path)?);
-        let value = symbols::find_symbol(&file, &[symbols::STATIC, symbols::DYNAMIC], |s| {
-            (s.defined && s.name == name.as_bytes()).then_some(s.address)
+        let value = symbols::find_named(&file, &[symbols::STATIC, symbols::DYNAMIC], name, |s| {
+            s.defined.then_some(s.address)
         })?;
         let elf = object::File::parse(&file).ok()?;
         Some(value.wrapping_add(load_bias(mappings, path, &elf)?))
@@ -230,6 +234,21 @@ mod tests {
         let at = symbol_in(&own_mappings(), &exe, "getpid", &sdt_sys::open_regular);
         assert_eq!(at, Some(libc::getpid as unsafe extern "C" fn() -> libc::pid_t as usize as u64));
         assert_eq!(symbol_in(&own_mappings(), &exe, "no_such_symbol_anywhere", &sdt_sys::open_regular), None);
+    }
+
+    #[test]
+    fn a_file_mapped_only_to_be_read_is_not_where_symbols_are_looked_up() {
+        // A copy of libc mapped as a debug file is, read-only, below everything else.
+        let dir = tempfile::tempdir().unwrap();
+        let copy = dir.path().join("libc.debug");
+        let libc_path = own_mappings().into_iter().find(|m| m.path.contains("/libc.so")).unwrap().path;
+        std::fs::copy(&libc_path, &copy).unwrap();
+        let line = format!("1000-2000 r--p 00000000 00:05 7 {}", copy.display());
+        let mut mappings = vec![sdt_procfs::parse_maps_line(&line).unwrap()];
+        mappings.extend(own_mappings());
+        let exe = std::fs::read_link("/proc/self/exe").unwrap().display().to_string();
+        let at = symbol_in(&mappings, &exe, "getpid", &sdt_sys::open_regular);
+        assert_eq!(at, Some(libc::getpid as unsafe extern "C" fn() -> libc::pid_t as usize as u64));
     }
 
     #[test]

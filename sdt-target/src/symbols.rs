@@ -35,6 +35,26 @@ pub struct ElfSymbol<'a> {
 pub fn find_symbol<T>(
     data: &ReadCache<File>,
     kinds: &[SectionType],
+    each: impl FnMut(ElfSymbol<'_>) -> Option<T>,
+) -> Option<T> {
+    walk(data, kinds, None, each)
+}
+
+/// [`find_symbol`] over the symbols named `name` alone, which are told from the others
+/// without reading their names whole.
+pub fn find_named<T>(
+    data: &ReadCache<File>,
+    kinds: &[SectionType],
+    name: &str,
+    each: impl FnMut(ElfSymbol<'_>) -> Option<T>,
+) -> Option<T> {
+    walk(data, kinds, Some(name.as_bytes()), each)
+}
+
+fn walk<T>(
+    data: &ReadCache<File>,
+    kinds: &[SectionType],
+    wanted: Option<&[u8]>,
     mut each: impl FnMut(ElfSymbol<'_>) -> Option<T>,
 ) -> Option<T> {
     let header = FileHeader64::<object::Endianness>::parse(data).ok()?;
@@ -44,11 +64,25 @@ pub fn find_symbol<T>(
         let Some(table) = sections.iter().find(|s| s.sh_type(endian) == kind) else { continue };
         let Ok(symbols) = table.data_as_array::<Sym64<_>, _>(endian, data) else { continue };
         let link = object::SectionIndex(table.sh_link(endian) as usize);
-        let Ok(names) = sections.section(link).and_then(|s| s.data(endian, data)) else { continue };
-        let names = object::StringTable::new(names, 0, names.len() as u64);
+        let Ok(bytes) = sections.section(link).and_then(|s| s.data(endian, data)) else { continue };
+        let names = object::StringTable::new(bytes, 0, bytes.len() as u64);
         // The first entry is the null symbol.
         for symbol in symbols.iter().skip(1) {
-            let Ok(name) = symbol.name(endian, names) else { continue };
+            let name = match wanted {
+                // The name, then its NUL.
+                Some(wanted) => {
+                    let at = symbol.st_name(endian) as usize;
+                    let there = bytes.get(at..at + wanted.len() + 1);
+                    if there.is_none_or(|b| b[wanted.len()] != 0 || &b[..wanted.len()] != wanted) {
+                        continue;
+                    }
+                    wanted
+                }
+                None => match symbol.name(endian, names) {
+                    Ok(name) => name,
+                    Err(_) => continue,
+                },
+            };
             let found = each(ElfSymbol {
                 name,
                 address: symbol.st_value(endian),
@@ -100,6 +134,27 @@ mod tests {
         assert_eq!(none, None);
         assert!(seen.len() > 1000, "{} symbols", seen.len());
         assert_eq!(seen, expected);
+    }
+
+    #[test]
+    fn finds_a_symbol_by_name_as_the_whole_walk_does() {
+        for name in ["main", "malloc", "getpid", "no_such_symbol_anywhere", "mai"] {
+            let mut named = Vec::new();
+            let none: Option<()> = find_named(&own_exe(), &[STATIC, DYNAMIC], name, |s| {
+                named.push((s.address, s.defined, s.function));
+                None
+            });
+            assert_eq!(none, None);
+            let mut all = Vec::new();
+            let _: Option<()> = find_symbol(&own_exe(), &[STATIC, DYNAMIC], |s| {
+                if s.name == name.as_bytes() {
+                    all.push((s.address, s.defined, s.function));
+                }
+                None
+            });
+            assert_eq!(named, all, "{name}");
+            assert_eq!(named.is_empty(), name == "no_such_symbol_anywhere" || name == "mai", "{name}");
+        }
     }
 
     #[test]
