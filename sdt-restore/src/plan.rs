@@ -131,7 +131,9 @@ fn mapping(m: &Mapping) -> Result<MapPlan, Error> {
     } else if m.path.starts_with("/SYSV") {
         return Err(unsupported("System V shared memory"));
     } else if let Content::File(file) = &m.content {
-        if m.path.starts_with("/dev/") {
+        // POSIX shared memory (`shm_open`) is a file on the tmpfs at /dev/shm; every
+        // file mapped is checked to be a regular file ([`crate::files::mappings`]).
+        if m.path.starts_with("/dev/") && !m.path.starts_with("/dev/shm/") {
             return Err(unsupported("a device's memory"));
         }
         MapKind::File { path: file.path.clone(), shared: m.perms.shared }
@@ -436,6 +438,8 @@ mod tests {
 
         let sysv = mapping(&map("/SYSV00000000 (deleted)", "rw-s", Content::Zero)).unwrap_err();
         assert!(sysv.to_string().contains("System V shared memory"), "{sysv}");
+        let posix = mapping(&map("/dev/shm/queue", "rw-s", file_ref("/dev/shm/queue"))).unwrap();
+        assert_eq!(posix.kind, MapKind::File { path: "/dev/shm/queue".into(), shared: true });
         let dev = mapping(&map("/dev/dri/card0", "rw-s", file_ref("/dev/dri/card0"))).unwrap_err();
         assert!(dev.to_string().contains("/dev/dri/card0"), "{dev}");
     }

@@ -329,21 +329,36 @@ fn views_of_one_deleted_file_resume_as_views_of_one_file() -> Result<(), Skip> {
 
 /// A file the program mapped shared twice and removed as it exited (a JVM's `hsperfdata`
 /// file) resumes from the snapshot's pages of it, its two views one memory, with a
-/// warning saying so. (The restore refused: the file "no longer exists".)
+/// warning saying so (the restore refused: the file "no longer exists"); in a temporary
+/// directory and as POSIX shared memory (`/dev/shm`, refused as "a device's memory").
+/// One that is still there is mapped as it is now, as the program would see it.
 fn a_shared_file_removed_since_resumes_from_the_snapshots_pages() -> Result<(), Skip> {
     may_restore()?;
     let sdt = Sdt::new();
     let prog = program("behave");
-    let dir = sdt.dir.path().to_str().unwrap();
-    let out = sdt.ok(&["run", "-q", "--", prog.to_str().unwrap(), "gone", dir]);
+    let prog = prog.to_str().unwrap();
+    let tmp = sdt.dir.path().join("gone");
+    let shm = format!("/dev/shm/sdt-test-gone-{}", std::process::id());
     let expected = "view 2 other 2 page p\n";
+    for path in [tmp.to_str().unwrap(), &shm] {
+        let out = sdt.ok(&["run", "-q", "--", prog, "gone", path]);
+        assert_eq!(stdout(&out), expected, "{path}: {}", describe(&out));
+        let out = sdt.output(&["restore", "S0"]);
+        assert!(out.status.success(), "{path}: {}", describe(&out));
+        assert_eq!(stdout(&out), expected, "{path}: {}", describe(&out));
+        let warning = format!(
+            "{path}, which the program mapped shared, no longer exists: its 2 mappings are made again from \
+             the snapshot's pages of it"
+        );
+        assert!(stderr(&out).contains(&warning), "{}", describe(&out));
+    }
+    let out = sdt.ok(&["run", "-q", "--", prog, "gone", &shm, "keep"]);
     assert_eq!(stdout(&out), expected, "{}", describe(&out));
     let out = sdt.output(&["restore", "S0"]);
+    std::fs::remove_file(&shm).unwrap();
     assert!(out.status.success(), "{}", describe(&out));
-    assert_eq!(stdout(&out), expected, "{}", describe(&out));
-    let warning = "which the program mapped shared, no longer exists: its 2 mappings are made again \
-                   from the snapshot's pages of it";
-    assert!(stderr(&out).contains(warning), "{}", describe(&out));
+    assert_eq!(stdout(&out), "view 3 other 3 page p\n", "{}", describe(&out));
+    assert!(!stderr(&out).contains("no longer exists"), "{}", describe(&out));
     Ok(())
 }
 

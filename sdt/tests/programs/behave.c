@@ -59,11 +59,12 @@
  *                       through the first view, SetBreakpoint, write 'y' through it and
  *                       print what the second view shows (and the memfd, read through
  *                       its descriptor)
- *   behave gone DIR     make a file of three pages in DIR, map it shared twice (the
+ *   behave gone PATH [keep]
+ *                       make a file of three pages at PATH, map it shared twice (the
  *                       whole file, and its first page again), write '1' at its start and
  *                       'p' on its third page, SetBreakpoint, add one at its start through
- *                       the first view, print what the views show and remove the file, as
- *                       a JVM does with its hsperfdata file
+ *                       the first view, print what the views show and remove the file
+ *                       (unless `keep`), as a JVM does with its hsperfdata file
  *   behave huge         map 16 MiB of private huge pages (MAP_HUGETLB), fill its first 8
  *                       MiB with 'x', SetBreakpoint, print how many huge pages the
  *                       machine's pool lost meanwhile (or "no huge pages"), write 'i' at
@@ -442,15 +443,13 @@ static int two_views(int closed)
 	return 0;
 }
 
-/* `behave gone DIR`: a shared mapping of a file removed as the program exits. */
-static int gone_file(const char *dir)
+/* `behave gone PATH [keep]`: a shared mapping of a file removed as the program exits. */
+static int gone_file(const char *path, int keep)
 {
-	char path[4096];
 	int fd;
 	char *view, *other;
 
-	snprintf(path, sizeof path, "%s/gone-%d", dir, (int)getpid());
-	fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+	fd = open(path, O_RDWR | O_CREAT, 0600);
 	if (fd < 0 || ftruncate(fd, 3 * 4096) != 0)
 		return 1;
 	view = mmap(NULL, 3 * 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -464,7 +463,8 @@ static int gone_file(const char *dir)
 	view[0] += 1;
 	printf("view %c other %c page %c\n", view[0], other[0], view[2 * 4096]);
 	/* Resumed, the file is gone already. */
-	unlink(path);
+	if (!keep)
+		unlink(path);
 	return 0;
 }
 
@@ -844,12 +844,12 @@ int main(int argc, char **argv)
 		return sparse_shared();
 	if (!strcmp(mode, "huge"))
 		return private_huge_pages();
-	if (!strcmp(mode, "gone") && argc == 3)
-		return gone_file(argv[2]);
+	if (!strcmp(mode, "gone") && argc > 2)
+		return gone_file(argv[2], argc > 3 && !strcmp(argv[3], "keep"));
 	if (!strcmp(mode, "views"))
 		return two_views(argc > 2 && !strcmp(argv[2], "closed"));
 	if (!strcmp(mode, "fds") && argc == 3)
 		return many_descriptors(argv[0], atoi(argv[2]));
-	fprintf(stderr, "usage: behave echo|exit N|signals|segv|abort-thread|wait-term|fork|big MB|leader-exits|exec|vfork-stuck|alarm HOW|limits|tmpfile|shared|huge|views [closed]|gone DIR|ids|umask|personality|sched|fds N\n");
+	fprintf(stderr, "usage: behave echo|exit N|signals|segv|abort-thread|wait-term|fork|big MB|leader-exits|exec|vfork-stuck|alarm HOW|limits|tmpfile|shared|huge|views [closed]|gone PATH [keep]|ids|umask|personality|sched|fds N\n");
 	return 2;
 }
