@@ -62,12 +62,20 @@ pub fn sanitized_program(name: &str, sanitizer: &str) -> Result<PathBuf, Skip> {
     Ok(compiled(&format!("{name}-{sanitizer}"), &test_source(name, "c"), "gcc", &[&flag]))
 }
 
+/// Whether `tool ARG` (asking its version) runs and succeeds: the tool is installed.
+fn runs(tool: &str, arg: &str) -> bool {
+    Command::new(tool)
+        .arg(arg)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
 /// Compiles `tests/programs/<Name>.java` with javac into `dir`, for `java -cp DIR Name`;
 /// the [`Skip`] where a JDK is not installed.
 pub fn java_program(name: &str, dir: &Path) -> Result<(), Skip> {
-    let found = Command::new("javac").arg("-version").stdout(Stdio::null()).stderr(Stdio::null()).status();
-    let java = Command::new("java").arg("-version").stdout(Stdio::null()).stderr(Stdio::null()).status();
-    if !found.is_ok_and(|s| s.success()) || !java.is_ok_and(|s| s.success()) {
+    if !runs("javac", "-version") || !runs("java", "-version") {
         return Err(Skip::new(
             "a JDK",
             "javac or java is not installed",
@@ -82,8 +90,7 @@ pub fn java_program(name: &str, dir: &Path) -> Result<(), Skip> {
 /// Compiles `tests/programs/<name>.cpp` with g++ (once per test run); the [`Skip`] where
 /// g++ is not installed.
 pub fn cpp_program(name: &str) -> Result<PathBuf, Skip> {
-    let found = Command::new("g++").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status();
-    if !found.is_ok_and(|s| s.success()) {
+    if !runs("g++", "--version") {
         return Err(Skip::new("g++", "g++ is not installed", "apt-get install g++"));
     }
     Ok(compiled(name, &test_source(name, "cpp"), "g++", &[]))
@@ -92,9 +99,7 @@ pub fn cpp_program(name: &str) -> Result<PathBuf, Skip> {
 /// Compiles `tests/programs/<name>.f90` with gfortran (once per test run); the [`Skip`]
 /// where gfortran is not installed.
 pub fn fortran_program(name: &str) -> Result<PathBuf, Skip> {
-    let found =
-        Command::new("gfortran").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status();
-    if !found.is_ok_and(|s| s.success()) {
+    if !runs("gfortran", "--version") {
         return Err(Skip::new("gfortran", "gfortran is not installed", "apt-get install gfortran"));
     }
     Ok(compiled(name, &test_source(name, "f90"), "gfortran", &[]))
@@ -126,10 +131,7 @@ pub fn mpi_example(name: &str) -> Result<PathBuf, Skip> {
 }
 
 fn mpi_compiled(name: &str, source: &Path) -> Result<PathBuf, Skip> {
-    let found =
-        Command::new("mpicc").arg("--showme:version").stdout(Stdio::null()).stderr(Stdio::null()).status();
-    let run = Command::new("mpirun").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status();
-    if !found.is_ok_and(|s| s.success()) || !run.is_ok_and(|s| s.success()) {
+    if !runs("mpicc", "--showme:version") || !runs("mpirun", "--version") {
         return Err(Skip::new(
             "Open MPI",
             "mpicc or mpirun is missing",
@@ -534,8 +536,7 @@ pub enum Hosts {
 fn namespace_hosts() -> Result<(), Skip> {
     sdt_test_harness::root("network namespaces for the hosts of scripts/mpi-hosts")?;
     for (tool, fix) in [("ip", "apt-get install iproute2"), ("unshare", "apt-get install util-linux")] {
-        let found = Command::new(tool).arg("-V").stdout(Stdio::null()).stderr(Stdio::null()).status();
-        if !found.is_ok_and(|s| s.success()) {
+        if !runs(tool, "-V") {
             return Err(Skip::new("ip", format!("{tool} is missing"), fix));
         }
     }
