@@ -9,7 +9,7 @@ use crate::Error;
 use crate::image::{Image, ImageKind};
 use crate::images::{
     PAGES_ID, gen_core, gen_fdinfo, gen_files, gen_fs, gen_ids, gen_inventory, gen_mm, gen_pagemap,
-    gen_pstree,
+    gen_pstree, gen_shmem_pagemap,
 };
 use sdt_target::Patch;
 
@@ -48,7 +48,7 @@ pub struct Report {
     pub vmas: usize,
     /// Descriptors, one `fdinfo` entry each.
     pub fds: usize,
-    /// Pages in `pages-1.img`.
+    /// Pages written: the private mappings' (`pages-1.img`) and shared memory's.
     pub pages: u64,
     /// Whether `criu restore` needs `--shell-job` (the process was not a session leader).
     pub shell_job: bool,
@@ -80,7 +80,8 @@ pub fn write_images(
         threads: plan.threads.len(),
         vmas: plan.vmas.len(),
         fds: plan.fds.len(),
-        pages: plan.runs.iter().map(|r| r.pages).sum(),
+        pages: plan.runs.iter().map(|r| r.pages).sum::<u64>()
+            + plan.shmems.iter().flat_map(|s| &s.runs).map(|r| r.run.pages).sum::<u64>(),
         shell_job: plan.shell_job(),
         notes: plan.notes.clone(),
         ..Report::default()
@@ -91,13 +92,31 @@ pub fn write_images(
     for image in &images {
         put(sink, image, &mut report)?;
     }
-    let name = ImageKind::Pages(PAGES_ID).file_name();
+    put_pages(sink, source, PAGES_ID, &plan.runs, &plan.patches, &mut report)?;
+    for shmem in &plan.shmems {
+        put(sink, &gen_shmem_pagemap(shmem), &mut report)?;
+        let runs: Vec<PageRun> = shmem.runs.iter().map(|r| r.run).collect();
+        put_pages(sink, source, shmem.pages_id, &runs, &[], &mut report)?;
+    }
+    Ok(report)
+}
+
+/// Writes `pages-<id>.img`: the pages of `runs`, with `patches` applied.
+fn put_pages(
+    sink: &mut dyn ImageSink,
+    source: &impl SnapshotSource,
+    id: u32,
+    runs: &[PageRun],
+    patches: &[Patch],
+    report: &mut Report,
+) -> Result<(), Error> {
+    let name = ImageKind::Pages(id).file_name();
     let write_error = |source| Error::Write { image: name.clone(), source };
     let mut out = sink.create(&name).map_err(write_error)?;
-    let bytes = write_pages(source, &plan.runs, &plan.patches, &mut out, &name)?;
+    let bytes = write_pages(source, runs, patches, &mut out, &name)?;
     out.flush().map_err(write_error)?;
     report.images.push((name, bytes));
-    Ok(report)
+    Ok(())
 }
 
 fn put(sink: &mut dyn ImageSink, image: &Image, report: &mut Report) -> Result<(), Error> {

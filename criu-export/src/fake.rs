@@ -24,6 +24,8 @@ pub struct FakeSource {
     pub refused_path: Option<String>,
     /// Files changed since the snapshot, each with the path of the copy the run kept.
     pub kept: HashMap<String, String>,
+    /// Files mapped shared that no longer exist.
+    pub gone: Vec<String>,
     /// The store's owners' rights (default: root's store).
     pub rights: OwnerRights,
     /// Every file checked for reopening: path, kind, access.
@@ -106,6 +108,10 @@ impl SnapshotSource for FakeSource {
     fn file_path(&self, f: &FileRef) -> Result<std::path::PathBuf, sdt_store::Error> {
         self.check_file(f)?;
         Ok(self.kept.get(&f.path).unwrap_or(&f.path).into())
+    }
+
+    fn shared_file_gone(&self, f: &FileRef) -> bool {
+        self.gone.contains(&f.path)
     }
 
     /// Every path passes but the refused one.
@@ -302,6 +308,7 @@ pub fn sample() -> FakeSource {
         changed_file: None,
         refused_path: None,
         kept: HashMap::new(),
+        gone: Vec::new(),
         rights: OwnerRights::default(),
         reopened: RefCell::new(Vec::new()),
     };

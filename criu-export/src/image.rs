@@ -4,6 +4,7 @@
 //! inventory.img       INVENTORY_MAGIC                 then entries
 //! every other image   IMG_COMMON_MAGIC, KIND_MAGIC    then entries
 //! pages-<id>.img      no magic: raw pages, 4096 bytes each, in pagemap order
+//! pagemap-shmem-<id>  as a pagemap (the same magic), by offset in the object
 //!
 //! entry               u32 size (little-endian), then `size` bytes of protobuf
 //! ```
@@ -54,6 +55,9 @@ pub enum ImageKind {
     Mm(u32),
     /// `pagemap-<pid>.img`: which pages `pages-<id>.img` holds.
     Pagemap(u32),
+    /// `pagemap-shmem-<shmid>.img`: which pages of a shared memory object (by offset)
+    /// `pages-<id>.img` holds.
+    ShmemPagemap(u64),
     /// `pages-<id>.img`: page contents, raw.
     Pages(u32),
     /// `files.img`: every file object (regular files, pipes) by id.
@@ -74,6 +78,7 @@ impl ImageKind {
             ImageKind::Ids(pid) => format!("ids-{pid}.img"),
             ImageKind::Mm(pid) => format!("mm-{pid}.img"),
             ImageKind::Pagemap(pid) => format!("pagemap-{pid}.img"),
+            ImageKind::ShmemPagemap(shmid) => format!("pagemap-shmem-{shmid}.img"),
             ImageKind::Pages(id) => format!("pages-{id}.img"),
             ImageKind::Files => "files.img".into(),
             ImageKind::Fdinfo(id) => format!("fdinfo-{id}.img"),
@@ -90,7 +95,8 @@ impl ImageKind {
             ImageKind::Core(_) => &[IMG_COMMON_MAGIC, CORE_MAGIC],
             ImageKind::Ids(_) => &[IMG_COMMON_MAGIC, IDS_MAGIC],
             ImageKind::Mm(_) => &[IMG_COMMON_MAGIC, MM_MAGIC],
-            ImageKind::Pagemap(_) => &[IMG_COMMON_MAGIC, PAGEMAP_MAGIC],
+            // (`SHMEM_PAGEMAP_MAGIC` is `PAGEMAP_MAGIC`.)
+            ImageKind::Pagemap(_) | ImageKind::ShmemPagemap(_) => &[IMG_COMMON_MAGIC, PAGEMAP_MAGIC],
             ImageKind::Pages(_) => &[],
             ImageKind::Files => &[IMG_COMMON_MAGIC, FILES_MAGIC],
             ImageKind::Fdinfo(_) => &[IMG_COMMON_MAGIC, FDINFO_MAGIC],

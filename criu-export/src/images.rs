@@ -12,6 +12,9 @@
 //! mm-<pid>.img            mm_entry: layout, auxv, every vma           gen_mm
 //! pagemap-<pid>.img       pagemap_head, then pagemap_entry per run    gen_pagemap
 //! pages-1.img             the runs' pages, raw                        (streamed by encode)
+//! pagemap-shmem-<id>.img  pagemap_head, then an entry per run, by
+//!                         offset in the shared memory object          gen_shmem_pagemap
+//! pages-<id>.img          each object's pages (id 2, 3, …)            (streamed by encode)
 //! files.img               file_entry per file object                  gen_files
 //! fdinfo-<files_id>.img   fdinfo_entry per descriptor                 gen_fdinfo
 //! fs-<pid>.img            fs_entry                                    gen_fs
@@ -29,7 +32,7 @@ use sdt_store::{
 
 use crate::image::{IMAGES_V1_1, Image, ImageKind};
 use crate::pb;
-use crate::plan::{Plan, Thread};
+use crate::plan::{Plan, Shmem, Thread};
 
 /// The object id of the restored task's memory, files, fs and signal handlers.
 pub(crate) const TASK_OBJECTS_ID: u32 = 2;
@@ -385,6 +388,22 @@ pub(crate) fn gen_pagemap(plan: &Plan) -> Image {
         image.push(&pb::PagemapEntry {
             vaddr: run.start,
             nr_pages: u32::try_from(run.pages).expect("a run of more than 2^32 pages"),
+            in_parent: None,
+            flags: Some(PE_PRESENT),
+        });
+    }
+    image
+}
+
+/// `pagemap-shmem-<id>.img`: the pages image of shared memory object `shmem`, then one
+/// entry per run, at its offset in the object.
+pub(crate) fn gen_shmem_pagemap(shmem: &Shmem) -> Image {
+    let mut image = Image::new(ImageKind::ShmemPagemap(shmem.id));
+    image.push(&pb::PagemapHead { pages_id: shmem.pages_id });
+    for r in &shmem.runs {
+        image.push(&pb::PagemapEntry {
+            vaddr: r.offset,
+            nr_pages: u32::try_from(r.run.pages).expect("a run of more than 2^32 pages"),
             in_parent: None,
             flags: Some(PE_PRESENT),
         });

@@ -3,7 +3,7 @@
 //! the memory to patch so that the restored program runs on untraced. Refuses, naming
 //! the object, what the images cannot express.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use sdt_abi::STATE_OFF;
 use sdt_store::{
@@ -12,6 +12,7 @@ use sdt_store::{
 };
 use sdt_target::{ERESTART_RESTARTBLOCK, ERESTARTNOHAND, ERESTARTNOINTR, ERESTARTSYS, Patch};
 
+use crate::images::PAGES_ID;
 use crate::{Error, pb};
 
 /// `EINTR`: what a sleep interrupted by the dump returns.
@@ -44,6 +45,7 @@ pub(crate) mod vm {
     pub const VMA_AREA_HEAP: u32 = 1 << 5;
     pub const VMA_FILE_PRIVATE: u32 = 1 << 6;
     pub const VMA_FILE_SHARED: u32 = 1 << 7;
+    pub const VMA_ANON_SHARED: u32 = 1 << 8;
     pub const VMA_ANON_PRIVATE: u32 = 1 << 9;
     pub const VMA_AREA_VVAR: u32 = 1 << 12;
 }
@@ -82,11 +84,31 @@ pub(crate) struct Thread<'a> {
     pub creds: Credentials,
 }
 
-/// One private mapping's pages to write, `[start, start + pages * 4096)`.
+/// Pages to write, `[start, start + pages * 4096)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct PageRun {
     pub start: u64,
     pub pages: u64,
+}
+
+/// One object of shared memory the images make again (`VMA_ANON_SHARED`): its id (the
+/// vmas' `shmid`), the pages image holding its pages (`pagemap-shmem-<id>.img` says
+/// where each goes), and which object it is (device and inode, as maps gives them).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Shmem {
+    pub id: u64,
+    pub pages_id: u32,
+    dev: String,
+    inode: u64,
+    /// Its stored pages, by offset.
+    pub runs: Vec<ShmemRun>,
+}
+
+/// Pages of a shared memory object: at `offset` in it, read from the view at `run`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ShmemRun {
+    pub offset: u64,
+    pub run: PageRun,
 }
 
 /// Everything the images say, worked out from a snapshot.
@@ -105,6 +127,8 @@ pub(crate) struct Plan<'a> {
     path_files: HashMap<String, u32>,
     pub runs: Vec<PageRun>,
     pub patches: Vec<Patch>,
+    /// The shared memory the images make again, each with its pages.
+    pub shmems: Vec<Shmem>,
     /// What the user should know about the images, one line each.
     pub notes: Vec<String>,
 }
@@ -137,6 +161,7 @@ impl<'a> Plan<'a> {
             path_files: HashMap::new(),
             runs: Vec::new(),
             patches: Vec::new(),
+            shmems: Vec::new(),
             notes: Vec::new(),
         };
         plan.plan_threads(source)?;
@@ -178,6 +203,7 @@ impl<'a> Plan<'a> {
         }
         plan.root_id = plan.file_by_path("/", None);
         plan.plan_pages(source);
+        plan.plan_shmem_pages(source);
         if meta.process.sid != pid {
             plan.notes.push(format!(
                 "the process is not a session leader (session {}): restore with `criu restore --shell-job`",
@@ -310,6 +336,21 @@ impl<'a> Plan<'a> {
                 let reopen = Reopen { path, kind: FileKind::Regular, identity, access };
                 check_reopen(source, &reopen, || mapping_name(m))
             };
+            if let Some(shmid) = self.shmem_of(source, m) {
+                self.vmas.push(pb::VmaEntry {
+                    start: m.start,
+                    end: m.end,
+                    pgoff: m.offset,
+                    shmid,
+                    prot,
+                    flags: MAP_SHARED | MAP_ANONYMOUS,
+                    status: VMA_AREA_REGULAR | VMA_ANON_SHARED,
+                    fd: -1,
+                    madv: None,
+                    fdflags: None,
+                });
+                continue;
+            }
             let file = match (&m.content, m.inode) {
                 (_, 0) => None,
                 (Content::File(f), _) => {
@@ -381,6 +422,62 @@ impl<'a> Plan<'a> {
             });
         }
         Ok(())
+    }
+
+    /// The id of the shared memory `m` is a view of, where the images make it again as
+    /// shared anonymous memory (`VMA_ANON_SHARED`): `MAP_SHARED | MAP_ANONYMOUS` memory,
+    /// a memfd or a deleted file (every page of theirs that holds data is in the
+    /// snapshot), and a file gone since that only shared writable mappings mapped (the
+    /// pages the program had of it are). Views of one object, by device and inode, share
+    /// the id. Not System V segments, nor anything else.
+    fn shmem_of(&mut self, source: &impl SnapshotSource, m: &Mapping) -> Option<u64> {
+        let made_again = match &m.content {
+            Content::File(f) => source.shared_file_gone(f),
+            Content::Zero => m.path.ends_with(" (deleted)") && !m.path.starts_with("/SYSV"),
+            Content::Unreadable => false,
+        };
+        if !m.perms.shared || m.inode == 0 || !made_again {
+            return None;
+        }
+        let object = (m.dev.as_str(), m.inode);
+        let known = self.shmems.iter().position(|s| (s.dev.as_str(), s.inode) == object);
+        let index = known.unwrap_or_else(|| {
+            let id = self.shmems.len() as u64 + 1;
+            let pages_id = PAGES_ID + 1 + self.shmems.len() as u32;
+            self.shmems.push(Shmem { id, pages_id, dev: m.dev.clone(), inode: m.inode, runs: Vec::new() });
+            self.shmems.len() - 1
+        });
+        Some(self.shmems[index].id)
+    }
+
+    /// The stored pages of each shared memory object, by offset in it: one view's where
+    /// several show the same page.
+    fn plan_shmem_pages(&mut self, source: &impl SnapshotSource) {
+        let stored = source.stored_ranges();
+        for shmem in &mut self.shmems {
+            // Offset in the object → address of a view holding it.
+            let mut pages: BTreeMap<u64, u64> = BTreeMap::new();
+            for vma in self.vmas.iter().filter(|v| v.status & vm::VMA_ANON_SHARED != 0 && v.shmid == shmem.id)
+            {
+                let from = stored.partition_point(|r| r.end <= vma.start);
+                for r in stored[from..].iter().take_while(|r| r.start < vma.end) {
+                    for addr in (r.start.max(vma.start)..r.end.min(vma.end)).step_by(PAGE_SIZE as usize) {
+                        pages.entry(vma.pgoff + (addr - vma.start)).or_insert(addr);
+                    }
+                }
+            }
+            for (offset, addr) in pages {
+                match shmem.runs.last_mut() {
+                    Some(run)
+                        if run.offset + run.run.pages * PAGE_SIZE == offset
+                            && run.run.start + run.run.pages * PAGE_SIZE == addr =>
+                    {
+                        run.run.pages += 1
+                    }
+                    _ => shmem.runs.push(ShmemRun { offset, run: PageRun { start: addr, pages: 1 } }),
+                }
+            }
+        }
     }
 
     fn plan_fds(&mut self, source: &impl SnapshotSource) -> Result<(), Error> {
@@ -621,7 +718,7 @@ fn check_mapped_files(source: &impl SnapshotSource) -> Result<(), Error> {
     let mut checked = BTreeSet::new();
     for m in &source.meta().mappings {
         let Content::File(f) = &m.content else { continue };
-        if checked.insert(&f.path) {
+        if checked.insert(&f.path) && !source.shared_file_gone(f) {
             source.open_file(f).map_err(|source| Error::Store {
                 what: format!("mapping {:#x}-{:#x} {}", m.start, m.end, m.path),
                 source,
@@ -781,6 +878,59 @@ mod tests {
                 (0x7fff_f7ff_4000, 1),
             ]
         );
+    }
+
+    #[test]
+    fn shared_memory_is_made_again_with_its_pages_by_offset() {
+        let mut source = fake::sample();
+        let (a, b, other) = (0x7000_0000, 0x7100_0000, 0x7200_0000);
+        let memfd = "/memfd:ring (deleted)";
+        let mut second = fake::mapping(b, b + 0x1000, "r--s", 0x1000, memfd, Content::Zero);
+        second.perms.read = true;
+        let mut anon = fake::mapping(other, other + 0x1000, "rw-s", 0, "/dev/zero (deleted)", Content::Zero);
+        anon.inode = 99;
+        source
+            .meta
+            .mappings
+            .splice(0..0, [fake::mapping(a, a + 0x2000, "rw-s", 0, memfd, Content::Zero), second, anon]);
+        source.poke(a, b"first");
+        source.poke(a + 0x1000, b"second");
+        // The same page of the memfd through the second view.
+        source.poke(b, b"second");
+        source.poke(other, b"other");
+        // A file mapped shared, gone since; its page in the store.
+        let gone = 0x7300_0000;
+        let file =
+            FileRef { path: "/tmp/hsperfdata".into(), dev: 2049, inode: 77, size: 0x1000, mtime_ns: 1 };
+        let mut perf = fake::mapping(gone, gone + 0x1000, "rw-s", 0, "/tmp/hsperfdata", Content::File(file));
+        perf.inode = 77;
+        source.meta.mappings.insert(3, perf);
+        source.gone.push("/tmp/hsperfdata".into());
+        source.poke(gone, b"perf");
+        let plan = Plan::new(&source, None).unwrap();
+        let vma = |start| plan.vmas.iter().find(|v| v.start == start).unwrap();
+        for start in [a, b, other, gone] {
+            assert_eq!(vma(start).flags, vm::MAP_SHARED | vm::MAP_ANONYMOUS);
+            assert_eq!(vma(start).status, vm::VMA_AREA_REGULAR | vm::VMA_ANON_SHARED);
+        }
+        assert_eq!(vma(b).pgoff, 0x1000);
+        assert_eq!(vma(a).shmid, vma(b).shmid, "views of one memfd");
+        assert_ne!(vma(a).shmid, vma(other).shmid);
+        let shmem = |id| plan.shmems.iter().find(|s| s.id == id).unwrap();
+        let runs = &shmem(vma(a).shmid).runs;
+        assert_eq!(runs, &[ShmemRun { offset: 0, run: PageRun { start: a, pages: 2 } }]);
+        assert_eq!(
+            shmem(vma(other).shmid).runs,
+            [ShmemRun { offset: 0, run: PageRun { start: other, pages: 1 } }]
+        );
+        assert_eq!(
+            shmem(vma(gone).shmid).runs,
+            [ShmemRun { offset: 0, run: PageRun { start: gone, pages: 1 } }]
+        );
+        let pages_ids: Vec<u32> = plan.shmems.iter().map(|s| s.pages_id).collect();
+        assert_eq!(pages_ids, [2, 3, 4], "each its own pages image after pages-1.img");
+        // Not among the private mappings' pages.
+        assert!(plan.runs.iter().all(|r| r.start < a || r.start >= gone + 0x1000));
     }
 
     #[test]

@@ -23,7 +23,6 @@
 
 use std::ffi::CString;
 use std::fs::File;
-use std::io::ErrorKind;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -221,13 +220,8 @@ pub(crate) fn substitutes(snap: &Snapshot) -> Result<Substitutes, Error> {
         if out.kept.iter().any(|k| k.from == f.path) || out.gone.iter().any(|g| g.path == f.path) {
             continue;
         }
-        let mut views = meta.mappings.iter().filter(|o| o.content == m.content);
-        if views.clone().any(|o| o.perms.shared) {
-            // Pages of shared writable mappings are stored (those the program had);
-            // of others, read from the file.
-            let stored = views.all(|o| o.perms.shared && o.perms.write && o.perms.read);
-            let gone = std::fs::symlink_metadata(&f.path).is_err_and(|e| e.kind() == ErrorKind::NotFound);
-            if stored && gone {
+        if meta.mappings.iter().any(|o| o.perms.shared && o.content == m.content) {
+            if sdt_store::gone_shared_file(meta, f) {
                 out.gone.push(GoneShared { path: f.path.clone() });
             } else {
                 snap.check_file_in_place(f)?;

@@ -70,6 +70,18 @@ impl SnapshotMeta {
     }
 }
 
+/// Whether the file `f` names is one `meta` maps shared and that no longer exists: its
+/// path is gone, and only shared writable mappings map it, so the snapshot holds the
+/// pages the program had of it (a JVM's `hsperfdata` file, removed as the JVM exits;
+/// POSIX shared memory after `shm_unlink`). A restore makes it again from them.
+pub fn gone_shared_file(meta: &SnapshotMeta, f: &FileRef) -> bool {
+    let mut views =
+        meta.mappings.iter().filter(|m| matches!(&m.content, Content::File(g) if g == f)).peekable();
+    views.peek().is_some()
+        && views.all(|m| m.perms.shared && m.perms.write && m.perms.read)
+        && std::fs::symlink_metadata(&f.path).is_err_and(|e| e.kind() == ErrorKind::NotFound)
+}
+
 /// Opens the file `f` names and checks that it is the version that was mapped, a regular
 /// file, and readable by whoever owns the store (see the module doc). `snapshot` names
 /// the snapshot for errors.

@@ -126,7 +126,7 @@ pub use dir::{
     Store,
 };
 pub use error::Error;
-pub use fileref::Reopen;
+pub use fileref::{Reopen, gone_shared_file};
 pub use format::{OLDEST_VERSION as OLDEST_FORMAT_VERSION, VERSION as FORMAT_VERSION};
 pub use kept::{COPY_BUDGET, COPY_LIMIT, FileKeeper, Kept, kept_name};
 pub use model::*;

@@ -33,6 +33,12 @@ pub trait SnapshotSource {
     fn file_path(&self, f: &FileRef) -> crate::Result<PathBuf> {
         self.check_file(f).map(|()| PathBuf::from(&f.path))
     }
+    /// Whether the file `f` is one the snapshot maps shared and that no longer exists, to
+    /// be made again from the snapshot's pages of it
+    /// ([`gone_shared_file`](crate::gone_shared_file)).
+    fn shared_file_gone(&self, f: &FileRef) -> bool {
+        crate::gone_shared_file(self.meta(), f)
+    }
     /// Checks a file that will be opened by path, with root's rights (`criu restore`): that
     /// it is what `r` says and that the store's owners could open it so
     /// ([`Trust::reopen`](crate::Trust::reopen)); else why not.

@@ -2,7 +2,7 @@
 //! snapshot and encodes it back to the same bytes; in the QEMU guest (Debian's 6.1 kernel,
 //! where Debian's CRIU runs), `criu restore` resumes the exported snapshot of
 //! `rounds.c`, and the restored process prints exactly what the original printed from
-//! that snapshot on.
+//! that snapshot on; shared memory resumes holding what it held.
 //!
 //! The crit test is reported ignored where `crit` is missing, the guest tests where
 //! `qemu-system-x86_64` is (or, after the guest's checks, `crit`); `.ci/run` installs both.
@@ -264,8 +264,49 @@ fn criu_restores_an_exported_snapshot_with_xsave_state_in_the_guest() -> Result<
     Ok(())
 }
 
+/// Shared memory resumes under `criu restore` with what it held, its views one memory:
+/// a file of two shared views removed since the snapshot (in /tmp, and POSIX shared
+/// memory in /dev/shm; as a JVM removes its `hsperfdata` file), and a memfd mapped twice
+/// (`behave gone`, `behave views closed`). The export refused each ("a shared mapping of
+/// a file changed since", "shared memory that is not a regular file").
+fn criu_restores_shared_memory_in_the_guest() -> Result<(), Skip> {
+    have_qemu()?;
+    let behave = program("behave");
+    let cases = [("tmp", "gone /tmp/gone"), ("shm", "gone /dev/shm/gone"), ("memfd", "views closed")];
+    let mut script = String::from("cd /root\n");
+    for (key, args) in cases {
+        script.push_str(&format!(
+            r#"
+sdt run -q --store /tmp/st -- behave {args} >/tmp/out.txt 2>/tmp/err.txt </dev/null; echo "GUEST {key}-run rc=$? $(cat /tmp/out.txt)"
+sdt export criu --store /tmp/st S0 -o /tmp/img-{key} 2>/tmp/export.txt; echo "GUEST {key}-export rc=$?"
+sed 's/^/GUEST said /' /tmp/export.txt
+: >/tmp/out.txt
+criu restore -D /tmp/img-{key} --shell-job -o restore.log >/tmp/restore.txt 2>&1; echo "GUEST {key}-restore rc=$?"
+echo "GUEST {key}-printed $(cat /tmp/out.txt)"
+sed 's/^/GUEST criu /' /tmp/restore.txt; grep Error /tmp/img-{key}/restore.log | tail -n 5
+rm -rf /tmp/st
+"#
+        ));
+    }
+    let args = ["--timeout", "150", "--file", env!("CARGO_BIN_EXE_sdt"), "--file", behave.to_str().unwrap()];
+    let out = guest(&args, &script);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let all = describe(&out);
+    assert_eq!(out.status.code(), Some(0), "{all}");
+    for (key, expected) in
+        [("tmp", "view 2 other 2 page p"), ("shm", "view 2 other 2 page p"), ("memfd", "view y")]
+    {
+        assert_eq!(field(&text, &format!("{key}-run")), format!("rc=0 {expected}"), "{all}");
+        assert_eq!(field(&text, &format!("{key}-export")), "rc=0", "{all}");
+        assert_eq!(field(&text, &format!("{key}-restore")), "rc=0", "{all}");
+        assert_eq!(field(&text, &format!("{key}-printed")), expected, "{key}: {all}");
+    }
+    Ok(())
+}
+
 sdt_test_harness::tests![
     crit_decodes_and_reencodes_the_images_of_a_real_snapshot,
+    criu_restores_shared_memory_in_the_guest,
     criu_restores_an_exported_snapshot_in_the_guest,
     criu_restores_an_exported_snapshot_with_xsave_state_in_the_guest,
 ];
