@@ -62,11 +62,16 @@ impl Keeper {
     }
 
     /// Hands over the files `meta`'s mappings take pages from, and its deleted program,
-    /// that no snapshot before it named.
+    /// that no snapshot before it named. Not a file the program writes in place through
+    /// shared mappings alone ([`SnapshotMeta::written_in_place`]): a copy taken after the
+    /// capture would not be its version at the capture (a JVM's `hsperfdata` file changed
+    /// before it could be kept, and was removed, and `sdt run` said so at every Java run),
+    /// and the restore makes it again from the snapshot's pages once it is gone.
     pub(crate) fn offer(&mut self, meta: &SnapshotMeta) {
         let mut new: Vec<ToKeep> = Vec::new();
         for m in &meta.mappings {
             if let Content::File(f) = &m.content
+                && !meta.written_in_place(f)
                 && self.offered.insert(f.clone())
             {
                 new.push((f.clone(), None));

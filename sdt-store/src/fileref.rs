@@ -39,6 +39,15 @@ pub(crate) use crate::trust::Trust;
 use crate::{Error, Result};
 
 impl SnapshotMeta {
+    /// Whether the file `f` is mapped, and only by shared writable mappings: the program
+    /// writes its pages in place, and the snapshot holds those it had (not the file's
+    /// version at the capture, which no copy kept later would be either).
+    pub fn written_in_place(&self, f: &FileRef) -> bool {
+        let mut views =
+            self.mappings.iter().filter(|m| matches!(&m.content, Content::File(g) if g == f)).peekable();
+        views.peek().is_some() && views.all(|m| m.perms.shared && m.perms.write && m.perms.read)
+    }
+
     /// The program's file: the one a mapping of the executable takes its pages from, or
     /// the one deleted before the capture ([`ProcessInfo::deleted_program`]).
     ///
@@ -75,10 +84,7 @@ impl SnapshotMeta {
 /// pages the program had of it (a JVM's `hsperfdata` file, removed as the JVM exits;
 /// POSIX shared memory after `shm_unlink`). A restore makes it again from them.
 pub fn gone_shared_file(meta: &SnapshotMeta, f: &FileRef) -> bool {
-    let mut views =
-        meta.mappings.iter().filter(|m| matches!(&m.content, Content::File(g) if g == f)).peekable();
-    views.peek().is_some()
-        && views.all(|m| m.perms.shared && m.perms.write && m.perms.read)
+    meta.written_in_place(f)
         && std::fs::symlink_metadata(&f.path).is_err_and(|e| e.kind() == ErrorKind::NotFound)
 }
 
