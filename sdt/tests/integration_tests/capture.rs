@@ -275,6 +275,47 @@ fn a_run_that_reaches_no_breakpoint_says_why() {
     assert!(!stderr(&out).contains("no sign of libsdt"), "{}", describe(&out));
 }
 
+/// A Python program marks its breakpoints through ctypes: `sdt_breakpoint` of libsdt.so
+/// (loaded with `dlopen`, as the README shows) captures every thread, the attributes
+/// given, and returns the snapshot's number to the script.
+fn python_programs_break_through_ctypes() -> Result<(), Skip> {
+    let found = Command::new("python3").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !found {
+        return Err(Skip::new("python3", "python3 is not installed", "apt-get install python3"));
+    }
+    let sdt = Sdt::new();
+    let lib = crate::harness::target_dir().join("libsdt.so");
+    let script = sdt.dir.path().join("marked.py");
+    std::fs::write(
+        &script,
+        format!(
+            r#"import ctypes, threading
+sdt = ctypes.CDLL({lib:?})
+ready = threading.Barrier(3)
+done = threading.Event()
+def worker():
+    ready.wait()
+    done.wait()
+threads = [threading.Thread(target=worker) for _ in range(2)]
+for t in threads: t.start()
+ready.wait()
+print("breakpoint returned", sdt.sdt_breakpoint(1, 4, 2, 0, b"phase=python"))
+done.set()
+for t in threads: t.join()
+"#
+        ),
+    )
+    .unwrap();
+    let out = sdt.ok(&["run", "-q", "--", "python3", script.to_str().unwrap()]);
+    assert_eq!(stdout(&out), "breakpoint returned 0\n", "{}", describe(&out));
+    let snaps = sdt.snapshots();
+    assert_eq!(snaps.len(), 1, "{}", describe(&out));
+    assert_eq!(triggers(&sdt), [(1, 4, 2)]);
+    assert_eq!(snaps[0]["attrs"], "phase=python", "{}", snaps[0]);
+    assert!(int(&snaps[0], "threads").unwrap() >= 3, "{}", snaps[0]);
+    Ok(())
+}
+
 fn rust_programs_use_the_macro() {
     let sdt = Sdt::new();
     let example = crate::harness::target_dir().join("examples/rust_threads");
@@ -493,4 +534,5 @@ sdt_test_harness::tests![
     stored_memory_equals_live_memory_through_thread_churn,
     incremental_snapshots_store_only_changes,
     rust_programs_use_the_macro,
+    python_programs_break_through_ctypes,
 ];
