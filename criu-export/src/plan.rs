@@ -298,7 +298,8 @@ impl<'a> Plan<'a> {
                 self.notes.push("SDT breakpoints are off in the restored process (it runs untraced)".into());
             }
             _ => self.notes.push(
-                "the SDT library's state word was not found: a breakpoint that passes the capture \
+                "the SDT library's state word was not found (a program without libsdt, or one \
+                 stripped of its symbols): if it has breakpoints, one that passes the capture \
                  config will stop the restored process with SIGTRAP"
                     .into(),
             ),
