@@ -8,12 +8,12 @@ use sdt_store::{PAGE_SIZE, SnapshotSource};
 use crate::Error;
 use crate::image::{Image, ImageKind};
 use crate::images::{
-    PAGES_ID, gen_core, gen_fdinfo, gen_files, gen_fs, gen_ids, gen_inventory, gen_mm, gen_pagemap,
-    gen_pstree, gen_shmem_pagemap,
+    PAGES_ID, gen_core, gen_fdinfo, gen_files, gen_fs, gen_ids, gen_inventory, gen_memfd_inodes, gen_mm,
+    gen_pagemap, gen_pstree, gen_shmem_pagemap,
 };
 use sdt_target::Patch;
 
-use crate::plan::{PageRun, Plan};
+use crate::plan::{PageRun, Plan, Shmem};
 
 /// Where [`write_images`] puts the images: a directory, or memory.
 pub trait ImageSink {
@@ -81,7 +81,7 @@ pub fn write_images(
         vmas: plan.vmas.len(),
         fds: plan.fds.len(),
         pages: plan.runs.iter().map(|r| r.pages).sum::<u64>()
-            + plan.shmems.iter().flat_map(|s| &s.runs).map(|r| r.run.pages).sum::<u64>(),
+            + plan.shmems.iter().flat_map(|s| s.pieces()).map(|(_, pages)| pages).sum::<u64>(),
         shell_job: plan.shell_job(),
         notes: plan.notes.clone(),
         ..Report::default()
@@ -93,12 +93,39 @@ pub fn write_images(
         put(sink, image, &mut report)?;
     }
     put_pages(sink, source, PAGES_ID, &plan.runs, &plan.patches, &mut report)?;
+    if !plan.memfds.is_empty() {
+        put(sink, &gen_memfd_inodes(&plan), &mut report)?;
+    }
     for shmem in &plan.shmems {
         put(sink, &gen_shmem_pagemap(shmem), &mut report)?;
-        let runs: Vec<PageRun> = shmem.runs.iter().map(|r| r.run).collect();
-        put_pages(sink, source, shmem.pages_id, &runs, &[], &mut report)?;
+        if shmem.parts.is_empty() {
+            let runs: Vec<PageRun> = shmem.runs.iter().map(|r| r.run).collect();
+            put_pages(sink, source, shmem.pages_id, &runs, &[], &mut report)?;
+        } else {
+            put_parts(sink, shmem, &mut report)?;
+        }
     }
     Ok(report)
+}
+
+/// Writes `pages-<id>.img` of a memfd from the parts of it the capture kept, each padded
+/// to whole pages.
+fn put_parts(sink: &mut dyn ImageSink, shmem: &Shmem, report: &mut Report) -> Result<(), Error> {
+    let name = ImageKind::Pages(shmem.pages_id).file_name();
+    let write_error = |source| Error::Write { image: name.clone(), source };
+    let mut out = sink.create(&name).map_err(write_error)?;
+    let mut bytes = 0;
+    for ((first, pages), (offset, data)) in shmem.pieces().into_iter().zip(&shmem.parts) {
+        let before = (offset - first) as usize;
+        let after = (pages * PAGE_SIZE) as usize - before - data.len();
+        for piece in [&vec![0; before][..], data, &vec![0; after][..]] {
+            out.write_all(piece).map_err(write_error)?;
+        }
+        bytes += pages * PAGE_SIZE;
+    }
+    out.flush().map_err(write_error)?;
+    report.images.push((name, bytes));
+    Ok(())
 }
 
 /// Writes `pages-<id>.img`: the pages of `runs`, with `patches` applied.

@@ -5,6 +5,7 @@
 //! every other image   IMG_COMMON_MAGIC, KIND_MAGIC    then entries
 //! pages-<id>.img      no magic: raw pages, 4096 bytes each, in pagemap order
 //! pagemap-shmem-<id>  as a pagemap (the same magic), by offset in the object
+//! memfd.img           IMG_COMMON_MAGIC, MEMFD_INODE_MAGIC  then entries
 //!
 //! entry               u32 size (little-endian), then `size` bytes of protobuf
 //! ```
@@ -39,6 +40,8 @@ pub const FS_MAGIC: u32 = 0x5140_3912;
 pub const MM_MAGIC: u32 = 0x5749_2820;
 /// `FILES_MAGIC`.
 pub const FILES_MAGIC: u32 = 0x5630_3138;
+/// `MEMFD_INODE_MAGIC`.
+pub const MEMFD_INODE_MAGIC: u32 = 0x4845_3499;
 
 /// The kinds of image this crate writes, with what names the file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,6 +69,8 @@ pub enum ImageKind {
     Fdinfo(u32),
     /// `fs-<pid>.img`: working and root directories, umask.
     Fs(u32),
+    /// `memfd.img`: the memfds the descriptors and mappings open.
+    MemfdInode,
 }
 
 impl ImageKind {
@@ -83,6 +88,7 @@ impl ImageKind {
             ImageKind::Files => "files.img".into(),
             ImageKind::Fdinfo(id) => format!("fdinfo-{id}.img"),
             ImageKind::Fs(pid) => format!("fs-{pid}.img"),
+            ImageKind::MemfdInode => "memfd.img".into(),
         }
     }
 
@@ -101,6 +107,7 @@ impl ImageKind {
             ImageKind::Files => &[IMG_COMMON_MAGIC, FILES_MAGIC],
             ImageKind::Fdinfo(_) => &[IMG_COMMON_MAGIC, FDINFO_MAGIC],
             ImageKind::Fs(_) => &[IMG_COMMON_MAGIC, FS_MAGIC],
+            ImageKind::MemfdInode => &[IMG_COMMON_MAGIC, MEMFD_INODE_MAGIC],
         }
     }
 }

@@ -15,6 +15,7 @@
 //! pagemap-shmem-<id>.img  pagemap_head, then an entry per run, by
 //!                         offset in the shared memory object          gen_shmem_pagemap
 //! pages-<id>.img          each object's pages (id 2, 3, …)            (streamed by encode)
+//! memfd.img               memfd_inode_entry per memfd held open       gen_memfd_inodes
 //! files.img               file_entry per file object                  gen_files
 //! fdinfo-<files_id>.img   fdinfo_entry per descriptor                 gen_fdinfo
 //! fs-<pid>.img            fs_entry                                    gen_fs
@@ -400,15 +401,20 @@ pub(crate) fn gen_pagemap(plan: &Plan) -> Image {
 pub(crate) fn gen_shmem_pagemap(shmem: &Shmem) -> Image {
     let mut image = Image::new(ImageKind::ShmemPagemap(shmem.id));
     image.push(&pb::PagemapHead { pages_id: shmem.pages_id });
-    for r in &shmem.runs {
+    for (offset, pages) in shmem.pieces() {
         image.push(&pb::PagemapEntry {
-            vaddr: r.offset,
-            nr_pages: u32::try_from(r.run.pages).expect("a run of more than 2^32 pages"),
+            vaddr: offset,
+            nr_pages: u32::try_from(pages).expect("a run of more than 2^32 pages"),
             in_parent: None,
             flags: Some(PE_PRESENT),
         });
     }
     image
+}
+
+/// `memfd.img`: each memfd the images open.
+pub(crate) fn gen_memfd_inodes(plan: &Plan) -> Image {
+    Image::with(ImageKind::MemfdInode, plan.memfds.iter().map(|(entry, _)| entry))
 }
 
 /// `files.img`: every file object, by id.

@@ -48,6 +48,7 @@ pub(crate) mod vm {
     pub const VMA_ANON_SHARED: u32 = 1 << 8;
     pub const VMA_ANON_PRIVATE: u32 = 1 << 9;
     pub const VMA_AREA_VVAR: u32 = 1 << 12;
+    pub const VMA_AREA_MEMFD: u32 = 1 << 14;
 }
 
 /// Anonymous private mappings larger than this may be reservations (a sanitizer's
@@ -95,13 +96,28 @@ pub(crate) struct PageRun {
 /// vmas' `shmid`), the pages image holding its pages (`pagemap-shmem-<id>.img` says
 /// where each goes), and which object it is (device and inode, as maps gives them).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Shmem {
+pub(crate) struct Shmem<'a> {
     pub id: u64,
     pub pages_id: u32,
     dev: String,
     inode: u64,
     /// Its stored pages, by offset.
     pub runs: Vec<ShmemRun>,
+    /// Or, for a memfd the program held open, the parts of it that hold data (by offset),
+    /// as the capture kept them with its descriptor.
+    pub parts: Vec<(u64, &'a [u8])>,
+}
+
+impl Shmem<'_> {
+    /// Its pages as the pagemap lists them: (offset, pages), ascending.
+    pub fn pieces(&self) -> Vec<(u64, u64)> {
+        let runs = self.runs.iter().map(|r| (r.offset, r.run.pages));
+        let parts = self.parts.iter().map(|(offset, data)| {
+            let first = offset - offset % PAGE_SIZE;
+            (first, (offset + data.len() as u64).div_ceil(PAGE_SIZE) - first / PAGE_SIZE)
+        });
+        runs.chain(parts).collect()
+    }
 }
 
 /// Pages of a shared memory object: at `offset` in it, read from the view at `run`.
@@ -128,7 +144,9 @@ pub(crate) struct Plan<'a> {
     pub runs: Vec<PageRun>,
     pub patches: Vec<Patch>,
     /// The shared memory the images make again, each with its pages.
-    pub shmems: Vec<Shmem>,
+    pub shmems: Vec<Shmem<'a>>,
+    /// The memfds the program held open (`memfd.img`), each with its (device, inode).
+    pub memfds: Vec<(pb::MemfdInodeEntry, (String, u64))>,
     /// What the user should know about the images, one line each.
     pub notes: Vec<String>,
 }
@@ -162,6 +180,7 @@ impl<'a> Plan<'a> {
             runs: Vec::new(),
             patches: Vec::new(),
             shmems: Vec::new(),
+            memfds: Vec::new(),
             notes: Vec::new(),
         };
         plan.plan_threads(source)?;
@@ -337,6 +356,22 @@ impl<'a> Plan<'a> {
                 let reopen = Reopen { path, kind: FileKind::Regular, identity, access };
                 check_reopen(source, &reopen, || mapping_name(m))
             };
+            if let Some(file) = self.memfd_view(m)? {
+                let fdflags = if m.perms.write { O_RDWR } else { 0 };
+                self.vmas.push(pb::VmaEntry {
+                    start: m.start,
+                    end: m.end,
+                    pgoff: m.offset,
+                    shmid: u64::from(file),
+                    prot,
+                    flags: MAP_SHARED,
+                    status: VMA_AREA_REGULAR | VMA_FILE_SHARED | VMA_AREA_MEMFD,
+                    fd: -1,
+                    madv: None,
+                    fdflags: Some(fdflags),
+                });
+                continue;
+            }
             if let Some(shmid) = self.shmem_of(source, m) {
                 self.vmas.push(pb::VmaEntry {
                     start: m.start,
@@ -445,10 +480,89 @@ impl<'a> Plan<'a> {
         let index = known.unwrap_or_else(|| {
             let id = self.shmems.len() as u64 + 1;
             let pages_id = PAGES_ID + 1 + self.shmems.len() as u32;
-            self.shmems.push(Shmem { id, pages_id, dev: m.dev.clone(), inode: m.inode, runs: Vec::new() });
+            self.shmems.push(Shmem {
+                id,
+                pages_id,
+                dev: m.dev.clone(),
+                inode: m.inode,
+                runs: Vec::new(),
+                parts: Vec::new(),
+            });
             self.shmems.len() - 1
         });
         Some(self.shmems[index].id)
+    }
+
+    /// The descriptor of the memfd that the shared mapping `m` is a view of, if the
+    /// program held one: then the view maps the memfd (`VMA_AREA_MEMFD`), through a file
+    /// entry of its own (its `shmid`), so that writes through either show in the other.
+    fn memfd_view(&mut self, m: &Mapping) -> Result<Option<u32>, Error> {
+        if !m.perms.shared || !m.path.starts_with("/memfd:") || m.content != Content::Zero {
+            return Ok(None);
+        }
+        let meta = self.meta;
+        let held = meta
+            .files
+            .iter()
+            .find(|f| f.target == m.path && f.file.as_ref().is_some_and(|r| r.inode == m.inode));
+        let Some(held) = held else { return Ok(None) };
+        let inode_id = self.memfd_inode(held)?;
+        let flags = if m.perms.write { O_RDWR } else { 0 };
+        Ok(Some(self.memfd_file(inode_id, flags, 0)))
+    }
+
+    /// The `memfd.img` id of the memfd descriptor `f` opens, made on first use: its name,
+    /// size and owner, and its contents as a shared memory object of their own, from what
+    /// the capture kept of the file.
+    fn memfd_inode(&mut self, f: &'a OpenFile) -> Result<u32, Error> {
+        let file = f.file.as_ref().expect("a memfd descriptor names its file");
+        let key = (f.target.clone(), file.inode);
+        if let Some(i) = self.memfds.iter().position(|(_, k)| *k == key) {
+            return Ok(i as u32 + 1);
+        }
+        let Some((size, parts)) = f.state.as_ref().and_then(FileState::deleted_file_parts) else {
+            return Err(Error::Unsupported {
+                object: format!("fd {} ({})", f.fd, f.target),
+                why: "a memfd whose bytes the snapshot did not keep",
+            });
+        };
+        let name = f.target.trim_start_matches("/memfd:").trim_end_matches(" (deleted)");
+        let id = self.shmems.len() as u64 + 1;
+        let pages_id = PAGES_ID + 1 + self.shmems.len() as u32;
+        self.shmems.push(Shmem {
+            id,
+            pages_id,
+            dev: String::new(),
+            inode: file.inode,
+            runs: Vec::new(),
+            parts: parts.into_iter().filter(|(_, data)| !data.is_empty()).collect(),
+        });
+        let owner = &self.threads.first().expect("the leader is planned first").creds;
+        let inode_id = self.memfds.len() as u64 + 1;
+        let entry = pb::MemfdInodeEntry {
+            name: name.to_owned(),
+            uid: owner.uids.fs,
+            gid: owner.gids.fs,
+            size,
+            shmid: u32::try_from(id).expect("fewer than 2^32 shared memory objects"),
+            seals: 0,
+            inode_id,
+        };
+        self.memfds.push((entry, key));
+        Ok(inode_id as u32)
+    }
+
+    /// A memfd file entry of memfd `inode_id`, opened with `flags` at `pos`.
+    fn memfd_file(&mut self, inode_id: u32, flags: u32, pos: u64) -> u32 {
+        let id = self.files.len() as u32 + 1;
+        self.files.push(pb::FileEntry {
+            r#type: pb::FdTypes::Memfd as i32,
+            id,
+            reg: None,
+            pipe: None,
+            memfd: Some(pb::MemfdFileEntry { id, flags, pos, fown: no_owner(), inode_id }),
+        });
+        id
     }
 
     /// The stored pages of each shared memory object, by offset in it: one view's where
@@ -517,7 +631,7 @@ impl<'a> Plan<'a> {
     fn open_file(
         &mut self,
         source: &impl SnapshotSource,
-        f: &OpenFile,
+        f: &'a OpenFile,
         flags: u32,
     ) -> Result<(i32, u32), Error> {
         let object = || format!("fd {} ({})", f.fd, f.target);
@@ -527,8 +641,12 @@ impl<'a> Plan<'a> {
             let reopen = Reopen { path: &f.target, kind, identity, access: Access::of_flags(flags) };
             check_reopen(source, &reopen, object)
         };
+        if f.target.starts_with("/memfd:") && f.target.ends_with(" (deleted)") && f.file.is_some() {
+            let inode_id = self.memfd_inode(f)?;
+            return Ok((pb::FdTypes::Memfd as i32, self.memfd_file(inode_id, flags, f.pos)));
+        }
         if f.target.ends_with(" (deleted)") {
-            return unsupported("a deleted file, which CRIU images here cannot express");
+            return unsupported("a deleted file other than a memfd, which CRIU images here cannot express");
         }
         let id = self.files.len() as u32 + 1;
         let reg = |name: &str, size: Option<u64>| pb::FileEntry {
@@ -543,6 +661,7 @@ impl<'a> Plan<'a> {
                 size,
             }),
             pipe: None,
+            memfd: None,
         };
         let entry = match f.kind {
             FileKind::Socket | FileKind::AnonInode | FileKind::BlockDevice | FileKind::Other
@@ -603,6 +722,7 @@ impl<'a> Plan<'a> {
                     id,
                     reg: None,
                     pipe: Some(pb::PipeEntry { id, pipe_id: inode, flags, fown: no_owner() }),
+                    memfd: None,
                 }
             }
             FileKind::Pipe => return unsupported("a FIFO, which CRIU images here cannot express"),
@@ -644,6 +764,7 @@ impl<'a> Plan<'a> {
                 size,
             }),
             pipe: None,
+            memfd: None,
         });
         id
     }
@@ -935,6 +1056,47 @@ mod tests {
     }
 
     #[test]
+    fn a_memfd_held_open_is_one_memfd_for_its_descriptor_and_views() {
+        let mut source = fake::sample();
+        let (view, path) = (0x7000_0000, "/memfd:ring (deleted)");
+        source.meta.mappings.insert(0, fake::mapping(view, view + 0x2000, "rw-s", 0, path, Content::Zero));
+        source.poke(view, b"in memory");
+        let file = FileRef { path: path.into(), dev: 1, inode: 4242, size: 0x1800, mtime_ns: 1 };
+        let data = b"held".to_vec();
+        source.meta.files.push(OpenFile {
+            fd: 7,
+            target: path.into(),
+            kind: FileKind::Regular,
+            flags: 2,
+            pos: 3,
+            file: Some(file),
+            inherited: false,
+            state: Some(FileState::SparseDeletedFile {
+                size: 0x1800,
+                parts: vec![sdt_store::FilePart { offset: 0x1000, data: data.clone() }],
+            }),
+        });
+        let plan = Plan::new(&source, None).unwrap();
+        let vma = plan.vmas.iter().find(|v| v.start == view).unwrap();
+        assert_eq!(vma.status, vm::VMA_AREA_REGULAR | vm::VMA_FILE_SHARED | vm::VMA_AREA_MEMFD);
+        assert_eq!((vma.flags, vma.fdflags), (vm::MAP_SHARED, Some(O_RDWR)));
+        let memfd = |id: u32| plan.files.iter().find(|f| f.id == id).unwrap().memfd.unwrap();
+        let by_view = memfd(vma.shmid as u32);
+        let fd = plan.fds.iter().find(|d| d.fd == 7).unwrap();
+        assert_eq!(fd.r#type, pb::FdTypes::Memfd as i32);
+        let by_fd = memfd(fd.id);
+        assert_eq!((by_fd.flags, by_fd.pos), (2, 3));
+        assert_eq!(by_view.inode_id, by_fd.inode_id, "one memfd");
+        let [(inode, _)] = &plan.memfds[..] else { panic!("{:?}", plan.memfds) };
+        assert_eq!((inode.name.as_str(), inode.size, inode.inode_id), ("ring", 0x1800, 1));
+        // Its contents: what the capture kept of the file, not the view's pages.
+        let shmem = plan.shmems.iter().find(|s| s.id == u64::from(inode.shmid)).unwrap();
+        assert_eq!(shmem.parts, [(0x1000, &data[..])]);
+        assert_eq!(shmem.pieces(), [(0x1000, 1)]);
+        assert!(plan.shmems.iter().all(|s| s.runs.is_empty()), "the view is no shared memory of its own");
+    }
+
+    #[test]
     fn a_shadow_reservation_is_mapped_without_reserving_swap() {
         let mut source = fake::sample();
         let (start, end) = (0x7fff_8000, 0x1000_7fff_8000);
@@ -1015,7 +1177,7 @@ mod tests {
         );
         assert_eq!(
             err(&|m| m.files[1].target = "/tmp/gone (deleted)".into()),
-            "fd 1 (/tmp/gone (deleted)): a deleted file, which CRIU images here cannot express"
+            "fd 1 (/tmp/gone (deleted)): a deleted file other than a memfd, which CRIU images here cannot express"
         );
         assert_eq!(
             err(&|m| {
