@@ -477,20 +477,21 @@ impl<'a> Plan<'a> {
         }
         let object = (m.dev.as_str(), m.inode);
         let known = self.shmems.iter().position(|s| (s.dev.as_str(), s.inode) == object);
-        let index = known.unwrap_or_else(|| {
-            let id = self.shmems.len() as u64 + 1;
-            let pages_id = PAGES_ID + 1 + self.shmems.len() as u32;
-            self.shmems.push(Shmem {
-                id,
-                pages_id,
-                dev: m.dev.clone(),
-                inode: m.inode,
-                runs: Vec::new(),
-                parts: Vec::new(),
-            });
-            self.shmems.len() - 1
-        });
-        Some(self.shmems[index].id)
+        let id = match known {
+            Some(index) => self.shmems[index].id,
+            None => self.new_shmem(m.dev.clone(), m.inode, Vec::new()),
+        };
+        Some(id)
+    }
+
+    /// A new shared memory object of the images, for the object (`dev`, `inode`), its
+    /// contents `parts` where they come from a kept file; its id. Its pages image follows
+    /// `pages-1.img`.
+    fn new_shmem(&mut self, dev: String, inode: u64, parts: Vec<(u64, &'a [u8])>) -> u64 {
+        let id = self.shmems.len() as u64 + 1;
+        let pages_id = PAGES_ID + 1 + self.shmems.len() as u32;
+        self.shmems.push(Shmem { id, pages_id, dev, inode, runs: Vec::new(), parts });
+        id
     }
 
     /// The descriptor of the memfd that the shared mapping `m` is a view of, if the
@@ -527,16 +528,8 @@ impl<'a> Plan<'a> {
             });
         };
         let name = f.target.trim_start_matches("/memfd:").trim_end_matches(" (deleted)");
-        let id = self.shmems.len() as u64 + 1;
-        let pages_id = PAGES_ID + 1 + self.shmems.len() as u32;
-        self.shmems.push(Shmem {
-            id,
-            pages_id,
-            dev: String::new(),
-            inode: file.inode,
-            runs: Vec::new(),
-            parts: parts.into_iter().filter(|(_, data)| !data.is_empty()).collect(),
-        });
+        let parts = parts.into_iter().filter(|(_, data)| !data.is_empty()).collect();
+        let id = self.new_shmem(String::new(), file.inode, parts);
         let owner = &self.threads.first().expect("the leader is planned first").creds;
         let inode_id = self.memfds.len() as u64 + 1;
         let entry = pb::MemfdInodeEntry {
