@@ -145,7 +145,7 @@ pub(crate) struct Plan<'a> {
     pub patches: Vec<Patch>,
     /// The shared memory the images make again, each with its pages.
     pub shmems: Vec<Shmem<'a>>,
-    /// The memfds the program held open (`memfd.img`), each with its (device, inode).
+    /// The memfds the program held open (`memfd.img`), each with its path and inode.
     pub memfds: Vec<(pb::MemfdInodeEntry, (String, u64))>,
     /// What the user should know about the images, one line each.
     pub notes: Vec<String>,
