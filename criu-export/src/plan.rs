@@ -356,8 +356,8 @@ impl<'a> Plan<'a> {
                 let reopen = Reopen { path, kind: FileKind::Regular, identity, access };
                 check_reopen(source, &reopen, || mapping_name(m))
             };
-            if let Some(file) = self.memfd_view(m)? {
-                let fdflags = if m.perms.write { O_RDWR } else { 0 };
+            let fdflags = if m.perms.write { O_RDWR } else { 0 };
+            if let Some(file) = self.memfd_view(m, fdflags)? {
                 self.vmas.push(pb::VmaEntry {
                     start: m.start,
                     end: m.end,
@@ -496,8 +496,9 @@ impl<'a> Plan<'a> {
 
     /// The descriptor of the memfd that the shared mapping `m` is a view of, if the
     /// program held one: then the view maps the memfd (`VMA_AREA_MEMFD`), through a file
-    /// entry of its own (its `shmid`), so that writes through either show in the other.
-    fn memfd_view(&mut self, m: &Mapping) -> Result<Option<u32>, Error> {
+    /// entry of its own (its `shmid`) opened with `flags`, so that writes through either
+    /// show in the other.
+    fn memfd_view(&mut self, m: &Mapping, flags: u32) -> Result<Option<u32>, Error> {
         if !m.perms.shared || !m.path.starts_with("/memfd:") || m.content != Content::Zero {
             return Ok(None);
         }
@@ -508,7 +509,6 @@ impl<'a> Plan<'a> {
             .find(|f| f.target == m.path && f.file.as_ref().is_some_and(|r| r.inode == m.inode));
         let Some(held) = held else { return Ok(None) };
         let inode_id = self.memfd_inode(held)?;
-        let flags = if m.perms.write { O_RDWR } else { 0 };
         Ok(Some(self.memfd_file(inode_id, flags, 0)))
     }
 

@@ -70,9 +70,10 @@ impl Keeper {
     pub(crate) fn offer(&mut self, meta: &SnapshotMeta) {
         let mut new: Vec<ToKeep> = Vec::new();
         for m in &meta.mappings {
+            // Looked at once a version: `written_in_place` reads every mapping.
             if let Content::File(f) = &m.content
-                && !meta.written_in_place(f)
                 && self.offered.insert(f.clone())
+                && !meta.written_in_place(f)
             {
                 new.push((f.clone(), None));
             }

@@ -19,7 +19,7 @@
 //!   unchanged at its path: the process writes to it and sees others' writes. One that no
 //!   longer exists (a JVM's `hsperfdata` file, removed as it exits) and that only shared
 //!   writable mappings mapped, whose pages the snapshot holds, is made again from them
-//!   ([`GoneShared`]).
+//!   ([`Substitutes::gone`]).
 
 use std::ffi::CString;
 use std::fs::File;
@@ -189,23 +189,16 @@ pub(crate) struct KeptCopy {
     pub identity: (u64, u64),
 }
 
-/// A file that only shared writable mappings mapped and that no longer exists: the
-/// snapshot holds the pages the program had of it, and its views are made again as views
-/// of one new file holding them ([`MapKind::SharedDeleted`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct GoneShared {
-    /// Its path.
-    pub path: String,
-}
-
 /// What becomes of the files the snapshot's mappings map from, where not the files
 /// themselves.
 #[derive(Debug, Default)]
 pub(crate) struct Substitutes {
     /// Files changed since, mapped from the copies the run kept.
     pub kept: Vec<KeptCopy>,
-    /// Files of shared mappings that no longer exist.
-    pub gone: Vec<GoneShared>,
+    /// Paths of files that only shared writable mappings map and that no longer exist
+    /// ([`sdt_store::gone_shared_file`]): their views are made again as views of one
+    /// new file holding the snapshot's pages of them ([`MapKind::SharedDeleted`]).
+    pub gone: Vec<String>,
 }
 
 /// Checks the file of every one of `snap`'s mappings that takes pages from one, and says
@@ -217,12 +210,12 @@ pub(crate) fn substitutes(snap: &Snapshot) -> Result<Substitutes, Error> {
     let mut out = Substitutes::default();
     for m in &meta.mappings {
         let Content::File(f) = &m.content else { continue };
-        if out.kept.iter().any(|k| k.from == f.path) || out.gone.iter().any(|g| g.path == f.path) {
+        if out.kept.iter().any(|k| k.from == f.path) || out.gone.contains(&f.path) {
             continue;
         }
         if meta.mappings.iter().any(|o| o.perms.shared && o.content == m.content) {
             if sdt_store::gone_shared_file(meta, f) {
-                out.gone.push(GoneShared { path: f.path.clone() });
+                out.gone.push(f.path.clone());
             } else {
                 snap.check_file_in_place(f)?;
             }
@@ -250,7 +243,7 @@ pub(crate) fn substitutes(snap: &Snapshot) -> Result<Substitutes, Error> {
 
 /// Makes the views of each file in `gone` views of one new file that the snapshot's
 /// pages of them are written into, with a warning.
-pub(crate) fn map_gone(plans: &mut [MapPlan], gone: &[GoneShared]) {
+pub(crate) fn map_gone(plans: &mut [MapPlan], gone: &[String]) {
     let first = plans
         .iter()
         .filter_map(|p| match p.kind {
@@ -259,9 +252,9 @@ pub(crate) fn map_gone(plans: &mut [MapPlan], gone: &[GoneShared]) {
         })
         .max()
         .unwrap_or(0);
-    for (file, g) in (first..).zip(gone) {
+    for (file, path) in (first..).zip(gone) {
         let is_view =
-            |p: &MapPlan| matches!(&p.kind, MapKind::File { path, shared: true } if *path == g.path);
+            |p: &MapPlan| matches!(&p.kind, MapKind::File { path: mapped, shared: true } if mapped == path);
         let size =
             plans.iter().filter(|p| is_view(p)).map(|p| p.offset.saturating_add(p.end - p.start)).max();
         let mut views = 0;
@@ -274,7 +267,7 @@ pub(crate) fn map_gone(plans: &mut [MapPlan], gone: &[GoneShared]) {
             "{}, which the program mapped shared, no longer exists: {} made again from the \
              snapshot's pages of it, as memory the program alone shares (pages it had not \
              touched read as zeros, and no other process sees its writes)",
-            g.path.escape_debug(),
+            path.escape_debug(),
             if views == 1 { "its mapping is".to_owned() } else { format!("its {views} mappings are") }
         );
     }
