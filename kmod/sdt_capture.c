@@ -131,7 +131,10 @@ static void hold_resolved(struct sdt_capture *cap)
 	wake_up_all(&cap->session->daemon_wq);
 }
 
-/* The calling thread's registers, signal mask, rseq and robust-list registrations. */
+/*
+ * The calling thread's registers, signal mask, rseq and robust-list registrations and
+ * alternate signal stack.
+ */
 static struct sdt_thread *read_thread(void)
 {
 	const struct user_regset_view *view = task_user_regset_view(current);
@@ -180,6 +183,11 @@ static struct sdt_thread *read_thread(void)
 	if (current->robust_list) {
 		t->robust_list = (unsigned long)current->robust_list;
 		t->robust_list_len = sizeof(*current->robust_list);
+	}
+	if (current->sas_ss_size) {
+		t->altstack = current->sas_ss_sp;
+		t->altstack_size = current->sas_ss_size;
+		t->altstack_flags = current->sas_ss_flags & SS_AUTODISARM;
 	}
 	return t;
 }

@@ -179,6 +179,7 @@ fn thread(tid: i32, state: ThreadRunState, regs: &[(&str, u64)]) -> ThreadState 
         sigmask: 1 << (tid - PID),
         rseq: Some(Rseq { addr: TLS + (tid - PID) as u64 * 0x1000 + 0x920, len: 32, sig: 0x5305_3053 }),
         robust_list: None,
+        altstack: None,
     }
 }
 

@@ -128,7 +128,11 @@ pub(crate) fn gen_core(plan: &Plan, thread: &Thread) -> Image {
         sched_nice: Some(sched_nice),
         sched_policy: Some(sched_policy),
         blk_sigset: (!leader).then_some(t.sigmask),
-        sas: Some(pb::ThreadSasEntry { ss_sp: 0, ss_size: 0, ss_flags: SS_DISABLE }),
+        sas: Some(
+            t.altstack.map_or(pb::ThreadSasEntry { ss_sp: 0, ss_size: 0, ss_flags: SS_DISABLE }, |s| {
+                pb::ThreadSasEntry { ss_sp: s.sp, ss_size: s.size, ss_flags: s.flags }
+            }),
+        ),
         signals_p: Some(pb::SignalQueueEntry { signals: Vec::new() }),
         creds: Some(gen_creds(&thread.creds)),
         comm: (!t.name.is_empty()).then(|| t.name.clone()),

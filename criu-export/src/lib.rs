@@ -54,11 +54,11 @@
 //!   anonymous-inode files, deleted files and block devices are refused, naming the
 //!   descriptor; so are shared anonymous memory and SysV shared memory.
 //! - Interval timers the snapshot recorded running are armed with the time they had
-//!   left; the resource limits, umask, personality, and each thread's nice value and
-//!   scheduling policy are the program's (umask 022 for a snapshot from before it was
+//!   left; the resource limits, umask, personality, and each thread's nice value,
+//!   scheduling policy and alternate signal stack are the program's (umask 022 for a snapshot from before it was
 //!   recorded). What the snapshot does not record, or CRIU's images cannot hold, is not
-//!   restored: POSIX timers (said in a note), pending signals, alternate signal stacks,
-//!   CPU affinity, real-time policies, securebits, ambient capabilities. The clear-child-tid address and the robust futex list are glibc's,
+//!   restored: POSIX timers (said in a note), pending signals, CPU affinity,
+//!   real-time policies, securebits, ambient capabilities. The clear-child-tid address and the robust futex list are glibc's,
 //!   found from each thread's `fs_base`.
 
 #![deny(missing_docs)]

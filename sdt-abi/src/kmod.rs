@@ -23,7 +23,7 @@ use crate::regs::{FPREGS_SIZE, GPREGS_SIZE};
 use crate::trap::TrapRecord;
 
 /// `SDT_KMOD_VERSION`: the version of this interface.
-pub const KMOD_VERSION: u32 = 1;
+pub const KMOD_VERSION: u32 = 2;
 
 /// Where the module's device appears.
 pub const DEVICE: &str = "/dev/sdt";
@@ -350,14 +350,18 @@ pub struct Thread {
     pub robust_list: u64,
     /// The head's length.
     pub robust_list_len: u64,
+    /// Its alternate signal stack's base (0: none).
+    pub altstack: u64,
+    /// The stack's size.
+    pub altstack_size: u64,
     /// Bytes of `gpregs` filled.
     pub gpregs_size: u32,
     /// Bytes of `fpregs` filled.
     pub fpregs_size: u32,
     /// Bytes of XSAVE area after the record.
     pub xstate_size: u32,
-    /// Zero.
-    pub reserved: u32,
+    /// The stack's `SS_AUTODISARM`, or 0.
+    pub altstack_flags: u32,
     /// `struct user_regs_struct`.
     pub gpregs: [u64; 27],
     /// The FXSAVE area.
@@ -416,7 +420,7 @@ const _: () = assert!(size_of::<Query>() == 16);
 const _: () = assert!(size_of::<Release>() == 16);
 const _: () = assert!(size_of::<SigAction>() == 32);
 const _: () = assert!(size_of::<Snapshot>() == 2200);
-const _: () = assert!(size_of::<Thread>() == 792);
+const _: () = assert!(size_of::<Thread>() == 808);
 
 #[cfg(test)]
 mod tests;

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use sdt_abi::kmod::{CAPTURE_TRIGGER, NSIG, Snapshot, Thread};
 use sdt_abi::{Filter, RESULT_DECLINED};
-use sdt_store::{RobustList, Rseq, SIG_IGN, SignalAction, ThreadRunState, ThreadState};
+use sdt_store::{AltStack, RobustList, Rseq, SIG_IGN, SignalAction, ThreadRunState, ThreadState};
 use sdt_sys::kmod_ioctl::Device;
 use sdt_sys::wait;
 use sdt_sys::{Tid, ptrace};
@@ -215,6 +215,11 @@ fn thread_state(t: &Thread, xstate: &[u8]) -> ThreadState {
         rseq: (t.rseq != 0).then_some(Rseq { addr: t.rseq, len: t.rseq_len, sig: t.rseq_sig }),
         robust_list: (t.robust_list != 0)
             .then_some(RobustList { head: t.robust_list, len: t.robust_list_len }),
+        altstack: (t.altstack_size != 0).then_some(AltStack {
+            sp: t.altstack,
+            size: t.altstack_size,
+            flags: t.altstack_flags,
+        }),
     }
 }
 

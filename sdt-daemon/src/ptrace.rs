@@ -639,6 +639,10 @@ fn trap_at(tid: Tid) -> Result<Trap, sdt_sys::Error> {
     Ok(Trap::Sdt(BreakpointHit::read(tid, record, record_addr)))
 }
 
+/// How long [`Tracer::inject_syscalls`] looks for the reports of the threads it stepped
+/// before it sleeps until they come: a call sdt injects takes microseconds.
+const INJECTION_SPIN: Duration = Duration::from_micros(200);
+
 /// The most instructions [`Tracer::run_to`] steps through a prologue.
 const PROLOGUE_STEPS: u32 = 64;
 
@@ -1006,26 +1010,42 @@ impl Tracer {
         mode: SeccompMode,
         calls: impl FnOnce(&mut Tracer) -> Result<T, E>,
     ) -> Result<T, E> {
+        let suspended = self.suspend_seccomp(tid, mode)?;
+        let result = calls(self);
+        self.restore_seccomp(suspended);
+        result
+    }
+
+    /// Suspends the seccomp of `tid`, a held thread whose mode is `mode`, for injected
+    /// calls: what [`Tracer::restore_seccomp`] takes to put it back (`None`: it has
+    /// none). Refused where sdt may not.
+    pub(crate) fn suspend_seccomp(
+        &mut self,
+        tid: Tid,
+        mode: SeccompMode,
+    ) -> Result<Option<(Tid, &'static str)>, InjectionRefused> {
         let mode = match mode {
-            SeccompMode::Disabled => return calls(self),
+            SeccompMode::Disabled => return Ok(None),
             SeccompMode::Strict => "strict mode",
             SeccompMode::Filter => "filter",
         };
         ptrace::set_options(tid, self.options | options::SUSPEND_SECCOMP)
             .map_err(|source| InjectionRefused::Seccomp { tid: tid.raw(), mode, source })?;
-        let result = calls(self);
+        Ok(Some((tid, mode)))
+    }
+
+    /// Puts back a seccomp that [`Tracer::suspend_seccomp`] suspended.
+    pub(crate) fn restore_seccomp(&mut self, suspended: Option<(Tid, &'static str)>) {
+        let Some((tid, mode)) = suspended else { return };
         match ptrace::set_options(tid, self.options) {
             Ok(()) => {}
             Err(e) if e.errno() == libc::ESRCH => {} // gone, or going: it runs nothing more
             Err(e) => log::error!("thread {tid} may run on with its seccomp {mode} suspended: {e}"),
         }
-        result
     }
 
     /// Runs one system call on `tid`, a thread the current freeze holds (see
-    /// [`ptrace::inject_syscall_waiting`]), real-time meanwhile where sdt may. A signal
-    /// that arrives for it meanwhile is held for the thaw. If the program ends meanwhile,
-    /// its end is the next event and the call fails.
+    /// [`Tracer::inject_syscalls`]).
     pub(crate) fn inject_syscall(
         &mut self,
         tid: Tid,
@@ -1033,20 +1053,81 @@ impl Tracer {
         nr: u64,
         args: &[u64],
     ) -> Result<i64, sdt_sys::Error> {
+        Ok(self.inject_syscalls(syscall_at, &[(tid, nr, args)])?[0])
+    }
+
+    /// Runs one system call in each of several threads the current freeze holds, all at
+    /// once (most of a call is the wait for its thread to be scheduled and for its
+    /// report): `calls` names each thread with its call's number and arguments, and
+    /// `syscall_at` is a `syscall` instruction (see [`ptrace::Injection`]). The threads
+    /// are real-time meanwhile where sdt may. A signal that arrives for one meanwhile is
+    /// held for the thaw. Returns the raw results in the order of `calls`, or, once every
+    /// thread's registers are back, the first failure. If the program ends meanwhile,
+    /// its end is the next event and the calls fail.
+    pub(crate) fn inject_syscalls(
+        &mut self,
+        syscall_at: u64,
+        calls: &[(Tid, u64, &[u64])],
+    ) -> Result<Vec<i64>, sdt_sys::Error> {
         let mut hurried = Hurried::default();
-        if self.may_hurry {
-            self.may_hurry = hurried.hurry(tid);
+        let mut results = vec![0; calls.len()];
+        let mut first_error = None;
+        let mut under_way = Vec::with_capacity(calls.len());
+        for (i, &(tid, nr, args)) in calls.iter().enumerate() {
+            if self.may_hurry {
+                self.may_hurry = hurried.hurry(tid);
+            }
+            match ptrace::Injection::start(tid, syscall_at, nr, args) {
+                Ok(call) => under_way.push((i, call)),
+                Err(e) => drop(first_error.get_or_insert(e)),
+            }
         }
-        ptrace::inject_syscall_waiting(tid, syscall_at, nr, args, || match self.next_report_of(tid) {
-            Ok(stop) => Ok(stop),
-            Err(FreezeError::Sys(e)) => Err(e),
-            // The end is queued.
-            Err(e) => Err(sdt_sys::Error {
-                call: "injected system call",
-                tid: tid.raw(),
-                source: std::io::Error::new(std::io::ErrorKind::NotFound, e.to_string()),
-            }),
-        })
+        while !under_way.is_empty() {
+            let deadline = Instant::now() + ptrace::STEP_TIMEOUT;
+            let Some((from, stop)) = wait::wait_any_soon(INJECTION_SPIN, deadline)? else {
+                // They were stepped and have not stopped since.
+                for (_, call) in &under_way {
+                    if let Some(thread) = self.threads.get_mut(&call.tid()) {
+                        thread.stopped = false;
+                    }
+                }
+                let tid = under_way[0].1.tid();
+                let what = format!(
+                    "thread {tid} did not come back from a single step within {} s (it is in {})",
+                    ptrace::STEP_TIMEOUT.as_secs(),
+                    wait_channel(tid)
+                );
+                return Err(timed_out(tid, what));
+            };
+            let at = under_way.iter().position(|(_, call)| call.tid() == from);
+            // Every report but an injected call's trap, as a freeze takes it.
+            if (at.is_none() || stop != Stop::Signal(libc::SIGTRAP))
+                && let Some(TargetEvent::Exited(exit)) = self.on_stop(from, stop, true)?
+            {
+                // The end is queued.
+                return Err(sdt_sys::Error {
+                    call: "injected system call",
+                    tid: from.raw(),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        FreezeError::TargetGone(exit).to_string(),
+                    ),
+                });
+            }
+            let Some(at) = at else { continue };
+            match under_way[at].1.reported(stop) {
+                Ok(None) => {}
+                Ok(Some(result)) => results[under_way.swap_remove(at).0] = result,
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                    under_way.swap_remove(at);
+                }
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(results),
+        }
     }
 }
 
@@ -1071,6 +1152,8 @@ fn read_thread(tid: Tid, exiting: bool) -> Result<ThreadState, sdt_sys::Error> {
         sigmask: ptrace::sigmask(tid)?,
         rseq: ptrace::rseq_config(tid)?.map(|c| Rseq { addr: c.addr, len: c.len, sig: c.sig }),
         robust_list: sdt_sys::robust_list(tid)?.map(|(head, len)| RobustList { head, len }),
+        // Read where a handler needs it, after the dispositions.
+        altstack: None,
     })
 }
 

@@ -586,7 +586,7 @@ impl Recorder<'_> {
                     procfs::posix_timers(live_thread),
                 )
             })?;
-        let threads = threads?;
+        let mut threads = threads?;
         let mut files = files.map_err(CaptureError::OpenFiles)?;
         for f in &mut files {
             f.inherited = self.inherited.iter().any(|(fd, target)| *fd == f.fd && *target == f.target);
@@ -603,7 +603,14 @@ impl Recorder<'_> {
         }
         let (sets, seccomp) = signal_state.map_err(CaptureError::SignalSets)?;
         let timers = signals::timers_to_read(sets.0 | read_by_signalfd(&files), blocked_everywhere(&threads));
-        let signals = self.signal_actions(frozen, live_thread, injection_thread, seccomp, sets, &timers)?;
+        let signals = self.signal_actions(
+            frozen,
+            live_thread,
+            (injection_thread, seccomp),
+            &mut threads,
+            sets,
+            &timers,
+        )?;
         Ok(Captured {
             live_thread,
             collected,
@@ -617,16 +624,17 @@ impl Recorder<'_> {
         })
     }
 
-    /// The dispositions of the caught and ignored signals (`sets`), and the interval
-    /// `timers` asked for: as the backend read them (no timers), or read by calls
-    /// injected into `thread` (under `seccomp`). Only caught signals and timers cost a
-    /// call.
+    /// The dispositions of the caught and ignored signals (`sets`), the interval `timers`
+    /// asked for and, where a handler runs on one, the signal stacks of `threads`: as the
+    /// backend read them (no timers; the stacks with the registers), or read by calls
+    /// injected into the `injection` thread (under its seccomp mode) and others (see
+    /// [`signals::read_actions`]). Only caught signals and timers cost a call.
     fn signal_actions<B: EventSource>(
         &mut self,
         frozen: &mut Frozen<'_, B>,
         live_thread: Tid,
-        thread: Tid,
-        seccomp: SeccompMode,
+        injection: (Tid, SeccompMode),
+        threads: &mut [ThreadState],
         sets: (u64, u64),
         timers: &[ItimerKind],
     ) -> Result<signals::Dispositions, CaptureError> {
@@ -639,7 +647,7 @@ impl Recorder<'_> {
         let tracer = frozen.injector().ok_or(CaptureError::SignalHandlersUnread(
             "the backend can neither read them nor inject calls",
         ))?;
-        let read = signals::read_actions(tracer, thread, seccomp, syscall_at, sets, timers)
+        let read = signals::read_actions(tracer, injection, threads, syscall_at, sets, timers)
             .map_err(CaptureError::SignalHandlers)?;
         if let Some(refused) = &read.refused
             && !std::mem::replace(&mut self.told_handlers_unread, true)

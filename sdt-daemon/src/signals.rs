@@ -1,22 +1,32 @@
-//! Signal dispositions of a frozen program, for a restore to set again.
+//! Signal dispositions of a frozen program, and its threads' alternate signal stacks,
+//! for a restore to set again.
 //!
 //! `/proc/PID/status` tells which signals are caught (`SigCgt`) and ignored (`SigIgn`),
-//! but not the handlers. For each caught signal, one held thread runs an injected
+//! but not the handlers. For each caught signal, a held thread runs an injected
 //! `rt_sigaction(sig, NULL, &old)` whose answer lands below its stack's red zone, in
-//! memory the program does not use; programs catch few signals, so this costs a few
-//! injected calls per capture, and none for a program that catches nothing.
+//! memory the program does not use. Most of an injected call is the wait for its thread
+//! to run it and report, so a program that catches many signals (Go's runtime catches
+//! nearly all) has them read by several held threads at once; one that catches nothing
+//! costs nothing.
 //!
-//! Nothing in `/proc` shows the interval timers (`setitimer`, `alarm`) either: each
-//! one whose signal the program handles (caught, or read by a signalfd; for `SIGALRM`,
-//! also blocked in every thread, for a `sigwait`) is read by an injected `getitimer`, so
-//! that a program waiting for its alarm gets it after a resume too. A timer whose
-//! signal keeps its default action is not read: the program would only die of it.
+//! Nothing in `/proc` shows a thread's alternate signal stack either. Where a handler
+//! runs on one (`SA_ONSTACK`: Go's runtime, Rust's standard library, the sanitizers),
+//! every running thread reads its own with an injected `sigaltstack(NULL, &old)`, all at
+//! once: Go's runtime dies of a signal taken without one.
+//!
+//! Nor the interval timers (`setitimer`, `alarm`): each one whose signal the program
+//! handles (caught, or read by a signalfd; for `SIGALRM`, also blocked in every thread,
+//! for a `sigwait`) is read by an injected `getitimer`, so that a program waiting for its
+//! alarm gets it after a resume too. A timer whose signal keeps its default action is not
+//! read: the program would only die of it.
 
 use bytemuck::{Pod, Zeroable};
-use sdt_store::{Itimer, ItimerKind, SIG_IGN, SeccompMode, SignalAction};
-use sdt_sys::ptrace;
+use sdt_store::{
+    AltStack, Itimer, ItimerKind, SIG_IGN, SeccompMode, SignalAction, ThreadRunState, ThreadState,
+};
 use sdt_sys::{Tid, memory};
 
+use crate::procfs;
 use crate::ptrace::{InjectionRefused, Tracer};
 
 /// `struct kernel_sigaction` of x86_64, as `rt_sigaction` writes it.
@@ -38,17 +48,38 @@ struct Itimerval {
     value: [i64; 2],
 }
 
+/// `stack_t` of x86_64, as `sigaltstack` writes it.
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct StackT {
+    sp: u64,
+    flags: u32,
+    pad: u32,
+    size: u64,
+}
+
 /// The x86_64 System V red zone below the stack pointer.
 const RED_ZONE: u64 = 128;
+/// `SA_ONSTACK`: the handler runs on the thread's alternate signal stack.
+const SA_ONSTACK: u64 = 0x0800_0000;
+/// `SS_DISABLE` in `stack_t.ss_flags`: no alternate signal stack.
+const SS_DISABLE: u32 = 2;
+/// `SS_AUTODISARM` in `stack_t.ss_flags`: the stack is off while a handler runs on it.
+const SS_AUTODISARM: u32 = 1 << 31;
+/// Caught signals per held thread that reads handlers: a thread more costs a read of
+/// its `status` file (its seccomp mode), a tenth of a round of calls.
+const HANDLERS_PER_THREAD: usize = 4;
 
-/// What a capture learns of the program's signal dispositions and interval timers.
+/// What a capture learns of the program's signal dispositions, interval timers and
+/// signal stacks.
 pub(crate) struct Dispositions {
     /// The dispositions read, ascending.
     pub actions: Vec<SignalAction>,
     /// The interval timers running of those asked for; `None` if they were not read
     /// (refused, as `refused` says).
     pub itimers: Option<Vec<Itimer>>,
-    /// Caught signals whose handlers were not read (bit `n-1` for signal `n`).
+    /// Caught signals whose handlers were not read, or run on signal stacks that were
+    /// not (bit `n-1` for signal `n`).
     pub unread: u64,
     /// Why they were not.
     pub refused: Option<InjectionRefused>,
@@ -73,27 +104,35 @@ impl From<sdt_sys::Error> for Unread {
 }
 
 /// The dispositions of the `caught` and `ignored` signals (bit `n-1` for signal `n`),
-/// and the interval timers of `timers`, read through `tid`, a held thread under
-/// `seccomp`, with the `syscall` instruction at `syscall_at`. Where sdt may not run calls
-/// in `tid` (its seccomp), the caught ones and the timers are left unread.
+/// the interval timers of `timers`, and, where a handler runs on one, the signal stack of
+/// each running one of `threads` (set in place), read by calls injected into held
+/// threads: `first` (under `seccomp`) for all but the handlers, which others read too.
+/// The `syscall` instruction is at `syscall_at`. Where sdt may not run calls in `first`
+/// (its seccomp), the caught ones and the timers are left unread; where it may not in
+/// another thread, that thread reads no handlers, and, if a handler needs its signal
+/// stack, the handlers that run on one count as unread.
 pub(crate) fn read_actions(
     tracer: &mut Tracer,
-    tid: Tid,
-    seccomp: SeccompMode,
+    (first, seccomp): (Tid, SeccompMode),
+    threads: &mut [ThreadState],
     syscall_at: u64,
     (caught, ignored): (u64, u64),
     timers: &[ItimerKind],
 ) -> Result<Dispositions, sdt_sys::Error> {
+    let mut injectors = Injectors::default();
     let read = match (caught, timers) {
-        (0, []) => Ok((Vec::new(), Vec::new())),
-        _ => tracer.with_seccomp_suspended(tid, seccomp, |tracer| {
-            let answer_at = below_red_zone(tid)?;
-            let handlers = handlers(tracer, tid, syscall_at, answer_at, caught)?;
-            Ok((handlers, itimers(tracer, tid, syscall_at, answer_at, timers)?))
-        }),
+        (0, []) => Ok(Injected { handlers: Vec::new(), itimers: Vec::new(), stacks_refused: None }),
+        _ => read_injected(tracer, &mut injectors, (first, seccomp), threads, syscall_at, caught, timers),
     };
+    injectors.finish(tracer);
     let (mut actions, itimers, unread, refused) = match read {
-        Ok((handlers, itimers)) => (handlers, Some(itimers), 0, None),
+        Ok(Injected { handlers, itimers, stacks_refused: None }) => (handlers, Some(itimers), 0, None),
+        // Those handlers would run without their stacks: as good as not read.
+        Ok(Injected { mut handlers, itimers, stacks_refused: Some(refused) }) => {
+            let unread = on_altstack(&handlers);
+            handlers.retain(|a| a.flags & SA_ONSTACK == 0);
+            (handlers, Some(itimers), unread, Some(refused))
+        }
         Err(Unread::Refused(e)) => (Vec::new(), None, caught, Some(e)),
         Err(Unread::Sys(e)) => return Err(e),
     };
@@ -109,6 +148,43 @@ pub(crate) fn read_actions(
     Ok(Dispositions { actions, itimers, unread, refused })
 }
 
+/// What [`read_injected`] read.
+struct Injected {
+    handlers: Vec<SignalAction>,
+    itimers: Vec<Itimer>,
+    /// Why the threads' signal stacks, which a handler needs, were not read.
+    stacks_refused: Option<InjectionRefused>,
+}
+
+/// [`read_actions`]' injected calls: the handlers, the timers, and the signal stacks if a
+/// handler runs on one.
+fn read_injected(
+    tracer: &mut Tracer,
+    injectors: &mut Injectors,
+    first: (Tid, SeccompMode),
+    threads: &mut [ThreadState],
+    syscall_at: u64,
+    caught: u64,
+    timers: &[ItimerKind],
+) -> Result<Injected, Unread> {
+    injectors.take_first(tracer, first, threads)?;
+    let helpers = (caught.count_ones() as usize).div_ceil(HANDLERS_PER_THREAD).saturating_sub(1);
+    injectors.take_others(tracer, threads, helpers, false)?;
+    let handlers = handlers(tracer, injectors, syscall_at, caught)?;
+    let itimers = itimers(tracer, injectors.slots[0], syscall_at, timers)?;
+    let stacks_refused = match on_altstack(&handlers) {
+        0 => None,
+        _ => match injectors.take_others(tracer, threads, usize::MAX, true) {
+            Ok(()) => {
+                altstacks(tracer, injectors, threads, syscall_at)?;
+                None
+            }
+            Err(refused) => Some(refused),
+        },
+    };
+    Ok(Injected { handlers, itimers, stacks_refused })
+}
+
 /// The interval timers a capture reads (bit `n-1` of each set for signal `n`): those
 /// whose signal the program `handles` (caught, or read by a signalfd), and
 /// `ITIMER_REAL` where every thread `blocked` `SIGALRM` too (a thread `sigwait`s for
@@ -121,33 +197,179 @@ pub(crate) fn timers_to_read(handles: u64, blocked: u64) -> Vec<ItimerKind> {
         .collect()
 }
 
+/// The caught signals (bit `n-1` for signal `n`) whose handlers run on the alternate
+/// signal stack.
+fn on_altstack(actions: &[SignalAction]) -> u64 {
+    actions.iter().filter(|a| a.flags & SA_ONSTACK != 0).fold(0, |bits, a| bits | 1u64 << (a.signo - 1))
+}
+
+/// A held thread that injected calls run in, and where their answers land in it.
+#[derive(Clone, Copy)]
+struct Slot {
+    tid: Tid,
+    answer_at: u64,
+}
+
+/// The held threads a capture runs injected calls in, the injection thread first, their
+/// seccomp suspended meanwhile where they have one; [`Injectors::finish`] puts it back.
+#[derive(Default)]
+struct Injectors {
+    slots: Vec<Slot>,
+    /// What [`Tracer::restore_seccomp`] takes, for each thread whose seccomp was suspended.
+    suspended: Vec<(Tid, &'static str)>,
+}
+
+impl Injectors {
+    /// Takes `first`, a held thread whose seccomp mode is known; refused where sdt may
+    /// not suspend it.
+    fn take_first(
+        &mut self,
+        tracer: &mut Tracer,
+        (tid, seccomp): (Tid, SeccompMode),
+        threads: &[ThreadState],
+    ) -> Result<(), Unread> {
+        let rsp = match threads.iter().find(|t| t.tid == tid.raw()).and_then(|t| t.regs().ok()) {
+            Some(regs) => regs.rsp,
+            None => sdt_sys::ptrace::regs(tid)?.rsp,
+        };
+        self.suspended.extend(tracer.suspend_seccomp(tid, seccomp)?);
+        self.slots.push(Slot { tid, answer_at: below_red_zone(rsp) });
+        Ok(())
+    }
+
+    /// Takes up to `more` of the running `threads` not taken yet, reading the seccomp
+    /// mode of each. Where sdt may not suspend a thread's, it is left out, or, with
+    /// `every`, all are refused.
+    fn take_others(
+        &mut self,
+        tracer: &mut Tracer,
+        threads: &[ThreadState],
+        more: usize,
+        every: bool,
+    ) -> Result<(), InjectionRefused> {
+        let running = threads.iter().filter(|t| t.state == ThreadRunState::Running);
+        let mut taken = 0;
+        for t in running {
+            if taken == more {
+                break;
+            }
+            let (Some(tid), Ok(regs)) = (Tid::new(t.tid), t.regs()) else { continue };
+            if self.slots.iter().any(|s| s.tid == tid) {
+                continue;
+            }
+            // Suspended as if it had a filter where sdt may (as root): cheaper than reading
+            // its mode.
+            let suspended = tracer.suspend_seccomp(tid, SeccompMode::Filter).or_else(|_| {
+                procfs::seccomp_mode(tid)
+                    .map_err(|source| InjectionRefused::Status { tid: t.tid, source })
+                    .and_then(|mode| tracer.suspend_seccomp(tid, mode))
+            });
+            match suspended {
+                Ok(s) => self.suspended.extend(s),
+                Err(e) if every => return Err(e),
+                Err(e) => {
+                    log::debug!("thread {tid} runs no injected calls: {e}");
+                    continue;
+                }
+            }
+            self.slots.push(Slot { tid, answer_at: below_red_zone(regs.rsp) });
+            taken += 1;
+        }
+        Ok(())
+    }
+
+    /// Runs system call `nr` at the `syscall` instruction at `syscall_at` in the first
+    /// `count` threads at once, each with the arguments `args` gives for its index and
+    /// answer room, and reads each one's answer; a call that fails is said (`what` of its
+    /// index names it) and gives `None`.
+    fn call_each<T: Pod>(
+        &self,
+        tracer: &mut Tracer,
+        (syscall_at, nr): (u64, i64),
+        count: usize,
+        args: impl Fn(usize, u64) -> [u64; 4],
+        what: impl Fn(usize) -> String,
+    ) -> Result<Vec<Option<T>>, Unread> {
+        let slots = &self.slots[..count];
+        let args: Vec<[u64; 4]> = slots.iter().enumerate().map(|(i, slot)| args(i, slot.answer_at)).collect();
+        let calls: Vec<(Tid, u64, &[u64])> =
+            slots.iter().zip(&args).map(|(slot, args)| (slot.tid, nr as u64, &args[..])).collect();
+        let results = tracer.inject_syscalls(syscall_at, &calls)?;
+        let mut answers = Vec::with_capacity(count);
+        for (i, (slot, rc)) in slots.iter().zip(results).enumerate() {
+            if rc < 0 {
+                log::warn!("{} in thread {} failed: errno {}; it is not recorded", what(i), slot.tid, -rc);
+                answers.push(None);
+                continue;
+            }
+            let mut answer = T::zeroed();
+            memory::read_exact(slot.tid, slot.answer_at, bytemuck::bytes_of_mut(&mut answer))?;
+            answers.push(Some(answer));
+        }
+        Ok(answers)
+    }
+
+    /// Puts back the seccomp of every thread whose seccomp was suspended.
+    fn finish(self, tracer: &mut Tracer) {
+        for s in self.suspended {
+            tracer.restore_seccomp(Some(s));
+        }
+    }
+}
+
+/// The handlers of the `caught` signals, each read by an injected `rt_sigaction`, as
+/// many at once as there are `injectors`.
+fn handlers(
+    tracer: &mut Tracer,
+    injectors: &Injectors,
+    syscall_at: u64,
+    caught: u64,
+) -> Result<Vec<SignalAction>, Unread> {
+    let signals: Vec<i32> = (1..=64i32).filter(|signo| caught & (1u64 << (signo - 1)) != 0).collect();
+    let mut actions = Vec::with_capacity(signals.len());
+    for round in signals.chunks(injectors.slots.len()) {
+        let read: Vec<Option<KernelSigaction>> = injectors.call_each(
+            tracer,
+            (syscall_at, libc::SYS_rt_sigaction),
+            round.len(),
+            |i, at| [round[i] as u64, 0, at, 8],
+            |i| format!("rt_sigaction({}) (its handler)", round[i]),
+        )?;
+        for (&signo, action) in round.iter().zip(read) {
+            let Some(KernelSigaction { handler, flags, restorer, mask }) = action else { continue };
+            actions.push(SignalAction { signo, handler, flags, restorer, mask });
+        }
+    }
+    Ok(actions)
+}
+
 /// Those of the `kinds` of interval timer that are running, each read by an injected
-/// `getitimer` whose answer lands at `answer_at`.
+/// `getitimer` in `slot`.
 fn itimers(
     tracer: &mut Tracer,
-    tid: Tid,
+    slot: Slot,
     syscall_at: u64,
-    answer_at: u64,
     kinds: &[ItimerKind],
 ) -> Result<Vec<Itimer>, Unread> {
     let mut running = Vec::new();
     for &kind in kinds {
         let rc = tracer.inject_syscall(
-            tid,
+            slot.tid,
             syscall_at,
             libc::SYS_getitimer as u64,
-            &[kind.which() as u64, answer_at],
+            &[kind.which() as u64, slot.answer_at],
         )?;
         if rc < 0 {
             log::warn!(
-                "getitimer({}) in thread {tid} failed: errno {}; it is not recorded",
+                "getitimer({}) in thread {} failed: errno {}; it is not recorded",
                 kind.name(),
+                slot.tid,
                 -rc
             );
             continue;
         }
         let mut val = Itimerval::zeroed();
-        memory::read_exact(tid, answer_at, bytemuck::bytes_of_mut(&mut val))?;
+        memory::read_exact(slot.tid, slot.answer_at, bytemuck::bytes_of_mut(&mut val))?;
         let micros = |[secs, usecs]: [i64; 2]| {
             (secs.max(0) as u64).saturating_mul(1_000_000).saturating_add(usecs.max(0) as u64)
         };
@@ -158,42 +380,36 @@ fn itimers(
     Ok(running)
 }
 
-/// The handlers of the `caught` signals, each read by an injected `rt_sigaction`.
-fn handlers(
+/// The signal stack of each of the `threads` that runs (every one of which is among the
+/// `injectors`), by a `sigaltstack(NULL, &old)` injected into each, all at once.
+fn altstacks(
     tracer: &mut Tracer,
-    tid: Tid,
+    injectors: &Injectors,
+    threads: &mut [ThreadState],
     syscall_at: u64,
-    at: u64,
-    caught: u64,
-) -> Result<Vec<SignalAction>, Unread> {
-    let mut actions = Vec::new();
-    for signo in (1..=64i32).filter(|signo| caught & (1u64 << (signo - 1)) != 0) {
-        let rc = tracer.inject_syscall(
-            tid,
-            syscall_at,
-            libc::SYS_rt_sigaction as u64,
-            &[signo as u64, 0, at, 8],
-        )?;
-        if rc < 0 {
-            log::warn!(
-                "rt_sigaction({signo}) in thread {tid} failed: errno {}; its handler is not recorded",
-                -rc
-            );
-            continue;
-        }
-        let mut action = KernelSigaction::zeroed();
-        memory::read_exact(tid, at, bytemuck::bytes_of_mut(&mut action))?;
-        let KernelSigaction { handler, flags, restorer, mask } = action;
-        actions.push(SignalAction { signo, handler, flags, restorer, mask });
+) -> Result<(), Unread> {
+    let read: Vec<Option<StackT>> = injectors.call_each(
+        tracer,
+        (syscall_at, libc::SYS_sigaltstack),
+        injectors.slots.len(),
+        |_, at| [0, at, 0, 0],
+        |_| "sigaltstack (its signal stack)".to_owned(),
+    )?;
+    for (slot, stack) in injectors.slots.iter().zip(read) {
+        let Some(t) = threads.iter_mut().find(|t| t.tid == slot.tid.raw()) else { continue };
+        t.altstack = stack.filter(|s| s.flags & SS_DISABLE == 0 && s.size != 0).map(|s| AltStack {
+            sp: s.sp,
+            size: s.size,
+            flags: s.flags & SS_AUTODISARM,
+        });
     }
-    Ok(actions)
+    Ok(())
 }
 
-/// Room for one `struct kernel_sigaction` (or `struct itimerval`) below the thread's red
-/// zone, 16-aligned.
-fn below_red_zone(tid: Tid) -> Result<u64, sdt_sys::Error> {
-    let rsp = ptrace::regs(tid)?.rsp;
-    Ok((rsp - RED_ZONE - 2 * size_of::<KernelSigaction>() as u64) & !15)
+/// Room for one answer (a `struct kernel_sigaction`, `struct itimerval` or `stack_t`)
+/// below the red zone of a stack at `rsp`, 16-aligned.
+fn below_red_zone(rsp: u64) -> u64 {
+    (rsp - RED_ZONE - 2 * size_of::<KernelSigaction>() as u64) & !15
 }
 
 #[cfg(test)]

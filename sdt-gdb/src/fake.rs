@@ -119,6 +119,7 @@ pub fn thread(tid: i32, xstate: Vec<u8>) -> ThreadState {
         sigmask: 0x1_0000_0000 | tid as u64,
         rseq: None,
         robust_list: None,
+        altstack: None,
     }
 }
 

@@ -442,6 +442,7 @@ mod tests {
             sigmask: 0,
             rseq: None,
             robust_list: None,
+            altstack: None,
         }
     }
 }

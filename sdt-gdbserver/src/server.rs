@@ -422,6 +422,7 @@ static NO_THREAD: ThreadState = ThreadState {
     sigmask: 0,
     rseq: None,
     robust_list: None,
+    altstack: None,
 };
 
 /// A thread id as gdb writes it without multiprocess extensions: hex.

@@ -479,6 +479,7 @@ mod tests {
             sigmask: 0,
             rseq: None,
             robust_list: None,
+            altstack: None,
         };
         let mut meta = meta_with(Vec::new());
         meta.threads = vec![thread(sdt_store::GPREGS_SIZE)];

@@ -1,5 +1,5 @@
 //! The restored process's threads: created with their snapshot ids, given their TLS
-//! bookkeeping (the kernel's clear-tid address, rseq area, name), then their registers,
+//! bookkeeping (the kernel's clear-tid address, rseq area, signal stack, name), then their registers,
 //! FPU/vector state and signal masks.
 //!
 //! A thread stopped inside a system call was captured with `orig_rax` = the call and
@@ -68,7 +68,8 @@ pub(crate) fn create<'m>(
 }
 
 /// What each thread sets for itself: the address the kernel clears when it exits (glibc's
-/// `pthread_join` waits on it), its rseq area, its robust-futex list, its name.
+/// `pthread_join` waits on it), its rseq area, its robust-futex list, its alternate signal
+/// stack, its name.
 pub(crate) fn set_up(
     remote: &mut Remote,
     snap: &Snapshot,
@@ -104,6 +105,20 @@ pub(crate) fn set_up(
                 &format!("setting thread {}'s robust-futex list", t.tid),
                 libc::SYS_set_robust_list,
                 &[list.head, list.len],
+            )?;
+        }
+        if let Some(stack) = state.altstack {
+            // stack_t { ss_sp, ss_flags, ss_size }
+            let mut ss = [0u8; 24];
+            ss[..8].copy_from_slice(&stack.sp.to_le_bytes());
+            ss[8..12].copy_from_slice(&stack.flags.to_le_bytes());
+            ss[16..].copy_from_slice(&stack.size.to_le_bytes());
+            let at = remote.put(0, &ss)?;
+            remote.call_on(
+                t.host,
+                &format!("setting thread {}'s alternate signal stack", t.tid),
+                libc::SYS_sigaltstack,
+                &[at, 0],
             )?;
         }
         if !state.name.is_empty() {

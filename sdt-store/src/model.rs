@@ -757,6 +757,10 @@ pub struct ThreadState {
     /// length, if it registered one (glibc does).
     #[serde(default)]
     pub robust_list: Option<RobustList>,
+    /// The thread's alternate signal stack (`sigaltstack(2)`), if it set one. Read where
+    /// a handler runs on it (`SA_ONSTACK`: Go's runtime, Rust's standard library).
+    #[serde(default)]
+    pub altstack: Option<AltStack>,
 }
 
 impl ThreadState {
@@ -790,6 +794,17 @@ pub struct RobustList {
     pub head: u64,
     /// Its registered length.
     pub len: u64,
+}
+
+/// A thread's alternate signal stack, as `sigaltstack(2)` sets it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AltStack {
+    /// Its lowest address (`ss_sp`).
+    pub sp: u64,
+    /// Its size (`ss_size`).
+    pub size: u64,
+    /// `ss_flags` as set: `SS_AUTODISARM` or 0 (not whether the thread was on it).
+    pub flags: u32,
 }
 
 /// A thread's `rseq(2)` registration (`PTRACE_GET_RSEQ_CONFIGURATION`).

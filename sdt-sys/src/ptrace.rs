@@ -279,7 +279,8 @@ pub const STEP_TIMEOUT: Duration = Duration::from_secs(10);
 ///
 /// Only `tid`'s reports are waited for. Where another thread may hold up `tid`'s report
 /// (a first thread that exits is reported only after the others, which may be waiting for
-/// their tracer at exit stops), wait for every thread with [`inject_syscall_waiting`].
+/// their tracer at exit stops), wait for every thread and hand `tid`'s reports to an
+/// [`Injection`].
 pub fn inject_syscall(
     tid: Tid,
     syscall_at: u64,
@@ -287,82 +288,122 @@ pub fn inject_syscall(
     args: &[u64],
     mut on_stop: impl FnMut(Stop),
 ) -> Result<i64> {
-    inject_syscall_waiting(tid, syscall_at, nr, args, || {
+    let mut call = Injection::start(tid, syscall_at, nr, args)?;
+    loop {
         let deadline = Instant::now() + STEP_TIMEOUT;
-        let (_, stop) = wait::wait_for_until(tid, deadline)?.ok_or_else(|| no_report(tid))?;
-        if stop != Stop::Signal(libc::SIGTRAP) {
-            on_stop(stop);
-        }
-        Ok(stop)
-    })
-}
-
-/// [`inject_syscall`], with the caller waiting: `next_stop` returns `tid`'s next report,
-/// having handled every other thread's (and kept, say, a signal `tid` reports for later
-/// delivery: the injection only steps on past it). Its error ends the injection, with
-/// `tid`'s registers put back where it is still stopped.
-pub fn inject_syscall_waiting(
-    tid: Tid,
-    syscall_at: u64,
-    nr: u64,
-    args: &[u64],
-    mut next_stop: impl FnMut() -> Result<Stop>,
-) -> Result<i64> {
-    let saved = regs(tid)?;
-    let mut call = saved;
-    call.rax = nr;
-    // The system-call arguments, in order.
-    let mut slots = [&mut call.rdi, &mut call.rsi, &mut call.rdx, &mut call.r10, &mut call.r8, &mut call.r9];
-    for (slot, &value) in slots.iter_mut().zip(args) {
-        **slot = value;
-    }
-    call.rip = syscall_at;
-    // Not "inside a system call": no restart logic may touch the injected one.
-    call.orig_rax = u64::MAX;
-    set_regs(tid, &call)?;
-    let gone = || Error {
-        call: "injected system call",
-        tid: tid.raw(),
-        source: std::io::Error::from_raw_os_error(libc::ESRCH),
-    };
-    // A pending interrupt can stop a step before it runs the instruction, but not often.
-    let mut steps = 0;
-    let result = loop {
-        steps += 1;
-        if steps > MAX_INJECTION_STEPS {
-            set_regs(tid, &saved)?;
-            return Err(Error {
-                call: "injected system call",
-                tid: tid.raw(),
-                source: std::io::Error::other(format!(
-                    "the instruction at {syscall_at:#x} did not run a system call"
-                )),
-            });
-        }
-        single_step(tid)?;
-        let stop = match next_stop() {
-            Ok(stop) => stop,
+        let stop = match wait::wait_for_until(tid, deadline) {
+            Ok(Some((_, stop))) => stop,
+            Ok(None) => {
+                call.abandon();
+                return Err(no_report(tid));
+            }
             Err(e) => {
-                // Still stopped (the wait gave up for another reason): as it was.
-                set_regs(tid, &saved).ok();
+                call.abandon();
                 return Err(e);
             }
         };
+        if stop != Stop::Signal(libc::SIGTRAP) {
+            on_stop(stop);
+        }
+        if let Some(result) = call.reported(stop)? {
+            return Ok(result);
+        }
+    }
+}
+
+/// A system call injected into one thread in a ptrace-stop, under way: the thread was
+/// pointed at a `syscall` instruction with the call's number and arguments and stepped.
+/// Each of its reports goes to [`Injection::reported`] until that gives the result, so
+/// that a caller may have calls under way in several threads at once.
+#[derive(Debug)]
+pub struct Injection {
+    tid: Tid,
+    /// Its registers before the call, put back after it.
+    saved: UserRegs,
+    syscall_at: u64,
+    steps: u32,
+}
+
+impl Injection {
+    /// Points `tid` at the `syscall` instruction (`0f 05`) at `syscall_at` with `nr` and
+    /// `args` in place, and single-steps it.
+    pub fn start(tid: Tid, syscall_at: u64, nr: u64, args: &[u64]) -> Result<Injection> {
+        let saved = regs(tid)?;
+        let mut call = saved;
+        call.rax = nr;
+        // The system-call arguments, in order.
+        let mut slots =
+            [&mut call.rdi, &mut call.rsi, &mut call.rdx, &mut call.r10, &mut call.r8, &mut call.r9];
+        for (slot, &value) in slots.iter_mut().zip(args) {
+            **slot = value;
+        }
+        call.rip = syscall_at;
+        // Not "inside a system call": no restart logic may touch the injected one.
+        call.orig_rax = u64::MAX;
+        set_regs(tid, &call)?;
+        let mut injection = Injection { tid, saved, syscall_at, steps: 0 };
+        if let Err(e) = injection.step() {
+            injection.abandon();
+            return Err(e);
+        }
+        Ok(injection)
+    }
+
+    /// The thread the call runs in.
+    pub fn tid(&self) -> Tid {
+        self.tid
+    }
+
+    /// Takes the thread's report `stop`: the call's raw result (`-errno` on failure) once
+    /// it ran, the registers put back; `None` while it has not (a pending interrupt or a
+    /// signal stopped the step first), stepped again. A thread that exits or starts to
+    /// (its `PTRACE_EVENT_EXIT` stop, where it is left) gives `ESRCH`.
+    pub fn reported(&mut self, stop: Stop) -> Result<Option<i64>> {
         match stop {
             Stop::Signal(libc::SIGTRAP) => {
-                let after = regs(tid)?;
+                let after = regs(self.tid)?;
                 // A trap before the instruction ran (a pending interrupt) steps again.
-                if after.rip == syscall_at + 2 {
-                    break after.rax as i64;
+                if after.rip == self.syscall_at + 2 {
+                    set_regs(self.tid, &self.saved)?;
+                    return Ok(Some(after.rax as i64));
                 }
             }
             // Killed (SIGKILL needs no delivery): it never runs user code again.
-            Stop::Event(event::EXIT, _) | Stop::Exited(_) | Stop::Killed(..) => return Err(gone()),
+            Stop::Event(event::EXIT, _) | Stop::Exited(_) | Stop::Killed(..) => {
+                return Err(Error {
+                    call: "injected system call",
+                    tid: self.tid.raw(),
+                    source: std::io::Error::from_raw_os_error(libc::ESRCH),
+                });
+            }
             Stop::Signal(_) | Stop::Event(..) => {}
         }
-    };
-    set_regs(tid, &saved)?;
-    Ok(result)
+        self.step()?;
+        Ok(None)
+    }
+
+    /// Gives up on the call of a thread that is still stopped (its wait failed for
+    /// another reason): its registers as they were.
+    pub fn abandon(self) {
+        set_regs(self.tid, &self.saved).ok();
+    }
+
+    /// Single-steps the thread, at most [`MAX_INJECTION_STEPS`] times in all.
+    fn step(&mut self) -> Result<()> {
+        self.steps += 1;
+        if self.steps > MAX_INJECTION_STEPS {
+            set_regs(self.tid, &self.saved)?;
+            return Err(Error {
+                call: "injected system call",
+                tid: self.tid.raw(),
+                source: std::io::Error::other(format!(
+                    "the instruction at {:#x} did not run a system call",
+                    self.syscall_at
+                )),
+            });
+        }
+        single_step(self.tid)
+    }
 }
 
 /// The error of a thread that did not report within [`STEP_TIMEOUT`] of a step.

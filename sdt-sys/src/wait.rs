@@ -69,6 +69,24 @@ pub fn wait_any_until(deadline: Instant) -> Result<Option<(Tid, Stop)>> {
     wait_until(-1, deadline)
 }
 
+/// [`wait_any_until`] for a report due within microseconds (a thread that was just
+/// single-stepped): looks with `WNOHANG` for up to `spin` first, yielding the CPU between
+/// looks, so that the report is taken as it comes rather than once this thread is woken
+/// for it (tens of microseconds on a virtual machine); then blocks until `deadline`.
+#[doc(alias = "waitpid")]
+pub fn wait_any_soon(spin: Duration, deadline: Instant) -> Result<Option<(Tid, Stop)>> {
+    let spin_until = (Instant::now() + spin).min(deadline);
+    loop {
+        if let Some(report) = wait(-1, libc::__WALL | libc::WNOHANG)? {
+            return Ok(Some(report));
+        }
+        if Instant::now() >= spin_until {
+            return wait_until(-1, deadline);
+        }
+        std::thread::yield_now();
+    }
+}
+
 /// [`wait_for`] that gives up at `deadline`: `None` if `tid` did not report by then.
 #[doc(alias = "waitpid")]
 pub fn wait_for_until(tid: Tid, deadline: Instant) -> Result<Option<(Tid, Stop)>> {

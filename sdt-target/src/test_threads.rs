@@ -15,5 +15,6 @@ pub fn thread_with(tid: i32, regs: UserRegs, state: ThreadRunState) -> ThreadSta
         sigmask: 0,
         rseq: None,
         robust_list: None,
+        altstack: None,
     }
 }

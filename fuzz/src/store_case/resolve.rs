@@ -348,6 +348,7 @@ pub fn meta(
                 sigmask: t.sigmask,
                 rseq: t.rseq.map(|(at, len, sig)| sdt_store::Rseq { addr: a(&at), len, sig }),
                 robust_list: t.robust_list.map(|(at, len)| sdt_store::RobustList { head: a(&at), len }),
+                altstack: None,
             }
         })
         .collect();

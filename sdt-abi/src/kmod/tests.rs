@@ -309,10 +309,12 @@ fn every_field_matches_the_c_headers() {
                 rseq_sig,
                 robust_list,
                 robust_list_len,
+                altstack,
+                altstack_size,
                 gpregs_size,
                 fpregs_size,
                 xstate_size,
-                reserved,
+                altstack_flags,
                 gpregs,
                 fpregs,
             }),
@@ -563,11 +565,14 @@ fn filters_encode_as_the_header_says() {
 #[test]
 fn thread_records_decode_with_their_xstate() {
     let mut bytes = vec![0u8; size_of::<Thread>() + 16];
+    let field = |offset: usize| offset..offset + 4;
+    let (gpregs_size, fpregs_size, xstate_size) =
+        (offset_of!(Thread, gpregs_size), offset_of!(Thread, fpregs_size), offset_of!(Thread, xstate_size));
     bytes[0..4].copy_from_slice(&1234i32.to_le_bytes());
     bytes[4..8].copy_from_slice(&THREAD_TRIGGER.to_le_bytes());
-    bytes[48..52].copy_from_slice(&216u32.to_le_bytes());
-    bytes[52..56].copy_from_slice(&512u32.to_le_bytes());
-    bytes[56..60].copy_from_slice(&8u32.to_le_bytes());
+    bytes[field(gpregs_size)].copy_from_slice(&216u32.to_le_bytes());
+    bytes[field(fpregs_size)].copy_from_slice(&512u32.to_le_bytes());
+    bytes[field(xstate_size)].copy_from_slice(&8u32.to_le_bytes());
     let rip = offset_of!(Thread, gpregs) + 16 * 8;
     bytes[rip..rip + 8].copy_from_slice(&0x40_1000u64.to_le_bytes());
     bytes[size_of::<Thread>()..size_of::<Thread>() + 8].copy_from_slice(b"XSTATE!!");
@@ -576,10 +581,10 @@ fn thread_records_decode_with_their_xstate() {
     assert_eq!(xstate, b"XSTATE!!");
     assert_eq!(thread.gpregs_bytes().len(), 216);
     // An XSAVE area longer than the bytes, or registers longer than their arrays.
-    bytes[56..60].copy_from_slice(&17u32.to_le_bytes());
+    bytes[field(xstate_size)].copy_from_slice(&17u32.to_le_bytes());
     assert!(Thread::from_bytes(&bytes).is_none());
-    bytes[56..60].copy_from_slice(&0u32.to_le_bytes());
-    bytes[48..52].copy_from_slice(&300u32.to_le_bytes());
+    bytes[field(xstate_size)].copy_from_slice(&0u32.to_le_bytes());
+    bytes[field(gpregs_size)].copy_from_slice(&300u32.to_le_bytes());
     assert!(Thread::from_bytes(&bytes).is_none());
     assert!(Thread::from_bytes(&bytes[..100]).is_none());
 }

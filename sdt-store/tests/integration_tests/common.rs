@@ -66,6 +66,7 @@ pub fn meta(seq: u32, mappings: Vec<Mapping>) -> SnapshotMeta {
             sigmask: 0,
             rseq: None,
             robust_list: None,
+            altstack: None,
         }],
         mappings,
         auxv: vec![1, 2, 3],

@@ -270,7 +270,8 @@ fn criu_restores_an_exported_snapshot_with_xsave_state_in_the_guest() -> Result<
 /// closed or held open (its descriptor reads what the views show), and shared anonymous
 /// memory beside a memfd held open and mapped privately (`behave gone`, `behave views
 /// [closed]`, `behave shared`). The export refused each ("a shared mapping of a file
-/// changed since", "shared memory that is not a regular file", "a deleted file").
+/// changed since", "shared memory that is not a regular file", "a deleted file"). And
+/// each thread's alternate signal stack is its own again (`behave altstack`).
 fn criu_restores_shared_memory_in_the_guest() -> Result<(), Skip> {
     have_qemu()?;
     let behave = program("behave");
@@ -280,17 +281,18 @@ fn criu_restores_shared_memory_in_the_guest() -> Result<(), Skip> {
         ("memfd", "views closed"),
         ("memfd-fd", "views"),
         ("shared", "shared"),
+        ("altstack", "altstack"),
     ];
     let mut script = String::from("cd /root\n");
     for (key, args) in cases {
         script.push_str(&format!(
             r#"
-sdt run -q --store /tmp/st -- behave {args} >/tmp/out.txt 2>/tmp/err.txt </dev/null; echo "GUEST {key}-run rc=$? $(cat /tmp/out.txt)"
+sdt run -q --store /tmp/st -- behave {args} >/tmp/out.txt 2>/tmp/err.txt </dev/null; echo "GUEST {key}-run rc=$? $(tr '\n' '|' </tmp/out.txt)"
 sdt export criu --store /tmp/st S0 -o /tmp/img-{key} 2>/tmp/export.txt; echo "GUEST {key}-export rc=$?"
 sed 's/^/GUEST said /' /tmp/export.txt
 : >/tmp/out.txt
 criu restore -D /tmp/img-{key} --shell-job -o restore.log >/tmp/restore.txt 2>&1; echo "GUEST {key}-restore rc=$?"
-echo "GUEST {key}-printed $(cat /tmp/out.txt)"
+echo "GUEST {key}-printed $(tr '\n' '|' </tmp/out.txt)"
 sed 's/^/GUEST criu /' /tmp/restore.txt; grep Error /tmp/img-{key}/restore.log | tail -n 5
 rm -rf /tmp/st
 "#
@@ -308,13 +310,19 @@ rm -rf /tmp/st
         ("memfd-fd", "view y file y"),
         // (How much its shared memory grew differs.)
         ("shared", ", holds acpf"),
+        (
+            "altstack",
+            "worker: stack same, flags same, handler on it|main: stack same, flags same, handler on it",
+        ),
     ];
     for (key, expected) in printed {
-        let run = field(&text, &format!("{key}-run"));
+        // Lines joined by '|'.
+        let run = field(&text, &format!("{key}-run")).trim_end_matches('|');
         assert!(run.starts_with("rc=0 ") && run.ends_with(expected), "{key}: {all}");
         assert_eq!(field(&text, &format!("{key}-export")), "rc=0", "{all}");
         assert_eq!(field(&text, &format!("{key}-restore")), "rc=0", "{all}");
-        assert!(field(&text, &format!("{key}-printed")).ends_with(expected), "{key}: {all}");
+        let printed = field(&text, &format!("{key}-printed")).trim_end_matches('|');
+        assert!(printed.ends_with(expected), "{key}: {all}");
     }
     Ok(())
 }

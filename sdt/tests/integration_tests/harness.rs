@@ -87,6 +87,29 @@ pub fn java_program(name: &str, dir: &Path) -> Result<(), Skip> {
     Ok(())
 }
 
+/// Builds `tests/programs/<name>.go` with `go build`, cgo linking it to libsdt.a, into
+/// `dir`; the [`Skip`] where Go is not installed.
+pub fn go_program(name: &str, dir: &Path) -> Result<PathBuf, Skip> {
+    if !runs("go", "version") {
+        return Err(Skip::new("Go", "go is not installed", "apt-get install golang-go"));
+    }
+    let out = dir.join(name);
+    let built = Command::new("go")
+        .arg("build")
+        .arg("-o")
+        .arg(&out)
+        .arg(test_source(name, "go"))
+        .env("GOCACHE", dir.join("go-cache"))
+        .env("GOPATH", dir.join("go-path"))
+        .env("CGO_ENABLED", "1")
+        .env("CGO_CFLAGS", format!("-I{}", workspace().join("sdt-lib/include").display()))
+        .env("CGO_LDFLAGS", format!("{} -ldl -lm -lpthread", target_dir().join("libsdt.a").display()))
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "go build {name}.go: {}", describe(&built));
+    Ok(out)
+}
+
 /// Compiles `tests/programs/<name>.cpp` with g++ (once per test run); the [`Skip`] where
 /// g++ is not installed.
 pub fn cpp_program(name: &str) -> Result<PathBuf, Skip> {

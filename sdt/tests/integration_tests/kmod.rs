@@ -159,6 +159,8 @@ for b in ptrace kmod; do
     done
     run $b signals -- behave signals
     sdt show --raw --store /tmp/$b-signals.sdt S0 >/tmp/out/$b-signals-S0.meta.json
+    run $b altstack -- behave altstack
+    sdt show --raw --store /tmp/$b-altstack.sdt S0 >/tmp/out/$b-altstack-S0.meta.json
 done
 
 printf 'max_level = 2\nclasses = [1, 2]\nids = [1, "10-12"]\n[attrs]\nphase = "solve*"\n' >/tmp/filters.toml
@@ -371,7 +373,8 @@ fn kmod_captures_what_ptrace_captures_in_the_guest() -> Result<(), Skip> {
     let all = describe(&out);
     eprintln!("kmod capture guest run took {:.1}s", started.elapsed().as_secs_f64());
     assert!(out.status.success(), "{all}");
-    assert!(field(&text, "loaded").starts_with("version=1 sessions=0 "), "{all}");
+    let loaded = format!("version={} sessions=0 ", sdt_abi::kmod::KMOD_VERSION);
+    assert!(field(&text, "loaded").starts_with(&loaded), "{all}");
     assert_eq!(field(&text, "tar"), "rc=0", "{all}");
     let unpack = run(Command::new("tar").arg("xf").arg(&disk).arg("-C").arg(dir.path()));
     assert!(unpack.status.success(), "{}", describe(&unpack));
@@ -416,6 +419,18 @@ fn kmod_captures_what_ptrace_captures_in_the_guest() -> Result<(), Skip> {
     assert!(signals("kmod").len() >= 2, "{:?}", signals("kmod"));
     assert_eq!(signals("kmod"), signals("ptrace"));
     assert_eq!(o.text("kmod-signals.out"), "usr1=1 rt=2\n");
+    // And the same alternate signal stacks as the injected sigaltstack calls: main's, and
+    // the worker's with SS_AUTODISARM.
+    let altstacks = |b: &str| {
+        let meta = o.json(&format!("{b}-altstack-S0.meta.json"));
+        let threads = meta["threads"].as_array().cloned().unwrap_or_default();
+        let mut stacks: Vec<_> =
+            threads.iter().map(|t| (int(&t["altstack"], "size"), int(&t["altstack"], "flags"))).collect();
+        stacks.sort();
+        stacks
+    };
+    assert_eq!(altstacks("ptrace"), [(65536, 0), (65536, 1 << 31)], "{all}");
+    assert_eq!(altstacks("kmod"), altstacks("ptrace"));
 
     // The spine's capture tests, under the module.
     assert_eq!(triggers(&o.snapshots("kmod-filters")), [(1, 1, 1), (2, 2, 11)], "{all}");

@@ -9,6 +9,7 @@ use std::process::{Output, Stdio};
 use std::time::Duration;
 
 use sdt_test_harness::Skip;
+use serde_json::Value;
 
 use crate::harness::{
     Sdt, build_versioned, config, describe, example, gdb, gdb_values, program, run, stderr, stdout,
@@ -245,6 +246,18 @@ fn a_resumed_program_keeps_its_resource_limits() -> Result<(), Skip> {
     Ok(())
 }
 
+/// Each thread's alternate signal stack (one with `SS_AUTODISARM`, one without) is its
+/// own again after a resume, and a handler that asks for it (`SA_ONSTACK`) runs on it: a
+/// resumed thread had none, and Go's runtime dies of the first signal taken without one.
+fn resumed_threads_keep_their_signal_stacks() -> Result<(), Skip> {
+    let expected =
+        "worker: stack same, flags same, handler on it\nmain: stack same, flags same, handler on it\n";
+    let (sdt, out) = behave_run(&["altstack"])?;
+    assert_eq!(stdout(&out), expected, "{}", describe(&out));
+    resumes_printing(&sdt, expected);
+    Ok(())
+}
+
 /// A resumed program keeps the umask it had set (not the restorer's): the files it
 /// creates after get the permissions they would have.
 fn a_resumed_program_keeps_its_umask() -> Result<(), Skip> {
@@ -381,6 +394,29 @@ fn a_java_program_resumes_from_its_snapshots() -> Result<(), Skip> {
     // Not the last: it may come after the total was printed, as the JVM shuts down.
     for name in [&names[0], &names[names.len() / 2]] {
         let out = sdt.output(&["restore", name]);
+        assert!(out.status.success(), "{name}: {}", describe(&out));
+        assert_eq!(stdout(&out), expected, "{name}: {}", describe(&out));
+    }
+    Ok(())
+}
+
+/// A Go program (its runtime: a thread per CPU and more, goroutines preempted by
+/// `SIGURG`, every signal handled on the thread's alternate stack, a collector) resumes
+/// from its snapshots, its breakpoint's and a timed one halfway, and prints the total it
+/// printed: resumed without their signal stacks, its threads died of the first signal.
+fn a_go_program_resumes_from_its_snapshots() -> Result<(), Skip> {
+    may_restore()?;
+    let sdt = Sdt::new();
+    let prog = crate::harness::go_program("tally", sdt.dir.path())?;
+    let out = sdt.ok(&["run", "--every", "50", "--", prog.to_str().unwrap()]);
+    let expected = "total 107244530\n";
+    assert_eq!(stdout(&out), expected, "{}", describe(&out));
+    let snapshots = sdt.snapshots();
+    let name = |s: &Value| s["name"].as_str().unwrap().to_owned();
+    let marked = snapshots.iter().find(|s| s["attrs"] == "phase=tally").map(name);
+    let marked = marked.unwrap_or_else(|| panic!("no breakpoint's snapshot: {snapshots:?}"));
+    for name in [marked, name(&snapshots[snapshots.len() / 2])] {
+        let out = sdt.output(&["restore", &name]);
         assert!(out.status.success(), "{name}: {}", describe(&out));
         assert_eq!(stdout(&out), expected, "{name}: {}", describe(&out));
     }
@@ -745,6 +781,7 @@ sdt_test_harness::tests![
     a_program_with_hundreds_of_descriptors_has_each_in_every_snapshot,
     a_resumed_program_gets_the_alarm_it_was_waiting_for,
     a_resumed_program_keeps_its_resource_limits,
+    resumed_threads_keep_their_signal_stacks,
     a_resumed_program_keeps_its_umask,
     a_resumed_program_keeps_its_personality,
     resumed_threads_keep_their_cpus_policy_and_nice_value,
@@ -752,6 +789,7 @@ sdt_test_harness::tests![
     views_of_one_deleted_file_resume_as_views_of_one_file,
     a_shared_file_removed_since_resumes_from_the_snapshots_pages,
     a_java_program_resumes_from_its_snapshots,
+    a_go_program_resumes_from_its_snapshots,
     extra_environment_variables_reach_the_resumed_programs_getenv,
     refining_a_deterministic_interval_reproduces_its_end,
     refine_detects_a_mismatch_and_retries,

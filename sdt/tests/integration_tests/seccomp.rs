@@ -46,6 +46,40 @@ fn with_cap_sys_admin_a_sandboxed_program_is_tracked_and_its_handlers_read()
     Ok(())
 }
 
+/// A thread sandboxed against `sigaltstack` (alone: the breaking thread is not) stays
+/// alive while its signal stack, which a handler runs on, is read: with `CAP_SYS_ADMIN`
+/// its filter is suspended for the call; without, nothing is injected into it, and the
+/// handlers that run on a signal stack go unrecorded, so the snapshot is not resumed
+/// without the stack.
+fn a_sandboxed_threads_signal_stack_is_read_only_with_its_filter_suspended()
+-> Result<(), sdt_test_harness::Skip> {
+    sdt_test_harness::root("suspending a thread's seccomp filter needs CAP_SYS_ADMIN")?;
+    let prog = program("behave");
+    let args = ["run", "--", prog.to_str().unwrap(), "altstack-sandboxed"];
+    let sdt = Sdt::new();
+    let out = sdt.ok(&args);
+    assert_eq!(stdout(&out), "done\n", "{}", describe(&out));
+    let meta = raw_meta(&sdt, "S0");
+    let sizes: Vec<u64> =
+        meta["threads"].as_array().unwrap().iter().filter_map(|t| t["altstack"]["size"].as_u64()).collect();
+    assert_eq!(sizes, [65536], "{meta}");
+    assert!(meta.get("unread_handlers").is_none(), "{meta}");
+
+    let sdt = Sdt::new();
+    let out = run(sdt.command_without_sys_admin(&args).stdin(Stdio::null()));
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(stdout(&out), "done\n", "{}", describe(&out));
+    assert_eq!(stderr(&out).matches("signal handlers go unrecorded").count(), 1, "{}", describe(&out));
+    let meta = raw_meta(&sdt, "S0");
+    let unread = meta["unread_handlers"].as_u64().unwrap_or(0);
+    assert_ne!(unread & (1 << (libc::SIGUSR1 - 1)), 0, "{}", meta["unread_handlers"]);
+    assert_eq!(handler(&meta, libc::SIGUSR1 as i64), None, "{}", meta["signals"]);
+    let out = sdt.output(&["restore", "S0"]);
+    assert!(!out.status.success(), "{}", describe(&out));
+    assert!(stderr(&out).contains("handlers of SIGUSR1"), "{}", describe(&out));
+    Ok(())
+}
+
 fn without_cap_sys_admin_nothing_is_injected_into_a_sandboxed_program() {
     let sdt = Sdt::new();
     let prog = program("sandboxed");
@@ -102,4 +136,5 @@ sdt_test_harness::tests![
     with_cap_sys_admin_a_sandboxed_program_is_tracked_and_its_handlers_read,
     without_cap_sys_admin_nothing_is_injected_into_a_sandboxed_program,
     a_snapshot_without_its_signal_handlers_is_not_resumed,
+    a_sandboxed_threads_signal_stack_is_read_only_with_its_filter_suspended,
 ];

@@ -76,12 +76,23 @@
  *   behave personality  SetBreakpoint, then print its personality (hexadecimal)
  *   behave umask        set its umask to 027, SetBreakpoint, then create a file (mode
  *                       0666) and print its permissions and the umask
+ *   behave altstack     main and a worker each set an alternate signal stack (the
+ *                       worker's SS_AUTODISARM) and a SIGUSR1 handler runs on it
+ *                       (SA_ONSTACK); main passes a breakpoint while the worker waits at
+ *                       a barrier, then each takes a SIGUSR1 and prints whether its
+ *                       stack and flags are still those it set and the handler ran on it
+ *   behave altstack-sandboxed
+ *                       a SIGUSR1 handler runs on the signal stack; a worker sets one and
+ *                       sandboxes itself alone with a filter that kills the process at
+ *                       sigaltstack(2); main passes a breakpoint, then prints "done"
  *   behave ids          SetBreakpoint, then print its user and group ids (real,
  *                       effective, saved), supplementary groups and effective
  *                       capabilities, and whether a file of root's reads as root's
  */
 #define _GNU_SOURCE /* O_TMPFILE */
 #include <ctype.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -90,12 +101,15 @@
 #include <semaphore.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/personality.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -583,6 +597,124 @@ static int own_umask(void)
 	return 0;
 }
 
+#ifndef SS_AUTODISARM
+#define SS_AUTODISARM (1U << 31)
+#endif
+
+/* Where the last SIGUSR1 handler of the thread ran. */
+static __thread uintptr_t handled_at;
+
+static void note_stack(int sig)
+{
+	(void)sig;
+	handled_at = (uintptr_t)__builtin_frame_address(0);
+}
+
+/*
+ * Gives the calling thread an alternate signal stack of its own (SS_AUTODISARM where
+ * `disarm`), waits at `meet` (the breakpoint), then takes a SIGUSR1 and says whether
+ * its stack is still the one it set, and whether the handler ran on it: the worker
+ * first.
+ */
+static void own_signal_stack(const char *who, int disarm, pthread_barrier_t *meet)
+{
+	size_t size = 64 * 1024;
+	stack_t set = { .ss_sp = malloc(size), .ss_size = size, .ss_flags = disarm ? SS_AUTODISARM : 0 };
+	stack_t now;
+	uintptr_t base = (uintptr_t)set.ss_sp;
+	int on;
+
+	if (!base || sigaltstack(&set, NULL) != 0)
+		exit(1);
+	pthread_barrier_wait(meet);
+	if (!disarm)
+		SetBreakpoint(1, 1, 1, 0, "mode=altstack");
+	pthread_barrier_wait(meet);
+	/* The worker's turn first, then main's. */
+	if (!disarm)
+		pthread_barrier_wait(meet);
+	pthread_kill(pthread_self(), SIGUSR1);
+	sigaltstack(NULL, &now);
+	on = handled_at > base && handled_at < base + size;
+	printf("%s: stack %s, flags %s, handler %s it\n", who,
+	       (uintptr_t)now.ss_sp == base && now.ss_size == size ? "same" : "lost",
+	       (now.ss_flags & SS_AUTODISARM) == (disarm ? SS_AUTODISARM : 0) ? "same" : "lost",
+	       on ? "on" : "off");
+	fflush(stdout);
+	if (disarm)
+		pthread_barrier_wait(meet);
+}
+
+static void *signal_stack_worker(void *meet)
+{
+	own_signal_stack("worker", 1, meet);
+	return NULL;
+}
+
+/* Makes SIGUSR1's handler run on the signal stack, and starts `run` with `meet` for two. */
+static void start_signal_stack_worker(pthread_t *worker, void *(*run)(void *), pthread_barrier_t *meet)
+{
+	struct sigaction act = { .sa_handler = note_stack, .sa_flags = SA_ONSTACK };
+
+	sigemptyset(&act.sa_mask);
+	sigaction(SIGUSR1, &act, NULL);
+	pthread_barrier_init(meet, NULL, 2);
+	pthread_create(worker, NULL, run, meet);
+}
+
+/* `behave altstack`: alternate signal stacks (Go's runtime needs one on every thread). */
+static int own_signal_stacks(void)
+{
+	pthread_barrier_t meet;
+	pthread_t worker;
+
+	start_signal_stack_worker(&worker, signal_stack_worker, &meet);
+	own_signal_stack("main", 0, &meet);
+	pthread_join(worker, NULL);
+	return 0;
+}
+
+/*
+ * Sets a signal stack, then sandboxes the calling thread alone with a filter that kills
+ * the process at sigaltstack(2), a call it never makes again; waits twice at `meet`.
+ */
+static void *sandboxed_stack_worker(void *meet)
+{
+	stack_t set = { .ss_sp = malloc(64 * 1024), .ss_size = 64 * 1024 };
+	struct sock_filter filter[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_sigaltstack, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { sizeof(filter) / sizeof(filter[0]), filter };
+
+	if (!set.ss_sp || sigaltstack(&set, NULL) != 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+	    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0)
+		exit(2);
+	pthread_barrier_wait(meet);
+	pthread_barrier_wait(meet);
+	return NULL;
+}
+
+/*
+ * `behave altstack-sandboxed`: a SIGUSR1 handler runs on the signal stack; a worker with
+ * one sandboxes itself against sigaltstack(2) while main passes a breakpoint.
+ */
+static int sandboxed_signal_stack(void)
+{
+	pthread_barrier_t meet;
+	pthread_t worker;
+
+	start_signal_stack_worker(&worker, sandboxed_stack_worker, &meet);
+	pthread_barrier_wait(&meet);
+	SetBreakpoint(1, 1, 1, 0, "mode=altstack-sandboxed");
+	pthread_barrier_wait(&meet);
+	pthread_join(worker, NULL);
+	printf("done\n");
+	return 0;
+}
+
 /* `behave ids`: who it is after a breakpoint. */
 static int own_ids(void)
 {
@@ -840,6 +972,10 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(mode, "sched"))
 		return own_scheduling();
+	if (!strcmp(mode, "altstack"))
+		return own_signal_stacks();
+	if (!strcmp(mode, "altstack-sandboxed"))
+		return sandboxed_signal_stack();
 	if (!strcmp(mode, "shared"))
 		return sparse_shared();
 	if (!strcmp(mode, "huge"))
@@ -850,6 +986,6 @@ int main(int argc, char **argv)
 		return two_views(argc > 2 && !strcmp(argv[2], "closed"));
 	if (!strcmp(mode, "fds") && argc == 3)
 		return many_descriptors(argv[0], atoi(argv[2]));
-	fprintf(stderr, "usage: behave echo|exit N|signals|segv|abort-thread|wait-term|fork|big MB|leader-exits|exec|vfork-stuck|alarm HOW|limits|tmpfile|shared|huge|views [closed]|gone PATH [keep]|ids|umask|personality|sched|fds N\n");
+	fprintf(stderr, "usage: behave echo|exit N|signals|segv|abort-thread|wait-term|fork|big MB|leader-exits|exec|vfork-stuck|alarm HOW|limits|tmpfile|shared|huge|views [closed]|gone PATH [keep]|ids|umask|personality|sched|altstack|altstack-sandboxed|fds N\n");
 	return 2;
 }

@@ -55,7 +55,7 @@
 #include <linux/ioctl.h>
 #include <linux/types.h>
 
-#define SDT_KMOD_VERSION 1
+#define SDT_KMOD_VERSION 2
 
 /* The device node's name under /dev. */
 #define SDT_KMOD_NAME "sdt"
@@ -227,10 +227,12 @@ struct sdt_thread {
 	__u32 rseq_sig;
 	__aligned_u64 robust_list;	/* robust futex list head (0: none) */
 	__u64 robust_list_len;
+	__aligned_u64 altstack;		/* alternate signal stack's base (0: none) */
+	__u64 altstack_size;
 	__u32 gpregs_size;		/* bytes of gpregs filled */
 	__u32 fpregs_size;		/* bytes of fpregs filled */
 	__u32 xstate_size;		/* bytes of XSAVE area after this record */
-	__u32 reserved;
+	__u32 altstack_flags;		/* SS_AUTODISARM or 0 */
 	__u64 gpregs[27];		/* struct user_regs_struct (NT_PRSTATUS) */
 	__u8 fpregs[512];		/* struct user_i387_struct (NT_PRFPREG) */
 };
@@ -259,7 +261,7 @@ SDT_KMOD_ASSERT(sizeof(struct sdt_query) == 16, "sdt_query is part of the ABI");
 SDT_KMOD_ASSERT(sizeof(struct sdt_release) == 16, "sdt_release is part of the ABI");
 SDT_KMOD_ASSERT(sizeof(struct sdt_sigaction) == 32, "sdt_sigaction is part of the ABI");
 SDT_KMOD_ASSERT(sizeof(struct sdt_snapshot) == 2200, "sdt_snapshot is part of the ABI");
-SDT_KMOD_ASSERT(sizeof(struct sdt_thread) == 792, "sdt_thread is part of the ABI");
+SDT_KMOD_ASSERT(sizeof(struct sdt_thread) == 808, "sdt_thread is part of the ABI");
 #undef SDT_KMOD_ASSERT
 
 #endif /* _UAPI_LINUX_SDT_KMOD_H */
