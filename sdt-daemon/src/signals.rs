@@ -66,6 +66,8 @@ const SA_ONSTACK: u64 = 0x0800_0000;
 const SS_DISABLE: u32 = 2;
 /// `SS_AUTODISARM` in `stack_t.ss_flags`: the stack is off while a handler runs on it.
 const SS_AUTODISARM: u32 = 1 << 31;
+/// glibc's `SIGCANCEL` and `SIGSETXID`, which it handles on the signal stack.
+const GLIBC_SIGNALS: [i32; 2] = [32, 33];
 /// Caught signals per held thread that reads handlers: a thread more costs a read of
 /// its `status` file (its seccomp mode), a tenth of a round of calls.
 const HANDLERS_PER_THREAD: usize = 4;
@@ -130,7 +132,7 @@ pub(crate) fn read_actions(
         // Those handlers would run without their stacks: as good as not read.
         Ok(Injected { mut handlers, itimers, stacks_refused: Some(refused) }) => {
             let unread = on_altstack(&handlers);
-            handlers.retain(|a| a.flags & SA_ONSTACK == 0);
+            handlers.retain(|a| unread & (1u64 << (a.signo - 1)) == 0);
             (handlers, Some(itimers), unread, Some(refused))
         }
         Err(Unread::Refused(e)) => (Vec::new(), None, caught, Some(e)),
@@ -198,9 +200,15 @@ pub(crate) fn timers_to_read(handles: u64, blocked: u64) -> Vec<ItimerKind> {
 }
 
 /// The caught signals (bit `n-1` for signal `n`) whose handlers run on the alternate
-/// signal stack.
+/// signal stack, but for glibc's own: every threaded glibc program has its thread
+/// cancellation and `set*id` broadcast (signals 32 and 33) handled there, whether any
+/// thread has a signal stack or not, and those alone are not worth a call per thread at
+/// every capture.
 fn on_altstack(actions: &[SignalAction]) -> u64 {
-    actions.iter().filter(|a| a.flags & SA_ONSTACK != 0).fold(0, |bits, a| bits | 1u64 << (a.signo - 1))
+    actions
+        .iter()
+        .filter(|a| a.flags & SA_ONSTACK != 0 && !GLIBC_SIGNALS.contains(&a.signo))
+        .fold(0, |bits, a| bits | 1u64 << (a.signo - 1))
 }
 
 /// A held thread that injected calls run in, and where their answers land in it.
