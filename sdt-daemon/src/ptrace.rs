@@ -139,11 +139,15 @@ pub(crate) struct Tracer {
 /// Threads of the program made real-time until they stop; dropped, each gets its own
 /// scheduling back (a thread that has exited meanwhile is skipped).
 #[derive(Default)]
-struct Hurried(Vec<(Tid, sdt_sys::Scheduling)>);
+pub(crate) struct Hurried(Vec<(Tid, sdt_sys::Scheduling)>);
 
 impl Hurried {
     /// Makes `tid` real-time if it shares the CPUs by fairness; false if sdt may not.
+    /// A thread already hurried stays so.
     fn hurry(&mut self, tid: Tid) -> bool {
+        if self.0.iter().any(|(t, _)| *t == tid) {
+            return true;
+        }
         let Ok(own) = sdt_sys::scheduling(tid) else { return true };
         if !own.is_fair() {
             return true;
@@ -1053,14 +1057,15 @@ impl Tracer {
         nr: u64,
         args: &[u64],
     ) -> Result<i64, sdt_sys::Error> {
-        Ok(self.inject_syscalls(syscall_at, &[(tid, nr, args)])?[0])
+        Ok(self.inject_syscalls(syscall_at, &[(tid, nr, args)], &mut Hurried::default())?[0])
     }
 
     /// Runs one system call in each of several threads the current freeze holds, all at
     /// once (most of a call is the wait for its thread to be scheduled and for its
     /// report): `calls` names each thread with its call's number and arguments, and
     /// `syscall_at` is a `syscall` instruction (see [`ptrace::Injection`]). The threads
-    /// are real-time meanwhile where sdt may. A signal that arrives for one meanwhile is
+    /// are real-time where sdt may, until `hurried` is dropped (a caller that makes
+    /// several rounds of calls keeps them so). A signal that arrives for one meanwhile is
     /// held for the thaw. Returns the raw results in the order of `calls`, or, once every
     /// thread's registers are back, the first failure. If the program ends meanwhile,
     /// its end is the next event and the calls fail.
@@ -1068,8 +1073,8 @@ impl Tracer {
         &mut self,
         syscall_at: u64,
         calls: &[(Tid, u64, &[u64])],
+        hurried: &mut Hurried,
     ) -> Result<Vec<i64>, sdt_sys::Error> {
-        let mut hurried = Hurried::default();
         let mut results = vec![0; calls.len()];
         let mut first_error = None;
         let mut under_way = Vec::with_capacity(calls.len());

@@ -27,7 +27,7 @@ use sdt_store::{
 use sdt_sys::{Tid, memory};
 
 use crate::procfs;
-use crate::ptrace::{InjectionRefused, Tracer};
+use crate::ptrace::{Hurried, InjectionRefused, Tracer};
 
 /// `struct kernel_sigaction` of x86_64, as `rt_sigaction` writes it.
 #[repr(C)]
@@ -225,6 +225,8 @@ struct Injectors {
     slots: Vec<Slot>,
     /// What [`Tracer::restore_seccomp`] takes, for each thread whose seccomp was suspended.
     suspended: Vec<(Tid, &'static str)>,
+    /// The threads made real-time for the calls, for all of them.
+    hurried: Hurried,
 }
 
 impl Injectors {
@@ -291,7 +293,7 @@ impl Injectors {
     /// answer room, and reads each one's answer; a call that fails is said (`what` of its
     /// index names it) and gives `None`.
     fn call_each<T: Pod>(
-        &self,
+        &mut self,
         tracer: &mut Tracer,
         (syscall_at, nr): (u64, i64),
         count: usize,
@@ -302,7 +304,7 @@ impl Injectors {
         let args: Vec<[u64; 4]> = slots.iter().enumerate().map(|(i, slot)| args(i, slot.answer_at)).collect();
         let calls: Vec<(Tid, u64, &[u64])> =
             slots.iter().zip(&args).map(|(slot, args)| (slot.tid, nr as u64, &args[..])).collect();
-        let results = tracer.inject_syscalls(syscall_at, &calls)?;
+        let results = tracer.inject_syscalls(syscall_at, &calls, &mut self.hurried)?;
         let mut answers = Vec::with_capacity(count);
         for (i, (slot, rc)) in slots.iter().zip(results).enumerate() {
             if rc < 0 {
@@ -317,7 +319,8 @@ impl Injectors {
         Ok(answers)
     }
 
-    /// Puts back the seccomp of every thread whose seccomp was suspended.
+    /// Puts back the seccomp of every thread whose seccomp was suspended, and the
+    /// scheduling of every thread made real-time.
     fn finish(self, tracer: &mut Tracer) {
         for s in self.suspended {
             tracer.restore_seccomp(Some(s));
@@ -329,7 +332,7 @@ impl Injectors {
 /// many at once as there are `injectors`.
 fn handlers(
     tracer: &mut Tracer,
-    injectors: &Injectors,
+    injectors: &mut Injectors,
     syscall_at: u64,
     caught: u64,
 ) -> Result<Vec<SignalAction>, Unread> {
@@ -392,7 +395,7 @@ fn itimers(
 /// `injectors`), by a `sigaltstack(NULL, &old)` injected into each, all at once.
 fn altstacks(
     tracer: &mut Tracer,
-    injectors: &Injectors,
+    injectors: &mut Injectors,
     threads: &mut [ThreadState],
     syscall_at: u64,
 ) -> Result<(), Unread> {
