@@ -1084,7 +1084,9 @@ impl Tracer {
             }
             match ptrace::Injection::start(tid, syscall_at, nr, args) {
                 Ok(call) => under_way.push((i, call)),
-                Err(e) => drop(first_error.get_or_insert(e)),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
             }
         }
         while !under_way.is_empty() {

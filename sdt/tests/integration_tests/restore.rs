@@ -242,7 +242,7 @@ fn a_resumed_program_keeps_its_resource_limits() -> Result<(), Skip> {
     let expected = "nofile 200/300 stack 4194304\n";
     let (sdt, out) = behave_run(&["limits"])?;
     assert_eq!(stdout(&out), expected, "{}", describe(&out));
-    resumes_printing(&sdt, expected);
+    resumes_printing(&sdt, "S0", expected);
     Ok(())
 }
 
@@ -254,7 +254,7 @@ fn resumed_threads_keep_their_signal_stacks() -> Result<(), Skip> {
         "worker: stack same, flags same, handler on it\nmain: stack same, flags same, handler on it\n";
     let (sdt, out) = behave_run(&["altstack"])?;
     assert_eq!(stdout(&out), expected, "{}", describe(&out));
-    resumes_printing(&sdt, expected);
+    resumes_printing(&sdt, "S0", expected);
     Ok(())
 }
 
@@ -286,7 +286,7 @@ fn resumed_threads_keep_their_cpus_policy_and_nice_value() -> Result<(), Skip> {
     );
     let shown = stdout(&sdt.ok(&["show", "S0"]));
     assert!(shown.contains("cpus 0\n") && shown.contains(", batch, nice 7\n"), "{shown}");
-    resumes_printing(&sdt, &printed);
+    resumes_printing(&sdt, "S0", &printed);
     Ok(())
 }
 
@@ -301,15 +301,15 @@ fn a_resumed_program_keeps_its_personality() -> Result<(), Skip> {
         run(&mut sdt
             .command_via(&["setarch", "-R"], &["run", "-q", "--", prog.to_str().unwrap(), "personality"]));
     assert_eq!(stdout(&out), "personality 40000\n", "ADDR_NO_RANDOMIZE: {}", describe(&out));
-    resumes_printing(&sdt, "personality 40000\n");
+    resumes_printing(&sdt, "S0", "personality 40000\n");
     Ok(())
 }
 
-/// `sdt restore S0` ends well, and the resumed program prints `expected`.
-fn resumes_printing(sdt: &Sdt, expected: &str) {
-    let out = sdt.output(&["restore", "S0"]);
-    assert!(out.status.success(), "{}", describe(&out));
-    assert_eq!(stdout(&out), expected, "{}", describe(&out));
+/// `sdt restore NAME` ends well, and the resumed program prints `expected`.
+fn resumes_printing(sdt: &Sdt, name: &str, expected: &str) {
+    let out = sdt.output(&["restore", name]);
+    assert!(out.status.success(), "{name}: {}", describe(&out));
+    assert_eq!(stdout(&out), expected, "{name}: {}", describe(&out));
 }
 
 /// Deleted files the program held (a `tmpfile()`, a file made with `O_TMPFILE` and opened
@@ -324,7 +324,7 @@ fn deleted_files_resume_with_what_they_held() -> Result<(), Skip> {
         shown.contains("(deleted): its 18 B kept") && shown.contains("(deleted): its 6 B kept"),
         "{shown}"
     );
-    resumes_printing(&sdt, expected);
+    resumes_printing(&sdt, "S0", expected);
     Ok(())
 }
 
@@ -335,7 +335,7 @@ fn views_of_one_deleted_file_resume_as_views_of_one_file() -> Result<(), Skip> {
     for (args, expected) in [(&["views"][..], "view y file y\n"), (&["views", "closed"], "view y\n")] {
         let (sdt, out) = behave_run(args)?;
         assert_eq!(stdout(&out), expected, "{args:?}: {}", describe(&out));
-        resumes_printing(&sdt, expected);
+        resumes_printing(&sdt, "S0", expected);
     }
     Ok(())
 }
@@ -393,9 +393,7 @@ fn a_java_program_resumes_from_its_snapshots() -> Result<(), Skip> {
     assert!(names.len() >= 2, "{names:?}: {}", describe(&out));
     // Not the last: it may come after the total was printed, as the JVM shuts down.
     for name in [&names[0], &names[names.len() / 2]] {
-        let out = sdt.output(&["restore", name]);
-        assert!(out.status.success(), "{name}: {}", describe(&out));
-        assert_eq!(stdout(&out), expected, "{name}: {}", describe(&out));
+        resumes_printing(&sdt, name, expected);
     }
     Ok(())
 }
@@ -416,9 +414,7 @@ fn a_go_program_resumes_from_its_snapshots() -> Result<(), Skip> {
     let marked = snapshots.iter().find(|s| s["attrs"] == "phase=tally").map(name);
     let marked = marked.unwrap_or_else(|| panic!("no breakpoint's snapshot: {snapshots:?}"));
     for name in [marked, name(&snapshots[snapshots.len() / 2])] {
-        let out = sdt.output(&["restore", &name]);
-        assert!(out.status.success(), "{name}: {}", describe(&out));
-        assert_eq!(stdout(&out), expected, "{name}: {}", describe(&out));
+        resumes_printing(&sdt, &name, expected);
     }
     Ok(())
 }
