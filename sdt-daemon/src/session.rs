@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use sdt_abi::{RESULT_DECLINED, RESULT_FILTERED};
 use sdt_store::{
-    CaptureStats, FileState, ItimerKind, MemoryLayout, OpenFile, PageSpan, ProcessInfo, RunInfo, SeccompMode,
+    CaptureStats, FileState, ItimerKind, MemoryLayout, OpenFile, PageSpan, ProcessInfo, RunInfo,
     SignalAction, SnapshotMeta, SnapshotTime, SpillFile, ThreadScheduling, ThreadState, Timers, Trigger,
 };
 use sdt_sys::events::{Event, Events};
@@ -606,7 +606,7 @@ impl Recorder<'_> {
         let signals = self.signal_actions(
             frozen,
             live_thread,
-            (injection_thread, seccomp),
+            signals::Callers { first: injection_thread, seccomp, breaking },
             &mut threads,
             sets,
             &timers,
@@ -627,13 +627,13 @@ impl Recorder<'_> {
     /// The dispositions of the caught and ignored signals (`sets`), the interval `timers`
     /// asked for and, where a handler runs on one, the signal stacks of `threads`: as the
     /// backend read them (no timers; the stacks with the registers), or read by calls
-    /// injected into the `injection` thread (under its seccomp mode) and others (see
-    /// [`signals::read_actions`]). Only caught signals and timers cost a call.
+    /// injected into held threads, the `callers` first (see [`signals::read_actions`]).
+    /// Only caught signals and timers cost a call.
     fn signal_actions<B: EventSource>(
         &mut self,
         frozen: &mut Frozen<'_, B>,
         live_thread: Tid,
-        injection: (Tid, SeccompMode),
+        callers: signals::Callers,
         threads: &mut [ThreadState],
         sets: (u64, u64),
         timers: &[ItimerKind],
@@ -647,7 +647,7 @@ impl Recorder<'_> {
         let tracer = frozen.injector().ok_or(CaptureError::SignalHandlersUnread(
             "the backend can neither read them nor inject calls",
         ))?;
-        let read = signals::read_actions(tracer, injection, threads, syscall_at, sets, timers)
+        let read = signals::read_actions(tracer, callers, threads, syscall_at, sets, timers)
             .map_err(CaptureError::SignalHandlers)?;
         if let Some(refused) = &read.refused
             && !std::mem::replace(&mut self.told_handlers_unread, true)

@@ -3,16 +3,17 @@
 //!
 //! `/proc/PID/status` tells which signals are caught (`SigCgt`) and ignored (`SigIgn`),
 //! but not the handlers. For each caught signal, a held thread runs an injected
-//! `rt_sigaction(sig, NULL, &old)` whose answer lands below its stack's red zone, in
-//! memory the program does not use. Most of an injected call is the wait for its thread
+//! `rt_sigaction(sig, NULL, &old)` whose answer lands below a stack's red zone, in
+//! memory the program does not use (see [`Injectors`] for whose). Most of an injected
+//! call is the wait for its thread
 //! to run it and report, so a program that catches many signals (Go's runtime catches
 //! nearly all) has them read by several held threads at once; one that catches nothing
 //! costs nothing.
 //!
 //! Nothing in `/proc` shows a thread's alternate signal stack either. Where a handler
 //! runs on one (`SA_ONSTACK`: Go's runtime, Rust's standard library, the sanitizers),
-//! every running thread reads its own with an injected `sigaltstack(NULL, &old)`, all at
-//! once: Go's runtime dies of a signal taken without one.
+//! every running thread reads its own with an injected `sigaltstack(NULL, &old)`, sixteen
+//! at once: Go's runtime dies of a signal taken without one.
 //!
 //! Nor the interval timers (`setitimer`, `alarm`): each one whose signal the program
 //! handles (caught, or read by a signalfd; for `SIGALRM`, also blocked in every thread,
@@ -68,6 +69,11 @@ const SS_DISABLE: u32 = 2;
 const SS_AUTODISARM: u32 = 1 << 31;
 /// glibc's `SIGCANCEL` and `SIGSETXID`, which it handles on the signal stack.
 const GLIBC_SIGNALS: [i32; 2] = [32, 33];
+/// Calls in one round at most: each answer takes [`ANSWER_STRIDE`] bytes below one
+/// thread's red zone.
+const ROUND_CALLS: usize = 16;
+/// Bytes an answer takes: the largest, `struct kernel_sigaction` and `struct itimerval`.
+const ANSWER_STRIDE: u64 = 32;
 /// Caught signals per held thread that reads handlers: a thread more costs a read of
 /// its `status` file (its seccomp mode), a tenth of a round of calls.
 const HANDLERS_PER_THREAD: usize = 4;
@@ -85,6 +91,16 @@ pub(crate) struct Dispositions {
     pub unread: u64,
     /// Why they were not.
     pub refused: Option<InjectionRefused>,
+}
+
+/// The held threads a capture's injected calls start from: the `first` to run them
+/// (under `seccomp`), and the `breaking` one, if any, below whose red zone their answers
+/// go (see [`Injectors`]).
+#[derive(Clone, Copy)]
+pub(crate) struct Callers {
+    pub first: Tid,
+    pub seccomp: SeccompMode,
+    pub breaking: Option<Tid>,
 }
 
 /// Why handlers were not read.
@@ -108,25 +124,27 @@ impl From<sdt_sys::Error> for Unread {
 /// The dispositions of the `caught` and `ignored` signals (bit `n-1` for signal `n`),
 /// the interval timers of `timers`, and, where a handler runs on one, the signal stack of
 /// each running one of `threads` (set in place), read by calls injected into held
-/// threads: `first` (under `seccomp`) for all but the handlers, which others read too.
-/// The `syscall` instruction is at `syscall_at`. Where sdt may not run calls in `first`
-/// (its seccomp), the caught ones and the timers are left unread; where it may not in
-/// another thread, that thread reads no handlers, and, if a handler needs its signal
-/// stack, the handlers that run on one count as unread.
+/// threads: the first of `callers` for all but the handlers, which others read too. The
+/// `syscall` instruction is at `syscall_at`. Where sdt may not run calls in the first
+/// (its seccomp), the caught ones and the timers are left unread; where
+/// it may not in another thread, that thread reads no handlers, and, if a handler needs
+/// its signal stack, the handlers that run on one count as unread.
 pub(crate) fn read_actions(
     tracer: &mut Tracer,
-    (first, seccomp): (Tid, SeccompMode),
+    callers: Callers,
     threads: &mut [ThreadState],
     syscall_at: u64,
     (caught, ignored): (u64, u64),
     timers: &[ItimerKind],
 ) -> Result<Dispositions, sdt_sys::Error> {
-    let mut injectors = Injectors::default();
     let read = match (caught, timers) {
-        (0, []) => Ok(Injected { handlers: Vec::new(), itimers: Vec::new(), stacks_refused: None }),
-        _ => read_injected(tracer, &mut injectors, (first, seccomp), threads, syscall_at, caught, timers),
+        (0, []) => Ok(Injected::default()),
+        _ => Injectors::new(tracer, callers, threads).and_then(|mut injectors| {
+            let read = read_injected(tracer, &mut injectors, threads, syscall_at, caught, timers);
+            injectors.finish(tracer);
+            read
+        }),
     };
-    injectors.finish(tracer);
     let (mut actions, itimers, unread, refused) = match read {
         Ok(Injected { handlers, itimers, stacks_refused: None }) => (handlers, Some(itimers), 0, None),
         // Those handlers would run without their stacks: as good as not read.
@@ -151,6 +169,7 @@ pub(crate) fn read_actions(
 }
 
 /// What [`read_injected`] read.
+#[derive(Default)]
 struct Injected {
     handlers: Vec<SignalAction>,
     itimers: Vec<Itimer>,
@@ -163,17 +182,15 @@ struct Injected {
 fn read_injected(
     tracer: &mut Tracer,
     injectors: &mut Injectors,
-    first: (Tid, SeccompMode),
     threads: &mut [ThreadState],
     syscall_at: u64,
     caught: u64,
     timers: &[ItimerKind],
 ) -> Result<Injected, Unread> {
-    injectors.take_first(tracer, first, threads)?;
-    let helpers = (caught.count_ones() as usize).div_ceil(HANDLERS_PER_THREAD).saturating_sub(1);
+    let helpers = (caught.count_ones() as usize).div_ceil(HANDLERS_PER_THREAD).clamp(1, ROUND_CALLS) - 1;
     injectors.take_others(tracer, threads, helpers, false)?;
     let handlers = handlers(tracer, injectors, syscall_at, caught)?;
-    let itimers = itimers(tracer, injectors.slots[0], syscall_at, timers)?;
+    let itimers = itimers(tracer, injectors, syscall_at, timers)?;
     let stacks_refused = match on_altstack(&handlers) {
         0 => None,
         _ => match injectors.take_others(tracer, threads, usize::MAX, true) {
@@ -211,18 +228,17 @@ fn on_altstack(actions: &[SignalAction]) -> u64 {
         .fold(0, |bits, a| bits | 1u64 << (a.signo - 1))
 }
 
-/// A held thread that injected calls run in, and where their answers land in it.
-#[derive(Clone, Copy)]
-struct Slot {
-    tid: Tid,
-    answer_at: u64,
-}
-
 /// The held threads a capture runs injected calls in, the injection thread first, their
 /// seccomp suspended meanwhile where they have one; [`Injectors::finish`] puts it back.
-#[derive(Default)]
+/// Every call's answer lands below one thread's red zone, at its own place in its round:
+/// the breaking thread's (stopped in its call of the library, on a C stack), else one
+/// stopped in a system call; so no thread stopped in a stack without room below it (a
+/// goroutine's, which Go grows on demand) is written to.
 struct Injectors {
-    slots: Vec<Slot>,
+    tids: Vec<Tid>,
+    /// Where the first call of a round writes its answer; the j-th, [`ANSWER_STRIDE`]
+    /// × j below.
+    answers_at: u64,
     /// What [`Tracer::restore_seccomp`] takes, for each thread whose seccomp was suspended.
     suspended: Vec<(Tid, &'static str)>,
     /// The threads made real-time for the calls, for all of them.
@@ -230,26 +246,37 @@ struct Injectors {
 }
 
 impl Injectors {
-    /// Takes `first`, a held thread whose seccomp mode is known; refused where sdt may
-    /// not suspend it.
-    fn take_first(
-        &mut self,
+    /// Takes the first of `callers`, with the answers below the red zone of the breaking
+    /// thread where there is one, else of one of `threads` in a system call, else of the
+    /// first; refused where sdt may not suspend the first's seccomp.
+    fn new(
         tracer: &mut Tracer,
-        (tid, seccomp): (Tid, SeccompMode),
+        Callers { first, seccomp, breaking }: Callers,
         threads: &[ThreadState],
-    ) -> Result<(), Unread> {
-        let rsp = match threads.iter().find(|t| t.tid == tid.raw()).and_then(|t| t.regs().ok()) {
-            Some(regs) => regs.rsp,
-            None => sdt_sys::ptrace::regs(tid)?.rsp,
+    ) -> Result<Injectors, Unread> {
+        let rsp =
+            |tid: Tid| threads.iter().find(|t| t.tid == tid.raw()).and_then(|t| t.regs().ok()).map(|r| r.rsp);
+        let in_syscall = threads
+            .iter()
+            .filter(|t| t.state == ThreadRunState::Running)
+            .filter_map(|t| t.regs().ok())
+            .find(|r| r.orig_rax as i64 >= 0)
+            .map(|r| r.rsp);
+        let rsp = match breaking.and_then(rsp).or(in_syscall).or_else(|| rsp(first)) {
+            Some(rsp) => rsp,
+            None => sdt_sys::ptrace::regs(first)?.rsp,
         };
-        self.suspended.extend(tracer.suspend_seccomp(tid, seccomp)?);
-        self.slots.push(Slot { tid, answer_at: below_red_zone(rsp) });
-        Ok(())
+        let suspended = tracer.suspend_seccomp(first, seccomp)?.into_iter().collect();
+        Ok(Injectors {
+            tids: vec![first],
+            answers_at: below_red_zone(rsp),
+            suspended,
+            hurried: Hurried::default(),
+        })
     }
 
-    /// Takes up to `more` of the running `threads` not taken yet, reading the seccomp
-    /// mode of each. Where sdt may not suspend a thread's, it is left out, or, with
-    /// `every`, all are refused.
+    /// Takes up to `more` of the running `threads` not taken yet. Where sdt may not
+    /// suspend a thread's seccomp, it is left out, or, with `every`, all are refused.
     fn take_others(
         &mut self,
         tracer: &mut Tracer,
@@ -263,8 +290,8 @@ impl Injectors {
             if taken == more {
                 break;
             }
-            let (Some(tid), Ok(regs)) = (Tid::new(t.tid), t.regs()) else { continue };
-            if self.slots.iter().any(|s| s.tid == tid) {
+            let Some(tid) = Tid::new(t.tid) else { continue };
+            if self.tids.contains(&tid) {
                 continue;
             }
             // Suspended as if it had a filter where sdt may (as root): cheaper than reading
@@ -282,38 +309,39 @@ impl Injectors {
                     continue;
                 }
             }
-            self.slots.push(Slot { tid, answer_at: below_red_zone(regs.rsp) });
+            self.tids.push(tid);
             taken += 1;
         }
         Ok(())
     }
 
-    /// Runs system call `nr` at the `syscall` instruction at `syscall_at` in the first
-    /// `count` threads at once, each with the arguments `args` gives for its index and
-    /// answer room, and reads each one's answer; a call that fails is said (`what` of its
-    /// index names it) and gives `None`.
+    /// Runs system call `nr` at the `syscall` instruction at `syscall_at` in each of
+    /// `tids` at once (at most [`ROUND_CALLS`]), each with the arguments `args` gives for
+    /// its index and answer's place, and reads each one's answer; a call that fails is
+    /// said (`what` of its index names it) and gives `None`.
     fn call_each<T: Pod>(
         &mut self,
         tracer: &mut Tracer,
         (syscall_at, nr): (u64, i64),
-        count: usize,
+        tids: &[Tid],
         args: impl Fn(usize, u64) -> [u64; 4],
         what: impl Fn(usize) -> String,
     ) -> Result<Vec<Option<T>>, Unread> {
-        let slots = &self.slots[..count];
-        let args: Vec<[u64; 4]> = slots.iter().enumerate().map(|(i, slot)| args(i, slot.answer_at)).collect();
+        assert!(tids.len() <= ROUND_CALLS, "{} calls in one round", tids.len());
+        let at = |j: usize| self.answers_at - j as u64 * ANSWER_STRIDE;
+        let args: Vec<[u64; 4]> = (0..tids.len()).map(|j| args(j, at(j))).collect();
         let calls: Vec<(Tid, u64, &[u64])> =
-            slots.iter().zip(&args).map(|(slot, args)| (slot.tid, nr as u64, &args[..])).collect();
+            tids.iter().zip(&args).map(|(&tid, args)| (tid, nr as u64, &args[..])).collect();
         let results = tracer.inject_syscalls(syscall_at, &calls, &mut self.hurried)?;
-        let mut answers = Vec::with_capacity(count);
-        for (i, (slot, rc)) in slots.iter().zip(results).enumerate() {
+        let mut answers = Vec::with_capacity(tids.len());
+        for (j, (tid, rc)) in tids.iter().zip(results).enumerate() {
             if rc < 0 {
-                log::warn!("{} in thread {} failed: errno {}; it is not recorded", what(i), slot.tid, -rc);
+                log::warn!("{} in thread {tid} failed: errno {}; it is not recorded", what(j), -rc);
                 answers.push(None);
                 continue;
             }
             let mut answer = T::zeroed();
-            memory::read_exact(slot.tid, slot.answer_at, bytemuck::bytes_of_mut(&mut answer))?;
+            memory::read_exact(*tid, at(j), bytemuck::bytes_of_mut(&mut answer))?;
             answers.push(Some(answer));
         }
         Ok(answers)
@@ -337,14 +365,15 @@ fn handlers(
     caught: u64,
 ) -> Result<Vec<SignalAction>, Unread> {
     let signals: Vec<i32> = (1..=64i32).filter(|signo| caught & (1u64 << (signo - 1)) != 0).collect();
+    let tids: Vec<Tid> = injectors.tids.iter().copied().take(ROUND_CALLS).collect();
     let mut actions = Vec::with_capacity(signals.len());
-    for round in signals.chunks(injectors.slots.len()) {
+    for round in signals.chunks(tids.len()) {
         let read: Vec<Option<KernelSigaction>> = injectors.call_each(
             tracer,
             (syscall_at, libc::SYS_rt_sigaction),
-            round.len(),
-            |i, at| [round[i] as u64, 0, at, 8],
-            |i| format!("rt_sigaction({}) (its handler)", round[i]),
+            &tids[..round.len()],
+            |j, at| [round[j] as u64, 0, at, 8],
+            |j| format!("rt_sigaction({}) (its handler)", round[j]),
         )?;
         for (&signo, action) in round.iter().zip(read) {
             let Some(KernelSigaction { handler, flags, restorer, mask }) = action else { continue };
@@ -355,32 +384,24 @@ fn handlers(
 }
 
 /// Those of the `kinds` of interval timer that are running, each read by an injected
-/// `getitimer` in `slot`.
+/// `getitimer` in the injection thread.
 fn itimers(
     tracer: &mut Tracer,
-    slot: Slot,
+    injectors: &mut Injectors,
     syscall_at: u64,
     kinds: &[ItimerKind],
 ) -> Result<Vec<Itimer>, Unread> {
+    let first = &injectors.tids[..1].to_vec();
     let mut running = Vec::new();
     for &kind in kinds {
-        let rc = tracer.inject_syscall(
-            slot.tid,
-            syscall_at,
-            libc::SYS_getitimer as u64,
-            &[kind.which() as u64, slot.answer_at],
+        let read: Vec<Option<Itimerval>> = injectors.call_each(
+            tracer,
+            (syscall_at, libc::SYS_getitimer),
+            first,
+            |_, at| [kind.which() as u64, at, 0, 0],
+            |_| format!("getitimer({}) (the timer)", kind.name()),
         )?;
-        if rc < 0 {
-            log::warn!(
-                "getitimer({}) in thread {} failed: errno {}; it is not recorded",
-                kind.name(),
-                slot.tid,
-                -rc
-            );
-            continue;
-        }
-        let mut val = Itimerval::zeroed();
-        memory::read_exact(slot.tid, slot.answer_at, bytemuck::bytes_of_mut(&mut val))?;
+        let Some(Some(val)) = read.into_iter().next() else { continue };
         let micros = |[secs, usecs]: [i64; 2]| {
             (secs.max(0) as u64).saturating_mul(1_000_000).saturating_add(usecs.max(0) as u64)
         };
@@ -392,35 +413,40 @@ fn itimers(
 }
 
 /// The signal stack of each of the `threads` that runs (every one of which is among the
-/// `injectors`), by a `sigaltstack(NULL, &old)` injected into each, all at once.
+/// `injectors`), by a `sigaltstack(NULL, &old)` injected into each, [`ROUND_CALLS`] at
+/// once.
 fn altstacks(
     tracer: &mut Tracer,
     injectors: &mut Injectors,
     threads: &mut [ThreadState],
     syscall_at: u64,
 ) -> Result<(), Unread> {
-    let read: Vec<Option<StackT>> = injectors.call_each(
-        tracer,
-        (syscall_at, libc::SYS_sigaltstack),
-        injectors.slots.len(),
-        |_, at| [0, at, 0, 0],
-        |_| "sigaltstack (its signal stack)".to_owned(),
-    )?;
-    for (slot, stack) in injectors.slots.iter().zip(read) {
-        let Some(t) = threads.iter_mut().find(|t| t.tid == slot.tid.raw()) else { continue };
-        t.altstack = stack.filter(|s| s.flags & SS_DISABLE == 0 && s.size != 0).map(|s| AltStack {
-            sp: s.sp,
-            size: s.size,
-            flags: s.flags & SS_AUTODISARM,
-        });
+    let tids = injectors.tids.clone();
+    for round in tids.chunks(ROUND_CALLS) {
+        let read: Vec<Option<StackT>> = injectors.call_each(
+            tracer,
+            (syscall_at, libc::SYS_sigaltstack),
+            round,
+            |_, at| [0, at, 0, 0],
+            |_| "sigaltstack (its signal stack)".to_owned(),
+        )?;
+        for (tid, stack) in round.iter().zip(read) {
+            let Some(t) = threads.iter_mut().find(|t| t.tid == tid.raw()) else { continue };
+            t.altstack = stack.filter(|s| s.flags & SS_DISABLE == 0 && s.size != 0).map(|s| AltStack {
+                sp: s.sp,
+                size: s.size,
+                flags: s.flags & SS_AUTODISARM,
+            });
+        }
     }
     Ok(())
 }
 
-/// Room for one answer (a `struct kernel_sigaction`, `struct itimerval` or `stack_t`)
-/// below the red zone of a stack at `rsp`, 16-aligned.
+/// Room for the answers of a round of calls below the red zone of a stack at `rsp`,
+/// 16-aligned: the first at the address returned, the others [`ANSWER_STRIDE`] apart
+/// below it.
 fn below_red_zone(rsp: u64) -> u64 {
-    (rsp - RED_ZONE - 2 * size_of::<KernelSigaction>() as u64) & !15
+    (rsp - RED_ZONE - ANSWER_STRIDE) & !15
 }
 
 #[cfg(test)]

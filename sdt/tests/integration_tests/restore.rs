@@ -258,6 +258,22 @@ fn resumed_threads_keep_their_signal_stacks() -> Result<(), Skip> {
     Ok(())
 }
 
+/// A thread asleep on a stack with no room below it (256 bytes above an inaccessible
+/// page, as a goroutine near the bottom of its stack has none) has its signal stack read
+/// all the same, and nothing written below its stack: the injected calls' answers go
+/// below the breaking thread's. The snapshot resumes.
+fn a_thread_on_a_stack_without_room_has_its_signal_stack_read() -> Result<(), Skip> {
+    let (sdt, out) = behave_run(&["tight-stack"])?;
+    assert_eq!(stdout(&out), "done\n", "{}", describe(&out));
+    assert!(!stderr(&out).contains("failed: errno"), "{}", describe(&out));
+    let meta: Value = serde_json::from_slice(&sdt.ok(&["show", "--raw", "S0"]).stdout).unwrap();
+    let sizes: Vec<u64> =
+        meta["threads"].as_array().unwrap().iter().filter_map(|t| t["altstack"]["size"].as_u64()).collect();
+    assert_eq!(sizes, [65536], "{}", meta["threads"]);
+    resumes_printing(&sdt, "S0", "done\n");
+    Ok(())
+}
+
 /// A resumed program keeps the umask it had set (not the restorer's): the files it
 /// creates after get the permissions they would have.
 fn a_resumed_program_keeps_its_umask() -> Result<(), Skip> {
@@ -778,6 +794,7 @@ sdt_test_harness::tests![
     a_resumed_program_gets_the_alarm_it_was_waiting_for,
     a_resumed_program_keeps_its_resource_limits,
     resumed_threads_keep_their_signal_stacks,
+    a_thread_on_a_stack_without_room_has_its_signal_stack_read,
     a_resumed_program_keeps_its_umask,
     a_resumed_program_keeps_its_personality,
     resumed_threads_keep_their_cpus_policy_and_nice_value,

@@ -85,22 +85,27 @@
  *                       a SIGUSR1 handler runs on the signal stack; a worker sets one and
  *                       sandboxes itself alone with a filter that kills the process at
  *                       sigaltstack(2); main passes a breakpoint, then prints "done"
+ *   behave tight-stack  a SIGUSR1 handler runs on the signal stack; a worker sets one,
+ *                       then sleeps in futex(2) on a stack of 256 bytes just above an
+ *                       inaccessible page; main passes a breakpoint, wakes it, prints "done"
  *   behave ids          SetBreakpoint, then print its user and group ids (real,
  *                       effective, saved), supplementary groups and effective
  *                       capabilities, and whether a file of root's reads as root's
  */
 #define _GNU_SOURCE /* O_TMPFILE */
 #include <ctype.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/futex.h>
+#include <linux/seccomp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <semaphore.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -116,6 +121,7 @@
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include <sdt.h>
@@ -715,6 +721,81 @@ static int sandboxed_signal_stack(void)
 	return 0;
 }
 
+/* The futex word the worker of `behave tight-stack` sleeps on, and its thread id. */
+static atomic_int tight_wake;
+static atomic_int tight_tid;
+static ucontext_t tight_caller, tight_context;
+
+/* Sleeps until `tight_wake` is set, by raw calls: the stack has room for little else. */
+static void sleep_on_tight_stack(void)
+{
+	while (!atomic_load(&tight_wake))
+		syscall(SYS_futex, &tight_wake, FUTEX_WAIT, 0, NULL, NULL, 0);
+}
+
+/*
+ * Sets a signal stack, then sleeps on a stack of 256 bytes whose bottom is the first
+ * byte after an inaccessible page: nothing may be written below its red zone.
+ */
+static void *tight_stack_worker(void *unused)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	char *guard = mmap(NULL, 2 * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	stack_t set = { .ss_sp = malloc(64 * 1024), .ss_size = 64 * 1024 };
+
+	(void)unused;
+	if (guard == MAP_FAILED || mprotect(guard + page, page, PROT_READ | PROT_WRITE) != 0 || !set.ss_sp ||
+	    sigaltstack(&set, NULL) != 0 || getcontext(&tight_context) != 0)
+		exit(2);
+	tight_context.uc_stack.ss_sp = guard + page;
+	tight_context.uc_stack.ss_size = 256;
+	tight_context.uc_link = &tight_caller;
+	makecontext(&tight_context, sleep_on_tight_stack, 0);
+	atomic_store(&tight_tid, (int)syscall(SYS_gettid));
+	swapcontext(&tight_caller, &tight_context);
+	return NULL;
+}
+
+/* Whether thread `tid` sleeps in futex(2), its stack pointer in a page's first 256 bytes. */
+static int sleeps_on_tight_stack(int tid)
+{
+	char path[64];
+	unsigned long sp = 0;
+	long nr = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	if (fscanf(f, "%ld %*x %*x %*x %*x %*x %*x %lx", &nr, &sp) != 2)
+		nr = -1;
+	fclose(f);
+	return nr == SYS_futex && sp % sysconf(_SC_PAGESIZE) < 256;
+}
+
+/*
+ * `behave tight-stack`: a SIGUSR1 handler runs on the signal stack; a worker with one
+ * sleeps on a stack without room below it while main passes a breakpoint.
+ */
+static int tight_signal_stack(void)
+{
+	struct sigaction act = { .sa_handler = note_stack, .sa_flags = SA_ONSTACK };
+	pthread_t worker;
+
+	sigemptyset(&act.sa_mask);
+	sigaction(SIGUSR1, &act, NULL);
+	pthread_create(&worker, NULL, tight_stack_worker, NULL);
+	while (!atomic_load(&tight_tid) || !sleeps_on_tight_stack(atomic_load(&tight_tid)))
+		usleep(1000);
+	SetBreakpoint(1, 1, 1, 0, "mode=tight-stack");
+	atomic_store(&tight_wake, 1);
+	syscall(SYS_futex, &tight_wake, FUTEX_WAKE, 1, NULL, NULL, 0);
+	pthread_join(worker, NULL);
+	printf("done\n");
+	return 0;
+}
+
 /* `behave ids`: who it is after a breakpoint. */
 static int own_ids(void)
 {
@@ -976,6 +1057,8 @@ int main(int argc, char **argv)
 		return own_signal_stacks();
 	if (!strcmp(mode, "altstack-sandboxed"))
 		return sandboxed_signal_stack();
+	if (!strcmp(mode, "tight-stack"))
+		return tight_signal_stack();
 	if (!strcmp(mode, "shared"))
 		return sparse_shared();
 	if (!strcmp(mode, "huge"))
@@ -986,6 +1069,6 @@ int main(int argc, char **argv)
 		return two_views(argc > 2 && !strcmp(argv[2], "closed"));
 	if (!strcmp(mode, "fds") && argc == 3)
 		return many_descriptors(argv[0], atoi(argv[2]));
-	fprintf(stderr, "usage: behave echo|exit N|signals|segv|abort-thread|wait-term|fork|big MB|leader-exits|exec|vfork-stuck|alarm HOW|limits|tmpfile|shared|huge|views [closed]|gone PATH [keep]|ids|umask|personality|sched|altstack|altstack-sandboxed|fds N\n");
+	fprintf(stderr, "usage: behave echo|exit N|signals|segv|abort-thread|wait-term|fork|big MB|leader-exits|exec|vfork-stuck|alarm HOW|limits|tmpfile|shared|huge|views [closed]|gone PATH [keep]|ids|umask|personality|sched|altstack|altstack-sandboxed|tight-stack|fds N\n");
 	return 2;
 }
