@@ -14,6 +14,9 @@ use crate::cmd_events::{located, site_lines};
 use crate::job::{self, Job};
 use crate::select;
 
+/// `SS_AUTODISARM` in a signal stack's flags.
+const SS_AUTODISARM: u32 = 1 << 31;
+
 /// What a breakpoint of SDT's own (class -1) is for: a rank's stop at a cut of its
 /// history, or a rank ending its job.
 fn own_breakpoint(class: i32, id: i32) -> Option<&'static str> {
@@ -143,6 +146,15 @@ pub fn show(opt: ShowOpt) -> Result<()> {
             t.pc(),
             t.sp()
         );
+    }
+    let stacks: Vec<_> = m.threads.iter().filter_map(|t| t.altstack.map(|s| (t.tid, s))).collect();
+    if !stacks.is_empty() {
+        println!("\nsignal stacks ({}):", stacks.len());
+        for (tid, s) in stacks {
+            let end = s.sp.saturating_add(s.size);
+            let disarm = if s.flags & SS_AUTODISARM != 0 { ", off while a handler runs on it" } else { "" };
+            println!("  {tid:>7}  {:#x}-{end:#x} ({}){disarm}", s.sp, human::bytes(s.size));
+        }
     }
     let blocked = Blocked::of(&snap);
     if blocked.waiting() > 0 {

@@ -254,6 +254,10 @@ fn resumed_threads_keep_their_signal_stacks() -> Result<(), Skip> {
         "worker: stack same, flags same, handler on it\nmain: stack same, flags same, handler on it\n";
     let (sdt, out) = behave_run(&["altstack"])?;
     assert_eq!(stdout(&out), expected, "{}", describe(&out));
+    let shown = stdout(&sdt.ok(&["show", "S0"]));
+    assert!(shown.contains("\nsignal stacks (2):\n"), "{shown}");
+    assert_eq!(shown.matches(" (64.0 KiB)").count(), 2, "{shown}");
+    assert_eq!(shown.matches(" (64.0 KiB), off while a handler runs on it\n").count(), 1, "{shown}");
     resumes_printing(&sdt, "S0", expected);
     Ok(())
 }
