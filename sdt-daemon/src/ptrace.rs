@@ -1060,6 +1060,28 @@ impl Tracer {
         Ok(self.inject_syscalls(syscall_at, &[(tid, nr, args)], &mut Hurried::default())?[0])
     }
 
+    /// The next report of a thread whose injected call is `under_way` (a stepped thread
+    /// that does not report within [`STOP_SLICE`] lets one report from any thread in
+    /// first, as a freeze does), or `None` at `deadline`.
+    fn injection_report(
+        &mut self,
+        under_way: &[(usize, ptrace::Injection)],
+        deadline: Instant,
+    ) -> Result<Option<(Tid, Stop)>, sdt_sys::Error> {
+        let tids: Vec<Tid> = under_way.iter().map(|(_, call)| call.tid()).collect();
+        loop {
+            let slice = deadline.min(Instant::now() + STOP_SLICE);
+            let report = match wait::wait_some_soon(&tids, INJECTION_SPIN, slice) {
+                Ok(None) => wait::wait_any_until(slice)?,
+                Err(e) if e.errno() == libc::ECHILD => wait::wait_any_until(slice)?,
+                other => other?,
+            };
+            if report.is_some() || Instant::now() >= deadline {
+                return Ok(report);
+            }
+        }
+    }
+
     /// Runs one system call in each of several threads the current freeze holds, all at
     /// once (most of a call is the wait for its thread to be scheduled and for its
     /// report): `calls` names each thread with its call's number and arguments, and
@@ -1091,7 +1113,7 @@ impl Tracer {
         }
         while !under_way.is_empty() {
             let deadline = Instant::now() + ptrace::STEP_TIMEOUT;
-            let Some((from, stop)) = wait::wait_any_soon(INJECTION_SPIN, deadline)? else {
+            let Some((from, stop)) = self.injection_report(&under_way, deadline)? else {
                 // They were stepped and have not stopped since.
                 for (_, call) in &under_way {
                     if let Some(thread) = self.threads.get_mut(&call.tid()) {
