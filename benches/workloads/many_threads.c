@@ -14,10 +14,14 @@
  *
  *   /tmp/many_threads 4000 hold 30 & sleep 2; time gcore -o /tmp/threads.core $!; kill $!
  *
- *   usage: many_threads N [hold S]
+ *   With `onstack`, a SIGUSR1 handler runs on the signal stack (as Rust's and Go's do),
+ *   so each capture reads every thread's signal stack too.
+ *
+ *   usage: many_threads N [hold S | onstack]
  */
 #include <pthread.h>
 #include <sdt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +29,11 @@
 #include <unistd.h>
 
 static pthread_barrier_t started, done;
+
+static void ignore(int sig)
+{
+	(void)sig;
+}
 
 static void *worker(void *arg)
 {
@@ -38,9 +47,15 @@ int main(int argc, char **argv)
 {
 	int n = argc > 1 ? atoi(argv[1]) : 1000;
 	int hold = argc > 3 && !strcmp(argv[2], "hold") ? atoi(argv[3]) : -1;
-	if (n < 1 || (argc > 2 && hold < 0)) {
-		fprintf(stderr, "usage: many_threads N [hold S] (N >= 1)\n");
+	int onstack = argc == 3 && !strcmp(argv[2], "onstack");
+	if (n < 1 || (argc > 2 && hold < 0 && !onstack)) {
+		fprintf(stderr, "usage: many_threads N [hold S | onstack] (N >= 1)\n");
 		return 2;
+	}
+	if (onstack) {
+		struct sigaction act = { .sa_handler = ignore, .sa_flags = SA_ONSTACK };
+		sigemptyset(&act.sa_mask);
+		sigaction(SIGUSR1, &act, NULL);
 	}
 	pthread_t *threads = calloc(n, sizeof *threads);
 	pthread_attr_t attr;
