@@ -5,10 +5,9 @@
 //! but not the handlers. For each caught signal, a held thread runs an injected
 //! `rt_sigaction(sig, NULL, &old)` whose answer lands below a stack's red zone, in
 //! memory the program does not use (see [`Injectors`] for whose). Most of an injected
-//! call is the wait for its thread
-//! to run it and report, so a program that catches many signals (Go's runtime catches
-//! nearly all) has them read by several held threads at once; one that catches nothing
-//! costs nothing.
+//! call is the wait for its thread to run it and report, so a program that catches many
+//! signals (Go's runtime catches nearly all) has them read by several held threads at
+//! once; one that catches nothing costs nothing.
 //!
 //! Nothing in `/proc` shows a thread's alternate signal stack either. Where a handler
 //! runs on one (`SA_ONSTACK`: Go's runtime, Rust's standard library, the sanitizers),
@@ -126,9 +125,9 @@ impl From<sdt_sys::Error> for Unread {
 /// each running one of `threads` (set in place), read by calls injected into held
 /// threads: the first of `callers` for all but the handlers, which others read too. The
 /// `syscall` instruction is at `syscall_at`. Where sdt may not run calls in the first
-/// (its seccomp), the caught ones and the timers are left unread; where
-/// it may not in another thread, that thread reads no handlers, and, if a handler needs
-/// its signal stack, the handlers that run on one count as unread.
+/// (its seccomp), the caught ones and the timers are left unread; where it may not in
+/// another thread, that thread reads no handlers, and, if a handler needs its signal
+/// stack, the handlers that run on one count as unread.
 pub(crate) fn read_actions(
     tracer: &mut Tracer,
     callers: Callers,
